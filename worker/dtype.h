@@ -1,0 +1,77 @@
+/* dtype: tensor element types with ggml's exact ids and block layouts, fp16/bf16 conversion,
+ * and reference (scalar) quantize/dequantize of one row. SIMD kernels live in the backend. */
+#ifndef SOL_DTYPE_H
+#define SOL_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Values are ggml's `enum ggml_type` ids, as stored in GGUF tensor infos. */
+typedef enum {
+    SOL_DT_F32 = 0,
+    SOL_DT_F16 = 1,
+    SOL_DT_Q4_0 = 2,
+    SOL_DT_Q8_0 = 8,
+    SOL_DT_Q4_K = 12,
+    SOL_DT_Q6_K = 14,
+    SOL_DT_BF16 = 30,
+} sol_dtype;
+
+#define SOL_QK4_0 32
+#define SOL_QK8_0 32
+#define SOL_QK_K 256
+
+/* ggml block_q4_0: element j is (qs[j] & 0xF) - 8, element j+16 is (qs[j] >> 4) - 8, times d. */
+typedef struct {
+    uint16_t d; /* fp16 scale */
+    uint8_t qs[SOL_QK4_0 / 2];
+} sol_block_q4_0;
+
+/* ggml block_q8_0: element j is qs[j] * d. */
+typedef struct {
+    uint16_t d; /* fp16 scale */
+    int8_t qs[SOL_QK8_0];
+} sol_block_q8_0;
+
+/* ggml block_q4_K (256 elements, 8 sub-blocks of 32 with 6-bit scales and mins). */
+typedef struct {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qs[SOL_QK_K / 2];
+} sol_block_q4_k;
+
+/* ggml block_q6_K (256 elements, 16 sub-blocks of 16 with 8-bit scales). */
+typedef struct {
+    uint8_t ql[SOL_QK_K / 2];
+    uint8_t qh[SOL_QK_K / 4];
+    int8_t scales[SOL_QK_K / 16];
+    uint16_t d;
+} sol_block_q6_k;
+
+_Static_assert(sizeof(sol_block_q4_0) == 18, "ggml block_q4_0 is 18 bytes");
+_Static_assert(sizeof(sol_block_q8_0) == 34, "ggml block_q8_0 is 34 bytes");
+_Static_assert(sizeof(sol_block_q4_k) == 144, "ggml block_q4_K is 144 bytes");
+_Static_assert(sizeof(sol_block_q6_k) == 210, "ggml block_q6_K is 210 bytes");
+
+/* 1 for known types, 0 otherwise (an unknown id read from a file is not a sol_dtype). */
+int sol_dtype_known(uint32_t id);
+const char *sol_dtype_name(sol_dtype t); /* "f32", "q4_0", ... */
+int sol_dtype_parse(const char *name);   /* name -> id, or -1 */
+size_t sol_dtype_block_elems(sol_dtype t);
+size_t sol_dtype_block_bytes(sol_dtype t);
+/* Bytes of a row of n elements; 0 when n is not a multiple of the block size. */
+size_t sol_dtype_row_bytes(sol_dtype t, int64_t n);
+
+uint16_t sol_fp32_to_fp16(float f); /* round to nearest even, like ggml */
+float sol_fp16_to_fp32(uint16_t h);
+uint16_t sol_fp32_to_bf16(float f); /* round to nearest even; NaN stays NaN */
+float sol_bf16_to_fp32(uint16_t h);
+
+/* Reference conversions of one row of n elements (n a multiple of the block size). */
+void sol_dequantize_row(sol_dtype t, const void *src, float *dst, int64_t n);
+/* Quantizes F32 to t (F32, F16, BF16, Q8_0, Q4_0), bit-identical to ggml's reference quantizer.
+ * Returns 0, or -EINVAL for a type it cannot produce or a bad n. */
+int sol_quantize_row(sol_dtype t, const float *src, void *dst, int64_t n);
+
+#endif
