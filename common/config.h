@@ -1,0 +1,162 @@
+/* config: Sol's one YAML configuration file (`log:`, `router:`, `worker:`) as typed structs.
+ * Precedence is defaults < file < flags; every error names file:line:column and the key path. */
+#ifndef SOL_CONFIG_H
+#define SOL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "err.h"
+#include "log.h"
+
+/* Which sections sol_config_print and sol_config_validate look at (`log:` is always included). */
+enum { SOL_CONFIG_ROUTER = 1, SOL_CONFIG_WORKER = 2, SOL_CONFIG_BOTH = 3 };
+
+typedef enum { SOL_BACKEND_CPU = 0, SOL_BACKEND_CUDA, SOL_BACKEND_SIM } sol_backend;
+typedef enum { SOL_KV_F16 = 0, SOL_KV_F32 } sol_kv_dtype;
+typedef enum { SOL_SPEC_OFF = 0, SOL_SPEC_DRAFT, SOL_SPEC_NGRAM } sol_spec_method;
+
+/* An owned list of owned strings. */
+typedef struct sol_strlist {
+    char **items;
+    size_t n;
+} sol_strlist;
+
+/* A condition left out of a rule is SOL_RULE_UNSET (numbers) or NULL/empty (strings, lists). */
+#define SOL_RULE_UNSET (-1)
+
+/* router.routing.rules[i]: every condition present in `if` must hold for `pool` to be chosen;
+ * `keywords` holds when any one keyword occurs in the prompt (case-insensitive). */
+typedef struct sol_route_rule {
+    char *tag;              /* request carries this tag */
+    int prompt_chars_below; /* prompt text shorter than this many characters */
+    int prompt_chars_above; /* prompt text longer than this */
+    int max_tokens_below;   /* request's max_tokens below this */
+    int max_tokens_above;   /* request's max_tokens above this */
+    sol_strlist keywords;   /* any of these substrings in the prompt */
+    char *model;            /* request's "model" field equals this */
+    char *pool;             /* the pool to route to (required) */
+} sol_route_rule;
+
+typedef struct sol_router_config {
+    struct {
+        char *listen;        /* "HOST:PORT" */
+        char *api_keys_file; /* NULL: no authentication */
+        int max_body_bytes;
+        struct {
+            double requests_per_s; /* 0: off */
+            int burst;             /* 0: max(1, ceil(requests_per_s)) */
+        } rate_limit;
+        int request_timeout_ms; /* 0: none */
+    } http;
+    struct {
+        char *bind; /* ZeroMQ endpoint the ROUTER socket binds */
+        int heartbeat_ms;
+        int dead_after_ms;
+        int max_queue_per_pool;
+    } workers;
+    struct {
+        char *default_pool;
+        char *fallback_pool; /* NULL: no fallback (HTTP 503 instead) */
+        sol_strlist pools;
+        struct {
+            char *weights_file; /* NULL: classifier off */
+            double threshold;
+            char *positive_pool;
+        } classifier;
+        int affinity_prefix_chars; /* 0: no prefix affinity */
+        struct {
+            sol_route_rule *items;
+            size_t n;
+        } rules;
+    } routing;
+} sol_router_config;
+
+typedef struct sol_worker_config {
+    sol_strlist router; /* ZeroMQ endpoints of the routers to connect to */
+    char *pool;
+    char *model; /* GGUF path; NULL allowed only with backend sim */
+    char *id;    /* "": derived from host name and pid */
+    sol_backend backend;
+    int threads; /* 0: all cores */
+    int tensor_parallel;
+    bool mmap;
+    bool mlock;
+    int heartbeat_ms;
+    struct {
+        int block_size; /* tokens per KV block */
+        double memory_fraction;
+        int num_blocks; /* 0: derived from memory_fraction */
+        int max_model_len;
+        sol_kv_dtype dtype;
+    } kv;
+    struct {
+        int max_num_seqs;
+        int max_batched_tokens;
+        bool prefix_caching;
+    } scheduler;
+    struct {
+        sol_spec_method method;
+        char *draft_model; /* required with method draft (unless backend sim) */
+        int k;
+        bool adaptive;
+    } speculative;
+    struct {
+        int ttft_ms;
+        double tokens_per_s;
+    } sim;
+} sol_worker_config;
+
+typedef struct sol_config {
+    struct {
+        sol_log_level level;
+        bool json;
+    } log;
+    sol_router_config router;
+    sol_worker_config worker;
+    /* Where each value came from (file:line:column or the command line), for later messages.
+     * Private to config.c. */
+    struct sol_config_origin *origin;
+} sol_config;
+
+/* Fill `cfg` with the documented defaults. Every other function needs this done first.
+ * Copying a sol_config by value shares its strings: don't; free exactly once. */
+void sol_config_defaults(sol_config *cfg);
+
+/* Release everything `cfg` owns; it must be re-initialised with sol_config_defaults to reuse. */
+void sol_config_free(sol_config *cfg);
+
+/* Overlay the YAML file at `path` onto `cfg` (which holds defaults or an earlier load). Type and
+ * range errors, unknown and duplicate keys are reported as "path:line:col: key.path: message".
+ * On failure `cfg` stays valid (possibly partly updated) and must still be freed. */
+int sol_config_load(sol_config *cfg, const char *path, sol_err *err);
+
+/* Same, from text in memory; `name` stands in for the file name in messages. */
+int sol_config_load_string(sol_config *cfg, const char *text, const char *name, sol_err *err);
+
+/* Set one key from text, with the same checks as the file ("worker.kv.block_size", "32").
+ * Lists and rules take YAML flow syntax ("[a, b]"; a bare string is a one-item list); a
+ * section takes a flow mapping ("worker.kv" = "{block_size: 32}"). */
+int sol_config_set(sol_config *cfg, const char *key_path, const char *value, sol_err *err);
+
+/* Append one item to a list key (worker.router, router.routing.pools). */
+int sol_config_append(sol_config *cfg, const char *key_path, const char *value, sol_err *err);
+
+/* Checks that span several keys (worker.model needed unless backend sim; pools named by rules
+ * exist; ...). `which` is SOL_CONFIG_ROUTER, _WORKER or _BOTH. */
+int sol_config_validate(const sol_config *cfg, int which, sol_err *err);
+
+/* Write the configuration as YAML that sol_config_load reads back to the same values.
+ * Returns 0, or -EIO when writing failed. */
+int sol_config_print(const sol_config *cfg, FILE *f, int which);
+
+/* Names for enum values, as written in the file. */
+const char *sol_backend_name(sol_backend b);
+const char *sol_kv_dtype_name(sol_kv_dtype d);
+const char *sol_spec_method_name(sol_spec_method m);
+
+/* Levenshtein distance, for "did you mean" hints (also used by the flag parser). */
+size_t sol_edit_distance(const char *a, const char *b);
+
+#endif
