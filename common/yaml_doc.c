@@ -188,8 +188,7 @@ int ydoc_is_null(const ydoc_node *n) {
     if (!n) return 1;
     if (n->kind != YDOC_SCALAR || !n->plain) return 0;
     const char *t = n->text;
-    return !*t || !strcmp(t, "~") || !strcmp(t, "null") || !strcmp(t, "Null") ||
-           !strcmp(t, "NULL");
+    return !*t || !strcmp(t, "~") || !strcmp(t, "null") || !strcmp(t, "Null") || !strcmp(t, "NULL");
 }
 
 const char *ydoc_describe(const ydoc_node *n) {
