@@ -1,0 +1,434 @@
+/* model: Llama forward pass. Reads like the math (llama2.c's shape): embed, then per layer
+ * attention and SwiGLU FFN with pre-RMSNorm and residuals, then the final norm and the head.
+ * All activation buffers live in `model_scratch`, sized up front. */
+#include "model.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+typedef struct layer_weights {
+    const float *attn_norm, *ffn_norm;
+    sol_weight wq, wk, wv, wo;
+    sol_weight w_gate, w_up, w_down;
+} layer_weights;
+
+typedef struct model_scratch {
+    int cap_tokens, cap_logits;
+    float *x, *xb, *xb2;   /* n x dim */
+    float *q, *att;        /* n x dim (heads x head_dim) */
+    float *k, *v;          /* n x kv_dim */
+    float *hb, *hb2;       /* n x ffn */
+    float *xl;             /* n_logits x dim: rows that want logits */
+    float *logits;         /* n_logits x vocab, on the backend */
+} model_scratch;
+
+struct model {
+    gguf_file *gguf;
+    sol_backend *be;
+    model_hparams hp;
+    char name[128];
+    sol_weight tok_embd, output;
+    const float *output_norm;
+    layer_weights *layers;
+    model_scratch s;
+};
+
+/* ---- loading ---------------------------------------------------------------------------- */
+
+static int get_u32_req(const gguf_file *g, const char *arch, const char *suffix, int32_t *out,
+                       sol_err *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    uint32_t v = 0;
+    int rc = gguf_get_u32(g, key, &v, err);
+    if (rc == -ENOENT)
+        return sol_err_set(err, -EINVAL, "%s: missing required key %s", gguf_path(g), key);
+    if (rc) return rc;
+    if (v == 0 || v > (1u << 24))
+        return sol_err_set(err, -EINVAL, "%s: key %s: value %u is out of range", gguf_path(g),
+                           key, v);
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int get_f32_opt(const gguf_file *g, const char *arch, const char *suffix, float def,
+                       float *out, sol_err *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return gguf_get_f32_def(g, key, def, out, err);
+}
+
+static int load_hparams(model *m, sol_err *err) {
+    const gguf_file *g = m->gguf;
+    const char *arch = NULL;
+    int rc = gguf_get_str(g, "general.architecture", &arch, err);
+    if (rc == -ENOENT)
+        return sol_err_set(err, -EINVAL, "%s: missing required key general.architecture",
+                           gguf_path(g));
+    if (rc) return rc;
+    /* Mistral, Llama 2/3 and TinyLlama all use the "llama" graph; others are not implemented. */
+    if (strcmp(arch, "llama") != 0 && strcmp(arch, "mistral") != 0)
+        return sol_err_set(err, -ENOTSUP,
+                           "%s: key general.architecture: \"%s\" is not supported (expected "
+                           "\"llama\")",
+                           gguf_path(g), arch);
+    model_hparams *hp = &m->hp;
+    if ((rc = get_u32_req(g, arch, "embedding_length", &hp->dim, err)) ||
+        (rc = get_u32_req(g, arch, "block_count", &hp->n_layers, err)) ||
+        (rc = get_u32_req(g, arch, "attention.head_count", &hp->n_heads, err)) ||
+        (rc = get_u32_req(g, arch, "feed_forward_length", &hp->ffn, err)) ||
+        (rc = get_u32_req(g, arch, "context_length", &hp->ctx_len, err)))
+        return rc;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
+    uint32_t kvh = (uint32_t)hp->n_heads;
+    if ((rc = gguf_get_u32_def(g, key, kvh, &kvh, err))) return rc;
+    hp->n_kv_heads = (int32_t)kvh;
+    if (hp->n_kv_heads <= 0 || hp->n_heads % hp->n_kv_heads != 0)
+        return sol_err_set(err, -EINVAL, "%s: key %s: %d does not divide head_count %d",
+                           gguf_path(g), key, hp->n_kv_heads, hp->n_heads);
+    if (hp->dim % hp->n_heads != 0)
+        return sol_err_set(err, -EINVAL,
+                           "%s: embedding_length %d is not a multiple of head_count %d",
+                           gguf_path(g), hp->dim, hp->n_heads);
+    hp->head_dim = hp->dim / hp->n_heads;
+    if (hp->head_dim % 2 != 0)
+        return sol_err_set(err, -EINVAL, "%s: head dimension %d must be even for RoPE",
+                           gguf_path(g), hp->head_dim);
+    snprintf(key, sizeof key, "%s.rope.dimension_count", arch);
+    uint32_t rot = (uint32_t)hp->head_dim;
+    if ((rc = gguf_get_u32_def(g, key, rot, &rot, err))) return rc;
+    if ((int32_t)rot != hp->head_dim)
+        return sol_err_set(err, -ENOTSUP,
+                           "%s: key %s: partial rotary (%u of %d dims) is not supported",
+                           gguf_path(g), key, rot, hp->head_dim);
+    if ((rc = get_f32_opt(g, arch, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->eps, err)) ||
+        (rc = get_f32_opt(g, arch, "rope.freq_base", 10000.0f, &hp->rope.freq_base, err)))
+        return rc;
+    /* Llama-3.1 style scaling: only when the file names it. */
+    const char *stype = NULL;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    if (gguf_get_kv(g, key) && gguf_get_str(g, key, &stype, err) == 0 &&
+        strcmp(stype, "llama3") == 0) {
+        uint32_t orig = 0;
+        if ((rc = get_f32_opt(g, arch, "rope.scaling.factor", 8.0f, &hp->rope.scaling_factor,
+                              err)) ||
+            (rc = get_f32_opt(g, arch, "rope.scaling.low_freq_factor", 1.0f,
+                              &hp->rope.low_freq_factor, err)) ||
+            (rc = get_f32_opt(g, arch, "rope.scaling.high_freq_factor", 4.0f,
+                              &hp->rope.high_freq_factor, err)))
+            return rc;
+        snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", arch);
+        if ((rc = gguf_get_u32_def(g, key, 8192, &orig, err))) return rc;
+        hp->rope.orig_ctx = (int32_t)orig;
+    }
+    if (gguf_tensor_find(g, "rope_freqs.weight"))
+        LOG_WARN("model", "%s: rope_freqs.weight is ignored (per-dimension RoPE factors are not "
+                          "supported); long-context outputs may differ from llama.cpp",
+                 gguf_path(g));
+    const gguf_tensor *te = gguf_tensor_find(g, "token_embd.weight");
+    if (!te)
+        return sol_err_set(err, -EINVAL, "%s: missing tensor token_embd.weight", gguf_path(g));
+    hp->n_vocab = (int32_t)te->ne[1];
+    return 0;
+}
+
+#define MODEL_WEIGHT_TYPES                                                                         \
+    (GGUF_TYPE_BIT(SOL_DT_F32) | GGUF_TYPE_BIT(SOL_DT_F16) | GGUF_TYPE_BIT(SOL_DT_BF16) |          \
+     GGUF_TYPE_BIT(SOL_DT_Q8_0) | GGUF_TYPE_BIT(SOL_DT_Q4_0) | GGUF_TYPE_BIT(SOL_DT_Q4_K) |        \
+     GGUF_TYPE_BIT(SOL_DT_Q6_K))
+
+/* A 2-D weight [cols, rows] in GGUF terms (ne0 = cols). */
+static int bind_weight(model *m, const char *name, int64_t cols, int64_t rows, sol_weight *w,
+                       sol_err *err) {
+    int rc;
+    if ((rc = gguf_expect_tensor(m->gguf, name, 2, cols, rows, err))) return rc;
+    if ((rc = gguf_expect_type(m->gguf, name, MODEL_WEIGHT_TYPES, err))) return rc;
+    const gguf_tensor *t = gguf_tensor_find(m->gguf, name);
+    w->type = t->type;
+    w->rows = rows;
+    w->cols = cols;
+    w->data = t->data;
+    w->row_bytes = sol_dtype_row_bytes(t->type, cols);
+    if (w->row_bytes == 0)
+        return sol_err_set(err, -EINVAL,
+                           "%s: tensor %s: row of %lld elements is not a whole number of %s "
+                           "blocks",
+                           gguf_path(m->gguf), name, (long long)cols, sol_dtype_name(t->type));
+    if ((rc = m->be->ops->weight_prepare(m->be, w)))
+        return sol_err_set(err, rc, "%s: tensor %s: %s", gguf_path(m->gguf), name,
+                           m->be->err.msg);
+    return 0;
+}
+
+static int bind_norm(model *m, const char *name, int64_t dim, const float **out, sol_err *err) {
+    int rc;
+    if ((rc = gguf_expect_tensor(m->gguf, name, 1, dim, 1, err))) return rc;
+    if ((rc = gguf_expect_type(m->gguf, name, GGUF_TYPE_BIT(SOL_DT_F32), err))) return rc;
+    *out = gguf_tensor_find(m->gguf, name)->data;
+    return 0;
+}
+
+static int bind_layer(model *m, int l, sol_err *err) {
+    const model_hparams *hp = &m->hp;
+    layer_weights *L = &m->layers[l];
+    int64_t kv_dim = (int64_t)hp->n_kv_heads * hp->head_dim;
+    char n[GGUF_MAX_NAME + 1];
+    int rc;
+#define W(suffix, cols, rows, dst)                                                                 \
+    do {                                                                                           \
+        snprintf(n, sizeof n, "blk.%d." suffix ".weight", l);                                      \
+        if ((rc = bind_weight(m, n, cols, rows, dst, err))) return rc;                             \
+    } while (0)
+    W("attn_q", hp->dim, hp->dim, &L->wq);
+    W("attn_k", hp->dim, kv_dim, &L->wk);
+    W("attn_v", hp->dim, kv_dim, &L->wv);
+    W("attn_output", hp->dim, hp->dim, &L->wo);
+    W("ffn_gate", hp->dim, hp->ffn, &L->w_gate);
+    W("ffn_up", hp->dim, hp->ffn, &L->w_up);
+    W("ffn_down", hp->ffn, hp->dim, &L->w_down);
+#undef W
+    snprintf(n, sizeof n, "blk.%d.attn_norm.weight", l);
+    if ((rc = bind_norm(m, n, hp->dim, &L->attn_norm, err))) return rc;
+    snprintf(n, sizeof n, "blk.%d.ffn_norm.weight", l);
+    return bind_norm(m, n, hp->dim, &L->ffn_norm, err);
+}
+
+static void set_name(model *m, const char *path) {
+    const char *gname = NULL;
+    sol_err ignore = {0};
+    if (gguf_get_kv(m->gguf, "general.name") &&
+        gguf_get_str(m->gguf, "general.name", &gname, &ignore) == 0 && gname[0]) {
+        snprintf(m->name, sizeof m->name, "%s", gname);
+        return;
+    }
+    const char *base = strrchr(path, '/');
+    snprintf(m->name, sizeof m->name, "%s", base ? base + 1 : path);
+    char *dot = strrchr(m->name, '.');
+    if (dot) *dot = '\0';
+}
+
+static int bind_all(model *m, sol_err *err) {
+    const model_hparams *hp = &m->hp;
+    int rc;
+    if ((rc = bind_weight(m, "token_embd.weight", hp->dim, hp->n_vocab, &m->tok_embd, err)))
+        return rc;
+    m->hp.weight_type = m->tok_embd.type;
+    if (gguf_tensor_find(m->gguf, "output.weight")) {
+        if ((rc = bind_weight(m, "output.weight", hp->dim, hp->n_vocab, &m->output, err)))
+            return rc;
+    } else {
+        m->output = m->tok_embd; /* tied embeddings */
+        m->hp.tied_output = 1;
+    }
+    if ((rc = bind_norm(m, "output_norm.weight", hp->dim, &m->output_norm, err))) return rc;
+    m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
+    if (!m->layers) return sol_err_set(err, -ENOMEM, "out of memory for layer table");
+    for (int l = 0; l < hp->n_layers; l++)
+        if ((rc = bind_layer(m, l, err))) return rc;
+    if (hp->n_layers > 0) m->hp.weight_type = m->layers[0].wq.type;
+    return 0;
+}
+
+model *model_load(const char *path, int gguf_flags, sol_backend *be, sol_err *err) {
+    model *m = calloc(1, sizeof *m);
+    if (!m) {
+        sol_err_set(err, -ENOMEM, "out of memory");
+        return NULL;
+    }
+    m->be = be;
+    m->gguf = gguf_open(path, gguf_flags, err);
+    if (!m->gguf || load_hparams(m, err) || bind_all(m, err)) {
+        model_free(m);
+        return NULL;
+    }
+    set_name(m, path);
+    return m;
+}
+
+static void scratch_free(model *m) {
+    model_scratch *s = &m->s;
+    float **bufs[] = {&s->x, &s->xb, &s->xb2, &s->q, &s->att, &s->k,
+                      &s->v, &s->hb, &s->hb2, &s->xl, &s->logits};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        if (*bufs[i]) m->be->ops->buf_free(m->be, *bufs[i]);
+        *bufs[i] = NULL;
+    }
+    s->cap_tokens = s->cap_logits = 0;
+}
+
+void model_free(model *m) {
+    if (!m) return;
+    if (m->be) scratch_free(m);
+    free(m->layers);
+    gguf_close(m->gguf);
+    free(m);
+}
+
+const model_hparams *model_get_hparams(const model *m) {
+    return &m->hp;
+}
+const gguf_file *model_gguf(const model *m) {
+    return m->gguf;
+}
+sol_backend *model_backend(const model *m) {
+    return m->be;
+}
+const char *model_name(const model *m) {
+    return m->name;
+}
+
+int model_reserve(model *m, int max_tokens, int max_logits, sol_err *err) {
+    if (max_tokens <= m->s.cap_tokens && max_logits <= m->s.cap_logits) return 0;
+    if (max_tokens < m->s.cap_tokens) max_tokens = m->s.cap_tokens;
+    if (max_logits < m->s.cap_logits) max_logits = m->s.cap_logits;
+    if (max_tokens < 1 || max_logits < 1)
+        return sol_err_set(err, -EINVAL, "model_reserve: bad sizes %d/%d", max_tokens, max_logits);
+    scratch_free(m);
+    const model_hparams *hp = &m->hp;
+    size_t n = (size_t)max_tokens, f = sizeof(float);
+    size_t kv_dim = (size_t)hp->n_kv_heads * hp->head_dim;
+    sol_backend *be = m->be;
+    model_scratch *s = &m->s;
+    s->x = be->ops->buf_alloc(be, n * hp->dim * f);
+    s->xb = be->ops->buf_alloc(be, n * hp->dim * f);
+    s->xb2 = be->ops->buf_alloc(be, n * hp->dim * f);
+    s->q = be->ops->buf_alloc(be, n * hp->dim * f);
+    s->att = be->ops->buf_alloc(be, n * hp->dim * f);
+    s->k = be->ops->buf_alloc(be, n * kv_dim * f);
+    s->v = be->ops->buf_alloc(be, n * kv_dim * f);
+    s->hb = be->ops->buf_alloc(be, n * hp->ffn * f);
+    s->hb2 = be->ops->buf_alloc(be, n * hp->ffn * f);
+    s->xl = be->ops->buf_alloc(be, (size_t)max_logits * hp->dim * f);
+    s->logits = be->ops->buf_alloc(be, (size_t)max_logits * hp->n_vocab * f);
+    if (!s->x || !s->xb || !s->xb2 || !s->q || !s->att || !s->k || !s->v || !s->hb || !s->hb2 ||
+        !s->xl || !s->logits) {
+        scratch_free(m);
+        return sol_err_set(err, -ENOMEM, "out of memory for activations of %d tokens",
+                           max_tokens);
+    }
+    s->cap_tokens = max_tokens;
+    s->cap_logits = max_logits;
+    int64_t max_dim = hp->ffn > hp->n_vocab ? hp->ffn : hp->n_vocab;
+    if (max_dim < hp->dim) max_dim = hp->dim;
+    if (be->ops->reserve && be->ops->reserve(be, max_tokens, max_dim))
+        return sol_err_set(err, -ENOMEM, "backend scratch: %s", be->err.msg);
+    return 0;
+}
+
+sol_kv *model_kv_new(model *m, int num_blocks, int block_size, sol_dtype dtype, sol_err *err) {
+    sol_kv *kv = m->be->ops->kv_alloc(m->be, m->hp.n_layers, num_blocks, block_size,
+                                      m->hp.n_kv_heads, m->hp.head_dim, dtype);
+    if (!kv) sol_err_set(err, -ENOMEM, "KV cache: %s", m->be->err.msg);
+    return kv;
+}
+
+void model_kv_free(model *m, sol_kv *kv) {
+    if (kv) m->be->ops->kv_free(m->be, kv);
+}
+
+size_t model_kv_bytes_per_token(const model *m, sol_dtype dtype) {
+    size_t elem = dtype == SOL_DT_F32 ? 4 : 2;
+    return 2 * (size_t)m->hp.n_layers * m->hp.n_kv_heads * m->hp.head_dim * elem;
+}
+
+/* ---- forward ---------------------------------------------------------------------------- */
+
+/* Attention block of layer l: x += Wo · attn(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x)). */
+static int attention(model *m, sol_kv *kv, int l, const model_batch *b) {
+    const model_hparams *hp = &m->hp;
+    const layer_weights *L = &m->layers[l];
+    model_scratch *s = &m->s;
+    sol_backend *be = m->be;
+    int n = b->n, rc;
+    if ((rc = sol_rmsnorm(be, s->x, L->attn_norm, s->xb, n, hp->dim, hp->eps)) ||
+        (rc = sol_matmul(be, &L->wq, s->xb, s->q, n)) ||
+        (rc = sol_matmul(be, &L->wk, s->xb, s->k, n)) ||
+        (rc = sol_matmul(be, &L->wv, s->xb, s->v, n)) ||
+        (rc = sol_rope(be, s->q, b->pos, n, hp->n_heads, hp->head_dim, &hp->rope)) ||
+        (rc = sol_rope(be, s->k, b->pos, n, hp->n_kv_heads, hp->head_dim, &hp->rope)) ||
+        (rc = sol_kv_write(be, kv, l, s->k, s->v, b->slots, n)))
+        return rc;
+    float scale = 1.0f / sqrtf((float)hp->head_dim);
+    if ((rc = sol_paged_attention(be, kv, l, s->q, s->att, n, hp->n_heads, hp->n_kv_heads,
+                                  hp->head_dim, scale, b->attn)) ||
+        (rc = sol_matmul(be, &L->wo, s->att, s->xb2, n)) ||
+        (rc = be->ops->allreduce(be, s->xb2, (int64_t)n * hp->dim)))
+        return rc;
+    return sol_add(be, s->x, s->xb2, s->x, (int64_t)n * hp->dim);
+}
+
+/* SwiGLU block: x += W_down · (silu(W_gate·norm(x)) * W_up·norm(x)). */
+static int feed_forward(model *m, int l, int n) {
+    const model_hparams *hp = &m->hp;
+    const layer_weights *L = &m->layers[l];
+    model_scratch *s = &m->s;
+    sol_backend *be = m->be;
+    int rc;
+    if ((rc = sol_rmsnorm(be, s->x, L->ffn_norm, s->xb, n, hp->dim, hp->eps)) ||
+        (rc = sol_matmul(be, &L->w_gate, s->xb, s->hb, n)) ||
+        (rc = sol_matmul(be, &L->w_up, s->xb, s->hb2, n)) ||
+        (rc = sol_silu_mul(be, s->hb, s->hb2, s->hb, (int64_t)n * hp->ffn)) ||
+        (rc = sol_matmul(be, &L->w_down, s->hb, s->xb2, n)) ||
+        (rc = be->ops->allreduce(be, s->xb2, (int64_t)n * hp->dim)))
+        return rc;
+    return sol_add(be, s->x, s->xb2, s->x, (int64_t)n * hp->dim);
+}
+
+static int check_batch(const model *m, const model_batch *b, sol_err *err) {
+    if (b->n < 1 || !b->tokens || !b->pos || !b->slots || !b->attn)
+        return sol_err_set(err, -EINVAL, "model_forward: empty or incomplete batch");
+    if (b->n_logits < 0 || b->n_logits > b->n || (b->n_logits && !b->logit_rows))
+        return sol_err_set(err, -EINVAL, "model_forward: bad logit rows (%d of %d)", b->n_logits,
+                           b->n);
+    for (int t = 0; t < b->n; t++) {
+        if (b->tokens[t] < 0 || b->tokens[t] >= m->hp.n_vocab)
+            return sol_err_set(err, -EINVAL, "token id %d is outside the vocabulary (0..%d)",
+                               b->tokens[t], m->hp.n_vocab - 1);
+        if (b->pos[t] < 0 || b->attn[t].n_ctx < 1 || b->attn[t].n_ctx > b->pos[t] + 1)
+            return sol_err_set(err, -EINVAL, "token %d: position %d with n_ctx %d", t, b->pos[t],
+                               b->attn[t].n_ctx);
+    }
+    for (int i = 0; i < b->n_logits; i++)
+        if (b->logit_rows[i] < 0 || b->logit_rows[i] >= b->n)
+            return sol_err_set(err, -EINVAL, "logit row %d is outside the batch of %d",
+                               b->logit_rows[i], b->n);
+    return 0;
+}
+
+static int head(model *m, const model_batch *b, float *logits) {
+    const model_hparams *hp = &m->hp;
+    model_scratch *s = &m->s;
+    sol_backend *be = m->be;
+    size_t row = (size_t)hp->dim * sizeof(float);
+    /* Gather first: the head is the biggest matmul, and only the rows that sample need it. */
+    for (int i = 0; i < b->n_logits; i++)
+        memcpy(s->xl + (size_t)i * hp->dim, s->x + (size_t)b->logit_rows[i] * hp->dim, row);
+    int rc;
+    if ((rc = sol_rmsnorm(be, s->xl, m->output_norm, s->xl, b->n_logits, hp->dim, hp->eps)) ||
+        (rc = sol_matmul(be, &m->output, s->xl, s->logits, b->n_logits)) ||
+        (rc = be->ops->synchronize(be)))
+        return rc;
+    return be->ops->download(be, logits, s->logits,
+                             (size_t)b->n_logits * hp->n_vocab * sizeof(float));
+}
+
+int model_forward(model *m, sol_kv *kv, const model_batch *b, float *logits, sol_err *err) {
+    int rc = check_batch(m, b, err);
+    if (rc) return rc;
+    if ((rc = model_reserve(m, b->n, b->n_logits > 0 ? b->n_logits : 1, err))) return rc;
+    sol_backend *be = m->be;
+    if ((rc = sol_embed(be, &m->tok_embd, b->tokens, b->n, m->s.x))) goto fail;
+    for (int l = 0; l < m->hp.n_layers; l++)
+        if ((rc = attention(m, kv, l, b)) || (rc = feed_forward(m, l, b->n))) goto fail;
+    if (b->n_logits > 0 && (rc = head(m, b, logits))) goto fail;
+    if (b->n_logits == 0 && (rc = be->ops->synchronize(be))) goto fail;
+    return 0;
+fail:
+    return sol_err_set(err, rc, "forward pass: %s", be->err.msg);
+}

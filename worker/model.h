@@ -1,0 +1,74 @@
+/* model: a Llama-architecture transformer loaded from GGUF and its forward pass over a flattened
+ * batch of tokens from many sequences (prefill chunks and decode tokens share one code path).
+ *
+ * The model borrows the GGUF mapping for its weights (zero copy) and a backend for compute; it
+ * owns only its activation scratch, sized once by model_reserve so the hot path never allocates.
+ * K/V go to a backend KV cache addressed by physical slots, so a contiguous cache (one sequence,
+ * consecutive blocks) and the paged cache of the serving engine are the same thing to the model. */
+#ifndef SOL_MODEL_H
+#define SOL_MODEL_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "err.h"
+#include "gguf.h"
+
+typedef struct model_hparams {
+    int32_t n_vocab;
+    int32_t dim;        /* embedding_length */
+    int32_t n_layers;   /* block_count */
+    int32_t n_heads;    /* attention.head_count */
+    int32_t n_kv_heads; /* attention.head_count_kv (GQA when < n_heads) */
+    int32_t head_dim;   /* dim / n_heads */
+    int32_t ffn;        /* feed_forward_length */
+    int32_t ctx_len;    /* context_length the model was trained for */
+    float eps;          /* attention.layer_norm_rms_epsilon */
+    sol_rope_params rope;
+    int tied_output; /* output head shares token_embd.weight */
+    sol_dtype weight_type;
+} model_hparams;
+
+typedef struct model model;
+
+/* Opens `path` (gguf_flags: GGUF_OPEN_NO_MMAP / GGUF_OPEN_MLOCK), checks every key and tensor the
+ * architecture needs ("m.gguf: tensor blk.3.attn_q.weight: expected shape ..."), and prepares the
+ * weights on `be` (borrowed: it must outlive the model). Caller owns the result. */
+model *model_load(const char *path, int gguf_flags, sol_backend *be, sol_err *err);
+void model_free(model *m); /* NULL is a no-op */
+
+const model_hparams *model_get_hparams(const model *m);
+const gguf_file *model_gguf(const model *m);
+sol_backend *model_backend(const model *m);
+/* The file's general.name, or the file name without its folder and extension. */
+const char *model_name(const model *m);
+
+/* Size activation scratch for batches of up to max_tokens tokens, max_logits of which want
+ * logits. Called once at start-up (model_forward grows scratch itself if it was not). */
+int model_reserve(model *m, int max_tokens, int max_logits, sol_err *err);
+
+/* A KV cache for this model's shape on its backend (num_blocks blocks of block_size tokens). */
+sol_kv *model_kv_new(model *m, int num_blocks, int block_size, sol_dtype dtype, sol_err *err);
+void model_kv_free(model *m, sol_kv *kv);
+
+/* Bytes one token of context takes in a KV cache of `dtype` (all layers, K and V). */
+size_t model_kv_bytes_per_token(const model *m, sol_dtype dtype);
+
+/* One forward step. Token t is tokens[t] at position pos[t] of its sequence; its K/V are written
+ * at physical slot slots[t] and it attends through attn[t] (block table, n_ctx = pos[t] + 1 for
+ * causal decoding). Tokens of one sequence must appear in position order within a batch.
+ * Logits (n_vocab floats each) are computed only for the rows listed in logit_rows. */
+typedef struct model_batch {
+    int n;
+    const int32_t *tokens;
+    const int32_t *pos;
+    const int32_t *slots;
+    const sol_attn_seq *attn;
+    int n_logits;
+    const int32_t *logit_rows;
+} model_batch;
+
+/* Writes n_logits x n_vocab floats to `logits` (host memory). Returns 0 or a negative code. */
+int model_forward(model *m, sol_kv *kv, const model_batch *b, float *logits, sol_err *err);
+
+#endif
