@@ -1,0 +1,54 @@
+/* chat_template: turns {role, content} messages into the prompt text a chat model was tuned on,
+ * for the common families, chosen from GGUF's tokenizer.chat_template or by name.
+ *
+ * We do not run Jinja: each family is written out by hand, and detection looks for markers that
+ * only that family's template contains. The text contains special-token spellings (<|im_start|>,
+ * </s>, ...) which the tokenizer must map to their special ids; the leading BOS is NOT written
+ * (the tokenizer adds it when asked), later BOS/EOS inside the history are. Content is copied
+ * verbatim (no trimming). See docs/sampling.md for the exact layout of each family. */
+#ifndef SOL_CHAT_TEMPLATE_H
+#define SOL_CHAT_TEMPLATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "err.h"
+
+typedef enum chat_template_family {
+    CHAT_TEMPLATE_CHATML = 0, /* <|im_start|>role\n...<|im_end|>\n (Qwen2, many fine-tunes) */
+    CHAT_TEMPLATE_LLAMA2,     /* [INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST] */
+    CHAT_TEMPLATE_LLAMA3,     /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
+    CHAT_TEMPLATE_MISTRAL,    /* [INST] ... [/INST] with no system block */
+    CHAT_TEMPLATE_ZEPHYR,     /* <|role|>\n...</s>\n */
+    CHAT_TEMPLATE_COUNT
+} chat_template_family;
+
+/* What detection falls back to when the template is absent or unrecognized. */
+#define CHAT_TEMPLATE_DEFAULT CHAT_TEMPLATE_CHATML
+
+typedef struct chat_message {
+    const char *role;    /* "system", "user" or "assistant" */
+    const char *content; /* NULL is read as "" */
+} chat_message;
+
+/* Family whose markers appear in the Jinja source; NULL, "" or unknown -> CHAT_TEMPLATE_DEFAULT. */
+chat_template_family chat_template_detect(const char *jinja_source);
+
+/* Like chat_template_detect, but says whether a family was actually recognized. */
+bool chat_template_detect_known(const char *jinja_source, chat_template_family *out);
+
+/* "chatml", "llama2", "llama3", "mistral", "zephyr" (also "qwen2", "llama-2", "llama-3";
+ * case-insensitive). Unknown -> -EINVAL listing the accepted names. */
+int chat_template_from_name(const char *name, chat_template_family *out, sol_err *err);
+
+/* The canonical name (the one Register.chat_template carries); "?" for out-of-range values. */
+const char *chat_template_name(chat_template_family f);
+
+/* Render msgs[0, n) and, when add_generation_prompt, the assistant header that makes the model
+ * answer. On success *out is a malloc'd NUL-terminated string the caller frees, and *out_len (if
+ * not NULL) its length. Errors: no messages, NULL/unknown role (named, with its index), bad
+ * family, out of memory. */
+int chat_template_apply(chat_template_family f, const chat_message *msgs, size_t n,
+                        bool add_generation_prompt, char **out, size_t *out_len, sol_err *err);
+
+#endif

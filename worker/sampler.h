@@ -1,0 +1,99 @@
+/* sampler: turns one row of logits into a token (penalties, temperature, top-k, top-p, min-p),
+ * reproducibly: draw i of a sequence depends only on (seed, i), whatever else is in the batch.
+ *
+ * Order of application (as llama.cpp's default chain and vLLM):
+ *   repetition penalty -> frequency/presence penalties -> temperature -> top-k -> top-p -> min-p
+ *   -> draw. temperature == 0 means greedy (argmax of the penalized logits, ties to the lowest id).
+ * Logprobs describe the RAW model distribution (log-softmax of the logits as passed in, before
+ * penalties, temperature or truncation), as vLLM's default and OpenAI's API do.
+ * The inverse-CDF draw walks kept tokens in id order, so sampler_sample(x) and
+ * sampler_sample_from_probs(sampler_probs(x)) return the same token for the same (seed, position).
+ * See docs/sampling.md for ranges, defaults and the determinism promise. */
+#ifndef SOL_SAMPLER_H
+#define SOL_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#define SAMPLER_MAX_LOGPROBS 20 /* OpenAI's top_logprobs limit */
+
+typedef struct sampler_params {
+    float temperature;        /* >= 0; 0 = greedy. Default 1 */
+    int32_t top_k;            /* <= 0 = off. Default 0 */
+    float top_p;              /* (0, 1]; 1 = off. Default 1 */
+    float min_p;              /* [0, 1]; 0 = off. Default 0 */
+    float repetition_penalty; /* > 0; 1 = off. Default 1 */
+    int32_t penalty_last_n;   /* window of the repetition penalty, prompt included; -1 = all. 64 */
+    float frequency_penalty;  /* [-2, 2]; over generated tokens only. Default 0 */
+    float presence_penalty;   /* [-2, 2]; over generated tokens only. Default 0 */
+    uint64_t seed;            /* the caller picks one when the client gave none (sol_rng.h) */
+    bool want_logprobs;       /* fill sampler_result.logprob */
+    int32_t n_logprobs;       /* top alternatives, 0..SAMPLER_MAX_LOGPROBS; needs want_logprobs */
+} sampler_params;
+
+/* Per-sequence state: plain data, embed it anywhere; no free needed. To resume a sequence
+ * elsewhere, carry params (seed included), n_prompt and pos. */
+typedef struct sampler_seq {
+    sampler_params params;
+    int32_t n_prompt; /* history[0, n_prompt) is the prompt, the rest was generated */
+    uint64_t pos;     /* index of the next draw = number of tokens this sequence has sampled */
+} sampler_seq;
+
+typedef struct sampler_logprob {
+    int32_t token;
+    float logprob;
+} sampler_logprob;
+
+typedef struct sampler_result {
+    int32_t token;
+    float logprob; /* raw log-softmax of `token`; 0 unless params.want_logprobs */
+    int32_t n_top; /* entries in top, = min(n_logprobs, tokens with finite logits) */
+    sampler_logprob top[SAMPLER_MAX_LOGPROBS]; /* raw, descending, ties to the lower id */
+} sampler_result;
+
+/* Scratch for one thread's sampling; sized once for the vocabulary. Not thread-safe: use one
+ * sampler per thread (sequences are independent of which sampler serves them). */
+typedef struct sampler sampler;
+
+sampler_params sampler_params_default(void);
+
+/* 0, or -EINVAL naming the first out-of-range field and its value. */
+int sampler_params_check(const sampler_params *p, sol_err *err);
+
+/* Validates params; starts at draw 0. */
+int sampler_seq_init(sampler_seq *seq, const sampler_params *params, int32_t n_prompt,
+                     sol_err *err);
+
+/* Resume at draw i (token-exact failover: i = tokens already generated). */
+void sampler_seq_set_position(sampler_seq *seq, uint64_t i);
+
+sampler *sampler_new(int32_t n_vocab, sol_err *err);
+void sampler_free(sampler *s);
+int32_t sampler_n_vocab(const sampler *s);
+
+/* Sample one token from logits[n_vocab] (overwritten: do not reuse them), given the sequence's
+ * tokens so far history[0, n_history) (prompt first). NaN logits count as -inf; a +inf logit,
+ * no finite logit, or a history id outside the vocabulary is an error. Consumes one draw
+ * (also when greedy). Returns the token id (>= 0) or a negative error; fills *out when given. */
+int32_t sampler_sample(sampler *s, sampler_seq *seq, float *logits, const int32_t *history,
+                       int32_t n_history, sampler_result *out, sol_err *err);
+
+/* The final distribution after every transform, as a dense probs[n_vocab] (zeros for removed
+ * tokens; one-hot when greedy). Overwrites logits. Consumes no draw. Same errors as above. */
+int sampler_probs(sampler *s, const sampler_seq *seq, float *logits, const int32_t *history,
+                  int32_t n_history, float *probs, sol_err *err);
+
+/* Draw from probs[n] (non-negative weights, need not sum to 1) with the sequence's stream;
+ * consumes one draw. Returns the token or -EINVAL (negative/NaN weight, or all zero). */
+int32_t sampler_sample_from_probs(sampler_seq *seq, const float *probs, int32_t n, sol_err *err);
+
+/* The uniform draw at position pos + offset on `lane` (e.g. SOL_RNG_LANE_ACCEPT for the accept
+ * test of the offset-th draft token in speculative decoding); does not advance the position.
+ * A verifier that accepts j draft tokens then calls sampler_seq_set_position(seq, pos + j) and
+ * draws the correction token with sampler_sample_from_probs. */
+double sampler_seq_uniform(const sampler_seq *seq, uint64_t offset, uint32_t lane);
+
+#endif
