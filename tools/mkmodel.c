@@ -1,0 +1,378 @@
+/* sol-mkmodel: writes a synthetic Llama-architecture GGUF (random but well-scaled weights, a
+ * synthetic SentencePiece vocab) that llama.cpp and Sol both load, for tests and benchmarks.
+ * Weights come from a counter-based RNG keyed by (seed, tensor name, element index), so every
+ * tensor is independent of generation order, and are quantized row by row while writing. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "err.h"
+#include "gguf_writer.h"
+#include "vocab_gen.h"
+
+#define MAX_TENSORS 4096
+#define PROGRESS_MIN_BYTES (64u << 20) /* files smaller than this are written silently */
+
+typedef struct {
+    const char *name;
+    int dim, layers, heads, kv_heads, ffn, vocab, ctx;
+} shape;
+
+static const shape k_presets[] = {
+    {"tiny", 64, 2, 4, 2, 192, 512, 256},
+    {"small", 768, 12, 12, 4, 2048, 32000, 2048},
+    {"1b", 2048, 22, 32, 4, 5632, 32000, 2048},
+};
+
+typedef enum { W_NORM, W_EMBD, W_MATRIX } weight_kind;
+
+typedef struct {
+    char name[64];
+    int n_dims;
+    int64_t ne[2];
+    sol_dtype type;
+    weight_kind kind;
+    float std;
+    uint64_t key; /* RNG stream of this tensor */
+} tensor_spec;
+
+typedef struct {
+    shape s;
+    sol_dtype type;
+    uint64_t seed;
+    float rope_base;
+    int tied;
+    const char *out;
+    tensor_spec *specs;
+    int n_specs;
+    float *row; /* one row of floats, reused by the fill callback */
+    int last_pct;
+} model;
+
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t hash64(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Approximately standard normal: the sum of four 16-bit uniforms, centred and scaled to unit
+ * variance (Irwin-Hall). Symmetric around zero, so quantized weights stay zero-mean. */
+static float gauss(uint64_t key, uint64_t i) {
+    uint64_t r = splitmix64(key + i);
+    float s = (float)((r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) + (r >> 48));
+    return (s / 65536.0f - 2.0f + 2.0f / 65536.0f) * 1.7320508f;
+}
+
+static int fill_rows(void *ctx, int index, int64_t row0, int64_t n_rows, void *dst, sol_err *e) {
+    model *m = ctx;
+    const tensor_spec *t = &m->specs[index];
+    int64_t ne0 = t->ne[0];
+    size_t row_bytes = sol_dtype_row_bytes(t->type, ne0);
+    for (int64_t r = 0; r < n_rows; r++) {
+        uint64_t base = (uint64_t)(row0 + r) * (uint64_t)ne0;
+        for (int64_t c = 0; c < ne0; c++) {
+            float z = gauss(t->key, base + (uint64_t)c);
+            m->row[c] = t->kind == W_NORM ? 1.0f + t->std * z : t->std * z;
+        }
+        if (sol_quantize_row(t->type, m->row, (uint8_t *)dst + (size_t)r * row_bytes, ne0))
+            return sol_err_set(e, -EINVAL, "cannot quantize to %s", sol_dtype_name(t->type));
+    }
+    return 0;
+}
+
+static void progress(void *ctx, uint64_t done, uint64_t total, int tensors_done, int n_tensors) {
+    model *m = ctx;
+    if (total < PROGRESS_MIN_BYTES) return;
+    int pct = (int)(done * 100 / total);
+    if (pct / 5 == m->last_pct / 5 && tensors_done != n_tensors) return;
+    m->last_pct = pct;
+    fprintf(stderr, "\rsol-mkmodel: %3d%%  %d/%d tensors  %" PRIu64 "/%" PRIu64 " MiB", pct,
+            tensors_done, n_tensors, done >> 20, total >> 20);
+    if (tensors_done == n_tensors && done >= total) fputc('\n', stderr);
+}
+
+static void spec(model *m, const char *name, int n_dims, int64_t ne0, int64_t ne1, sol_dtype type,
+                 weight_kind kind, float std) {
+    tensor_spec *t = &m->specs[m->n_specs++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->n_dims = n_dims;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    t->type = kind == W_NORM ? SOL_DT_F32 : type;
+    t->kind = kind;
+    t->std = std;
+    t->key = splitmix64(m->seed ^ hash64(name));
+}
+
+/* Scales follow trained models: inputs ~ 1/sqrt(fan_in), residual outputs further divided by
+ * sqrt(2 * layers), norms near 1. With tied embeddings the table doubles as the output head, so
+ * it is kept small enough that logits have a spread of a few units, not tens. */
+static void plan_tensors(model *m) {
+    const shape *s = &m->s;
+    int64_t dim = s->dim, kv_dim = (int64_t)s->dim / s->heads * s->kv_heads, ffn = s->ffn;
+    float in_std = 1.0f / sqrtf((float)dim), depth = sqrtf(2.0f * (float)s->layers);
+    char name[64];
+    spec(m, "token_embd.weight", 2, dim, s->vocab, m->type, W_EMBD, m->tied ? 2.0f * in_std : 1.0f);
+    for (int l = 0; l < s->layers; l++) {
+#define BLK(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
+        spec(m, BLK("attn_norm.weight"), 1, dim, 1, m->type, W_NORM, 0.05f);
+        spec(m, BLK("attn_q.weight"), 2, dim, dim, m->type, W_MATRIX, in_std);
+        spec(m, BLK("attn_k.weight"), 2, dim, kv_dim, m->type, W_MATRIX, in_std);
+        spec(m, BLK("attn_v.weight"), 2, dim, kv_dim, m->type, W_MATRIX, in_std);
+        spec(m, BLK("attn_output.weight"), 2, dim, dim, m->type, W_MATRIX, in_std / depth);
+        spec(m, BLK("ffn_norm.weight"), 1, dim, 1, m->type, W_NORM, 0.05f);
+        spec(m, BLK("ffn_gate.weight"), 2, dim, ffn, m->type, W_MATRIX, in_std);
+        spec(m, BLK("ffn_up.weight"), 2, dim, ffn, m->type, W_MATRIX, in_std);
+        spec(m, BLK("ffn_down.weight"), 2, ffn, dim, m->type, W_MATRIX,
+             1.0f / sqrtf((float)ffn) / depth);
+#undef BLK
+    }
+    spec(m, "output_norm.weight", 1, dim, 1, m->type, W_NORM, 0.05f);
+    if (!m->tied) spec(m, "output.weight", 2, dim, s->vocab, m->type, W_MATRIX, 2.0f * in_std);
+}
+
+static uint32_t file_type_of(sol_dtype t) {
+    switch (t) { /* llama.cpp's LLAMA_FTYPE_ALL_F32, MOSTLY_F16, MOSTLY_Q4_0, Q8_0, BF16 */
+    case SOL_DT_F16:
+        return 1;
+    case SOL_DT_Q4_0:
+        return 2;
+    case SOL_DT_Q8_0:
+        return 7;
+    case SOL_DT_BF16:
+        return 32;
+    default:
+        return 0;
+    }
+}
+
+static const char k_chat_template[] =
+    "{{ bos_token }}{% for message in messages %}"
+    "{% if message['role'] == 'system' %}{{ '[INST] <<SYS>>\\n' + message['content'] + "
+    "'\\n<</SYS>>\\n\\n' }}"
+    "{% elif message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
+    "{% elif message['role'] == 'assistant' %}{{ ' ' + message['content'] + ' ' + eos_token }}"
+    "{% endif %}{% endfor %}";
+
+static int add_hparams(gguf_writer *w, const model *m, sol_err *e) {
+    const shape *s = &m->s;
+    char name[96];
+    snprintf(name, sizeof name, "sol-synthetic-%s-%s", s->name, sol_dtype_name(m->type));
+    int rc = gguf_writer_add_str(w, "general.architecture", "llama", e);
+    if (!rc) rc = gguf_writer_add_str(w, "general.name", name, e);
+    if (!rc) rc = gguf_writer_add_u32(w, "general.file_type", file_type_of(m->type), e);
+    if (!rc) rc = gguf_writer_add_u32(w, "general.quantization_version", 2, e);
+    if (!rc) rc = gguf_writer_add_u32(w, "llama.context_length", (uint32_t)s->ctx, e);
+    if (!rc) rc = gguf_writer_add_u32(w, "llama.embedding_length", (uint32_t)s->dim, e);
+    if (!rc) rc = gguf_writer_add_u32(w, "llama.block_count", (uint32_t)s->layers, e);
+    if (!rc) rc = gguf_writer_add_u32(w, "llama.feed_forward_length", (uint32_t)s->ffn, e);
+    if (!rc) rc = gguf_writer_add_u32(w, "llama.attention.head_count", (uint32_t)s->heads, e);
+    if (!rc) rc = gguf_writer_add_u32(w, "llama.attention.head_count_kv", (uint32_t)s->kv_heads, e);
+    if (!rc)
+        rc = gguf_writer_add_u32(w, "llama.rope.dimension_count", (uint32_t)(s->dim / s->heads), e);
+    if (!rc) rc = gguf_writer_add_f32(w, "llama.rope.freq_base", m->rope_base, e);
+    if (!rc) rc = gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f, e);
+    if (!rc) rc = gguf_writer_add_u32(w, "llama.vocab_size", (uint32_t)s->vocab, e);
+    return rc;
+}
+
+static int add_tokenizer(gguf_writer *w, const model *m, sol_err *e) {
+    vocab_gen *v = vocab_gen_new((uint32_t)m->s.vocab, e);
+    if (!v) return e->code ? e->code : -ENOMEM;
+    int rc = gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", e);
+    if (!rc)
+        rc = gguf_writer_add_str_arr(w, "tokenizer.ggml.tokens", (const char *const *)v->pieces,
+                                     v->n, e);
+    if (!rc) rc = gguf_writer_add_arr(w, "tokenizer.ggml.scores", GGUF_T_F32, v->scores, v->n, e);
+    if (!rc)
+        rc = gguf_writer_add_arr(w, "tokenizer.ggml.token_type", GGUF_T_I32, v->types, v->n, e);
+    vocab_gen_free(v);
+    if (!rc) rc = gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", VOCAB_GEN_BOS, e);
+    if (!rc) rc = gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", VOCAB_GEN_EOS, e);
+    if (!rc) rc = gguf_writer_add_u32(w, "tokenizer.ggml.unknown_token_id", VOCAB_GEN_UNK, e);
+    if (!rc) rc = gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", 1, e);
+    if (!rc) rc = gguf_writer_add_bool(w, "tokenizer.ggml.add_eos_token", 0, e);
+    if (!rc) rc = gguf_writer_add_str(w, "tokenizer.chat_template", k_chat_template, e);
+    return rc;
+}
+
+static int write_model(model *m, sol_err *e) {
+    gguf_writer *w = gguf_writer_new();
+    m->specs = calloc(MAX_TENSORS, sizeof *m->specs);
+    m->row = malloc((size_t)(m->s.dim > m->s.ffn ? m->s.dim : m->s.ffn) * sizeof(float));
+    int rc = (!w || !m->specs || !m->row) ? sol_err_set(e, -ENOMEM, "out of memory") : 0;
+    if (!rc) rc = add_hparams(w, m, e);
+    if (!rc) rc = add_tokenizer(w, m, e);
+    if (!rc) plan_tensors(m);
+    for (int i = 0; i < m->n_specs && !rc; i++) {
+        const tensor_spec *t = &m->specs[i];
+        rc = gguf_writer_add_tensor_fill(w, t->name, t->n_dims, t->ne, t->type, fill_rows, m, e);
+    }
+    if (!rc) {
+        gguf_writer_set_progress(w, progress, m);
+        rc = gguf_writer_write_file(w, m->out, e);
+    }
+    if (!rc) {
+        uint64_t params = 0;
+        for (int i = 0; i < m->n_specs; i++)
+            params += (uint64_t)(m->specs[i].ne[0] * m->specs[i].ne[1]);
+        fprintf(stderr, "sol-mkmodel: wrote %s: %s, %" PRIu64 " parameters, %d tensors, %.1f MiB\n",
+                m->out, sol_dtype_name(m->type), params, m->n_specs,
+                (double)gguf_writer_data_bytes(w) / (1 << 20));
+    }
+    gguf_writer_free(w);
+    free(m->specs);
+    free(m->row);
+    return rc;
+}
+
+static void usage(FILE *f) {
+    fprintf(
+        f,
+        "usage: sol-mkmodel -o OUT.gguf [--preset tiny|small|1b] [--type f32|f16|bf16|q8_0|q4_0]\n"
+        "                   [--dim N] [--layers N] [--heads N] [--kv-heads N] [--ffn N]\n"
+        "                   [--vocab N] [--ctx N] [--seed N] [--rope-base F] [--tied]\n"
+        "Writes a synthetic Llama GGUF with random, well-scaled weights (deterministic per seed).\n"
+        "presets: tiny  dim 64,   2 layers,  4 heads, 2 kv heads, ffn 192,  vocab 512,   ctx 256\n"
+        "         small dim 768,  12 layers, 12 heads, 4 kv heads, ffn 2048, vocab 32000, ctx "
+        "2048\n"
+        "         1b    dim 2048, 22 layers, 32 heads, 4 kv heads, ffn 5632, vocab 32000, ctx "
+        "2048\n"
+        "defaults: --preset tiny --type f32 --seed 1 --rope-base 10000\n");
+}
+
+static int check_shape(const model *m, sol_err *e) {
+    const shape *s = &m->s;
+    if (s->dim < 2 || s->layers < 1 || s->heads < 1 || s->kv_heads < 1 || s->ffn < 1 || s->ctx < 1)
+        return sol_err_set(e, -EINVAL,
+                           "dim, layers, heads, kv-heads, ffn and ctx must be positive");
+    if (s->layers > (MAX_TENSORS - 3) / 9)
+        return sol_err_set(e, -EINVAL, "layers %d: at most %d supported", s->layers,
+                           (MAX_TENSORS - 3) / 9);
+    if (s->dim % s->heads || (s->dim / s->heads) % 2)
+        return sol_err_set(e, -EINVAL, "dim %d must split into %d heads of an even size", s->dim,
+                           s->heads);
+    if (s->heads % s->kv_heads)
+        return sol_err_set(e, -EINVAL, "heads %d must be a multiple of kv-heads %d", s->heads,
+                           s->kv_heads);
+    size_t blk = sol_dtype_block_elems(m->type);
+    if (s->dim % (int)blk || s->ffn % (int)blk)
+        return sol_err_set(e, -EINVAL, "type %s needs dim (%d) and ffn (%d) to be multiples of %zu",
+                           sol_dtype_name(m->type), s->dim, s->ffn, blk);
+    if (s->vocab < VOCAB_GEN_MIN || s->vocab > VOCAB_GEN_MAX)
+        return sol_err_set(e, -EINVAL, "vocab %d out of range %d..%d", s->vocab, VOCAB_GEN_MIN,
+                           VOCAB_GEN_MAX);
+    return 0;
+}
+
+static int parse_int(const char *opt, const char *s, int *out, sol_err *e) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < 1 || v > 1 << 24)
+        return sol_err_set(e, -EINVAL, "%s: expected a positive integer, found '%s'", opt, s);
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, model *m, sol_err *e) {
+    static const struct option opts[] = {{"out", required_argument, 0, 'o'},
+                                         {"preset", required_argument, 0, 'p'},
+                                         {"type", required_argument, 0, 't'},
+                                         {"dim", required_argument, 0, 1},
+                                         {"layers", required_argument, 0, 2},
+                                         {"heads", required_argument, 0, 3},
+                                         {"kv-heads", required_argument, 0, 4},
+                                         {"ffn", required_argument, 0, 5},
+                                         {"vocab", required_argument, 0, 6},
+                                         {"ctx", required_argument, 0, 7},
+                                         {"seed", required_argument, 0, 's'},
+                                         {"rope-base", required_argument, 0, 'r'},
+                                         {"tied", no_argument, 0, 'T'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    int over[8] = {0}, c, rc = 0;
+    const char *preset = "tiny", *type = "f32";
+    m->seed = 1;
+    m->rope_base = 10000.0f;
+    while (!rc && (c = getopt_long(argc, argv, "o:p:t:s:r:Th", opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'o':
+            m->out = optarg;
+            break;
+        case 'p':
+            preset = optarg;
+            break;
+        case 't':
+            type = optarg;
+            break;
+        case 's':
+            m->seed = strtoull(optarg, &end, 0);
+            rc = *end ? sol_err_set(e, -EINVAL, "--seed: expected an integer, found '%s'", optarg)
+                      : 0;
+            break;
+        case 'r':
+            m->rope_base = strtof(optarg, &end);
+            rc = (*end || !(m->rope_base > 0))
+                     ? sol_err_set(e, -EINVAL,
+                                   "--rope-base: expected a positive number, found '%s'", optarg)
+                     : 0;
+            break;
+        case 'T':
+            m->tied = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            if (c >= 1 && c <= 7)
+                rc = parse_int(opts[c + 2].name, optarg, &over[c], e);
+            else
+                rc = sol_err_set(e, -EINVAL, "unknown option (see --help)");
+        }
+    }
+    if (rc) return rc;
+    if (optind < argc) return sol_err_set(e, -EINVAL, "unexpected argument '%s'", argv[optind]);
+    if (!m->out) return sol_err_set(e, -EINVAL, "missing -o OUT.gguf (see --help)");
+    const shape *p = NULL;
+    for (size_t i = 0; i < sizeof k_presets / sizeof k_presets[0]; i++)
+        if (strcmp(preset, k_presets[i].name) == 0) p = &k_presets[i];
+    if (!p)
+        return sol_err_set(e, -EINVAL, "--preset: expected tiny, small or 1b, found '%s'", preset);
+    m->s = *p;
+    int *fields[8] = {NULL,           &m->s.dim, &m->s.layers, &m->s.heads,
+                      &m->s.kv_heads, &m->s.ffn, &m->s.vocab,  &m->s.ctx};
+    for (int i = 1; i < 8; i++)
+        if (over[i]) *fields[i] = over[i];
+    int t = sol_dtype_parse(type);
+    if (t != SOL_DT_F32 && t != SOL_DT_F16 && t != SOL_DT_BF16 && t != SOL_DT_Q8_0 &&
+        t != SOL_DT_Q4_0)
+        return sol_err_set(e, -EINVAL, "--type: expected f32, f16, bf16, q8_0 or q4_0, found '%s'",
+                           type);
+    m->type = (sol_dtype)t;
+    return check_shape(m, e);
+}
+
+int main(int argc, char **argv) {
+    model m = {0};
+    sol_err e = {0};
+    if (parse_args(argc, argv, &m, &e) || write_model(&m, &e)) {
+        fprintf(stderr, "sol-mkmodel: %s\n", e.msg);
+        return 1;
+    }
+    return 0;
+}

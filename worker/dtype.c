@@ -1,0 +1,281 @@
+/* dtype: element-type table, fp16/bf16 conversion and the scalar reference quantizers.
+ * Quantizers reproduce ggml's reference rounding exactly so files we write match llama.cpp's. */
+#include "dtype.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct {
+    uint32_t id;
+    const char *name;
+    size_t block_elems;
+    size_t block_bytes;
+} dtype_info;
+
+static const dtype_info k_types[] = {
+    {SOL_DT_F32, "f32", 1, 4},
+    {SOL_DT_F16, "f16", 1, 2},
+    {SOL_DT_Q4_0, "q4_0", SOL_QK4_0, sizeof(sol_block_q4_0)},
+    {SOL_DT_Q8_0, "q8_0", SOL_QK8_0, sizeof(sol_block_q8_0)},
+    {SOL_DT_Q4_K, "q4_k", SOL_QK_K, sizeof(sol_block_q4_k)},
+    {SOL_DT_Q6_K, "q6_k", SOL_QK_K, sizeof(sol_block_q6_k)},
+    {SOL_DT_BF16, "bf16", 1, 2},
+};
+
+static const dtype_info *info_of(uint32_t id) {
+    for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
+        if (k_types[i].id == id) return &k_types[i];
+    return NULL;
+}
+
+int sol_dtype_known(uint32_t id) {
+    return info_of(id) != NULL;
+}
+
+const char *sol_dtype_name(sol_dtype t) {
+    const dtype_info *d = info_of((uint32_t)t);
+    return d ? d->name : "unknown";
+}
+
+int sol_dtype_parse(const char *name) {
+    if (!name) return -1;
+    for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
+        if (strcasecmp(name, k_types[i].name) == 0) return (int)k_types[i].id;
+    return -1;
+}
+
+size_t sol_dtype_block_elems(sol_dtype t) {
+    const dtype_info *d = info_of((uint32_t)t);
+    return d ? d->block_elems : 0;
+}
+
+size_t sol_dtype_block_bytes(sol_dtype t) {
+    const dtype_info *d = info_of((uint32_t)t);
+    return d ? d->block_bytes : 0;
+}
+
+size_t sol_dtype_row_bytes(sol_dtype t, int64_t n) {
+    const dtype_info *d = info_of((uint32_t)t);
+    if (!d || n < 0 || n % (int64_t)d->block_elems != 0) return 0;
+    return (size_t)(n / (int64_t)d->block_elems) * d->block_bytes;
+}
+
+static uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Rounds the low `shift` bits of q away, to nearest with ties to even. */
+static uint32_t round_shift_rne(uint32_t m, uint32_t shift) {
+    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1))) q++;
+    return q;
+}
+
+uint16_t sol_fp32_to_fp16(float f) {
+    uint32_t x = f32_bits(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+    uint32_t ax = x & 0x7fffffff;
+    if (ax > 0x7f800000) return sign | 0x7e00;  /* NaN: quiet, sign kept */
+    if (ax >= 0x477ff000) return sign | 0x7c00; /* at or past the halfway point above 65504 */
+    if (ax < 0x38800000) {                      /* below 2^-14: half subnormal or zero */
+        if (ax < 0x33000000) return sign;       /* below 2^-25 rounds to zero */
+        uint32_t e = ax >> 23, m = (ax & 0x7fffff) | 0x800000;
+        /* value = m * 2^(e-150); in units of 2^-24 that is m >> (126 - e). A carry into 0x400
+         * yields the smallest normal, which is the correct encoding. */
+        return sign | (uint16_t)round_shift_rne(m, 126 - e);
+    }
+    uint32_t h = ((((ax >> 23) - 112) << 10) | ((ax & 0x7fffff) >> 13));
+    uint32_t rem = ax & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++; /* carry may roll into the exponent */
+    return sign | (uint16_t)h;
+}
+
+float sol_fp16_to_fp32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    if (e == 0x1f) return bits_f32(sign | 0x7f800000 | (m << 13));
+    if (e == 0) {
+        float v = (float)m * (1.0f / 16777216.0f); /* m * 2^-24, exact */
+        return sign ? -v : v;
+    }
+    return bits_f32(sign | ((e + 112) << 23) | (m << 13));
+}
+
+uint16_t sol_fp32_to_bf16(float f) {
+    uint32_t u = f32_bits(f);
+    if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40); /* keep NaN quiet */
+    return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+float sol_bf16_to_fp32(uint16_t h) {
+    return bits_f32((uint32_t)h << 16);
+}
+
+static void dequant_q4_0(const sol_block_q4_0 *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += SOL_QK4_0) {
+        float d = sol_fp16_to_fp32(b[i].d);
+        for (int j = 0; j < SOL_QK4_0 / 2; j++) {
+            y[j] = (float)((b[i].qs[j] & 0xf) - 8) * d;
+            y[j + SOL_QK4_0 / 2] = (float)((b[i].qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+static void dequant_q8_0(const sol_block_q8_0 *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += SOL_QK8_0) {
+        float d = sol_fp16_to_fp32(b[i].d);
+        for (int j = 0; j < SOL_QK8_0; j++)
+            y[j] = (float)b[i].qs[j] * d;
+    }
+}
+
+/* Q4_K packs 8 (scale, min) pairs of 6 bits into 12 bytes: the first four pairs sit in the low
+ * 6 bits of bytes 0-3 / 4-7; the last four use bytes 8-11 plus the spare top bits of 0-7. */
+static void q4k_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((s[j + 4] & 0xf) | ((s[j - 4] >> 6) << 4));
+        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
+static void dequant_q4_k(const sol_block_q4_k *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++) {
+        float d = sol_fp16_to_fp32(b[i].d), dmin = sol_fp16_to_fp32(b[i].dmin);
+        const uint8_t *q = b[i].qs;
+        for (int j = 0; j < SOL_QK_K; j += 64, q += 32) {
+            uint8_t sc, m;
+            q4k_scale_min(j / 32, b[i].scales, &sc, &m);
+            float d1 = d * sc, m1 = dmin * m;
+            q4k_scale_min(j / 32 + 1, b[i].scales, &sc, &m);
+            float d2 = d * sc, m2 = dmin * m;
+            for (int l = 0; l < 32; l++)
+                *y++ = d1 * (float)(q[l] & 0xf) - m1;
+            for (int l = 0; l < 32; l++)
+                *y++ = d2 * (float)(q[l] >> 4) - m2;
+        }
+    }
+}
+
+/* Q6_K: each half-block of 128 values takes 64 low-nibble bytes, 32 bytes of 2-bit highs and
+ * 8 signed scales (one per 16 values). */
+static void dequant_q6_k(const sol_block_q6_k *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++) {
+        float d = sol_fp16_to_fp32(b[i].d);
+        const uint8_t *ql = b[i].ql, *qh = b[i].qh;
+        const int8_t *sc = b[i].scales;
+        for (int n = 0; n < SOL_QK_K; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
+            for (int l = 0; l < 32; l++) {
+                int is = l / 16;
+                int q1 = ((ql[l] & 0xf) | ((qh[l] & 3) << 4)) - 32;
+                int q2 = ((ql[l + 32] & 0xf) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                y[l] = d * sc[is] * (float)q1;
+                y[l + 32] = d * sc[is + 2] * (float)q2;
+                y[l + 64] = d * sc[is + 4] * (float)q3;
+                y[l + 96] = d * sc[is + 6] * (float)q4;
+            }
+        }
+    }
+}
+
+void sol_dequantize_row(sol_dtype t, const void *src, float *dst, int64_t n) {
+    const uint16_t *h = src;
+    switch (t) {
+    case SOL_DT_F32:
+        memmove(dst, src, (size_t)n * sizeof(float));
+        return;
+    case SOL_DT_F16:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = sol_fp16_to_fp32(h[i]);
+        return;
+    case SOL_DT_BF16:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = sol_bf16_to_fp32(h[i]);
+        return;
+    case SOL_DT_Q4_0:
+        dequant_q4_0(src, dst, n / SOL_QK4_0);
+        return;
+    case SOL_DT_Q8_0:
+        dequant_q8_0(src, dst, n / SOL_QK8_0);
+        return;
+    case SOL_DT_Q4_K:
+        dequant_q4_k(src, dst, n / SOL_QK_K);
+        return;
+    case SOL_DT_Q6_K:
+        dequant_q6_k(src, dst, n / SOL_QK_K);
+        return;
+    }
+}
+
+static void quant_q8_0(const float *x, sol_block_q8_0 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += SOL_QK8_0) {
+        float amax = 0.0f;
+        for (int j = 0; j < SOL_QK8_0; j++)
+            amax = fmaxf(amax, fabsf(x[j]));
+        const float d = amax / 127;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = sol_fp32_to_fp16(d);
+        for (int j = 0; j < SOL_QK8_0; j++)
+            y[i].qs[j] = (int8_t)roundf(x[j] * id);
+    }
+}
+
+static void quant_q4_0(const float *x, sol_block_q4_0 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += SOL_QK4_0) {
+        float amax = 0.0f, max = 0.0f; /* max keeps the sign of the largest magnitude */
+        for (int j = 0; j < SOL_QK4_0; j++) {
+            if (amax < fabsf(x[j])) {
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        }
+        const float d = max / -8;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = sol_fp32_to_fp16(d);
+        for (int j = 0; j < SOL_QK4_0 / 2; j++) {
+            int8_t a = (int8_t)(x[j] * id + 8.5f), b = (int8_t)(x[j + SOL_QK4_0 / 2] * id + 8.5f);
+            uint8_t lo = (uint8_t)(a < 15 ? a : 15), hi = (uint8_t)(b < 15 ? b : 15);
+            y[i].qs[j] = (uint8_t)(lo | (hi << 4));
+        }
+    }
+}
+
+int sol_quantize_row(sol_dtype t, const float *src, void *dst, int64_t n) {
+    if (n < 0 || (n != 0 && sol_dtype_row_bytes(t, n) == 0)) return -EINVAL;
+    uint16_t *h = dst;
+    switch (t) {
+    case SOL_DT_F32:
+        memmove(dst, src, (size_t)n * sizeof(float));
+        return 0;
+    case SOL_DT_F16:
+        for (int64_t i = 0; i < n; i++)
+            h[i] = sol_fp32_to_fp16(src[i]);
+        return 0;
+    case SOL_DT_BF16:
+        for (int64_t i = 0; i < n; i++)
+            h[i] = sol_fp32_to_bf16(src[i]);
+        return 0;
+    case SOL_DT_Q8_0:
+        quant_q8_0(src, dst, n / SOL_QK8_0);
+        return 0;
+    case SOL_DT_Q4_0:
+        quant_q4_0(src, dst, n / SOL_QK4_0);
+        return 0;
+    default:
+        return -EINVAL;
+    }
+}
