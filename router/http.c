@@ -1,0 +1,528 @@
+/* http: request handling on libmicrohttpd's internal polling threads (epoll, a small pool).
+ * Each connection goes: headers → auth + rate limit (before reading a body: unauthenticated
+ * clients get the tightest limits) → body (counted; over max_body_bytes → 413) → validate →
+ * classify → backend dispatch → suspended until the backend pushes → response. Nothing here blocks:
+ * a slow client only holds its own connection, which MHD times out after conn_timeout_s idle. */
+#include "http_internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "log.h"
+
+#define MOD "http"
+#define MAX_HEADER_TAGS 16
+
+enum endpoint { EP_NONE, EP_COMPLETIONS, EP_CHAT };
+
+/* Per-connection request state, MHD's *req_cls. */
+typedef struct conn_ctx {
+    enum endpoint ep;
+    strbuf body;
+    bool too_large;
+    bool dispatched;
+    bool responded; /* start_generation already queued an error response */
+    char client_key[APIKEYS_MAX_LEN + 1];
+    char request_id[HTTP_REQUEST_ID_MAX + 1];
+    uint64_t t_start;
+    http_stream *stream;
+} conn_ctx;
+
+/* ---- responses ------------------------------------------------------------------------------- */
+
+static void common_headers(struct MHD_Response *r, const char *request_id, const char *pool,
+                           const char *reason) {
+    if (request_id && request_id[0]) MHD_add_response_header(r, "X-Request-Id", request_id);
+    if (pool && pool[0]) MHD_add_response_header(r, "X-Sol-Pool", pool);
+    if (reason && reason[0]) MHD_add_response_header(r, "X-Sol-Route-Reason", reason);
+}
+
+static enum MHD_Result send_buf(struct MHD_Connection *c, unsigned status, const char *ctype,
+                                strbuf *body, const char *request_id, const char *pool,
+                                const char *reason, int retry_after) {
+    size_t len;
+    char *data = strbuf_take(body, &len);
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(data);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", ctype);
+    common_headers(r, request_id, pool, reason);
+    if (retry_after > 0) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", retry_after);
+        MHD_add_response_header(r, "Retry-After", v);
+    }
+    enum MHD_Result ok = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, strbuf *body,
+                                 const char *request_id) {
+    return send_buf(c, status, "application/json", body, request_id, NULL, NULL, 0);
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, const oai_error *e,
+                                  const char *request_id, const char *pool, const char *reason) {
+    strbuf b;
+    strbuf_init(&b);
+    oai_error_json(&b, e);
+    return send_buf(c, (unsigned)e->status, "application/json", &b, request_id, pool, reason,
+                    e->retry_after_s);
+}
+
+static enum MHD_Result send_status(struct MHD_Connection *c, int status, const char *request_id,
+                                   const char *fmt, const char *arg) {
+    oai_error e;
+    char msg[256];
+    snprintf(msg, sizeof msg, fmt, arg ? arg : "");
+    oai_error_status(&e, status, msg);
+    return send_error(c, &e, request_id, NULL, NULL);
+}
+
+/* ---- simple endpoints ------------------------------------------------------------------------ */
+
+static enum MHD_Result handle_models(http_server *s, struct MHD_Connection *c, const char *rid) {
+    strbuf b;
+    strbuf_init(&b);
+    const classify *cl = s->cfg.router;
+    long long created = (long long)time(NULL);
+    strbuf_puts(&b, "{\"object\":\"list\",\"data\":[");
+    int first = 1;
+    if (s->cfg.served_model) {
+        strbuf_puts(&b, "{\"id\":");
+        strbuf_json_str(&b, s->cfg.served_model, strlen(s->cfg.served_model));
+        strbuf_printf(&b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"sol\"}", created);
+        first = 0;
+    }
+    for (size_t i = 0; i < classify_n_pools(cl); i++) {
+        const char *p = classify_pool_at(cl, i);
+        strbuf_puts(&b, first ? "{\"id\":" : ",{\"id\":");
+        strbuf_json_str(&b, p, strlen(p));
+        strbuf_printf(&b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"sol\"}", created);
+        first = 0;
+    }
+    strbuf_puts(&b, "]}");
+    return send_json(c, 200, &b, rid);
+}
+
+static enum MHD_Result handle_ready(http_server *s, struct MHD_Connection *c, const char *rid) {
+    strbuf b;
+    strbuf_init(&b);
+    int ready = !s->cfg.backend.ready || s->cfg.backend.ready(s->cfg.backend.ctx);
+    strbuf_puts(&b, ready ? "{\"status\":\"ready\"}" : "{\"status\":\"not ready\"}");
+    return send_json(c, ready ? 200 : 503, &b, rid);
+}
+
+static enum MHD_Result handle_metrics(http_server *s, struct MHD_Connection *c, const char *rid) {
+    strbuf b;
+    strbuf_init(&b);
+    if (s->cfg.metrics) metrics_render(s->cfg.metrics, &b);
+    return send_buf(c, 200, "text/plain; version=0.0.4; charset=utf-8", &b, rid, NULL, NULL, 0);
+}
+
+static enum MHD_Result handle_workers(http_server *s, struct MHD_Connection *c, const char *rid) {
+    strbuf b;
+    strbuf_init(&b);
+    if (s->cfg.backend.workers_json)
+        s->cfg.backend.workers_json(s->cfg.backend.ctx, &b);
+    else
+        strbuf_puts(&b, "{\"workers\":[]}");
+    return send_json(c, 200, &b, rid);
+}
+
+static enum MHD_Result handle_drain(http_server *s, struct MHD_Connection *c, const char *url,
+                                    const char *rid) {
+    const char *id = url + strlen("/admin/workers/");
+    const char *end = strstr(id, "/drain");
+    char worker[128];
+    size_t n = end ? (size_t)(end - id) : 0;
+    if (!n || n >= sizeof worker || strcmp(end, "/drain"))
+        return send_status(c, 404, rid, "no such endpoint: %s", url);
+    memcpy(worker, id, n);
+    worker[n] = '\0';
+    oai_error e;
+    oai_error_status(&e, 503, "draining is not available (no broker)");
+    if (s->cfg.backend.drain && !s->cfg.backend.drain(s->cfg.backend.ctx, worker, &e)) {
+        strbuf b;
+        strbuf_init(&b);
+        strbuf_puts(&b, "{\"worker\":");
+        strbuf_json_str(&b, worker, n);
+        strbuf_puts(&b, ",\"draining\":true}");
+        return send_json(c, 200, &b, rid);
+    }
+    return send_error(c, &e, rid, NULL, NULL);
+}
+
+/* ---- generation ------------------------------------------------------------------------------ */
+
+static void make_request_id(http_server *s, struct MHD_Connection *c, char *dst) {
+    const char *given = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
+    if (given && given[0] && strlen(given) <= HTTP_REQUEST_ID_MAX) {
+        size_t i = 0;
+        while (given[i] &&
+               (given[i] == '-' || given[i] == '_' || given[i] == '.' ||
+                (given[i] >= '0' && given[i] <= '9') || (given[i] >= 'a' && given[i] <= 'z') ||
+                (given[i] >= 'A' && given[i] <= 'Z')))
+            i++;
+        if (!given[i]) { /* only safe characters: echo it */
+            strcpy(dst, given);
+            return;
+        }
+    }
+    uint64_t n = atomic_fetch_add(&s->next_id, 1);
+    snprintf(dst, HTTP_REQUEST_ID_MAX + 1, "%016llx%08llx", (unsigned long long)s->id_salt,
+             (unsigned long long)n);
+}
+
+static size_t collect_tags(const oai_request *req, struct MHD_Connection *c, char *store,
+                           size_t cap, const char **tags) {
+    size_t n = 0;
+    for (size_t i = 0; i < req->n_tags && n < MAX_HEADER_TAGS; i++)
+        tags[n++] = req->tags[i];
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Sol-Tags");
+    if (h) n += classify_split_tags(h, store, cap, tags + n, MAX_HEADER_TAGS * 2 - n);
+    return n;
+}
+
+static void link_stream(http_server *s, http_stream *st) {
+    pthread_mutex_lock(&s->mu);
+    st->next = s->streams;
+    if (s->streams) s->streams->prev = st;
+    s->streams = st;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void unlink_stream(http_server *s, http_stream *st) {
+    pthread_mutex_lock(&s->mu);
+    if (st->prev)
+        st->prev->next = st->next;
+    else if (s->streams == st)
+        s->streams = st->next;
+    if (st->next) st->next->prev = st->prev;
+    st->next = st->prev = NULL;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static enum MHD_Result start_generation(http_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    oai_request *req = NULL;
+    oai_error e;
+    cc->responded = true; /* every early return below queues a response */
+    if (cc->too_large) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "request body exceeds the limit of %zu bytes",
+                 s->cfg.max_body_bytes);
+        oai_error_status(&e, 413, msg);
+        return send_error(c, &e, cc->request_id, NULL, NULL);
+    }
+    oai_kind kind = cc->ep == EP_CHAT ? OAI_CHAT : OAI_COMPLETION;
+    if (oai_parse_request(kind, cc->body.data ? cc->body.data : "", cc->body.len, &req, &e))
+        return send_error(c, &e, cc->request_id, NULL, NULL);
+    strbuf text;
+    strbuf_init(&text);
+    oai_request_text(req, &text);
+    char tagstore[512];
+    const char *tags[MAX_HEADER_TAGS * 2];
+    const char *user = oai_request_last_user_text(req);
+    classify_input in = {req->model,
+                         text.data ? text.data : "",
+                         text.len,
+                         user,
+                         strlen(user),
+                         req->max_tokens,
+                         req->max_tokens_set,
+                         tags,
+                         collect_tags(req, c, tagstore, sizeof tagstore, tags)};
+    classify_result route;
+    int rc = classify_route(s->cfg.router, &in, &route);
+    strbuf_free(&text);
+    if (rc) {
+        oai_error_set(&e, 404, "invalid_request_error", "model_not_found", "model",
+                      "The model '%.100s' does not exist", req->model);
+        oai_request_free(req);
+        return send_error(c, &e, cc->request_id, NULL, NULL);
+    }
+    http_stream *st = http_stream_new(s, c, req, cc->request_id, route.pool, cc->t_start);
+    if (!st) {
+        oai_request_free(req);
+        return send_status(c, 500, cc->request_id, "out of memory%s", NULL);
+    }
+    snprintf(st->reason, sizeof st->reason, "%s", route.reason);
+    http_dispatch_info info = {req,          cc->request_id, route.pool,
+                               route.reason, cc->client_key, cc->t_start};
+    cc->stream = st;
+    cc->dispatched = true;
+    link_stream(s, st);
+    if (s->cfg.backend.dispatch(s->cfg.backend.ctx, &info, st, &e)) {
+        st->done = true;
+        metrics_count_request(s->cfg.metrics, route.pool, e.status);
+        return send_error(c, &e, cc->request_id, route.pool, route.reason);
+    }
+    LOG_DEBUG(MOD, "request %s → pool %s (%s)", cc->request_id, route.pool, route.reason);
+    cc->responded = false;
+    return MHD_YES; /* continue_generation runs next, on this same call path */
+}
+
+static enum MHD_Result respond_full(struct MHD_Connection *c, http_stream *st) {
+    oai_response r = {st->req->kind,
+                      st->sse.id,
+                      st->sse.created,
+                      st->req->model,
+                      st->text.data,
+                      st->text.len,
+                      st->req->want_logprobs ? st->lp : NULL,
+                      st->n_lp,
+                      st->finish,
+                      st->usage};
+    strbuf b;
+    strbuf_init(&b);
+    oai_response_json(&b, &r);
+    return send_buf(c, 200, "application/json", &b, st->request_id, st->pool, st->reason, 0);
+}
+
+static enum MHD_Result respond_stream(struct MHD_Connection *c, http_stream *st) {
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, http_stream_read, st, NULL);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    common_headers(r, st->request_id, st->pool, st->reason);
+    enum MHD_Result ok = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+/* Called after dispatch and after every resume: answer when there is something to answer. */
+static enum MHD_Result continue_generation(struct MHD_Connection *c, conn_ctx *cc) {
+    http_stream *st = cc->stream;
+    pthread_mutex_lock(&st->mu);
+    enum MHD_Result ok = MHD_YES;
+    if (st->failed) {
+        oai_error e = st->err;
+        st->headers_sent = true;
+        pthread_mutex_unlock(&st->mu);
+        return send_error(c, &e, st->request_id, st->pool, st->reason);
+    }
+    if (st->streaming && (st->out.len || st->done)) {
+        st->headers_sent = true;
+        pthread_mutex_unlock(&st->mu);
+        return respond_stream(c, st);
+    }
+    if (!st->streaming && st->done) {
+        st->headers_sent = true;
+        pthread_mutex_unlock(&st->mu);
+        return respond_full(c, st);
+    }
+    st->suspended = true;
+    MHD_suspend_connection(c);
+    pthread_mutex_unlock(&st->mu);
+    return ok;
+}
+
+/* ---- MHD callbacks --------------------------------------------------------------------------- */
+
+static int check_auth(http_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    const char *key = NULL;
+    if (s->cfg.keys) {
+        if (!apikeys_check_bearer(s->cfg.keys, auth, &key)) return 401;
+        snprintf(cc->client_key, sizeof cc->client_key, "%s", key);
+    } else {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (ci && ci->client_addr && ci->client_addr->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)ci->client_addr)->sin_addr,
+                      cc->client_key, sizeof cc->client_key);
+    }
+    return 0;
+}
+
+static enum MHD_Result first_call(http_server *s, struct MHD_Connection *c, conn_ctx *cc,
+                                  const char *url, const char *method) {
+    int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
+    const char *rid = cc->request_id;
+    if (!strcmp(url, "/health")) {
+        strbuf b;
+        strbuf_init(&b);
+        strbuf_puts(&b, "{\"status\":\"ok\"}");
+        return send_json(c, 200, &b, rid);
+    }
+    if (!strcmp(url, "/v1/completions"))
+        cc->ep = EP_COMPLETIONS;
+    else if (!strcmp(url, "/v1/chat/completions"))
+        cc->ep = EP_CHAT;
+    int known = cc->ep || !strcmp(url, "/v1/models") || !strcmp(url, "/ready") ||
+                !strcmp(url, "/metrics") || !strncmp(url, "/admin/workers", 14);
+    if (!known) return send_status(c, 404, rid, "no such endpoint: %s", url);
+    if (!strcmp(url, "/ready") && get) return handle_ready(s, c, rid);
+    if (!strcmp(url, "/metrics") && get) return handle_metrics(s, c, rid);
+    if (check_auth(s, c, cc)) {
+        oai_error e;
+        oai_error_status(&e, 401,
+                         "missing or invalid API key (send 'Authorization: Bearer <key>')");
+        return send_error(c, &e, rid, NULL, NULL);
+    }
+    int retry = 0;
+    if (!ratelimit_take(s->cfg.limiter, cc->client_key, &retry)) {
+        oai_error e;
+        oai_error_status(&e, 429, "rate limit exceeded for this API key; retry later");
+        e.retry_after_s = retry;
+        return send_error(c, &e, rid, NULL, NULL);
+    }
+    if (!strcmp(url, "/v1/models") && get) return handle_models(s, c, rid);
+    if (!strcmp(url, "/admin/workers") && get) return handle_workers(s, c, rid);
+    if (!strncmp(url, "/admin/workers/", 15) && post) return handle_drain(s, c, url, rid);
+    if (!cc->ep || !post) return send_status(c, 405, rid, "method not allowed on %s", url);
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body_bytes) {
+        cc->too_large = true; /* answer before reading the body; MHD closes the connection */
+        return start_generation(s, c, cc);
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **req_cls) {
+    (void)version;
+    http_server *s = cls;
+    conn_ctx *cc = *req_cls;
+    if (!cc) {
+        if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
+        *req_cls = cc;
+        strbuf_init(&cc->body);
+        cc->t_start = sol_now_ns();
+        make_request_id(s, c, cc->request_id);
+        return first_call(s, c, cc, url, method);
+    }
+    if (*upload_size) {
+        if (!cc->too_large && cc->body.len + *upload_size <= s->cfg.max_body_bytes)
+            strbuf_append(&cc->body, upload, *upload_size);
+        else
+            cc->too_large = true; /* keep reading and discarding; answer 413 at the end */
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (!cc->ep) return MHD_NO; /* a response was already queued */
+    if (!cc->dispatched) {
+        cc->t_start = sol_now_ns();
+        enum MHD_Result r = start_generation(s, c, cc);
+        if (r != MHD_YES || cc->responded) return r;
+    }
+    return continue_generation(c, cc);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)c;
+    http_server *s = cls;
+    conn_ctx *cc = *req_cls;
+    if (!cc) return;
+    http_stream *st = cc->stream;
+    if (st) {
+        unlink_stream(s, st);
+        pthread_mutex_lock(&st->mu);
+        bool cancel = !st->done;
+        int status = st->failed ? st->err.status : cancel ? 499 : 200;
+        st->client_gone = true;
+        st->conn = NULL;
+        pthread_mutex_unlock(&st->mu);
+        if (cancel && s->cfg.backend.cancel)
+            s->cfg.backend.cancel(s->cfg.backend.ctx, st->request_id);
+        if (cancel)
+            LOG_INFO(MOD, "request %s ended early (code %d): cancelled", st->request_id, (int)toe);
+        if (!cancel || st->failed)
+            metrics_observe(s->cfg.metrics, METRIC_E2E, st->pool,
+                            (double)(sol_now_ns() - st->t_start) * 1e-9);
+        if (st->headers_sent || cancel) metrics_count_request(s->cfg.metrics, st->pool, status);
+        http_stream_unref(st);
+    }
+    strbuf_free(&cc->body);
+    free(cc);
+    *req_cls = NULL;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------- */
+
+int http_server_start(const http_config *cfg, http_server **out, sol_err *e) {
+    *out = NULL;
+    if (!cfg->router || !cfg->backend.dispatch)
+        return sol_err_set(e, -EINVAL, "http: a classifier and a backend dispatch are required");
+    http_server *s = calloc(1, sizeof *s);
+    if (!s) return sol_err_set(e, -ENOMEM, "out of memory");
+    s->cfg = *cfg;
+    if (!s->cfg.max_body_bytes) s->cfg.max_body_bytes = HTTP_DEFAULT_MAX_BODY;
+    if (!s->cfg.conn_timeout_s) s->cfg.conn_timeout_s = HTTP_DEFAULT_CONN_TIMEOUT_S;
+    if (!s->cfg.max_connections) s->cfg.max_connections = HTTP_DEFAULT_MAX_CONNECTIONS;
+    if (!s->cfg.threads) s->cfg.threads = HTTP_DEFAULT_THREADS;
+    s->id_salt = sol_now_ns() ^ ((uint64_t)getpid() << 32);
+    pthread_mutex_init(&s->mu, NULL);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(cfg->port)};
+    const char *host = cfg->host ? cfg->host : "127.0.0.1";
+    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return sol_err_set(e, -EINVAL, "http: listen host '%s' is not an IPv4 address", host);
+    }
+    s->daemon = MHD_start_daemon(
+        MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+        on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
+        s->cfg.threads, MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.conn_timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, s, MHD_OPTION_END);
+    if (!s->daemon) {
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return sol_err_set(e, -EADDRINUSE,
+                           "http: cannot listen on %s:%u (in use, or no permission)", host,
+                           cfg->port);
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : cfg->port;
+    LOG_INFO(MOD, "listening on http://%s:%u", host, s->port);
+    *out = s;
+    return 0;
+}
+
+uint16_t http_server_port(const http_server *s) {
+    return s->port;
+}
+
+void http_server_stop(http_server *s) {
+    if (!s) return;
+    /* MHD must not be stopped with suspended connections: end every stream and wake it. */
+    pthread_mutex_lock(&s->mu);
+    s->stopping = true;
+    for (http_stream *st = s->streams; st; st = st->next) {
+        pthread_mutex_lock(&st->mu);
+        if (!st->done) {
+            st->done = true;
+            if (!st->headers_sent) {
+                st->failed = true;
+                oai_error_status(&st->err, 503, "server is shutting down");
+            }
+        }
+        if (st->suspended) {
+            st->suspended = false;
+            MHD_resume_connection(st->conn);
+        }
+        pthread_mutex_unlock(&st->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < 100; i++) { /* let the HTTP threads answer the woken connections */
+        pthread_mutex_lock(&s->mu);
+        bool empty = s->streams == NULL;
+        pthread_mutex_unlock(&s->mu);
+        if (empty) break;
+        sol_sleep_ms(10);
+    }
+    MHD_stop_daemon(s->daemon);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}

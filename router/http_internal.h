@@ -1,0 +1,61 @@
+/* http_internal: structures shared by http.c (request handling) and http_stream.c (the per-request
+ * mailbox). Not part of the public API: only the router's HTTP layer includes it. */
+#ifndef SOL_HTTP_INTERNAL_H
+#define SOL_HTTP_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <microhttpd.h>
+
+#include "http.h"
+
+struct http_server {
+    http_config cfg;
+    struct MHD_Daemon *daemon;
+    uint16_t port;
+    atomic_uint_fast64_t next_id;
+    uint64_t id_salt;
+    pthread_mutex_t mu; /* guards the list of live streams (for shutdown) */
+    http_stream *streams;
+    bool stopping;
+};
+
+struct http_stream {
+    pthread_mutex_t mu;
+    int refs;
+    http_server *srv;
+    struct MHD_Connection *conn; /* valid while the request is live */
+    http_stream *next, *prev;    /* server's live list, guarded by srv->mu */
+    oai_request *req;            /* owned */
+    char request_id[HTTP_REQUEST_ID_MAX + 1];
+    char pool[64];
+    char reason[CLASSIFY_REASON_MAX];
+    bool streaming;
+    bool suspended;    /* we called MHD_suspend_connection and nobody resumed yet */
+    bool headers_sent; /* a 200 response was queued */
+    bool done;         /* the last chunk was pushed */
+    bool client_gone;
+    bool failed; /* error before any byte was sent: err holds the status */
+    bool failed_mid_stream;
+    oai_error err;
+    oai_stream sse;
+    strbuf out; /* SSE bytes not yet handed to MHD */
+    size_t out_off;
+    strbuf text;           /* non-streaming: accumulated completion text */
+    oai_token_logprob *lp; /* non-streaming: accumulated logprobs (owned copies) */
+    size_t n_lp;
+    oai_usage usage;
+    oai_finish finish;
+    uint64_t t_start, t_first, t_last;
+};
+
+http_stream *http_stream_new(http_server *srv, struct MHD_Connection *conn, oai_request *req,
+                             const char *request_id, const char *pool, uint64_t received_ns);
+ssize_t http_stream_read(void *cls, uint64_t pos, char *buf, size_t max);
+
+#endif

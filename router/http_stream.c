@@ -1,0 +1,179 @@
+/* http_stream: the per-request mailbox between the backend (broker thread) and the HTTP thread.
+ * Design: the HTTP thread never blocks on a stream. When the mailbox is empty the connection is
+ * suspended (MHD_suspend_connection: no polling, no timer); a push formats the chunk into the
+ * stream's buffer and resumes the connection. So hundreds of idle-between-tokens streams cost
+ * only memory, and formatting work happens on the pushing thread, not the HTTP thread. */
+#include "http_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+
+void http_stream_ref(http_stream *s) {
+    pthread_mutex_lock(&s->mu);
+    s->refs++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void free_logprobs(http_stream *s) {
+    for (size_t i = 0; i < s->n_lp; i++) {
+        free((char *)s->lp[i].text);
+        for (size_t j = 0; j < s->lp[i].n_top; j++)
+            free((char *)s->lp[i].top[j].text);
+        free((void *)s->lp[i].top);
+    }
+    free(s->lp);
+}
+
+void http_stream_unref(http_stream *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    int left = --s->refs;
+    pthread_mutex_unlock(&s->mu);
+    if (left) return;
+    pthread_mutex_destroy(&s->mu);
+    strbuf_free(&s->out);
+    strbuf_free(&s->text);
+    free_logprobs(s);
+    oai_request_free(s->req);
+    free(s);
+}
+
+const char *http_stream_request_id(const http_stream *s) {
+    return s->request_id;
+}
+
+http_stream *http_stream_new(http_server *srv, struct MHD_Connection *conn, oai_request *req,
+                             const char *request_id, const char *pool, uint64_t received_ns) {
+    http_stream *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    pthread_mutex_init(&s->mu, NULL);
+    s->refs = 1;
+    s->srv = srv;
+    s->conn = conn;
+    s->req = req;
+    s->streaming = req->stream;
+    snprintf(s->request_id, sizeof s->request_id, "%s", request_id);
+    snprintf(s->pool, sizeof s->pool, "%s", pool);
+    s->t_start = received_ns;
+    char id[HTTP_REQUEST_ID_MAX + 16];
+    oai_make_id(id, sizeof id, req->kind, request_id);
+    oai_stream_init(&s->sse, req, id, (int64_t)(time(NULL)));
+    strbuf_init(&s->out);
+    strbuf_init(&s->text);
+    return s;
+}
+
+/* Non-streaming: keep owned copies of the logprobs until the final JSON is built. */
+static int keep_logprobs(http_stream *s, const oai_token_logprob *lp, size_t n) {
+    if (!lp || !n) return 0;
+    oai_token_logprob *a = realloc(s->lp, (s->n_lp + n) * sizeof *a);
+    if (!a) return -ENOMEM;
+    s->lp = a;
+    for (size_t i = 0; i < n; i++) {
+        oai_token_logprob *d = &s->lp[s->n_lp++];
+        d->text = strdup(lp[i].text ? lp[i].text : "");
+        d->logprob = lp[i].logprob;
+        d->n_top = 0;
+        oai_top_logprob *top = lp[i].n_top ? calloc(lp[i].n_top, sizeof *top) : NULL;
+        d->top = top;
+        for (size_t j = 0; top && j < lp[i].n_top; j++) {
+            top[j].text = strdup(lp[i].top[j].text ? lp[i].top[j].text : "");
+            top[j].logprob = lp[i].top[j].logprob;
+            d->n_top++;
+        }
+    }
+    return 0;
+}
+
+static void observe_timing(http_stream *s, const http_chunk *c) {
+    if (!c->text_len && !c->n_logprobs) return;
+    uint64_t now = sol_now_ns();
+    metrics *m = s->srv->cfg.metrics;
+    if (!s->t_first) {
+        s->t_first = now;
+        metrics_observe(m, METRIC_TTFT, s->pool, (double)(now - s->t_start) * 1e-9);
+    } else if (s->streaming) {
+        metrics_observe(m, METRIC_ITL, s->pool, (double)(now - s->t_last) * 1e-9);
+    }
+    s->t_last = now;
+}
+
+static void format_stream(http_stream *s, const http_chunk *c) {
+    if (c->error) {
+        oai_sse_error(&s->out, c->error);
+        oai_sse_done(&s->out);
+        return;
+    }
+    if (c->text_len || c->n_logprobs || c->finish != OAI_FINISH_NONE)
+        oai_sse_chunk(&s->out, &s->sse, c->text, c->text_len, c->logprobs, c->n_logprobs,
+                      c->finish);
+    if (c->finish == OAI_FINISH_NONE) return;
+    if (s->sse.include_usage) oai_sse_usage(&s->out, &s->sse, &s->usage);
+    oai_sse_done(&s->out);
+}
+
+int http_stream_push(http_stream *s, const http_chunk *c) {
+    pthread_mutex_lock(&s->mu);
+    int rc = 0;
+    if (s->client_gone) {
+        rc = -EPIPE;
+        goto out;
+    }
+    if (s->done) {
+        rc = -EALREADY;
+        goto out;
+    }
+    int last = c->error || c->finish != OAI_FINISH_NONE;
+    observe_timing(s, c);
+    if (c->usage) s->usage = *c->usage;
+    if (c->error && !s->headers_sent) {
+        s->err = *c->error; /* nothing sent yet: the client gets a real HTTP error status */
+        s->failed = true;
+    } else if (s->streaming) {
+        if (c->error) s->failed_mid_stream = true;
+        format_stream(s, c);
+    } else {
+        strbuf_append(&s->text, c->text ? c->text : "", c->text ? c->text_len : 0);
+        if (s->req->want_logprobs) keep_logprobs(s, c->logprobs, c->n_logprobs);
+    }
+    if (last) {
+        s->done = true;
+        s->finish = c->finish;
+    }
+    /* non-streaming responses wake the connection only once, when complete */
+    if (s->suspended && (last || s->streaming)) {
+        s->suspended = false;
+        MHD_resume_connection(s->conn);
+    }
+out:
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* MHD content reader for SSE responses. Runs on the HTTP thread with no lock held by MHD. */
+ssize_t http_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    http_stream *s = cls;
+    pthread_mutex_lock(&s->mu);
+    ssize_t n = 0;
+    if (s->out_off < s->out.len) {
+        size_t left = s->out.len - s->out_off;
+        n = (ssize_t)(left < max ? left : max);
+        memcpy(buf, s->out.data + s->out_off, (size_t)n);
+        s->out_off += (size_t)n;
+        if (s->out_off == s->out.len) {
+            strbuf_reset(&s->out); /* reuse the capacity for the next chunks */
+            s->out_off = 0;
+        }
+    } else if (s->done || s->client_gone) {
+        n = MHD_CONTENT_READER_END_OF_STREAM;
+    } else {
+        s->suspended = true;
+        MHD_suspend_connection(s->conn);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}

@@ -1,0 +1,295 @@
+/* metrics: a small Prometheus registry with fixed buckets.
+ * One mutex guards everything: updates are a few adds per request or chunk, far below contention
+ * levels that would justify per-series atomics, and a render sees one consistent snapshot.
+ * Series are created on first use (pools and workers are only known at run time). */
+#include "metrics.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NAME_MAX_LEN 64
+#define STATUS_SLOTS 16
+
+static const double lat_buckets[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
+                                     0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
+#define NB (sizeof lat_buckets / sizeof lat_buckets[0])
+
+typedef struct hist {
+    uint64_t counts[NB]; /* non-cumulative; cumulated at render */
+    uint64_t count;
+    double sum;
+} hist;
+
+typedef struct pool_series {
+    char name[NAME_MAX_LEN];
+    hist h[METRIC_HIST_COUNT];
+    int status[STATUS_SLOTS];
+    uint64_t status_count[STATUS_SLOTS];
+    uint64_t prefix_hits, prefix_queries;
+} pool_series;
+
+typedef struct worker_series {
+    char id[NAME_MAX_LEN];
+    char pool[NAME_MAX_LEN];
+    metrics_worker_load load;
+} worker_series;
+
+struct metrics {
+    pthread_mutex_t mu;
+    char model[NAME_MAX_LEN * 2];
+    pool_series *pools;
+    size_t n_pools, cap_pools;
+    worker_series *workers;
+    size_t n_workers, cap_workers;
+};
+
+metrics *metrics_new(const char *model_name) {
+    metrics *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    pthread_mutex_init(&m->mu, NULL);
+    strncpy(m->model, model_name ? model_name : "", sizeof m->model - 1);
+    return m;
+}
+
+void metrics_free(metrics *m) {
+    if (!m) return;
+    pthread_mutex_destroy(&m->mu);
+    free(m->pools);
+    free(m->workers);
+    free(m);
+}
+
+static int grow(void **arr, size_t *cap, size_t n, size_t elem) {
+    if (n < *cap) return 0;
+    size_t c = *cap ? *cap * 2 : 8;
+    void *p = realloc(*arr, c * elem);
+    if (!p) return -ENOMEM;
+    *arr = p;
+    *cap = c;
+    return 0;
+}
+
+/* Caller holds mu. NULL only when out of memory. */
+static pool_series *pool_get(metrics *m, const char *pool) {
+    if (!pool) pool = "";
+    for (size_t i = 0; i < m->n_pools; i++)
+        if (!strncmp(m->pools[i].name, pool, NAME_MAX_LEN - 1)) return &m->pools[i];
+    if (grow((void **)&m->pools, &m->cap_pools, m->n_pools, sizeof *m->pools)) return NULL;
+    pool_series *p = &m->pools[m->n_pools++];
+    memset(p, 0, sizeof *p);
+    strncpy(p->name, pool, NAME_MAX_LEN - 1);
+    return p;
+}
+
+void metrics_observe(metrics *m, metric_hist h, const char *pool, double seconds) {
+    if (!m || h < 0 || h >= METRIC_HIST_COUNT) return;
+    if (!(seconds >= 0)) seconds = 0; /* NaN or negative clock skew */
+    pthread_mutex_lock(&m->mu);
+    pool_series *p = pool_get(m, pool);
+    if (p) {
+        hist *x = &p->h[h];
+        size_t b = 0;
+        while (b < NB && seconds > lat_buckets[b])
+            b++;
+        if (b < NB) x->counts[b]++;
+        x->count++;
+        x->sum += seconds;
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_count_request(metrics *m, const char *pool, int status) {
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    pool_series *p = pool_get(m, pool);
+    for (size_t i = 0; p && i < STATUS_SLOTS; i++) {
+        if (p->status[i] == status || p->status[i] == 0) {
+            p->status[i] = status;
+            p->status_count[i]++;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_add_prefix_cache(metrics *m, const char *pool, uint64_t hits, uint64_t queries) {
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    pool_series *p = pool_get(m, pool);
+    if (p) {
+        p->prefix_hits += hits;
+        p->prefix_queries += queries;
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_set_worker(metrics *m, const char *worker, const char *pool,
+                        const metrics_worker_load *load) {
+    if (!m || !worker) return;
+    pthread_mutex_lock(&m->mu);
+    worker_series *w = NULL;
+    for (size_t i = 0; i < m->n_workers && !w; i++)
+        if (!strncmp(m->workers[i].id, worker, NAME_MAX_LEN - 1)) w = &m->workers[i];
+    if (!w && !grow((void **)&m->workers, &m->cap_workers, m->n_workers, sizeof *m->workers)) {
+        w = &m->workers[m->n_workers++];
+        memset(w, 0, sizeof *w);
+        strncpy(w->id, worker, NAME_MAX_LEN - 1);
+    }
+    if (w) {
+        strncpy(w->pool, pool ? pool : "", NAME_MAX_LEN - 1);
+        w->load = *load;
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_remove_worker(metrics *m, const char *worker) {
+    if (!m || !worker) return;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->n_workers; i++) {
+        if (!strncmp(m->workers[i].id, worker, NAME_MAX_LEN - 1)) {
+            m->workers[i] = m->workers[--m->n_workers];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* ---- exposition ------------------------------------------------------------------------------ */
+
+/* Label values escape \, " and newline (text format 0.0.4). */
+static void label(strbuf *o, const char *k, const char *v, int first) {
+    strbuf_printf(o, "%s%s=\"", first ? "" : ",", k);
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"') strbuf_putc(o, '\\');
+        if (*v == '\n') {
+            strbuf_puts(o, "\\n");
+            continue;
+        }
+        strbuf_putc(o, *v);
+    }
+    strbuf_putc(o, '"');
+}
+
+static void family(strbuf *o, const char *name, const char *type, const char *help) {
+    strbuf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Labels of a pool series: {pool=...} or {model_name=...,pool=...} for vllm:* names. */
+static void pool_labels(strbuf *o, const metrics *m, const char *pool, int vllm) {
+    if (vllm) label(o, "model_name", m->model, 1);
+    label(o, "pool", pool, !vllm);
+}
+
+static void render_hist(strbuf *o, const metrics *m, const char *name, const char *help,
+                        metric_hist h, int vllm) {
+    family(o, name, "histogram", help);
+    for (size_t i = 0; i < m->n_pools; i++) {
+        const pool_series *p = &m->pools[i];
+        const hist *x = &p->h[h];
+        uint64_t cum = 0;
+        for (size_t b = 0; b <= NB; b++) {
+            cum += b < NB ? x->counts[b] : 0;
+            strbuf_printf(o, "%s_bucket{", name);
+            pool_labels(o, m, p->name, vllm);
+            if (b < NB)
+                strbuf_printf(o, ",le=\"%g\"} %llu\n", lat_buckets[b], (unsigned long long)cum);
+            else
+                strbuf_printf(o, ",le=\"+Inf\"} %llu\n", (unsigned long long)x->count);
+        }
+        strbuf_printf(o, "%s_sum{", name);
+        pool_labels(o, m, p->name, vllm);
+        strbuf_printf(o, "} %.9g\n%s_count{", x->sum, name);
+        pool_labels(o, m, p->name, vllm);
+        strbuf_printf(o, "} %llu\n", (unsigned long long)x->count);
+    }
+}
+
+enum { G_RUNNING, G_WAITING, G_KV, G_PREFIX, G_SPEC };
+
+static double gauge_value(const metrics_worker_load *l, int which) {
+    switch (which) {
+    case G_RUNNING:
+        return l->running;
+    case G_WAITING:
+        return l->waiting;
+    case G_KV:
+        return l->kv_usage;
+    case G_PREFIX:
+        return l->prefix_hit_rate;
+    default:
+        return l->spec_acceptance;
+    }
+}
+
+static void render_gauge(strbuf *o, const metrics *m, const char *name, const char *help, int which,
+                         int vllm) {
+    family(o, name, "gauge", help);
+    for (size_t i = 0; i < m->n_workers; i++) {
+        const worker_series *w = &m->workers[i];
+        strbuf_printf(o, "%s{", name);
+        if (vllm) label(o, "model_name", m->model, 1);
+        label(o, "pool", w->pool, !vllm);
+        label(o, "worker", w->id, 0);
+        strbuf_printf(o, "} %.9g\n", gauge_value(&w->load, which));
+    }
+}
+
+static void render_prefix(strbuf *o, const metrics *m, const char *name, const char *help,
+                          int hits) {
+    family(o, name, "counter", help);
+    for (size_t i = 0; i < m->n_pools; i++) {
+        strbuf_printf(o, "%s{", name);
+        pool_labels(o, m, m->pools[i].name, 1);
+        strbuf_printf(
+            o, "} %llu\n",
+            (unsigned long long)(hits ? m->pools[i].prefix_hits : m->pools[i].prefix_queries));
+    }
+}
+
+int metrics_render(metrics *m, strbuf *o) {
+    pthread_mutex_lock(&m->mu);
+    static const char *hnames[METRIC_HIST_COUNT][3] = {
+        {"sol_request_ttft_seconds", "vllm:time_to_first_token_seconds",
+         "Time from request receipt to the first token sent."},
+        {"sol_request_inter_token_latency_seconds", "vllm:inter_token_latency_seconds",
+         "Time between consecutive streamed chunks."},
+        {"sol_request_e2e_seconds", "vllm:e2e_request_latency_seconds",
+         "Time from request receipt to the end of the response."},
+        {"sol_request_queue_seconds", "vllm:request_queue_time_seconds",
+         "Time from request receipt to dispatch to a worker."},
+    };
+    for (int h = 0; h < METRIC_HIST_COUNT; h++) {
+        render_hist(o, m, hnames[h][0], hnames[h][2], (metric_hist)h, 0);
+        render_hist(o, m, hnames[h][1], hnames[h][2], (metric_hist)h, 1);
+    }
+    family(o, "sol_requests_total", "counter", "Finished requests by pool and HTTP status.");
+    for (size_t i = 0; i < m->n_pools; i++)
+        for (size_t s = 0; s < STATUS_SLOTS && m->pools[i].status[s]; s++) {
+            strbuf_puts(o, "sol_requests_total{");
+            label(o, "pool", m->pools[i].name, 1);
+            strbuf_printf(o, ",status=\"%d\"} %llu\n", m->pools[i].status[s],
+                          (unsigned long long)m->pools[i].status_count[s]);
+        }
+    render_gauge(o, m, "sol_worker_running", "Sequences running on the worker.", G_RUNNING, 0);
+    render_gauge(o, m, "sol_worker_waiting", "Sequences waiting on the worker.", G_WAITING, 0);
+    render_gauge(o, m, "sol_worker_kv_usage", "Fraction of KV-cache blocks in use (0..1).", G_KV,
+                 0);
+    render_gauge(o, m, "sol_worker_prefix_hit_rate", "Prefix-cache hit rate (0..1).", G_PREFIX, 0);
+    render_gauge(o, m, "sol_worker_spec_acceptance", "Speculative decoding acceptance rate (0..1).",
+                 G_SPEC, 0);
+    render_gauge(o, m, "vllm:num_requests_running", "Requests running on the worker.", G_RUNNING,
+                 1);
+    render_gauge(o, m, "vllm:num_requests_waiting", "Requests waiting on the worker.", G_WAITING,
+                 1);
+    render_gauge(o, m, "vllm:kv_cache_usage_perc", "KV-cache usage, 1 = 100%.", G_KV, 1);
+    render_prefix(o, m, "vllm:prefix_cache_hits_total", "Prompt tokens served from prefix cache.",
+                  1);
+    render_prefix(o, m, "vllm:prefix_cache_queries_total",
+                  "Prompt tokens looked up in prefix "
+                  "cache.",
+                  0);
+    pthread_mutex_unlock(&m->mu);
+    return o->oom ? -ENOMEM : 0;
+}

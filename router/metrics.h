@@ -1,0 +1,46 @@
+/* metrics: the router's Prometheus registry — latency histograms by pool, request counters by
+ * pool and status, per-worker load gauges — rendered as text format 0.0.4 for GET /metrics. */
+#ifndef SOL_METRICS_H
+#define SOL_METRICS_H
+
+#include <stdint.h>
+
+#include "strbuf.h"
+
+typedef struct metrics metrics;
+
+/* Which latency histogram an observation goes to. */
+typedef enum {
+    METRIC_TTFT = 0, /* request received → first token sent */
+    METRIC_ITL,      /* gap between consecutive streamed chunks */
+    METRIC_E2E,      /* request received → last byte */
+    METRIC_QUEUE,    /* request received → dispatched to a worker */
+    METRIC_HIST_COUNT
+} metric_hist;
+
+/* One worker's load, from its latest heartbeat. */
+typedef struct metrics_worker_load {
+    uint32_t running;
+    uint32_t waiting;
+    double kv_usage;        /* 0..1: used / total KV blocks */
+    double prefix_hit_rate; /* 0..1 */
+    double spec_acceptance; /* 0..1, 0 when not speculative */
+} metrics_worker_load;
+
+/* `model_name` labels the vllm:* series (vLLM's `model_name` label). Thread-safe throughout. */
+metrics *metrics_new(const char *model_name);
+void metrics_free(metrics *m);
+
+void metrics_observe(metrics *m, metric_hist h, const char *pool, double seconds);
+void metrics_count_request(metrics *m, const char *pool, int http_status);
+void metrics_set_worker(metrics *m, const char *worker, const char *pool,
+                        const metrics_worker_load *load);
+void metrics_remove_worker(metrics *m, const char *worker);
+/* Prefix-cache counters in tokens (usage.cached_tokens / usage.prompt_tokens of a request). */
+void metrics_add_prefix_cache(metrics *m, const char *pool, uint64_t hit_tokens,
+                              uint64_t query_tokens);
+
+/* Append the whole exposition to out; 0 or -ENOMEM. */
+int metrics_render(metrics *m, strbuf *out);
+
+#endif

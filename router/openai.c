@@ -1,0 +1,742 @@
+/* openai: request validation and response shapes for the OpenAI-compatible endpoints.
+ * Parsing is strict on types and ranges (a clear 400 names the field), lenient on unknown fields
+ * (ignored, as vLLM does, so newer SDKs keep working). Responses are written by hand into a
+ * reused strbuf: a streamed token costs no allocation once the buffer has grown. */
+#include "openai.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "log.h"
+
+#define MOD "openai"
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+
+static void copy_str(char *dst, size_t cap, const char *src) {
+    if (!src) src = "";
+    snprintf(dst, cap, "%s", src);
+}
+
+int oai_error_set(oai_error *e, int status, const char *type, const char *code, const char *param,
+                  const char *fmt, ...) {
+    if (!e) return status;
+    memset(e, 0, sizeof *e);
+    e->status = status;
+    copy_str(e->type, sizeof e->type, type);
+    copy_str(e->code, sizeof e->code, code);
+    copy_str(e->param, sizeof e->param, param);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+int oai_error_status(oai_error *e, int status, const char *message) {
+    const char *type = "invalid_request_error", *code = NULL;
+    switch (status) {
+    case 400:
+        break;
+    case 401:
+        code = "invalid_api_key";
+        break;
+    case 404:
+        type = "not_found_error";
+        code = "not_found";
+        break;
+    case 405:
+        code = "method_not_allowed";
+        break;
+    case 413:
+        code = "request_too_large";
+        break;
+    case 429:
+        type = "rate_limit_error";
+        code = "rate_limit_exceeded";
+        break;
+    case 503:
+        type = "server_error";
+        code = "service_unavailable";
+        break;
+    default:
+        type = "server_error";
+        code = "internal_error";
+        break;
+    }
+    return oai_error_set(e, status, type, code, NULL, "%s", message);
+}
+
+/* A 400 naming the offending field. */
+#define BAD(err, param, ...)                                                                       \
+    oai_error_set(err, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
+
+int oai_error_json(strbuf *out, const oai_error *e) {
+    strbuf_puts(out, "{\"error\":{\"message\":");
+    strbuf_json_str(out, e->message, strlen(e->message));
+    strbuf_puts(out, ",\"type\":");
+    strbuf_json_str(out, e->type, strlen(e->type));
+    strbuf_puts(out, ",\"param\":");
+    if (e->param[0])
+        strbuf_json_str(out, e->param, strlen(e->param));
+    else
+        strbuf_puts(out, "null");
+    strbuf_puts(out, ",\"code\":");
+    if (e->code[0])
+        strbuf_json_str(out, e->code, strlen(e->code));
+    else
+        strbuf_puts(out, "null");
+    return strbuf_puts(out, "}}");
+}
+
+/* ---- request parsing ------------------------------------------------------------------------- */
+
+static const char *json_type_name(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+        return "an integer";
+    case JSON_REAL:
+        return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    case JSON_NULL:
+        return "null";
+    }
+    return "?";
+}
+
+static char *dup_json_str(const json_t *v) {
+    size_t n = json_string_length(v);
+    char *s = malloc(n + 1);
+    if (!s) return NULL;
+    memcpy(s, json_string_value(v), n);
+    s[n] = '\0';
+    return s;
+}
+
+/* Numbers: range [lo, hi]; lo_open/hi_open make an end exclusive. */
+static int get_real(const json_t *v, const char *name, double lo, int lo_open, double hi,
+                    int hi_open, double *out, oai_error *err) {
+    if (!json_is_number(v))
+        return BAD(err, name, "'%s' must be a number, got %s", name, json_type_name(v)), -EINVAL;
+    double x = json_number_value(v);
+    if (!isfinite(x) || (lo_open ? x <= lo : x < lo) || (hi_open ? x >= hi : x > hi))
+        return BAD(err, name, "'%s' must be in %c%g, %g%c, got %g", name, lo_open ? '(' : '[', lo,
+                   hi, hi_open ? ')' : ']', x),
+               -EINVAL;
+    *out = x;
+    return 0;
+}
+
+static int get_int(const json_t *v, const char *name, json_int_t lo, json_int_t hi, json_int_t *out,
+                   oai_error *err) {
+    if (!json_is_integer(v))
+        return BAD(err, name, "'%s' must be an integer, got %s", name, json_type_name(v)), -EINVAL;
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return BAD(err, name, "'%s' must be between %lld and %lld, got %lld", name, (long long)lo,
+                   (long long)hi, (long long)x),
+               -EINVAL;
+    *out = x;
+    return 0;
+}
+
+static int get_bool(const json_t *v, const char *name, bool *out, oai_error *err) {
+    if (!json_is_boolean(v))
+        return BAD(err, name, "'%s' must be a boolean, got %s", name, json_type_name(v)), -EINVAL;
+    *out = json_is_true(v);
+    return 0;
+}
+
+static int get_string(const json_t *v, const char *name, char **out, oai_error *err) {
+    if (!json_is_string(v))
+        return BAD(err, name, "'%s' must be a string, got %s", name, json_type_name(v)), -EINVAL;
+    free(*out);
+    *out = dup_json_str(v);
+    return *out ? 0 : -ENOMEM;
+}
+
+static int parse_prompt(oai_request *r, const json_t *v, oai_error *err) {
+    if (json_is_array(v)) {
+        if (json_array_size(v) != 1 || !json_is_string(json_array_get(v, 0)))
+            return BAD(err, "prompt",
+                       "'prompt' must be a string or an array of one string; token-id arrays and "
+                       "batched prompts are not supported (got an array of %zu %s)",
+                       json_array_size(v),
+                       json_array_size(v) ? json_type_name(json_array_get(v, 0)) : "elements"),
+                   -EINVAL;
+        v = json_array_get(v, 0);
+    }
+    if (!json_is_string(v))
+        return BAD(err, "prompt", "'prompt' must be a string, got %s", json_type_name(v)), -EINVAL;
+    r->prompt = dup_json_str(v);
+    return r->prompt ? 0 : -ENOMEM;
+}
+
+static int parse_stop(oai_request *r, const json_t *v, oai_error *err) {
+    if (json_is_string(v)) {
+        r->stop[0] = dup_json_str(v);
+        r->n_stop = r->stop[0] ? 1 : 0;
+        return r->stop[0] ? 0 : -ENOMEM;
+    }
+    if (!json_is_array(v) || json_array_size(v) > OAI_MAX_STOP)
+        return BAD(err, "stop", "'stop' must be a string or an array of at most %d strings, got %s",
+                   OAI_MAX_STOP, json_type_name(v)),
+               -EINVAL;
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        const json_t *s = json_array_get(v, i);
+        if (!json_is_string(s) || json_string_length(s) == 0)
+            return BAD(err, "stop", "'stop[%zu]' must be a non-empty string, got %s", i,
+                       json_type_name(s)),
+                   -EINVAL;
+        if (!(r->stop[r->n_stop++] = dup_json_str(s))) return -ENOMEM;
+    }
+    return 0;
+}
+
+static int parse_tags(oai_request *r, const json_t *v, oai_error *err) {
+    if (!json_is_array(v) || json_array_size(v) > OAI_MAX_TAGS)
+        return BAD(err, "tags", "'tags' must be an array of at most %d strings, got %s",
+                   OAI_MAX_TAGS, json_type_name(v)),
+               -EINVAL;
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        const json_t *s = json_array_get(v, i);
+        if (!json_is_string(s))
+            return BAD(err, "tags", "'tags[%zu]' must be a string, got %s", i, json_type_name(s)),
+                   -EINVAL;
+        if (!(r->tags[r->n_tags++] = dup_json_str(s))) return -ENOMEM;
+    }
+    return 0;
+}
+
+static int parse_stream_options(oai_request *r, const json_t *v, oai_error *err) {
+    if (!json_is_object(v))
+        return BAD(err, "stream_options", "'stream_options' must be an object, got %s",
+                   json_type_name(v)),
+               -EINVAL;
+    const json_t *iu = json_object_get(v, "include_usage");
+    if (iu && !json_is_null(iu))
+        return get_bool(iu, "stream_options.include_usage", &r->include_usage, err);
+    return 0;
+}
+
+/* content: a string, or an array of {"type":"text","text":...} parts joined together. */
+static int parse_content(const json_t *v, size_t idx, char **out, oai_error *err) {
+    char param[48];
+    snprintf(param, sizeof param, "messages[%zu].content", idx);
+    if (json_is_string(v)) return get_string(v, param, out, err);
+    if (!json_is_array(v))
+        return BAD(err, param, "'%s' must be a string or an array of text parts, got %s", param,
+                   json_type_name(v)),
+               -EINVAL;
+    strbuf b;
+    strbuf_init(&b);
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        const json_t *part = json_array_get(v, i);
+        const json_t *type = json_object_get(part, "type");
+        const json_t *text = json_object_get(part, "text");
+        if (!json_is_object(part) || !json_is_string(type) ||
+            strcmp(json_string_value(type), "text") || !json_is_string(text)) {
+            strbuf_free(&b);
+            return BAD(err, param,
+                       "'%s[%zu]' must be {\"type\": \"text\", \"text\": string}; only text parts "
+                       "are supported",
+                       param, i),
+                   -EINVAL;
+        }
+        strbuf_append(&b, json_string_value(text), json_string_length(text));
+    }
+    if (strbuf_reserve(&b, 0) < 0) return strbuf_free(&b), -ENOMEM;
+    free(*out);
+    *out = strbuf_take(&b, NULL);
+    return 0;
+}
+
+static int parse_messages(oai_request *r, const json_t *v, oai_error *err) {
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > OAI_MAX_MESSAGES)
+        return BAD(err, "messages", "'messages' must be a non-empty array (at most %d), got %s",
+                   OAI_MAX_MESSAGES, json_type_name(v)),
+               -EINVAL;
+    r->messages = calloc(json_array_size(v), sizeof *r->messages);
+    if (!r->messages) return -ENOMEM;
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        const json_t *m = json_array_get(v, i);
+        char param[48];
+        snprintf(param, sizeof param, "messages[%zu]", i);
+        if (!json_is_object(m))
+            return BAD(err, param, "'%s' must be an object, got %s", param, json_type_name(m)),
+                   -EINVAL;
+        oai_message *dst = &r->messages[r->n_messages++];
+        const json_t *role = json_object_get(m, "role");
+        snprintf(param, sizeof param, "messages[%zu].role", i);
+        if (!json_is_string(role))
+            return BAD(err, param, "'%s' must be a string, got %s", param,
+                       role ? json_type_name(role) : "nothing"),
+                   -EINVAL;
+        const char *rs = json_string_value(role);
+        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") &&
+            strcmp(rs, "developer"))
+            return BAD(err, param, "'%s' must be one of system, user, assistant; got \"%.40s\"%s",
+                       param, rs,
+                       !strcmp(rs, "tool") || !strcmp(rs, "function") ? " (tools are not supported)"
+                                                                      : ""),
+                   -EINVAL;
+        /* "developer" is OpenAI's newer name for the system role */
+        dst->role = strdup(!strcmp(rs, "developer") ? "system" : rs);
+        if (!dst->role) return -ENOMEM;
+        const json_t *content = json_object_get(m, "content");
+        if (!content || json_is_null(content)) {
+            snprintf(param, sizeof param, "messages[%zu].content", i);
+            return BAD(err, param, "'%s' is required", param), -EINVAL;
+        }
+        int rc = parse_content(content, i, &dst->content, err);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* Fields whose presence alone is a 400 on this server. */
+static int reject_unsupported(oai_kind kind, const char *key, const json_t *v, oai_error *err) {
+    if (!strcmp(key, "n")) {
+        json_int_t n = 0;
+        if (get_int(v, "n", 1, INT32_MAX, &n, err)) return -EINVAL;
+        if (n > 1) return BAD(err, "n", "n > 1 is not supported"), -EINVAL;
+        return 0;
+    }
+    if (!strcmp(key, "best_of")) {
+        json_int_t n = 0;
+        if (get_int(v, "best_of", 1, INT32_MAX, &n, err)) return -EINVAL;
+        if (n > 1) return BAD(err, "best_of", "best_of > 1 is not supported"), -EINVAL;
+        return 0;
+    }
+    if (kind == OAI_COMPLETION && !strcmp(key, "echo")) {
+        if (json_is_false(v)) return 0;
+        return BAD(err, "echo", "'echo' is not supported"), -EINVAL;
+    }
+    if (kind == OAI_COMPLETION && !strcmp(key, "suffix"))
+        return BAD(err, "suffix", "'suffix' is not supported"), -EINVAL;
+    if (kind == OAI_CHAT && (!strcmp(key, "tools") || !strcmp(key, "functions") ||
+                             !strcmp(key, "tool_choice") || !strcmp(key, "function_call")))
+        return BAD(err, key, "'%s' is not supported: this server has no tool calling", key),
+               -EINVAL;
+    return 1; /* not an unsupported field */
+}
+
+static int parse_sampling(oai_request *r, const char *key, const json_t *v, oai_error *err) {
+    double d;
+    json_int_t i;
+    int rc;
+#define REAL(name, lo, lo_open, hi, hi_open, field)                                                \
+    if (!strcmp(key, name)) {                                                                      \
+        if ((rc = get_real(v, name, lo, lo_open, hi, hi_open, &d, err))) return rc;                \
+        r->field = (float)d;                                                                       \
+        return 0;                                                                                  \
+    }
+    REAL("temperature", 0, 0, 2, 0, temperature)
+    REAL("top_p", 0, 1, 1, 0, top_p)
+    REAL("min_p", 0, 0, 1, 0, min_p)
+    REAL("frequency_penalty", -2, 0, 2, 0, frequency_penalty)
+    REAL("presence_penalty", -2, 0, 2, 0, presence_penalty)
+    REAL("repetition_penalty", 0, 1, 1e9, 0, repetition_penalty)
+#undef REAL
+    if (!strcmp(key, "top_k")) {
+        if ((rc = get_int(v, "top_k", -1, INT32_MAX, &i, err))) return rc;
+        r->top_k = (int32_t)i;
+        return 0;
+    }
+    if (!strcmp(key, "seed")) {
+        if (!json_is_integer(v))
+            return BAD(err, "seed", "'seed' must be an integer, got %s", json_type_name(v)),
+                   -EINVAL;
+        r->seed = (uint64_t)json_integer_value(v);
+        r->has_seed = true;
+        return 0;
+    }
+    return 1;
+}
+
+static int parse_max_tokens(oai_request *r, const char *key, const json_t *v, oai_error *err) {
+    json_int_t i;
+    if (!json_is_integer(v))
+        return BAD(err, key, "'%s' must be an integer >= 1, got %s", key, json_type_name(v)),
+               -EINVAL;
+    i = json_integer_value(v);
+    if (i < 1)
+        return BAD(err, key, "'%s' must be at least 1, got %lld", key, (long long)i), -EINVAL;
+    if (i > OAI_MAX_TOKENS_LIMIT)
+        return BAD(err, key, "'%s' must be at most %u, got %lld", key, OAI_MAX_TOKENS_LIMIT,
+                   (long long)i),
+               -EINVAL;
+    r->max_tokens = (uint32_t)i;
+    r->max_tokens_set = true;
+    return 0;
+}
+
+static int parse_logprobs(oai_request *r, const char *key, const json_t *v, oai_error *err) {
+    json_int_t i;
+    int rc;
+    if (r->kind == OAI_COMPLETION && !strcmp(key, "logprobs")) {
+        if ((rc = get_int(v, "logprobs", 0, OAI_MAX_LOGPROBS, &i, err))) return rc;
+        r->want_logprobs = true;
+        r->top_logprobs = (uint32_t)i;
+        return 0;
+    }
+    if (r->kind == OAI_CHAT && !strcmp(key, "logprobs"))
+        return get_bool(v, "logprobs", &r->want_logprobs, err);
+    if (r->kind == OAI_CHAT && !strcmp(key, "top_logprobs")) {
+        if ((rc = get_int(v, "top_logprobs", 0, OAI_MAX_LOGPROBS, &i, err))) return rc;
+        r->top_logprobs = (uint32_t)i;
+        return 0;
+    }
+    return 1;
+}
+
+static int parse_field(oai_request *r, const char *key, const json_t *v, oai_error *err) {
+    int rc;
+    if ((rc = reject_unsupported(r->kind, key, v, err)) <= 0) return rc;
+    if ((rc = parse_sampling(r, key, v, err)) <= 0) return rc;
+    if ((rc = parse_logprobs(r, key, v, err)) <= 0) return rc;
+    if (!strcmp(key, "model")) return get_string(v, "model", &r->model, err);
+    if (r->kind == OAI_COMPLETION && !strcmp(key, "prompt")) return parse_prompt(r, v, err);
+    if (r->kind == OAI_CHAT && !strcmp(key, "messages")) return parse_messages(r, v, err);
+    if (!strcmp(key, "max_tokens") ||
+        (r->kind == OAI_CHAT && !strcmp(key, "max_completion_tokens")))
+        return parse_max_tokens(r, key, v, err);
+    if (!strcmp(key, "stop")) return parse_stop(r, v, err);
+    if (!strcmp(key, "stream")) return get_bool(v, "stream", &r->stream, err);
+    if (!strcmp(key, "stream_options")) return parse_stream_options(r, v, err);
+    if (!strcmp(key, "user")) return get_string(v, "user", &r->user, err);
+    if (!strcmp(key, "cache_salt")) return get_string(v, "cache_salt", &r->cache_salt, err);
+    if (!strcmp(key, "tags")) return parse_tags(r, v, err);
+    if (!strcmp(key, "priority")) {
+        json_int_t i;
+        if ((rc = get_int(v, "priority", INT32_MIN, INT32_MAX, &i, err))) return rc;
+        r->priority = (int32_t)i;
+        return 0;
+    }
+    LOG_DEBUG(MOD, "ignoring unknown request field '%.64s'", key);
+    return 0;
+}
+
+static oai_request *request_defaults(oai_kind kind) {
+    oai_request *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->kind = kind;
+    r->max_tokens = kind == OAI_COMPLETION ? OAI_DEFAULT_MAX_TOKENS : 0;
+    r->temperature = 1.0f;
+    r->top_p = 1.0f;
+    r->top_k = -1;
+    r->repetition_penalty = 1.0f;
+    return r;
+}
+
+static int check_required(const oai_request *r, oai_error *err) {
+    if (!r->model) return BAD(err, "model", "'model' is required"), -EINVAL;
+    if (r->kind == OAI_COMPLETION && !r->prompt)
+        return BAD(err, "prompt", "'prompt' is required"), -EINVAL;
+    if (r->kind == OAI_CHAT && !r->messages)
+        return BAD(err, "messages", "'messages' is required"), -EINVAL;
+    if (r->kind == OAI_CHAT && r->top_logprobs && !r->want_logprobs)
+        return BAD(err, "top_logprobs", "'top_logprobs' needs 'logprobs': true"), -EINVAL;
+    if (r->include_usage && !r->stream)
+        return BAD(err, "stream_options", "'stream_options' is only allowed with 'stream': true"),
+               -EINVAL;
+    return 0;
+}
+
+int oai_parse_request(oai_kind kind, const char *body, size_t len, oai_request **out,
+                      oai_error *err) {
+    *out = NULL;
+    size_t valid = utf8_valid_prefix(body, len);
+    if (valid != len)
+        return BAD(err, NULL, "request body is not valid UTF-8 (bad byte 0x%02x at offset %zu)",
+                   (unsigned char)body[valid], valid),
+               -EINVAL;
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return BAD(err, NULL, "invalid JSON at line %d column %d: %s", jerr.line, jerr.column,
+                   jerr.text),
+               -EINVAL;
+    int rc = 0;
+    oai_request *r = NULL;
+    if (!json_is_object(root)) {
+        rc = BAD(err, NULL, "request body must be a JSON object, got %s", json_type_name(root));
+        rc = -EINVAL;
+        goto done;
+    }
+    if (!(r = request_defaults(kind))) {
+        rc = -ENOMEM;
+        goto done;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        if (json_is_null(v)) continue; /* SDKs send null for "not set" */
+        if ((rc = parse_field(r, key, v, err))) goto done;
+    }
+    rc = check_required(r, err);
+done:
+    json_decref(root);
+    if (rc == -ENOMEM) oai_error_status(err, 500, "out of memory while parsing the request");
+    if (rc) {
+        oai_request_free(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+void oai_request_free(oai_request *r) {
+    if (!r) return;
+    free(r->model);
+    free(r->prompt);
+    for (size_t i = 0; i < r->n_messages; i++) {
+        free(r->messages[i].role);
+        free(r->messages[i].content);
+    }
+    free(r->messages);
+    for (size_t i = 0; i < r->n_stop; i++)
+        free(r->stop[i]);
+    for (size_t i = 0; i < r->n_tags; i++)
+        free(r->tags[i]);
+    free(r->user);
+    free(r->cache_salt);
+    free(r);
+}
+
+int oai_request_text(const oai_request *r, strbuf *out) {
+    if (r->kind == OAI_COMPLETION) return strbuf_puts(out, r->prompt ? r->prompt : "");
+    for (size_t i = 0; i < r->n_messages; i++) {
+        if (i) strbuf_putc(out, '\n');
+        strbuf_puts(out, r->messages[i].content ? r->messages[i].content : "");
+    }
+    return strbuf_reserve(out, 0);
+}
+
+const char *oai_request_last_user_text(const oai_request *r) {
+    if (r->kind == OAI_COMPLETION) return r->prompt ? r->prompt : "";
+    for (size_t i = r->n_messages; i-- > 0;)
+        if (!strcmp(r->messages[i].role, "user") && r->messages[i].content)
+            return r->messages[i].content;
+    return "";
+}
+
+/* ---- responses ------------------------------------------------------------------------------- */
+
+const char *oai_finish_name(oai_finish f) {
+    switch (f) {
+    case OAI_FINISH_STOP:
+        return "stop";
+    case OAI_FINISH_LENGTH:
+        return "length";
+    default:
+        return NULL;
+    }
+}
+
+void oai_make_id(char *dst, size_t cap, oai_kind kind, const char *request_id) {
+    snprintf(dst, cap, "%s%s", kind == OAI_CHAT ? "chatcmpl-" : "cmpl-", request_id);
+}
+
+static void put_finish(strbuf *out, oai_finish f) {
+    const char *n = oai_finish_name(f);
+    strbuf_puts(out, ",\"finish_reason\":");
+    if (n)
+        strbuf_printf(out, "\"%s\"", n);
+    else
+        strbuf_puts(out, "null");
+}
+
+/* JSON has no NaN/Infinity; a -inf logprob (impossible token) is written as -9999.0 like vLLM. */
+static void put_logprob(strbuf *out, float lp) {
+    if (!isfinite(lp)) lp = -9999.0f;
+    strbuf_printf(out, "%.9g", (double)lp);
+}
+
+static void put_bytes(strbuf *out, const char *s) {
+    strbuf_puts(out, ",\"bytes\":[");
+    for (size_t i = 0; s[i]; i++)
+        strbuf_printf(out, "%s%u", i ? "," : "", (unsigned char)s[i]);
+    strbuf_putc(out, ']');
+}
+
+/* chat: {"content":[{"token","logprob","bytes","top_logprobs":[...]}]} */
+static void put_chat_logprobs(strbuf *out, const oai_token_logprob *lp, size_t n) {
+    strbuf_puts(out, "{\"content\":[");
+    for (size_t i = 0; i < n; i++) {
+        const char *t = lp[i].text ? lp[i].text : "";
+        strbuf_puts(out, i ? ",{\"token\":" : "{\"token\":");
+        strbuf_json_str(out, t, strlen(t));
+        strbuf_puts(out, ",\"logprob\":");
+        put_logprob(out, lp[i].logprob);
+        put_bytes(out, t);
+        strbuf_puts(out, ",\"top_logprobs\":[");
+        for (size_t j = 0; j < lp[i].n_top; j++) {
+            const char *tt = lp[i].top[j].text ? lp[i].top[j].text : "";
+            strbuf_puts(out, j ? ",{\"token\":" : "{\"token\":");
+            strbuf_json_str(out, tt, strlen(tt));
+            strbuf_puts(out, ",\"logprob\":");
+            put_logprob(out, lp[i].top[j].logprob);
+            put_bytes(out, tt);
+            strbuf_putc(out, '}');
+        }
+        strbuf_puts(out, "]}");
+    }
+    strbuf_puts(out, "]}");
+}
+
+/* completions: {"tokens":[],"token_logprobs":[],"top_logprobs":[{tok:lp}],"text_offset":[]} */
+static void put_completion_logprobs(strbuf *out, const oai_token_logprob *lp, size_t n,
+                                    size_t *offset) {
+    strbuf_puts(out, "{\"tokens\":[");
+    for (size_t i = 0; i < n; i++) {
+        const char *t = lp[i].text ? lp[i].text : "";
+        if (i) strbuf_putc(out, ',');
+        strbuf_json_str(out, t, strlen(t));
+    }
+    strbuf_puts(out, "],\"token_logprobs\":[");
+    for (size_t i = 0; i < n; i++) {
+        if (i) strbuf_putc(out, ',');
+        put_logprob(out, lp[i].logprob);
+    }
+    strbuf_puts(out, "],\"top_logprobs\":[");
+    for (size_t i = 0; i < n; i++) {
+        strbuf_puts(out, i ? ",{" : "{");
+        for (size_t j = 0; j < lp[i].n_top; j++) {
+            const char *tt = lp[i].top[j].text ? lp[i].top[j].text : "";
+            if (j) strbuf_putc(out, ',');
+            strbuf_json_str(out, tt, strlen(tt));
+            strbuf_putc(out, ':');
+            put_logprob(out, lp[i].top[j].logprob);
+        }
+        strbuf_putc(out, '}');
+    }
+    strbuf_puts(out, "],\"text_offset\":[");
+    for (size_t i = 0; i < n; i++) {
+        strbuf_printf(out, "%s%zu", i ? "," : "", *offset);
+        *offset += lp[i].text ? strlen(lp[i].text) : 0;
+    }
+    strbuf_puts(out, "]}");
+}
+
+static void put_usage(strbuf *out, const oai_usage *u) {
+    strbuf_printf(out, "{\"prompt_tokens\":%u,\"completion_tokens\":%u,\"total_tokens\":%u",
+                  u->prompt_tokens, u->completion_tokens, u->prompt_tokens + u->completion_tokens);
+    if (u->cached_tokens)
+        strbuf_printf(out, ",\"prompt_tokens_details\":{\"cached_tokens\":%u}", u->cached_tokens);
+    strbuf_putc(out, '}');
+}
+
+static void put_header(strbuf *out, const char *id, const char *object, int64_t created,
+                       const char *model) {
+    strbuf_puts(out, "{\"id\":");
+    strbuf_json_str(out, id, strlen(id));
+    strbuf_printf(out, ",\"object\":\"%s\",\"created\":%lld,\"model\":", object,
+                  (long long)created);
+    strbuf_json_str(out, model ? model : "", model ? strlen(model) : 0);
+}
+
+int oai_response_json(strbuf *out, const oai_response *r) {
+    size_t offset = 0;
+    if (r->kind == OAI_CHAT) {
+        put_header(out, r->id, "chat.completion", r->created, r->model);
+        strbuf_puts(out, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
+                         "\"content\":");
+        strbuf_json_str(out, r->text ? r->text : "", r->text ? r->text_len : 0);
+        strbuf_puts(out, "},\"logprobs\":");
+        if (r->logprobs)
+            put_chat_logprobs(out, r->logprobs, r->n_logprobs);
+        else
+            strbuf_puts(out, "null");
+    } else {
+        put_header(out, r->id, "text_completion", r->created, r->model);
+        strbuf_puts(out, ",\"choices\":[{\"index\":0,\"text\":");
+        strbuf_json_str(out, r->text ? r->text : "", r->text ? r->text_len : 0);
+        strbuf_puts(out, ",\"logprobs\":");
+        if (r->logprobs)
+            put_completion_logprobs(out, r->logprobs, r->n_logprobs, &offset);
+        else
+            strbuf_puts(out, "null");
+    }
+    put_finish(out, r->finish);
+    strbuf_puts(out, "}],\"usage\":");
+    put_usage(out, &r->usage);
+    return strbuf_putc(out, '}');
+}
+
+void oai_stream_init(oai_stream *s, const oai_request *req, const char *id, int64_t created) {
+    memset(s, 0, sizeof *s);
+    s->kind = req->kind;
+    copy_str(s->id, sizeof s->id, id);
+    copy_str(s->model, sizeof s->model, req->model);
+    s->created = created;
+    s->include_usage = req->include_usage;
+    s->want_logprobs = req->want_logprobs;
+}
+
+int oai_sse_chunk(strbuf *out, oai_stream *s, const char *text, size_t len,
+                  const oai_token_logprob *lp, size_t n_lp, oai_finish finish) {
+    strbuf_puts(out, "data: ");
+    if (s->kind == OAI_CHAT) {
+        put_header(out, s->id, "chat.completion.chunk", s->created, s->model);
+        strbuf_puts(out, ",\"choices\":[{\"index\":0,\"delta\":{");
+        if (!s->role_sent) {
+            strbuf_puts(out, "\"role\":\"assistant\",");
+            s->role_sent = true;
+        }
+        strbuf_puts(out, "\"content\":");
+        strbuf_json_str(out, text ? text : "", text ? len : 0);
+        strbuf_puts(out, "},\"logprobs\":");
+        if (s->want_logprobs && lp)
+            put_chat_logprobs(out, lp, n_lp);
+        else
+            strbuf_puts(out, "null");
+    } else {
+        put_header(out, s->id, "text_completion", s->created, s->model);
+        strbuf_puts(out, ",\"choices\":[{\"index\":0,\"text\":");
+        strbuf_json_str(out, text ? text : "", text ? len : 0);
+        strbuf_puts(out, ",\"logprobs\":");
+        if (s->want_logprobs && lp)
+            put_completion_logprobs(out, lp, n_lp, &s->text_offset);
+        else
+            strbuf_puts(out, "null");
+    }
+    put_finish(out, finish);
+    strbuf_puts(out, "}]");
+    /* with include_usage every chunk carries "usage": null except the last, as OpenAI does */
+    if (s->include_usage) strbuf_puts(out, ",\"usage\":null");
+    return strbuf_puts(out, "}\n\n");
+}
+
+int oai_sse_usage(strbuf *out, const oai_stream *s, const oai_usage *u) {
+    strbuf_puts(out, "data: ");
+    put_header(out, s->id, s->kind == OAI_CHAT ? "chat.completion.chunk" : "text_completion",
+               s->created, s->model);
+    strbuf_puts(out, ",\"choices\":[],\"usage\":");
+    put_usage(out, u);
+    return strbuf_puts(out, "}\n\n");
+}
+
+int oai_sse_error(strbuf *out, const oai_error *e) {
+    strbuf_puts(out, "data: ");
+    oai_error_json(out, e);
+    return strbuf_puts(out, "\n\n");
+}
+
+int oai_sse_done(strbuf *out) {
+    return strbuf_puts(out, "data: [DONE]\n\n");
+}

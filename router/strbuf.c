@@ -1,0 +1,187 @@
+/* strbuf: growable byte buffer and JSON string escaping.
+ * UTF-8 validation lives here too because escaping needs it and the request parser reuses it. */
+#include "strbuf.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void strbuf_init(strbuf *b) {
+    memset(b, 0, sizeof *b);
+}
+
+void strbuf_free(strbuf *b) {
+    if (!b) return;
+    free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+void strbuf_reset(strbuf *b) {
+    b->len = 0;
+    if (b->cap) b->data[0] = '\0';
+}
+
+int strbuf_reserve(strbuf *b, size_t extra) {
+    if (b->oom) return -ENOMEM;
+    if (b->len + extra + 1 <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1) {
+        if (cap > SIZE_MAX / 2) {
+            b->oom = 1;
+            return -ENOMEM;
+        }
+        cap *= 2;
+    }
+    char *p = realloc(b->data, cap);
+    if (!p) {
+        b->oom = 1;
+        return -ENOMEM;
+    }
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+int strbuf_append(strbuf *b, const char *s, size_t n) {
+    if (strbuf_reserve(b, n) < 0) return -ENOMEM;
+    if (n) memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return 0;
+}
+
+int strbuf_puts(strbuf *b, const char *s) {
+    return strbuf_append(b, s, strlen(s));
+}
+
+int strbuf_putc(strbuf *b, char c) {
+    return strbuf_append(b, &c, 1);
+}
+
+int strbuf_printf(strbuf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char small[256];
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (n < 0) return -EINVAL;
+    if ((size_t)n < sizeof small) return strbuf_append(b, small, (size_t)n);
+    if (strbuf_reserve(b, (size_t)n) < 0) return -ENOMEM;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+/* Length of the valid UTF-8 sequence starting at s (1..4), or 0 when it is invalid. */
+static size_t utf8_seq_len(const unsigned char *s, size_t n) {
+    unsigned char c = s[0];
+    if (c < 0x80) return 1;
+    size_t len;
+    uint32_t cp;
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+        cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (n < len) return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    /* overlong forms, surrogates and code points past U+10FFFF are not UTF-8 */
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
+    if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
+    return len;
+}
+
+size_t utf8_valid_prefix(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        size_t l = utf8_seq_len(u + i, n - i);
+        if (!l) break;
+        i += l;
+    }
+    return i;
+}
+
+int strbuf_json_str(strbuf *b, const char *s, size_t n) {
+    /* worst case every byte becomes "\u00XX" (6) */
+    if (strbuf_reserve(b, n * 6 + 2) < 0) return -ENOMEM;
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *u = (const unsigned char *)s;
+    char *o = b->data + b->len;
+    *o++ = '"';
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = u[i];
+        if (c >= 0x80) {
+            size_t l = utf8_seq_len(u + i, n - i);
+            if (l) {
+                memcpy(o, u + i, l);
+                o += l;
+                i += l;
+            } else {
+                memcpy(o, "\\ufffd", 6);
+                o += 6;
+                i++;
+            }
+            continue;
+        }
+        i++;
+        switch (c) {
+        case '"':
+            *o++ = '\\';
+            *o++ = '"';
+            break;
+        case '\\':
+            *o++ = '\\';
+            *o++ = '\\';
+            break;
+        case '\n':
+            *o++ = '\\';
+            *o++ = 'n';
+            break;
+        case '\r':
+            *o++ = '\\';
+            *o++ = 'r';
+            break;
+        case '\t':
+            *o++ = '\\';
+            *o++ = 't';
+            break;
+        default:
+            if (c < 0x20 || c == 0x7F) {
+                memcpy(o, "\\u00", 4);
+                o[4] = hex[c >> 4];
+                o[5] = hex[c & 15];
+                o += 6;
+            } else {
+                *o++ = (char)c;
+            }
+        }
+    }
+    *o++ = '"';
+    b->len = (size_t)(o - b->data);
+    b->data[b->len] = '\0';
+    return 0;
+}
+
+char *strbuf_take(strbuf *b, size_t *len) {
+    if (len) *len = b->len;
+    char *p = b->data;
+    if (!p) p = calloc(1, 1);
+    memset(b, 0, sizeof *b);
+    return p;
+}

@@ -1,0 +1,37 @@
+/* strbuf: a growable byte buffer for building HTTP bodies, SSE lines and metrics text.
+ * One buffer is reused per stream or per render, so steady-state appends do not allocate. */
+#ifndef SOL_STRBUF_H
+#define SOL_STRBUF_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+typedef struct strbuf {
+    char *data; /* always NUL-terminated when cap > 0 */
+    size_t len;
+    size_t cap;
+    int oom; /* sticky: set when an append could not grow the buffer */
+} strbuf;
+
+void strbuf_init(strbuf *b);
+void strbuf_free(strbuf *b);  /* releases data; the struct can be re-initialized */
+void strbuf_reset(strbuf *b); /* len = 0, keeps capacity */
+
+/* Appends return 0 or -ENOMEM (and set b->oom). */
+int strbuf_reserve(strbuf *b, size_t extra);
+int strbuf_append(strbuf *b, const char *s, size_t n);
+int strbuf_puts(strbuf *b, const char *s);
+int strbuf_putc(strbuf *b, char c);
+int strbuf_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Append `n` bytes of `s` as a quoted JSON string. Control characters and non-ASCII bytes that
+ * do not form valid UTF-8 are escaped (\u00XX / U+FFFD) so the output is always valid JSON. */
+int strbuf_json_str(strbuf *b, const char *s, size_t n);
+
+/* Hand the data to the caller (who frees it) and reset the buffer to empty. */
+char *strbuf_take(strbuf *b, size_t *len);
+
+/* Length of the longest valid UTF-8 prefix of s[0..n); == n when all of it is valid. */
+size_t utf8_valid_prefix(const char *s, size_t n);
+
+#endif

@@ -1,0 +1,96 @@
+/* Promise: metrics render valid Prometheus 0.0.4 text with cumulative buckets, per-pool and
+ * per-worker series under both sol_* and vllm:* names, and concurrent updates are not lost. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "metrics.h"
+
+static void expect(const char *text, const char *line) {
+    if (!strstr(text, line)) fail_msg("missing line: %s\n--- got ---\n%s", line, text);
+}
+
+static void test_render(void **st) {
+    (void)st;
+    metrics *m = metrics_new("demo");
+    metrics_observe(m, METRIC_TTFT, "fast", 0.03);
+    metrics_observe(m, METRIC_TTFT, "fast", 0.2);
+    metrics_observe(m, METRIC_TTFT, "fast", 1000);
+    metrics_count_request(m, "fast", 200);
+    metrics_count_request(m, "fast", 200);
+    metrics_count_request(m, "fast", 429);
+    metrics_worker_load l = {3, 1, 0.25, 0.5, 0.75};
+    metrics_set_worker(m, "w\"1", "fast", &l);
+    metrics_add_prefix_cache(m, "fast", 10, 40);
+    strbuf b;
+    strbuf_init(&b);
+    assert_int_equal(metrics_render(m, &b), 0);
+    expect(b.data, "# TYPE sol_request_ttft_seconds histogram\n");
+    expect(b.data, "sol_request_ttft_seconds_bucket{pool=\"fast\",le=\"0.02\"} 0\n");
+    expect(b.data, "sol_request_ttft_seconds_bucket{pool=\"fast\",le=\"0.04\"} 1\n");
+    expect(b.data, "sol_request_ttft_seconds_bucket{pool=\"fast\",le=\"0.25\"} 2\n");
+    expect(b.data, "sol_request_ttft_seconds_bucket{pool=\"fast\",le=\"80\"} 2\n");
+    expect(b.data, "sol_request_ttft_seconds_bucket{pool=\"fast\",le=\"+Inf\"} 3\n");
+    expect(b.data, "sol_request_ttft_seconds_count{pool=\"fast\"} 3\n");
+    expect(b.data, "vllm:time_to_first_token_seconds_count{model_name=\"demo\",pool=\"fast\"} 3\n");
+    expect(b.data, "sol_requests_total{pool=\"fast\",status=\"200\"} 2\n");
+    expect(b.data, "sol_requests_total{pool=\"fast\",status=\"429\"} 1\n");
+    expect(b.data,
+           "vllm:num_requests_running{model_name=\"demo\",pool=\"fast\",worker=\"w\\\"1\"} 3\n");
+    expect(b.data,
+           "vllm:kv_cache_usage_perc{model_name=\"demo\",pool=\"fast\",worker=\"w\\\"1\"} 0.25\n");
+    expect(b.data, "vllm:prefix_cache_hits_total{model_name=\"demo\",pool=\"fast\"} 10\n");
+    expect(b.data, "vllm:prefix_cache_queries_total{model_name=\"demo\",pool=\"fast\"} 40\n");
+    expect(b.data, "sol_worker_spec_acceptance{pool=\"fast\",worker=\"w\\\"1\"} 0.75\n");
+    metrics_remove_worker(m, "w\"1");
+    strbuf_reset(&b);
+    metrics_render(m, &b);
+    assert_null(strstr(b.data, "worker=\"w"));
+    /* every non-comment line is "name{labels} value" */
+    for (char *line = strtok(b.data, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] == '#') continue;
+        char *sp = strrchr(line, ' ');
+        assert_non_null(sp);
+        assert_true(sp[1] != '\0');
+    }
+    strbuf_free(&b);
+    metrics_free(m);
+}
+
+static void *hammer(void *arg) {
+    metrics *m = arg;
+    for (int i = 0; i < 10000; i++) {
+        metrics_observe(m, METRIC_ITL, "precise", 0.001);
+        metrics_count_request(m, "precise", 200);
+    }
+    return NULL;
+}
+
+static void test_concurrent(void **st) {
+    (void)st;
+    metrics *m = metrics_new("demo");
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, hammer, m);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    strbuf b;
+    strbuf_init(&b);
+    metrics_render(m, &b);
+    expect(b.data, "sol_request_inter_token_latency_seconds_count{pool=\"precise\"} 40000\n");
+    expect(b.data, "sol_requests_total{pool=\"precise\",status=\"200\"} 40000\n");
+    strbuf_free(&b);
+    metrics_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_render),
+        cmocka_unit_test(test_concurrent),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
