@@ -1,0 +1,478 @@
+/* Promise: every CPU backend op matches a double-precision reference on every ISA path, and each
+ * token's matmul/attention result is bit-identical whatever the batch, tiling or thread count. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "backend.h"
+#include "cpu_features.h"
+#include "dtype.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint32_t rnd_u32(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+static float rnd_f(void) { /* uniform in [-1, 1) */
+    return (float)((double)rnd_u32() / 4294967296.0 * 2.0 - 1.0);
+}
+
+static void fill(float *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        p[i] = rnd_f();
+}
+
+static void poison(float *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        p[i] = NAN;
+}
+
+/* Normalized mean squared error, as llama.cpp's test-backend-ops; NaN anywhere fails. */
+static double nmse(const float *got, const double *ref, size_t n) {
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(got[i])) return INFINITY;
+        err += (got[i] - ref[i]) * (got[i] - ref[i]);
+        norm += ref[i] * ref[i];
+    }
+    return err / (norm > 0 ? norm : 1);
+}
+
+static sol_backend *backend_for(sol_cpu_isa isa, int threads) {
+    setenv("SOL_CPU_ISA", sol_cpu_isa_name(isa), 1);
+    sol_err e = {0};
+    sol_backend *be = sol_backend_cpu_new(threads, &e);
+    if (!be) fail_msg("backend: %s", e.msg);
+    return be;
+}
+
+#define FOR_EACH_ISA(isa)                                                                          \
+    for (sol_cpu_isa isa = SOL_ISA_SCALAR; isa <= SOL_ISA_AVX512; isa++)                           \
+        if (sol_cpu_isa_supported(isa))
+
+/* ---- weights ---- */
+
+typedef struct {
+    sol_weight w;
+    float *deq; /* rows x cols, the exact values the weight stands for */
+} test_weight;
+
+static void random_kquant_block(sol_dtype t, void *blk) {
+    size_t bytes = sol_dtype_block_bytes(t);
+    for (size_t i = 0; i < bytes; i++)
+        ((uint8_t *)blk)[i] = (uint8_t)rnd_u32();
+    if (t == SOL_DT_Q4_K) {
+        sol_block_q4_k *b = blk;
+        b->d = sol_fp32_to_fp16(0.01f + 0.01f * fabsf(rnd_f()));
+        b->dmin = sol_fp32_to_fp16(0.01f * fabsf(rnd_f()));
+    } else {
+        sol_block_q6_k *b = blk;
+        b->d = sol_fp32_to_fp16(0.001f + 0.001f * fabsf(rnd_f()));
+    }
+}
+
+static test_weight make_weight(sol_dtype t, int64_t rows, int64_t cols) {
+    test_weight tw = {0};
+    size_t rb = sol_dtype_row_bytes(t, cols);
+    assert_true(rb > 0);
+    void *data = malloc(rb * (size_t)rows);
+    float *src = malloc(sizeof(float) * (size_t)cols);
+    tw.deq = malloc(sizeof(float) * (size_t)(rows * cols));
+    for (int64_t r = 0; r < rows; r++) {
+        char *row = (char *)data + (size_t)r * rb;
+        if (t == SOL_DT_Q4_K || t == SOL_DT_Q6_K) {
+            for (int64_t b = 0; b < cols / SOL_QK_K; b++)
+                random_kquant_block(t, row + b * sol_dtype_block_bytes(t));
+        } else {
+            fill(src, (size_t)cols);
+            assert_int_equal(sol_quantize_row(t, src, row, cols), 0);
+        }
+        sol_dequantize_row(t, row, tw.deq + r * cols, cols);
+    }
+    free(src);
+    tw.w = (sol_weight){t, rows, cols, data, rb};
+    return tw;
+}
+
+static void free_weight(test_weight *tw) {
+    free((void *)tw->w.data);
+    free(tw->deq);
+}
+
+/* x as the kernel sees it: Q8_0/Q4_0 weights multiply x rounded through Q8_0 (as ggml does). */
+static void effective_x(sol_dtype t, const float *x, float *xe, int n, int64_t K) {
+    if (t != SOL_DT_Q8_0 && t != SOL_DT_Q4_0) {
+        memcpy(xe, x, sizeof(float) * (size_t)(n * K));
+        return;
+    }
+    void *tmp = malloc(sol_dtype_row_bytes(SOL_DT_Q8_0, K));
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(sol_quantize_row(SOL_DT_Q8_0, x + i * K, tmp, K), 0);
+        sol_dequantize_row(SOL_DT_Q8_0, tmp, xe + i * K, K);
+    }
+    free(tmp);
+}
+
+static const sol_dtype all_types[] = {SOL_DT_F32,  SOL_DT_F16,  SOL_DT_BF16, SOL_DT_Q8_0,
+                                      SOL_DT_Q4_0, SOL_DT_Q4_K, SOL_DT_Q6_K};
+
+static void check_matmul(sol_backend *be, sol_dtype t, int64_t M, int64_t K, int n) {
+    test_weight tw = make_weight(t, M, K);
+    float *x = malloc(sizeof(float) * (size_t)(n * K)),
+          *xe = malloc(sizeof(float) * (size_t)(n * K));
+    float *y = malloc(sizeof(float) * (size_t)(n * M));
+    double *ref = malloc(sizeof(double) * (size_t)(n * M));
+    fill(x, (size_t)(n * K));
+    effective_x(t, x, xe, n, K);
+    for (int i = 0; i < n; i++)
+        for (int64_t m = 0; m < M; m++) {
+            double s = 0;
+            for (int64_t k = 0; k < K; k++)
+                s += (double)tw.deq[m * K + k] * xe[i * K + k];
+            ref[i * M + m] = s;
+        }
+    poison(y, (size_t)(n * M));
+    assert_int_equal(sol_matmul(be, &tw.w, x, y, n), 0);
+    double e = nmse(y, ref, (size_t)(n * M));
+    if (!(e < 1e-9))
+        fail_msg("matmul %s M=%lld K=%lld n=%d: nmse %g", sol_dtype_name(t), (long long)M,
+                 (long long)K, n, e);
+    free(x), free(xe), free(y), free(ref);
+    free_weight(&tw);
+}
+
+static void test_matmul_vs_reference(void **state) {
+    (void)state;
+    FOR_EACH_ISA(isa) {
+        sol_backend *be = backend_for(isa, 2);
+        for (size_t i = 0; i < sizeof(all_types) / sizeof(all_types[0]); i++) {
+            sol_dtype t = all_types[i];
+            int kq = t == SOL_DT_Q4_K || t == SOL_DT_Q6_K;
+            check_matmul(be, t, 37, kq ? 256 : 96, 1);
+            check_matmul(be, t, 37, kq ? 256 : 96, 5);
+            check_matmul(be, t, 64, kq ? 512 : 256, 17);
+            check_matmul(be, t, 5, kq ? 256 : 32, 3);
+        }
+        sol_backend_free(be);
+    }
+}
+
+/* Row t of a batch equals the same token computed alone, for every batch size and thread count. */
+static void test_matmul_batch_invariance(void **state) {
+    (void)state;
+    const int64_t M = 37, K = 256;
+    const int ns[] = {1, 3, 8, 17};
+    FOR_EACH_ISA(isa) {
+        sol_backend *be1 = backend_for(isa, 1), *be2 = backend_for(isa, 2);
+        for (size_t ti = 0; ti < sizeof(all_types) / sizeof(all_types[0]); ti++) {
+            test_weight tw = make_weight(all_types[ti], M, K);
+            float x[17 * 256], alone[17 * 37], y[17 * 37];
+            fill(x, 17 * K);
+            for (int t = 0; t < 17; t++)
+                assert_int_equal(sol_matmul(be1, &tw.w, x + t * K, alone + t * M, 1), 0);
+            for (size_t ni = 0; ni < 4; ni++)
+                for (int th = 0; th < 2; th++) {
+                    poison(y, 17 * M);
+                    assert_int_equal(sol_matmul(th ? be2 : be1, &tw.w, x, y, ns[ni]), 0);
+                    if (memcmp(y, alone, sizeof(float) * (size_t)(ns[ni] * M)) != 0)
+                        fail_msg("%s %s: batch n=%d threads=%d differs from n=1",
+                                 sol_cpu_isa_name(isa), sol_dtype_name(all_types[ti]), ns[ni],
+                                 th + 1);
+                }
+            free_weight(&tw);
+        }
+        sol_backend_free(be1);
+        sol_backend_free(be2);
+    }
+}
+
+/* ---- element-wise ops ---- */
+
+static void test_rmsnorm_silu_add(void **state) {
+    (void)state;
+    sol_backend *be = backend_for(sol_cpu_isa_best(), 2);
+    enum { N = 3, D = 67 };
+    float x[N * D], w[D], out[N * D], b[N * D];
+    double ref[N * D];
+    fill(x, N * D), fill(w, D), fill(b, N * D);
+    poison(out, N * D);
+    assert_int_equal(sol_rmsnorm(be, x, w, out, N, D, 1e-5f), 0);
+    for (int t = 0; t < N; t++) {
+        double ss = 0;
+        for (int i = 0; i < D; i++)
+            ss += (double)x[t * D + i] * x[t * D + i];
+        double s = 1.0 / sqrt(ss / D + 1e-5);
+        for (int i = 0; i < D; i++)
+            ref[t * D + i] = x[t * D + i] * s * w[i];
+    }
+    assert_true(nmse(out, ref, N * D) < 1e-12);
+    poison(out, N * D);
+    assert_int_equal(sol_silu_mul(be, x, b, out, N * D), 0);
+    for (int i = 0; i < N * D; i++)
+        ref[i] = x[i] / (1.0 + exp(-(double)x[i])) * b[i];
+    assert_true(nmse(out, ref, N * D) < 1e-12);
+    poison(out, N * D);
+    assert_int_equal(sol_add(be, x, b, out, N * D), 0);
+    for (int i = 0; i < N * D; i++)
+        ref[i] = (double)x[i] + b[i];
+    assert_true(nmse(out, ref, N * D) < 1e-14);
+    sol_backend_free(be);
+}
+
+static double ref_inv_freq(const sol_rope_params *p, int i, int hd) {
+    double f = 1.0 / pow(p->freq_base, 2.0 * i / hd);
+    if (p->scaling_factor <= 0) return f;
+    double wl = 2 * M_PI / f, lo = p->orig_ctx / p->low_freq_factor,
+           hi = p->orig_ctx / p->high_freq_factor;
+    if (wl < hi) return f;
+    if (wl > lo) return f / p->scaling_factor;
+    double sm =
+        (p->orig_ctx / wl - p->low_freq_factor) / (p->high_freq_factor - p->low_freq_factor);
+    return (1 - sm) * f / p->scaling_factor + sm * f;
+}
+
+static void test_rope(void **state) {
+    (void)state;
+    sol_backend *be = backend_for(sol_cpu_isa_best(), 1);
+    enum { N = 3, H = 4, HD = 64 };
+    const sol_rope_params ps[2] = {{10000.0f, 0, 0, 0, 0}, {500000.0f, 8.0f, 1.0f, 4.0f, 8192}};
+    const int32_t pos[N] = {0, 17, 4000};
+    for (int pi = 0; pi < 2; pi++) {
+        float x[N * H * HD], orig[N * H * HD];
+        double ref[N * H * HD];
+        fill(orig, N * H * HD);
+        memcpy(x, orig, sizeof(x));
+        assert_int_equal(sol_rope(be, x, pos, N, H, HD, &ps[pi]), 0);
+        for (int t = 0; t < N; t++)
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < HD / 2; i++) {
+                    double th = pos[t] * ref_inv_freq(&ps[pi], i, HD);
+                    const float *v = orig + (t * H + h) * HD;
+                    double *r = ref + (t * H + h) * HD;
+                    r[2 * i] = v[2 * i] * cos(th) - v[2 * i + 1] * sin(th);
+                    r[2 * i + 1] = v[2 * i] * sin(th) + v[2 * i + 1] * cos(th);
+                }
+        double e = nmse(x, ref, N * H * HD);
+        if (!(e < 1e-12)) fail_msg("rope params %d: nmse %g", pi, e);
+    }
+    sol_backend_free(be);
+}
+
+static void test_embed(void **state) {
+    (void)state;
+    sol_backend *be = backend_for(sol_cpu_isa_best(), 1);
+    for (size_t ti = 0; ti < sizeof(all_types) / sizeof(all_types[0]); ti++) {
+        test_weight tw = make_weight(all_types[ti], 9, 256);
+        const int32_t ids[3] = {8, 0, 8};
+        float out[3 * 256];
+        double ref[3 * 256];
+        poison(out, 3 * 256);
+        assert_int_equal(sol_embed(be, &tw.w, ids, 3, out), 0);
+        for (int t = 0; t < 3; t++)
+            for (int k = 0; k < 256; k++)
+                ref[t * 256 + k] = tw.deq[ids[t] * 256 + k];
+        assert_true(nmse(out, ref, 3 * 256) < 1e-12);
+        const int32_t bad = 9;
+        assert_int_equal(sol_embed(be, &tw.w, &bad, 1, out), -EINVAL);
+        assert_non_null(strstr(be->err.msg, "outside"));
+        free_weight(&tw);
+    }
+    sol_backend_free(be);
+}
+
+/* ---- KV cache and attention ---- */
+
+typedef struct {
+    int heads, kv_heads, hd;
+    sol_dtype kv_type;
+} attn_case;
+
+enum { BS = 4, NBLK = 30, SEQS = 3, MAXCTX = 37 };
+
+/* Writes SEQS sequences of random K/V into the cache through the given block tables and returns
+ * the values as stored (fp16-rounded for an f16 cache) for the reference. */
+static void fill_cache(sol_backend *be, sol_kv *kv, const attn_case *c, int32_t tables[SEQS][10],
+                       const int lens[SEQS], float *kref, float *vref) {
+    int row = c->kv_heads * c->hd;
+    for (int s = 0; s < SEQS; s++)
+        for (int p = 0; p < lens[s]; p++) {
+            float *k = kref + ((size_t)s * MAXCTX + p) * row,
+                  *v = vref + ((size_t)s * MAXCTX + p) * row;
+            fill(k, (size_t)row), fill(v, (size_t)row);
+            if (c->kv_type == SOL_DT_F16)
+                for (int i = 0; i < row; i++) {
+                    k[i] = sol_fp16_to_fp32(sol_fp32_to_fp16(k[i]));
+                    v[i] = sol_fp16_to_fp32(sol_fp32_to_fp16(v[i]));
+                }
+            int32_t slot = tables[s][p / BS] * BS + p % BS;
+            assert_int_equal(sol_kv_write(be, kv, 1, k, v, &slot, 1), 0);
+        }
+}
+
+static void ref_attention(const attn_case *c, const float *q, const float *kref, const float *vref,
+                          int s, int n_ctx, double *out) {
+    int row = c->kv_heads * c->hd, g = c->heads / c->kv_heads;
+    double scale = 1.0 / sqrt(c->hd);
+    for (int h = 0; h < c->heads; h++) {
+        double sc[MAXCTX], mx = -INFINITY, sum = 0;
+        for (int p = 0; p < n_ctx; p++) {
+            const float *k = kref + ((size_t)s * MAXCTX + p) * row + (h / g) * c->hd;
+            double d = 0;
+            for (int i = 0; i < c->hd; i++)
+                d += (double)q[h * c->hd + i] * k[i];
+            sc[p] = d * scale;
+            mx = fmax(mx, sc[p]);
+        }
+        for (int p = 0; p < n_ctx; p++)
+            sum += (sc[p] = exp(sc[p] - mx));
+        for (int i = 0; i < c->hd; i++) {
+            double o = 0;
+            for (int p = 0; p < n_ctx; p++)
+                o += sc[p] * vref[((size_t)s * MAXCTX + p) * row + (h / g) * c->hd + i];
+            out[h * c->hd + i] = o / sum;
+        }
+    }
+}
+
+static void run_attention_case(sol_cpu_isa isa, const attn_case *c) {
+    sol_backend *be = backend_for(isa, 2);
+    sol_kv *kv = be->ops->kv_alloc(be, 2, NBLK, BS, c->kv_heads, c->hd, c->kv_type);
+    assert_non_null(kv);
+    /* Shuffled, interleaved physical blocks: sequence s owns blocks 27+s, 24+s, ..., s. */
+    int32_t tables[SEQS][10];
+    const int lens[SEQS] = {37, 5, 16};
+    for (int s = 0; s < SEQS; s++)
+        for (int i = 0; i < 10; i++)
+            tables[s][i] = (int32_t)(27 - 3 * i + s);
+    int row = c->kv_heads * c->hd, qrow = c->heads * c->hd;
+    float *kref = malloc(sizeof(float) * SEQS * MAXCTX * row);
+    float *vref = malloc(sizeof(float) * SEQS * MAXCTX * row);
+    fill_cache(be, kv, c, tables, lens, kref, vref);
+    /* A batch of 5 tokens from different sequences and positions. */
+    enum { N = 5 };
+    const int tok_seq[N] = {0, 1, 0, 2, 0}, tok_ctx[N] = {37, 5, 1, 16, 33};
+    sol_attn_seq per[N];
+    for (int t = 0; t < N; t++)
+        per[t] = (sol_attn_seq){tables[tok_seq[t]], tok_ctx[t]};
+    float *q = malloc(sizeof(float) * N * qrow), *out = malloc(sizeof(float) * N * qrow);
+    double *ref = malloc(sizeof(double) * N * qrow);
+    fill(q, (size_t)N * qrow);
+    poison(out, (size_t)N * qrow);
+    float scale = 1.0f / sqrtf((float)c->hd);
+    assert_int_equal(
+        sol_paged_attention(be, kv, 1, q, out, N, c->heads, c->kv_heads, c->hd, scale, per), 0);
+    for (int t = 0; t < N; t++)
+        ref_attention(c, q + t * qrow, kref, vref, tok_seq[t], tok_ctx[t], ref + t * qrow);
+    double e = nmse(out, ref, (size_t)N * qrow);
+    if (!(e < 1e-10))
+        fail_msg("%s attention h=%d kvh=%d hd=%d: nmse %g", sol_cpu_isa_name(isa), c->heads,
+                 c->kv_heads, c->hd, e);
+    /* Each token alone gives the same bits as inside the batch. */
+    float *one = malloc(sizeof(float) * qrow);
+    for (int t = 0; t < N; t++) {
+        assert_int_equal(sol_paged_attention(be, kv, 1, q + t * qrow, one, 1, c->heads, c->kv_heads,
+                                             c->hd, scale, &per[t]),
+                         0);
+        assert_memory_equal(one, out + t * qrow, sizeof(float) * qrow);
+    }
+    /* Sequence 0 written to contiguous blocks 0..9 of another cache attends to the same bits. */
+    int32_t contiguous[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    sol_kv *kv2 = be->ops->kv_alloc(be, 2, NBLK, BS, c->kv_heads, c->hd, c->kv_type);
+    assert_non_null(kv2);
+    int32_t slot_of[37];
+    for (int p = 0; p < 37; p++)
+        slot_of[p] = contiguous[p / BS] * BS + p % BS;
+    assert_int_equal(sol_kv_write(be, kv2, 1, kref, vref, slot_of, 37), 0);
+    sol_attn_seq c0 = {contiguous, 37};
+    assert_int_equal(
+        sol_paged_attention(be, kv2, 1, q, one, 1, c->heads, c->kv_heads, c->hd, scale, &c0), 0);
+    assert_memory_equal(one, out, sizeof(float) * qrow);
+    free(one), free(q), free(out), free(ref), free(kref), free(vref);
+    sol_backend_free(be); /* frees both caches */
+}
+
+static void test_paged_attention(void **state) {
+    (void)state;
+    const attn_case cases[] = {{4, 2, 64, SOL_DT_F32},
+                               {8, 1, 128, SOL_DT_F16},
+                               {4, 4, 64, SOL_DT_F16},
+                               {2, 2, 36, SOL_DT_F32}};
+    FOR_EACH_ISA(isa)
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        run_attention_case(isa, &cases[i]);
+}
+
+static void test_kv_copy_blocks(void **state) {
+    (void)state;
+    sol_backend *be = backend_for(sol_cpu_isa_best(), 1);
+    sol_kv *kv = be->ops->kv_alloc(be, 2, 4, 2, 1, 8, SOL_DT_F32);
+    assert_non_null(kv);
+    float k[2 * 8], v[2 * 8], q[8], a[8], b[8];
+    fill(k, 16), fill(v, 16), fill(q, 8);
+    const int32_t slots[2] = {6, 7}; /* block 3 */
+    for (int l = 0; l < 2; l++)
+        assert_int_equal(sol_kv_write(be, kv, l, k, v, slots, 2), 0);
+    const int32_t src = 3, dst = 1;
+    assert_int_equal(be->ops->kv_copy_blocks(be, kv, &src, &dst, 1), 0);
+    sol_attn_seq s3 = {&src, 2}, s1 = {&dst, 2};
+    for (int l = 0; l < 2; l++) {
+        assert_int_equal(sol_paged_attention(be, kv, l, q, a, 1, 1, 1, 8, 0.3f, &s3), 0);
+        assert_int_equal(sol_paged_attention(be, kv, l, q, b, 1, 1, 1, 8, 0.3f, &s1), 0);
+        assert_memory_equal(a, b, sizeof(a));
+    }
+    sol_backend_free(be);
+}
+
+static void test_bad_inputs(void **state) {
+    (void)state;
+    sol_backend *be = backend_for(sol_cpu_isa_best(), 1);
+    sol_kv *kv = be->ops->kv_alloc(be, 1, 2, 4, 1, 8, SOL_DT_F16);
+    assert_non_null(kv);
+    float k[8] = {0}, out[8];
+    int32_t slot = 8;
+    assert_int_equal(sol_kv_write(be, kv, 0, k, k, &slot, 1), -EINVAL);
+    assert_non_null(strstr(be->err.msg, "slot 8"));
+    int32_t table[2] = {0, 5};
+    sol_attn_seq s = {table, 6};
+    assert_int_equal(sol_paged_attention(be, kv, 0, k, out, 1, 1, 1, 8, 1.0f, &s), -EINVAL);
+    assert_non_null(strstr(be->err.msg, "block_table[1]=5"));
+    assert_int_equal(sol_paged_attention(be, kv, 0, k, out, 1, 3, 2, 8, 1.0f, &s), -EINVAL);
+    assert_null(be->ops->kv_alloc(be, 1, 2, 4, 1, 8, SOL_DT_Q4_0));
+    float w[64];
+    sol_weight bad = {SOL_DT_Q4_0, 2, 33, w, 18};
+    assert_int_equal(sol_matmul(be, &bad, k, out, 1), -EINVAL);
+    assert_non_null(strstr(be->err.msg, "multiple of 32"));
+    bad = (sol_weight){(sol_dtype)99, 2, 32, w, 18};
+    assert_int_equal(sol_matmul(be, &bad, k, out, 1), -ENOTSUP);
+    sol_backend_free(be);
+    setenv("SOL_CPU_ISA", "neon", 1);
+    sol_err e = {0};
+    assert_null(sol_backend_cpu_new(1, &e));
+    assert_non_null(strstr(e.msg, "expected scalar, avx2 or avx512"));
+    unsetenv("SOL_CPU_ISA");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul_vs_reference),
+        cmocka_unit_test(test_matmul_batch_invariance),
+        cmocka_unit_test(test_rmsnorm_silu_add),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_embed),
+        cmocka_unit_test(test_paged_attention),
+        cmocka_unit_test(test_kv_copy_blocks),
+        cmocka_unit_test(test_bad_inputs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

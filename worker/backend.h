@@ -1,0 +1,171 @@
+/* backend: the one ops table the model's forward pass is written against; the CPU backend
+ * (backend_cpu.c) and the CUDA backend implement it, so the model never sees a device detail.
+ *
+ * Conventions shared by every op:
+ * - Activations are float32, row-major, one row per token of a flattened batch (`n` tokens that
+ *   may come from many sequences). Pointers passed to ops are backend buffers: on the CPU any
+ *   host pointer; on a device backend, memory from buf_alloc (upload/download move data).
+ * - Ops may run asynchronously on a device backend; synchronize() waits and reports errors.
+ *   The CPU backend is synchronous.
+ * - Ops return 0, or a negative errno-style code with the message in be->err (bad shapes or
+ *   types are reported, never a crash).
+ * - Batch invariance: the value computed for one token never depends on which other tokens are
+ *   in the batch, on n, on tiling or on the thread count (bit-identical). See docs/backend.md.
+ */
+#ifndef SOL_BACKEND_H
+#define SOL_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "err.h"
+
+/* A 2-D weight matrix, borrowed (mmap'd GGUF data or anonymous memory); never freed by the
+ * backend. Row r (an output feature) starts at (const char *)data + r * row_bytes and holds
+ * `cols` elements of `type` in ggml's block layout. In GGUF terms rows = ne1, cols = ne0. */
+typedef struct sol_weight {
+    sol_dtype type;
+    int64_t rows; /* M: output features */
+    int64_t cols; /* K: input features (a multiple of the type's block size) */
+    const void *data;
+    size_t row_bytes; /* sol_dtype_row_bytes(type, cols) for a packed GGUF tensor */
+} sol_weight;
+
+/* RoPE settings. NORM mode (llama.cpp's for general.architecture=llama): pairs
+ * (x[2i], x[2i+1]) are rotated by pos * theta_i, theta_i = freq_base^(-2i/head_dim).
+ * Llama-3 scaling is applied when scaling_factor > 0 and orig_ctx > 0 (rope.scaling.* keys:
+ * factor, low_freq_factor, high_freq_factor, original_context_length). */
+typedef struct sol_rope_params {
+    float freq_base;        /* rope.freq_base, 10000 for Llama-2 */
+    float scaling_factor;   /* 0 = no llama-3 scaling */
+    float low_freq_factor;  /* 1 in Llama-3.1 */
+    float high_freq_factor; /* 4 in Llama-3.1 */
+    int32_t orig_ctx;       /* 8192 in Llama-3.1; 0 = no llama-3 scaling */
+} sol_rope_params;
+
+/* Where one token's sequence keeps its KV: block_table[i] is the physical block holding
+ * positions [i*block_size, (i+1)*block_size). The token attends to positions [0, n_ctx) of its
+ * sequence (causal: n_ctx = pos + 1, after this token's K/V were written). */
+typedef struct sol_attn_seq {
+    const int32_t *block_table;
+    int32_t n_ctx;
+} sol_attn_seq;
+
+/* A KV cache owned by the backend: per layer one K pool and one V pool, each laid out
+ * [block][slot in block][kv_head][head_dim] in `dtype` (F16 or F32). Several caches may live on
+ * one backend (a target model and its draft model). Freed by kv_free or with the backend. */
+typedef struct sol_kv sol_kv;
+
+typedef struct sol_backend sol_backend;
+
+typedef struct sol_backend_ops {
+    const char *name; /* "cpu", "cuda" */
+    void (*free)(sol_backend *be);
+
+    /* Pre-size scratch for up to max_tokens tokens and max_dim features (the largest K or M of
+     * any matmul), so the hot path never allocates. Optional: ops grow scratch on first use. */
+    int (*reserve)(sol_backend *be, int max_tokens, int64_t max_dim);
+    /* Check a weight (type supported, shape, row_bytes) and make it usable by this backend
+     * (a device backend copies it and rewrites w->data; the CPU backend only checks it). */
+    int (*weight_prepare)(sol_backend *be, sol_weight *w);
+
+    /* Buffers for activations. CPU: 64-byte aligned host memory, memcpy transfers. */
+    void *(*buf_alloc)(sol_backend *be, size_t bytes);
+    void (*buf_free)(sol_backend *be, void *buf);
+    int (*upload)(sol_backend *be, void *dst_buf, const void *src_host, size_t bytes);
+    int (*download)(sol_backend *be, void *dst_host, const void *src_buf, size_t bytes);
+
+    /* y[t][m] = sum_k x[t][k] * W[m][k]: x is n x K, y is n x M (y = x W^T).
+     * F32/F16/BF16 in float; Q8_0/Q4_0 quantize x to Q8_0 per 32-block and use integer dots;
+     * Q4_K/Q6_K dequantize. Never splits K across threads (batch invariance). */
+    int (*matmul)(sol_backend *be, const sol_weight *w, const float *x, float *y, int n);
+    /* out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w, for n rows of dim; out may alias x. */
+    int (*rmsnorm)(sol_backend *be, const float *x, const float *w, float *out, int n, int dim,
+                   float eps);
+    /* In place on x (n x heads x head_dim), token t at position pos[t]. */
+    int (*rope)(sol_backend *be, float *x, const int32_t *pos, int n, int heads, int head_dim,
+                const sol_rope_params *p);
+    /* out = silu(gate) * up elementwise; out may alias gate or up. */
+    int (*silu_mul)(sol_backend *be, const float *gate, const float *up, float *out,
+                    int64_t n_elems);
+    /* out = a + b elementwise; out may alias a or b. */
+    int (*add)(sol_backend *be, const float *a, const float *b, float *out, int64_t n_elems);
+    /* out[t] = row ids[t] of table, dequantized to float (n x table->cols). ids are checked. */
+    int (*embed)(sol_backend *be, const sol_weight *table, const int32_t *ids, int n, float *out);
+
+    /* KV cache. dtype is SOL_DT_F16 or SOL_DT_F32. Returns NULL with be->err set on failure. */
+    sol_kv *(*kv_alloc)(sol_backend *be, int n_layers, int num_blocks, int block_size,
+                        int n_kv_heads, int head_dim, sol_dtype dtype);
+    void (*kv_free)(sol_backend *be, sol_kv *kv);
+    /* Store k and v (n x kv_heads x head_dim) of `layer` at physical slots
+     * slots[t] = block_id * block_size + offset. Slots are checked against the pool. */
+    int (*kv_write)(sol_backend *be, sol_kv *kv, int layer, const float *k, const float *v,
+                    const int32_t *slots, int n);
+    /* Copy whole blocks (every layer, K and V): dst[i] <- src[i]; for copy-on-write forks. */
+    int (*kv_copy_blocks)(sol_backend *be, sol_kv *kv, const int32_t *src_block_ids,
+                          const int32_t *dst_block_ids, int count);
+    /* out[t][h] = softmax(scale * q[t][h] . K[0..n_ctx)) V for token t's sequence, with query
+     * head h reading KV head h / (heads / kv_heads) (grouped-query attention).
+     * q and out are n x heads x head_dim; per_token[t] gives token t's block table and n_ctx. */
+    int (*paged_attention)(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out,
+                           int n, int heads, int kv_heads, int head_dim, float scale,
+                           const sol_attn_seq *per_token);
+
+    /* Sum x (n_elems floats) across tensor-parallel ranks in place; a no-op on one CPU. */
+    int (*allreduce)(sol_backend *be, float *x, int64_t n_elems);
+    /* Wait for queued work; returns the first error since the last call. */
+    int (*synchronize)(sol_backend *be);
+} sol_backend_ops;
+
+/* The common head of every backend; implementations embed it first in their own struct. */
+struct sol_backend {
+    const sol_backend_ops *ops;
+    sol_err err; /* message of the last failed op */
+};
+
+/* A CPU backend with n_threads worker threads (0 = all online cores). The SIMD path is the best
+ * the CPU supports, or the one forced by env SOL_CPU_ISA=scalar|avx2|avx512 (an error if that
+ * ISA is missing). Caller owns the result (sol_backend_free). */
+sol_backend *sol_backend_cpu_new(int n_threads, sol_err *err);
+
+/* Frees the backend, its scratch and every KV cache it still holds. NULL is a no-op. */
+void sol_backend_free(sol_backend *be);
+
+/* Thin wrappers so the forward pass reads like the math. */
+static inline int sol_matmul(sol_backend *be, const sol_weight *w, const float *x, float *y,
+                             int n) {
+    return be->ops->matmul(be, w, x, y, n);
+}
+static inline int sol_rmsnorm(sol_backend *be, const float *x, const float *w, float *out, int n,
+                              int dim, float eps) {
+    return be->ops->rmsnorm(be, x, w, out, n, dim, eps);
+}
+static inline int sol_rope(sol_backend *be, float *x, const int32_t *pos, int n, int heads,
+                           int head_dim, const sol_rope_params *p) {
+    return be->ops->rope(be, x, pos, n, heads, head_dim, p);
+}
+static inline int sol_silu_mul(sol_backend *be, const float *gate, const float *up, float *out,
+                               int64_t n_elems) {
+    return be->ops->silu_mul(be, gate, up, out, n_elems);
+}
+static inline int sol_add(sol_backend *be, const float *a, const float *b, float *out,
+                          int64_t n_elems) {
+    return be->ops->add(be, a, b, out, n_elems);
+}
+static inline int sol_embed(sol_backend *be, const sol_weight *table, const int32_t *ids, int n,
+                            float *out) {
+    return be->ops->embed(be, table, ids, n, out);
+}
+static inline int sol_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k,
+                               const float *v, const int32_t *slots, int n) {
+    return be->ops->kv_write(be, kv, layer, k, v, slots, n);
+}
+static inline int sol_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q,
+                                      float *out, int n, int heads, int kv_heads, int head_dim,
+                                      float scale, const sol_attn_seq *per_token) {
+    return be->ops->paged_attention(be, kv, layer, q, out, n, heads, kv_heads, head_dim, scale,
+                                    per_token);
+}
+
+#endif

@@ -1,0 +1,217 @@
+/* backend_cpu: the CPU implementation of the ops table. Owns a persistent thread pool, the SIMD
+ * path chosen at creation, matmul scratch and its KV caches. Element-wise ops and norms are
+ * cheap next to the matmuls and run on the calling thread; matmul (cpu_matmul.c) and attention
+ * (cpu_attention.c) fan out over the pool. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "cpu_internal.h"
+#include "log.h"
+
+static void cpu_free(sol_backend *be) {
+    cpu_backend *cb = (cpu_backend *)be;
+    while (cb->kvs)
+        cpu_kv_free(be, cb->kvs);
+    sol_threadpool_free(cb->tp);
+    free(cb->xq_buf);
+    free(cb->deq);
+    free(cb);
+}
+
+static int cpu_reserve(sol_backend *be, int max_tokens, int64_t max_dim) {
+    if (max_tokens <= 0 || max_dim <= 0)
+        return sol_err_set(&be->err, -EINVAL, "cpu reserve: expected positive sizes, got %d x %lld",
+                           max_tokens, (long long)max_dim);
+    return cpu_scratch_reserve((cpu_backend *)be, max_tokens, max_dim);
+}
+
+static int cpu_weight_prepare(sol_backend *be, sol_weight *w) {
+    return cpu_weight_check(be, w, "weight_prepare");
+}
+
+static void *cpu_buf_alloc(sol_backend *be, size_t bytes) {
+    void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!p) sol_err_set(&be->err, -ENOMEM, "cpu buf_alloc: out of memory for %zu bytes", bytes);
+    return p;
+}
+
+static void cpu_buf_free(sol_backend *be, void *buf) {
+    (void)be;
+    free(buf);
+}
+
+static int cpu_copy(sol_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    if (bytes) memmove(dst, src, bytes);
+    return 0;
+}
+
+/* The sum of squares in double keeps the norm accurate for wide rows at no real cost. */
+static int cpu_rmsnorm(sol_backend *be, const float *x, const float *w, float *out, int n, int dim,
+                       float eps) {
+    if (n < 0 || dim <= 0)
+        return sol_err_set(&be->err, -EINVAL,
+                           "cpu rmsnorm: expected n >= 0 and dim > 0, got %d, %d", n, dim);
+    for (int t = 0; t < n; t++) {
+        const float *xr = x + (size_t)t * dim;
+        float *o = out + (size_t)t * dim;
+        double ss = 0.0;
+        for (int i = 0; i < dim; i++)
+            ss += (double)xr[i] * xr[i];
+        float scale = (float)(1.0 / sqrt(ss / dim + eps));
+        for (int i = 0; i < dim; i++)
+            o[i] = xr[i] * scale * w[i];
+    }
+    return 0;
+}
+
+/* theta_i of pair i, with Llama-3 frequency scaling (smooth between the two wavelengths). */
+static double rope_inv_freq(const sol_rope_params *p, int i, int head_dim) {
+    double f = pow((double)p->freq_base, -2.0 * i / head_dim);
+    if (p->scaling_factor <= 0.0f || p->orig_ctx <= 0) return f;
+    double wavelen = 2.0 * M_PI / f;
+    double low_wl = p->orig_ctx / (double)p->low_freq_factor;
+    double high_wl = p->orig_ctx / (double)p->high_freq_factor;
+    if (wavelen < high_wl) return f;
+    if (wavelen > low_wl) return f / p->scaling_factor;
+    double smooth = (p->orig_ctx / wavelen - p->low_freq_factor) /
+                    ((double)p->high_freq_factor - p->low_freq_factor);
+    return (1.0 - smooth) * f / p->scaling_factor + smooth * f;
+}
+
+static int cpu_rope(sol_backend *be, float *x, const int32_t *pos, int n, int heads, int head_dim,
+                    const sol_rope_params *p) {
+    if (heads <= 0 || head_dim <= 0 || head_dim % 2 || head_dim > 1024 || !p || p->freq_base <= 0)
+        return sol_err_set(&be->err, -EINVAL,
+                           "cpu rope: expected heads > 0, even head_dim <= 1024 and freq_base > 0, "
+                           "got heads=%d head_dim=%d",
+                           heads, head_dim);
+    if (p->scaling_factor > 0 && p->orig_ctx > 0 && p->high_freq_factor <= p->low_freq_factor)
+        return sol_err_set(&be->err, -EINVAL,
+                           "cpu rope: llama-3 scaling needs high_freq_factor > low_freq_factor, "
+                           "got %g and %g",
+                           p->high_freq_factor, p->low_freq_factor);
+    double inv_freq[512];
+    float cs[512], sn[512];
+    for (int i = 0; i < head_dim / 2; i++)
+        inv_freq[i] = rope_inv_freq(p, i, head_dim);
+    for (int t = 0; t < n; t++) {
+        for (int i = 0; i < head_dim / 2; i++) {
+            double th = pos[t] * inv_freq[i];
+            cs[i] = (float)cos(th);
+            sn[i] = (float)sin(th);
+        }
+        for (int h = 0; h < heads; h++) {
+            float *v = x + ((size_t)t * heads + h) * head_dim;
+            for (int i = 0; i < head_dim / 2; i++) {
+                float x0 = v[2 * i], x1 = v[2 * i + 1];
+                v[2 * i] = x0 * cs[i] - x1 * sn[i];
+                v[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+            }
+        }
+    }
+    return 0;
+}
+
+static int cpu_silu_mul(sol_backend *be, const float *gate, const float *up, float *out,
+                        int64_t n_elems) {
+    (void)be;
+    for (int64_t i = 0; i < n_elems; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+    return 0;
+}
+
+static int cpu_add(sol_backend *be, const float *a, const float *b, float *out, int64_t n_elems) {
+    (void)be;
+    for (int64_t i = 0; i < n_elems; i++)
+        out[i] = a[i] + b[i];
+    return 0;
+}
+
+static int cpu_embed(sol_backend *be, const sol_weight *table, const int32_t *ids, int n,
+                     float *out) {
+    int rc = cpu_weight_check(be, table, "embed");
+    if (rc) return rc;
+    for (int t = 0; t < n; t++)
+        if (ids[t] < 0 || ids[t] >= table->rows)
+            return sol_err_set(&be->err, -EINVAL, "cpu embed: token %d has id %d outside [0, %lld)",
+                               t, ids[t], (long long)table->rows);
+    for (int t = 0; t < n; t++)
+        cpu_dequant_row(table->type, (const char *)table->data + (size_t)ids[t] * table->row_bytes,
+                        out + (size_t)t * table->cols, table->cols);
+    return 0;
+}
+
+static int cpu_allreduce(sol_backend *be, float *x, int64_t n_elems) {
+    (void)be, (void)x, (void)n_elems;
+    return 0;
+}
+
+static int cpu_synchronize(sol_backend *be) {
+    (void)be;
+    return 0;
+}
+
+static const sol_backend_ops cpu_ops = {
+    .name = "cpu",
+    .free = cpu_free,
+    .reserve = cpu_reserve,
+    .weight_prepare = cpu_weight_prepare,
+    .buf_alloc = cpu_buf_alloc,
+    .buf_free = cpu_buf_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .matmul = cpu_matmul,
+    .rmsnorm = cpu_rmsnorm,
+    .rope = cpu_rope,
+    .silu_mul = cpu_silu_mul,
+    .add = cpu_add,
+    .embed = cpu_embed,
+    .kv_alloc = cpu_kv_alloc,
+    .kv_free = cpu_kv_free,
+    .kv_write = cpu_kv_write,
+    .kv_copy_blocks = cpu_kv_copy_blocks,
+    .paged_attention = cpu_paged_attention,
+    .allreduce = cpu_allreduce,
+    .synchronize = cpu_synchronize,
+};
+
+sol_backend *sol_backend_cpu_new(int n_threads, sol_err *err) {
+    if (n_threads < 0) {
+        sol_err_set(err, -EINVAL, "cpu backend: n_threads must be >= 0 (0 = all cores), got %d",
+                    n_threads);
+        return NULL;
+    }
+    if (n_threads == 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = c > 0 ? (int)c : 1;
+    }
+    sol_cpu_isa isa;
+    if (sol_cpu_isa_select(&isa, err)) return NULL;
+    cpu_backend *cb = calloc(1, sizeof(*cb));
+    if (!cb) {
+        sol_err_set(err, -ENOMEM, "cpu backend: out of memory");
+        return NULL;
+    }
+    cb->base.ops = &cpu_ops;
+    cb->n_threads = n_threads;
+    cb->isa = isa;
+    cb->attn = isa == SOL_ISA_AVX512 ? &cpu_attn_avx512
+               : isa == SOL_ISA_AVX2 ? &cpu_attn_avx2
+                                     : &cpu_attn_scalar;
+    cb->tp = sol_threadpool_new(n_threads, err);
+    if (!cb->tp) {
+        free(cb);
+        return NULL;
+    }
+    LOG_DEBUG("backend", "cpu backend: %d threads, %s kernels", n_threads, sol_cpu_isa_name(isa));
+    return &cb->base;
+}
+
+void sol_backend_free(sol_backend *be) {
+    if (be) be->ops->free(be);
+}

@@ -1,0 +1,58 @@
+/* cpu_features: runtime detection with __builtin_cpu_supports, so one binary built without
+ * -march=native runs the fastest path each machine has. */
+#include "cpu_features.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int sol_cpu_isa_supported(sol_cpu_isa isa) {
+    __builtin_cpu_init();
+    switch (isa) {
+    case SOL_ISA_SCALAR:
+        return 1;
+    case SOL_ISA_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    case SOL_ISA_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+               __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+    }
+    return 0;
+}
+
+sol_cpu_isa sol_cpu_isa_best(void) {
+    if (sol_cpu_isa_supported(SOL_ISA_AVX512)) return SOL_ISA_AVX512;
+    if (sol_cpu_isa_supported(SOL_ISA_AVX2)) return SOL_ISA_AVX2;
+    return SOL_ISA_SCALAR;
+}
+
+const char *sol_cpu_isa_name(sol_cpu_isa isa) {
+    switch (isa) {
+    case SOL_ISA_SCALAR:
+        return "scalar";
+    case SOL_ISA_AVX2:
+        return "avx2";
+    case SOL_ISA_AVX512:
+        return "avx512";
+    }
+    return "?";
+}
+
+int sol_cpu_isa_select(sol_cpu_isa *out, sol_err *err) {
+    const char *env = getenv("SOL_CPU_ISA");
+    if (!env || !*env) {
+        *out = sol_cpu_isa_best();
+        return 0;
+    }
+    for (int i = SOL_ISA_SCALAR; i <= SOL_ISA_AVX512; i++) {
+        if (strcmp(env, sol_cpu_isa_name((sol_cpu_isa)i)) != 0) continue;
+        if (!sol_cpu_isa_supported((sol_cpu_isa)i))
+            return sol_err_set(err, -ENOTSUP,
+                               "SOL_CPU_ISA=%s: this CPU lacks the features it needs", env);
+        *out = (sol_cpu_isa)i;
+        return 0;
+    }
+    return sol_err_set(err, -EINVAL, "SOL_CPU_ISA=%s: expected scalar, avx2 or avx512", env);
+}

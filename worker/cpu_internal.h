@@ -1,0 +1,129 @@
+/* cpu_internal: what the CPU backend's files share (backend_cpu.c, cpu_matmul.c,
+ * cpu_attention.c and the per-ISA kernel files); nothing outside the CPU backend includes it. */
+#ifndef SOL_CPU_INTERNAL_H
+#define SOL_CPU_INTERNAL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cpu_features.h"
+#include "threadpool.h"
+
+/* Activations quantized to Q8_0 (per 32-block scale d, rounded through fp16 as ggml stores it,
+ * and the block's sum of quants, which the Q4_0 kernels use to remove the weights' offset 8). */
+typedef struct cpu_mm_args {
+    const sol_weight *w;
+    const float *x;    /* n x K */
+    const int8_t *xq;  /* n x K */
+    const float *xd;   /* n x K/32 */
+    const int32_t *xs; /* n x K/32 */
+    float *y;          /* n x M */
+    int n;
+} cpu_mm_args;
+
+/* Computes y for weight rows [r0, r1) and every token. `scratch` holds K floats (K-quants). Each
+ * output's reduction order depends only on the ISA path, never on n, tiles or the row range. */
+typedef void (*cpu_mm_fn)(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch);
+
+/* Per-ISA helpers for attention over a K or V row of head_dim elements stored as F32 or F16. */
+typedef struct cpu_attn_fns {
+    float (*dot)(const float *q, const void *k, int hd, int f16);
+    void (*axpy)(float *acc, float a, const void *v, int hd, int f16); /* acc += a * v */
+    void (*scale)(float *acc, float a, int hd);                        /* acc *= a */
+} cpu_attn_fns;
+
+cpu_mm_fn cpu_mm_scalar(sol_dtype t);
+cpu_mm_fn cpu_mm_avx2(sol_dtype t);   /* NULL where the scalar kernel is used */
+cpu_mm_fn cpu_mm_avx512(sol_dtype t); /* NULL where the AVX2 or scalar kernel is used */
+extern const cpu_attn_fns cpu_attn_scalar;
+extern const cpu_attn_fns cpu_attn_avx2;
+extern const cpu_attn_fns cpu_attn_avx512;
+
+/* Dequantize one row of n elements of any supported type (n a multiple of the block size). */
+void cpu_dequant_row(sol_dtype t, const void *src, float *dst, int64_t n);
+
+struct sol_kv {
+    struct sol_kv *next; /* the backend's list, so sol_backend_free releases every cache */
+    int n_layers, num_blocks, block_size, kv_heads, head_dim;
+    sol_dtype dtype;
+    size_t elem_bytes;
+    size_t pool_bytes;   /* one layer's K (or V) pool */
+    unsigned char *base; /* n_layers x {K, V} pools, one mapping */
+    size_t map_bytes;
+};
+
+typedef struct cpu_backend {
+    sol_backend base;
+    sol_threadpool *tp;
+    int n_threads;
+    sol_cpu_isa isa;
+    const cpu_attn_fns *attn;
+    /* matmul scratch, grown on first use or by reserve() */
+    unsigned char *xq_buf;
+    size_t xq_cap;
+    float *deq; /* n_threads x deq_stride floats */
+    int64_t deq_stride;
+    sol_kv *kvs;
+} cpu_backend;
+
+int cpu_matmul(sol_backend *be, const sol_weight *w, const float *x, float *y, int n);
+int cpu_scratch_reserve(cpu_backend *cb, int max_tokens, int64_t max_dim);
+int cpu_weight_check(sol_backend *be, const sol_weight *w, const char *op);
+
+sol_kv *cpu_kv_alloc(sol_backend *be, int n_layers, int num_blocks, int block_size, int n_kv_heads,
+                     int head_dim, sol_dtype dtype);
+void cpu_kv_free(sol_backend *be, sol_kv *kv);
+int cpu_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k, const float *v,
+                 const int32_t *slots, int n);
+int cpu_kv_copy_blocks(sol_backend *be, sol_kv *kv, const int32_t *src, const int32_t *dst,
+                       int count);
+int cpu_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out, int n,
+                        int heads, int kv_heads, int head_dim, float scale,
+                        const sol_attn_seq *per_token);
+
+/* Exact fp16 <-> fp32 (round to nearest even), inline for hot loops on every ISA path. */
+static inline float cpu_fp16_to_fp32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1F, man = h & 0x3FF, bits;
+    if (exp == 0x1F) {
+        bits = sign | 0x7F800000u | (man << 13);
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    } else if (man == 0) {
+        bits = sign;
+    } else { /* subnormal: value = man * 2^-24 */
+        float f = (float)man * (1.0f / 16777216.0f);
+        memcpy(&bits, &f, 4);
+        bits |= sign;
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline uint16_t cpu_fp32_to_fp16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000;
+    uint32_t ax = x & 0x7FFFFFFF;
+    if (ax >= 0x7F800000u) return (uint16_t)(sign | 0x7C00 | (ax > 0x7F800000u ? 0x200 : 0));
+    if (ax >= 0x477FF000u) return (uint16_t)(sign | 0x7C00); /* rounds to >= 65520: inf */
+    if (ax < 0x38800000u) { /* below the smallest normal: round at 2^-24 granularity */
+        float a;
+        memcpy(&a, &ax, 4);
+        float r = a * 16777216.0f; /* exact scaling; rint rounds to nearest even */
+        return (uint16_t)(sign | (uint32_t)__builtin_rintf(r));
+    }
+    uint32_t r = ax + 0xFFF + ((ax >> 13) & 1) - 0x38000000u;
+    return (uint16_t)(sign | (r >> 13));
+}
+
+static inline float cpu_bf16_to_fp32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+#endif

@@ -1,0 +1,234 @@
+/* cpu_kernels_avx2: AVX2+FMA+F16C matmul and attention kernels. Register tiles of R weight rows x
+ * T tokens load each weight block once per tile; every output keeps its own 8-lane accumulator
+ * updated by the same instruction sequence whatever R and T are, so the n=1 path and the GEMM
+ * path give bit-identical results. */
+#include <immintrin.h>
+
+#include "cpu_internal.h"
+
+#define TGT __attribute__((target("avx2,fma,f16c")))
+#define INL static inline __attribute__((always_inline)) TGT
+
+#define TR 4 /* rows per tile */
+#define TT 2 /* tokens per tile (16 ymm registers limit R x T accumulators) */
+
+INL float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+INL const char *row_of(const sol_weight *w, int64_t r) {
+    return (const char *)w->data + (size_t)r * w->row_bytes;
+}
+
+/* ---- float weights (F32, F16, BF16) ---- */
+
+INL __m256 load8(sol_dtype t, const void *row, int64_t k) {
+    if (t == SOL_DT_F16)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + k)));
+    if (t == SOL_DT_BF16) {
+        __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + k));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    return _mm256_loadu_ps((const float *)row + k);
+}
+
+INL float load1(sol_dtype t, const void *row, int64_t k) {
+    if (t == SOL_DT_F16) return cpu_fp16_to_fp32(((const uint16_t *)row)[k]);
+    if (t == SOL_DT_BF16) return cpu_bf16_to_fp32(((const uint16_t *)row)[k]);
+    return ((const float *)row)[k];
+}
+
+INL void float_tile(const cpu_mm_args *a, sol_dtype type, int64_t r, int t, int R, int T) {
+    const sol_weight *w = a->w;
+    int64_t K = w->cols, M = w->rows, K8 = K & ~(int64_t)7;
+    const char *wr[TR];
+    const float *xr[TT];
+    __m256 acc[TR][TT];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+        wr[i] = row_of(w, r + i);
+#pragma GCC unroll 4
+    for (int j = 0; j < T; j++)
+        xr[j] = a->x + (size_t)(t + j) * K;
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++)
+            acc[i][j] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K8; k += 8) {
+        __m256 xv[TT];
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++)
+            xv[j] = _mm256_loadu_ps(xr[j] + k);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            __m256 wv = load8(type, wr[i], k);
+#pragma GCC unroll 4
+            for (int j = 0; j < T; j++)
+                acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) {
+            float s = hsum8(acc[i][j]);
+            for (int64_t k = K8; k < K; k++)
+                s += load1(type, wr[i], k) * xr[j][k];
+            a->y[(size_t)(t + j) * M + r + i] = s;
+        }
+}
+
+/* ---- Q8_0 and Q4_0 weights against Q8_0 activations ---- */
+
+INL __m256i q4_expand(const sol_block_q4_0 *b) {
+    __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
+    __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+/* Sum of products in 8 int32 lanes: lane i covers bytes 4i..4i+3 (exact integers). */
+INL __m256i dot_u8s8(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+INL void quant_tile(const cpu_mm_args *a, sol_dtype type, int64_t r, int t, int R, int T) {
+    const sol_weight *w = a->w;
+    int64_t K = w->cols, M = w->rows, nb = K / 32;
+    const char *wr[TR];
+    __m256 acc[TR][TT];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+        wr[i] = row_of(w, r + i);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++)
+            acc[i][j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i xv[TT];
+        float xd[TT];
+        __m256i corr[TT];
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) {
+            size_t tj = (size_t)(t + j);
+            xv[j] = _mm256_loadu_si256((const __m256i *)(a->xq + tj * (size_t)K + b * 32));
+            xd[j] = a->xd[tj * (size_t)nb + b];
+            corr[j] = _mm256_setr_epi32(type == SOL_DT_Q4_0 ? -8 * a->xs[tj * (size_t)nb + b] : 0,
+                                        0, 0, 0, 0, 0, 0, 0);
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            float dw;
+            __m256i wq;
+            if (type == SOL_DT_Q4_0) {
+                const sol_block_q4_0 *blk = (const sol_block_q4_0 *)wr[i] + b;
+                wq = q4_expand(blk);
+                dw = _cvtsh_ss(blk->d);
+            } else {
+                const sol_block_q8_0 *blk = (const sol_block_q8_0 *)wr[i] + b;
+                wq = _mm256_loadu_si256((const __m256i *)blk->qs);
+                dw = _cvtsh_ss(blk->d);
+            }
+#pragma GCC unroll 4
+            for (int j = 0; j < T; j++) {
+                __m256i p;
+                if (type == SOL_DT_Q4_0)
+                    p = dot_u8s8(wq, xv[j]);
+                else
+                    p = dot_u8s8(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(xv[j], wq));
+                p = _mm256_add_epi32(p, corr[j]);
+                acc[i][j] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * xd[j]), acc[i][j]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++)
+            a->y[(size_t)(t + j) * M + r + i] = hsum8(acc[i][j]);
+}
+
+/* The tile walk shared by every type: full R x T tiles, then single tokens, then single rows. */
+#define TILE_WALK(tile, a, type, r0, r1)                                                           \
+    do {                                                                                           \
+        int64_t r = (r0);                                                                          \
+        for (; r + TR <= (r1); r += TR) {                                                          \
+            int t = 0;                                                                             \
+            for (; t + TT <= (a)->n; t += TT)                                                      \
+                tile(a, type, r, t, TR, TT);                                                       \
+            for (; t < (a)->n; t++)                                                                \
+                tile(a, type, r, t, TR, 1);                                                        \
+        }                                                                                          \
+        for (; r < (r1); r++)                                                                      \
+            for (int t = 0; t < (a)->n; t++)                                                       \
+                tile(a, type, r, t, 1, 1);                                                         \
+    } while (0)
+
+#define DEFINE_MM(name, tile, type)                                                                \
+    static TGT void name(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {           \
+        (void)scratch;                                                                             \
+        TILE_WALK(tile, a, type, r0, r1);                                                          \
+    }
+
+DEFINE_MM(mm_f32, float_tile, SOL_DT_F32)
+DEFINE_MM(mm_f16, float_tile, SOL_DT_F16)
+DEFINE_MM(mm_bf16, float_tile, SOL_DT_BF16)
+DEFINE_MM(mm_q8_0, quant_tile, SOL_DT_Q8_0)
+DEFINE_MM(mm_q4_0, quant_tile, SOL_DT_Q4_0)
+
+cpu_mm_fn cpu_mm_avx2(sol_dtype t) {
+    switch (t) {
+    case SOL_DT_F32:
+        return mm_f32;
+    case SOL_DT_F16:
+        return mm_f16;
+    case SOL_DT_BF16:
+        return mm_bf16;
+    case SOL_DT_Q8_0:
+        return mm_q8_0;
+    case SOL_DT_Q4_0:
+        return mm_q4_0;
+    default:
+        return NULL;
+    }
+}
+
+/* ---- attention helpers: 8 lanes, scalar tail ---- */
+
+static TGT float attn_dot(const float *q, const void *k, int hd, int f16) {
+    __m256 acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= hd; i += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i),
+                              f16 ? load8(SOL_DT_F16, k, i) : load8(SOL_DT_F32, k, i), acc);
+    float s = hsum8(acc);
+    for (; i < hd; i++)
+        s += q[i] * (f16 ? load1(SOL_DT_F16, k, i) : load1(SOL_DT_F32, k, i));
+    return s;
+}
+
+static TGT void attn_axpy(float *acc, float a, const void *v, int hd, int f16) {
+    __m256 av = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= hd; i += 8) {
+        __m256 vv = f16 ? load8(SOL_DT_F16, v, i) : load8(SOL_DT_F32, v, i);
+        _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(av, vv, _mm256_loadu_ps(acc + i)));
+    }
+    for (; i < hd; i++)
+        acc[i] += a * (f16 ? load1(SOL_DT_F16, v, i) : load1(SOL_DT_F32, v, i));
+}
+
+static TGT void attn_scale(float *acc, float a, int hd) {
+    int i = 0;
+    for (; i + 8 <= hd; i += 8)
+        _mm256_storeu_ps(acc + i, _mm256_mul_ps(_mm256_loadu_ps(acc + i), _mm256_set1_ps(a)));
+    for (; i < hd; i++)
+        acc[i] *= a;
+}
+
+const cpu_attn_fns cpu_attn_avx2 = {attn_dot, attn_axpy, attn_scale};

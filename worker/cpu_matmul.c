@@ -1,0 +1,146 @@
+/* cpu_matmul: y = x W^T on the CPU. Quantized weights first get x quantized to Q8_0 (as ggml
+ * does), then output rows are split statically across the pool's threads. K is never split,
+ * so each output is reduced by one thread in one fixed order: batch invariance by construction. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "cpu_internal.h"
+
+static int is_quant8(sol_dtype t) {
+    return t == SOL_DT_Q8_0 || t == SOL_DT_Q4_0;
+}
+
+static size_t xq_bytes(int n, int64_t K) {
+    size_t nb = (size_t)(K / 32);
+    return (size_t)n * ((size_t)K + nb * sizeof(float) + nb * sizeof(int32_t)) + 64;
+}
+
+int cpu_scratch_reserve(cpu_backend *cb, int max_tokens, int64_t max_dim) {
+    size_t need = xq_bytes(max_tokens, max_dim + 31);
+    if (need > cb->xq_cap) {
+        unsigned char *p = aligned_alloc(64, (need + 63) & ~(size_t)63);
+        if (!p)
+            return sol_err_set(&cb->base.err, -ENOMEM,
+                               "cpu: out of memory for %zu bytes of matmul scratch", need);
+        free(cb->xq_buf);
+        cb->xq_buf = p;
+        cb->xq_cap = need;
+    }
+    if (max_dim > cb->deq_stride) {
+        int64_t stride = (max_dim + 15) & ~(int64_t)15;
+        float *d = aligned_alloc(64, (size_t)stride * sizeof(float) * (size_t)cb->n_threads);
+        if (!d)
+            return sol_err_set(&cb->base.err, -ENOMEM,
+                               "cpu: out of memory for dequantize scratch of %lld floats",
+                               (long long)max_dim);
+        free(cb->deq);
+        cb->deq = d;
+        cb->deq_stride = stride;
+    }
+    return 0;
+}
+
+int cpu_weight_check(sol_backend *be, const sol_weight *w, const char *op) {
+    if (!w || !w->data) return sol_err_set(&be->err, -EINVAL, "cpu %s: weight has no data", op);
+    if (!cpu_mm_scalar(w->type))
+        return sol_err_set(&be->err, -ENOTSUP,
+                           "cpu %s: weight type %u is not supported (expected f32, f16, bf16, "
+                           "q8_0, q4_0, q4_k or q6_k)",
+                           op, (unsigned)w->type);
+    if (w->rows <= 0 || w->cols <= 0)
+        return sol_err_set(&be->err, -EINVAL, "cpu %s: weight shape %lld x %lld is empty", op,
+                           (long long)w->rows, (long long)w->cols);
+    size_t be_n = sol_dtype_block_elems(w->type), bb = sol_dtype_block_bytes(w->type);
+    if (w->cols % (int64_t)be_n != 0)
+        return sol_err_set(&be->err, -EINVAL,
+                           "cpu %s: weight has %lld columns, expected a multiple of %zu for %s", op,
+                           (long long)w->cols, be_n, sol_dtype_name(w->type));
+    size_t min_row = (size_t)w->cols / be_n * bb;
+    if (w->row_bytes < min_row)
+        return sol_err_set(&be->err, -EINVAL,
+                           "cpu %s: row_bytes %zu is smaller than %zu for %lld %s elements", op,
+                           w->row_bytes, min_row, (long long)w->cols, sol_dtype_name(w->type));
+    return 0;
+}
+
+/* ggml's quantize_row_q8_0 reference rounding, plus the per-block sum of quants. One scalar
+ * routine for every ISA path, so the quantized activations never differ between paths. */
+static void quantize_x(const float *x, int64_t K, int8_t *q, float *d, int32_t *s) {
+    for (int64_t b = 0; b < K / 32; b++) {
+        const float *xb = x + b * 32;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            amax = fmaxf(amax, fabsf(xb[j]));
+        float dd = amax / 127.0f;
+        float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+        int32_t sum = 0;
+        for (int j = 0; j < 32; j++) {
+            int v = (int)roundf(xb[j] * id);
+            q[b * 32 + j] = (int8_t)v;
+            sum += v;
+        }
+        d[b] = cpu_fp16_to_fp32(cpu_fp32_to_fp16(dd));
+        s[b] = sum;
+    }
+}
+
+typedef struct {
+    cpu_backend *cb;
+    cpu_mm_fn fn;
+    cpu_mm_args args;
+} mm_job;
+
+/* Row ranges start on multiples of 4 so the 4-row tiles line up; results do not depend on it. */
+static void mm_task(void *ctx, int task, int n_tasks) {
+    mm_job *j = ctx;
+    int64_t M = j->args.w->rows;
+    int64_t r0 = ((int64_t)task * M / n_tasks) & ~(int64_t)3;
+    int64_t r1 = task + 1 == n_tasks ? M : ((int64_t)(task + 1) * M / n_tasks) & ~(int64_t)3;
+    if (r1 > r0) j->fn(&j->args, r0, r1, j->cb->deq + (size_t)task * (size_t)j->cb->deq_stride);
+}
+
+static void quant_task(void *ctx, int task, int n_tasks) {
+    mm_job *j = ctx;
+    const cpu_mm_args *a = &j->args;
+    int64_t K = a->w->cols, nb = K / 32;
+    int t0 = (int)((int64_t)task * a->n / n_tasks),
+        t1 = (int)((int64_t)(task + 1) * a->n / n_tasks);
+    for (int t = t0; t < t1; t++)
+        quantize_x(a->x + (size_t)t * K, K, (int8_t *)a->xq + (size_t)t * K,
+                   (float *)a->xd + (size_t)t * nb, (int32_t *)a->xs + (size_t)t * nb);
+}
+
+static cpu_mm_fn pick_kernel(const cpu_backend *cb, sol_dtype t) {
+    cpu_mm_fn fn = NULL;
+    if (cb->isa >= SOL_ISA_AVX512) fn = cpu_mm_avx512(t);
+    if (!fn && cb->isa >= SOL_ISA_AVX2) fn = cpu_mm_avx2(t);
+    return fn ? fn : cpu_mm_scalar(t);
+}
+
+int cpu_matmul(sol_backend *be, const sol_weight *w, const float *x, float *y, int n) {
+    cpu_backend *cb = (cpu_backend *)be;
+    int rc = cpu_weight_check(be, w, "matmul");
+    if (rc) return rc;
+    if (n <= 0 || !x || !y)
+        return sol_err_set(&be->err, -EINVAL,
+                           "cpu matmul: need n >= 1 tokens and buffers, got n=%d", n);
+    int64_t K = w->cols;
+    if ((rc = cpu_scratch_reserve(cb, n, K > w->rows ? K : w->rows))) return rc;
+    mm_job job = {.cb = cb, .fn = pick_kernel(cb, w->type)};
+    job.args = (cpu_mm_args){.w = w, .x = x, .y = y, .n = n};
+    if (is_quant8(w->type)) {
+        size_t nb = (size_t)(K / 32);
+        job.args.xq = (const int8_t *)cb->xq_buf;
+        job.args.xd = (const float *)(cb->xq_buf + (((size_t)n * (size_t)K + 63) & ~(size_t)63));
+        job.args.xs = (const int32_t *)(job.args.xd + (size_t)n * nb);
+        if (n >= 4 * cb->n_threads)
+            sol_threadpool_run(cb->tp, quant_task, &job, cb->n_threads);
+        else
+            quant_task(&job, 0, 1);
+    }
+    /* Decode matmuls are small: a task per thread keeps dispatch at one wake-up. */
+    int tasks = w->rows >= 8 * cb->n_threads ? cb->n_threads : 1;
+    sol_threadpool_run(cb->tp, mm_task, &job, tasks);
+    return 0;
+}
