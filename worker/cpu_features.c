@@ -2,9 +2,16 @@
  * -march=native runs the fastest path each machine has. */
 #include "cpu_features.h"
 
+#include <cpuid.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* F16C straight from CPUID (leaf 1, ECX bit 29): clang's __builtin_cpu_supports has no "f16c". */
+static int has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
 
 int sol_cpu_isa_supported(sol_cpu_isa isa) {
     __builtin_cpu_init();
@@ -12,12 +19,11 @@ int sol_cpu_isa_supported(sol_cpu_isa isa) {
     case SOL_ISA_SCALAR:
         return 1;
     case SOL_ISA_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     case SOL_ISA_AVX512:
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-               __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+               has_f16c() && __builtin_cpu_supports("fma");
     }
     return 0;
 }
