@@ -19,12 +19,12 @@ typedef struct layer_weights {
 
 typedef struct model_scratch {
     int cap_tokens, cap_logits;
-    float *x, *xb, *xb2;   /* n x dim */
-    float *q, *att;        /* n x dim (heads x head_dim) */
-    float *k, *v;          /* n x kv_dim */
-    float *hb, *hb2;       /* n x ffn */
-    float *xl;             /* n_logits x dim: rows that want logits */
-    float *logits;         /* n_logits x vocab, on the backend */
+    float *x, *xb, *xb2; /* n x dim */
+    float *q, *att;      /* n x dim (heads x head_dim) */
+    float *k, *v;        /* n x kv_dim */
+    float *hb, *hb2;     /* n x ffn */
+    float *xl;           /* n_logits x dim: rows that want logits */
+    float *logits;       /* n_logits x vocab, on the backend */
 } model_scratch;
 
 struct model {
@@ -50,8 +50,8 @@ static int get_u32_req(const gguf_file *g, const char *arch, const char *suffix,
         return sol_err_set(err, -EINVAL, "%s: missing required key %s", gguf_path(g), key);
     if (rc) return rc;
     if (v == 0 || v > (1u << 24))
-        return sol_err_set(err, -EINVAL, "%s: key %s: value %u is out of range", gguf_path(g),
-                           key, v);
+        return sol_err_set(err, -EINVAL, "%s: key %s: value %u is out of range", gguf_path(g), key,
+                           v);
     *out = (int32_t)v;
     return 0;
 }
@@ -128,12 +128,12 @@ static int load_hparams(model *m, sol_err *err) {
         hp->rope.orig_ctx = (int32_t)orig;
     }
     if (gguf_tensor_find(g, "rope_freqs.weight"))
-        LOG_WARN("model", "%s: rope_freqs.weight is ignored (per-dimension RoPE factors are not "
-                          "supported); long-context outputs may differ from llama.cpp",
+        LOG_WARN("model",
+                 "%s: rope_freqs.weight is ignored (per-dimension RoPE factors are not "
+                 "supported); long-context outputs may differ from llama.cpp",
                  gguf_path(g));
     const gguf_tensor *te = gguf_tensor_find(g, "token_embd.weight");
-    if (!te)
-        return sol_err_set(err, -EINVAL, "%s: missing tensor token_embd.weight", gguf_path(g));
+    if (!te) return sol_err_set(err, -EINVAL, "%s: missing tensor token_embd.weight", gguf_path(g));
     hp->n_vocab = (int32_t)te->ne[1];
     return 0;
 }
@@ -161,8 +161,7 @@ static int bind_weight(model *m, const char *name, int64_t cols, int64_t rows, s
                            "blocks",
                            gguf_path(m->gguf), name, (long long)cols, sol_dtype_name(t->type));
     if ((rc = m->be->ops->weight_prepare(m->be, w)))
-        return sol_err_set(err, rc, "%s: tensor %s: %s", gguf_path(m->gguf), name,
-                           m->be->err.msg);
+        return sol_err_set(err, rc, "%s: tensor %s: %s", gguf_path(m->gguf), name, m->be->err.msg);
     return 0;
 }
 
@@ -253,7 +252,7 @@ model *model_load(const char *path, int gguf_flags, sol_backend *be, sol_err *er
 
 static void scratch_free(model *m) {
     model_scratch *s = &m->s;
-    float **bufs[] = {&s->x, &s->xb, &s->xb2, &s->q, &s->att, &s->k,
+    float **bufs[] = {&s->x, &s->xb, &s->xb2, &s->q,  &s->att,   &s->k,
                       &s->v, &s->hb, &s->hb2, &s->xl, &s->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         if (*bufs[i]) m->be->ops->buf_free(m->be, *bufs[i]);
@@ -309,8 +308,7 @@ int model_reserve(model *m, int max_tokens, int max_logits, sol_err *err) {
     if (!s->x || !s->xb || !s->xb2 || !s->q || !s->att || !s->k || !s->v || !s->hb || !s->hb2 ||
         !s->xl || !s->logits) {
         scratch_free(m);
-        return sol_err_set(err, -ENOMEM, "out of memory for activations of %d tokens",
-                           max_tokens);
+        return sol_err_set(err, -ENOMEM, "out of memory for activations of %d tokens", max_tokens);
     }
     s->cap_tokens = max_tokens;
     s->cap_logits = max_logits;

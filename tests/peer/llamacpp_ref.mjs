@@ -1,0 +1,57 @@
+// llamacpp_ref.mjs: llama.cpp (the prebuilt CPU build inside node-llama-cpp) as Sol's reference.
+// One process runs a list of jobs so the library loads once:
+//   node llamacpp_ref.mjs JOBS.json
+// JOBS.json: [{"model": "m.gguf", "tokens": [1,5,9], "n": 32, "out": "ids.txt", "logits": "l.json"}]
+// For each job: greedy-decodes n tokens after the given ids (used verbatim, EOS does not stop it),
+// writes the ids one per line to `out`, and the last prompt position's logits (JSON array) to
+// `logits` when given. Or {"model": "v.gguf", "tokenize": ["text", ...], "out": "ids.txt"}:
+// writes each text's ids (no BOS, special tokens not parsed) as one comma-separated line.
+import {readFileSync, writeFileSync} from "node:fs";
+import {dirname, join} from "node:path";
+import {fileURLToPath, pathToFileURL} from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD ??= "true";
+const lib = await import(pathToFileURL(join(here, "node_modules/node-llama-cpp/dist/index.js")).href);
+
+const jobs = JSON.parse(readFileSync(process.argv[2], "utf8"));
+const llama = await lib.getLlama({gpu: false, build: "never", usePrebuiltBinaries: true,
+    skipDownload: true, progressLogs: false, logLevel: lib.LlamaLogLevel.error, maxThreads: 2});
+
+async function greedy(model, job) {
+    const ctxSize = Math.max(256, Math.ceil((job.tokens.length + job.n + 8) / 256) * 256);
+    const ctx = await model.createContext({contextSize: ctxSize, batchSize: Math.min(ctxSize, 512),
+        sequences: 1, flashAttention: false, threads: {ideal: 2, min: 1}});
+    const seq = ctx.getSequence();
+    const opts = {temperature: 0};
+    const last = job.tokens.length - 1;
+    const first = await seq.controlledEvaluate(job.tokens.map((t, i) => i === last
+        ? [t, {generateNext: {token: true, logits: !!job.logits, options: opts}}] : t));
+    const r = first[last].next;
+    if (job.logits) {
+        const arr = new Array(model.tokens.getTokenCount?.() ?? r.logits.size).fill(null);
+        for (const [tok, val] of r.logits) arr[tok] = val;
+        writeFileSync(job.logits, JSON.stringify(arr) + "\n");
+    }
+    const ids = [r.token];
+    while (ids.length < job.n) {
+        const rr = await seq.controlledEvaluate([[ids[ids.length - 1],
+            {generateNext: {token: true, options: opts}}]]);
+        ids.push(rr[0].next.token);
+    }
+    writeFileSync(job.out, ids.join("\n") + "\n");
+    await ctx.dispose();
+}
+
+for (const job of jobs) {
+    const model = await llama.loadModel({modelPath: job.model, gpuLayers: 0, useMmap: true,
+        vocabOnly: !!job.tokenize});
+    if (job.tokenize) {
+        const lines = job.tokenize.map((t) => Array.from(model.tokenize(t, false)).join(","));
+        writeFileSync(job.out, lines.join("\n") + "\n");
+    } else {
+        await greedy(model, job);
+    }
+    await model.dispose();
+}
+await llama.dispose();
