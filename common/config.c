@@ -43,6 +43,7 @@ const cfg_key k_keys[] = {
     KINT(router.workers.heartbeat_ms, 10, 60000),
     KINT(router.workers.dead_after_ms, 20, 600000),
     KINT(router.workers.max_queue_per_pool, 0, 1000000),
+    KEY(router.workers.allow_public, T_BOOL),
     KEY(router.routing.default_pool, T_STR, .check = CHK_NAME),
     KEY(router.routing.fallback_pool, T_NSTR, .check = CHK_NAME),
     KEY(router.routing.pools, T_LIST, .check = CHK_NAME, .flags = F_NONEMPTY),

@@ -55,6 +55,7 @@ typedef struct sol_router_config {
         int heartbeat_ms;
         int dead_after_ms;
         int max_queue_per_pool;
+        bool allow_public; /* bind beyond loopback (ZeroMQ ports are unauthenticated) */
     } workers;
     struct {
         char *default_pool;

@@ -4,7 +4,8 @@
 // JOBS.json: [{"model": "m.gguf", "tokens": [1,5,9], "n": 32, "out": "ids.txt", "logits": "l.json"}]
 // For each job: greedy-decodes n tokens after the given ids (used verbatim, EOS does not stop it),
 // writes the ids one per line to `out`, and the last prompt position's logits (JSON array) to
-// `logits` when given. Or {"model": "v.gguf", "tokenize": ["text", ...], "out": "ids.txt"}:
+// `logits` when given; "timing": "t.json" records prompt and decode times, "mmap": false reads the
+// weights into memory, "threads": N (default 2). Or {"model": "v.gguf", "tokenize": ["text", ...], "out": "ids.txt"}:
 // writes each text's ids (no BOS, special tokens not parsed) as one comma-separated line.
 import {readFileSync, writeFileSync} from "node:fs";
 import {dirname, join} from "node:path";
@@ -21,13 +22,15 @@ const llama = await lib.getLlama({gpu: false, build: "never", usePrebuiltBinarie
 async function greedy(model, job) {
     const ctxSize = Math.max(256, Math.ceil((job.tokens.length + job.n + 8) / 256) * 256);
     const ctx = await model.createContext({contextSize: ctxSize, batchSize: Math.min(ctxSize, 512),
-        sequences: 1, flashAttention: false, threads: {ideal: 2, min: 1}});
+        sequences: 1, flashAttention: false, threads: {ideal: job.threads ?? 2, min: 1}});
     const seq = ctx.getSequence();
     const opts = {temperature: 0};
     const last = job.tokens.length - 1;
+    const t0 = performance.now();
     const first = await seq.controlledEvaluate(job.tokens.map((t, i) => i === last
         ? [t, {generateNext: {token: true, logits: !!job.logits, options: opts}}] : t));
     const r = first[last].next;
+    const t1 = performance.now();
     if (job.logits) {
         const arr = new Array(model.tokens.getTokenCount?.() ?? r.logits.size).fill(null);
         for (const [tok, val] of r.logits) arr[tok] = val;
@@ -39,12 +42,17 @@ async function greedy(model, job) {
             {generateNext: {token: true, options: opts}}]]);
         ids.push(rr[0].next.token);
     }
+    const t2 = performance.now();
     writeFileSync(job.out, ids.join("\n") + "\n");
+    if (job.timing)
+        writeFileSync(job.timing, JSON.stringify({prompt_tokens: job.tokens.length,
+            prompt_ms: t1 - t0, gen_tokens: ids.length - 1, gen_ms: t2 - t1}) + "\n");
     await ctx.dispose();
 }
 
 for (const job of jobs) {
-    const model = await llama.loadModel({modelPath: job.model, gpuLayers: 0, useMmap: true,
+    const model = await llama.loadModel({modelPath: job.model, gpuLayers: 0,
+        useMmap: job.mmap ?? true,
         vocabOnly: !!job.tokenize});
     if (job.tokenize) {
         const lines = job.tokenize.map((t) => Array.from(model.tokenize(t, false)).join(","));

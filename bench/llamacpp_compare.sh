@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Sol vs llama.cpp on the same GGUF files: decode and prompt tok/s, interleaved A/B in one window,
+# median of R repetitions; memory-bandwidth roofline; Sol's peak RSS.
+#   bench/llamacpp_compare.sh [--preset 1b] [--types "q4_0 f16"] [--reps 5] [--threads 2]
+#                             [--prompt 512] [--gen 64] [--dir models/bench] [--build build]
+# Weights are read into memory (Sol --no-mmap, llama.cpp useMmap:false) so page-cache eviction on
+# this shared machine cannot slow one side down.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset=1b; types="q4_0 f16"; reps=5; threads=2; nprompt=512; ngen=64; dir=models/bench; B=build
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --preset) preset=$2; shift 2 ;; --types) types=$2; shift 2 ;; --reps) reps=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;; --prompt) nprompt=$2; shift 2 ;; --gen) ngen=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;; --build) B=$2; shift 2 ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    *) echo "unknown option $1 (try --help)" >&2; exit 2 ;;
+  esac
+done
+peer=tests/peer
+[ -d "$peer/node_modules/node-llama-cpp" ] || { echo "run scripts/setup first (node-llama-cpp)" >&2; exit 1; }
+mkdir -p "$dir"; work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+prompt=$(seq -s, 100 $((99 + nprompt)))
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+for t in $types; do
+  m=$dir/$preset-$t.gguf
+  [ -f "$m" ] || { echo "writing $m" >&2; "$B/tools/sol-mkmodel" -o "$m" --preset "$preset" --type "$t" --seed 1; }
+done
+
+echo "# $(date -u +%FT%TZ) preset=$preset threads=$threads prompt=$nprompt gen=$ngen reps=$reps (weights read into memory)"
+"$B/bench/bench_membw" "$threads" 1024 5 2>/dev/null | tee "$work/bw"
+bw=$(sed -E 's/.*median ([0-9.]+) GB.*/\1/' "$work/bw")
+
+for r in $(seq 1 "$reps"); do
+  for t in $types; do
+    m=$dir/$preset-$t.gguf
+    /usr/bin/time -f "%M" -o "$work/rss-$t-$r" "$B/tools/sol-generate" -m "$m" --prompt-tokens "$prompt" \
+      -n "$ngen" --temp 0 --tokens --threads "$threads" --no-mmap >/dev/null 2>"$work/sol-$t-$r"
+    sed -nE 's/^prompt: .* ([0-9.]+) tok\/s$/\1/p' "$work/sol-$t-$r" >>"$work/sol-pp-$t"
+    sed -nE 's/^generation: .* ([0-9.]+) tok\/s$/\1/p' "$work/sol-$t-$r" >>"$work/sol-tg-$t"
+    echo "[{\"model\":\"$PWD/$m\",\"tokens\":[$prompt],\"n\":$ngen,\"out\":\"$work/ids\",\"timing\":\"$work/lc.json\",\"mmap\":false,\"threads\":$threads}]" >"$work/job.json"
+    node "$peer/llamacpp_ref.mjs" "$work/job.json"
+    node -e 'const j=require(process.argv[1]); console.log((j.prompt_tokens/(j.prompt_ms/1000)).toFixed(2), (j.gen_tokens/(j.gen_ms/1000)).toFixed(2))' "$work/lc.json" >"$work/lc-$t-$r"
+    cut -d' ' -f1 "$work/lc-$t-$r" >>"$work/lc-pp-$t"; cut -d' ' -f2 "$work/lc-$t-$r" >>"$work/lc-tg-$t"
+    echo "rep $r $t: sol pp $(tail -1 "$work/sol-pp-$t") tg $(tail -1 "$work/sol-tg-$t") | llama.cpp pp $(cut -d' ' -f1 "$work/lc-$t-$r") tg $(cut -d' ' -f2 "$work/lc-$t-$r")" >&2
+  done
+done
+
+echo
+echo "| type | file MiB | Sol decode tok/s | llama.cpp decode tok/s | decode ratio | Sol prompt tok/s | llama.cpp prompt tok/s | prompt ratio | Sol decode GB/s (% of ${bw} GB/s) | Sol peak RSS MiB |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
+for t in $types; do
+  m=$dir/$preset-$t.gguf
+  mib=$(( $(stat -c %s "$m") / 1048576 ))
+  stg=$(median <"$work/sol-tg-$t"); ltg=$(median <"$work/lc-tg-$t")
+  spp=$(median <"$work/sol-pp-$t"); lpp=$(median <"$work/lc-pp-$t")
+  rss=$(cat "$work"/rss-"$t"-* | median); rss=$((${rss%.*} / 1024))
+  awk -v t="$t" -v mib="$mib" -v stg="$stg" -v ltg="$ltg" -v spp="$spp" -v lpp="$lpp" -v bw="$bw" -v rss="$rss" 'BEGIN {
+    gbs = stg * mib * 1048576 / 1e9;
+    printf "| %s | %d | %.2f | %.2f | %.2fx | %.1f | %.1f | %.2fx | %.1f (%.0f%%) | %d |\n", t, mib, stg, ltg, stg / ltg, spp, lpp, spp / lpp, gbs, 100 * gbs / bw, rss }'
+done
