@@ -70,8 +70,18 @@ static void bench_case(sol_backend *be, const char *isa, sol_dtype t, int64_t M,
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        puts("usage: bench_matmul [THREADS=2] [SECONDS=0.3]\n"
+             "Times Q4_0/Q8_0/F16 matmuls (2048x2048, 5632x2048; n = 1 and 16) on every ISA path\n"
+             "this CPU has and prints us/call, GB/s of weights and GFLOP/s.");
+        return 0;
+    }
     int threads = argc > 1 ? atoi(argv[1]) : 2;
     double seconds = argc > 2 ? atof(argv[2]) : 0.3;
+    if (threads < 1 || threads > 256 || !(seconds > 0)) {
+        fprintf(stderr, "bench_matmul: bad arguments (try --help)\n");
+        return 2;
+    }
     const sol_dtype types[] = {SOL_DT_Q4_0, SOL_DT_Q8_0, SOL_DT_F16};
     const int64_t shapes[][2] = {{2048, 2048}, {5632, 2048}};
     const int ns[] = {1, 16};

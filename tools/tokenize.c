@@ -9,8 +9,8 @@
 #include "gguf.h"
 #include "tokenizer.h"
 
-static void usage(void) {
-    fprintf(stderr, "usage: sol-tokenize -m VOCAB.gguf [--no-bos] [--special] [--escapes] < lines\n"
+static void usage(FILE *f) {
+    fprintf(f, "usage: sol-tokenize -m VOCAB.gguf [--no-bos] [--special] [--escapes] < lines\n"
                     "       sol-tokenize -m VOCAB.gguf --vocab-test FILE.inp FILE.out\n"
                     "  prints the ids of each stdin line (newline excluded), space-separated\n"
                     "  --no-bos    do not add BOS/EOS (llama.cpp add_special = false)\n"
@@ -125,6 +125,10 @@ int main(int argc, char **argv) {
     const char *model = NULL, *vt_in = NULL, *vt_out = NULL;
     int bos = 1, special = 0, escapes = 0, roundtrip = 0;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        }
         if (!strcmp(argv[i], "-m") && i + 1 < argc)
             model = argv[++i];
         else if (!strcmp(argv[i], "--no-bos"))
@@ -139,12 +143,12 @@ int main(int argc, char **argv) {
             vt_in = argv[++i];
             vt_out = argv[++i];
         } else {
-            usage();
+            usage(stderr);
             return 2;
         }
     }
     if (!model) {
-        usage();
+        usage(stderr);
         return 2;
     }
     sol_err e = {0};
