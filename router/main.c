@@ -1,38 +1,105 @@
-/* sol-router entry point: flags and configuration; the HTTP, broker and metrics actors hang off
- * main() once they exist. Router-specific flags live in k_router_flags: extend them there. */
+/* sol-router entry point: flags and configuration, then the broker actor and the HTTP server,
+ * until SIGTERM/SIGINT. Router-specific flags live in k_router_flags: extend them there. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "broker.h"
 #include "cli.h"
 #include "config.h"
+#include "http.h"
+#include "log.h"
+#include "router_setup.h"
+
+#define MOD "router"
+
+typedef struct router_flags {
+    const char *served_model;
+} router_flags;
+
+static int flag_served_model(sol_config *cfg, const char *value, void *user, sol_err *err) {
+    (void)cfg;
+    if (!value || !value[0])
+        return sol_err_set(err, -EINVAL, "--served-model: expected a model name, found \"\"");
+    ((router_flags *)user)->served_model = value;
+    return 0;
+}
 
 static const sol_cli_flag k_router_flags[] = {
     {"--listen", "HOST:PORT", SOL_FLAG_SET, "router.http.listen", "HTTP address to listen on",
      NULL},
     {"--bind", "ZMQ_ENDPOINT", SOL_FLAG_SET, "router.workers.bind",
      "ZeroMQ endpoint the workers connect to", NULL},
+    {"--served-model", "NAME", SOL_FLAG_CUSTOM, NULL,
+     "model name clients send (listed by /v1/models); other names except pool names get 404. "
+     "Default: any name is accepted",
+     flag_served_model},
     {NULL, NULL, 0, NULL, NULL, NULL},
 };
 
-static const sol_cli_spec k_router_cli = {
-    .prog = "sol-router",
-    .summary = "OpenAI-compatible HTTP front end that routes requests to pools of sol-worker.",
-    .which = SOL_CONFIG_ROUTER,
-    .flags = k_router_flags,
-};
+/* Blocks SIGTERM/SIGINT in every thread (set before any thread starts) so sigwait gets them. */
+static void block_signals(sigset_t *set) {
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
 
-/* Defaults < file < flags into `cfg`; returns -1 to go on serving, else the exit code. */
-static int router_cli_parse(int argc, char **argv, sol_config *cfg) {
-    sol_config_defaults(cfg);
-    return sol_cli_start(&k_router_cli, argc, argv, cfg);
+static int config_file_given(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--config") || !strncmp(argv[i], "--config=", 9)) return 1;
+    return 0;
+}
+
+static int serve(const sol_config *cfg, const router_flags *fl, bool with_config) {
+    router_setup_opts o = {.served_model = fl->served_model, .config_file_given = with_config};
+    router_setup *s = NULL;
+    broker *b = NULL;
+    http_server *h = NULL;
+    sol_err e = {0};
+    sigset_t set;
+    block_signals(&set);
+    int rc = router_setup_new(cfg, &o, &s, &e);
+    if (!rc) rc = broker_new(&s->broker, &b, &e);
+    if (!rc) {
+        s->http.backend = broker_http_backend(b);
+        rc = http_server_start(&s->http, &h, &e);
+    }
+    if (rc) {
+        fprintf(stderr, "sol-router: %s\n", e.msg);
+        broker_free(b);
+        router_setup_free(s);
+        return 1;
+    }
+    LOG_INFO(MOD, "serving on http://%s:%u, workers connect to %s%s%s", s->host,
+             http_server_port(h), broker_endpoint(b), s->weights_used ? ", classifier " : "",
+             s->weights_used ? s->weights_used : "");
+    int sig = 0;
+    sigwait(&set, &sig);
+    LOG_INFO(MOD, "%s received: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    http_server_stop(h); /* ends open streams first, so no client waits on a gone broker */
+    broker_free(b);
+    router_setup_free(s);
+    LOG_INFO(MOD, "stopped");
+    return 0;
 }
 
 int main(int argc, char **argv) {
+    router_flags fl = {0};
+    sol_cli_spec spec = {
+        .prog = "sol-router",
+        .summary = "OpenAI-compatible HTTP front end that routes requests to pools of sol-worker.",
+        .which = SOL_CONFIG_ROUTER,
+        .flags = k_router_flags,
+        .user = &fl,
+    };
     sol_config cfg;
-    int rc = router_cli_parse(argc, argv, &cfg);
-    if (rc < 0) {
-        fprintf(stderr, "sol-router: serving is not implemented yet in this build (config OK)\n");
-        rc = SOL_EXIT_NOT_IMPLEMENTED;
-    }
+    sol_config_defaults(&cfg);
+    int rc = sol_cli_start(&spec, argc, argv, &cfg);
+    if (rc < 0) rc = serve(&cfg, &fl, config_file_given(argc, argv));
     sol_config_free(&cfg);
     return rc;
 }

@@ -8,10 +8,12 @@
 
 #include "backend.h"
 #include "clock.h"
+#include "drafter.h"
 #include "gguf.h"
 #include "log.h"
 #include "model.h"
 #include "sampler.h"
+#include "spec.h"
 #include "tokenizer.h"
 
 #define GEN_BLOCK 16 /* KV block size of the single-sequence cache */
@@ -20,6 +22,8 @@ typedef struct gen_opts {
     const char *model, *prompt, *prompt_tokens, *logits_file;
     int n_predict, threads, chunk, ctx;
     int print_tokens, tokenize_only, no_mmap, mlock, eos_mode; /* eos_mode: -1 auto, 0, 1 */
+    const char *draft_model, *spec; /* spec: NULL (none), "ngram" or "draft" */
+    int spec_k, spec_adaptive;
     sampler_params sp;
 } gen_opts;
 
@@ -44,6 +48,10 @@ static void usage(FILE *f) {
           "      --ignore-eos        always generate N tokens (default with --tokens)\n"
           "      --no-mmap           read weights into memory instead of mapping the file\n"
           "      --mlock             lock the weights in memory\n"
+          "      --draft-model FILE  speculative decoding with this draft model (same vocab)\n"
+          "      --spec ngram        speculative decoding with n-gram prompt lookup\n"
+          "      --spec-k K          draft tokens per step, 1..16 (default 4)\n"
+          "      --spec-adaptive     adapt k to the acceptance rate (k-max = --spec-k)\n"
           "  -h, --help              this text\n"
           "\n"
           "Text goes to stdout as it is generated; timings (prompt and generation tokens/s) go\n"
@@ -52,42 +60,135 @@ static void usage(FILE *f) {
 }
 
 static int parse_args(int argc, char **argv, gen_opts *o) {
-    enum { O_PT = 256, O_TEMP, O_TOPK, O_TOPP, O_MINP, O_REP, O_SEED, O_BATCH, O_CTX, O_TOKENS,
-           O_LOGITS, O_TOKENIZE, O_STOP, O_IGN, O_NOMMAP, O_MLOCK };
-    static const struct option longs[] = {
-        {"model", 1, 0, 'm'},       {"prompt", 1, 0, 'p'},       {"n-predict", 1, 0, 'n'},
-        {"threads", 1, 0, 't'},     {"help", 0, 0, 'h'},         {"prompt-tokens", 1, 0, O_PT},
-        {"temp", 1, 0, O_TEMP},     {"top-k", 1, 0, O_TOPK},     {"top-p", 1, 0, O_TOPP},
-        {"min-p", 1, 0, O_MINP},    {"repeat-penalty", 1, 0, O_REP},
-        {"seed", 1, 0, O_SEED},     {"batch", 1, 0, O_BATCH},    {"ctx", 1, 0, O_CTX},
-        {"tokens", 0, 0, O_TOKENS}, {"logits", 1, 0, O_LOGITS},  {"tokenize", 0, 0, O_TOKENIZE},
-        {"stop-at-eos", 0, 0, O_STOP}, {"ignore-eos", 0, 0, O_IGN},
-        {"no-mmap", 0, 0, O_NOMMAP}, {"mlock", 0, 0, O_MLOCK},  {0, 0, 0, 0}};
+    enum {
+        O_PT = 256,
+        O_TEMP,
+        O_TOPK,
+        O_TOPP,
+        O_MINP,
+        O_REP,
+        O_SEED,
+        O_BATCH,
+        O_CTX,
+        O_TOKENS,
+        O_LOGITS,
+        O_TOKENIZE,
+        O_STOP,
+        O_IGN,
+        O_NOMMAP,
+        O_MLOCK,
+        O_DRAFT,
+        O_SPEC,
+        O_SPECK,
+        O_SPECA
+    };
+    static const struct option longs[] = {{"model", 1, 0, 'm'},
+                                          {"prompt", 1, 0, 'p'},
+                                          {"n-predict", 1, 0, 'n'},
+                                          {"threads", 1, 0, 't'},
+                                          {"help", 0, 0, 'h'},
+                                          {"prompt-tokens", 1, 0, O_PT},
+                                          {"temp", 1, 0, O_TEMP},
+                                          {"top-k", 1, 0, O_TOPK},
+                                          {"top-p", 1, 0, O_TOPP},
+                                          {"min-p", 1, 0, O_MINP},
+                                          {"repeat-penalty", 1, 0, O_REP},
+                                          {"seed", 1, 0, O_SEED},
+                                          {"batch", 1, 0, O_BATCH},
+                                          {"ctx", 1, 0, O_CTX},
+                                          {"tokens", 0, 0, O_TOKENS},
+                                          {"logits", 1, 0, O_LOGITS},
+                                          {"tokenize", 0, 0, O_TOKENIZE},
+                                          {"stop-at-eos", 0, 0, O_STOP},
+                                          {"ignore-eos", 0, 0, O_IGN},
+                                          {"no-mmap", 0, 0, O_NOMMAP},
+                                          {"mlock", 0, 0, O_MLOCK},
+                                          {"draft-model", 1, 0, O_DRAFT},
+                                          {"spec", 1, 0, O_SPEC},
+                                          {"spec-k", 1, 0, O_SPECK},
+                                          {"spec-adaptive", 0, 0, O_SPECA},
+                                          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "m:p:n:t:h", longs, NULL)) != -1) {
         switch (c) {
-        case 'm': o->model = optarg; break;
-        case 'p': o->prompt = optarg; break;
-        case 'n': o->n_predict = atoi(optarg); break;
-        case 't': o->threads = atoi(optarg); break;
-        case 'h': usage(stdout); exit(0);
-        case O_PT: o->prompt_tokens = optarg; break;
-        case O_TEMP: o->sp.temperature = strtof(optarg, NULL); break;
-        case O_TOPK: o->sp.top_k = atoi(optarg); break;
-        case O_TOPP: o->sp.top_p = strtof(optarg, NULL); break;
-        case O_MINP: o->sp.min_p = strtof(optarg, NULL); break;
-        case O_REP: o->sp.repetition_penalty = strtof(optarg, NULL); break;
-        case O_SEED: o->sp.seed = strtoull(optarg, NULL, 10); break;
-        case O_BATCH: o->chunk = atoi(optarg); break;
-        case O_CTX: o->ctx = atoi(optarg); break;
-        case O_TOKENS: o->print_tokens = 1; break;
-        case O_LOGITS: o->logits_file = optarg; break;
-        case O_TOKENIZE: o->tokenize_only = 1; break;
-        case O_STOP: o->eos_mode = 1; break;
-        case O_IGN: o->eos_mode = 0; break;
-        case O_NOMMAP: o->no_mmap = 1; break;
-        case O_MLOCK: o->mlock = 1; break;
-        default: usage(stderr); return -EINVAL;
+        case 'm':
+            o->model = optarg;
+            break;
+        case 'p':
+            o->prompt = optarg;
+            break;
+        case 'n':
+            o->n_predict = atoi(optarg);
+            break;
+        case 't':
+            o->threads = atoi(optarg);
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        case O_PT:
+            o->prompt_tokens = optarg;
+            break;
+        case O_TEMP:
+            o->sp.temperature = strtof(optarg, NULL);
+            break;
+        case O_TOPK:
+            o->sp.top_k = atoi(optarg);
+            break;
+        case O_TOPP:
+            o->sp.top_p = strtof(optarg, NULL);
+            break;
+        case O_MINP:
+            o->sp.min_p = strtof(optarg, NULL);
+            break;
+        case O_REP:
+            o->sp.repetition_penalty = strtof(optarg, NULL);
+            break;
+        case O_SEED:
+            o->sp.seed = strtoull(optarg, NULL, 10);
+            break;
+        case O_BATCH:
+            o->chunk = atoi(optarg);
+            break;
+        case O_CTX:
+            o->ctx = atoi(optarg);
+            break;
+        case O_TOKENS:
+            o->print_tokens = 1;
+            break;
+        case O_LOGITS:
+            o->logits_file = optarg;
+            break;
+        case O_TOKENIZE:
+            o->tokenize_only = 1;
+            break;
+        case O_STOP:
+            o->eos_mode = 1;
+            break;
+        case O_IGN:
+            o->eos_mode = 0;
+            break;
+        case O_NOMMAP:
+            o->no_mmap = 1;
+            break;
+        case O_MLOCK:
+            o->mlock = 1;
+            break;
+        case O_DRAFT:
+            o->draft_model = optarg;
+            break;
+        case O_SPEC:
+            o->spec = optarg;
+            break;
+        case O_SPECK:
+            o->spec_k = atoi(optarg);
+            break;
+        case O_SPECA:
+            o->spec_adaptive = 1;
+            break;
+        default:
+            usage(stderr);
+            return -EINVAL;
         }
     }
     if (optind < argc) {
@@ -95,11 +196,26 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
         return -EINVAL;
     }
     if (!o->model || (!o->prompt && !o->prompt_tokens)) {
-        fprintf(stderr, "sol-generate: need -m MODEL and -p TEXT or --prompt-tokens (try --help)\n");
+        fprintf(stderr,
+                "sol-generate: need -m MODEL and -p TEXT or --prompt-tokens (try --help)\n");
         return -EINVAL;
     }
     if (o->n_predict < 0 || o->chunk < 1 || o->threads < 0 || o->ctx < 0) {
         fprintf(stderr, "sol-generate: -n, --batch, --threads and --ctx must be positive\n");
+        return -EINVAL;
+    }
+    if (o->draft_model && !o->spec) o->spec = "draft";
+    if (o->spec && strcmp(o->spec, "ngram") != 0 && strcmp(o->spec, "draft") != 0) {
+        fprintf(stderr, "sol-generate: --spec: expected ngram or draft, found '%s'\n", o->spec);
+        return -EINVAL;
+    }
+    if (o->spec && strcmp(o->spec, "draft") == 0 && !o->draft_model) {
+        fprintf(stderr, "sol-generate: --spec draft needs --draft-model FILE\n");
+        return -EINVAL;
+    }
+    if (o->spec_k < 1 || o->spec_k > SPEC_MAX_K) {
+        fprintf(stderr, "sol-generate: --spec-k: expected 1..%d, found %d\n", SPEC_MAX_K,
+                o->spec_k);
         return -EINVAL;
     }
     return 0;
@@ -150,7 +266,8 @@ static int write_logits(const char *path, const float *logits, int n, sol_err *e
     FILE *f = fopen(path, "w");
     if (!f) return sol_err_set(err, -errno, "%s: %s", path, strerror(errno));
     fputc('[', f);
-    for (int i = 0; i < n; i++) fprintf(f, "%s%.9g", i ? "," : "", logits[i]);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s%.9g", i ? "," : "", logits[i]);
     fputs("]\n", f);
     if (fclose(f) != 0) return sol_err_set(err, -EIO, "%s: write failed", path);
     return 0;
@@ -200,24 +317,92 @@ static void emit(const gen_opts *o, tok_stream *ts, int32_t id) {
     fflush(stdout);
 }
 
-static int generate(gen_run *r, const gen_opts *o, const tokenizer *tok, int n_prompt,
+/* Speculation state of the single sequence (slot 0 of the drafter). */
+typedef struct spec_run {
+    drafter *d;
+    model *draft_model;
+    int k, k_max, adaptive;
+    float *p, *q, *scratch;
+    spec_stats st;
+} spec_run;
+
+/* Target scores the last accepted token and k drafts in one pass; logits for all k+1 rows. */
+static int verify_forward(gen_run *r, const int32_t *draft, int k, sol_err *err) {
+    int32_t tok[SPEC_MAX_K + 1], pos[SPEC_MAX_K + 1], rows[SPEC_MAX_K + 1];
+    sol_attn_seq attn[SPEC_MAX_K + 1];
+    spec_fill_rows(r->hist[r->n_hist], draft, k, r->n_hist, tok, pos);
+    for (int i = 0; i <= k; i++) {
+        attn[i] = (sol_attn_seq){r->table, pos[i] + 1};
+        rows[i] = i;
+    }
+    model_batch b = {k + 1, tok, pos, pos, attn, k + 1, rows}; /* slot == position */
+    return model_forward(r->m, r->kv, &b, r->logits, err);
+}
+
+/* One draft + verify step: emits 1..k+1 tokens into hist[n_hist + 1 ..]; returns how many. */
+static int spec_step(gen_run *r, spec_run *sp, sampler *s, sampler_seq *seq, int k_cap,
+                     int32_t *out, sol_err *err) {
+    int32_t nv = model_get_hparams(r->m)->n_vocab, L = r->n_hist + 1;
+    int32_t draft[SPEC_MAX_K];
+    int k = sp->k < k_cap ? sp->k : k_cap, n_acc = 0, rc = 0;
+    uint64_t t0 = sol_now_ns();
+    drafter_req req = {0, seq, r->hist, L, k, draft, sp->q, 0};
+    if (k > 0 && (rc = drafter_propose(sp->d, &req, 1, err))) return rc;
+    uint64_t t1 = sol_now_ns();
+    k = req.n_draft;
+    memcpy(r->hist + L, draft, sizeof(int32_t) * (size_t)k);
+    if ((rc = verify_forward(r, draft, k, err))) return rc;
+    if ((rc = spec_target_probs(s, seq, r->logits, k, r->hist, L, sp->p, err))) return rc;
+    int n = spec_verify(seq, sp->p, draft, drafter_one_hot(sp->d) ? NULL : sp->q, k, nv,
+                        spec_accept_exact, sp->scratch, out, &n_acc, err);
+    if (n < 0) return n;
+    spec_stats_add(&sp->st, k, n_acc, t1 - t0, sol_now_ns() - t1);
+    if (sp->adaptive && k > 0) sp->k = spec_adapt_k(sp->k, k, n_acc, 1, sp->k_max);
+    memcpy(r->hist + L, out, sizeof(int32_t) * (size_t)n);
+    r->n_hist = L + n_acc; /* KV keeps the accepted drafts; rejected rows are dropped */
+    return n;
+}
+
+static void spec_report(const spec_run *sp, int adaptive) {
+    const spec_stats *st = &sp->st;
+    fprintf(stderr,
+            "speculative (%s, k %d%s): %llu steps, %llu drafted, %llu accepted, acceptance "
+            "%.1f%%, %.2f tokens/step, draft %.3f s, verify %.3f s\n",
+            drafter_name(sp->d), sp->k, adaptive ? " at the end, adaptive" : "",
+            (unsigned long long)st->steps, (unsigned long long)st->drafted,
+            (unsigned long long)st->accepted, 100.0 * spec_stats_acceptance(st),
+            spec_stats_tokens_per_step(st), st->draft_ns / 1e9, st->verify_ns / 1e9);
+}
+
+static int generate(gen_run *r, const gen_opts *o, spec_run *sp, const tokenizer *tok, int n_prompt,
                     sol_err *err) {
     sampler *s = sampler_new(model_get_hparams(r->m)->n_vocab, err);
     sampler_seq seq;
     tok_stream *ts = tok ? tok_stream_new(tok, 0) : NULL;
     int rc = s ? sampler_seq_init(&seq, &o->sp, n_prompt, err) : -ENOMEM;
-    int stop_eos = o->eos_mode >= 0 ? o->eos_mode : !o->print_tokens;
+    int stop_eos = o->eos_mode >= 0 ? o->eos_mode : !o->print_tokens, stop = 0;
     int n_gen = 0;
     double t0 = sol_now_s();
-    for (; !rc && n_gen < o->n_predict; n_gen++) {
-        int32_t id = sampler_sample(s, &seq, r->logits, r->hist, r->n_hist, NULL, err);
-        if (id < 0) {
-            rc = id;
-            break;
+    while (!rc && !stop && n_gen < o->n_predict) {
+        int32_t out[SPEC_MAX_K + 1];
+        int n = 1;
+        if (sp && n_gen > 0) {
+            n = spec_step(r, sp, s, &seq, o->n_predict - n_gen - 1, out, err);
+            if (n < 0) rc = n;
+        } else {
+            out[0] = sampler_sample(s, &seq, r->logits, r->hist, r->n_hist, NULL, err);
+            if (out[0] < 0) rc = out[0];
+            if (!rc && sp) r->hist[r->n_hist] = out[0]; /* pending: not yet in the KV */
         }
-        if (stop_eos && tok && tokenizer_is_eog(tok, id)) break;
-        emit(o, ts, id);
-        if (n_gen + 1 < o->n_predict) rc = feed(r, &id, 1, 1, err);
+        for (int i = 0; !rc && i < n && !stop; i++) {
+            if (stop_eos && tok && tokenizer_is_eog(tok, out[i])) {
+                stop = 1;
+                break;
+            }
+            emit(o, ts, out[i]);
+            n_gen++;
+        }
+        if (!rc && !stop && !sp && n_gen < o->n_predict) rc = feed(r, &out[0], 1, 1, err);
     }
     double dt = sol_now_s() - t0;
     if (ts && !o->print_tokens) {
@@ -229,9 +414,41 @@ static int generate(gen_run *r, const gen_opts *o, const tokenizer *tok, int n_p
     }
     fprintf(stderr, "generation: %d tokens in %.3f s, %.2f tok/s\n", n_gen, dt,
             dt > 0 ? n_gen / dt : 0.0);
+    if (sp) spec_report(sp, o->spec_adaptive);
     tok_stream_free(ts);
     sampler_free(s);
     return rc;
+}
+
+/* Loads the drafter and the verify buffers for up to k_max drafts per step. */
+static int spec_setup(spec_run *sp, const gen_opts *o, gen_run *r, sol_backend *be, int flags,
+                      sol_err *err) {
+    int32_t nv = model_get_hparams(r->m)->n_vocab;
+    sp->k = sp->k_max = o->spec_k;
+    sp->adaptive = o->spec_adaptive;
+    if (strcmp(o->spec, "ngram") == 0) {
+        sp->d = drafter_ngram_new(1, 4, err);
+    } else {
+        if (!(sp->draft_model = model_load(o->draft_model, flags, be, err)))
+            return err->code ? err->code : -EINVAL;
+        int32_t dv = model_get_hparams(sp->draft_model)->n_vocab;
+        if (dv != nv)
+            return sol_err_set(err, -EINVAL, "%s: vocabulary of %d tokens, the target has %d",
+                               o->draft_model, (int)dv, (int)nv);
+        sp->d = drafter_model_new(sp->draft_model, 1, r->ctx + SPEC_MAX_K, err);
+    }
+    if (!sp->d) return err->code ? err->code : -ENOMEM;
+    sp->p = malloc(sizeof(float) * (size_t)nv * (SPEC_MAX_K + 1));
+    sp->q = malloc(sizeof(float) * (size_t)nv * SPEC_MAX_K);
+    sp->scratch = malloc(sizeof(float) * (size_t)nv);
+    if (!sp->p || !sp->q || !sp->scratch) return sol_err_set(err, -ENOMEM, "out of memory");
+    return 0;
+}
+
+static void spec_free(spec_run *sp) {
+    drafter_free(sp->d);
+    model_free(sp->draft_model);
+    free(sp->p), free(sp->q), free(sp->scratch);
 }
 
 static int run(const gen_opts *o, sol_err *err) {
@@ -239,6 +456,7 @@ static int run(const gen_opts *o, sol_err *err) {
     if (!be) return err->code ? err->code : -ENOMEM;
     int flags = (o->no_mmap ? GGUF_OPEN_NO_MMAP : 0) | (o->mlock ? GGUF_OPEN_MLOCK : 0);
     gen_run r = {0};
+    spec_run sp = {0};
     tokenizer *tok = NULL;
     int32_t *prompt = NULL;
     int n_prompt = 0, rc = 0;
@@ -259,7 +477,8 @@ static int run(const gen_opts *o, sol_err *err) {
                           : tokenize_prompt(tok, o->prompt, &prompt, &n_prompt, err);
     if (rc) goto out;
     if (o->tokenize_only) {
-        for (int i = 0; i < n_prompt; i++) printf("%d\n", prompt[i]);
+        for (int i = 0; i < n_prompt; i++)
+            printf("%d\n", prompt[i]);
         goto out;
     }
     const model_hparams *hp = model_get_hparams(r.m);
@@ -272,15 +491,18 @@ static int run(const gen_opts *o, sol_err *err) {
     int nblocks = (r.ctx + GEN_BLOCK - 1) / GEN_BLOCK;
     r.table = malloc(sizeof(int32_t) * nblocks);
     r.hist = malloc(sizeof(int32_t) * (size_t)(r.ctx + 1));
-    r.logits = malloc(sizeof(float) * hp->n_vocab);
+    int rows = o->spec ? o->spec_k + 1 : 1;
+    r.logits = malloc(sizeof(float) * hp->n_vocab * (size_t)rows);
     if (!r.table || !r.hist || !r.logits) {
         rc = sol_err_set(err, -ENOMEM, "out of memory");
         goto out;
     }
-    for (int i = 0; i < nblocks; i++) r.table[i] = i;
+    for (int i = 0; i < nblocks; i++)
+        r.table[i] = i;
     int chunk = o->chunk < n_prompt ? o->chunk : n_prompt;
+    if (o->spec && (rc = spec_setup(&sp, o, &r, be, flags, err))) goto out;
     if (!(r.kv = model_kv_new(r.m, nblocks, GEN_BLOCK, SOL_DT_F16, err)) ||
-        (rc = model_reserve(r.m, chunk, 1, err))) {
+        (rc = model_reserve(r.m, chunk > rows ? chunk : rows, rows, err))) {
         rc = rc ? rc : -ENOMEM;
         goto out;
     }
@@ -289,10 +511,10 @@ static int run(const gen_opts *o, sol_err *err) {
     double dt = sol_now_s() - t0;
     fprintf(stderr, "prompt: %d tokens in %.3f s, %.2f tok/s\n", n_prompt, dt,
             dt > 0 ? n_prompt / dt : 0.0);
-    if (o->logits_file && (rc = write_logits(o->logits_file, r.logits, hp->n_vocab, err)))
-        goto out;
-    rc = generate(&r, o, tok, n_prompt, err);
+    if (o->logits_file && (rc = write_logits(o->logits_file, r.logits, hp->n_vocab, err))) goto out;
+    rc = generate(&r, o, o->spec ? &sp : NULL, tok, n_prompt, err);
 out:
+    spec_free(&sp);
     free(prompt);
     free(r.table);
     free(r.hist);
@@ -305,7 +527,7 @@ out:
 }
 
 int main(int argc, char **argv) {
-    gen_opts o = {.n_predict = 128, .chunk = 512, .eos_mode = -1};
+    gen_opts o = {.n_predict = 128, .chunk = 512, .eos_mode = -1, .spec_k = 4};
     o.sp = sampler_params_default();
     o.sp.temperature = 0.8f;
     o.sp.top_k = 40;

@@ -12,7 +12,9 @@
 
 #include "dtype.h"
 #include "err.h"
+#include "gguf.h"
 #include "gguf_writer.h"
+#include "quantize.h"
 #include "vocab_gen.h"
 
 #define MAX_TENSORS 4096
@@ -52,6 +54,8 @@ typedef struct {
     int n_specs;
     float *row; /* one row of floats, reused by the fill callback */
     int last_pct;
+    const char *draft_of; /* --draft-of TARGET.gguf */
+    int draft_layers, type_given;
 } model;
 
 static uint64_t splitmix64(uint64_t x) {
@@ -245,6 +249,10 @@ static void usage(FILE *f) {
         "usage: sol-mkmodel -o OUT.gguf [--preset tiny|small|1b] [--type f32|f16|bf16|q8_0|q4_0]\n"
         "                   [--dim N] [--layers N] [--heads N] [--kv-heads N] [--ffn N]\n"
         "                   [--vocab N] [--ctx N] [--seed N] [--rope-base F] [--tied]\n"
+        "       sol-mkmodel --draft-of TARGET.gguf -o DRAFT.gguf [--layers N] [--type T]\n"
+        "With --draft-of, writes a draft model for speculative decoding: the target's first N\n"
+        "layers (default a quarter, at least 1) with its embeddings, final norm, output head and\n"
+        "tokenizer (same vocabulary), converted to --type (default: the target's types).\n"
         "Writes a synthetic Llama GGUF with random, well-scaled weights (deterministic per seed).\n"
         "presets: tiny  dim 64,   2 layers,  4 heads, 2 kv heads, ffn 192,  vocab 512,   ctx 256\n"
         "         small dim 768,  12 layers, 12 heads, 4 kv heads, ffn 2048, vocab 32000, ctx "
@@ -289,21 +297,15 @@ static int parse_int(const char *opt, const char *s, int *out, sol_err *e) {
 }
 
 static int parse_args(int argc, char **argv, model *m, sol_err *e) {
-    static const struct option opts[] = {{"out", required_argument, 0, 'o'},
-                                         {"preset", required_argument, 0, 'p'},
-                                         {"type", required_argument, 0, 't'},
-                                         {"dim", required_argument, 0, 1},
-                                         {"layers", required_argument, 0, 2},
-                                         {"heads", required_argument, 0, 3},
-                                         {"kv-heads", required_argument, 0, 4},
-                                         {"ffn", required_argument, 0, 5},
-                                         {"vocab", required_argument, 0, 6},
-                                         {"ctx", required_argument, 0, 7},
-                                         {"seed", required_argument, 0, 's'},
-                                         {"rope-base", required_argument, 0, 'r'},
-                                         {"tied", no_argument, 0, 'T'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"out", required_argument, 0, 'o'},      {"preset", required_argument, 0, 'p'},
+        {"type", required_argument, 0, 't'},     {"dim", required_argument, 0, 1},
+        {"layers", required_argument, 0, 2},     {"heads", required_argument, 0, 3},
+        {"kv-heads", required_argument, 0, 4},   {"ffn", required_argument, 0, 5},
+        {"vocab", required_argument, 0, 6},      {"ctx", required_argument, 0, 7},
+        {"seed", required_argument, 0, 's'},     {"rope-base", required_argument, 0, 'r'},
+        {"tied", no_argument, 0, 'T'},           {"help", no_argument, 0, 'h'},
+        {"draft-of", required_argument, 0, 'D'}, {0, 0, 0, 0}};
     int over[8] = {0}, c, rc = 0;
     const char *preset = "tiny", *type = "f32";
     m->seed = 1;
@@ -319,6 +321,10 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
             break;
         case 't':
             type = optarg;
+            m->type_given = 1;
+            break;
+        case 'D':
+            m->draft_of = optarg;
             break;
         case 's':
             m->seed = strtoull(optarg, &end, 0);
@@ -354,6 +360,7 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
     if (!p)
         return sol_err_set(e, -EINVAL, "--preset: expected tiny, small or 1b, found '%s'", preset);
     m->s = *p;
+    m->draft_layers = over[2];
     int *fields[8] = {NULL,           &m->s.dim, &m->s.layers, &m->s.heads,
                       &m->s.kv_heads, &m->s.ffn, &m->s.vocab,  &m->s.ctx};
     for (int i = 1; i < 8; i++)
@@ -367,10 +374,84 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
     return check_shape(m, e);
 }
 
+typedef struct {
+    const gguf_file *g;
+    sol_dtype *types;
+    float *tmp;
+} draft_job;
+
+static int draft_fill(void *ctx, int index, int64_t row0, int64_t n, void *dst, sol_err *e) {
+    draft_job *j = ctx;
+    return quant_convert_rows(gguf_tensor_at(j->g, index), j->types[index], row0, n, dst, j->tmp,
+                              NULL, e);
+}
+
+/* Keeps tensors outside blk.* and those of the first `layers` blocks. */
+static int draft_keeps(const char *name, int layers) {
+    return strncmp(name, "blk.", 4) != 0 || atoi(name + 4) < layers;
+}
+
+static int draft_build(gguf_writer *w, const gguf_file *g, model *m, draft_job *j, int layers,
+                       sol_err *e) {
+    int rc = gguf_writer_set_alignment(w, gguf_alignment(g), e);
+    for (int i = 0; !rc && i < gguf_n_kv(g); i++) {
+        const gguf_kv *kv = gguf_kv_at(g, i);
+        const char *k = kv->key;
+        if (!strcmp(k, "llama.block_count") || !strcmp(k, "general.alignment") ||
+            !strcmp(k, "general.name") || (m->type_given && !strcmp(k, "general.file_type")))
+            continue;
+        rc = quant_copy_kv(w, kv, e);
+    }
+    char name[128];
+    snprintf(name, sizeof name, "draft-%d-layers-of-%s", layers, gguf_path(g));
+    if (!rc) rc = gguf_writer_add_str(w, "general.name", name, e);
+    if (!rc) rc = gguf_writer_add_u32(w, "llama.block_count", (uint32_t)layers, e);
+    if (!rc && m->type_given)
+        rc = gguf_writer_add_u32(w, "general.file_type", file_type_of(m->type), e);
+    for (int i = 0; !rc && i < gguf_n_tensors(g); i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        if (!draft_keeps(t->name, layers)) continue;
+        j->types[i] = t->n_dims >= 2 && m->type_given ? m->type : t->type;
+        if (t->ne[0] % (int64_t)sol_dtype_block_elems(j->types[i])) j->types[i] = t->type;
+        rc = gguf_writer_add_tensor_fill(w, t->name, (int)t->n_dims, t->ne, j->types[i], draft_fill,
+                                         j, e);
+    }
+    return rc;
+}
+
+static int write_draft(model *m, sol_err *e) {
+    gguf_file *g = gguf_open(m->draft_of, 0, e);
+    if (!g) return e->code ? e->code : -EINVAL;
+    uint32_t n_layers = 0;
+    int rc = gguf_get_u32(g, "llama.block_count", &n_layers, e);
+    int layers = m->draft_layers ? m->draft_layers : (int)(n_layers / 4 ? n_layers / 4 : 1);
+    if (!rc && (layers < 1 || (uint32_t)layers > n_layers))
+        rc = sol_err_set(e, -EINVAL, "--layers %d: the target %s has %u layers", layers,
+                         m->draft_of, n_layers);
+    int n = gguf_n_tensors(g);
+    int64_t max_ne0 = 1;
+    for (int i = 0; i < n; i++)
+        if (gguf_tensor_at(g, i)->ne[0] > max_ne0) max_ne0 = gguf_tensor_at(g, i)->ne[0];
+    draft_job j = {g, calloc((size_t)n + 1, sizeof(sol_dtype)),
+                   malloc(sizeof(float) * 2 * (size_t)max_ne0)};
+    gguf_writer *w = gguf_writer_new();
+    if (!rc && (!j.types || !j.tmp || !w)) rc = sol_err_set(e, -ENOMEM, "out of memory");
+    if (!rc) rc = draft_build(w, g, m, &j, layers, e);
+    if (!rc) rc = gguf_writer_write_file(w, m->out, e);
+    if (!rc)
+        fprintf(stderr, "sol-mkmodel: wrote %s: draft of %s, %d of %u layers, %.1f MiB\n", m->out,
+                m->draft_of, layers, n_layers, (double)gguf_writer_data_bytes(w) / (1 << 20));
+    gguf_writer_free(w);
+    free(j.types), free(j.tmp);
+    gguf_close(g);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     model m = {0};
     sol_err e = {0};
-    if (parse_args(argc, argv, &m, &e) || write_model(&m, &e)) {
+    if (parse_args(argc, argv, &m, &e) ||
+        (m.draft_of ? write_draft(&m, &e) : write_model(&m, &e))) {
         fprintf(stderr, "sol-mkmodel: %s\n", e.msg);
         return 1;
     }

@@ -1,9 +1,19 @@
-/* sol-worker entry point: flags and configuration; the link and engine actors hang off main()
- * once they exist. Worker-specific flags live in k_worker_flags: extend them there. */
+/* sol-worker entry point: flags and configuration, then the executor (the engine, or the
+ * simulation), the link actor, and signal handling: SIGTERM/SIGINT drain, a second one stops. */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+#include <zmq.h>
 
 #include "cli.h"
 #include "config.h"
+#include "executor.h"
+#include "link.h"
+#include "log.h"
+#include "sim.h"
 
 static const sol_cli_flag k_worker_flags[] = {
     {"--router", "ZMQ_ENDPOINT", SOL_FLAG_APPEND, "worker.router",
@@ -13,10 +23,14 @@ static const sol_cli_flag k_worker_flags[] = {
     {"--draft-model", "PATH", SOL_FLAG_SET, "worker.speculative.draft_model",
      "GGUF draft model for speculative decoding", NULL},
     {"--threads", "N", SOL_FLAG_SET, "worker.threads", "CPU threads (0 = all cores)", NULL},
-    {"--backend", "cpu|cuda|sim", SOL_FLAG_SET, "worker.backend", "compute backend", NULL},
+    {"--backend", "cpu|cuda|sim", SOL_FLAG_SET, "worker.backend",
+     "compute backend; sim is a SIMULATION that runs no model and streams made-up words at "
+     "worker.sim.ttft_ms / worker.sim.tokens_per_s (for router benchmarks only)",
+     NULL},
     {"--no-mmap", NULL, SOL_FLAG_FALSE, "worker.mmap", "read weights into memory, no mmap", NULL},
     {"--mlock", NULL, SOL_FLAG_TRUE, "worker.mlock", "lock weights in RAM", NULL},
-    {"--id", "ID", SOL_FLAG_SET, "worker.id", "worker identity (default: host name and pid)", NULL},
+    {"--id", "ID", SOL_FLAG_SET, "worker.id",
+     "worker identity (default: host name, pid and a random suffix)", NULL},
     {NULL, NULL, 0, NULL, NULL, NULL},
 };
 
@@ -33,13 +47,135 @@ static int worker_cli_parse(int argc, char **argv, sol_config *cfg) {
     return sol_cli_start(&k_worker_cli, argc, argv, cfg);
 }
 
+/* The model name a sim worker announces: the file stem of worker.model, else "sim". */
+static void sim_model_name(const sol_worker_config *w, char *buf, size_t cap) {
+    const char *p = w->model && w->model[0] ? w->model : "sim";
+    const char *slash = strrchr(p, '/');
+    if (slash) p = slash + 1;
+    snprintf(buf, cap, "%s", p);
+    char *dot = strstr(buf, ".gguf");
+    if (dot && dot != buf) *dot = '\0';
+}
+
+static int make_executor(void *zctx, const sol_worker_config *w, exec_events *ev, executor **out,
+                         sol_err *e) {
+    if (w->backend == SOL_BACKEND_SIM) {
+        char model[256];
+        sim_model_name(w, model, sizeof model);
+        sim_config sc = {
+            .model = model,
+            .ttft_ms = w->sim.ttft_ms,
+            .tokens_per_s = w->sim.tokens_per_s,
+            .capacity = (uint32_t)w->scheduler.max_num_seqs,
+            .max_context = (uint32_t)w->kv.max_model_len,
+            .block_size = (uint32_t)w->kv.block_size,
+            .total_blocks = (uint32_t)w->kv.num_blocks,
+        };
+        return sim_new(zctx, &sc, ev, out, e);
+    }
+    if (w->backend == SOL_BACKEND_CUDA)
+        return sol_err_set(e, -ENOTSUP,
+                           "the CUDA backend is not available in sol-worker yet; use --backend "
+                           "cpu (or sim for router tests)");
+    exec_engine_config ec = {
+        .model = w->model,
+        .threads = w->threads,
+        .mmap = w->mmap,
+        .mlock = w->mlock,
+        .block_size = w->kv.block_size,
+        .num_blocks = w->kv.num_blocks,
+        .max_model_len = w->kv.max_model_len,
+        .memory_fraction = w->kv.memory_fraction,
+        .kv_f32 = w->kv.dtype == SOL_KV_F32,
+        .max_num_seqs = w->scheduler.max_num_seqs,
+        .max_batched_tokens = w->scheduler.max_batched_tokens,
+        .prefix_caching = w->scheduler.prefix_caching,
+    };
+    return exec_engine_new(&ec, ev, out, e);
+}
+
+/* SIGTERM/SIGINT arrive on a signalfd; every thread inherits the blocked mask. */
+static int block_signals(sigset_t *set) {
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    if (pthread_sigmask(SIG_BLOCK, set, NULL) != 0) return -1;
+    return signalfd(-1, set, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+/* Wait for the link to end; the first signal drains, a second one stops at once. */
+static int supervise(worker_link *l, int sfd) {
+    int signals = 0;
+    for (;;) {
+        zmq_pollitem_t items[2] = {{link_socket(l), 0, ZMQ_POLLIN, 0}, {NULL, sfd, ZMQ_POLLIN, 0}};
+        if (zmq_poll(items, 2, -1) < 0 && zmq_errno() != EINTR) return 1;
+        if (items[0].revents & ZMQ_POLLIN) {
+            int st = link_wait(l, 0);
+            if (st != -EAGAIN) return st;
+        }
+        struct signalfd_siginfo si;
+        if ((items[1].revents & ZMQ_POLLIN) && read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+            if (++signals == 1) {
+                LOG_INFO("worker", "signal %u: draining (send it again to stop at once)",
+                         si.ssi_signo);
+                link_drain(l);
+            } else {
+                LOG_WARN("worker", "second signal: stopping without finishing running requests");
+                return 1;
+            }
+        }
+    }
+}
+
+static int worker_run(const sol_config *cfg) {
+    const sol_worker_config *w = &cfg->worker;
+    sigset_t set;
+    int sfd = block_signals(&set);
+    if (sfd < 0) {
+        LOG_ERROR("worker", "cannot set up signal handling: %s", strerror(errno));
+        return 1;
+    }
+    void *zctx = zmq_ctx_new();
+    exec_events *ev = NULL;
+    executor *exec = NULL;
+    worker_link *l = NULL;
+    sol_err err = {0};
+    int rc = 1;
+    char id[SOL_ERR_MSG_MAX];
+    if (w->id && w->id[0])
+        snprintf(id, sizeof id, "%s", w->id);
+    else
+        link_default_id(id, sizeof id);
+    link_config lc = {
+        .routers = (const char *const *)w->router.items,
+        .n_routers = w->router.n,
+        .worker_id = id,
+        .pool = w->pool,
+        .heartbeat_ms = w->heartbeat_ms,
+    };
+    if (!zctx || exec_events_new(zctx, &ev, &err) < 0 ||
+        make_executor(zctx, w, ev, &exec, &err) < 0 ||
+        link_new(zctx, &lc, exec, ev, &l, &err) < 0) {
+        LOG_ERROR("worker", "%s", err.msg[0] ? err.msg : "cannot create a ZeroMQ context");
+        rc = w->backend == SOL_BACKEND_CUDA || err.code == -ENOTSUP ? SOL_EXIT_NOT_IMPLEMENTED : 1;
+    } else {
+        LOG_INFO("worker", "worker %s serving pool %s (backend %s)", id, w->pool,
+                 sol_backend_name(w->backend));
+        rc = supervise(l, sfd);
+        LOG_INFO("worker", "exiting with status %d", rc);
+    }
+    link_free(l);
+    exec_free(exec);
+    exec_events_free(ev);
+    if (zctx) zmq_ctx_term(zctx);
+    close(sfd);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     sol_config cfg;
     int rc = worker_cli_parse(argc, argv, &cfg);
-    if (rc < 0) {
-        fprintf(stderr, "sol-worker: serving is not implemented yet in this build (config OK)\n");
-        rc = SOL_EXIT_NOT_IMPLEMENTED;
-    }
+    if (rc < 0) rc = worker_run(&cfg);
     sol_config_free(&cfg);
     return rc;
 }

@@ -20,7 +20,7 @@ expect() {
     local rc=$?
     if [ "$rc" -ne "$want_rc" ]; then
         fail "$* -> exit $rc, expected $want_rc; stderr: $(cat "$tmp/err")"
-    elif ! grep -qE -- "$pattern" "$tmp/err"; then
+    elif [ -n "$pattern" ] && ! grep -qE -- "$pattern" "$tmp/err"; then
         fail "$* -> stderr does not match /$pattern/: $(cat "$tmp/err")"
     fi
 }
@@ -53,11 +53,9 @@ expect 2 "--threads x: worker\.threads: expected an integer" "$WORKER" --threads
 expect 2 "--backend gpu: worker\.backend: expected one of cpu, cuda, sim" "$WORKER" --backend gpu
 expect 2 "worker\.model: required" "$WORKER"
 
-# A good configuration is accepted, and the binaries say plainly that they cannot serve yet.
-expect 3 "serving is not implemented yet in this build \(config OK\)" \
-    "$ROUTER" --config "$SOL_SOURCE/deploy/config/local.yaml"
-expect 3 "serving is not implemented yet in this build \(config OK\)" \
-    "$WORKER" --config "$SOL_SOURCE/deploy/config/local.yaml" --backend sim
+# A good configuration is accepted (serving itself is covered by the cluster tests).
+expect 0 "" "$ROUTER" --config "$SOL_SOURCE/deploy/config/local.yaml" --print-config
+expect 0 "" "$WORKER" --config "$SOL_SOURCE/deploy/config/local.yaml" --backend sim --print-config
 
 for bin in "$ROUTER" "$WORKER"; do
     "$bin" --help >"$tmp/help" 2>&1 || fail "$bin --help exited non-zero"

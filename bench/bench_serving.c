@@ -1,0 +1,346 @@
+/* bench_serving: offline serving benchmark through the engine API - throughput, TTFT, TPOT, KV
+ * use, preemptions and scheduler overhead - with modes for the three serving claims:
+ *   load       N requests, prompt/output lengths uniform in ranges, Poisson arrivals (--rate)
+ *   batch      aggregate decode tok/s at --concurrency sequences vs one sequence (ratio)
+ *   prefix     1,024-token shared system prompt: TTFT of later requests / first, cache on vs off
+ *   overhead   scheduler time per step as % of step time at --concurrency (64) sequences */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "clock.h"
+#include "engine.h"
+#include "log.h"
+#include "model.h"
+
+typedef struct opts {
+    const char *model, *mode;
+    int n, pmin, pmax, omin, omax, threads, conc, max_seqs, max_tokens, num_blocks;
+    double rate;
+} opts;
+
+typedef struct rec {
+    uint64_t t_submit, t_first, t_last;
+    int n_out, done;
+} rec;
+
+static void on_event(void *ctx, const engine_event *ev) {
+    (void)ctx;
+    rec *r = ev->user;
+    uint64_t now = sol_now_ns();
+    if (ev->kind == ENGINE_EV_TOKEN) {
+        if (!r->n_out) r->t_first = now;
+        r->t_last = now;
+        r->n_out++;
+    } else {
+        r->done = 1;
+    }
+}
+
+static engine *start(const opts *o, model *m, bool cache, int max_seqs) {
+    engine_config c = engine_config_default();
+    c.max_num_seqs = max_seqs;
+    c.max_batched_tokens = o->max_tokens > max_seqs ? o->max_tokens : max_seqs;
+    c.num_blocks = o->num_blocks;
+    c.max_model_len = model_get_hparams(m)->ctx_len;
+    c.prefix_caching = cache;
+    c.on_event = on_event;
+    sol_err e = {0};
+    engine *eng = engine_new(&c, m, NULL, &e);
+    if (!eng) fprintf(stderr, "engine_new: %s\n", e.msg);
+    return eng;
+}
+
+static uint64_t rng_next(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 33;
+}
+
+static void submit(engine *eng, const int32_t *prompt, int n_prompt, int max_out, rec *r) {
+    engine_request q = {0};
+    q.prompt_tokens = prompt;
+    q.n_prompt_tokens = n_prompt;
+    q.sampling = sampler_params_default();
+    q.sampling.temperature = 0;
+    q.max_tokens = max_out;
+    q.ignore_eos = true;
+    q.user = r;
+    r->t_submit = sol_now_ns();
+    sol_err e = {0};
+    if (engine_submit(eng, &q, &e) < 0) {
+        fprintf(stderr, "submit: %s\n", e.msg);
+        r->done = 1;
+    }
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, int n, double p) {
+    if (n == 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    int i = (int)ceil(p / 100.0 * n) - 1;
+    return v[i < 0 ? 0 : i];
+}
+
+static void report(const char *label, engine *eng, rec *r, int n, double wall_s) {
+    double *ttft = calloc((size_t)n, sizeof *ttft), *tpot = calloc((size_t)n, sizeof *tpot);
+    long tokens = 0;
+    int nt = 0;
+    for (int i = 0; i < n; i++) {
+        tokens += r[i].n_out;
+        ttft[i] = (r[i].t_first - r[i].t_submit) / 1e6;
+        if (r[i].n_out > 1) tpot[nt++] = (r[i].t_last - r[i].t_first) / 1e6 / (r[i].n_out - 1);
+    }
+    engine_stats st;
+    engine_get_stats(eng, &st);
+    printf("%s: %d requests, %ld tokens in %.2f s = %.1f tok/s\n", label, n, tokens, wall_s,
+           tokens / wall_s);
+    printf("  TTFT ms p50 %.1f p90 %.1f p99 %.1f | ", pct(ttft, n, 50), pct(ttft, n, 90),
+           pct(ttft, n, 99));
+    printf("TPOT ms p50 %.2f p90 %.2f p99 %.2f\n", pct(tpot, nt, 50), pct(tpot, nt, 90),
+           pct(tpot, nt, 99));
+    printf("  steps %llu, preemptions %llu, KV blocks %d (free now %d), prefix hit %.1f%%, "
+           "scheduler %.3f%% of step time\n",
+           (unsigned long long)st.steps, (unsigned long long)st.preemptions, st.total_blocks,
+           st.free_blocks, 100 * st.prefix_hit_rate,
+           st.step_ns ? 100.0 * st.sched_ns / st.step_ns : 0.0);
+    free(ttft);
+    free(tpot);
+}
+
+static void wait_all(rec *r, int n) {
+    for (int i = 0; i < n; i++)
+        while (!r[i].done)
+            usleep(200);
+}
+
+/* Random prompts and Poisson arrivals at o->rate requests/s (0 = all at once). */
+static void run_load(const opts *o, model *m) {
+    engine *eng = start(o, m, true, o->max_seqs);
+    if (!eng) return;
+    rec *r = calloc((size_t)o->n, sizeof *r);
+    int32_t *prompt = malloc(sizeof *prompt * (size_t)o->pmax);
+    uint64_t seed = 42;
+    int32_t nv = model_get_hparams(m)->n_vocab;
+    double t0 = sol_now_s();
+    for (int i = 0; i < o->n; i++) {
+        int np = o->pmin + (int)(rng_next(&seed) % (uint64_t)(o->pmax - o->pmin + 1));
+        int no = o->omin + (int)(rng_next(&seed) % (uint64_t)(o->omax - o->omin + 1));
+        for (int j = 0; j < np; j++)
+            prompt[j] = 3 + (int32_t)(rng_next(&seed) % (uint64_t)(nv - 3));
+        submit(eng, prompt, np, no, &r[i]);
+        if (o->rate > 0) {
+            double u = (rng_next(&seed) + 1.0) / 2147483649.0;
+            usleep((useconds_t)(-log(u) / o->rate * 1e6));
+        }
+    }
+    wait_all(r, o->n);
+    report("load", eng, r, o->n, sol_now_s() - t0);
+    engine_free(eng);
+    free(r);
+    free(prompt);
+}
+
+/* Decode tok/s of `conc` sequences decoding together (time from the last first token on). */
+static double decode_rate(const opts *o, model *m, int conc) {
+    engine *eng = start(o, m, false, conc);
+    rec *r = calloc((size_t)conc, sizeof *r);
+    int32_t prompt[32];
+    for (int i = 0; i < conc; i++) {
+        for (int j = 0; j < 32; j++)
+            prompt[j] = 3 + (i * 131 + j * 7) % 1000;
+        submit(eng, prompt, 32, o->omax, &r[i]);
+    }
+    wait_all(r, conc);
+    uint64_t start_ns = 0, end_ns = 0;
+    long toks = 0;
+    for (int i = 0; i < conc; i++) {
+        if (r[i].t_first > start_ns) start_ns = r[i].t_first;
+        if (r[i].t_last > end_ns) end_ns = r[i].t_last;
+    }
+    for (int i = 0; i < conc; i++)
+        toks += r[i].n_out - 1;
+    double rate = toks / ((end_ns - start_ns) / 1e9);
+    char label[64];
+    snprintf(label, sizeof label, "batch %d", conc);
+    report(label, eng, r, conc, (end_ns - r[0].t_submit) / 1e9);
+    engine_free(eng);
+    free(r);
+    return rate;
+}
+
+static void run_batch(const opts *o, model *m) {
+    double one = decode_rate(o, m, 1), many = decode_rate(o, m, o->conc);
+    printf("RESULT batch: decode %.1f tok/s at %d sequences vs %.1f tok/s at 1 = %.2fx\n", many,
+           o->conc, one, many / one);
+}
+
+/* First request pays the 1,024-token system prompt; later ones (sequential, so TTFT is pure
+ * prefill) should find it in the prefix cache. */
+static double prefix_ratio(const opts *o, model *m, bool cache) {
+    engine *eng = start(o, m, cache, 8);
+    enum { SYS = 1024, USER = 32, LATER = 8 };
+    int32_t *prompt = malloc(sizeof *prompt * (SYS + USER));
+    for (int j = 0; j < SYS; j++)
+        prompt[j] = 3 + (j * 37) % 1000;
+    rec r[1 + LATER] = {0};
+    for (int i = 0; i <= LATER; i++) {
+        for (int j = 0; j < USER; j++)
+            prompt[SYS + j] = 3 + (i * 101 + j * 13) % 1000;
+        submit(eng, prompt, SYS + USER, 4, &r[i]);
+        wait_all(&r[i], 1);
+    }
+    double first = (r[0].t_first - r[0].t_submit) / 1e6, later = 0;
+    for (int i = 1; i <= LATER; i++)
+        later += (r[i].t_first - r[i].t_submit) / 1e6 / LATER;
+    printf("prefix caching %s: TTFT first %.1f ms, later mean %.1f ms, ratio %.3f\n",
+           cache ? "on " : "off", first, later, later / first);
+    engine_free(eng);
+    free(prompt);
+    return later / first;
+}
+
+static void run_prefix(const opts *o, model *m) {
+    double on = prefix_ratio(o, m, true), off = prefix_ratio(o, m, false);
+    printf("RESULT prefix: TTFT later/first %.3f with caching, %.3f without\n", on, off);
+}
+
+static void run_overhead(const opts *o, model *m) {
+    engine *eng = start(o, m, false, o->conc);
+    rec *r = calloc((size_t)o->conc, sizeof *r);
+    int32_t prompt[16];
+    for (int i = 0; i < o->conc; i++) {
+        for (int j = 0; j < 16; j++)
+            prompt[j] = 3 + (i * 53 + j) % 1000;
+        submit(eng, prompt, 16, o->omax, &r[i]);
+    }
+    wait_all(r, o->conc);
+    engine_stats st;
+    engine_get_stats(eng, &st);
+    report("overhead", eng, r, o->conc, (sol_now_ns() - r[0].t_submit) / 1e9);
+    printf("RESULT overhead: scheduler %.1f us/step of %.1f us/step = %.3f%% at %d sequences\n",
+           st.sched_ns / 1e3 / st.steps, st.step_ns / 1e3 / st.steps,
+           100.0 * st.sched_ns / st.step_ns, o->conc);
+    engine_free(eng);
+    free(r);
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: bench_serving -m MODEL.gguf [--mode load|batch|prefix|overhead] [-t THREADS]\n"
+            "  load:  [-n 64] [--prompt MIN:MAX (32:256)] [--output MIN:MAX (32:128)]\n"
+            "         [--rate REQ_PER_S (0 = all at once)] [--max-seqs 64]\n"
+            "  batch: [--concurrency 16] [--output :N (64)]   overhead: [--concurrency 64]\n"
+            "  common: [--max-batched-tokens 2048] [--num-blocks N (2048; 0 = memory_fraction)]\n");
+}
+
+/* "MIN:MAX", or ":N" for exactly N. */
+static int range(const char *s, int *lo, int *hi) {
+    if (sscanf(s, "%d:%d", lo, hi) == 2) return 0;
+    if (sscanf(s, ":%d", hi) != 1) return -1;
+    *lo = *hi;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    opts o = {.mode = "load",
+              .n = 64,
+              .pmin = 32,
+              .pmax = 256,
+              .omin = 32,
+              .omax = 128,
+              .conc = 0,
+              .max_seqs = 64,
+              .max_tokens = 2048,
+              .num_blocks = 2048};
+    static const struct option longs[] = {{"mode", 1, 0, 'M'},
+                                          {"prompt", 1, 0, 'P'},
+                                          {"output", 1, 0, 'O'},
+                                          {"rate", 1, 0, 'r'},
+                                          {"concurrency", 1, 0, 'c'},
+                                          {"max-seqs", 1, 0, 'S'},
+                                          {"max-batched-tokens", 1, 0, 'B'},
+                                          {"num-blocks", 1, 0, 'K'},
+                                          {"help", 0, 0, 'h'},
+                                          {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "m:n:t:h", longs, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            o.model = optarg;
+            break;
+        case 'n':
+            o.n = atoi(optarg);
+            break;
+        case 't':
+            o.threads = atoi(optarg);
+            break;
+        case 'M':
+            o.mode = optarg;
+            break;
+        case 'P':
+            if (range(optarg, &o.pmin, &o.pmax)) return usage(), 2;
+            break;
+        case 'O':
+            if (range(optarg, &o.omin, &o.omax)) return usage(), 2;
+            break;
+        case 'r':
+            o.rate = atof(optarg);
+            break;
+        case 'c':
+            o.conc = atoi(optarg);
+            break;
+        case 'S':
+            o.max_seqs = atoi(optarg);
+            break;
+        case 'B':
+            o.max_tokens = atoi(optarg);
+            break;
+        case 'K':
+            o.num_blocks = atoi(optarg);
+            break;
+        case 'h':
+            printf("usage: see below (also printed on stderr)\n");
+            usage();
+            return 0;
+        default:
+            usage();
+            return 2;
+        }
+    }
+    if (!o.model || o.pmin < 1 || o.pmax < o.pmin || o.omin < 1 || o.omax < o.omin) {
+        usage();
+        return 2;
+    }
+    if (!o.conc) o.conc = strcmp(o.mode, "overhead") == 0 ? 64 : 16;
+    sol_log_setup(SOL_LOG_WARN, 0, "bench");
+    sol_err e = {0};
+    sol_backend *be = sol_backend_cpu_new(o.threads, &e);
+    model *m = be ? model_load(o.model, 0, be, &e) : NULL;
+    if (!m) {
+        fprintf(stderr, "bench_serving: %s\n", e.msg);
+        return 1;
+    }
+    if (strcmp(o.mode, "load") == 0)
+        run_load(&o, m);
+    else if (strcmp(o.mode, "batch") == 0)
+        run_batch(&o, m);
+    else if (strcmp(o.mode, "prefix") == 0)
+        run_prefix(&o, m);
+    else if (strcmp(o.mode, "overhead") == 0)
+        run_overhead(&o, m);
+    else
+        usage();
+    model_free(m);
+    sol_backend_free(be);
+    return 0;
+}

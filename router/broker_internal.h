@@ -1,0 +1,73 @@
+/* broker_internal: state shared by broker.c (the actor, its pipe and the HTTP-facing callbacks)
+ * and broker_work.c (worker messages, dispatch, failover). Only the broker thread touches it,
+ * except `snap` (guarded by snap_mu) and `push` (guarded by push_mu). */
+#ifndef SOL_BROKER_INTERNAL_H
+#define SOL_BROKER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "broker.h"
+#include "inflight.h"
+#include "worker_table.h"
+
+#define BROKER_TICK_MS 100
+
+enum bk_cmd_type { BK_DISPATCH = 1, BK_CANCEL, BK_DRAIN, BK_TERM };
+
+/* What travels through the inproc pipe from HTTP threads (copied by zmq_send). */
+typedef struct bk_cmd {
+    int type;
+    int pool; /* BK_DISPATCH: index into cfg.pools */
+    uint64_t received_ns;
+    uint64_t prefix_hash;
+    http_stream *stream; /* BK_DISPATCH: one reference, now the broker's */
+    uint8_t *generate;   /* BK_DISPATCH: encoded Generate envelope (malloc'd) */
+    size_t generate_len;
+    char id[SOL_FRAME_MAX_ID_BYTES + 1]; /* request id (DISPATCH, CANCEL) or worker id (DRAIN) */
+} bk_cmd;
+
+struct broker {
+    broker_config cfg;
+    char endpoint[256];
+    void *zctx, *sock, *pull, *push;
+    pthread_mutex_t push_mu;
+    pthread_t thread;
+    bool running;
+    /* broker thread only */
+    worker_table wt;
+    inflight inf;
+    bk_queue *queues; /* one per pool */
+    uint64_t next_beat_ms;
+    uint8_t *enc; /* encode scratch */
+    size_t enc_cap;
+    oai_token_logprob *lp; /* chunk conversion scratch */
+    oai_top_logprob *top;
+    size_t lp_cap, top_cap;
+    bool dirty; /* the snapshot is stale */
+    /* published for HTTP threads */
+    pthread_mutex_t snap_mu;
+    strbuf snap_json;
+    strbuf snap_ids; /* "\nid1\nid2\n" */
+    bool snap_ready;
+};
+
+/* broker_work.c */
+void bw_on_worker_message(broker *b);
+void bw_on_dispatch(broker *b, bk_cmd *c);
+void bw_on_cancel(broker *b, const char *http_id);
+void bw_on_drain(broker *b, const char *worker_id);
+void bw_tick(broker *b, uint64_t now_ms);
+void bw_shutdown(broker *b);
+void bw_pump(broker *b, int pool);
+/* Put r back at the front of its queue for another worker (or give up past the attempt cap). */
+void bw_failover(broker *b, bk_req *r, const char *why);
+/* Fail over everything on w and remove it from the table (w is freed). */
+void bw_worker_dead(broker *b, bk_worker *w, const char *why);
+/* Cancel r on its worker and forget it. */
+void bw_drop(broker *b, bk_req *r);
+/* End a request with an error (before the first byte: an HTTP status) and release it. */
+void bw_fail(broker *b, bk_req *r, int status, const char *msg, int retry_after_s);
+
+#endif

@@ -1,0 +1,262 @@
+/* broker_work: what the broker thread does with each event — worker messages (Register,
+ * Heartbeat, TokenChunk, Error), new requests, cancels, drains, and the periodic tick (router
+ * heartbeats, dead workers, request timeouts, queues stranded without workers).
+ *
+ * Invariants: a request is either in exactly one pool queue (worker == NULL) or on one worker
+ * (worker != NULL, counted in worker->inflight). Chunks are accepted only from the worker the
+ * request is on and only with a seq above the last one accepted, so a late or duplicated chunk
+ * never reaches the client twice. What was accepted is kept (text + token ids) so that a failover
+ * can re-send the request with resume_text/resume_tokens and the new worker continues exactly
+ * after the last token the client has. */
+#include "broker_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "clock.h"
+#include "log.h"
+
+#define MOD "broker"
+
+/* ---- sending --------------------------------------------------------------------------------- */
+
+static const char *wname(const bk_worker *w) {
+    return w->id[0] ? w->id : "?";
+}
+
+/* 0, or the send error (-EHOSTUNREACH: the worker is gone; -EAGAIN: its queue is full). */
+static int send_env(broker *b, const zmq_util_identity *to, const Sol__Envelope *env) {
+    sol_err e = {0};
+    int rc = zmq_util_router_send(b->sock, to, env, &e);
+    if (rc) LOG_DEBUG(MOD, "send failed: %s", e.msg);
+    return rc;
+}
+
+static void send_cancel(broker *b, bk_worker *w, const char *wire_id) {
+    Sol__Cancel c = SOL__CANCEL__INIT;
+    c.request_id = (char *)wire_id;
+    Sol__Envelope env;
+    frame_wrap_cancel(&env, &c);
+    send_env(b, &w->ident, &env);
+}
+
+/* Encode r's Generate for this attempt (with what was already streamed) into b->enc. */
+static int encode_attempt(broker *b, bk_req *r, size_t *len) {
+    Sol__Generate *g = r->msg->generate;
+    char *orig_id = g->request_id, *orig_text = g->resume_text;
+    g->request_id = r->wire_id;
+    g->resume_text = r->text.len ? r->text.data : "";
+    g->resume_tokens = r->toks;
+    g->n_resume_tokens = r->n_toks;
+    sol_err e = {0};
+    int rc = frame_measure(r->msg, len, &e);
+    if (!rc && *len > b->enc_cap) {
+        uint8_t *p = realloc(b->enc, *len);
+        if (!p)
+            rc = -ENOMEM;
+        else {
+            b->enc = p;
+            b->enc_cap = *len;
+        }
+    }
+    if (!rc) frame_pack(r->msg, b->enc);
+    g->request_id = orig_id;
+    g->resume_text = orig_text;
+    g->resume_tokens = NULL;
+    g->n_resume_tokens = 0;
+    if (rc) LOG_WARN(MOD, "request %s cannot be encoded: %s", r->http_id, e.msg);
+    return rc;
+}
+
+/* Put r on w. Returns 0, or -1 when w could not take it (r is back at the front of its queue). */
+static int assign(broker *b, bk_req *r, bk_worker *w) {
+    size_t len = 0;
+    if (encode_attempt(b, r, &len)) {
+        bw_fail(b, r, 500, "internal error: the request could not be encoded", 0);
+        return 0;
+    }
+    sol_err e = {0};
+    int rc = zmq_util_router_send_bytes(b->sock, &w->ident, b->enc, len, &e);
+    if (rc) {
+        queue_push_front(&b->queues[r->pool], r);
+        r->avoid = w;
+        if (rc == -EHOSTUNREACH) bw_worker_dead(b, w, "its connection is gone");
+        return -1;
+    }
+    r->worker = w;
+    r->last_seq = -1;
+    r->attempts++;
+    w->inflight++;
+    if (!r->dispatched_once) {
+        r->dispatched_once = true;
+        metrics_observe(b->cfg.metrics, METRIC_QUEUE, b->cfg.pools[r->metric_pool],
+                        (double)(sol_now_ns() - r->received_ns) * 1e-9);
+    }
+    LOG_DEBUG(MOD, "request %s → worker %s (attempt %u)", r->wire_id, wname(w), r->attempts);
+    return 0;
+}
+
+void bw_pump(broker *b, int pool) {
+    bk_queue *q = &b->queues[pool];
+    bool affinity = b->cfg.affinity_prefix_chars > 0;
+    for (size_t guard = q->n + 1; q->head && guard; guard--) {
+        bk_req *r = q->head;
+        bk_worker *w = wt_pick(&b->wt, b->cfg.pools[pool], r->prefix_hash, affinity, r->avoid);
+        if (!w) return;
+        queue_pop(q);
+        assign(b, r, w);
+    }
+}
+
+/* ---- ending requests ------------------------------------------------------------------------ */
+
+static void detach(broker *b, bk_req *r) {
+    if (r->worker) {
+        r->worker->inflight--;
+        r->worker = NULL;
+    } else {
+        queue_remove(&b->queues[r->pool], r);
+    }
+}
+
+void bw_fail(broker *b, bk_req *r, int status, const char *msg, int retry_after_s) {
+    oai_error err;
+    oai_error_status(&err, status, msg);
+    err.retry_after_s = retry_after_s;
+    http_chunk c = {.error = &err};
+    http_stream_push(r->stream, &c);
+    detach(b, r);
+    inflight_release(&b->inf, r);
+    b->dirty = true;
+}
+
+/* The client is gone or the request timed out: stop the worker now, forget the request. */
+void bw_drop(broker *b, bk_req *r) {
+    if (r->worker) send_cancel(b, r->worker, r->wire_id);
+    int pool = r->pool;
+    detach(b, r);
+    inflight_release(&b->inf, r);
+    bw_pump(b, pool);
+}
+
+void bw_failover(broker *b, bk_req *r, const char *why) {
+    bk_worker *w = r->worker;
+    if (w) {
+        w->inflight--;
+        w->failed_over++;
+    }
+    r->worker = NULL;
+    r->avoid = w;
+    if (r->attempts >= BROKER_MAX_ATTEMPTS) {
+        LOG_WARN(MOD, "request %s failed after %u attempts (%s)", r->wire_id, r->attempts, why);
+        bw_fail(b, r, 503, "the request failed on every worker it was sent to", 1);
+        return;
+    }
+    LOG_INFO(MOD, "request %s fails over (%s) after %zu tokens", r->wire_id, why, r->n_toks);
+    queue_push_front(&b->queues[r->pool], r);
+}
+
+void bw_worker_dead(broker *b, bk_worker *w, const char *why) {
+    LOG_WARN(MOD, "worker %s (pool %s) is dead: %s; failing over %u requests", wname(w), w->pool,
+             why, w->inflight);
+    for (size_t i = 0; i < b->inf.cap; i++) {
+        bk_req *r = b->inf.slots[i];
+        if (r && r->worker == w) bw_failover(b, r, why);
+        if (r && r->avoid == w) r->avoid = NULL;
+    }
+    metrics_remove_worker(b->cfg.metrics, w->id);
+    wt_remove(&b->wt, w);
+    b->dirty = true;
+}
+
+/* ---- new requests, cancels, drains (from HTTP threads) --------------------------------------- */
+
+static int route_pool(broker *b, int pool) {
+    if (wt_live_in_pool(&b->wt, b->cfg.pools[pool])) return pool;
+    if (!b->cfg.fallback_pool) return -1;
+    for (size_t p = 0; p < b->cfg.n_pools; p++)
+        if (!strcmp(b->cfg.pools[p], b->cfg.fallback_pool) &&
+            wt_live_in_pool(&b->wt, b->cfg.pools[p]))
+            return (int)p;
+    return -1;
+}
+
+static int retry_after_s(const broker *b) {
+    return (b->cfg.dead_after_ms + 999) / 1000;
+}
+
+void bw_on_dispatch(broker *b, bk_cmd *c) {
+    bk_req *r = inflight_add(&b->inf, c->id);
+    sol_err e = {0};
+    Sol__Envelope *env = NULL;
+    if (r && frame_decode(c->generate, c->generate_len, &env, &e)) env = NULL;
+    free(c->generate);
+    if (!r || !env) {
+        oai_error err;
+        oai_error_status(&err, 500, r ? e.msg : "out of memory");
+        http_chunk ch = {.error = &err};
+        http_stream_push(c->stream, &ch);
+        http_stream_unref(c->stream);
+        if (r) inflight_release(&b->inf, r);
+        return;
+    }
+    r->stream = c->stream;
+    r->msg = env;
+    r->received_ns = c->received_ns;
+    r->queued_ms = sol_now_ms();
+    r->prefix_hash = c->prefix_hash;
+    r->metric_pool = c->pool;
+    r->pool = route_pool(b, c->pool);
+    if (r->pool < 0) {
+        r->pool = c->pool;
+        char msg[160];
+        snprintf(msg, sizeof msg, "no worker of pool '%s' is available; retry later",
+                 b->cfg.pools[c->pool]);
+        bw_fail(b, r, 503, msg, retry_after_s(b));
+        return;
+    }
+    bk_queue *q = &b->queues[r->pool];
+    if (!q->head) {
+        bk_worker *w = wt_pick(&b->wt, b->cfg.pools[r->pool], r->prefix_hash,
+                               b->cfg.affinity_prefix_chars > 0, NULL);
+        if (w && !assign(b, r, w)) return;
+        if (w) queue_remove(q, r); /* assign put it back; queue it properly below */
+    }
+    if (q->n >= (size_t)b->cfg.max_queue_per_pool) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "pool '%s' is at capacity (%zu requests queued); retry later",
+                 b->cfg.pools[r->pool], q->n);
+        bw_fail(b, r, 429, msg, 1);
+        return;
+    }
+    queue_push_back(q, r);
+    bw_pump(b, r->pool);
+}
+
+void bw_on_cancel(broker *b, const char *http_id) {
+    /* Clients may reuse X-Request-Id: only requests whose client really left are dropped, which
+     * an empty push tells (-EPIPE). Linear, but cancels are rare next to chunks. */
+    http_chunk probe = {0};
+    for (size_t i = 0; i < b->inf.cap; i++) {
+        bk_req *r = b->inf.slots[i];
+        if (!r || strcmp(r->http_id, http_id)) continue;
+        if (http_stream_push(r->stream, &probe) != -EPIPE) continue;
+        LOG_DEBUG(MOD, "request %s: client went away; cancelling", r->wire_id);
+        bw_drop(b, r);
+    }
+}
+
+void bw_on_drain(broker *b, const char *worker_id) {
+    bk_worker *w = wt_find_id(&b->wt, worker_id);
+    if (!w) return;
+    Sol__Drain d = SOL__DRAIN__INIT;
+    d.worker_id = w->id;
+    Sol__Envelope env;
+    frame_wrap_drain(&env, &d);
+    send_env(b, &w->ident, &env);
+    w->draining = true;
+    LOG_INFO(MOD, "worker %s draining (admin request): %u requests left", wname(w), w->inflight);
+}

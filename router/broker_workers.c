@@ -1,0 +1,354 @@
+/* broker_workers: messages from workers (Register, Heartbeat, TokenChunk, Error) and the
+ * periodic tick. Split from broker_work.c, which holds dispatch and failover; the shared helpers
+ * below are small wrappers so each file reads top to bottom. */
+#include "broker_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "clock.h"
+#include "log.h"
+
+#define MOD "broker"
+
+static void reply_error(broker *b, const zmq_util_identity *to, int code, const char *msg) {
+    Sol__Error er;
+    frame_error_init(&er, code, msg, NULL);
+    Sol__Envelope env;
+    frame_wrap_error(&env, &er);
+    sol_err e = {0};
+    zmq_util_router_send(b->sock, to, &env, &e);
+}
+
+/* ---- Register / Heartbeat ------------------------------------------------------------------ */
+
+static void on_register(broker *b, const zmq_util_identity *from, const Sol__Register *reg) {
+    sol_err e = {0};
+    char who[64];
+    if (frame_check_version(reg, &e)) {
+        LOG_ERROR(MOD, "refusing worker %s: %s", zmq_util_identity_str(from, who, sizeof who),
+                  e.msg);
+        reply_error(b, from, SOL_ERROR_VERSION_MISMATCH, e.msg);
+        return;
+    }
+    bk_worker *w = wt_find_ident(&b->wt, from);
+    if (w) {
+        /* A worker registers again after it lost us (or restarted under the same id): whatever
+         * it was running for us is gone on its side. */
+        LOG_INFO(MOD, "worker %s registered again; failing over its %u requests", w->id,
+                 w->inflight);
+        for (size_t i = 0; i < b->inf.cap; i++) {
+            bk_req *r = b->inf.slots[i];
+            if (r && r->worker == w) bw_failover(b, r, "its worker re-registered");
+        }
+    } else {
+        bk_worker t = {0};
+        t.ident = *from;
+        t.registered_ms = sol_now_ms();
+        if (!(w = wt_add(&b->wt, &t))) return;
+    }
+    snprintf(w->id, sizeof w->id, "%s", reg->worker_id);
+    snprintf(w->pool, sizeof w->pool, "%s", reg->pool);
+    snprintf(w->model, sizeof w->model, "%s", reg->model);
+    snprintf(w->backend, sizeof w->backend, "%s", reg->backend);
+    w->capacity = reg->capacity;
+    w->max_context = reg->max_context;
+    w->draining = false;
+    w->last_seen_ms = sol_now_ms();
+    int known = 0;
+    for (size_t p = 0; p < b->cfg.n_pools; p++)
+        known |= !strcmp(b->cfg.pools[p], w->pool);
+    LOG_INFO(MOD, "worker %s joined pool %s%s (model %s, backend %s, capacity %u, context %u)",
+             w->id, w->pool, known ? "" : " (not a configured pool: it gets no work)", w->model,
+             w->backend, w->capacity, w->max_context);
+    /* say hello at once, so the worker's liveness check starts now */
+    Sol__Heartbeat hb = SOL__HEARTBEAT__INIT;
+    hb.worker_id = w->id;
+    Sol__Envelope env;
+    frame_wrap_heartbeat(&env, &hb);
+    zmq_util_router_send(b->sock, &w->ident, &env, &e);
+    b->dirty = true;
+    for (size_t p = 0; p < b->cfg.n_pools; p++)
+        bw_pump(b, (int)p);
+}
+
+static void on_heartbeat(broker *b, bk_worker *w, const Sol__Heartbeat *hb) {
+    w->hb_running = hb->running;
+    w->hb_waiting = hb->waiting;
+    w->kv_usage = hb->total_blocks ? 1.0 - (double)hb->free_blocks / hb->total_blocks : 0;
+    w->prefix_hit_rate = hb->prefix_hit_rate;
+    w->spec_acceptance = hb->spec_acceptance;
+    w->tokens_per_s = hb->tokens_per_s;
+    w->engine_steps = hb->engine_steps;
+    if (hb->draining && !w->draining)
+        LOG_INFO(MOD, "worker %s is draining: no new work goes to it", w->id);
+    w->draining = w->draining || hb->draining;
+    metrics_worker_load load = {hb->running, hb->waiting, w->kv_usage, hb->prefix_hit_rate,
+                                hb->spec_acceptance};
+    metrics_set_worker(b->cfg.metrics, w->id, w->pool, &load);
+    b->dirty = true;
+}
+
+/* ---- TokenChunk ---------------------------------------------------------------------------- */
+
+static int convert_logprobs(broker *b, const Sol__TokenChunk *c) {
+    size_t n_top = 0;
+    for (size_t i = 0; i < c->n_logprobs; i++)
+        n_top += c->logprobs[i]->n_top;
+    if (c->n_logprobs > b->lp_cap) {
+        oai_token_logprob *p = realloc(b->lp, c->n_logprobs * sizeof *p);
+        if (!p) return -ENOMEM;
+        b->lp = p;
+        b->lp_cap = c->n_logprobs;
+    }
+    if (n_top > b->top_cap) {
+        oai_top_logprob *p = realloc(b->top, n_top * sizeof *p);
+        if (!p) return -ENOMEM;
+        b->top = p;
+        b->top_cap = n_top;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < c->n_logprobs; i++) {
+        const Sol__TokenLogprob *t = c->logprobs[i];
+        b->lp[i] = (oai_token_logprob){t->text, t->logprob, b->top + k, t->n_top};
+        for (size_t j = 0; j < t->n_top; j++)
+            b->top[k++] = (oai_top_logprob){t->top[j]->text, t->top[j]->logprob};
+    }
+    return 0;
+}
+
+static void finish_ok(broker *b, bk_req *r, const Sol__TokenChunk *c, http_chunk *hc) {
+    oai_usage u = {0};
+    if (c->usage) {
+        u.prompt_tokens = c->usage->prompt_tokens;
+        u.completion_tokens = c->usage->completion_tokens;
+        u.cached_tokens = c->usage->cached_tokens;
+        metrics_add_prefix_cache(b->cfg.metrics, b->cfg.pools[r->metric_pool], u.cached_tokens,
+                                 u.prompt_tokens);
+    }
+    hc->finish =
+        c->finish_reason == SOL__FINISH_REASON__FINISH_LENGTH ? OAI_FINISH_LENGTH : OAI_FINISH_STOP;
+    hc->usage = &u;
+    http_stream_push(r->stream, hc);
+    bk_worker *w = r->worker;
+    w->served++;
+    w->inflight--;
+    r->worker = NULL;
+    int pool = r->pool;
+    inflight_release(&b->inf, r);
+    b->dirty = true;
+    bw_pump(b, pool);
+}
+
+static void on_chunk(broker *b, bk_worker *w, const Sol__TokenChunk *c) {
+    bk_req *r = inflight_find(&b->inf, c->request_id);
+    if (!r || r->worker != w) {
+        /* finished, cancelled or failed over: tell the worker to stop if it is still going */
+        if (c->finish_reason == SOL__FINISH_REASON__FINISH_NONE) {
+            Sol__Cancel cn = SOL__CANCEL__INIT;
+            cn.request_id = c->request_id;
+            Sol__Envelope env;
+            frame_wrap_cancel(&env, &cn);
+            sol_err e = {0};
+            zmq_util_router_send(b->sock, &w->ident, &env, &e);
+        }
+        return;
+    }
+    if ((int64_t)c->seq <= r->last_seq) return; /* a duplicate */
+    r->last_seq = c->seq;
+    int pool = r->pool;
+    switch (c->finish_reason) {
+    case SOL__FINISH_REASON__FINISH_CANCELLED:
+        bw_failover(b, r, "the worker cancelled it");
+        bw_pump(b, pool);
+        return;
+    case SOL__FINISH_REASON__FINISH_ERROR: {
+        char msg[512];
+        /* Before any token the worker is refusing the input (prompt over its context, ...):
+         * the client's fault, so 400 with the worker's words. After, the generation broke. */
+        bool refused = !r->n_toks && !r->text.len;
+        snprintf(msg, sizeof msg, "%s%.250s",
+                 refused ? "" : "generation failed on the worker: ", c->error ? c->error : "");
+        bw_fail(b, r, refused ? 400 : 500, msg, 0);
+        bw_pump(b, pool);
+        return;
+    }
+    default:
+        break;
+    }
+    http_chunk hc = {.text = c->text ? c->text : "", .text_len = c->text ? strlen(c->text) : 0};
+    if (c->n_logprobs && !convert_logprobs(b, c)) {
+        hc.logprobs = b->lp;
+        hc.n_logprobs = c->n_logprobs;
+    }
+    strbuf_append(&r->text, hc.text, hc.text_len);
+    inflight_add_tokens(r, c->token_ids, c->n_token_ids);
+    if (c->finish_reason != SOL__FINISH_REASON__FINISH_NONE) {
+        finish_ok(b, r, c, &hc);
+        return;
+    }
+    if (http_stream_push(r->stream, &hc) == -EPIPE) bw_drop(b, r);
+}
+
+/* ---- Error from a worker ----------------------------------------------------------------- */
+
+static void on_worker_error(broker *b, bk_worker *w, const Sol__Error *er) {
+    bk_req *r = er->request_id && er->request_id[0] ? inflight_find(&b->inf, er->request_id) : NULL;
+    if (!r || r->worker != w) {
+        LOG_WARN(MOD, "worker %s: error %d: %s", w->id, er->code, er->message);
+        return;
+    }
+    int pool = r->pool;
+    if (er->code == SOL_ERROR_OVERLOADED) {
+        r->attempts--; /* a refusal is not a failed attempt: nothing ran */
+        bw_failover(b, r, "the worker refused it (busy or draining)");
+    } else if (er->code >= 400 && er->code < 500) {
+        bw_fail(b, r, 400, er->message, 0);
+    } else {
+        char msg[512];
+        snprintf(msg, sizeof msg, "worker %s failed the request: %.250s", w->id, er->message);
+        bw_fail(b, r, 500, msg, 0);
+    }
+    bw_pump(b, pool);
+}
+
+/* ---- dispatch of one worker message -------------------------------------------------------- */
+
+static void on_message(broker *b, const zmq_util_identity *from, const Sol__Envelope *env) {
+    if (env->body_case == SOL__ENVELOPE__BODY_REGISTER) {
+        on_register(b, from, env->register_);
+        return;
+    }
+    bk_worker *w = wt_find_ident(&b->wt, from);
+    if (!w) {
+        /* e.g. after a router restart: the worker must register before anything else */
+        reply_error(b, from, SOL_ERROR_NOT_REGISTERED,
+                    "this router does not know you (it may have restarted): send Register");
+        return;
+    }
+    w->last_seen_ms = sol_now_ms();
+    switch (env->body_case) {
+    case SOL__ENVELOPE__BODY_HEARTBEAT:
+        on_heartbeat(b, w, env->heartbeat);
+        break;
+    case SOL__ENVELOPE__BODY_TOKEN_CHUNK:
+        on_chunk(b, w, env->token_chunk);
+        break;
+    case SOL__ENVELOPE__BODY_ERROR:
+        on_worker_error(b, w, env->error);
+        break;
+    default:
+        LOG_WARN(MOD, "worker %s sent a %s, which a router does not expect; ignored", w->id,
+                 frame_body_name(env->body_case));
+    }
+}
+
+void bw_on_worker_message(broker *b) {
+    for (int n = 0; n < 4096; n++) { /* bounded: let the pipe have a turn */
+        zmq_util_identity from = {0};
+        Sol__Envelope *env = NULL;
+        sol_err e = {0};
+        int rc = zmq_util_router_recv(b->sock, ZMQ_DONTWAIT, &from, &env, &e);
+        if (rc == -EAGAIN) return;
+        if (rc < 0) {
+            char who[64];
+            LOG_WARN(MOD, "dropped a bad frame from %s: %s",
+                     from.len ? zmq_util_identity_str(&from, who, sizeof who) : "?", e.msg);
+            if (from.len) reply_error(b, &from, SOL_ERROR_BAD_REQUEST, e.msg);
+            continue;
+        }
+        on_message(b, &from, env);
+        frame_free_envelope(env);
+    }
+}
+
+/* ---- the tick ------------------------------------------------------------------------------ */
+
+static void send_heartbeats(broker *b) {
+    for (size_t i = 0; i < b->wt.n;) {
+        bk_worker *w = b->wt.w[i];
+        Sol__Heartbeat hb = SOL__HEARTBEAT__INIT;
+        hb.worker_id = w->id;
+        Sol__Envelope env;
+        frame_wrap_heartbeat(&env, &hb);
+        sol_err e = {0};
+        if (zmq_util_router_send(b->sock, &w->ident, &env, &e) == -EHOSTUNREACH) {
+            bw_worker_dead(b, w, "its connection is gone");
+            continue; /* the table shifted down */
+        }
+        i++;
+    }
+}
+
+static void expire_requests(broker *b, uint64_t now_ms) {
+    uint64_t now_ns = now_ms * 1000000ull;
+    uint64_t limit_ns = (uint64_t)b->cfg.request_timeout_ms * 1000000ull;
+    for (size_t i = 0; i < b->inf.cap; i++) {
+        bk_req *r = b->inf.slots[i];
+        if (!r) continue;
+        if (limit_ns && now_ns > r->received_ns + limit_ns) {
+            LOG_WARN(MOD, "request %s timed out after %d ms", r->wire_id,
+                     b->cfg.request_timeout_ms);
+            if (r->worker) {
+                Sol__Cancel cn = SOL__CANCEL__INIT;
+                cn.request_id = r->wire_id;
+                Sol__Envelope env;
+                frame_wrap_cancel(&env, &cn);
+                sol_err e = {0};
+                zmq_util_router_send(b->sock, &r->worker->ident, &env, &e);
+            }
+            bw_fail(b, r, 503, "the request timed out (router.http.request_timeout_ms)", 1);
+            continue;
+        }
+        /* queued in a pool that lost all its workers: a replacement gets dead_after_ms */
+        if (!r->worker && !wt_live_in_pool(&b->wt, b->cfg.pools[r->pool]) &&
+            now_ms > r->queued_ms + (uint64_t)b->cfg.dead_after_ms) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "no worker of pool '%s' is available; retry later",
+                     b->cfg.pools[r->pool]);
+            bw_fail(b, r, 503, msg, (b->cfg.dead_after_ms + 999) / 1000);
+        }
+    }
+}
+
+void bw_tick(broker *b, uint64_t now_ms) {
+    if (now_ms >= b->next_beat_ms) {
+        send_heartbeats(b);
+        b->next_beat_ms = now_ms + (uint64_t)b->cfg.heartbeat_ms;
+        b->dirty = true; /* refresh "last_heartbeat_ms_ago" */
+    }
+    for (size_t i = 0; i < b->wt.n;) {
+        bk_worker *w = b->wt.w[i];
+        if (now_ms > w->last_seen_ms + (uint64_t)b->cfg.dead_after_ms) {
+            char why[96];
+            snprintf(why, sizeof why, "no message for %llu ms",
+                     (unsigned long long)(now_ms - w->last_seen_ms));
+            bw_worker_dead(b, w, why);
+            continue;
+        }
+        i++;
+    }
+    expire_requests(b, now_ms);
+    for (size_t p = 0; p < b->cfg.n_pools; p++)
+        bw_pump(b, (int)p);
+}
+
+void bw_shutdown(broker *b) {
+    for (size_t i = 0; i < b->inf.cap; i++) {
+        bk_req *r = b->inf.slots[i];
+        if (!r) continue;
+        if (r->worker) {
+            Sol__Cancel cn = SOL__CANCEL__INIT;
+            cn.request_id = r->wire_id;
+            Sol__Envelope env;
+            frame_wrap_cancel(&env, &cn);
+            sol_err e = {0};
+            zmq_util_router_send(b->sock, &r->worker->ident, &env, &e);
+        }
+        bw_fail(b, r, 503, "the router is shutting down", 1);
+    }
+}

@@ -1,0 +1,68 @@
+/* generate_msg: the only place that maps OpenAI request fields onto Sol__Generate. Runs on the
+ * HTTP thread that accepted the request, so the broker thread only copies finished bytes. */
+#include "generate_msg.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "frame.h"
+
+static void fill_sampling(const oai_request *req, Sol__SamplingParams *sp) {
+    sp->temperature = req->temperature;
+    sp->top_p = req->top_p;
+    sp->top_k = req->top_k > 0 ? req->top_k : 0; /* OpenAI's -1 (off) is 0 on the wire */
+    sp->min_p = req->min_p;
+    sp->repetition_penalty = req->repetition_penalty;
+    sp->frequency_penalty = req->frequency_penalty;
+    sp->presence_penalty = req->presence_penalty;
+    sp->seed = req->seed;
+    sp->has_seed = req->has_seed;
+    sp->want_logprobs = req->want_logprobs;
+    sp->logprobs = req->want_logprobs ? req->top_logprobs : 0;
+}
+
+int genmsg_encode(const oai_request *req, const char *request_id, uint8_t **out, size_t *len,
+                  sol_err *e) {
+    *out = NULL;
+    Sol__Generate g = SOL__GENERATE__INIT;
+    Sol__SamplingParams sp = SOL__SAMPLING_PARAMS__INIT;
+    fill_sampling(req, &sp);
+    g.request_id = (char *)request_id;
+    g.sampling = &sp;
+    g.max_tokens = req->max_tokens; /* chat without max_tokens: 0 = up to the context */
+    g.stop = (char **)req->stop;
+    g.n_stop = req->n_stop;
+    g.priority = req->priority;
+    g.tags = (char **)req->tags;
+    g.n_tags = req->n_tags;
+    g.add_bos = 1;
+    g.cache_salt = req->cache_salt ? req->cache_salt : "";
+    Sol__ChatMessage *msgs = NULL;
+    Sol__ChatMessage **ptrs = NULL;
+    if (req->kind == OAI_CHAT) {
+        msgs = calloc(req->n_messages ? req->n_messages : 1, sizeof *msgs);
+        ptrs = calloc(req->n_messages ? req->n_messages : 1, sizeof *ptrs);
+        if (!msgs || !ptrs) {
+            free(msgs);
+            free(ptrs);
+            return sol_err_set(e, -ENOMEM, "out of memory building the request");
+        }
+        for (size_t i = 0; i < req->n_messages; i++) {
+            sol__chat_message__init(&msgs[i]);
+            msgs[i].role = req->messages[i].role;
+            msgs[i].content = req->messages[i].content ? req->messages[i].content : "";
+            ptrs[i] = &msgs[i];
+        }
+        g.messages = ptrs;
+        g.n_messages = req->n_messages;
+        g.prompt = "";
+    } else {
+        g.prompt = req->prompt ? req->prompt : "";
+    }
+    Sol__Envelope env;
+    frame_wrap_generate(&env, &g);
+    int rc = frame_encode(&env, out, len, e);
+    free(msgs);
+    free(ptrs);
+    return rc;
+}

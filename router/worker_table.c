@@ -1,0 +1,162 @@
+/* worker_table: dispatch policy over the registered workers.
+ *
+ * Why rendezvous hashing for affinity: every (prefix, worker) pair gets a pseudo-random score and
+ * the highest score wins, so a worker joining or leaving moves only the prefixes it wins or held
+ * (the consistent-hashing property) without maintaining a ring. Why bounded load: pure affinity
+ * sends every request sharing a system prompt to one worker; capping the affinity worker at
+ * (1 + epsilon) times the average keeps the pool balanced while repeated prefixes still mostly hit
+ * a warm prefix cache (Mirrokni et al., "Consistent Hashing with Bounded Loads"). */
+#include "worker_table.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void wt_init(worker_table *t) {
+    memset(t, 0, sizeof *t);
+}
+
+void wt_free(worker_table *t) {
+    for (size_t i = 0; i < t->n; i++)
+        free(t->w[i]);
+    free(t->w);
+    memset(t, 0, sizeof *t);
+}
+
+bk_worker *wt_add(worker_table *t, const bk_worker *tmpl) {
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 8;
+        bk_worker **w = realloc(t->w, cap * sizeof *w);
+        if (!w) return NULL;
+        t->w = w;
+        t->cap = cap;
+    }
+    bk_worker *w = malloc(sizeof *w);
+    if (!w) return NULL;
+    *w = *tmpl;
+    t->w[t->n++] = w;
+    return w;
+}
+
+void wt_remove(worker_table *t, bk_worker *w) {
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->w[i] != w) continue;
+        memmove(&t->w[i], &t->w[i + 1], (t->n - i - 1) * sizeof *t->w);
+        t->n--;
+        free(w);
+        return;
+    }
+}
+
+bk_worker *wt_find_ident(const worker_table *t, const zmq_util_identity *id) {
+    for (size_t i = 0; i < t->n; i++)
+        if (t->w[i]->ident.len == id->len && !memcmp(t->w[i]->ident.bytes, id->bytes, id->len))
+            return t->w[i];
+    return NULL;
+}
+
+bk_worker *wt_find_id(const worker_table *t, const char *id) {
+    for (size_t i = 0; i < t->n; i++)
+        if (!strcmp(t->w[i]->id, id)) return t->w[i];
+    return NULL;
+}
+
+size_t wt_live_in_pool(const worker_table *t, const char *pool) {
+    size_t n = 0;
+    for (size_t i = 0; i < t->n; i++)
+        n += !t->w[i]->draining && !strcmp(t->w[i]->pool, pool);
+    return n;
+}
+
+double wt_load(const bk_worker *w) {
+    uint32_t reported = w->hb_running + w->hb_waiting;
+    uint32_t busy = w->inflight > reported ? w->inflight : reported;
+    return (double)busy / (double)(w->capacity ? w->capacity : 1);
+}
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t fnv1a(const char *s, size_t n, uint64_t h) {
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+uint64_t wt_prefix_hash(const char *s, size_t len, size_t max_chars) {
+    if (!max_chars || !s) return 0;
+    size_t i = 0, chars = 0;
+    while (i < len && chars < max_chars) {
+        i++; /* count a character at each non-continuation byte */
+        while (i < len && ((unsigned char)s[i] & 0xC0) == 0x80)
+            i++;
+        chars++;
+    }
+    return mix64(fnv1a(s, i, 0xcbf29ce484222325ULL));
+}
+
+static bool eligible(const bk_worker *w, const char *pool) {
+    return !w->draining && w->inflight < w->capacity && !strcmp(w->pool, pool);
+}
+
+static bk_worker *least_loaded(worker_table *t, const char *pool, const bk_worker *avoid) {
+    bk_worker *best = NULL;
+    double best_load = 0;
+    size_t start = t->n ? (size_t)(t->rr++ % t->n) : 0;
+    for (size_t k = 0; k < t->n; k++) {
+        bk_worker *w = t->w[(start + k) % t->n];
+        if (!eligible(w, pool) || w == avoid) continue;
+        double l = wt_load(w);
+        if (!best || l < best_load) {
+            best = w;
+            best_load = l;
+        }
+    }
+    return best;
+}
+
+/* Affinity candidate by rendezvous hashing; also sums the pool's load for the bound. */
+static bk_worker *affinity_worker(const worker_table *t, const char *pool, uint64_t h,
+                                  const bk_worker *avoid, double *busy, double *cap) {
+    bk_worker *best = NULL;
+    uint64_t best_score = 0;
+    *busy = *cap = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        bk_worker *w = t->w[i];
+        if (w->draining || strcmp(w->pool, pool)) continue;
+        *busy += wt_load(w) * w->capacity;
+        *cap += w->capacity;
+        if (!eligible(w, pool) || w == avoid) continue;
+        uint64_t score = mix64(fnv1a(w->id, strlen(w->id), h));
+        if (!best || score > best_score) {
+            best = w;
+            best_score = score;
+        }
+    }
+    return best;
+}
+
+bk_worker *wt_pick(worker_table *t, const char *pool, uint64_t prefix_hash, bool use_affinity,
+                   const bk_worker *avoid) {
+    if (use_affinity) {
+        double busy, cap;
+        bk_worker *a = affinity_worker(t, pool, prefix_hash, avoid, &busy, &cap);
+        if (a && cap > 0) {
+            /* a's share of the pool's load after this request, rounded up so that a lightly
+             * loaded pool always keeps a prefix on its worker */
+            double bound = ceil((1.0 + WT_AFFINITY_EPSILON) * (busy + 1) * a->capacity / cap);
+            if (wt_load(a) * a->capacity + 1 <= bound) return a;
+        }
+    }
+    bk_worker *w = least_loaded(t, pool, avoid);
+    if (!w && avoid && eligible(avoid, pool)) w = (bk_worker *)avoid;
+    return w;
+}

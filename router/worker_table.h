@@ -1,0 +1,71 @@
+/* worker_table: the broker's view of every registered worker (identity, pool, capacity, load from
+ * heartbeats, requests it holds) and the dispatch policy: least loaded with bounded prefix
+ * affinity. */
+#ifndef SOL_WORKER_TABLE_H
+#define SOL_WORKER_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zmq_util.h"
+
+/* Bounded-load affinity: the affinity worker keeps a request unless its load after taking it would
+ * exceed (1 + epsilon) times the pool's average load (see docs/broker.md). */
+#define WT_AFFINITY_EPSILON 0.25
+
+typedef struct bk_worker {
+    zmq_util_identity ident;
+    char id[SOL_FRAME_MAX_ID_BYTES + 1];
+    char pool[SOL_FRAME_MAX_NAME_BYTES + 1];
+    char model[SOL_FRAME_MAX_NAME_BYTES + 1];
+    char backend[32];
+    uint32_t capacity; /* most requests the router keeps on it at once */
+    uint32_t max_context;
+    uint64_t last_seen_ms; /* any message counts */
+    uint64_t registered_ms;
+    uint32_t inflight; /* requests the router has assigned to it and not yet finished */
+    /* figures from the latest heartbeat */
+    uint32_t hb_running, hb_waiting;
+    double kv_usage, prefix_hit_rate, spec_acceptance, tokens_per_s;
+    uint64_t engine_steps;
+    uint64_t served; /* requests finished here (any finish reason except failover) */
+    uint64_t failed_over;
+    bool draining;
+} bk_worker;
+
+/* Owns its workers. */
+typedef struct worker_table {
+    bk_worker **w;
+    size_t n, cap;
+    uint64_t rr; /* rotates the start of least-loaded ties so equal workers share evenly */
+} worker_table;
+
+void wt_init(worker_table *t);
+void wt_free(worker_table *t);
+
+/* Add a copy of `tmpl`; returns the stored worker or NULL on allocation failure. */
+bk_worker *wt_add(worker_table *t, const bk_worker *tmpl);
+/* Remove and free `w`. */
+void wt_remove(worker_table *t, bk_worker *w);
+bk_worker *wt_find_ident(const worker_table *t, const zmq_util_identity *id);
+bk_worker *wt_find_id(const worker_table *t, const char *id);
+
+/* Workers of `pool` that may receive new work (not draining). */
+size_t wt_live_in_pool(const worker_table *t, const char *pool);
+
+/* Load as a fraction of capacity: the larger of what the router has assigned and what the worker
+ * last reported running + waiting (a worker may hold work from another router). */
+double wt_load(const bk_worker *w);
+
+/* Choose a worker of `pool` for one request: not draining, below capacity, not `avoid` (unless it
+ * is the only choice). With `use_affinity`, the worker that rendezvous-hashing picks for
+ * `prefix_hash` wins unless that would push it over the bounded-load limit; otherwise the least
+ * loaded. NULL when every worker is full (the request waits in the pool's queue). */
+bk_worker *wt_pick(worker_table *t, const char *pool, uint64_t prefix_hash, bool use_affinity,
+                   const bk_worker *avoid);
+
+/* FNV-1a over at most `max_chars` UTF-8 characters of `s` (0: nothing, returns 0). */
+uint64_t wt_prefix_hash(const char *s, size_t len, size_t max_chars);
+
+#endif

@@ -1,0 +1,138 @@
+# lib.sh: shared helpers for cluster tests — free ports, start/stop sol-router and sim workers,
+# wait for readiness, and kill every child on exit (trap), whatever happens to the test.
+# Source it: `. "$(dirname "$0")/lib.sh"`. Needs SOL_BUILD (build dir); SOL_SOURCE optional.
+
+set -euo pipefail
+
+SOL_BUILD=${SOL_BUILD:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build}
+SOL_SOURCE=${SOL_SOURCE:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+ROUTER_BIN=$SOL_BUILD/router/sol-router
+WORKER_BIN=$SOL_BUILD/worker/sol-worker
+T_DIR=$(mktemp -d "${TMPDIR:-/tmp}/sol-it.XXXXXX")
+T_PIDS=()
+T_NAME=$(basename "$0" .sh)
+
+t_cleanup() {
+    local rc=$?
+    for p in "${T_PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    if [ $rc -ne 0 ]; then
+        echo "--- $T_NAME failed (rc $rc); logs in $T_DIR:" >&2
+        for f in "$T_DIR"/*.log; do [ -f "$f" ] && { echo "== $f" >&2; tail -n 20 "$f" >&2; }; done
+    else
+        rm -rf "$T_DIR"
+    fi
+    exit $rc
+}
+trap t_cleanup EXIT
+trap 'exit 130' INT TERM
+
+fail() { echo "FAIL [$T_NAME]: $*" >&2; exit 1; }
+ok() { echo "ok   [$T_NAME]: $*"; }
+
+for b in "$ROUTER_BIN" "$WORKER_BIN"; do
+    [ -x "$b" ] || fail "missing binary $b (build sol-router and sol-worker first)"
+done
+
+# A TCP port nobody listens on now (the kernel's pick, released at once).
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+HTTP_PORT=$(free_port)
+ZMQ_PORT=$(free_port)
+BASE="http://127.0.0.1:$HTTP_PORT"
+ZMQ_EP="tcp://127.0.0.1:$ZMQ_PORT"
+
+# start_router [extra flags...]: ROUTER_PID is set. Fast liveness so failover tests stay short.
+start_router() {
+    "$ROUTER_BIN" --listen "127.0.0.1:$HTTP_PORT" --bind "$ZMQ_EP" \
+        --set router.workers.heartbeat_ms=200 --set router.workers.dead_after_ms=1000 "$@" \
+        >>"$T_DIR/router.log" 2>&1 &
+    ROUTER_PID=$!
+    T_PIDS+=("$ROUTER_PID")
+    wait_http "$BASE/health" 200 || fail "router did not start"
+}
+
+# start_worker ID POOL TTFT_MS TOKENS_PER_S [extra flags...]: sets LAST_PID and W_PID[ID].
+declare -A W_PID
+start_worker() {
+    local id=$1 pool=$2 ttft=$3 tps=$4
+    shift 4
+    "$WORKER_BIN" --backend sim --pool "$pool" --id "$id" --router "$ZMQ_EP" \
+        --set worker.heartbeat_ms=200 --set worker.sim.ttft_ms="$ttft" \
+        --set worker.sim.tokens_per_s="$tps" "$@" >>"$T_DIR/worker-$id.log" 2>&1 &
+    LAST_PID=$!
+    W_PID[$id]=$LAST_PID
+    T_PIDS+=("$LAST_PID")
+}
+
+# wait_http URL STATUS [tries of 0.1 s]: poll until the URL answers STATUS.
+wait_http() {
+    local url=$1 want=$2 tries=${3:-100}
+    for _ in $(seq "$tries"); do
+        [ "$(curl -s -o /dev/null -w '%{http_code}' "$url" 2>/dev/null)" = "$want" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+wait_ready() { wait_http "$BASE/ready" 200 "${1:-100}" || fail "router never became ready"; }
+
+# workers_field ID FIELD: one field of one worker from /admin/workers ("" when absent).
+workers_field() {
+    curl -s "$BASE/admin/workers" "${AUTH[@]}" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+for w in d["workers"]:
+    if w["id"] == sys.argv[1]:
+        print(w.get(sys.argv[2], "")); break' "$1" "$2"
+}
+
+# wait_worker ID: until the router lists ID.
+wait_worker() {
+    for _ in $(seq 100); do
+        [ -n "$(workers_field "$1" id)" ] && return 0
+        sleep 0.1
+    done
+    fail "worker $1 never registered"
+}
+
+AUTH=()
+
+# post PATH BODY [curl args...]: prints the body; the status goes to $T_DIR/status.
+post() {
+    local path=$1 body=$2
+    shift 2
+    curl -s -o "$T_DIR/body" -w '%{http_code}' -D "$T_DIR/headers" "${AUTH[@]}" "$@" \
+        -H 'Content-Type: application/json' --data-binary "$body" "$BASE$path" >"$T_DIR/status"
+    cat "$T_DIR/body"
+}
+status() { cat "$T_DIR/status"; }
+header() { grep -i "^$1:" "$T_DIR/headers" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
+
+# sse_text FILE: the concatenated text of an SSE stream (completions or chat); fails if no [DONE].
+sse_text() {
+    python3 - "$1" <<'EOF'
+import json, sys
+t, done = "", False
+for line in open(sys.argv[1], encoding="utf-8"):
+    line = line.strip()
+    if line == "data: [DONE]": done = True
+    elif line.startswith("data: {"):
+        d = json.loads(line[6:])
+        if "error" in d: print("ERROR:" + json.dumps(d)); sys.exit(0)
+        for c in d.get("choices", []):
+            t += c.get("text") or (c.get("delta") or {}).get("content") or ""
+sys.stdout.write(t if done else "NO-DONE:" + t)
+EOF
+}
+
+# json_get EXPR: evaluate a Python expression over the JSON on stdin (bound to d).
+json_get() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+# still_serves: a normal request still gets 200 (after a bad one).
+still_serves() {
+    post /v1/completions '{"model":"demo","prompt":"still alive?","max_tokens":2}' >/dev/null
+    [ "$(status)" = 200 ] || fail "router stopped serving after: $1 (status $(status))"
+}

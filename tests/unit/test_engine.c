@@ -1,0 +1,478 @@
+/* Promise: the serving engine's outputs do not depend on batching, chunking, preemption or prefix
+ * caching; cancellation frees every block; limits and stop strings behave as documented. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "backend.h"
+#include "engine.h"
+#include "model.h"
+#include "stop_strings.h"
+#include "tokenizer.h"
+
+#define MAXT 96
+#define NREQ 64
+
+typedef struct out {
+    int32_t tokens[MAXT];
+    int n;
+    char text[2048];
+    size_t text_len;
+    engine_finish_reason finish;
+    engine_usage usage;
+    int done;
+} out;
+
+typedef struct world {
+    sol_backend *be;
+    model *m;
+    tokenizer *tok;
+    char dir[64];
+    /* hooks for the cancellation test */
+    engine *e;
+    int64_t victim;
+    const engine_request *later;
+} world;
+
+static world W;
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(W.dir, sizeof W.dir, "/tmp/sol_test_engine_XXXXXX");
+    if (!mkdtemp(W.dir)) return -1;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             SOL_BUILD_DIR "/tools/sol-mkmodel -o %s/tiny.gguf --preset tiny --type f32 --seed 1 "
+                           ">/dev/null",
+             W.dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "cannot run %s (build target sol-mkmodel first)\n", cmd);
+        return -1;
+    }
+    sol_err e = {0};
+    W.be = sol_backend_cpu_new(1, &e);
+    snprintf(cmd, sizeof cmd, "%s/tiny.gguf", W.dir);
+    W.m = W.be ? model_load(cmd, 0, W.be, &e) : NULL;
+    W.tok = W.m ? tokenizer_from_gguf(model_gguf(W.m), &e) : NULL;
+    if (!W.tok) fprintf(stderr, "setup: %s\n", e.msg);
+    return W.tok ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    tokenizer_free(W.tok);
+    model_free(W.m);
+    sol_backend_free(W.be);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", W.dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void on_event(void *ctx, const engine_event *ev) {
+    (void)ctx;
+    out *o = ev->user;
+    if (ev->kind == ENGINE_EV_TOKEN && o->n < MAXT) o->tokens[o->n++] = ev->token;
+    if (o->text_len + ev->text_len < sizeof o->text) {
+        memcpy(o->text + o->text_len, ev->text, ev->text_len);
+        o->text_len += ev->text_len;
+    }
+    if (ev->kind == ENGINE_EV_FINISH) {
+        o->finish = ev->finish;
+        o->usage = ev->usage;
+        o->done = 1;
+    }
+}
+
+static engine *make_engine(int32_t num_blocks, int32_t max_seqs, int32_t max_tokens, bool cache) {
+    engine_config c = engine_config_default();
+    c.num_blocks = num_blocks;
+    c.max_model_len = 256;
+    c.kv_dtype = SOL_DT_F32;
+    c.max_num_seqs = max_seqs;
+    c.max_batched_tokens = max_tokens;
+    c.prefix_caching = cache;
+    c.on_event = on_event;
+    sol_err e = {0};
+    engine *eng = engine_new(&c, W.m, W.tok, &e);
+    if (!eng) fail_msg("engine_new: %s", e.msg);
+    return eng;
+}
+
+/* Deterministic prompts of varied lengths; half greedy, half seeded sampling at temperature 1. */
+typedef struct spec {
+    int32_t prompt[128];
+    int32_t n_prompt, max_tokens;
+    sampler_params sp;
+} spec;
+
+static void make_specs(spec *s, int n, uint64_t seed) {
+    for (int i = 0; i < n; i++) {
+        s[i].n_prompt = 3 + (int32_t)((seed * 31 + (uint64_t)i * 17) % 90);
+        for (int32_t j = 0; j < 128; j++)
+            s[i].prompt[j] =
+                3 + (int32_t)((seed + (uint64_t)i * 7919 + (uint64_t)j * 104729) % 500);
+        s[i].max_tokens = 8 + (i * 5) % 32;
+        s[i].sp = sampler_params_default();
+        s[i].sp.temperature = i % 2 ? 1.0f : 0.0f;
+        s[i].sp.seed = 1000 + (uint64_t)i;
+    }
+}
+
+static engine_request req_of(const spec *s, out *o) {
+    engine_request r = {0};
+    r.prompt_tokens = s->prompt;
+    r.n_prompt_tokens = s->n_prompt;
+    r.add_bos = 0;
+    r.sampling = s->sp;
+    r.max_tokens = s->max_tokens;
+    r.ignore_eos = true;
+    r.user = o;
+    return r;
+}
+
+static void submit_ok(engine *eng, const engine_request *r) {
+    sol_err e = {0};
+    int64_t id = engine_submit(eng, r, &e);
+    if (id <= 0) fail_msg("engine_submit: %s", e.msg);
+}
+
+/* Each request alone, one after the other; returns the steps taken. */
+static uint64_t run_alone(const spec *s, int n, out *o) {
+    engine *eng = make_engine(64, 8, 64, false);
+    for (int i = 0; i < n; i++) {
+        engine_request r = req_of(&s[i], &o[i]);
+        submit_ok(eng, &r);
+        engine_wait_idle(eng);
+    }
+    engine_stats st;
+    engine_get_stats(eng, &st);
+    engine_free(eng);
+    return st.steps;
+}
+
+/* Arrivals at pseudo-random steps: the event callback (engine thread) submits the next requests
+ * when a random draw says so, so requests join mid-prefill and mid-decode of others without any
+ * dependence on timing. */
+static struct {
+    engine *e;
+    const spec *s;
+    out *o;
+    int next, n;
+    unsigned rng;
+} A;
+
+static void arrivals_hook(void *ctx, const engine_event *ev) {
+    on_event(ctx, ev);
+    A.rng = A.rng * 1103515245u + 12345u;
+    int k = ev->kind == ENGINE_EV_FINISH ? 1 : (int)((A.rng >> 16) % 7) - 4; /* often none */
+    for (; k > 0 && A.next < A.n; k--, A.next++) {
+        engine_request r = req_of(&A.s[A.next], &A.o[A.next]);
+        sol_err e = {0};
+        if (engine_submit(A.e, &r, &e) <= 0) fprintf(stderr, "submit: %s\n", e.msg);
+    }
+}
+
+static uint64_t run_random_arrivals(const spec *s, int n, out *o) {
+    engine_config c = engine_config_default();
+    c.num_blocks = 512;
+    c.max_model_len = 256;
+    c.kv_dtype = SOL_DT_F32;
+    c.max_num_seqs = 32;
+    c.max_batched_tokens = 48; /* long prompts are chunked and share steps with decodes */
+    c.on_event = arrivals_hook;
+    sol_err e = {0};
+    A.e = engine_new(&c, W.m, W.tok, &e);
+    assert_non_null(A.e);
+    A.s = s;
+    A.o = o;
+    A.n = n;
+    A.next = 1;
+    A.rng = 7;
+    engine_request r = req_of(&s[0], &o[0]);
+    submit_ok(A.e, &r);
+    engine_wait_idle(A.e);
+    engine_stats st;
+    engine_get_stats(A.e, &st);
+    engine_free(A.e);
+    assert_int_equal(A.next, n);
+    return st.steps;
+}
+
+static void run_batched(engine *eng, const spec *s, int n, out *o, unsigned jitter_us) {
+    unsigned rng = 12345;
+    for (int i = 0; i < n; i++) {
+        engine_request r = req_of(&s[i], &o[i]);
+        submit_ok(eng, &r);
+        rng = rng * 1103515245u + 12345u;
+        if (jitter_us) usleep((rng >> 8) % jitter_us);
+    }
+    engine_wait_idle(eng);
+}
+
+static void same_outputs(const out *a, const out *b, int n) {
+    for (int i = 0; i < n; i++) {
+        assert_true(a[i].done && b[i].done);
+        assert_int_equal(a[i].finish, ENGINE_FINISH_LENGTH);
+        if (a[i].n != b[i].n || memcmp(a[i].tokens, b[i].tokens, sizeof(int32_t) * a[i].n))
+            fail_msg("request %d: outputs differ (%d vs %d tokens)", i, a[i].n, b[i].n);
+    }
+}
+
+static void test_batch_invariance(void **state) {
+    (void)state;
+    static spec s[32];
+    static out alone[32], batched[32], chunked[32];
+    make_specs(s, 32, 1);
+    uint64_t alone_steps = run_alone(s, 32, alone);
+    uint64_t batched_steps = run_random_arrivals(s, 32, batched);
+    same_outputs(alone, batched, 32);
+    assert_true(batched_steps * 2 < alone_steps); /* they really did share steps */
+    /* Different prefill split points (7-token chunks) give the same tokens. */
+    engine *eng = make_engine(512, 4, 7, false);
+    run_batched(eng, s, 32, chunked, 0);
+    engine_free(eng);
+    same_outputs(alone, chunked, 32);
+}
+
+static void test_preemption_is_exact(void **state) {
+    (void)state;
+    static spec s[NREQ];
+    static out big[NREQ], tiny[NREQ];
+    make_specs(s, NREQ, 2);
+    engine *eng = make_engine(1024, 64, 512, true);
+    run_batched(eng, s, NREQ, big, 0);
+    engine_free(eng);
+    /* 17 blocks of 16 = 272 tokens: one 256-token sequence fits, 64 requests do not. */
+    eng = make_engine(17, 64, 512, true);
+    run_batched(eng, s, NREQ, tiny, 0);
+    engine_stats st;
+    engine_get_stats(eng, &st);
+    engine_free(eng);
+    assert_true(st.preemptions > 0);
+    same_outputs(big, tiny, NREQ);
+}
+
+static void test_prefix_cache_hit(void **state) {
+    (void)state;
+    spec s[1];
+    make_specs(s, 1, 3);
+    s[0].n_prompt = 40;
+    out cold = {0}, warm = {0};
+    engine *eng = make_engine(64, 4, 64, true);
+    engine_request r = req_of(&s[0], &cold);
+    submit_ok(eng, &r);
+    engine_wait_idle(eng);
+    r.user = &warm;
+    submit_ok(eng, &r);
+    engine_wait_idle(eng);
+    engine_stats st;
+    engine_get_stats(eng, &st);
+    engine_free(eng);
+    assert_int_equal(cold.usage.cached_tokens, 0);
+    assert_int_equal(warm.usage.cached_tokens, 32); /* two full blocks of a 40-token prompt */
+    assert_true(st.prefix_hit_rate > 0.3 && st.prefix_hit_rate < 0.5); /* 32 of 80 */
+    same_outputs(&cold, &warm, 1);
+}
+
+static void cancel_hook(void *ctx, const engine_event *ev) {
+    on_event(ctx, ev);
+    out *o = ev->user;
+    if (ev->kind != ENGINE_EV_TOKEN || o != ctx) return;
+    sol_err e = {0};
+    if (o->n == 1) W.victim = engine_submit(W.e, W.later, &e); /* starts a 200-token prefill */
+    if (o->n == 3) assert_int_equal(engine_cancel(W.e, (uint64_t)W.victim), 0); /* mid-prefill */
+    if (o->n == 5) assert_int_equal(engine_cancel(W.e, ev->id), 0);             /* mid-decode */
+}
+
+static void test_cancel_frees_blocks(void **state) {
+    (void)state;
+    engine_config c = engine_config_default();
+    c.num_blocks = 64;
+    c.max_model_len = 256;
+    c.kv_dtype = SOL_DT_F32;
+    c.max_num_seqs = 4;
+    c.max_batched_tokens = 16;
+    c.prefix_caching = false;
+    c.on_event = cancel_hook;
+    static out a, b;
+    c.event_ctx = &a;
+    sol_err e = {0};
+    W.e = engine_new(&c, W.m, W.tok, &e);
+    assert_non_null(W.e);
+    engine_stats before, after;
+    engine_get_stats(W.e, &before);
+    spec s[2];
+    make_specs(s, 2, 4);
+    s[0].max_tokens = 40;
+    s[1].n_prompt = 120;
+    engine_request ra = req_of(&s[0], &a), rb = req_of(&s[1], &b);
+    W.later = &rb;
+    submit_ok(W.e, &ra);
+    engine_wait_idle(W.e);
+    engine_get_stats(W.e, &after);
+    engine_free(W.e);
+    assert_int_equal(a.finish, ENGINE_FINISH_CANCELLED);
+    assert_true(a.n >= 5 && a.n < 40);
+    assert_int_equal(b.finish, ENGINE_FINISH_CANCELLED);
+    assert_int_equal(b.n, 0);
+    assert_int_equal(b.usage.completion_tokens, 0);
+    assert_int_equal(before.free_blocks, 64);
+    assert_int_equal(after.free_blocks, before.free_blocks);
+}
+
+static void test_max_model_len_errors(void **state) {
+    (void)state;
+    engine *eng = make_engine(64, 4, 64, true);
+    spec s[1];
+    make_specs(s, 1, 5);
+    s[0].n_prompt = 100;
+    s[0].max_tokens = 200;
+    out o = {0};
+    engine_request r = req_of(&s[0], &o);
+    sol_err e = {0};
+    assert_int_equal(engine_submit(eng, &r, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "worker.kv.max_model_len"));
+    assert_non_null(strstr(e.msg, "300"));
+    assert_non_null(strstr(e.msg, "256"));
+    int32_t bad = 100000;
+    r.prompt_tokens = &bad;
+    r.n_prompt_tokens = 1;
+    r.max_tokens = 4;
+    assert_int_equal(engine_submit(eng, &r, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "vocabulary"));
+    engine_free(eng);
+    /* A pool that cannot hold one max_model_len sequence fails at start, naming the keys. */
+    engine_config c = engine_config_default();
+    c.num_blocks = 8;
+    c.max_model_len = 256;
+    assert_null(engine_new(&c, W.m, W.tok, &e));
+    assert_non_null(strstr(e.msg, "worker.kv.num_blocks"));
+    assert_non_null(strstr(e.msg, "worker.kv.max_model_len"));
+}
+
+static void test_stop_strings(void **state) {
+    (void)state;
+    spec s[1];
+    make_specs(s, 1, 6);
+    s[0].max_tokens = 60;
+    out full = {0}, cut = {0};
+    engine *eng = make_engine(64, 4, 64, true);
+    engine_request r = req_of(&s[0], &full);
+    submit_ok(eng, &r);
+    engine_wait_idle(eng);
+    assert_true(full.text_len > 20);
+    /* A stop string taken from the middle of the text: output ends right before it. */
+    char stop[8] = {0};
+    size_t at = full.text_len / 2;
+    while (at < full.text_len && ((unsigned char)full.text[at] & 0xC0) == 0x80)
+        at++;
+    memcpy(stop, full.text + at, 3);
+    while (((unsigned char)stop[strlen(stop) - 1] & 0x80))
+        stop[strlen(stop) - 1] = 0;
+    if (!stop[0]) skip();
+    const char *stops[] = {"\x01never", stop};
+    r.stop = stops;
+    r.n_stop = 2;
+    r.user = &cut;
+    submit_ok(eng, &r);
+    engine_wait_idle(eng);
+    engine_free(eng);
+    full.text[full.text_len] = 0;
+    size_t first = (size_t)(strstr(full.text, stop) - full.text);
+    assert_int_equal(cut.finish, ENGINE_FINISH_STOP);
+    assert_int_equal(cut.text_len, first);
+    assert_memory_equal(cut.text, full.text, first);
+}
+
+static void test_stop_text_holds_back(void **state) {
+    (void)state;
+    stop_text st;
+    sol_err e = {0};
+    const char *stops[] = {"END", "xy"};
+    assert_int_equal(stop_text_init(&st, stops, 2, &e), 0);
+    const char *o;
+    size_t n;
+    assert_int_equal(stop_text_feed(&st, "abcE", 4, &o, &n), 0);
+    assert_int_equal(n, 3); /* "E" may start "END" */
+    assert_memory_equal(o, "abc", 3);
+    assert_int_equal(stop_text_feed(&st, "Nx", 2, &o, &n), 0);
+    assert_int_equal(n, 2); /* "ENx" is no longer "END", but "x" may start "xy" */
+    assert_memory_equal(o, "EN", 2);
+    assert_int_equal(stop_text_feed(&st, "z", 1, &o, &n), 0);
+    assert_int_equal(n, 2);
+    assert_memory_equal(o, "xz", 2);
+    assert_int_equal(stop_text_feed(&st, "qqEN", 4, &o, &n), 0);
+    assert_int_equal(stop_text_feed(&st, "D!", 2, &o, &n), 1);
+    assert_int_equal(n, 0); /* "qq" was released before; "END" is not */
+    assert_int_equal(stop_text_feed(&st, "more", 4, &o, &n), 1);
+    assert_int_equal(n, 0);
+    stop_text_free(&st);
+    const char *empty[] = {""};
+    assert_int_equal(stop_text_init(&st, empty, 1, &e), -EINVAL);
+}
+
+static void test_resume_is_token_exact(void **state) {
+    (void)state;
+    spec s[2];
+    make_specs(s, 2, 7);
+    out full = {0}, rest = {0};
+    engine *eng = make_engine(64, 4, 64, true);
+    engine_request r = req_of(&s[1], &full); /* seeded sampling */
+    r.max_tokens = 24;
+    submit_ok(eng, &r);
+    engine_wait_idle(eng);
+    r.resume_tokens = full.tokens;
+    r.n_resume_tokens = 10;
+    r.user = &rest;
+    submit_ok(eng, &r);
+    engine_wait_idle(eng);
+    engine_free(eng);
+    assert_int_equal(full.n, 24);
+    assert_int_equal(rest.n, 14);
+    assert_memory_equal(rest.tokens, full.tokens + 10, sizeof(int32_t) * 14);
+}
+
+static void test_text_and_chat_prompts(void **state) {
+    (void)state;
+    engine *eng = make_engine(64, 4, 64, true);
+    out a = {0}, b = {0};
+    engine_request r = {0};
+    r.prompt_text = "hello world";
+    r.add_bos = -1;
+    r.sampling = sampler_params_default();
+    r.sampling.temperature = 0;
+    r.max_tokens = 5;
+    r.ignore_eos = true;
+    r.user = &a;
+    submit_ok(eng, &r);
+    chat_message msgs[] = {{"system", "be brief"}, {"user", "hi"}};
+    r.prompt_text = NULL;
+    r.messages = msgs;
+    r.n_messages = 2;
+    r.user = &b;
+    submit_ok(eng, &r);
+    engine_wait_idle(eng);
+    engine_free(eng);
+    assert_int_equal(a.n, 5);
+    assert_int_equal(b.n, 5);
+    assert_true(a.usage.prompt_tokens >= 2);
+    assert_true(b.usage.prompt_tokens > a.usage.prompt_tokens);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stop_text_holds_back),  cmocka_unit_test(test_max_model_len_errors),
+        cmocka_unit_test(test_prefix_cache_hit),      cmocka_unit_test(test_cancel_frees_blocks),
+        cmocka_unit_test(test_stop_strings),          cmocka_unit_test(test_resume_is_token_exact),
+        cmocka_unit_test(test_text_and_chat_prompts), cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_preemption_is_exact),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,262 @@
+/* Promise: the link registers with the right fields, heartbeats, streams a Generate's chunks to the
+ * end, honours Cancel, survives garbage, re-registers after a router restart, and drains. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <cmocka.h>
+
+#include "clock.h"
+#include "executor.h"
+#include "frame.h"
+#include "link.h"
+#include "sim.h"
+#include "zmq_util.h"
+
+/* Next message of kind `want` within 10 s (others are skipped); NULL on timeout. */
+static Sol__Envelope *expect(void *router, Sol__Envelope__BodyCase want, zmq_util_identity *from) {
+    uint64_t end = sol_now_ms() + 10000;
+    while (sol_now_ms() < end) {
+        zmq_pollitem_t it = {router, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 200) <= 0) continue;
+        Sol__Envelope *env = NULL;
+        sol_err e = {0};
+        if (zmq_util_router_recv(router, ZMQ_DONTWAIT, from, &env, &e) < 0) continue;
+        if (env->body_case == want) return env;
+        frame_free_envelope(env);
+    }
+    return NULL;
+}
+
+static void send_generate(void *router, const zmq_util_identity *to, const char *id,
+                          uint32_t max_tokens) {
+    Sol__Generate g = SOL__GENERATE__INIT;
+    g.request_id = (char *)id;
+    g.prompt = "hello link";
+    g.max_tokens = max_tokens;
+    Sol__Envelope env;
+    frame_wrap_generate(&env, &g);
+    sol_err e = {0};
+    assert_int_equal(zmq_util_router_send(router, to, &env, &e), 0);
+}
+
+/* Chunks of request `id` until its final one; returns the finish reason, fills the count. */
+static Sol__FinishReason stream(void *router, const char *id, size_t *n_tokens, uint32_t *usage) {
+    zmq_util_identity from;
+    uint32_t next_seq = 0;
+    *n_tokens = 0;
+    for (;;) {
+        Sol__Envelope *env = expect(router, SOL__ENVELOPE__BODY_TOKEN_CHUNK, &from);
+        assert_non_null(env);
+        const Sol__TokenChunk *c = env->token_chunk;
+        assert_string_equal(c->request_id, id);
+        assert_int_equal(c->seq, next_seq++);
+        *n_tokens += c->n_token_ids;
+        Sol__FinishReason f = c->finish_reason;
+        if (f != SOL__FINISH_REASON__FINISH_NONE) {
+            assert_non_null(c->usage);
+            *usage = c->usage->completion_tokens;
+        }
+        frame_free_envelope(env);
+        if (f != SOL__FINISH_REASON__FINISH_NONE) return f;
+    }
+}
+
+static void test_link_lifecycle(void **state) {
+    (void)state;
+    void *zctx = zmq_ctx_new();
+    sol_err e = {0};
+    void *router = NULL;
+    assert_int_equal(zmq_util_router_bind(zctx, "tcp://127.0.0.1:*", false, &router, &e), 0);
+    char ep[128];
+    assert_int_equal(zmq_util_last_endpoint(router, ep, sizeof ep, &e), 0);
+
+    exec_events *ev = NULL;
+    executor *x = NULL;
+    assert_int_equal(exec_events_new(zctx, &ev, &e), 0);
+    sim_config sc = {.model = "demo",
+                     .ttft_ms = 0,
+                     .tokens_per_s = 100,
+                     .capacity = 4,
+                     .max_context = 512,
+                     .block_size = 16};
+    assert_int_equal(sim_new(zctx, &sc, ev, &x, &e), 0);
+    const char *routers[] = {ep};
+    link_config lc = {.routers = routers,
+                      .n_routers = 1,
+                      .worker_id = "w-test",
+                      .pool = "fast",
+                      .heartbeat_ms = 100};
+    worker_link *l = NULL;
+    assert_int_equal(link_new(zctx, &lc, x, ev, &l, &e), 0);
+
+    zmq_util_identity w;
+    Sol__Envelope *env = expect(router, SOL__ENVELOPE__BODY_REGISTER, &w);
+    assert_non_null(env);
+    assert_int_equal(env->register_->protocol_version, SOL_PROTOCOL_VERSION);
+    assert_string_equal(env->register_->worker_id, "w-test");
+    assert_string_equal(env->register_->pool, "fast");
+    assert_string_equal(env->register_->model, "demo");
+    assert_string_equal(env->register_->backend, "sim");
+    assert_int_equal(env->register_->capacity, 4);
+    assert_int_equal(env->register_->max_context, 512);
+    frame_free_envelope(env);
+    env = expect(router, SOL__ENVELOPE__BODY_HEARTBEAT, &w);
+    assert_non_null(env);
+    assert_string_equal(env->heartbeat->worker_id, "w-test");
+    assert_false(env->heartbeat->draining);
+    frame_free_envelope(env);
+
+    /* Garbage is logged and dropped; the link keeps serving. */
+    zmq_send(router, w.bytes, w.len, ZMQ_SNDMORE);
+    zmq_send(router, "\xff\xff\xff garbage", 12, 0);
+
+    size_t n;
+    uint32_t usage = 0;
+    send_generate(router, &w, "r1", 5);
+    assert_int_equal(stream(router, "r1", &n, &usage), SOL__FINISH_REASON__FINISH_LENGTH);
+    assert_int_equal(n, 5);
+    assert_int_equal(usage, 5);
+
+    /* Cancel: 500 tokens at 100/s would take 5 s. */
+    send_generate(router, &w, "r2", 500);
+    env = expect(router, SOL__ENVELOPE__BODY_TOKEN_CHUNK, &w);
+    assert_non_null(env);
+    frame_free_envelope(env);
+    Sol__Cancel cn = SOL__CANCEL__INIT;
+    cn.request_id = "r2";
+    Sol__Envelope cenv;
+    frame_wrap_cancel(&cenv, &cn);
+    assert_int_equal(zmq_util_router_send(router, &w, &cenv, &e), 0);
+    Sol__FinishReason f = SOL__FINISH_REASON__FINISH_NONE;
+    while (f == SOL__FINISH_REASON__FINISH_NONE) {
+        env = expect(router, SOL__ENVELOPE__BODY_TOKEN_CHUNK, &w);
+        assert_non_null(env);
+        f = env->token_chunk->finish_reason;
+        frame_free_envelope(env);
+    }
+    assert_int_equal(f, SOL__FINISH_REASON__FINISH_CANCELLED);
+
+    /* Router restart on the same endpoint: the worker registers again on its own. */
+    zmq_util_close(router);
+    router = NULL;
+    for (int i = 0; i < 50 && !router; i++) {
+        if (zmq_util_router_bind(zctx, ep, false, &router, &e) < 0) sol_sleep_ms(100);
+    }
+    assert_non_null(router);
+    env = expect(router, SOL__ENVELOPE__BODY_REGISTER, &w);
+    assert_non_null(env);
+    assert_string_equal(env->register_->worker_id, "w-test");
+    frame_free_envelope(env);
+
+    /* Drain: a draining heartbeat, new work refused with 503, then the link ends with 0. */
+    send_generate(router, &w, "r3", 30);
+    env = expect(router, SOL__ENVELOPE__BODY_TOKEN_CHUNK, &w);
+    assert_non_null(env);
+    frame_free_envelope(env);
+    assert_int_equal(link_drain(l), 0);
+    for (;;) {
+        env = expect(router, SOL__ENVELOPE__BODY_HEARTBEAT, &w);
+        assert_non_null(env);
+        bool draining = env->heartbeat->draining;
+        frame_free_envelope(env);
+        if (draining) break;
+    }
+    send_generate(router, &w, "r4", 5);
+    env = expect(router, SOL__ENVELOPE__BODY_ERROR, &w);
+    assert_non_null(env);
+    assert_int_equal(env->error->code, SOL_ERROR_OVERLOADED);
+    assert_string_equal(env->error->request_id, "r4");
+    frame_free_envelope(env);
+    assert_int_equal(link_wait(l, 10000), 0);
+    assert_true(exec_idle(x)); /* r3 ran to its end before the link stopped */
+
+    link_free(l);
+    exec_free(x);
+    exec_events_free(ev);
+    zmq_util_close(router);
+    zmq_ctx_term(zctx);
+}
+
+/* The real binary: SIGTERM mid-stream finishes the running request, then exits 0. */
+static void test_binary_sigterm_drains(void **state) {
+    (void)state;
+    void *zctx = zmq_ctx_new();
+    sol_err e = {0};
+    void *router = NULL;
+    assert_int_equal(zmq_util_router_bind(zctx, "tcp://127.0.0.1:*", false, &router, &e), 0);
+    char ep[128];
+    assert_int_equal(zmq_util_last_endpoint(router, ep, sizeof ep, &e), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        execl(SOL_BUILD_DIR "/worker/sol-worker", "sol-worker", "--backend", "sim", "--router", ep,
+              "--pool", "fast", "--id", "w-bin", "--log-level", "warn", "--set",
+              "worker.sim.tokens_per_s=40", "--set", "worker.sim.ttft_ms=0", (char *)NULL);
+        _exit(127);
+    }
+    zmq_util_identity w;
+    Sol__Envelope *env = expect(router, SOL__ENVELOPE__BODY_REGISTER, &w);
+    assert_non_null(env);
+    assert_string_equal(env->register_->worker_id, "w-bin");
+    assert_string_equal(env->register_->backend, "sim");
+    frame_free_envelope(env);
+    send_generate(router, &w, "b1", 30); /* ~0.75 s at 40 tokens/s */
+    env = expect(router, SOL__ENVELOPE__BODY_TOKEN_CHUNK, &w);
+    assert_non_null(env);
+    uint32_t seq0 = env->token_chunk->seq;
+    size_t n = env->token_chunk->n_token_ids;
+    frame_free_envelope(env);
+    assert_int_equal(seq0, 0);
+    kill(pid, SIGTERM);
+    Sol__FinishReason f = SOL__FINISH_REASON__FINISH_NONE;
+    bool saw_draining = false;
+    while (f == SOL__FINISH_REASON__FINISH_NONE) {
+        zmq_pollitem_t it = {router, 0, ZMQ_POLLIN, 0};
+        assert_true(zmq_poll(&it, 1, 10000) > 0);
+        assert_int_equal(zmq_util_router_recv(router, 0, &w, &env, &e), 0);
+        if (env->body_case == SOL__ENVELOPE__BODY_HEARTBEAT && env->heartbeat->draining)
+            saw_draining = true;
+        if (env->body_case == SOL__ENVELOPE__BODY_TOKEN_CHUNK) {
+            n += env->token_chunk->n_token_ids;
+            f = env->token_chunk->finish_reason;
+        }
+        frame_free_envelope(env);
+    }
+    assert_true(saw_draining);
+    assert_int_equal(f, SOL__FINISH_REASON__FINISH_LENGTH);
+    assert_int_equal(n, 30);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    zmq_util_close(router);
+    zmq_ctx_term(zctx);
+}
+
+static void test_default_id(void **state) {
+    (void)state;
+    char a[64], b[64];
+    link_default_id(a, sizeof a);
+    link_default_id(b, sizeof b);
+    assert_true(strlen(a) > 10);
+    for (const char *p = a; *p; p++)
+        assert_true(*p > 0x20 && *p < 0x7f);
+    assert_string_not_equal(a, b); /* random suffix */
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_link_lifecycle),
+        cmocka_unit_test(test_binary_sigterm_drains),
+        cmocka_unit_test(test_default_id),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,502 @@
+/* engine: the serving actor. One thread owns the KV pool, the scheduler, the sampler scratch and
+ * every live request; other threads only append to its inbox (mutex + condvar: commands are rare
+ * next to steps, and a condvar lets an idle engine sleep without a poll timeout) and read the
+ * stats snapshot. Each step: take new requests and cancellations, expire deadlines, schedule,
+ * copy-on-write blocks, forward, commit K/V, sample one token per finished sequence, emit events.
+ *
+ * Batch invariance: a request's tokens depend only on its own prompt, seed and draw index - the
+ * backend computes each token's row bit-identically whatever else is in the batch, attention
+ * reads K/V from the cache (so prefill chunk boundaries do not matter), each sequence samples
+ * from its own logits row with its own (seed, position) stream, and preemption recomputes the
+ * same K/V from the same tokens. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "engine_internal.h"
+#include "gguf.h"
+#include "log.h"
+
+const char *engine_finish_name(engine_finish_reason r) {
+    static const char *const names[] = {"none", "stop", "length", "cancelled", "error"};
+    return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : "?";
+}
+
+engine_config engine_config_default(void) {
+    return (engine_config){.block_size = 16,
+                           .memory_fraction = 0.9,
+                           .max_model_len = 4096,
+                           .kv_dtype = SOL_DT_F16,
+                           .max_num_seqs = 64,
+                           .max_batched_tokens = 2048,
+                           .prefix_caching = true};
+}
+
+/* ---- events and finishing (engine thread) ------------------------------------------------- */
+
+static void emit(engine *e, const engine_event *ev) {
+    if (e->cfg.on_event) e->cfg.on_event(e->cfg.event_ctx, ev);
+}
+
+static void live_unlink(engine *e, ereq *r) {
+    if (r->live_prev)
+        r->live_prev->live_next = r->live_next;
+    else
+        e->live = r->live_next;
+    if (r->live_next) r->live_next->live_prev = r->live_prev;
+    e->n_live--;
+    if (r->deadline_ns) e->n_deadlines--;
+    if (e->n_live == 0) pthread_cond_broadcast(&e->idle);
+}
+
+/* Queue and pool figures of the stats snapshot; called with mu held. */
+static void refresh_counts_locked(engine *e) {
+    sched_counts c;
+    kv_cache_stats ks;
+    sched_get_counts(e->sched, &c);
+    kv_cache_get_stats(e->kv, &ks);
+    engine_stats *s = &e->stats;
+    s->running = c.running;
+    s->waiting = c.waiting;
+    s->preempted = c.preempted;
+    s->preemptions = c.total_preemptions;
+    s->free_blocks = ks.free_blocks + ks.cached_blocks;
+    s->prefix_hit_rate =
+        ks.prefix_query_tokens ? (double)ks.prefix_hit_tokens / ks.prefix_query_tokens : 0.0;
+}
+
+/* Emits the finish event (with any held text) and frees the request. */
+static void finish(engine *e, ereq *r, engine_finish_reason why, const char *error) {
+    const char *text = "", *tail;
+    size_t len = 0, tail_len = 0;
+    char buf[256];
+    if (why == ENGINE_FINISH_STOP || why == ENGINE_FINISH_LENGTH) {
+        /* Whatever the detokenizer and the stop matcher still hold belongs to the output. */
+        if (r->ts) {
+            tok_stream_flush(r->ts, &tail, &tail_len);
+            stop_text_feed(&r->stop, tail, tail_len, &text, &len);
+            if (len && len < sizeof buf) memcpy(buf, text, len);
+            size_t more_len = 0;
+            const char *more;
+            stop_text_flush(&r->stop, &more, &more_len);
+            if (len + more_len < sizeof buf) {
+                memcpy(buf + len, more, more_len);
+                len += more_len;
+                text = buf;
+            }
+        }
+    }
+    engine_event ev = {.id = r->id,
+                       .kind = ENGINE_EV_FINISH,
+                       .user = r->user,
+                       .text = text,
+                       .text_len = len,
+                       .token = -1,
+                       .finish = why,
+                       .error = error,
+                       .usage = {r->n_prompt, r->n_generated, r->seq.n_cached}};
+    sched_remove(e->sched, &r->seq);
+    emit(e, &ev);
+    pthread_mutex_lock(&e->mu);
+    refresh_counts_locked(e); /* so a waiter woken by the last finish sees the freed blocks */
+    live_unlink(e, r);
+    pthread_mutex_unlock(&e->mu);
+    ereq_free(r);
+}
+
+/* A sampled token: record it, stream its text, decide whether the request is done. */
+static void on_token(engine *e, ereq *r, const sampler_result *res) {
+    int32_t id = res->token;
+    r->n_generated++;
+    if (!r->ignore_eos && e->tok && tokenizer_is_eog(e->tok, id)) {
+        finish(e, r, ENGINE_FINISH_STOP, NULL);
+        return;
+    }
+    sched_seq_push(&r->seq, id); /* capacity covers max_tokens (ereq_build) */
+    const char *text = "", *delta;
+    size_t len = 0, dlen = 0;
+    int stopped = 0;
+    if (r->ts && tok_stream_push(r->ts, id, &delta, &dlen) == 0)
+        stopped = stop_text_feed(&r->stop, delta, dlen, &text, &len);
+    engine_event ev = {.id = r->id,
+                       .kind = ENGINE_EV_TOKEN,
+                       .user = r->user,
+                       .text = text,
+                       .text_len = len,
+                       .token = id,
+                       .sample = res};
+    emit(e, &ev);
+    if (stopped == 1)
+        finish(e, r, ENGINE_FINISH_STOP, NULL);
+    else if (stopped < 0)
+        finish(e, r, ENGINE_FINISH_ERROR, "out of memory in the stop-string matcher");
+    else if (r->n_generated >= r->max_tokens || r->seq.n_tokens >= r->seq.cap_tokens)
+        finish(e, r, ENGINE_FINISH_LENGTH, NULL);
+}
+
+/* ---- the step ----------------------------------------------------------------------------- */
+
+/* Moves new requests into the scheduler and finishes cancelled and expired ones. */
+static void take_commands(engine *e) {
+    pthread_mutex_lock(&e->mu);
+    ereq *in = e->inbox_head;
+    e->inbox_head = e->inbox_tail = NULL;
+    bool scan = e->n_cancels > 0 || e->n_deadlines > 0;
+    e->n_cancels = 0;
+    pthread_mutex_unlock(&e->mu);
+    while (in) {
+        ereq *next = in->inbox_next;
+        sol_err err = {0};
+        if (sched_add(e->sched, &in->seq, &err)) finish(e, in, ENGINE_FINISH_ERROR, err.msg);
+        in = next;
+    }
+    if (!scan) return;
+    uint64_t now = sol_now_ns();
+    /* The live list only loses entries on this thread, so walking it needs the lock just to
+     * read links that a concurrent submit may be changing at the head. */
+    pthread_mutex_lock(&e->mu);
+    ereq *r = e->live;
+    pthread_mutex_unlock(&e->mu);
+    while (r) {
+        pthread_mutex_lock(&e->mu);
+        ereq *next = r->live_next;
+        bool cancel = r->cancel_requested;
+        pthread_mutex_unlock(&e->mu);
+        if (cancel)
+            finish(e, r, ENGINE_FINISH_CANCELLED, NULL);
+        else if (r->deadline_ns && now > r->deadline_ns)
+            finish(e, r, ENGINE_FINISH_ERROR, "deadline exceeded before the request finished");
+        r = next;
+    }
+}
+
+static ereq *req_of(sched_seq *seq) {
+    return (ereq *)seq; /* seq is the first member */
+}
+
+static void fail_batch(engine *e, const sched_batch *b, const char *msg) {
+    LOG_ERROR("engine", "step failed: %s", msg);
+    for (int32_t i = 0; i < b->n_seqs; i++)
+        finish(e, req_of(b->seqs[i]), ENGINE_FINISH_ERROR, msg);
+}
+
+static void sample_all(engine *e, const sched_batch *b) {
+    for (int32_t i = 0; i < b->n_logits; i++) {
+        ereq *r = req_of(b->logit_seqs[i]);
+        sampler_result res;
+        sol_err err = {0};
+        int32_t id = sampler_sample(e->smp, &r->sseq, e->logits + (size_t)i * e->n_vocab,
+                                    r->seq.tokens, r->seq.n_tokens, &res, &err);
+        if (id < 0)
+            finish(e, r, ENGINE_FINISH_ERROR, err.msg);
+        else
+            on_token(e, r, &res);
+    }
+}
+
+static void update_stats(engine *e, const sched_batch *b, uint64_t t0, uint64_t sched_ns) {
+    uint64_t now = sol_now_ns();
+    if (!e->win_start_ns) e->win_start_ns = t0;
+    e->win_tokens += (uint64_t)b->n_tokens;
+    pthread_mutex_lock(&e->mu);
+    refresh_counts_locked(e);
+    engine_stats *s = &e->stats;
+    s->steps++;
+    s->generated_tokens += (uint64_t)b->n_logits;
+    s->prompt_tokens += (uint64_t)b->n_prefill_tokens;
+    s->step_ns += now - t0;
+    s->sched_ns += sched_ns;
+    if (now - e->win_start_ns >= 1000000000ull) {
+        s->tokens_per_s = (double)e->win_tokens * 1e9 / (double)(now - e->win_start_ns);
+        e->win_start_ns = now;
+        e->win_tokens = 0;
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* One step; returns false when there was nothing to run. */
+static bool step(engine *e) {
+    uint64_t t0 = sol_now_ns();
+    take_commands(e);
+    sched_batch b;
+    sol_err err = {0};
+    if (sched_step(e->sched, &b, &err)) {
+        fail_batch(e, &b, err.msg);
+        return true;
+    }
+    uint64_t sched_ns = sol_now_ns() - t0;
+    if (b.n_tokens == 0) return false;
+    sol_backend *be = model_backend(e->m);
+    for (int32_t i = 0; i < b.n_copies; i++)
+        if (be->ops->kv_copy_blocks(be, e->kv_data, &b.copies[i].src_block, &b.copies[i].dst_block,
+                                    1)) {
+            fail_batch(e, &b, be->err.msg);
+            return true;
+        }
+    model_batch mb = {b.n_tokens, b.tokens, b.pos, b.slots, b.attn, b.n_logits, b.logit_rows};
+    if (model_forward(e->m, e->kv_data, &mb, e->logits, &err)) {
+        fail_batch(e, &b, err.msg);
+        return true;
+    }
+    uint64_t t1 = sol_now_ns();
+    if (sched_commit(e->sched, &b, &err)) {
+        fail_batch(e, &b, err.msg);
+        return true;
+    }
+    sched_ns += sol_now_ns() - t1;
+    sample_all(e, &b);
+    update_stats(e, &b, t0, sched_ns);
+    return true;
+}
+
+static void *engine_main(void *arg) {
+    engine *e = arg;
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        bool stop = e->stop;
+        pthread_mutex_unlock(&e->mu);
+        if (stop) break;
+        if (step(e)) continue;
+        pthread_mutex_lock(&e->mu);
+        while (!e->stop && !e->inbox_head && e->n_cancels == 0) {
+            if (e->n_live == 0) pthread_cond_broadcast(&e->idle);
+            /* A request queued but unschedulable right now cannot exist for long: the pool holds
+             * one max_model_len sequence. Deadlines still need checking, so wake periodically. */
+            if (e->n_live > 0) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 10 * 1000 * 1000;
+                if (ts.tv_nsec >= 1000000000L) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000L;
+                }
+                pthread_cond_timedwait(&e->wake, &e->mu, &ts);
+                break;
+            }
+            pthread_cond_wait(&e->wake, &e->mu);
+        }
+        pthread_mutex_unlock(&e->mu);
+    }
+    /* Shutdown: everything still live is cancelled (inbox first, so it is in the scheduler). */
+    take_commands(e);
+    while (e->live)
+        finish(e, e->live, ENGINE_FINISH_CANCELLED, NULL);
+    return NULL;
+}
+
+/* ---- start-up ----------------------------------------------------------------------------- */
+
+static int64_t mem_available_bytes(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return -1;
+    char line[256];
+    long long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+    fclose(f);
+    return kb < 0 ? -1 : (int64_t)kb * 1024;
+}
+
+static int check_config(const engine_config *c, sol_err *err) {
+    if (c->block_size < 1 || c->max_model_len < 1 || c->max_num_seqs < 1 ||
+        c->max_batched_tokens < c->max_num_seqs || c->num_blocks < 0)
+        return sol_err_set(err, -EINVAL,
+                           "engine config: expected block_size, max_model_len, max_num_seqs >= 1 "
+                           "and max_batched_tokens >= max_num_seqs; found %d, %d, %d, %d",
+                           c->block_size, c->max_model_len, c->max_num_seqs, c->max_batched_tokens);
+    if (c->kv_dtype != SOL_DT_F16 && c->kv_dtype != SOL_DT_F32)
+        return sol_err_set(err, -EINVAL, "worker.kv.dtype: expected f16 or f32, found %s",
+                           sol_dtype_name(c->kv_dtype));
+    if (c->num_blocks == 0 && !(c->memory_fraction > 0 && c->memory_fraction <= 1))
+        return sol_err_set(err, -EINVAL, "worker.kv.memory_fraction: expected (0, 1], found %g",
+                           c->memory_fraction);
+    return 0;
+}
+
+/* num_blocks from the config, else memory_fraction of MemAvailable; then the start-up check. */
+static int size_pool(engine *e, sol_err *err) {
+    engine_config *c = &e->cfg;
+    size_t per_token = model_kv_bytes_per_token(e->m, c->kv_dtype);
+    size_t per_block = per_token * (size_t)c->block_size;
+    int64_t avail = -1;
+    if (c->num_blocks == 0) {
+        avail = mem_available_bytes();
+        if (avail < 0)
+            return sol_err_set(err, -EIO,
+                               "cannot read MemAvailable from /proc/meminfo: set "
+                               "worker.kv.num_blocks explicitly");
+        double blocks = c->memory_fraction * (double)avail / (double)per_block;
+        double most = (double)INT32_MAX / c->block_size;
+        c->num_blocks = (int32_t)(blocks < most ? blocks : most);
+    }
+    int64_t tokens = (int64_t)c->num_blocks * c->block_size;
+    int32_t need = (c->max_model_len + c->block_size - 1) / c->block_size;
+    if (tokens < c->max_model_len) {
+        if (avail >= 0)
+            return sol_err_set(err, -ENOSPC,
+                               "KV pool: %.2f of %.1f MiB available memory (worker.kv."
+                               "memory_fraction) gives %d blocks = %lld tokens at %zu bytes per "
+                               "token, less than one sequence of worker.kv.max_model_len = %d "
+                               "(needs %d blocks, %.1f MiB): raise worker.kv.memory_fraction, set "
+                               "worker.kv.num_blocks, or lower worker.kv.max_model_len",
+                               c->memory_fraction, avail / 1048576.0, c->num_blocks,
+                               (long long)tokens, per_token, c->max_model_len, need,
+                               need * (double)per_block / 1048576.0);
+        return sol_err_set(err, -ENOSPC,
+                           "KV pool: worker.kv.num_blocks = %d blocks x %d = %lld tokens is less "
+                           "than one sequence of worker.kv.max_model_len = %d (needs %d blocks): "
+                           "raise worker.kv.num_blocks or lower worker.kv.max_model_len",
+                           c->num_blocks, c->block_size, (long long)tokens, c->max_model_len, need);
+    }
+    LOG_INFO("engine", "KV pool: %d blocks = %lld tokens of context (%.1f MiB, %s, block %d)",
+             c->num_blocks, (long long)tokens, (double)per_block * c->num_blocks / 1048576.0,
+             sol_dtype_name(c->kv_dtype), c->block_size);
+    return 0;
+}
+
+static void detect_template(engine *e) {
+    const char *src = NULL;
+    sol_err ignore = {0};
+    const gguf_file *g = model_gguf(e->m);
+    if (g && gguf_get_kv(g, "tokenizer.chat_template"))
+        gguf_get_str(g, "tokenizer.chat_template", &src, &ignore);
+    e->chat_family = chat_template_detect(src);
+}
+
+static int start(engine *e, sol_err *err) {
+    const model_hparams *hp = model_get_hparams(e->m);
+    e->n_vocab = hp->n_vocab;
+    if (e->cfg.max_model_len > hp->ctx_len) {
+        LOG_WARN("engine",
+                 "worker.kv.max_model_len %d is beyond the model's context length %d: "
+                 "using %d",
+                 e->cfg.max_model_len, hp->ctx_len, hp->ctx_len);
+        e->cfg.max_model_len = hp->ctx_len;
+    }
+    int rc;
+    if ((rc = size_pool(e, err))) return rc;
+    if (!(e->kv = kv_cache_new(e->cfg.num_blocks, e->cfg.block_size, e->cfg.prefix_caching, err)))
+        return err->code ? err->code : -ENOMEM;
+    if (!(e->kv_data =
+              model_kv_new(e->m, e->cfg.num_blocks, e->cfg.block_size, e->cfg.kv_dtype, err)))
+        return err->code ? err->code : -ENOMEM;
+    sched_config sc = {e->cfg.max_num_seqs, e->cfg.max_batched_tokens};
+    if (!(e->sched = sched_new(&sc, e->kv, err))) return err->code ? err->code : -ENOMEM;
+    if (!(e->smp = sampler_new(e->n_vocab, err))) return err->code ? err->code : -ENOMEM;
+    e->logits = malloc(sizeof(float) * (size_t)e->n_vocab * (size_t)e->cfg.max_num_seqs);
+    if (!e->logits) return sol_err_set(err, -ENOMEM, "out of memory for logits");
+    if ((rc = model_reserve(e->m, e->cfg.max_batched_tokens, e->cfg.max_num_seqs, err))) return rc;
+    detect_template(e);
+    e->stats.total_blocks = e->cfg.num_blocks;
+    e->stats.free_blocks = e->cfg.num_blocks;
+    e->stats.block_size = e->cfg.block_size;
+    e->stats.max_model_len = e->cfg.max_model_len;
+    return 0;
+}
+
+engine *engine_new(const engine_config *cfg, model *m, tokenizer *tok, sol_err *err) {
+    if (!cfg || !m) {
+        sol_err_set(err, -EINVAL, "engine_new: NULL config or model");
+        return NULL;
+    }
+    if (check_config(cfg, err)) return NULL;
+    engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        sol_err_set(err, -ENOMEM, "out of memory");
+        return NULL;
+    }
+    e->cfg = *cfg;
+    e->m = m;
+    e->tok = tok;
+    e->next_id = 1;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->wake, NULL);
+    pthread_cond_init(&e->idle, NULL);
+    if (start(e, err) || pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+        if (!err || !err->code) sol_err_set(err, -EAGAIN, "cannot start the engine thread");
+        engine_free(e);
+        return NULL;
+    }
+    e->thread_started = true;
+    return e;
+}
+
+void engine_free(engine *e) {
+    if (!e) return;
+    if (e->thread_started) {
+        pthread_mutex_lock(&e->mu);
+        e->stop = true;
+        pthread_cond_signal(&e->wake);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+    }
+    sched_free(e->sched);
+    kv_cache_free(e->kv);
+    if (e->kv_data) model_kv_free(e->m, e->kv_data);
+    sampler_free(e->smp);
+    free(e->logits);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->wake);
+    pthread_cond_destroy(&e->idle);
+    free(e);
+}
+
+/* ---- API for other threads ---------------------------------------------------------------- */
+
+int64_t engine_submit(engine *e, const engine_request *req, sol_err *err) {
+    ereq *r = NULL;
+    int rc = ereq_build(e, req, &r, err);
+    if (rc) return rc;
+    pthread_mutex_lock(&e->mu);
+    if (e->stop) {
+        pthread_mutex_unlock(&e->mu);
+        ereq_free(r);
+        return sol_err_set(err, -ESHUTDOWN, "the engine is shutting down");
+    }
+    r->id = r->seq.id = e->next_id++;
+    r->live_next = e->live;
+    if (e->live) e->live->live_prev = r;
+    e->live = r;
+    e->n_live++;
+    if (r->deadline_ns) e->n_deadlines++;
+    if (e->inbox_tail)
+        e->inbox_tail->inbox_next = r;
+    else
+        e->inbox_head = r;
+    e->inbox_tail = r;
+    int64_t id = (int64_t)r->id; /* r may be finished and freed as soon as we unlock */
+    pthread_cond_signal(&e->wake);
+    pthread_mutex_unlock(&e->mu);
+    return id;
+}
+
+int engine_cancel(engine *e, uint64_t id) {
+    int rc = -ENOENT;
+    pthread_mutex_lock(&e->mu);
+    for (ereq *r = e->live; r; r = r->live_next)
+        if (r->id == id) {
+            if (!r->cancel_requested) e->n_cancels++;
+            r->cancel_requested = true;
+            rc = 0;
+            break;
+        }
+    if (rc == 0) pthread_cond_signal(&e->wake);
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+void engine_get_stats(engine *e, engine_stats *out) {
+    pthread_mutex_lock(&e->mu);
+    *out = e->stats;
+    pthread_mutex_unlock(&e->mu);
+}
+
+void engine_wait_idle(engine *e) {
+    pthread_mutex_lock(&e->mu);
+    while (e->n_live > 0)
+        pthread_cond_wait(&e->idle, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+}

@@ -1,0 +1,136 @@
+/* engine: the serving engine actor - a thread that owns the model's KV pool, the scheduler and
+ * the sampler, runs the step loop (schedule, forward, sample) and streams per-request events.
+ *
+ * Threads: engine_submit / engine_cancel / engine_get_stats may be called from any thread; they
+ * talk to the engine thread through an inbox (a mutex + condition variable guarding a command list;
+ * the engine sleeps on the condvar when it has no work). Events are delivered by calling
+ * cfg->on_event on the engine thread, in order per request; the callback must not block for
+ * long and must not call engine_free (it may call engine_submit / engine_cancel).
+ * See docs/serving.md for the step loop, scheduling policy and the event stream. */
+#ifndef SOL_ENGINE_H
+#define SOL_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chat_template.h"
+#include "dtype.h"
+#include "err.h"
+#include "model.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+typedef enum engine_finish_reason {
+    ENGINE_FINISH_NONE = 0, /* still running (token events) */
+    ENGINE_FINISH_STOP,     /* end-of-generation token or a stop string */
+    ENGINE_FINISH_LENGTH,   /* max_tokens or max_model_len reached */
+    ENGINE_FINISH_CANCELLED,
+    ENGINE_FINISH_ERROR, /* deadline passed, or an internal error (see event.error) */
+} engine_finish_reason;
+
+const char *engine_finish_name(engine_finish_reason r); /* "stop", "length", ... */
+
+typedef struct engine_usage {
+    int32_t prompt_tokens;
+    int32_t completion_tokens;
+    int32_t cached_tokens; /* prompt tokens served by the prefix cache */
+} engine_usage;
+
+typedef enum engine_event_kind {
+    ENGINE_EV_TOKEN = 0, /* one generated token (text may be empty: held back) */
+    ENGINE_EV_FINISH,    /* last event of a request; text carries what was still held back */
+} engine_event_kind;
+
+/* Everything borrowed, valid only during the callback. */
+typedef struct engine_event {
+    uint64_t id;
+    engine_event_kind kind;
+    void *user; /* engine_request.user */
+    const char *text;
+    size_t text_len; /* text delta: whole UTF-8 characters, stop strings never included */
+    int32_t token;   /* ENGINE_EV_TOKEN: the id; -1 on finish */
+    const sampler_result *sample; /* token, logprob and top alternatives (when asked) */
+    engine_finish_reason finish;  /* ENGINE_EV_FINISH */
+    const char *error;            /* ENGINE_FINISH_ERROR: why */
+    engine_usage usage;           /* ENGINE_EV_FINISH */
+} engine_event;
+
+typedef void (*engine_event_fn)(void *ctx, const engine_event *ev);
+
+typedef struct engine_config {
+    /* worker.kv */
+    int32_t block_size;     /* tokens per KV block */
+    int32_t num_blocks;     /* 0: memory_fraction of MemAvailable */
+    double memory_fraction; /* (0, 1] */
+    int32_t max_model_len;  /* prompt + max_tokens at most (clamped to the model's context) */
+    sol_dtype kv_dtype;     /* SOL_DT_F16 or SOL_DT_F32 */
+    /* worker.scheduler */
+    int32_t max_num_seqs;
+    int32_t max_batched_tokens;
+    bool prefix_caching;
+    engine_event_fn on_event;
+    void *event_ctx;
+} engine_config;
+
+/* Defaults matching common/config.c (block 16, 0.9, 4096, F16, 64 seqs, 2048 tokens, caching). */
+engine_config engine_config_default(void);
+
+typedef struct engine_request {
+    /* The prompt: exactly one of token ids, text, or chat messages. */
+    const int32_t *prompt_tokens; /* used verbatim (add_bos still applies) */
+    int32_t n_prompt_tokens;
+    const char *prompt_text;
+    const chat_message *messages; /* rendered with the GGUF's tokenizer.chat_template */
+    size_t n_messages;
+    int add_bos; /* -1: the vocabulary's default, 0/1: force (for text and messages) */
+    sampler_params sampling;
+    int32_t max_tokens;      /* <= 0: up to max_model_len */
+    const char *const *stop; /* stop strings (copied), detected on the text */
+    size_t n_stop;
+    bool ignore_eos;              /* keep generating past end-of-generation tokens */
+    int32_t priority;             /* lower = more important */
+    uint64_t deadline_ns;         /* sol_now_ns() clock; 0 = none */
+    const char *cache_salt;       /* copied; NULL/"" = shared prefix cache */
+    const int32_t *resume_tokens; /* failover: ids already generated elsewhere */
+    int32_t n_resume_tokens;
+    void *user; /* handed back in every event */
+} engine_request;
+
+typedef struct engine_stats {
+    int32_t running, waiting, preempted;
+    int32_t free_blocks, total_blocks, block_size;
+    double prefix_hit_rate; /* hit / query prompt tokens since start */
+    double tokens_per_s;    /* generated + prefilled tokens per second of step time, last ~1 s */
+    uint64_t steps, preemptions;
+    uint64_t prompt_tokens, generated_tokens;
+    uint64_t step_ns, sched_ns; /* totals: the whole step loop, and its scheduling part */
+    int32_t max_model_len;
+} engine_stats;
+
+typedef struct engine engine;
+
+/* Sizes the KV pool, starts the engine thread. m and tok are borrowed (tok may be NULL: token-id
+ * prompts only, no text). Fails with a clear error when one max_model_len sequence cannot fit. */
+engine *engine_new(const engine_config *cfg, model *m, tokenizer *tok, sol_err *err);
+
+/* Stops the thread (running requests are finished as cancelled) and frees everything. NULL no-op */
+void engine_free(engine *e);
+
+/* Validates and queues a request; returns its id (> 0) or a negative error with err filled
+ * (prompt + max_tokens beyond worker.kv.max_model_len, bad sampling params, empty prompt, ...).
+ * Tokenization and templating run on the caller's thread. */
+int64_t engine_submit(engine *e, const engine_request *req, sol_err *err);
+
+/* Asks the engine to finish request id as cancelled at its next step (its blocks are freed
+ * then). Returns 0, or -ENOENT when the id is not live. */
+int engine_cancel(engine *e, uint64_t id);
+
+/* A consistent snapshot, updated after every step. (engine_stats is the type's name, hence
+ * engine_get_stats for the function.) */
+void engine_get_stats(engine *e, engine_stats *out);
+
+/* Blocks until the engine has no request left (tests and benchmarks). */
+void engine_wait_idle(engine *e);
+
+#endif

@@ -1,0 +1,184 @@
+/* engine_request: turns an engine_request into the engine's own record on the submitting thread -
+ * the prompt as token ids (template, tokenize, BOS), checked against the vocabulary and
+ * worker.kv.max_model_len, with the sampler state and stop strings ready - so the engine thread
+ * only ever sees valid requests and a bad one is refused at submit with a clear message. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+
+void ereq_free(ereq *r) {
+    if (!r) return;
+    free(r->seq.tokens);
+    free(r->salt);
+    stop_text_free(&r->stop);
+    tok_stream_free(r->ts);
+    free(r);
+}
+
+/* Tokenizes text into a malloc'd array with `extra` free slots at the end. */
+static int encode(const engine *e, const char *text, int add_special, int parse_special,
+                  int32_t extra, int32_t **out, int32_t *n, sol_err *err) {
+    size_t len = strlen(text);
+    int need = tokenizer_encode(e->tok, text, len, add_special, parse_special, NULL, 0);
+    if (need < 0) return sol_err_set(err, need, "cannot tokenize the prompt");
+    int32_t *ids = malloc(sizeof *ids * (size_t)(need + extra + 1));
+    if (!ids) return sol_err_set(err, -ENOMEM, "out of memory for %d prompt tokens", need);
+    int got = tokenizer_encode(e->tok, text, len, add_special, parse_special, ids + 1, need);
+    if (got < 0) {
+        free(ids);
+        return sol_err_set(err, got, "cannot tokenize the prompt");
+    }
+    *out = ids;
+    *n = got;
+    return 0;
+}
+
+/* The prompt as ids at (*ids)[1..n] (slot 0 left free for a BOS that may have to be added). */
+static int prompt_ids(const engine *e, const engine_request *q, int32_t extra, int32_t **ids,
+                      int32_t *n, sol_err *err) {
+    int n_kinds = (q->prompt_tokens != NULL) + (q->prompt_text != NULL) + (q->messages != NULL);
+    if (n_kinds != 1)
+        return sol_err_set(err, -EINVAL,
+                           "a request needs exactly one of prompt tokens, prompt text or chat "
+                           "messages; found %d",
+                           n_kinds);
+    if (q->prompt_tokens) {
+        if (q->n_prompt_tokens < 1)
+            return sol_err_set(err, -EINVAL, "prompt: expected at least one token, found %d",
+                               q->n_prompt_tokens);
+        *ids = malloc(sizeof **ids * (size_t)(q->n_prompt_tokens + extra + 1));
+        if (!*ids) return sol_err_set(err, -ENOMEM, "out of memory for the prompt");
+        memcpy(*ids + 1, q->prompt_tokens, sizeof **ids * (size_t)q->n_prompt_tokens);
+        *n = q->n_prompt_tokens;
+        return 0;
+    }
+    if (!e->tok)
+        return sol_err_set(err, -EINVAL,
+                           "this engine has no tokenizer: send prompt token ids, not text");
+    int add_special = q->add_bos != 0;
+    if (q->prompt_text) return encode(e, q->prompt_text, add_special, 0, extra, ids, n, err);
+    char *text = NULL;
+    int rc =
+        chat_template_apply(e->chat_family, q->messages, q->n_messages, true, &text, NULL, err);
+    if (rc) return rc;
+    /* The template writes special-token spellings that must become their ids. */
+    rc = encode(e, text, add_special, 1, extra, ids, n, err);
+    free(text);
+    return rc;
+}
+
+/* add_bos == 1 forces a BOS even where the vocabulary would not add one. */
+static void apply_bos(const engine *e, const engine_request *q, int32_t *ids, int32_t *start,
+                      int32_t *n) {
+    *start = 1;
+    int32_t bos = e->tok ? tokenizer_bos(e->tok) : -1;
+    if (q->add_bos == 1 && bos >= 0 && (*n == 0 || ids[1] != bos)) {
+        ids[0] = bos;
+        *start = 0;
+        (*n)++;
+    }
+}
+
+static int check_ids(const engine *e, const int32_t *ids, int32_t n, const char *what,
+                     sol_err *err) {
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= e->n_vocab)
+            return sol_err_set(err, -EINVAL,
+                               "%s[%d]: token id %d is outside the vocabulary "
+                               "(0..%d)",
+                               what, i, ids[i], e->n_vocab - 1);
+    return 0;
+}
+
+static int check_length(const engine *e, int32_t n_prompt, int32_t n_resume, int32_t *max_tokens,
+                        sol_err *err) {
+    int32_t lim = e->cfg.max_model_len;
+    if (n_prompt + n_resume >= lim)
+        return sol_err_set(err, -EINVAL,
+                           "prompt of %d tokens (+ %d resumed) leaves no room to generate within "
+                           "the maximum model length %d (worker.kv.max_model_len)",
+                           n_prompt, n_resume, lim);
+    if (*max_tokens <= 0) *max_tokens = lim - n_prompt;
+    if ((int64_t)n_prompt + *max_tokens > lim)
+        return sol_err_set(err, -EINVAL,
+                           "prompt of %d tokens + max_tokens %d = %lld exceeds the maximum model "
+                           "length %d (worker.kv.max_model_len)",
+                           n_prompt, *max_tokens, (long long)n_prompt + *max_tokens, lim);
+    if (n_resume >= *max_tokens)
+        return sol_err_set(err, -EINVAL,
+                           "%d resume tokens already reach max_tokens %d: nothing to generate",
+                           n_resume, *max_tokens);
+    return 0;
+}
+
+static int setup_output(const engine *e, const engine_request *q, ereq *r, sol_err *err) {
+    int rc = sampler_seq_init(&r->sseq, &q->sampling, r->n_prompt, err);
+    if (rc) return rc;
+    sampler_seq_set_position(&r->sseq, (uint64_t)q->n_resume_tokens);
+    if (q->n_stop && !e->tok)
+        return sol_err_set(err, -EINVAL, "stop strings need a tokenizer (text output)");
+    if ((rc = stop_text_init(&r->stop, q->stop, q->n_stop, err))) return rc;
+    if (q->cache_salt && q->cache_salt[0] && !(r->salt = strdup(q->cache_salt)))
+        return sol_err_set(err, -ENOMEM, "out of memory");
+    r->seq.cache_salt = r->salt;
+    if (!e->tok) return 0;
+    if (!(r->ts = tok_stream_new(e->tok, 0))) return sol_err_set(err, -ENOMEM, "out of memory");
+    /* Resumed ids were streamed by the previous worker: prime the detokenizer with them so the
+     * text continues exactly (a half-finished UTF-8 character stays pending). */
+    for (int32_t i = 0; i < q->n_resume_tokens; i++) {
+        const char *t;
+        size_t len;
+        tok_stream_push(r->ts, q->resume_tokens[i], &t, &len);
+    }
+    return 0;
+}
+
+int ereq_build(const engine *e, const engine_request *q, ereq **out, sol_err *err) {
+    *out = NULL;
+    if (!q) return sol_err_set(err, -EINVAL, "engine_submit: NULL request");
+    if (q->n_resume_tokens < 0 || (q->n_resume_tokens > 0 && !q->resume_tokens))
+        return sol_err_set(err, -EINVAL, "resume_tokens: bad count %d", q->n_resume_tokens);
+    ereq *r = calloc(1, sizeof *r);
+    if (!r) return sol_err_set(err, -ENOMEM, "out of memory");
+    int32_t *ids = NULL, n = 0, start = 0;
+    int rc = prompt_ids(e, q, q->n_resume_tokens, &ids, &n, err);
+    if (rc) goto fail;
+    apply_bos(e, q, ids, &start, &n);
+    if (start == 1) memmove(ids, ids + 1, sizeof *ids * (size_t)n);
+    r->seq.tokens = ids;
+    if (n < 1) {
+        rc = sol_err_set(err, -EINVAL, "the prompt produced no tokens");
+        goto fail;
+    }
+    r->n_prompt = n;
+    r->max_tokens = q->max_tokens;
+    if ((rc = check_ids(e, ids, n, "prompt", err)) ||
+        (rc = check_ids(e, q->resume_tokens, q->n_resume_tokens, "resume_tokens", err)) ||
+        (rc = check_length(e, n, q->n_resume_tokens, &r->max_tokens, err)))
+        goto fail;
+    /* Room for every token the request can reach, so the hot path never grows it. */
+    int32_t cap = n + r->max_tokens;
+    int32_t *grown = realloc(ids, sizeof *ids * (size_t)cap);
+    if (!grown) {
+        rc = sol_err_set(err, -ENOMEM, "out of memory for %d tokens", cap);
+        goto fail;
+    }
+    r->seq.tokens = grown;
+    memcpy(grown + n, q->resume_tokens, sizeof *grown * (size_t)q->n_resume_tokens);
+    r->seq.n_tokens = n + q->n_resume_tokens;
+    r->seq.cap_tokens = cap;
+    r->seq.priority = q->priority;
+    r->n_generated = q->n_resume_tokens;
+    r->ignore_eos = q->ignore_eos;
+    r->deadline_ns = q->deadline_ns;
+    r->user = q->user;
+    if ((rc = setup_output(e, q, r, err))) goto fail;
+    *out = r;
+    return 0;
+fail:
+    if (!r->seq.tokens) free(ids);
+    ereq_free(r);
+    return rc;
+}
