@@ -1,6 +1,7 @@
-/* bench_matmul: µs per call and weight-streaming GB/s of the CPU matmul for decode (n=1) and a
- * small prefill tile (n=16), per ISA path, on TinyLlama-sized Q4_0/Q8_0/F16 matrices held in
- * anonymous memory. Usage: bench_matmul [threads=2] [seconds_per_case=0.3] */
+/* bench_matmul: µs per call and weight-streaming GB/s of the CPU matmul for decode (n=1) and
+ * prefill tiles (n=16, 64), per ISA path, on TinyLlama-sized Q4_0/Q8_0/F16 matrices held in
+ * anonymous memory and prepared as a
+ * loaded model's are. Usage: bench_matmul [threads=2] [seconds_per_case=0.3] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +42,12 @@ static void bench_case(sol_backend *be, const char *isa, sol_dtype t, int64_t M,
         fprintf(stderr, "cannot map weights\n");
         return;
     }
-    sol_weight w = {t, M, K, data, rb};
+    sol_weight w = {t, M, K, data, rb, 0};
+    if (be->ops->weight_prepare(be, &w)) { /* the layout a loaded model gets (Q4_0 repacked) */
+        fprintf(stderr, "%s\n", be->err.msg);
+        munmap(data, rb * (size_t)M);
+        return;
+    }
     float *x = malloc(sizeof(float) * (size_t)(n * K)),
           *y = malloc(sizeof(float) * (size_t)(n * M));
     for (int64_t i = 0; i < n * K; i++)
@@ -69,11 +75,56 @@ static void bench_case(sol_backend *be, const char *isa, sol_dtype t, int64_t M,
     free(y);
 }
 
+/* One decode step's (or a prompt's) matmuls of a 22-layer 1B Llama: weights far larger than the
+ * caches, so decode streams them from DRAM as a real model does. Best of `reps` passes. */
+static void bench_model(sol_backend *be, sol_dtype t, int n, int reps) {
+    const int64_t shapes[][2] = {{2048, 2048}, {256, 2048},  {256, 2048}, {2048, 2048},
+                                 {5632, 2048}, {5632, 2048}, {2048, 5632}};
+    enum { LAYERS = 22, PER = 7 };
+    sol_weight w[LAYERS * PER + 1];
+    size_t bytes = 0;
+    for (int i = 0; i <= LAYERS * PER; i++) {
+        int64_t M = i == LAYERS * PER ? 32000 : shapes[i % PER][0];
+        int64_t K = i == LAYERS * PER ? 2048 : shapes[i % PER][1];
+        size_t rb;
+        void *d = weight_data(t, M, K, &rb);
+        if (!d) {
+            fprintf(stderr, "cannot map weights\n");
+            exit(1);
+        }
+        w[i] = (sol_weight){t, M, K, d, rb, 0};
+        if (be->ops->weight_prepare(be, &w[i])) {
+            fprintf(stderr, "%s\n", be->err.msg);
+            exit(1);
+        }
+        bytes += rb * (size_t)M;
+    }
+    float *x = malloc(sizeof(float) * (size_t)n * 5632),
+          *y = malloc(sizeof(float) * (size_t)n * 32000);
+    for (int64_t i = 0; i < n * 5632; i++)
+        x[i] = sinf((float)i);
+    double best = INFINITY;
+    for (int r = 0; r < reps; r++) {
+        uint64_t t0 = sol_now_ns();
+        for (int i = 0; i <= LAYERS * PER; i++)
+            sol_matmul(be, &w[i], x, y, n);
+        double ms = (double)(sol_now_ns() - t0) / 1e6;
+        if (ms < best) best = ms;
+    }
+    printf("model %-5s n=%-4d %8.2f ms/pass %7.1f tok/s %6.2f GB/s of weights\n", sol_dtype_name(t),
+           n, best, n * 1e3 / best, (double)bytes / (best * 1e6));
+    for (int i = 0; i <= LAYERS * PER; i++)
+        munmap((void *)w[i].data, w[i].row_bytes * (size_t)w[i].rows);
+    free(x);
+    free(y);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        puts("usage: bench_matmul [THREADS=2] [SECONDS=0.3]\n"
-             "Times Q4_0/Q8_0/F16 matmuls (2048x2048, 5632x2048; n = 1 and 16) on every ISA path\n"
-             "this CPU has and prints us/call, GB/s of weights and GFLOP/s.");
+        puts("usage: bench_matmul [THREADS=2] [SECONDS=0.3] [model [q4_0|f16|decode]]\n"
+             "Times Q4_0/Q8_0/F16 matmuls (2048x2048, 5632x2048; n = 1, 16, 64) on every ISA path\n"
+             "this CPU has and prints us/call, GB/s of weights and GFLOP/s. With `model`: every\n"
+             "matmul of a 1B Llama (Q4_0, F16) at n = 1 and 128 on the best ISA, weights in DRAM.");
         return 0;
     }
     int threads = argc > 1 ? atoi(argv[1]) : 2;
@@ -82,9 +133,26 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_matmul: bad arguments (try --help)\n");
         return 2;
     }
+    if (argc > 3 && !strcmp(argv[3], "model")) {
+        sol_err e = {0};
+        sol_backend *be = sol_backend_cpu_new(threads, &e);
+        if (!be) {
+            fprintf(stderr, "%s\n", e.msg);
+            return 1;
+        }
+        printf("threads=%d, %s, best of passes\n", threads, sol_cpu_isa_name(sol_cpu_isa_best()));
+        const char *only = argc > 4 ? argv[4] : ""; /* "q4_0", "f16", "decode" */
+        int q4 = strcmp(only, "f16") != 0, f16 = strcmp(only, "q4_0") != 0;
+        if (q4) bench_model(be, SOL_DT_Q4_0, 1, (int)(seconds * 40) + 3);
+        if (f16) bench_model(be, SOL_DT_F16, 1, (int)(seconds * 10) + 3);
+        if (q4 && strcmp(only, "decode")) bench_model(be, SOL_DT_Q4_0, 128, 1);
+        if (f16 && strcmp(only, "decode")) bench_model(be, SOL_DT_F16, 128, 1);
+        sol_backend_free(be);
+        return 0;
+    }
     const sol_dtype types[] = {SOL_DT_Q4_0, SOL_DT_Q8_0, SOL_DT_F16};
     const int64_t shapes[][2] = {{2048, 2048}, {5632, 2048}};
-    const int ns[] = {1, 16};
+    const int ns[] = {1, 16, 64};
     printf("threads=%d, weights in anonymous memory, best of 8 batches\n", threads);
     for (int isa = SOL_ISA_SCALAR; isa <= SOL_ISA_AVX512; isa++) {
         if (!sol_cpu_isa_supported((sol_cpu_isa)isa)) continue;
@@ -97,10 +165,11 @@ int main(int argc, char **argv) {
         }
         for (size_t ti = 0; ti < 3; ti++)
             for (size_t si = 0; si < 2; si++)
-                for (size_t ni = 0; ni < 2; ni++)
-                    bench_case(be, sol_cpu_isa_name((sol_cpu_isa)isa), types[ti], shapes[si][0],
-                               shapes[si][1], ns[ni],
-                               isa == SOL_ISA_SCALAR ? seconds / 4 : seconds);
+                for (size_t ni = 0; ni < 3; ni++)
+                    if (isa != SOL_ISA_SCALAR || ns[ni] <= 16)
+                        bench_case(be, sol_cpu_isa_name((sol_cpu_isa)isa), types[ti], shapes[si][0],
+                                   shapes[si][1], ns[ni],
+                                   isa == SOL_ISA_SCALAR ? seconds / 4 : seconds);
         sol_backend_free(be);
     }
     return 0;

@@ -30,6 +30,10 @@ typedef struct sol_weight {
     int64_t cols; /* K: input features (a multiple of the type's block size) */
     const void *data;
     size_t row_bytes; /* sol_dtype_row_bytes(type, cols) for a packed GGUF tensor */
+    /* 0: ggml rows as above. Nonzero: a backend-private layout that weight_prepare chose (the
+     * CPU backend interleaves Q4_0 rows in groups of 8, in place); only that backend's ops may
+     * read the data then, and every copy of the struct carries the flag. */
+    uint32_t layout;
 } sol_weight;
 
 /* RoPE settings. NORM mode (llama.cpp's for general.architecture=llama): pairs
@@ -67,7 +71,8 @@ typedef struct sol_backend_ops {
      * any matmul), so the hot path never allocates. Optional: ops grow scratch on first use. */
     int (*reserve)(sol_backend *be, int max_tokens, int64_t max_dim);
     /* Check a weight (type supported, shape, row_bytes) and make it usable by this backend
-     * (a device backend copies it and rewrites w->data; the CPU backend only checks it). */
+     * (a device backend copies it and rewrites w->data; the CPU backend repacks Q4_0 weights in
+     * place, so their memory must be writable, and sets w->layout). Idempotent on one struct. */
     int (*weight_prepare)(sol_backend *be, sol_weight *w);
 
     /* Buffers for activations. CPU: 64-byte aligned host memory, memcpy transfers. */

@@ -27,8 +27,16 @@ static int cpu_reserve(sol_backend *be, int max_tokens, int64_t max_dim) {
     return cpu_scratch_reserve((cpu_backend *)be, max_tokens, max_dim);
 }
 
+/* Q4_0 weights are repacked in place (see cpu_repack.c); other types are used as they are. */
 static int cpu_weight_prepare(sol_backend *be, sol_weight *w) {
-    return cpu_weight_check(be, w, "weight_prepare");
+    int rc = cpu_weight_check(be, w, "weight_prepare");
+    if (rc) return rc;
+    if (w->layout == CPU_LAYOUT_Q4_0X8 && w->type == SOL_DT_Q4_0) return 0;
+    if (w->layout)
+        return sol_err_set(&be->err, -EINVAL,
+                           "cpu weight_prepare: weight layout %u is not the CPU's",
+                           (unsigned)w->layout);
+    return w->type == SOL_DT_Q4_0 ? cpu_repack_q4_0(be, w) : 0;
 }
 
 static void *cpu_buf_alloc(sol_backend *be, size_t bytes) {
@@ -140,9 +148,17 @@ static int cpu_embed(sol_backend *be, const sol_weight *table, const int32_t *id
         if (ids[t] < 0 || ids[t] >= table->rows)
             return sol_err_set(&be->err, -EINVAL, "cpu embed: token %d has id %d outside [0, %lld)",
                                t, ids[t], (long long)table->rows);
-    for (int t = 0; t < n; t++)
-        cpu_dequant_row(table->type, (const char *)table->data + (size_t)ids[t] * table->row_bytes,
-                        out + (size_t)t * table->cols, table->cols);
+    int64_t m8 =
+        table->layout == CPU_LAYOUT_Q4_0X8 ? table->rows / CPU_Q4X8_ROWS * CPU_Q4X8_ROWS : 0;
+    for (int t = 0; t < n; t++) {
+        float *o = out + (size_t)t * table->cols;
+        if (ids[t] < m8)
+            cpu_q4x8_dequant_row(table, ids[t], o);
+        else
+            cpu_dequant_row(table->type,
+                            (const char *)table->data + (size_t)ids[t] * table->row_bytes, o,
+                            table->cols);
+    }
     return 0;
 }
 

@@ -40,6 +40,21 @@ extern const cpu_attn_fns cpu_attn_scalar;
 extern const cpu_attn_fns cpu_attn_avx2;
 extern const cpu_attn_fns cpu_attn_avx512;
 
+/* The row-interleaved Q4_0 layout (cpu_repack.c): groups of 8 rows, 144-byte group blocks. */
+#define CPU_LAYOUT_Q4_0X8 1u
+#define CPU_Q4X8_ROWS 8
+#define CPU_Q4X8_BLOCK 144
+
+/* Repacks a Q4_0 weight in place into CPU_LAYOUT_Q4_0X8 (rows past the last full group stay
+ * ggml rows) and sets w->layout; leaves other weights, padded rows and repacked ones alone. */
+int cpu_repack_q4_0(sol_backend *be, sol_weight *w);
+/* Row r (< rows rounded down to 8) of a repacked weight, dequantized like cpu_dequant_row. */
+void cpu_q4x8_dequant_row(const sol_weight *w, int64_t r, float *dst);
+/* Kernels for the repacked rows [r0, r1) (r0 a multiple of 8, r1 <= rows rounded down to 8). */
+cpu_mm_fn cpu_mm_q4x8(sol_cpu_isa isa);
+void cpu_mm_q4x8_avx2(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch);
+void cpu_mm_q4x8_avx512(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch);
+
 /* Dequantize one row of n elements of any supported type (n a multiple of the block size). */
 void cpu_dequant_row(sol_dtype t, const void *src, float *dst, int64_t n);
 

@@ -11,6 +11,7 @@
 
 #define TR 4
 #define TT 4
+#define FR 8 /* rows of a one-token float tile: decode needs many rows in flight */
 
 INL float hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -47,16 +48,16 @@ INL float load1(sol_dtype t, const void *row, int64_t k) {
 INL void float_tile(const cpu_mm_args *a, sol_dtype type, int64_t r, int t, int R, int T) {
     const sol_weight *w = a->w;
     int64_t K = w->cols, M = w->rows, K16 = K & ~(int64_t)15;
-    const char *wr[TR];
+    const char *wr[FR];
     const float *xr[TT];
-    __m512 acc[TR][TT];
-#pragma GCC unroll 4
+    __m512 acc[FR][TT];
+#pragma GCC unroll 8
     for (int i = 0; i < R; i++)
         wr[i] = row_of(w, r + i);
 #pragma GCC unroll 4
     for (int j = 0; j < T; j++)
         xr[j] = a->x + (size_t)(t + j) * K;
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < T; j++)
@@ -66,7 +67,7 @@ INL void float_tile(const cpu_mm_args *a, sol_dtype type, int64_t r, int t, int 
 #pragma GCC unroll 4
         for (int j = 0; j < T; j++)
             xv[j] = _mm512_loadu_ps(xr[j] + k);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int i = 0; i < R; i++) {
             __m512 wv = load16(type, wr[i], k);
 #pragma GCC unroll 4
@@ -74,7 +75,7 @@ INL void float_tile(const cpu_mm_args *a, sol_dtype type, int64_t r, int t, int 
                 acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < T; j++) {
@@ -160,15 +161,37 @@ INL void quant_tile(const cpu_mm_args *a, sol_dtype type, int64_t r, int t, int 
                 tile(a, type, r, t, 1, 1);                                                         \
     } while (0)
 
+/* Float weights: 8 rows per one-token tile (decode), else as TILE_WALK. */
+#define FLOAT_WALK(a, type, r0, r1)                                                                \
+    do {                                                                                           \
+        int64_t fr = (r0);                                                                         \
+        for (; fr + FR <= (r1); fr += FR) {                                                        \
+            int t = 0;                                                                             \
+            for (; t + TT <= (a)->n; t += TT) {                                                    \
+                float_tile(a, type, fr, t, TR, TT);                                                \
+                float_tile(a, type, fr + TR, t, TR, TT);                                           \
+            }                                                                                      \
+            for (; t < (a)->n; t++)                                                                \
+                float_tile(a, type, fr, t, FR, 1);                                                 \
+        }                                                                                          \
+        TILE_WALK(float_tile, a, type, fr, r1);                                                    \
+    } while (0)
+
+#define DEFINE_FLOAT_MM(name, type)                                                                \
+    static TGT void name(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {           \
+        (void)scratch;                                                                             \
+        FLOAT_WALK(a, type, r0, r1);                                                               \
+    }
+
 #define DEFINE_MM(name, tile, type)                                                                \
     static TGT void name(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {           \
         (void)scratch;                                                                             \
         TILE_WALK(tile, a, type, r0, r1);                                                          \
     }
 
-DEFINE_MM(mm_f32, float_tile, SOL_DT_F32)
-DEFINE_MM(mm_f16, float_tile, SOL_DT_F16)
-DEFINE_MM(mm_bf16, float_tile, SOL_DT_BF16)
+DEFINE_FLOAT_MM(mm_f32, SOL_DT_F32)
+DEFINE_FLOAT_MM(mm_f16, SOL_DT_F16)
+DEFINE_FLOAT_MM(mm_bf16, SOL_DT_BF16)
 DEFINE_MM(mm_q8_0, quant_tile, SOL_DT_Q8_0)
 DEFINE_MM(mm_q4_0, quant_tile, SOL_DT_Q4_0)
 

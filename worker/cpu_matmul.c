@@ -64,19 +64,30 @@ int cpu_weight_check(sol_backend *be, const sol_weight *w, const char *op) {
     return 0;
 }
 
+/* roundf (halves away from zero) without a libm call: for |y| < 2^31 the truncation is exact
+ * and so is y - trunc(y), so this gives roundf's result bit for bit. */
+static inline int round_away(float y) {
+    int v = (int)y;
+    float frac = y - (float)v;
+    return v + (frac >= 0.5f) - (frac <= -0.5f);
+}
+
 /* ggml's quantize_row_q8_0 reference rounding, plus the per-block sum of quants. One scalar
- * routine for every ISA path, so the quantized activations never differ between paths. */
+ * routine for every ISA path, so the quantized activations never differ between paths. The max
+ * skips NaN as fmaxf does. */
 static void quantize_x(const float *x, int64_t K, int8_t *q, float *d, int32_t *s) {
     for (int64_t b = 0; b < K / 32; b++) {
         const float *xb = x + b * 32;
         float amax = 0.0f;
-        for (int j = 0; j < 32; j++)
-            amax = fmaxf(amax, fabsf(xb[j]));
+        for (int j = 0; j < 32; j++) {
+            float a = fabsf(xb[j]);
+            amax = a > amax ? a : amax;
+        }
         float dd = amax / 127.0f;
         float id = dd != 0.0f ? 1.0f / dd : 0.0f;
         int32_t sum = 0;
         for (int j = 0; j < 32; j++) {
-            int v = (int)roundf(xb[j] * id);
+            int v = round_away(xb[j] * id);
             q[b * 32 + j] = (int8_t)v;
             sum += v;
         }
@@ -87,17 +98,24 @@ static void quantize_x(const float *x, int64_t K, int8_t *q, float *d, int32_t *
 
 typedef struct {
     cpu_backend *cb;
-    cpu_mm_fn fn;
+    cpu_mm_fn fn;  /* rows in ggml layout */
+    cpu_mm_fn fn8; /* rows [0, m8) of a repacked weight; NULL when m8 = 0 */
+    int64_t m8;
     cpu_mm_args args;
 } mm_job;
 
-/* Row ranges start on multiples of 4 so the 4-row tiles line up; results do not depend on it. */
+/* Row ranges start on multiples of 16 so 8-row groups and 4-row tiles line up; results do not
+ * depend on it. */
 static void mm_task(void *ctx, int task, int n_tasks) {
     mm_job *j = ctx;
     int64_t M = j->args.w->rows;
-    int64_t r0 = ((int64_t)task * M / n_tasks) & ~(int64_t)3;
-    int64_t r1 = task + 1 == n_tasks ? M : ((int64_t)(task + 1) * M / n_tasks) & ~(int64_t)3;
-    if (r1 > r0) j->fn(&j->args, r0, r1, j->cb->deq + (size_t)task * (size_t)j->cb->deq_stride);
+    int64_t r0 = ((int64_t)task * M / n_tasks) & ~(int64_t)15;
+    int64_t r1 = task + 1 == n_tasks ? M : ((int64_t)(task + 1) * M / n_tasks) & ~(int64_t)15;
+    float *scratch = j->cb->deq + (size_t)task * (size_t)j->cb->deq_stride;
+    int64_t split = r1 < j->m8 ? r1 : j->m8;
+    if (split > r0) j->fn8(&j->args, r0, split, scratch);
+    if (split < r0) split = r0;
+    if (r1 > split) j->fn(&j->args, split, r1, scratch);
 }
 
 static void quant_task(void *ctx, int task, int n_tasks) {
@@ -125,9 +143,16 @@ int cpu_matmul(sol_backend *be, const sol_weight *w, const float *x, float *y, i
     if (n <= 0 || !x || !y)
         return sol_err_set(&be->err, -EINVAL,
                            "cpu matmul: need n >= 1 tokens and buffers, got n=%d", n);
+    if (w->layout != 0 && (w->layout != CPU_LAYOUT_Q4_0X8 || w->type != SOL_DT_Q4_0))
+        return sol_err_set(&be->err, -EINVAL, "cpu matmul: weight layout %u is not the CPU's",
+                           (unsigned)w->layout);
     int64_t K = w->cols;
     if ((rc = cpu_scratch_reserve(cb, n, K > w->rows ? K : w->rows))) return rc;
     mm_job job = {.cb = cb, .fn = pick_kernel(cb, w->type)};
+    if (w->layout == CPU_LAYOUT_Q4_0X8) {
+        job.fn8 = cpu_mm_q4x8(cb->isa);
+        job.m8 = w->rows / CPU_Q4X8_ROWS * CPU_Q4X8_ROWS;
+    }
     job.args = (cpu_mm_args){.w = w, .x = x, .y = y, .n = n};
     if (is_quant8(w->type)) {
         size_t nb = (size_t)(K / 32);

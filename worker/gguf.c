@@ -589,7 +589,10 @@ static int load(gguf_file *g, int flags, sol_err *e) {
         if (flags & GGUF_OPEN_NO_MMAP) {
             rc = load_heap(g, fd, e);
         } else {
-            void *p = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, fd, 0);
+            /* Writable copy-on-write: a backend may repack weights in place (the CPU backend
+             * interleaves Q4_0 rows), turning each touched page into one anonymous page rather
+             * than keeping a second copy; the file itself is never written. */
+            void *p = mmap(NULL, g->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
             if (p == MAP_FAILED)
                 rc = sol_err_set(e, -errno, "%s: mmap failed: %s", g->path, strerror(errno));
             else {

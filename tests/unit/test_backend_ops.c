@@ -101,7 +101,7 @@ static test_weight make_weight(sol_dtype t, int64_t rows, int64_t cols) {
         sol_dequantize_row(t, row, tw.deq + r * cols, cols);
     }
     free(src);
-    tw.w = (sol_weight){t, rows, cols, data, rb};
+    tw.w = (sol_weight){t, rows, cols, data, rb, 0};
     return tw;
 }
 
@@ -127,8 +127,10 @@ static void effective_x(sol_dtype t, const float *x, float *xe, int n, int64_t K
 static const sol_dtype all_types[] = {SOL_DT_F32,  SOL_DT_F16,  SOL_DT_BF16, SOL_DT_Q8_0,
                                       SOL_DT_Q4_0, SOL_DT_Q4_K, SOL_DT_Q6_K};
 
-static void check_matmul(sol_backend *be, sol_dtype t, int64_t M, int64_t K, int n) {
+/* prep: run the weight through weight_prepare first, as a loaded model's (Q4_0 gets repacked). */
+static void check_matmul(sol_backend *be, sol_dtype t, int64_t M, int64_t K, int n, int prep) {
     test_weight tw = make_weight(t, M, K);
+    if (prep) assert_int_equal(be->ops->weight_prepare(be, &tw.w), 0);
     float *x = malloc(sizeof(float) * (size_t)(n * K)),
           *xe = malloc(sizeof(float) * (size_t)(n * K));
     float *y = malloc(sizeof(float) * (size_t)(n * M));
@@ -146,8 +148,8 @@ static void check_matmul(sol_backend *be, sol_dtype t, int64_t M, int64_t K, int
     assert_int_equal(sol_matmul(be, &tw.w, x, y, n), 0);
     double e = nmse(y, ref, (size_t)(n * M));
     if (!(e < 1e-9))
-        fail_msg("matmul %s M=%lld K=%lld n=%d: nmse %g", sol_dtype_name(t), (long long)M,
-                 (long long)K, n, e);
+        fail_msg("matmul %s M=%lld K=%lld n=%d prep=%d: nmse %g", sol_dtype_name(t), (long long)M,
+                 (long long)K, n, prep, e);
     free(x), free(xe), free(y), free(ref);
     free_weight(&tw);
 }
@@ -159,10 +161,13 @@ static void test_matmul_vs_reference(void **state) {
         for (size_t i = 0; i < sizeof(all_types) / sizeof(all_types[0]); i++) {
             sol_dtype t = all_types[i];
             int kq = t == SOL_DT_Q4_K || t == SOL_DT_Q6_K;
-            check_matmul(be, t, 37, kq ? 256 : 96, 1);
-            check_matmul(be, t, 37, kq ? 256 : 96, 5);
-            check_matmul(be, t, 64, kq ? 512 : 256, 17);
-            check_matmul(be, t, 5, kq ? 256 : 32, 3);
+            for (int prep = 0; prep < 2; prep++) {
+                check_matmul(be, t, 37, kq ? 256 : 96, 1, prep);
+                check_matmul(be, t, 37, kq ? 256 : 96, 5, prep);
+                check_matmul(be, t, 64, kq ? 512 : 256, 17, prep);
+                check_matmul(be, t, 5, kq ? 256 : 32, 3, prep);
+                check_matmul(be, t, 72, kq ? 256 : 64, 8, prep);
+            }
         }
         sol_backend_free(be);
     }
@@ -177,6 +182,7 @@ static void test_matmul_batch_invariance(void **state) {
         sol_backend *be1 = backend_for(isa, 1), *be2 = backend_for(isa, 2);
         for (size_t ti = 0; ti < sizeof(all_types) / sizeof(all_types[0]); ti++) {
             test_weight tw = make_weight(all_types[ti], M, K);
+            assert_int_equal(be1->ops->weight_prepare(be1, &tw.w), 0);
             float x[17 * 256], alone[17 * 37], y[17 * 37];
             fill(x, 17 * K);
             for (int t = 0; t < 17; t++)
@@ -195,6 +201,32 @@ static void test_matmul_batch_invariance(void **state) {
         sol_backend_free(be1);
         sol_backend_free(be2);
     }
+}
+
+/* weight_prepare repacks Q4_0 in place (rows past the last group of 8 stay ggml rows); on the
+ * scalar path the repacked weight gives the same bits as the original rows. */
+static void test_q4_0_repack(void **state) {
+    (void)state;
+    const int64_t M = 37, K = 128;
+    sol_backend *be = backend_for(SOL_ISA_SCALAR, 2);
+    test_weight a = make_weight(SOL_DT_Q4_0, M, K);
+    sol_weight b = a.w;
+    size_t bytes = a.w.row_bytes * (size_t)M;
+    b.data = malloc(bytes);
+    memcpy((void *)b.data, a.w.data, bytes);
+    assert_int_equal(be->ops->weight_prepare(be, &b), 0);
+    assert_int_not_equal(b.layout, 0);
+    assert_memory_not_equal(a.w.data, b.data, a.w.row_bytes * 32);
+    assert_memory_equal((const char *)a.w.data + a.w.row_bytes * 32,
+                        (const char *)b.data + a.w.row_bytes * 32, a.w.row_bytes * 5);
+    float x[5 * 128], ya[5 * 37], yb[5 * 37];
+    fill(x, 5 * K);
+    assert_int_equal(sol_matmul(be, &a.w, x, ya, 5), 0);
+    assert_int_equal(sol_matmul(be, &b, x, yb, 5), 0);
+    assert_memory_equal(ya, yb, sizeof(ya));
+    free((void *)b.data);
+    free_weight(&a);
+    sol_backend_free(be);
 }
 
 /* ---- element-wise ops ---- */
@@ -274,7 +306,9 @@ static void test_embed(void **state) {
     sol_backend *be = backend_for(sol_cpu_isa_best(), 1);
     for (size_t ti = 0; ti < sizeof(all_types) / sizeof(all_types[0]); ti++) {
         test_weight tw = make_weight(all_types[ti], 9, 256);
-        const int32_t ids[3] = {8, 0, 8};
+        assert_int_equal(be->ops->weight_prepare(be, &tw.w), 0);
+        assert_int_equal(be->ops->weight_prepare(be, &tw.w), 0); /* idempotent */
+        const int32_t ids[3] = {8, 0, 5};
         float out[3 * 256];
         double ref[3 * 256];
         poison(out, 3 * 256);
@@ -282,7 +316,8 @@ static void test_embed(void **state) {
         for (int t = 0; t < 3; t++)
             for (int k = 0; k < 256; k++)
                 ref[t * 256 + k] = tw.deq[ids[t] * 256 + k];
-        assert_true(nmse(out, ref, 3 * 256) < 1e-12);
+        if (!(nmse(out, ref, 3 * 256) < 1e-12))
+            fail_msg("embed %s: nmse %g", sol_dtype_name(all_types[ti]), nmse(out, ref, 3 * 256));
         const int32_t bad = 9;
         assert_int_equal(sol_embed(be, &tw.w, &bad, 1, out), -EINVAL);
         assert_non_null(strstr(be->err.msg, "outside"));
@@ -450,10 +485,10 @@ static void test_bad_inputs(void **state) {
     assert_int_equal(sol_paged_attention(be, kv, 0, k, out, 1, 3, 2, 8, 1.0f, &s), -EINVAL);
     assert_null(be->ops->kv_alloc(be, 1, 2, 4, 1, 8, SOL_DT_Q4_0));
     float w[64];
-    sol_weight bad = {SOL_DT_Q4_0, 2, 33, w, 18};
+    sol_weight bad = {SOL_DT_Q4_0, 2, 33, w, 18, 0};
     assert_int_equal(sol_matmul(be, &bad, k, out, 1), -EINVAL);
     assert_non_null(strstr(be->err.msg, "multiple of 32"));
-    bad = (sol_weight){(sol_dtype)99, 2, 32, w, 18};
+    bad = (sol_weight){(sol_dtype)99, 2, 32, w, 18, 0};
     assert_int_equal(sol_matmul(be, &bad, k, out, 1), -ENOTSUP);
     sol_backend_free(be);
     setenv("SOL_CPU_ISA", "neon", 1);
@@ -467,6 +502,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_vs_reference),
         cmocka_unit_test(test_matmul_batch_invariance),
+        cmocka_unit_test(test_q4_0_repack),
         cmocka_unit_test(test_rmsnorm_silu_add),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_embed),
