@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cpu_internal.h"
@@ -208,6 +209,12 @@ sol_backend *sol_backend_cpu_new(int n_threads, sol_err *err) {
     }
     sol_cpu_isa isa;
     if (sol_cpu_isa_select(&isa, err)) return NULL;
+    /* Reference mode for comparisons with llama.cpp (docs/backend.md); read once, like SOL_CPU_ISA. */
+    const char *attn_env = getenv("SOL_CPU_ATTN");
+    if (attn_env && strcmp(attn_env, "exact") != 0 && strcmp(attn_env, "llamacpp") != 0) {
+        sol_err_set(err, -EINVAL, "SOL_CPU_ATTN=%s: expected exact or llamacpp", attn_env);
+        return NULL;
+    }
     cpu_backend *cb = calloc(1, sizeof(*cb));
     if (!cb) {
         sol_err_set(err, -ENOMEM, "cpu backend: out of memory");
@@ -216,6 +223,7 @@ sol_backend *sol_backend_cpu_new(int n_threads, sol_err *err) {
     cb->base.ops = &cpu_ops;
     cb->n_threads = n_threads;
     cb->isa = isa;
+    cb->attn_llamacpp = attn_env && strcmp(attn_env, "llamacpp") == 0;
     cb->attn = isa == SOL_ISA_AVX512 ? &cpu_attn_avx512
                : isa == SOL_ISA_AVX2 ? &cpu_attn_avx2
                                      : &cpu_attn_scalar;

@@ -127,6 +127,42 @@ typedef struct {
     const sol_attn_seq *seq;
 } attn_job;
 
+/* llama.cpp-compatible attention (SOL_CPU_ATTN=llamacpp): llama.cpp's non-flash CPU path
+ * rounds Q to F16 for K.Q and the normalized softmax probabilities to F16 for P.V. Sol's default
+ * keeps both in F32 (closer to exact); this mode reproduces llama.cpp's rounding so the two can be
+ * compared id for id (tests/integration/peer_equivalence.sh). Three passes over the context
+ * (max, sum, weighted V) recompute K.Q instead of storing n_ctx scores: it is a reference mode. */
+static void attend_one_llamacpp(const attn_job *j, int t, int h, const unsigned char *kp,
+                                const unsigned char *vp, size_t slot_bytes) {
+    const cpu_attn_fns *f = j->cb->attn;
+    int hd = j->head_dim, bs = j->kv->block_size, f16 = j->kv->dtype == SOL_DT_F16;
+    const float *q0 = j->q + ((size_t)t * j->heads + h) * hd;
+    const int32_t *table = j->seq[t].block_table;
+    int n_ctx = j->seq[t].n_ctx;
+    float q[ATTN_MAX_HEAD_DIM], acc[ATTN_MAX_HEAD_DIM];
+    for (int i = 0; i < hd; i++)
+        q[i] = cpu_fp16_to_fp32(cpu_fp32_to_fp16(q0[i]));
+#define SCORE(p)                                                                                   \
+    (f->dot(q, kp + ((size_t)table[(p) / bs] * (size_t)bs + (size_t)((p) % bs)) * slot_bytes, hd,   \
+            f16) *                                                                                 \
+     j->scale)
+    float m = -INFINITY;
+    for (int p = 0; p < n_ctx; p++)
+        m = fmaxf(m, SCORE(p));
+    double sum = 0.0; /* ggml sums the exponentials in double */
+    for (int p = 0; p < n_ctx; p++)
+        sum += expf(SCORE(p) - m);
+    float inv = (float)(1.0 / sum);
+    memset(acc, 0, (size_t)hd * sizeof(float));
+    for (int p = 0; p < n_ctx; p++) {
+        size_t slot = (size_t)table[p / bs] * (size_t)bs + (size_t)(p % bs);
+        float pr = cpu_fp16_to_fp32(cpu_fp32_to_fp16(expf(SCORE(p) - m) * inv));
+        f->axpy(acc, pr, vp + slot * slot_bytes, hd, f16);
+    }
+#undef SCORE
+    memcpy(j->out + ((size_t)t * j->heads + h) * hd, acc, (size_t)hd * sizeof(float));
+}
+
 static void attend_one(const attn_job *j, int t, int h) {
     const sol_kv *kv = j->kv;
     const cpu_attn_fns *f = j->cb->attn;
@@ -136,6 +172,10 @@ static void attend_one(const attn_job *j, int t, int h) {
     size_t head_off = (size_t)kvh * (size_t)hd * kv->elem_bytes;
     const unsigned char *kp = pool(kv, j->layer, 0) + head_off;
     const unsigned char *vp = pool(kv, j->layer, 1) + head_off;
+    if (j->cb->attn_llamacpp) {
+        attend_one_llamacpp(j, t, h, kp, vp, slot_bytes);
+        return;
+    }
     const float *q = j->q + ((size_t)t * j->heads + h) * hd;
     const int32_t *table = j->seq[t].block_table;
     int n_ctx = j->seq[t].n_ctx;

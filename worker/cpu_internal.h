@@ -74,6 +74,7 @@ typedef struct cpu_backend {
     int n_threads;
     sol_cpu_isa isa;
     const cpu_attn_fns *attn;
+    int attn_llamacpp; /* SOL_CPU_ATTN=llamacpp: reproduce llama.cpp's F16 rounding in attention */
     /* matmul scratch, grown on first use or by reserve() */
     unsigned char *xq_buf;
     size_t xq_cap;

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Promise: Sol's forward pass matches llama.cpp on the same GGUF file — for three model shapes
-# (GQA, multi-head, odd vocab) and every weight type, greedy ids are identical for 32 steps and the
-# last prompt position's logits agree within 1e-3 relative L2 (F32) or 1e-2 (other types).
-# Known gap: with Q8_0 weights llama.cpp's decode drifts from Sol's after a few steps although
-# the logits agree within 1e-2 and Sol's Q8_0 matmul equals the exact quantized-activation math to
-# 1e-7 (docs/benchmarks.md, "llama.cpp equivalence"); Q8_0 ids are required to agree for
-# Q8_IDS steps only, and the gap is reported on every run.
+# Promise: Sol's forward pass matches llama.cpp on the same GGUF file, for three model shapes (GQA,
+# multi-head, odd vocab) and every weight type:
+# - in llama.cpp-compatible attention (SOL_CPU_ATTN=llamacpp, which reproduces llama.cpp's F16
+#   rounding of Q and of the softmax probabilities) greedy ids are identical for 32 steps and the
+#   last prompt position's logits agree within 1e-3 relative L2 (F32 weights) or 1e-2 (others;
+#   llama.cpp also rounds activations to F16/BF16 for such weights, Sol keeps them in F32);
+# - in Sol's default attention (F32 throughout) the logits agree within 1e-3 (F32 weights) or
+#   1e-2 (other types), and greedy ids agree until the first near-tie (reported, not required:
+#   with Q8_0 weights llama.cpp's rounding alone flips argmaxes after a few steps).
 set -euo pipefail
 B=${SOL_BUILD:?}; S=${SOL_SOURCE:?}
 peer=$S/tests/peer
@@ -15,7 +17,6 @@ if [ ! -d "$peer/node_modules/node-llama-cpp" ]; then
 fi
 work=${PEER_WORK:-$(mktemp -d)}; [ -n "${PEER_WORK:-}" ] || trap 'rm -rf "$work"' EXIT; mkdir -p "$work"
 N=32
-Q8_IDS=6
 PROMPT=1,15,27,300,42,7,99,128,5,260,311
 
 # name: mkmodel shape flags
@@ -33,38 +34,45 @@ for s in "${shapes[@]}"; do
     m=$work/$name-$t.gguf
     # shellcheck disable=SC2086
     "$B/tools/sol-mkmodel" -o "$m" $flags --type "$t" --seed 7 >/dev/null 2>&1
-    "$B/tools/sol-generate" -m "$m" --prompt-tokens "$PROMPT" -n $N --temp 0 --tokens \
-      --threads 2 --logits "$work/$name-$t.sol.json" >"$work/$name-$t.sol.ids" 2>"$work/$name-$t.err" \
-      || { cat "$work/$name-$t.err"; exit 1; }
+    for mode in exact llamacpp; do
+      SOL_CPU_ATTN=$mode "$B/tools/sol-generate" -m "$m" --prompt-tokens "$PROMPT" -n $N --temp 0 \
+        --tokens --threads 2 --logits "$work/$name-$t.$mode.json" >"$work/$name-$t.$mode.ids" \
+        2>"$work/$name-$t.err" || { cat "$work/$name-$t.err"; exit 1; }
+    done
     jobs+="{\"model\":\"$m\",\"tokens\":[$PROMPT],\"n\":$N,\"out\":\"$work/$name-$t.ref.ids\",\"logits\":\"$work/$name-$t.ref.json\"},"
   done
 done
 echo "${jobs%,}]" >"$work/jobs.json"
 node "$peer/llamacpp_ref.mjs" "$work/jobs.json"
 
+relL2() {
+  node -e '
+    const fs = require("fs");
+    const a = JSON.parse(fs.readFileSync(process.argv[1])), b = JSON.parse(fs.readFileSync(process.argv[2]));
+    if (a.length !== b.length) { console.log("len"); process.exit(0); }
+    let d = 0, n = 0;
+    for (let i = 0; i < a.length; i++) { d += (a[i] - b[i]) ** 2; n += b[i] ** 2; }
+    console.log(Math.sqrt(d / n).toExponential(3));' "$1" "$2"
+}
+within() { [ "$1" != len ] && node -e "process.exit(+process.argv[1] <= +process.argv[2] ? 0 : 1)" "$1" "$2"; }
+same_prefix() { paste -d' ' "$1" "$2" | awk '$1 != $2 {print NR - 1; f = 1; exit} END {if (!f) print NR}'; }
+
 pass=0; fail=0
 for s in "${shapes[@]}"; do
   name=${s%%:*}
   for t in "${types[@]}"; do
+    ref=$work/$name-$t.ref
     tol=0.01; [ "$t" = f32 ] && tol=0.001
-    want=$N; [ "$t" = q8_0 ] && want=$Q8_IDS
-    same=$(paste -d' ' "$work/$name-$t.sol.ids" "$work/$name-$t.ref.ids" | awk '$1 != $2 {print NR - 1; f = 1; exit} END {if (!f) print NR}')
-    if [ "$same" -lt "$want" ]; then
-      echo "FAIL $name $t: greedy ids differ"; paste "$work/$name-$t.sol.ids" "$work/$name-$t.ref.ids" | head -40
-      fail=$((fail + 1)); continue
+    compat_ids=$(same_prefix "$work/$name-$t.llamacpp.ids" "$ref.ids")
+    compat_rel=$(relL2 "$work/$name-$t.llamacpp.json" "$ref.json")
+    exact_ids=$(same_prefix "$work/$name-$t.exact.ids" "$ref.ids")
+    exact_rel=$(relL2 "$work/$name-$t.exact.json" "$ref.json")
+    line="$name $t: llama.cpp-compatible $compat_ids/$N ids, logits $compat_rel (limit $tol); default $exact_ids/$N ids, logits $exact_rel (limit $tol)"
+    if [ "$compat_ids" -lt $N ] || ! within "$compat_rel" "$tol" || ! within "$exact_rel" "$tol"; then
+      echo "FAIL $line"; fail=$((fail + 1))
+    else
+      echo "ok   $line"; pass=$((pass + 1))
     fi
-    rel=$(node -e '
-      const fs = require("fs");
-      const a = JSON.parse(fs.readFileSync(process.argv[1])), b = JSON.parse(fs.readFileSync(process.argv[2]));
-      if (a.length !== b.length) { console.log("len"); process.exit(0); }
-      let d = 0, n = 0;
-      for (let i = 0; i < a.length; i++) { d += (a[i] - b[i]) ** 2; n += b[i] ** 2; }
-      console.log(Math.sqrt(d / n).toExponential(3));' "$work/$name-$t.sol.json" "$work/$name-$t.ref.json")
-    if [ "$rel" = len ] || ! node -e "process.exit(+process.argv[1] <= +process.argv[2] ? 0 : 1)" "$rel" "$tol"; then
-      echo "FAIL $name $t: logits relative L2 $rel > $tol"; fail=$((fail + 1)); continue
-    fi
-    echo "ok   $name $t: $same of $N greedy ids identical (need $want), logits relative L2 $rel (limit $tol)"
-    pass=$((pass + 1))
   done
 done
 echo "$pass passed, $fail failed"

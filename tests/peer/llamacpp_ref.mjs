@@ -5,7 +5,9 @@
 // For each job: greedy-decodes n tokens after the given ids (used verbatim, EOS does not stop it),
 // writes the ids one per line to `out`, and the last prompt position's logits (JSON array) to
 // `logits` when given; "timing": "t.json" records prompt and decode times, "mmap": false reads the
-// weights into memory, "threads": N (default 2). Or {"model": "v.gguf", "tokenize": ["text", ...], "out": "ids.txt"}:
+// weights into memory, "threads": N (default 2), "stepwise": true feeds the prompt one token per
+// evaluation (llama.cpp's decode kernels only: its batched prompt kernels round differently for
+// some weight types, see docs/benchmarks.md). Or {"model": "v.gguf", "tokenize": ["text", ...], "out": "ids.txt"}:
 // writes each text's ids (no BOS, special tokens not parsed) as one comma-separated line.
 import {readFileSync, writeFileSync} from "node:fs";
 import {dirname, join} from "node:path";
@@ -27,9 +29,16 @@ async function greedy(model, job) {
     const opts = {temperature: 0};
     const last = job.tokens.length - 1;
     const t0 = performance.now();
-    const first = await seq.controlledEvaluate(job.tokens.map((t, i) => i === last
-        ? [t, {generateNext: {token: true, logits: !!job.logits, options: opts}}] : t));
-    const r = first[last].next;
+    const want = (t) => [t, {generateNext: {token: true, logits: !!job.logits, options: opts}}];
+    let r;
+    if (job.stepwise) {
+        for (let i = 0; i < last; i++) await seq.controlledEvaluate([job.tokens[i]]);
+        r = (await seq.controlledEvaluate([want(job.tokens[last])]))[0].next;
+    } else {
+        const first = await seq.controlledEvaluate(job.tokens.map((t, i) => i === last
+            ? want(t) : t));
+        r = first[last].next;
+    }
     const t1 = performance.now();
     if (job.logits) {
         const arr = new Array(model.tokens.getTokenCount?.() ?? r.logits.size).fill(null);
