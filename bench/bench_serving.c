@@ -3,7 +3,11 @@
  *   load       N requests, prompt/output lengths uniform in ranges, Poisson arrivals (--rate)
  *   batch      aggregate decode tok/s at --concurrency sequences vs one sequence (ratio)
  *   prefix     1,024-token shared system prompt: TTFT of later requests / first, cache on vs off
- *   overhead   scheduler time per step as % of step time at --concurrency (64) sequences */
+ *   overhead   scheduler time per step as % of step time at --concurrency (64) sequences
+ *   spec       decode tok/s at --concurrency sequences without and with speculative decoding
+ *              (--draft-model FILE or --spec ngram, --spec-k K, --spec-adaptive), interleaved
+ *              over --rounds rounds; acceptance and tokens per verify step
+ * The speculative options also apply to the other modes. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -23,6 +27,10 @@ typedef struct opts {
     const char *model, *mode;
     int n, pmin, pmax, omin, omax, threads, conc, max_seqs, max_tokens, num_blocks;
     double rate;
+    engine_spec_method spec;
+    model *draft;
+    const char *draft_path;
+    int spec_k, spec_adaptive, rounds;
 } opts;
 
 typedef struct rec {
@@ -39,6 +47,7 @@ static void on_event(void *ctx, const engine_event *ev) {
         r->t_last = now;
         r->n_out++;
     } else {
+        if (ev->finish == ENGINE_FINISH_ERROR) fprintf(stderr, "request failed: %s\n", ev->error);
         r->done = 1;
     }
 }
@@ -50,6 +59,11 @@ static engine *start(const opts *o, model *m, bool cache, int max_seqs) {
     c.num_blocks = o->num_blocks;
     c.max_model_len = model_get_hparams(m)->ctx_len;
     c.prefix_caching = cache;
+    c.spec_method = o->spec;
+    c.draft_model = o->draft;
+    c.spec_k = o->spec_k;
+    c.spec_adaptive = o->spec_adaptive;
+    c.spec_max_batch = max_seqs;
     c.on_event = on_event;
     sol_err e = {0};
     engine *eng = engine_new(&c, m, NULL, &e);
@@ -113,6 +127,11 @@ static void report(const char *label, engine *eng, rec *r, int n, double wall_s)
            (unsigned long long)st.steps, (unsigned long long)st.preemptions, st.total_blocks,
            st.free_blocks, 100 * st.prefix_hit_rate,
            st.step_ns ? 100.0 * st.sched_ns / st.step_ns : 0.0);
+    if (st.speculative)
+        printf("  speculative: %llu verify steps, acceptance %.1f%%, %.2f tokens/step, draft %.3f "
+               "s, verify %.3f s\n",
+               (unsigned long long)st.spec.steps, 100 * st.spec_acceptance, st.spec_tokens_per_step,
+               st.spec.draft_ns / 1e9, st.spec.verify_ns / 1e9);
     free(ttft);
     free(tpot);
 }
@@ -234,13 +253,29 @@ static void run_overhead(const opts *o, model *m) {
     free(r);
 }
 
+/* Baseline and speculative decode rates at the same concurrency, alternating so machine noise
+ * hits both alike; the speculative engine's stats give acceptance. */
+static void run_spec(const opts *o, model *m) {
+    opts base = *o, sp = *o;
+    base.spec = ENGINE_SPEC_OFF;
+    double b = 0, s = 0;
+    for (int i = 0; i < o->rounds; i++) {
+        b += decode_rate(&base, m, o->conc) / o->rounds;
+        s += decode_rate(&sp, m, o->conc) / o->rounds;
+    }
+    printf("RESULT spec: %d sequences, k %d%s: %.1f tok/s without, %.1f tok/s with = %.2fx\n",
+           o->conc, o->spec_k, o->spec_adaptive ? " adaptive" : "", b, s, s / b);
+}
+
 static void usage(void) {
     fprintf(stderr,
             "usage: bench_serving -m MODEL.gguf [--mode load|batch|prefix|overhead] [-t THREADS]\n"
             "  load:  [-n 64] [--prompt MIN:MAX (32:256)] [--output MIN:MAX (32:128)]\n"
             "         [--rate REQ_PER_S (0 = all at once)] [--max-seqs 64]\n"
             "  batch: [--concurrency 16] [--output :N (64)]   overhead: [--concurrency 64]\n"
-            "  common: [--max-batched-tokens 2048] [--num-blocks N (2048; 0 = memory_fraction)]\n");
+            "  spec:  [--concurrency 16] [--output :N (64)] [--rounds 2]\n"
+            "  common: [--max-batched-tokens 2048] [--num-blocks N (2048; 0 = memory_fraction)]\n"
+            "          [--draft-model FILE | --spec ngram] [--spec-k 4] [--spec-adaptive]\n");
 }
 
 /* "MIN:MAX", or ":N" for exactly N. */
@@ -261,7 +296,9 @@ int main(int argc, char **argv) {
               .conc = 0,
               .max_seqs = 64,
               .max_tokens = 2048,
-              .num_blocks = 2048};
+              .num_blocks = 2048,
+              .spec_k = 4,
+              .rounds = 2};
     static const struct option longs[] = {{"mode", 1, 0, 'M'},
                                           {"prompt", 1, 0, 'P'},
                                           {"output", 1, 0, 'O'},
@@ -270,6 +307,11 @@ int main(int argc, char **argv) {
                                           {"max-seqs", 1, 0, 'S'},
                                           {"max-batched-tokens", 1, 0, 'B'},
                                           {"num-blocks", 1, 0, 'K'},
+                                          {"draft-model", 1, 0, 'D'},
+                                          {"spec", 1, 0, 'E'},
+                                          {"spec-k", 1, 0, 'k'},
+                                          {"spec-adaptive", 0, 0, 'A'},
+                                          {"rounds", 1, 0, 'R'},
                                           {"help", 0, 0, 'h'},
                                           {0, 0, 0, 0}};
     int c;
@@ -308,6 +350,23 @@ int main(int argc, char **argv) {
         case 'K':
             o.num_blocks = atoi(optarg);
             break;
+        case 'D':
+            o.draft_path = optarg;
+            o.spec = ENGINE_SPEC_DRAFT;
+            break;
+        case 'E':
+            if (strcmp(optarg, "ngram") != 0) return usage(), 2;
+            o.spec = ENGINE_SPEC_NGRAM;
+            break;
+        case 'k':
+            o.spec_k = atoi(optarg);
+            break;
+        case 'A':
+            o.spec_adaptive = 1;
+            break;
+        case 'R':
+            o.rounds = atoi(optarg) > 0 ? atoi(optarg) : 1;
+            break;
         case 'h':
             printf("usage: see below (also printed on stderr)\n");
             usage();
@@ -326,6 +385,10 @@ int main(int argc, char **argv) {
     sol_err e = {0};
     sol_backend *be = sol_backend_cpu_new(o.threads, &e);
     model *m = be ? model_load(o.model, 0, be, &e) : NULL;
+    if (m && o.draft_path && !(o.draft = model_load(o.draft_path, 0, be, &e))) {
+        model_free(m);
+        m = NULL;
+    }
     if (!m) {
         fprintf(stderr, "bench_serving: %s\n", e.msg);
         return 1;
@@ -338,9 +401,12 @@ int main(int argc, char **argv) {
         run_prefix(&o, m);
     else if (strcmp(o.mode, "overhead") == 0)
         run_overhead(&o, m);
+    else if (strcmp(o.mode, "spec") == 0)
+        run_spec(&o, m);
     else
         usage();
     model_free(m);
+    model_free(o.draft);
     sol_backend_free(be);
     return 0;
 }

@@ -23,12 +23,16 @@
 typedef struct {
     const char *name;
     int dim, layers, heads, kv_heads, ffn, vocab, ctx;
+    /* Default --depth-decay. 0.7 makes a draft of the first quarter to third of `small`'s layers
+     * reach a greedy acceptance like a trained draft's (docs/models.md); tiny keeps 1 (every
+     * layer alike) so the test models the peer and engine tests use stay as they were. */
+    float depth_decay;
 } shape;
 
 static const shape k_presets[] = {
-    {"tiny", 64, 2, 4, 2, 192, 512, 256},
-    {"small", 768, 12, 12, 4, 2048, 32000, 2048},
-    {"1b", 2048, 22, 32, 4, 5632, 32000, 2048},
+    {"tiny", 64, 2, 4, 2, 192, 512, 256, 1.0f},
+    {"small", 768, 12, 12, 4, 2048, 32000, 2048, 0.7f},
+    {"1b", 2048, 22, 32, 4, 5632, 32000, 2048, 0.7f},
 };
 
 typedef enum { W_NORM, W_EMBD, W_MATRIX } weight_kind;
@@ -48,6 +52,7 @@ typedef struct {
     sol_dtype type;
     uint64_t seed;
     float rope_base;
+    float depth_decay; /* residual outputs of layer l scaled by depth_decay^l */
     int tied;
     const char *out;
     tensor_spec *specs;
@@ -122,7 +127,9 @@ static void spec(model *m, const char *name, int n_dims, int64_t ne0, int64_t ne
 }
 
 /* Scales follow trained models: inputs ~ 1/sqrt(fan_in), residual outputs further divided by
- * sqrt(2 * layers), norms near 1. With tied embeddings the table doubles as the output head, so
+ * sqrt(2 * layers) and by depth_decay^l for layer l (trained models refine the residual stream
+ * less and less with depth, which is what lets a model's first layers draft for it), norms
+ * near 1. With tied embeddings the table doubles as the output head, so
  * it is kept small enough that logits have a spread of a few units, not tens. */
 static void plan_tensors(model *m) {
     const shape *s = &m->s;
@@ -130,18 +137,19 @@ static void plan_tensors(model *m) {
     float in_std = 1.0f / sqrtf((float)dim), depth = sqrtf(2.0f * (float)s->layers);
     char name[64];
     spec(m, "token_embd.weight", 2, dim, s->vocab, m->type, W_EMBD, m->tied ? 2.0f * in_std : 1.0f);
-    for (int l = 0; l < s->layers; l++) {
+    float decay = 1.0f;
+    for (int l = 0; l < s->layers; l++, decay *= m->depth_decay) {
 #define BLK(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
         spec(m, BLK("attn_norm.weight"), 1, dim, 1, m->type, W_NORM, 0.05f);
         spec(m, BLK("attn_q.weight"), 2, dim, dim, m->type, W_MATRIX, in_std);
         spec(m, BLK("attn_k.weight"), 2, dim, kv_dim, m->type, W_MATRIX, in_std);
         spec(m, BLK("attn_v.weight"), 2, dim, kv_dim, m->type, W_MATRIX, in_std);
-        spec(m, BLK("attn_output.weight"), 2, dim, dim, m->type, W_MATRIX, in_std / depth);
+        spec(m, BLK("attn_output.weight"), 2, dim, dim, m->type, W_MATRIX, in_std / depth * decay);
         spec(m, BLK("ffn_norm.weight"), 1, dim, 1, m->type, W_NORM, 0.05f);
         spec(m, BLK("ffn_gate.weight"), 2, dim, ffn, m->type, W_MATRIX, in_std);
         spec(m, BLK("ffn_up.weight"), 2, dim, ffn, m->type, W_MATRIX, in_std);
         spec(m, BLK("ffn_down.weight"), 2, ffn, dim, m->type, W_MATRIX,
-             1.0f / sqrtf((float)ffn) / depth);
+             1.0f / sqrtf((float)ffn) / depth * decay);
 #undef BLK
     }
     spec(m, "output_norm.weight", 1, dim, 1, m->type, W_NORM, 0.05f);
@@ -249,6 +257,7 @@ static void usage(FILE *f) {
         "usage: sol-mkmodel -o OUT.gguf [--preset tiny|small|1b] [--type f32|f16|bf16|q8_0|q4_0]\n"
         "                   [--dim N] [--layers N] [--heads N] [--kv-heads N] [--ffn N]\n"
         "                   [--vocab N] [--ctx N] [--seed N] [--rope-base F] [--tied]\n"
+        "                   [--depth-decay F]\n"
         "       sol-mkmodel --draft-of TARGET.gguf -o DRAFT.gguf [--layers N] [--type T]\n"
         "With --draft-of, writes a draft model for speculative decoding: the target's first N\n"
         "layers (default a quarter, at least 1) with its embeddings, final norm, output head and\n"
@@ -259,7 +268,11 @@ static void usage(FILE *f) {
         "2048\n"
         "         1b    dim 2048, 22 layers, 32 heads, 4 kv heads, ffn 5632, vocab 32000, ctx "
         "2048\n"
-        "defaults: --preset tiny --type f32 --seed 1 --rope-base 10000\n");
+        "--depth-decay F scales layer l's residual outputs (attn_output, ffn_down) by F^l, as in\n"
+        "trained models where deep layers refine less: a --draft-of draft of the first layers\n"
+        "then agrees with its target often (1 = every layer alike).\n"
+        "defaults: --preset tiny --type f32 --seed 1 --rope-base 10000; --depth-decay 1 for tiny,\n"
+        "0.7 for small and 1b\n");
 }
 
 static int check_shape(const model *m, sol_err *e) {
@@ -297,19 +310,28 @@ static int parse_int(const char *opt, const char *s, int *out, sol_err *e) {
 }
 
 static int parse_args(int argc, char **argv, model *m, sol_err *e) {
-    static const struct option opts[] = {
-        {"out", required_argument, 0, 'o'},      {"preset", required_argument, 0, 'p'},
-        {"type", required_argument, 0, 't'},     {"dim", required_argument, 0, 1},
-        {"layers", required_argument, 0, 2},     {"heads", required_argument, 0, 3},
-        {"kv-heads", required_argument, 0, 4},   {"ffn", required_argument, 0, 5},
-        {"vocab", required_argument, 0, 6},      {"ctx", required_argument, 0, 7},
-        {"seed", required_argument, 0, 's'},     {"rope-base", required_argument, 0, 'r'},
-        {"tied", no_argument, 0, 'T'},           {"help", no_argument, 0, 'h'},
-        {"draft-of", required_argument, 0, 'D'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"out", required_argument, 0, 'o'},
+                                         {"preset", required_argument, 0, 'p'},
+                                         {"type", required_argument, 0, 't'},
+                                         {"dim", required_argument, 0, 1},
+                                         {"layers", required_argument, 0, 2},
+                                         {"heads", required_argument, 0, 3},
+                                         {"kv-heads", required_argument, 0, 4},
+                                         {"ffn", required_argument, 0, 5},
+                                         {"vocab", required_argument, 0, 6},
+                                         {"ctx", required_argument, 0, 7},
+                                         {"seed", required_argument, 0, 's'},
+                                         {"rope-base", required_argument, 0, 'r'},
+                                         {"tied", no_argument, 0, 'T'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {"draft-of", required_argument, 0, 'D'},
+                                         {"depth-decay", required_argument, 0, 'd'},
+                                         {0, 0, 0, 0}};
     int over[8] = {0}, c, rc = 0;
     const char *preset = "tiny", *type = "f32";
     m->seed = 1;
     m->rope_base = 10000.0f;
+    m->depth_decay = 0; /* 0: the preset's */
     while (!rc && (c = getopt_long(argc, argv, "o:p:t:s:r:Th", opts, NULL)) != -1) {
         char *end;
         switch (c) {
@@ -341,6 +363,13 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
         case 'T':
             m->tied = 1;
             break;
+        case 'd':
+            m->depth_decay = strtof(optarg, &end);
+            rc = (*end || !(m->depth_decay > 0 && m->depth_decay <= 1))
+                     ? sol_err_set(e, -EINVAL,
+                                   "--depth-decay: expected a number in (0, 1], found '%s'", optarg)
+                     : 0;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -360,6 +389,7 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
     if (!p)
         return sol_err_set(e, -EINVAL, "--preset: expected tiny, small or 1b, found '%s'", preset);
     m->s = *p;
+    if (m->depth_decay == 0) m->depth_decay = p->depth_decay;
     m->draft_layers = over[2];
     int *fields[8] = {NULL,           &m->s.dim, &m->s.layers, &m->s.heads,
                       &m->s.kv_heads, &m->s.ffn, &m->s.vocab,  &m->s.ctx};
@@ -378,12 +408,13 @@ typedef struct {
     const gguf_file *g;
     sol_dtype *types;
     float *tmp;
+    int *src, n_out; /* writer tensor index -> source tensor index (dropped layers shift them) */
 } draft_job;
 
 static int draft_fill(void *ctx, int index, int64_t row0, int64_t n, void *dst, sol_err *e) {
     draft_job *j = ctx;
-    return quant_convert_rows(gguf_tensor_at(j->g, index), j->types[index], row0, n, dst, j->tmp,
-                              NULL, e);
+    int i = j->src[index];
+    return quant_convert_rows(gguf_tensor_at(j->g, i), j->types[i], row0, n, dst, j->tmp, NULL, e);
 }
 
 /* Keeps tensors outside blk.* and those of the first `layers` blocks. */
@@ -411,6 +442,7 @@ static int draft_build(gguf_writer *w, const gguf_file *g, model *m, draft_job *
     for (int i = 0; !rc && i < gguf_n_tensors(g); i++) {
         const gguf_tensor *t = gguf_tensor_at(g, i);
         if (!draft_keeps(t->name, layers)) continue;
+        j->src[j->n_out++] = i;
         j->types[i] = t->n_dims >= 2 && m->type_given ? m->type : t->type;
         if (t->ne[0] % (int64_t)sol_dtype_block_elems(j->types[i])) j->types[i] = t->type;
         rc = gguf_writer_add_tensor_fill(w, t->name, (int)t->n_dims, t->ne, j->types[i], draft_fill,
@@ -433,16 +465,17 @@ static int write_draft(model *m, sol_err *e) {
     for (int i = 0; i < n; i++)
         if (gguf_tensor_at(g, i)->ne[0] > max_ne0) max_ne0 = gguf_tensor_at(g, i)->ne[0];
     draft_job j = {g, calloc((size_t)n + 1, sizeof(sol_dtype)),
-                   malloc(sizeof(float) * 2 * (size_t)max_ne0)};
+                   malloc(sizeof(float) * 2 * (size_t)max_ne0), calloc((size_t)n + 1, sizeof(int)),
+                   0};
     gguf_writer *w = gguf_writer_new();
-    if (!rc && (!j.types || !j.tmp || !w)) rc = sol_err_set(e, -ENOMEM, "out of memory");
+    if (!rc && (!j.types || !j.tmp || !j.src || !w)) rc = sol_err_set(e, -ENOMEM, "out of memory");
     if (!rc) rc = draft_build(w, g, m, &j, layers, e);
     if (!rc) rc = gguf_writer_write_file(w, m->out, e);
     if (!rc)
         fprintf(stderr, "sol-mkmodel: wrote %s: draft of %s, %d of %u layers, %.1f MiB\n", m->out,
                 m->draft_of, layers, n_layers, (double)gguf_writer_data_bytes(w) / (1 << 20));
     gguf_writer_free(w);
-    free(j.types), free(j.tmp);
+    free(j.types), free(j.tmp), free(j.src);
     gguf_close(g);
     return rc;
 }

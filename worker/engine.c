@@ -1,8 +1,9 @@
 /* engine: the serving actor. One thread owns the KV pool, the scheduler, the sampler scratch and
  * every live request; other threads only append to its inbox (mutex + condvar: commands are rare
  * next to steps, and a condvar lets an idle engine sleep without a poll timeout) and read the
- * stats snapshot. Each step: take new requests and cancellations, expire deadlines, schedule,
- * copy-on-write blocks, forward, commit K/V, sample one token per finished sequence, emit events.
+ * stats snapshot. Each step: take new requests and cancellations, expire deadlines, draft
+ * (speculative decoding, engine_spec.c), schedule, copy-on-write blocks, forward, commit K/V,
+ * sample one token per finished sequence (or verify its drafts), emit events.
  *
  * Batch invariance: a request's tokens depend only on its own prompt, seed and draw index - the
  * backend computes each token's row bit-identically whatever else is in the batch, attention
@@ -32,7 +33,11 @@ engine_config engine_config_default(void) {
                            .kv_dtype = SOL_DT_F16,
                            .max_num_seqs = 64,
                            .max_batched_tokens = 2048,
-                           .prefix_caching = true};
+                           .prefix_caching = true,
+                           .spec_k = 4,
+                           .spec_adaptive = true,
+                           .spec_max_batch = 4,
+                           .spec_min_acceptance = 0.3};
 }
 
 /* ---- events and finishing (engine thread) ------------------------------------------------- */
@@ -83,7 +88,7 @@ static void finish(engine *e, ereq *r, engine_finish_reason why, const char *err
             const char *more;
             stop_text_flush(&r->stop, &more, &more_len);
             if (len + more_len < sizeof buf) {
-                memcpy(buf + len, more, more_len);
+                if (more_len) memcpy(buf + len, more, more_len);
                 len += more_len;
                 text = buf;
             }
@@ -99,6 +104,7 @@ static void finish(engine *e, ereq *r, engine_finish_reason why, const char *err
                        .error = error,
                        .usage = {r->n_prompt, r->n_generated, r->seq.n_cached}};
     sched_remove(e->sched, &r->seq);
+    espec_release(e, r);
     emit(e, &ev);
     pthread_mutex_lock(&e->mu);
     refresh_counts_locked(e); /* so a waiter woken by the last finish sees the freed blocks */
@@ -107,13 +113,15 @@ static void finish(engine *e, ereq *r, engine_finish_reason why, const char *err
     ereq_free(r);
 }
 
-/* A sampled token: record it, stream its text, decide whether the request is done. */
-static void on_token(engine *e, ereq *r, const sampler_result *res) {
+/* A sampled token: record it, stream its text, decide whether the request is done (true: it
+ * finished and r is freed). */
+static bool on_token(engine *e, ereq *r, const sampler_result *res) {
     int32_t id = res->token;
     r->n_generated++;
+    e->step_emitted++;
     if (!r->ignore_eos && e->tok && tokenizer_is_eog(e->tok, id)) {
         finish(e, r, ENGINE_FINISH_STOP, NULL);
-        return;
+        return true;
     }
     sched_seq_push(&r->seq, id); /* capacity covers max_tokens (ereq_build) */
     const char *text = "", *delta;
@@ -135,6 +143,9 @@ static void on_token(engine *e, ereq *r, const sampler_result *res) {
         finish(e, r, ENGINE_FINISH_ERROR, "out of memory in the stop-string matcher");
     else if (r->n_generated >= r->max_tokens || r->seq.n_tokens >= r->seq.cap_tokens)
         finish(e, r, ENGINE_FINISH_LENGTH, NULL);
+    else
+        return false;
+    return true;
 }
 
 /* ---- the step ----------------------------------------------------------------------------- */
@@ -183,9 +194,31 @@ static void fail_batch(engine *e, const sched_batch *b, const char *msg) {
         finish(e, req_of(b->seqs[i]), ENGINE_FINISH_ERROR, msg);
 }
 
+/* A verify decode at logit rows i .. i + n_spec: emits the accepted drafts and the correction
+ * (or bonus) token one by one, so EOS, stop strings and max_tokens end the run exactly where
+ * they would without speculation. Returns the rows it used. */
+static int32_t verify_one(engine *e, ereq *r, int32_t i) {
+    int32_t rows = r->seq.n_spec + 1, out[SPEC_MAX_K + 1];
+    sol_err err = {0};
+    int n = espec_verify(e, r, e->logits + (size_t)i * e->n_vocab, out, &err);
+    if (n < 0) {
+        finish(e, r, ENGINE_FINISH_ERROR, err.msg);
+        return rows;
+    }
+    for (int t = 0; t < n; t++) {
+        sampler_result res = {.token = out[t]};
+        if (on_token(e, r, &res)) break;
+    }
+    return rows;
+}
+
 static void sample_all(engine *e, const sched_batch *b) {
     for (int32_t i = 0; i < b->n_logits; i++) {
         ereq *r = req_of(b->logit_seqs[i]);
+        if (r->seq.spec_step) {
+            i += verify_one(e, r, i) - 1;
+            continue;
+        }
         sampler_result res;
         sol_err err = {0};
         int32_t id = sampler_sample(e->smp, &r->sseq, e->logits + (size_t)i * e->n_vocab,
@@ -205,7 +238,10 @@ static void update_stats(engine *e, const sched_batch *b, uint64_t t0, uint64_t 
     refresh_counts_locked(e);
     engine_stats *s = &e->stats;
     s->steps++;
-    s->generated_tokens += (uint64_t)b->n_logits;
+    s->generated_tokens += e->step_emitted;
+    s->spec = e->spec;
+    s->spec_acceptance = spec_stats_acceptance(&e->spec);
+    s->spec_tokens_per_step = spec_stats_tokens_per_step(&e->spec);
     s->prompt_tokens += (uint64_t)b->n_prefill_tokens;
     s->step_ns += now - t0;
     s->sched_ns += sched_ns;
@@ -221,13 +257,18 @@ static void update_stats(engine *e, const sched_batch *b, uint64_t t0, uint64_t 
 static bool step(engine *e) {
     uint64_t t0 = sol_now_ns();
     take_commands(e);
+    e->step_emitted = 0;
+    espec_propose(e); /* drafter time is not scheduling time: taken out of sched_ns below */
+    uint64_t t_draft = sol_now_ns();
     sched_batch b;
     sol_err err = {0};
-    if (sched_step(e->sched, &b, &err)) {
+    int rc = sched_step(e->sched, &b, &err);
+    espec_after_schedule(e, rc != 0);
+    if (rc) {
         fail_batch(e, &b, err.msg);
         return true;
     }
-    uint64_t sched_ns = sol_now_ns() - t0;
+    uint64_t sched_ns = sol_now_ns() - t_draft;
     if (b.n_tokens == 0) return false;
     sol_backend *be = model_backend(e->m);
     for (int32_t i = 0; i < b.n_copies; i++)
@@ -386,14 +427,17 @@ static int start(engine *e, sol_err *err) {
     sched_config sc = {e->cfg.max_num_seqs, e->cfg.max_batched_tokens};
     if (!(e->sched = sched_new(&sc, e->kv, err))) return err->code ? err->code : -ENOMEM;
     if (!(e->smp = sampler_new(e->n_vocab, err))) return err->code ? err->code : -ENOMEM;
-    e->logits = malloc(sizeof(float) * (size_t)e->n_vocab * (size_t)e->cfg.max_num_seqs);
+    if ((rc = espec_init(e, err))) return rc;
+    int32_t rows = espec_max_logit_rows(e);
+    e->logits = malloc(sizeof(float) * (size_t)e->n_vocab * (size_t)rows);
     if (!e->logits) return sol_err_set(err, -ENOMEM, "out of memory for logits");
-    if ((rc = model_reserve(e->m, e->cfg.max_batched_tokens, e->cfg.max_num_seqs, err))) return rc;
+    if ((rc = model_reserve(e->m, e->cfg.max_batched_tokens, rows, err))) return rc;
     detect_template(e);
     e->stats.total_blocks = e->cfg.num_blocks;
     e->stats.free_blocks = e->cfg.num_blocks;
     e->stats.block_size = e->cfg.block_size;
     e->stats.max_model_len = e->cfg.max_model_len;
+    e->stats.speculative = e->drafter != NULL;
     return 0;
 }
 
@@ -437,6 +481,7 @@ void engine_free(engine *e) {
     kv_cache_free(e->kv);
     if (e->kv_data) model_kv_free(e->m, e->kv_data);
     sampler_free(e->smp);
+    espec_free(e);
     free(e->logits);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->wake);

@@ -19,6 +19,7 @@
 #include "err.h"
 #include "model.h"
 #include "sampler.h"
+#include "spec.h"
 #include "tokenizer.h"
 
 typedef enum engine_finish_reason {
@@ -58,6 +59,12 @@ typedef struct engine_event {
 
 typedef void (*engine_event_fn)(void *ctx, const engine_event *ev);
 
+typedef enum engine_spec_method {
+    ENGINE_SPEC_OFF = 0,
+    ENGINE_SPEC_DRAFT, /* a smaller model with the same vocabulary proposes the drafts */
+    ENGINE_SPEC_NGRAM, /* prompt lookup: what followed the latest match of the last n tokens */
+} engine_spec_method;
+
 typedef struct engine_config {
     /* worker.kv */
     int32_t block_size;     /* tokens per KV block */
@@ -69,11 +76,20 @@ typedef struct engine_config {
     int32_t max_num_seqs;
     int32_t max_batched_tokens;
     bool prefix_caching;
+    /* worker.speculative (docs/speculative.md, "In the engine") */
+    engine_spec_method spec_method;
+    model *draft_model;     /* ENGINE_SPEC_DRAFT: borrowed, same vocabulary, same backend */
+    int32_t spec_k;         /* drafts per verify step, 1..SPEC_MAX_K (the most, when adaptive) */
+    bool spec_adaptive;     /* per-sequence k and pause, no speculation in large batches */
+    int32_t spec_max_batch; /* sequences speculating per step at most; adaptive: none when
+                             * more than this many decode (0: 4) */
+    double spec_min_acceptance; /* adaptive: pause a sequence below this over its window (0.3) */
     engine_event_fn on_event;
     void *event_ctx;
 } engine_config;
 
-/* Defaults matching common/config.c (block 16, 0.9, 4096, F16, 64 seqs, 2048 tokens, caching). */
+/* Defaults matching common/config.c (block 16, 0.9, 4096, F16, 64 seqs, 2048 tokens, caching,
+ * no speculation; k 4, adaptive, 4 sequences, acceptance 0.3 when it is switched on). */
 engine_config engine_config_default(void);
 
 typedef struct engine_request {
@@ -89,6 +105,7 @@ typedef struct engine_request {
     const char *const *stop; /* stop strings (copied), detected on the text */
     size_t n_stop;
     bool ignore_eos;              /* keep generating past end-of-generation tokens */
+    bool no_speculation;          /* never draft for this request (logprobs requests never do) */
     int32_t priority;             /* lower = more important */
     uint64_t deadline_ns;         /* sol_now_ns() clock; 0 = none */
     const char *cache_salt;       /* copied; NULL/"" = shared prefix cache */
@@ -106,6 +123,14 @@ typedef struct engine_stats {
     uint64_t prompt_tokens, generated_tokens;
     uint64_t step_ns, sched_ns; /* totals: the whole step loop, and its scheduling part */
     int32_t max_model_len;
+    /* speculative decoding since start: verify steps (one per sequence per step), drafts made
+     * and accepted, tokens emitted by verify steps, drafter time (one batched call per engine
+     * step) and verify time (target probabilities + rejection sampling; the target's forward
+     * pass is shared with the batch and counted in step_ns only) */
+    spec_stats spec;
+    double spec_acceptance;      /* accepted / drafted */
+    double spec_tokens_per_step; /* emitted / verify steps */
+    bool speculative;            /* a drafter is configured */
 } engine_stats;
 
 typedef struct engine engine;

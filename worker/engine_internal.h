@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include "engine.h"
+#include "drafter.h"
 #include "kv_cache.h"
 #include "scheduler.h"
 #include "stop_strings.h"
@@ -20,7 +21,13 @@ typedef struct ereq {
     int32_t max_tokens;  /* total generated tokens allowed (resume tokens included) */
     sampler_seq sseq;
     bool ignore_eos;
-    bool cancel_requested; /* guarded by engine.mu */
+    /* speculative decoding (engine_spec.c) */
+    bool no_spec;
+    int32_t spec_slot;                 /* the drafter's slot, -1 when none is held */
+    int32_t spec_k;                    /* drafts asked for next (adaptive) */
+    int32_t win_drafted, win_accepted; /* the current acceptance window */
+    int32_t spec_resume_at;            /* paused until n_generated reaches this */
+    bool cancel_requested;             /* guarded by engine.mu */
     uint64_t deadline_ns;
     char *salt;
     stop_text stop;
@@ -53,7 +60,35 @@ struct engine {
     engine_stats stats;
     /* engine thread only */
     uint64_t win_start_ns, win_tokens;
+    uint64_t step_emitted; /* tokens emitted in the current step */
+    /* speculative decoding (engine_spec.c); drafter NULL when off */
+    drafter *drafter;
+    int32_t spec_max;    /* sequences speculating per step at most (drafter slots) */
+    int32_t *spec_slots; /* free drafter slots (stack) */
+    int32_t n_spec_slots;
+    drafter_req *spec_reqs; /* spec_max */
+    ereq **spec_cands;      /* spec_max: this step's speculating requests */
+    int32_t n_spec_cands;
+    float *spec_q;       /* spec_max x spec_k x n_vocab */
+    float *spec_p;       /* (spec_k + 1) x n_vocab */
+    float *spec_scratch; /* n_vocab */
+    spec_stats spec;
 };
+
+/* Speculative decoding in the engine (engine_spec.c). All on the engine thread. */
+int espec_init(engine *e, sol_err *err); /* drafter and buffers; no-op when off */
+void espec_free(engine *e);
+/* Logit rows the largest step can ask for. */
+int32_t espec_max_logit_rows(const engine *e);
+/* Before sched_step: drafts for decoding sequences, appended to their tokens (seq.n_spec). */
+void espec_propose(engine *e);
+/* After sched_step (placed or not): drops drafts of candidates that are not verify decodes. */
+void espec_after_schedule(engine *e, bool failed);
+/* A verify decode's k+1 logit rows: accepted drafts + one token into out (room for k+1), KV
+ * rolled back. Returns the number of tokens to emit or a negative error. */
+int espec_verify(engine *e, ereq *r, float *logits, int32_t *out, sol_err *err);
+/* The request is finishing: give its drafter slot back. */
+void espec_release(engine *e, ereq *r);
 
 /* Builds a request (tokenize / template, validate, copy). Caller's thread; no engine state
  * touched but read-only configuration. */

@@ -166,12 +166,15 @@ int ereq_build(const engine *e, const engine_request *q, ereq **out, sol_err *er
         goto fail;
     }
     r->seq.tokens = grown;
-    memcpy(grown + n, q->resume_tokens, sizeof *grown * (size_t)q->n_resume_tokens);
+    if (q->n_resume_tokens > 0) /* memcpy from NULL is undefined even for 0 bytes */
+        memcpy(grown + n, q->resume_tokens, sizeof *grown * (size_t)q->n_resume_tokens);
     r->seq.n_tokens = n + q->n_resume_tokens;
     r->seq.cap_tokens = cap;
     r->seq.priority = q->priority;
     r->n_generated = q->n_resume_tokens;
     r->ignore_eos = q->ignore_eos;
+    r->no_spec = q->no_speculation || q->sampling.want_logprobs; /* verify yields no logprobs */
+    r->spec_slot = -1;
     r->deadline_ns = q->deadline_ns;
     r->user = q->user;
     if ((rc = setup_output(e, q, r, err))) goto fail;

@@ -86,6 +86,12 @@ typedef struct exec_engine_config {
     bool kv_f32;
     int max_num_seqs, max_batched_tokens;
     bool prefix_caching;
+    /* worker.speculative: spec_method 0 off, 1 draft (draft_model, loaded on the same backend),
+     * 2 ngram - the values of engine_spec_method and sol_spec_method */
+    int spec_method;
+    const char *draft_model;
+    int spec_k;
+    bool spec_adaptive;
 } exec_engine_config;
 
 typedef struct exec_events exec_events;

@@ -31,6 +31,7 @@ typedef struct eng_exec {
     executor base;
     exec_info info;
     sol_backend *be;
+    model *draft; /* speculative decoding's draft model, or NULL */
     model *m;
     tokenizer *tok;
     engine *eng;
@@ -218,6 +219,7 @@ static void eng_stats(void *self, exec_stats *out) {
     out->prefix_hit_rate =
         st.prefix_hit_rate >= 0 && st.prefix_hit_rate <= 1 ? st.prefix_hit_rate : 0;
     out->tokens_per_s = st.tokens_per_s >= 0 ? st.tokens_per_s : 0;
+    out->spec_acceptance = st.spec_acceptance; /* 0 until a draft was verified */
     out->engine_steps = st.steps;
 }
 
@@ -228,7 +230,8 @@ static bool eng_idle(void *self) {
 static void eng_free(void *self) {
     eng_exec *x = self;
     if (!x) return;
-    engine_free(x->eng); /* joins the engine thread: no more events after this */
+    engine_free(x->eng);  /* joins the engine thread: no more events after this */
+    model_free(x->draft); /* after the engine: its drafter borrowed it */
     for (eng_rec *r = x->recs, *n; r; r = n) {
         n = r->next;
         free(r);
@@ -247,6 +250,28 @@ static const executor_ops k_engine_ops = {
     .idle = eng_idle,
     .free = eng_free,
 };
+
+/* worker.speculative into the engine config; a draft model shares the target's backend (one
+ * thread pool: draft and verify passes never run at the same time). */
+static int load_spec(eng_exec *x, const exec_engine_config *w, int flags, engine_config *ec,
+                     sol_err *e) {
+    ec->spec_method = (engine_spec_method)w->spec_method;
+    ec->spec_k = w->spec_k > 0 ? w->spec_k : 4;
+    ec->spec_adaptive = w->spec_adaptive;
+    if (w->spec_method != ENGINE_SPEC_DRAFT) return 0;
+    if (!w->draft_model || !w->draft_model[0])
+        return sol_err_set(e, -EINVAL,
+                           "worker.speculative.method is draft but worker.speculative.draft_model "
+                           "is not set; expected a GGUF file (--draft-model)");
+    uint64_t t0 = sol_now_ms();
+    if (!(x->draft = model_load(w->draft_model, flags, x->be, e))) return e->code ? e->code : -EIO;
+    const model_hparams *hp = model_get_hparams(x->draft);
+    LOG_INFO("engine", "draft model %s: %d layers, dim %d, weights %s; loaded in %" PRIu64 " ms",
+             model_name(x->draft), hp->n_layers, hp->dim, sol_dtype_name(hp->weight_type),
+             sol_now_ms() - t0);
+    ec->draft_model = x->draft;
+    return 0;
+}
 
 static int load(eng_exec *x, const exec_engine_config *w, sol_err *e) {
     uint64_t t0 = sol_now_ms();
@@ -271,6 +296,8 @@ static int load(eng_exec *x, const exec_engine_config *w, sol_err *e) {
     ec.max_num_seqs = w->max_num_seqs;
     ec.max_batched_tokens = w->max_batched_tokens;
     ec.prefix_caching = w->prefix_caching;
+    int rc = load_spec(x, w, flags, &ec, e);
+    if (rc) return rc;
     ec.on_event = on_event;
     ec.event_ctx = x;
     if (!(x->eng = engine_new(&ec, x->m, x->tok, e))) return e->code ? e->code : -EIO;
@@ -289,7 +316,7 @@ static int load(eng_exec *x, const exec_engine_config *w, sol_err *e) {
              chat_template_name(chat_template_detect(src)));
     in->max_context = (uint32_t)st.max_model_len;
     in->capacity = (uint32_t)ec.max_num_seqs;
-    in->speculative = false; /* the engine has no speculative decoding wired yet */
+    in->speculative = st.speculative;
     return 0;
 }
 

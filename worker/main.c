@@ -90,7 +90,18 @@ static int make_executor(void *zctx, const sol_worker_config *w, exec_events *ev
         .max_num_seqs = w->scheduler.max_num_seqs,
         .max_batched_tokens = w->scheduler.max_batched_tokens,
         .prefix_caching = w->scheduler.prefix_caching,
+        /* A draft model with the method left at its default means "speculate with it": that
+         * is what `--draft-model PATH` alone asks for (the fixed command line of the issue). */
+        .spec_method = (int)(w->speculative.method == SOL_SPEC_OFF && w->speculative.draft_model
+                                 ? SOL_SPEC_DRAFT
+                                 : w->speculative.method),
+        .draft_model = w->speculative.draft_model,
+        .spec_k = w->speculative.k,
+        .spec_adaptive = w->speculative.adaptive,
     };
+    if (w->speculative.method == SOL_SPEC_OFF && w->speculative.draft_model)
+        LOG_INFO("worker", "worker.speculative.draft_model is set: speculative decoding with it "
+                           "(method: draft)");
     return exec_engine_new(&ec, ev, out, e);
 }
 

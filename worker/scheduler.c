@@ -118,8 +118,8 @@ sched *sched_new(const sched_config *cfg, kv_cache *kv, sol_err *err) {
     s->pos = calloc(nt, sizeof *s->pos);
     s->slots = calloc(nt, sizeof *s->slots);
     s->attn = calloc(nt, sizeof *s->attn);
-    s->logit_rows = calloc(ns, sizeof *s->logit_rows);
-    s->logit_seqs = calloc(ns, sizeof *s->logit_seqs);
+    s->logit_rows = calloc(nt, sizeof *s->logit_rows); /* verify decodes: up to a row a token */
+    s->logit_seqs = calloc(nt, sizeof *s->logit_seqs);
     s->seqs = calloc(ns, sizeof *s->seqs);
     s->copies = calloc(ns * KV_MAX_COPIES, sizeof *s->copies);
     if (!s->running || !s->tokens || !s->pos || !s->slots || !s->attn || !s->logit_rows ||
@@ -200,7 +200,28 @@ int sched_seq_push(sched_seq *seq, int32_t token) {
 
 /* ---- one step ----------------------------------------------------------------------------- */
 
+void sched_spec_drop(sched_seq *seq) {
+    seq->n_tokens -= seq->n_spec;
+    seq->n_spec = 0;
+    seq->spec_step = false;
+}
+
+int sched_spec_resolve(sched_seq *seq, int32_t n_keep, sol_err *err) {
+    if (n_keep < 0 || n_keep > seq->n_spec)
+        return sol_err_set(err, -EINVAL, "scheduler: keep %d of %d drafts", n_keep, seq->n_spec);
+    int32_t n_hist = seq->n_tokens - seq->n_spec, len = n_hist + n_keep;
+    int rc = kv_seq_truncate(seq->kv, len, err);
+    if (rc) return rc;
+    /* The kept drafts are pushed again by the caller, one emitted token at a time, so EOS and
+     * stop strings can end the run early; n_computed runs ahead of n_tokens until then. */
+    seq->n_computed = len;
+    seq->n_tokens = n_hist;
+    seq->n_spec = 0;
+    return 0;
+}
+
 static void preempt(sched *s, sched_seq *victim, sched_batch *out) {
+    sched_spec_drop(victim); /* drafts were for this step's verify; recompute never sees them */
     running_remove(s, victim);
     kv_seq_free(victim->kv);
     victim->kv = NULL;
@@ -249,6 +270,11 @@ static int place(sched *s, sched_seq *seq, int32_t n, sched_batch *out, sol_err 
         out->attn[off + j] = (sol_attn_seq){table, start + j + 1};
     }
     out->n_tokens += n;
+    if (seq->spec_step) /* verify decode: the last accepted token and each draft */
+        for (int32_t j = 0; j + 1 < n; j++) {
+            out->logit_rows[out->n_logits] = off + j;
+            out->logit_seqs[out->n_logits++] = seq;
+        }
     if (start + n == seq->n_tokens) { /* every known token computed: sample the next one */
         out->logit_rows[out->n_logits] = off + n - 1;
         out->logit_seqs[out->n_logits++] = seq;
@@ -259,19 +285,39 @@ static int place(sched *s, sched_seq *seq, int32_t n, sched_batch *out, sol_err 
     return 0;
 }
 
+static bool is_decode(const sched_seq *seq) {
+    return seq->n_tokens - seq->n_spec - seq->n_computed == 1;
+}
+
+/* Drafts cost rows and blocks; they are dropped before anyone is preempted for them and when
+ * the token budget must still cover one row for each decode after this one. */
+static void fit_drafts(sched *s, sched_seq *seq, int32_t decodes_after) {
+    if (!seq->n_spec) return;
+    if (1 + seq->n_spec > s->budget - decodes_after ||
+        kv_seq_blocks_needed(seq->kv, 1 + seq->n_spec) > avail_blocks(s))
+        sched_spec_drop(seq);
+}
+
 static int schedule_decodes(sched *s, sched_batch *out, sol_err *err) {
-    int32_t i = 0;
+    int32_t i = 0, left = 0;
+    for (int32_t r = 0; r < s->n_running; r++)
+        left += is_decode(s->running[r]);
     while (i < s->n_running) {
         sched_seq *seq = s->running[i];
-        if (seq->n_tokens - seq->n_computed != 1) {
+        if (!is_decode(seq)) {
             i++;
             continue;
         }
+        fit_drafts(s, seq, left - 1);
         if (kv_seq_blocks_needed(seq->kv, 1) > avail_blocks(s)) {
-            preempt(s, s->running[s->n_running - 1], out); /* may be seq itself */
+            sched_seq *victim = s->running[s->n_running - 1]; /* may be seq itself */
+            left -= is_decode(victim);
+            preempt(s, victim, out);
             continue;
         }
-        int rc = place(s, seq, 1, out, err);
+        left--;
+        seq->spec_step = seq->n_spec > 0;
+        int rc = place(s, seq, 1 + seq->n_spec, out, err);
         if (rc) return rc;
         out->n_decode++;
         i++;
@@ -356,8 +402,10 @@ static void reset_batch(sched *s, sched_batch *out) {
                          .logit_seqs = s->logit_seqs,
                          .seqs = s->seqs,
                          .copies = s->copies};
-    for (int32_t i = 0; i < s->n_running; i++)
+    for (int32_t i = 0; i < s->n_running; i++) {
         s->running[i]->step_n = 0;
+        s->running[i]->spec_step = false;
+    }
     s->budget = s->cfg.max_batched_tokens;
 }
 

@@ -2,13 +2,15 @@
  * of their tokens, and which sequence gives up its blocks (preemption) when the pool runs dry.
  *
  * One step: decodes first (one token for every running sequence whose tokens are all computed but
- * the last sampled one), then unfinished prefills of running sequences, then admission of
- * preempted and waiting sequences (chunked prefill) within the remaining token budget
- * (max_batched_tokens) and sequence cap (max_num_seqs). A sequence is admitted only when the pool
- * can hold the rest of its known tokens after its prefix-cache hit. When a running decode cannot
- * get a block, the lowest-priority, most recently admitted running sequence is preempted: its
- * blocks are freed and it is recomputed later from prompt + generated tokens (its own full blocks
- * usually come straight back from the prefix cache).
+ * the last sampled one; 1 + n_spec rows, each with logits, for one that carries speculative draft
+ * tokens - the drafts are dropped rather than preempting anyone or overrunning the budget), then
+ * unfinished prefills of running sequences, then admission of preempted and waiting sequences
+ * (chunked prefill) within the remaining token budget (max_batched_tokens) and sequence cap
+ * (max_num_seqs). A sequence is admitted only when the pool can hold the rest of its known tokens
+ * after its prefix-cache hit. When a running decode cannot get a block, the lowest-priority, most
+ * recently admitted running sequence is preempted: its blocks are freed and it is recomputed later
+ * from prompt + generated tokens (its own full blocks usually come straight back from the prefix
+ * cache).
  *
  * The scheduler owns no sequence memory: the engine embeds a sched_seq in each request and keeps
  * its token array (capacity max_model_len). The step writes into arrays sized at sched_new, so it
@@ -51,6 +53,10 @@ typedef struct sched_seq {
     uint64_t arrival;     /* order of sched_add, breaks priority ties in the queues */
     uint64_t admit_stamp; /* order of the latest admission: the preemption victim is the max */
     int32_t step_n;       /* tokens of this sequence in the current batch */
+    int32_t n_spec;       /* draft tokens at the end of tokens (speculative decoding; set by the
+                           * caller before sched_step, cleared by the scheduler when it cannot
+                           * place them: preemption, no blocks, no token budget) */
+    bool spec_step;       /* placed this step as a verify decode: 1 + n_spec rows, all logits */
     struct sched_seq *prev, *next; /* queue links (waiting / preempted) */
 } sched_seq;
 
@@ -67,7 +73,8 @@ typedef struct sched_batch {
     sol_attn_seq *attn; /* per token: its sequence's block table and n_ctx = pos + 1 */
     int32_t n_logits;
     int32_t *logit_rows;    /* rows of the batch whose logits are sampled */
-    sched_seq **logit_seqs; /* the sequence each logit row samples for */
+    sched_seq **logit_seqs; /* the sequence each logit row samples for (a verify decode's
+                             * 1 + n_spec rows are consecutive) */
     int32_t n_seqs;
     sched_seq **seqs; /* every sequence with tokens in the batch (seq->step_n of them) */
     int32_t n_copies;
@@ -102,6 +109,14 @@ int sched_step(sched *s, sched_batch *out, sol_err *err);
 /* After the forward pass wrote the batch's K/V: records the tokens in the KV cache (commits full
  * blocks to the prefix cache) and advances n_computed. Returns 0 or a negative error. */
 int sched_commit(sched *s, const sched_batch *b, sol_err *err);
+
+/* After a verify decode: keeps n_keep of seq's n_spec draft tokens (their K/V is kept, the rest
+ * is rolled back with kv_seq_truncate), drops the others from tokens, and clears n_spec. The
+ * caller then pushes the emitted tokens (the kept drafts again, and the correction). */
+int sched_spec_resolve(sched_seq *seq, int32_t n_keep, sol_err *err);
+
+/* Drops seq's draft tokens (not placed, or the step failed). */
+void sched_spec_drop(sched_seq *seq);
 
 typedef struct sched_counts {
     int32_t running, waiting, preempted;
