@@ -370,7 +370,12 @@ static int size_pool(engine *e, sol_err *err) {
                                "cannot read MemAvailable from /proc/meminfo: set "
                                "worker.kv.num_blocks explicitly");
         double blocks = c->memory_fraction * (double)avail / (double)per_block;
+        /* Unlike a GPU, host memory is shared with other workers on the machine: take no more
+         * than running sequences can ever fill, twice over (the second half keeps prefixes). */
+        double useful = 2.0 * c->max_num_seqs * ((c->max_model_len + c->block_size - 1) /
+                                                 c->block_size);
         double most = (double)INT32_MAX / c->block_size;
+        if (useful < most) most = useful;
         c->num_blocks = (int32_t)(blocks < most ? blocks : most);
     }
     int64_t tokens = (int64_t)c->num_blocks * c->block_size;
