@@ -464,7 +464,7 @@ size_t frame_pack(const Sol__Envelope *env, uint8_t *buf) {
 
 int frame_encode(const Sol__Envelope *env, uint8_t **out, size_t *out_len, sol_err *e) {
     *out = NULL;
-    size_t n;
+    size_t n = 0;
     int rc = frame_measure(env, &n, e);
     if (rc < 0) return rc;
     uint8_t *buf = malloc(n ? n : 1);
@@ -476,7 +476,7 @@ int frame_encode(const Sol__Envelope *env, uint8_t **out, size_t *out_len, sol_e
 
 int frame_encode_into(const Sol__Envelope *env, uint8_t *buf, size_t cap, size_t *out_len,
                       sol_err *e) {
-    size_t n;
+    size_t n = 0;
     int rc = frame_measure(env, &n, e);
     if (rc < 0) return rc;
     if (n > cap)

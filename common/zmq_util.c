@@ -109,6 +109,11 @@ static int router_options(void *sock, const char *endpoint, sol_err *e) {
     int rc;
     if ((rc = set_common(sock, endpoint, e)) < 0) return rc;
     if ((rc = set_int(sock, ZMQ_ROUTER_MANDATORY, 1, "ZMQ_ROUTER_MANDATORY", e)) < 0) return rc;
+    /* Workers send chunks without blocking and drop them when their queue is full; a dropped
+     * final chunk leaves a client waiting forever. No receive limit: the I/O thread keeps draining
+     * every worker's connection while the broker catches up (bounded by the requests in flight).
+     * Set before bind: listeners copy the options. */
+    if ((rc = set_int(sock, ZMQ_RCVHWM, 0, "ZMQ_RCVHWM", e)) < 0) return rc;
     return set_int(sock, ZMQ_ROUTER_HANDOVER, 1, "ZMQ_ROUTER_HANDOVER", e);
 }
 
@@ -141,6 +146,8 @@ int zmq_util_router_bind(void *ctx, const char *endpoint, bool allow_public, voi
 static int dealer_options(void *sock, const char *endpoint, const char *identity, sol_err *e) {
     int rc;
     if ((rc = set_common(sock, endpoint, e)) < 0) return rc;
+    /* Token chunks must not be dropped for a full queue (see router_options). */
+    if ((rc = set_int(sock, ZMQ_SNDHWM, 0, "ZMQ_SNDHWM", e)) < 0) return rc;
     if ((rc = set_int(sock, ZMQ_RECONNECT_IVL, SOL_ZMQ_RECONNECT_MS, "ZMQ_RECONNECT_IVL", e)) < 0)
         return rc;
     if ((rc = set_int(sock, ZMQ_RECONNECT_IVL_MAX, SOL_ZMQ_RECONNECT_MAX_MS,

@@ -116,6 +116,7 @@ void bw_pump(broker *b, int pool) {
 static void detach(broker *b, bk_req *r) {
     if (r->worker) {
         r->worker->inflight--;
+        r->worker->finished_since_hb++;
         r->worker = NULL;
     } else {
         queue_remove(&b->queues[r->pool], r);
@@ -146,6 +147,7 @@ void bw_failover(broker *b, bk_req *r, const char *why) {
     bk_worker *w = r->worker;
     if (w) {
         w->inflight--;
+        w->finished_since_hb++;
         w->failed_over++;
     }
     r->worker = NULL;
@@ -156,6 +158,7 @@ void bw_failover(broker *b, bk_req *r, const char *why) {
         return;
     }
     LOG_INFO(MOD, "request %s fails over (%s) after %zu tokens", r->wire_id, why, r->n_toks);
+    inflight_new_attempt(&b->inf, r);
     queue_push_front(&b->queues[r->pool], r);
 }
 

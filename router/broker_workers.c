@@ -79,6 +79,7 @@ static void on_register(broker *b, const zmq_util_identity *from, const Sol__Reg
 static void on_heartbeat(broker *b, bk_worker *w, const Sol__Heartbeat *hb) {
     w->hb_running = hb->running;
     w->hb_waiting = hb->waiting;
+    w->finished_since_hb = 0;
     w->kv_usage = hb->total_blocks ? 1.0 - (double)hb->free_blocks / hb->total_blocks : 0;
     w->prefix_hit_rate = hb->prefix_hit_rate;
     w->spec_acceptance = hb->spec_acceptance;
@@ -137,6 +138,7 @@ static void finish_ok(broker *b, bk_req *r, const Sol__TokenChunk *c, http_chunk
     bk_worker *w = r->worker;
     w->served++;
     w->inflight--;
+    w->finished_since_hb++;
     r->worker = NULL;
     int pool = r->pool;
     inflight_release(&b->inf, r);

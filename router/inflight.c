@@ -84,6 +84,11 @@ bk_req *inflight_find(const inflight *t, const char *wire_id) {
     return r;
 }
 
+void inflight_new_attempt(inflight *t, bk_req *r) {
+    r->gen = ++t->gens[r->slot];
+    snprintf(r->wire_id, sizeof r->wire_id, "%s.%x.%x", r->http_id, r->slot, r->gen);
+}
+
 void inflight_release(inflight *t, bk_req *r) {
     if (!r) return;
     t->slots[r->slot] = NULL;

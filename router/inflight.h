@@ -55,6 +55,11 @@ void inflight_init(inflight *t);
 void inflight_free(inflight *t);
 /* New record with a wire id built from `http_id`; NULL when out of memory. */
 bk_req *inflight_add(inflight *t, const char *http_id);
+/* A new wire id for r's next attempt (next generation of its slot): chunks of the earlier attempt
+ * become stale, and a worker that still holds the old attempt (it lost the router, cancelled, and
+ * registered again) does not refuse the new one as a duplicate. */
+void inflight_new_attempt(inflight *t, bk_req *r);
+
 /* The record `wire_id` names, or NULL (finished, or never ours). */
 bk_req *inflight_find(const inflight *t, const char *wire_id);
 /* Release the record (drops its stream reference). */

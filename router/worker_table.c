@@ -2,13 +2,16 @@
  *
  * Why rendezvous hashing for affinity: every (prefix, worker) pair gets a pseudo-random score and
  * the highest score wins, so a worker joining or leaving moves only the prefixes it wins or held
- * (the consistent-hashing property) without maintaining a ring. Why bounded load: pure affinity
- * sends every request sharing a system prompt to one worker; capping the affinity worker at
- * (1 + epsilon) times the average keeps the pool balanced while repeated prefixes still mostly hit
- * a warm prefix cache (Mirrokni et al., "Consistent Hashing with Bounded Loads"). */
+ * (the consistent-hashing property) without maintaining a ring. Why a bound relative to the least
+ * loaded worker: pure affinity sends every request sharing a system prompt to one worker, and a
+ * cap at (1 + epsilon) times the average (Mirrokni et al., "Consistent Hashing with Bounded Loads")
+ * still lets hashing starve a worker (three at 1.25x leave the fourth at 0.25x). Keeping the
+ * affinity worker only while it stays within epsilon x its fair share (at least one request) of
+ * the least loaded worker keeps the spread max - min within that slack at every moment, so a burst
+ * of distinct prompts ends up within +-epsilon of even, while a lightly loaded pool (slack 1)
+ * still keeps a repeated prefix on its warm worker. */
 #include "worker_table.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,6 +73,7 @@ size_t wt_live_in_pool(const worker_table *t, const char *pool) {
 
 double wt_load(const bk_worker *w) {
     uint32_t reported = w->hb_running + w->hb_waiting;
+    reported = reported > w->finished_since_hb ? reported - w->finished_since_hb : 0;
     uint32_t busy = w->inflight > reported ? w->inflight : reported;
     return (double)busy / (double)(w->capacity ? w->capacity : 1);
 }
@@ -123,18 +127,27 @@ static bk_worker *least_loaded(worker_table *t, const char *pool, const bk_worke
     return best;
 }
 
-/* Affinity candidate by rendezvous hashing; also sums the pool's load for the bound. */
+/* Affinity candidate by rendezvous hashing; also the pool's total load and capacity and the least
+ * normalised load among eligible workers, which the bound needs. */
+typedef struct pool_view {
+    double busy, cap, min_load;
+    bool any;
+} pool_view;
+
 static bk_worker *affinity_worker(const worker_table *t, const char *pool, uint64_t h,
-                                  const bk_worker *avoid, double *busy, double *cap) {
+                                  const bk_worker *avoid, pool_view *v) {
     bk_worker *best = NULL;
     uint64_t best_score = 0;
-    *busy = *cap = 0;
+    memset(v, 0, sizeof *v);
     for (size_t i = 0; i < t->n; i++) {
         bk_worker *w = t->w[i];
         if (w->draining || strcmp(w->pool, pool)) continue;
-        *busy += wt_load(w) * w->capacity;
-        *cap += w->capacity;
+        double l = wt_load(w);
+        v->busy += l * w->capacity;
+        v->cap += w->capacity;
         if (!eligible(w, pool) || w == avoid) continue;
+        if (!v->any || l < v->min_load) v->min_load = l;
+        v->any = true;
         uint64_t score = mix64(fnv1a(w->id, strlen(w->id), h));
         if (!best || score > best_score) {
             best = w;
@@ -144,17 +157,21 @@ static bk_worker *affinity_worker(const worker_table *t, const char *pool, uint6
     return best;
 }
 
+bool wt_affinity_keeps(const bk_worker *a, double pool_busy, double pool_cap, double min_load) {
+    if (!a->capacity || pool_cap <= 0) return false;
+    double share = (pool_busy + 1) * a->capacity / pool_cap; /* a's fair part, this one included */
+    double slack = WT_AFFINITY_EPSILON * share;
+    if (slack < 1) slack = 1;
+    /* in requests of a's capacity: a after taking it vs the least loaded worker now */
+    return wt_load(a) * a->capacity + 1 <= min_load * a->capacity + slack + 1e-9;
+}
+
 bk_worker *wt_pick(worker_table *t, const char *pool, uint64_t prefix_hash, bool use_affinity,
                    const bk_worker *avoid) {
     if (use_affinity) {
-        double busy, cap;
-        bk_worker *a = affinity_worker(t, pool, prefix_hash, avoid, &busy, &cap);
-        if (a && cap > 0) {
-            /* a's share of the pool's load after this request, rounded up so that a lightly
-             * loaded pool always keeps a prefix on its worker */
-            double bound = ceil((1.0 + WT_AFFINITY_EPSILON) * (busy + 1) * a->capacity / cap);
-            if (wt_load(a) * a->capacity + 1 <= bound) return a;
-        }
+        pool_view v;
+        bk_worker *a = affinity_worker(t, pool, prefix_hash, avoid, &v);
+        if (a && wt_affinity_keeps(a, v.busy, v.cap, v.min_load)) return a;
     }
     bk_worker *w = least_loaded(t, pool, avoid);
     if (!w && avoid && eligible(avoid, pool)) w = (bk_worker *)avoid;

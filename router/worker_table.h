@@ -10,8 +10,8 @@
 
 #include "zmq_util.h"
 
-/* Bounded-load affinity: the affinity worker keeps a request unless its load after taking it would
- * exceed (1 + epsilon) times the pool's average load (see docs/broker.md). */
+/* Bounded-load affinity: the affinity worker keeps a request only while its in-flight after taking
+ * it stays within max(1, epsilon x its fair share) of the least loaded worker (docs/broker.md). */
 #define WT_AFFINITY_EPSILON 0.25
 
 typedef struct bk_worker {
@@ -27,6 +27,7 @@ typedef struct bk_worker {
     uint32_t inflight; /* requests the router has assigned to it and not yet finished */
     /* figures from the latest heartbeat */
     uint32_t hb_running, hb_waiting;
+    uint32_t finished_since_hb; /* our requests that left it after that heartbeat was sent */
     double kv_usage, prefix_hit_rate, spec_acceptance, tokens_per_s;
     uint64_t engine_steps;
     uint64_t served; /* requests finished here (any finish reason except failover) */
@@ -55,7 +56,9 @@ bk_worker *wt_find_id(const worker_table *t, const char *id);
 size_t wt_live_in_pool(const worker_table *t, const char *pool);
 
 /* Load as a fraction of capacity: the larger of what the router has assigned and what the worker
- * last reported running + waiting (a worker may hold work from another router). */
+ * last reported running + waiting (a worker may hold work from another router), less the requests
+ * of ours that finished since that report (else a finished request looks running until the next
+ * heartbeat, and a repeated prefix would spill off its warm worker). */
 double wt_load(const bk_worker *w);
 
 /* Choose a worker of `pool` for one request: not draining, below capacity, not `avoid` (unless it
@@ -64,6 +67,10 @@ double wt_load(const bk_worker *w);
  * loaded. NULL when every worker is full (the request waits in the pool's queue). */
 bk_worker *wt_pick(worker_table *t, const char *pool, uint64_t prefix_hash, bool use_affinity,
                    const bk_worker *avoid);
+
+/* The bound above: `a` (the rendezvous pick) keeps one more request given the pool's busy total and
+ * capacity (requests) and the least load (fraction of capacity) among eligible workers. */
+bool wt_affinity_keeps(const bk_worker *a, double pool_busy, double pool_cap, double min_load);
 
 /* FNV-1a over at most `max_chars` UTF-8 characters of `s` (0: nothing, returns 0). */
 uint64_t wt_prefix_hash(const char *s, size_t len, size_t max_chars);

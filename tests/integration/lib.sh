@@ -67,6 +67,27 @@ start_worker() {
     T_PIDS+=("$LAST_PID")
 }
 
+# start_cpu_worker ID POOL MODEL [extra flags...]: a real engine worker (one thread, a small KV pool
+# so that several fit in memory); sets LAST_PID and W_PID[ID].
+start_cpu_worker() {
+    local id=$1 pool=$2 model=$3
+    shift 3
+    "$WORKER_BIN" --backend cpu --threads 1 --pool "$pool" --id "$id" --router "$ZMQ_EP" \
+        --model "$model" --set worker.heartbeat_ms=200 --set worker.kv.num_blocks=1024 "$@" \
+        >>"$T_DIR/worker-$id.log" 2>&1 &
+    LAST_PID=$!
+    W_PID[$id]=$LAST_PID
+    T_PIDS+=("$LAST_PID")
+}
+
+# mkmodel OUT ARGS...: write a synthetic GGUF with sol-mkmodel (quietly; fails the test on error).
+mkmodel() {
+    local out=$1
+    shift
+    "$SOL_BUILD/tools/sol-mkmodel" -o "$out" "$@" >>"$T_DIR/mkmodel.log" 2>&1 \
+        || fail "sol-mkmodel $* failed: $(tail -n 3 "$T_DIR/mkmodel.log")"
+}
+
 # wait_http URL STATUS [tries of 0.1 s]: poll until the URL answers STATUS.
 wait_http() {
     local url=$1 want=$2 tries=${3:-100}

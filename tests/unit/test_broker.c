@@ -75,6 +75,30 @@ static void test_affinity_bounded(void **st) {
     wt_free(&t);
 }
 
+/* 64 distinct prefixes arriving together with affinity on: every worker ends within +-25% of 16. */
+static void test_affinity_balances_distinct_prompts(void **st) {
+    (void)st;
+    worker_table t;
+    wt_init(&t);
+    bk_worker *w[4];
+    for (int i = 0; i < 4; i++) {
+        char id[8];
+        snprintf(id, sizeof id, "b%d", i + 1);
+        w[i] = add(&t, id, "p", 64);
+    }
+    for (int i = 0; i < 64; i++) {
+        char prompt[64];
+        int n = snprintf(prompt, sizeof prompt, "balance request %d of many", i + 1);
+        bk_worker *x = wt_pick(&t, "p", wt_prefix_hash(prompt, (size_t)n, 256), true, NULL);
+        assert_non_null(x);
+        x->inflight++;
+    }
+    for (int i = 0; i < 4; i++) {
+        assert_in_range(w[i]->inflight, 12, 20);
+    }
+    wt_free(&t);
+}
+
 static void test_inflight_ids(void **st) {
     (void)st;
     inflight t;
@@ -112,6 +136,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_least_loaded_and_capacity),
         cmocka_unit_test(test_affinity_bounded),
+        cmocka_unit_test(test_affinity_balances_distinct_prompts),
         cmocka_unit_test(test_inflight_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
