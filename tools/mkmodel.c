@@ -156,20 +156,6 @@ static void plan_tensors(model *m) {
     if (!m->tied) spec(m, "output.weight", 2, dim, s->vocab, m->type, W_MATRIX, 2.0f * in_std);
 }
 
-static uint32_t file_type_of(sol_dtype t) {
-    switch (t) { /* llama.cpp's LLAMA_FTYPE_ALL_F32, MOSTLY_F16, MOSTLY_Q4_0, Q8_0, BF16 */
-    case SOL_DT_F16:
-        return 1;
-    case SOL_DT_Q4_0:
-        return 2;
-    case SOL_DT_Q8_0:
-        return 7;
-    case SOL_DT_BF16:
-        return 32;
-    default:
-        return 0;
-    }
-}
 
 static const char k_chat_template[] =
     "{{ bos_token }}{% for message in messages %}"
@@ -185,7 +171,7 @@ static int add_hparams(gguf_writer *w, const model *m, sol_err *e) {
     snprintf(name, sizeof name, "sol-synthetic-%s-%s", s->name, sol_dtype_name(m->type));
     int rc = gguf_writer_add_str(w, "general.architecture", "llama", e);
     if (!rc) rc = gguf_writer_add_str(w, "general.name", name, e);
-    if (!rc) rc = gguf_writer_add_u32(w, "general.file_type", file_type_of(m->type), e);
+    if (!rc) rc = gguf_writer_add_u32(w, "general.file_type", quant_file_type(m->type), e);
     if (!rc) rc = gguf_writer_add_u32(w, "general.quantization_version", 2, e);
     if (!rc) rc = gguf_writer_add_u32(w, "llama.context_length", (uint32_t)s->ctx, e);
     if (!rc) rc = gguf_writer_add_u32(w, "llama.embedding_length", (uint32_t)s->dim, e);
@@ -438,7 +424,7 @@ static int draft_build(gguf_writer *w, const gguf_file *g, model *m, draft_job *
     if (!rc) rc = gguf_writer_add_str(w, "general.name", name, e);
     if (!rc) rc = gguf_writer_add_u32(w, "llama.block_count", (uint32_t)layers, e);
     if (!rc && m->type_given)
-        rc = gguf_writer_add_u32(w, "general.file_type", file_type_of(m->type), e);
+        rc = gguf_writer_add_u32(w, "general.file_type", quant_file_type(m->type), e);
     for (int i = 0; !rc && i < gguf_n_tensors(g); i++) {
         const gguf_tensor *t = gguf_tensor_at(g, i);
         if (!draft_keeps(t->name, layers)) continue;
