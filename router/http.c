@@ -248,6 +248,10 @@ static enum MHD_Result start_generation(http_server *s, struct MHD_Connection *c
         oai_request_free(req);
         return send_error(c, &e, cc->request_id, NULL, NULL);
     }
+    if (!req->model && !(req->model = strdup(route.pool))) { /* echoed as the response's model */
+        oai_request_free(req);
+        return send_status(c, 500, cc->request_id, "out of memory%s", NULL);
+    }
     http_stream *st = http_stream_new(s, c, req, cc->request_id, route.pool, cc->t_start);
     if (!st) {
         oai_request_free(req);

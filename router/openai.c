@@ -444,7 +444,7 @@ static oai_request *request_defaults(oai_kind kind) {
 }
 
 static int check_required(const oai_request *r, oai_error *err) {
-    if (!r->model) return BAD(err, "model", "'model' is required"), -EINVAL;
+    /* `model` may be left out: classification then picks the pool (docs/api.md). */
     if (r->kind == OAI_COMPLETION && !r->prompt)
         return BAD(err, "prompt", "'prompt' is required"), -EINVAL;
     if (r->kind == OAI_CHAT && !r->messages)

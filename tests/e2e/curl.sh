@@ -37,6 +37,14 @@ assert d["usage"]["completion_tokens"] == 3, d
 [ "$(header X-Request-Id)" = my-req-1 ] || fail "X-Request-Id not echoed: $(header X-Request-Id)"
 ok "completions and chat bodies"
 
+# --- no "model": classification picks the pool (default precise) and the body names it ----------
+out=$(post /v1/chat/completions '{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}')
+[ "$(status)" = 200 ] || fail "chat without model: status $(status): $out"
+[ "$(header X-Sol-Pool)" = precise ] || fail "chat without model went to $(header X-Sol-Pool)"
+echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["model"] == "precise", d' \
+    || fail "chat without model: body $out"
+ok "a request without \"model\" is routed by classification and names its pool"
+
 # --- SSE framing ------------------------------------------------------------------------------------
 # check_sse FILE OBJECT: every non-blank line is `data: <json>` or the final `data: [DONE]`, events are
 # separated by blank lines, every JSON event has the object type, and the last one has a finish_reason.

@@ -61,7 +61,12 @@ static void test_completion_defaults_and_fields(void **st) {
 
 static void test_completion_errors(void **st) {
     (void)st;
-    BAD(OAI_COMPLETION, "{\"prompt\":\"x\"}", "model", "required");
+    /* `model` may be omitted: the router's classification then picks the pool. */
+    oai_request *nm = ok(OAI_COMPLETION, "{\"prompt\":\"x\"}");
+    assert_null(nm->model);
+    assert_string_equal(nm->prompt, "x");
+    oai_request_free(nm);
+    BAD(OAI_COMPLETION, "{\"model\":5,\"prompt\":\"x\"}", "model", "string");
     BAD(OAI_COMPLETION, "{\"model\":\"m\"}", "prompt", "required");
     BAD(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":[1,2]}", "prompt", "token-id");
     BAD(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens",
