@@ -13,22 +13,14 @@
 
 #include "backend.h"
 #include "engine.h"
+#include "engine_collect.h"
 #include "model.h"
 #include "stop_strings.h"
 #include "tokenizer.h"
 
-#define MAXT 96
 #define NREQ 64
 
-typedef struct out {
-    int32_t tokens[MAXT];
-    int n;
-    char text[2048];
-    size_t text_len;
-    engine_finish_reason finish;
-    engine_usage usage;
-    int done;
-} out;
+typedef engine_out out;
 
 typedef struct world {
     sol_backend *be;
@@ -75,21 +67,6 @@ static int teardown(void **state) {
     return system(cmd) == 0 ? 0 : -1;
 }
 
-static void on_event(void *ctx, const engine_event *ev) {
-    (void)ctx;
-    out *o = ev->user;
-    if (ev->kind == ENGINE_EV_TOKEN && o->n < MAXT) o->tokens[o->n++] = ev->token;
-    if (o->text_len + ev->text_len < sizeof o->text) {
-        memcpy(o->text + o->text_len, ev->text, ev->text_len);
-        o->text_len += ev->text_len;
-    }
-    if (ev->kind == ENGINE_EV_FINISH) {
-        o->finish = ev->finish;
-        o->usage = ev->usage;
-        o->done = 1;
-    }
-}
-
 static engine *make_engine(int32_t num_blocks, int32_t max_seqs, int32_t max_tokens, bool cache) {
     engine_config c = engine_config_default();
     c.num_blocks = num_blocks;
@@ -98,7 +75,7 @@ static engine *make_engine(int32_t num_blocks, int32_t max_seqs, int32_t max_tok
     c.max_num_seqs = max_seqs;
     c.max_batched_tokens = max_tokens;
     c.prefix_caching = cache;
-    c.on_event = on_event;
+    c.on_event = engine_collect;
     sol_err e = {0};
     engine *eng = engine_new(&c, W.m, W.tok, &e);
     if (!eng) fail_msg("engine_new: %s", e.msg);
@@ -169,7 +146,7 @@ static struct {
 } A;
 
 static void arrivals_hook(void *ctx, const engine_event *ev) {
-    on_event(ctx, ev);
+    engine_collect(ctx, ev);
     A.rng = A.rng * 1103515245u + 12345u;
     int k = ev->kind == ENGINE_EV_FINISH ? 1 : (int)((A.rng >> 16) % 7) - 4; /* often none */
     for (; k > 0 && A.next < A.n; k--, A.next++) {
@@ -282,7 +259,7 @@ static void test_prefix_cache_hit(void **state) {
 }
 
 static void cancel_hook(void *ctx, const engine_event *ev) {
-    on_event(ctx, ev);
+    engine_collect(ctx, ev);
     out *o = ev->user;
     if (ev->kind != ENGINE_EV_TOKEN || o != ctx) return;
     sol_err e = {0};

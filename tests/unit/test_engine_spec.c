@@ -13,20 +13,13 @@
 
 #include "backend.h"
 #include "engine.h"
+#include "engine_collect.h"
 #include "model.h"
 #include "tokenizer.h"
 
-#define MAXT 64
 #define NSEQ 16
 
-typedef struct out {
-    int32_t tokens[MAXT];
-    int n;
-    char text[1024];
-    size_t text_len;
-    engine_finish_reason finish;
-    int done;
-} out;
+typedef engine_out out;
 
 static struct {
     sol_backend *be;
@@ -77,20 +70,6 @@ static int teardown(void **state) {
     return system(cmd) == 0 ? 0 : -1;
 }
 
-static void on_event(void *ctx, const engine_event *ev) {
-    (void)ctx;
-    out *o = ev->user;
-    if (ev->kind == ENGINE_EV_TOKEN && o->n < MAXT) o->tokens[o->n++] = ev->token;
-    if (o->text_len + ev->text_len < sizeof o->text) {
-        memcpy(o->text + o->text_len, ev->text, ev->text_len);
-        o->text_len += ev->text_len;
-    }
-    if (ev->kind == ENGINE_EV_FINISH) {
-        o->finish = ev->finish;
-        o->done = 1;
-    }
-}
-
 typedef struct job {
     int32_t prompt[96];
     int32_t n_prompt, max_tokens;
@@ -134,7 +113,7 @@ static engine *make(const run_cfg *rc) {
     c.spec_k = rc->k;
     c.spec_adaptive = rc->adaptive;
     c.spec_max_batch = NSEQ;
-    c.on_event = on_event;
+    c.on_event = engine_collect;
     sol_err e = {0};
     engine *eng = engine_new(&c, W.target, W.tok, &e);
     if (!eng) fail_msg("engine_new: %s", e.msg);
