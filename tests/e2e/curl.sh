@@ -54,7 +54,9 @@ import json, sys
 raw = open(sys.argv[1], "rb").read().decode("utf-8")
 assert raw.endswith("data: [DONE]\n\n"), "stream must end with data: [DONE] and a blank line: %r" % raw[-40:]
 events = raw.split("\n\n")[:-1]
-assert len(events) >= 3, "too few events: %r" % raw
+# Chunks that arrive together may share one event (the router coalesces under load), so only a
+# JSON event plus [DONE] is guaranteed.
+assert len(events) >= 2, "too few events: %r" % raw
 finish = None
 for i, ev in enumerate(events):
     assert ev.startswith("data: ") and "\n" not in ev, "bad event %d: %r" % (i, ev)
