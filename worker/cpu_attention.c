@@ -179,6 +179,13 @@ static void attend_one(const attn_job *j, int t, int h) {
     const float *q = j->q + ((size_t)t * j->heads + h) * hd;
     const int32_t *table = j->seq[t].block_table;
     int n_ctx = j->seq[t].n_ctx;
+    if (f == &cpu_attn_avx512) {
+        cpu_attend_args a = {.q = q, .k = kp, .v = vp, .slot_bytes = slot_bytes,
+                             .table = table, .block_size = bs, .n_ctx = n_ctx, .hd = hd,
+                             .f16 = f16, .scale = j->scale,
+                             .out = j->out + ((size_t)t * j->heads + h) * hd};
+        if (cpu_attend_avx512(&a)) return;
+    }
     float acc[ATTN_MAX_HEAD_DIM], s[ATTN_CHUNK];
     float m = -INFINITY, l = 0.0f;
     memset(acc, 0, (size_t)hd * sizeof(float));

@@ -40,6 +40,22 @@ extern const cpu_attn_fns cpu_attn_scalar;
 extern const cpu_attn_fns cpu_attn_avx2;
 extern const cpu_attn_fns cpu_attn_avx512;
 
+/* One (token, head) of the default attention (online softmax over 32-position chunks from
+ * position 0): K and V rows of position p are at k/v + slot(p) * slot_bytes. */
+typedef struct cpu_attend_args {
+    const float *q;
+    const unsigned char *k, *v;
+    size_t slot_bytes;
+    const int32_t *table;
+    int block_size, n_ctx, hd, f16;
+    float scale;
+    float *out;
+} cpu_attend_args;
+#define CPU_ATTEND_AVX512_MAX_HD 128
+/* AVX-512 path keeping q and the accumulator in registers; returns 0 (and does nothing) unless
+ * hd is a multiple of 16 and <= CPU_ATTEND_AVX512_MAX_HD. */
+int cpu_attend_avx512(const cpu_attend_args *a);
+
 /* The row-interleaved Q4_0 layout (cpu_repack.c): groups of 8 rows, 144-byte group blocks. */
 #define CPU_LAYOUT_Q4_0X8 1u
 #define CPU_Q4X8_ROWS 8

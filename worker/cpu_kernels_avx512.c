@@ -3,6 +3,7 @@
  * 4x4 tiles); float weights use 16 lanes. As in the AVX2 file, every output's instruction
  * sequence is the same for every tile shape, so n=1 and GEMM tiles agree bit for bit. */
 #include <immintrin.h>
+#include <math.h>
 
 #include "cpu_internal.h"
 
@@ -291,3 +292,167 @@ static TGT void attn_scale(float *acc, float a, int hd) {
 }
 
 const cpu_attn_fns cpu_attn_avx512 = {attn_dot, attn_axpy, attn_scale};
+
+/* Whole-context attention for one (token, head): q and the output accumulator live in zmm
+ * registers (head_dim/16 of each), 16 scores come out of one shuffle-add tree instead of 16
+ * horizontal sums, and the chunk's exponentials are one vector exp. Everything depends only on
+ * the token's own positions, taken in order, so batches and thread splits cannot change it. */
+#define AT_CHUNK 32
+
+/* The four levels of the tree: after all four, lane 4k+j holds the sum of position 4j+k. */
+INL __m512 tree_a(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+INL __m512 tree_b(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+INL __m512 tree_c(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+INL __m512 tree_d(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* e^x for x <= 0: Cody-Waite reduction by ln 2, then the Taylor series to r^7 (|r| <= ln2/2, so
+ * the truncation error is below 1e-8 relative); below -87 (and for -inf) the result is 0. */
+INL __m512 exp_nonpos(__m512 x) {
+    const __m512 lo = _mm512_set1_ps(-87.0f);
+    __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ);
+    x = _mm512_max_ps(x, lo);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
+}
+
+INL __m512 at_load(const unsigned char *row, int v, int f16) {
+    return f16 ? load16(SOL_DT_F16, row, (int64_t)v * 16)
+               : load16(SOL_DT_F32, row, (int64_t)v * 16);
+}
+
+/* q.k for position i of the chunk as a 16-lane partial (0 past the chunk's end, masked later). */
+INL __m512 at_part(const cpu_attend_args *a, const __m512 *qv, const size_t *off, int i, int cnt,
+                   int nv, int f16) {
+    if (i >= cnt) return _mm512_setzero_ps();
+    const unsigned char *k = a->k + off[i];
+    __m512 s = _mm512_mul_ps(qv[0], at_load(k, 0, f16));
+#pragma GCC unroll 8
+    for (int v = 1; v < nv; v++)
+        s = _mm512_fmadd_ps(qv[v], at_load(k, v, f16), s);
+    return s;
+}
+
+INL __m512 at_scores16(const cpu_attend_args *a, const __m512 *qv, const size_t *off, int i0,
+                       int cnt, int nv, int f16) {
+    __m512 u[2];
+    for (int h = 0; h < 2; h++) {
+        __m512 w[2];
+        for (int g = 0; g < 2; g++) {
+            int i = i0 + 8 * h + 4 * g;
+            __m512 ab = tree_a(at_part(a, qv, off, i, cnt, nv, f16),
+                               at_part(a, qv, off, i + 1, cnt, nv, f16));
+            __m512 cd = tree_a(at_part(a, qv, off, i + 2, cnt, nv, f16),
+                               at_part(a, qv, off, i + 3, cnt, nv, f16));
+            w[g] = tree_b(ab, cd);
+        }
+        u[h] = tree_c(w[0], w[1]);
+    }
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, tree_d(u[0], u[1]));
+}
+
+INL void attend_regs(const cpu_attend_args *a, int nv, int f16) {
+    __m512 qv[8], acc[8];
+#pragma GCC unroll 8
+    for (int v = 0; v < nv; v++) {
+        qv[v] = _mm512_loadu_ps(a->q + 16 * v);
+        acc[v] = _mm512_setzero_ps();
+    }
+    __m512 scale = _mm512_set1_ps(a->scale), ninf = _mm512_set1_ps(-INFINITY);
+    float m = -INFINITY, l = 0.0f, e[AT_CHUNK];
+    for (int p0 = 0; p0 < a->n_ctx; p0 += AT_CHUNK) {
+        int cnt = a->n_ctx - p0 < AT_CHUNK ? a->n_ctx - p0 : AT_CHUNK;
+        size_t off[AT_CHUNK]; /* byte offset of each position's K (and V) row */
+        int b = p0 / a->block_size, r = p0 % a->block_size;
+        for (int i = 0; i < cnt; i++) {
+            off[i] = ((size_t)a->table[b] * (size_t)a->block_size + (size_t)r) * a->slot_bytes;
+            if (++r == a->block_size) {
+                r = 0;
+                b++;
+            }
+        }
+        __mmask16 m0 = cnt >= 16 ? 0xffff : (__mmask16)((1u << cnt) - 1);
+        __mmask16 m1 = cnt >= 32 ? 0xffff : cnt <= 16 ? 0 : (__mmask16)((1u << (cnt - 16)) - 1);
+        __m512 s0 = _mm512_mask_mul_ps(ninf, m0, at_scores16(a, qv, off, 0, cnt, nv, f16), scale);
+        __m512 s1 =
+            m1 ? _mm512_mask_mul_ps(ninf, m1, at_scores16(a, qv, off, 16, cnt, nv, f16), scale)
+               : ninf;
+        float mc = fmaxf(m, _mm512_reduce_max_ps(_mm512_max_ps(s0, s1)));
+        if (mc != m) {
+            float c = expf(m - mc); /* 0 on the first chunk: m is -inf */
+            __m512 cv = _mm512_set1_ps(c);
+            l *= c;
+#pragma GCC unroll 8
+            for (int v = 0; v < nv; v++)
+                acc[v] = _mm512_mul_ps(acc[v], cv);
+            m = mc;
+        }
+        __m512 mv = _mm512_set1_ps(m);
+        __m512 e0 = exp_nonpos(_mm512_sub_ps(s0, mv)), e1 = exp_nonpos(_mm512_sub_ps(s1, mv));
+        l += hsum16(_mm512_add_ps(e0, e1));
+        _mm512_storeu_ps(e, e0);
+        _mm512_storeu_ps(e + 16, e1);
+        for (int i = 0; i < cnt; i++) {
+            const unsigned char *vr = a->v + off[i];
+            __m512 ev = _mm512_set1_ps(e[i]);
+#pragma GCC unroll 8
+            for (int v = 0; v < nv; v++)
+                acc[v] = _mm512_fmadd_ps(ev, at_load(vr, v, f16), acc[v]);
+        }
+    }
+    __m512 inv = _mm512_set1_ps(1.0f / l);
+#pragma GCC unroll 8
+    for (int v = 0; v < nv; v++)
+        _mm512_storeu_ps(a->out + 16 * v, _mm512_mul_ps(acc[v], inv));
+}
+
+#define AT_CASE(nv)                                                                                \
+    static TGT void attend_nv##nv##_f16(const cpu_attend_args *a) {                                \
+        attend_regs(a, nv, 1);                                                                     \
+    }                                                                                              \
+    static TGT void attend_nv##nv##_f32(const cpu_attend_args *a) {                                \
+        attend_regs(a, nv, 0);                                                                     \
+    }
+AT_CASE(1)
+AT_CASE(2)
+AT_CASE(3)
+AT_CASE(4)
+AT_CASE(5)
+AT_CASE(6)
+AT_CASE(7)
+AT_CASE(8)
+
+int cpu_attend_avx512(const cpu_attend_args *a) {
+    static void (*const f16[8])(const cpu_attend_args *) = {
+        attend_nv1_f16, attend_nv2_f16, attend_nv3_f16, attend_nv4_f16,
+        attend_nv5_f16, attend_nv6_f16, attend_nv7_f16, attend_nv8_f16};
+    static void (*const f32[8])(const cpu_attend_args *) = {
+        attend_nv1_f32, attend_nv2_f32, attend_nv3_f32, attend_nv4_f32,
+        attend_nv5_f32, attend_nv6_f32, attend_nv7_f32, attend_nv8_f32};
+    if (a->hd % 16 != 0 || a->hd < 16 || a->hd > CPU_ATTEND_AVX512_MAX_HD) return 0;
+    (a->f16 ? f16 : f32)[a->hd / 16 - 1](a);
+    return 1;
+}
