@@ -24,18 +24,10 @@ if "$build/tools/sol-mkmodel" --help 2>&1 | grep -q -- --draft-of; then
     draft=(--draft-model "$models/$preset-draft-q4_0.gguf")
 fi
 
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+. "$src/bench/lib.sh"
+bench_harness cluster
 http=$(port)
 zmq=tcp://127.0.0.1:$(port)
-dir=$(mktemp -d "${TMPDIR:-/tmp}/sol-bench-cluster.XXXXXX")
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 "$build/router/sol-router" --listen "127.0.0.1:$http" --bind "$zmq" --log-level warn >"$dir/r.log" 2>&1 &
 pids+=($!)
 "$build/worker/sol-worker" --router "$zmq" --pool fast --model "$models/$preset-q4_0.gguf" "${draft[@]}" \

@@ -13,18 +13,10 @@ nw=${2:-2}
 cmake -S "$src" -B "$build" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target sol-router sol-worker bench_router >/dev/null
 
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+. "$src/bench/lib.sh"
+bench_harness router
 http=$(port)
 zmq=tcp://127.0.0.1:$(port)
-dir=$(mktemp -d "${TMPDIR:-/tmp}/sol-bench-router.XXXXXX")
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 "$build/router/sol-router" --listen "127.0.0.1:$http" --bind "$zmq" --log-level warn \
     --set router.workers.max_queue_per_pool=100000 >"$dir/router.log" 2>&1 &
