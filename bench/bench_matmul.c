@@ -119,12 +119,34 @@ static void bench_model(sol_backend *be, sol_dtype t, int n, int reps) {
     free(y);
 }
 
+/* only: "q4_0", "f16", "decode" or "" (all). */
+static void bench_models(sol_backend *be, const char *only, double seconds) {
+    int q4 = strcmp(only, "f16") != 0, f16 = strcmp(only, "q4_0") != 0;
+    if (q4) bench_model(be, SOL_DT_Q4_0, 1, (int)(seconds * 40) + 3);
+    if (f16) bench_model(be, SOL_DT_F16, 1, (int)(seconds * 10) + 3);
+    if (q4 && strcmp(only, "decode")) bench_model(be, SOL_DT_Q4_0, 128, 1);
+    if (f16 && strcmp(only, "decode")) bench_model(be, SOL_DT_F16, 128, 1);
+}
+
+/* Speculative verify passes: k+1 tokens against one weight stream. The ratio to n=1 is what a
+ * verify step costs in decode steps. type: one dtype name, or NULL for all three. */
+static void bench_verify(sol_backend *be, const char *type, double seconds) {
+    const sol_dtype vt[] = {SOL_DT_Q4_0, SOL_DT_F16, SOL_DT_Q8_0};
+    for (size_t ti = 0; ti < 3; ti++)
+        for (int n = 1; n <= 9; n++)
+            if (!type || !strcmp(type, sol_dtype_name(vt[ti])))
+                bench_model(be, vt[ti], n, (int)(seconds * 10) + 3);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        puts("usage: bench_matmul [THREADS=2] [SECONDS=0.3] [model [q4_0|f16|decode]]\n"
-             "Times Q4_0/Q8_0/F16 matmuls (2048x2048, 5632x2048; n = 1, 16, 64) on every ISA path\n"
-             "this CPU has and prints us/call, GB/s of weights and GFLOP/s. With `model`: every\n"
-             "matmul of a 1B Llama (Q4_0, F16) at n = 1 and 128 on the best ISA, weights in DRAM.");
+        puts(
+            "usage: bench_matmul [THREADS=2] [SECONDS=0.3] [model [q4_0|f16|decode] | verify "
+            "[TYPE]]\n"
+            "Times Q4_0/Q8_0/F16 matmuls (2048x2048, 5632x2048; n = 1, 16, 64) on every ISA path\n"
+            "this CPU has and prints us/call, GB/s of weights and GFLOP/s. With `model`: every\n"
+            "matmul of a 1B Llama (Q4_0, F16) at n = 1 and 128 on the best ISA, weights in DRAM.\n"
+            "With `verify`: the same at n = 1..9 (speculative verify passes) for Q4_0, F16, Q8_0.");
         return 0;
     }
     int threads = argc > 1 ? atoi(argv[1]) : 2;
@@ -133,7 +155,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_matmul: bad arguments (try --help)\n");
         return 2;
     }
-    if (argc > 3 && !strcmp(argv[3], "model")) {
+    if (argc > 3 && (!strcmp(argv[3], "model") || !strcmp(argv[3], "verify"))) {
         sol_err e = {0};
         sol_backend *be = sol_backend_cpu_new(threads, &e);
         if (!be) {
@@ -141,12 +163,10 @@ int main(int argc, char **argv) {
             return 1;
         }
         printf("threads=%d, %s, best of passes\n", threads, sol_cpu_isa_name(sol_cpu_isa_best()));
-        const char *only = argc > 4 ? argv[4] : ""; /* "q4_0", "f16", "decode" */
-        int q4 = strcmp(only, "f16") != 0, f16 = strcmp(only, "q4_0") != 0;
-        if (q4) bench_model(be, SOL_DT_Q4_0, 1, (int)(seconds * 40) + 3);
-        if (f16) bench_model(be, SOL_DT_F16, 1, (int)(seconds * 10) + 3);
-        if (q4 && strcmp(only, "decode")) bench_model(be, SOL_DT_Q4_0, 128, 1);
-        if (f16 && strcmp(only, "decode")) bench_model(be, SOL_DT_F16, 128, 1);
+        if (!strcmp(argv[3], "verify"))
+            bench_verify(be, argc > 4 ? argv[4] : NULL, seconds);
+        else
+            bench_models(be, argc > 4 ? argv[4] : "", seconds);
         sol_backend_free(be);
         return 0;
     }

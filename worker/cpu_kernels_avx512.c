@@ -13,7 +13,8 @@
 #define TR 4
 #define TT 4
 #define FR 8       /* rows of a one-token float tile: decode needs many rows in flight */
-#define PF_TILES 2 /* one-token tiles: prefetch this many tiles ahead, into L2 */
+#define FT 7       /* most tokens of a few-token float tile (speculative verify) */
+#define PF_ROWS 16 /* few-token tiles: prefetch this many rows ahead, into L2 */
 
 INL float hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -47,44 +48,86 @@ INL float load1(sol_dtype t, const void *row, int64_t k) {
     return ((const float *)row)[k];
 }
 
-/* One token, FR rows. Consecutive rows are one contiguous stretch of memory, but each row is its
- * own stream to the hardware prefetcher, which stops at page boundaries and starts cold on each
- * new row: prefetching a later tile's rows while this one runs keeps DRAM busy across tiles
- * (about 10% more weight bandwidth on Zen 4). Same per-output
- * instruction sequence as float_tile, so n=1 and GEMM tiles agree bit for bit. */
-INL void float_row_tile(const cpu_mm_args *a, sol_dtype type, int64_t r, int64_t r_end) {
+/* Few tokens (decode, speculative verify: T <= FT), R rows. Consecutive rows are one contiguous
+ * stretch of memory, but each row is its own stream to the hardware prefetcher, which stops at
+ * page boundaries and starts cold on each new row: prefetching a later tile's rows while this
+ * one runs keeps DRAM busy across tiles (about 10% more weight bandwidth on Zen 4). Each weight
+ * vector is loaded and converted once for all T tokens, so a k+1-token verify pass streams the
+ * weights once and stays near the memory roofline. Same per-output instruction sequence as
+ * float_tile, so n=1, few-token and GEMM tiles agree bit for bit. */
+INL void float_row_tile(const cpu_mm_args *a, sol_dtype type, int64_t r, int64_t r_end, int R,
+                        int t0, int T) {
     const sol_weight *w = a->w;
-    int64_t K = w->cols, K16 = K & ~(int64_t)15;
-    size_t span = (size_t)FR * w->row_bytes, step = type == SOL_DT_F32 ? 64 : 32;
+    int64_t K = w->cols, M = w->rows, K16 = K & ~(int64_t)15;
+    size_t step = type == SOL_DT_F32 ? 64 : 32;
     const char *wr[FR];
-    const float *xr = a->x;
-    __m512 acc[FR];
-    /* A tile further on in this thread's range, or nothing new near its end (this tile again). */
-    ptrdiff_t pf = r + (PF_TILES + 1) * FR <= r_end ? PF_TILES * (ptrdiff_t)span : 0;
+    const float *xr[FT];
+    __m512 acc[FR][FT];
+    /* Rows PF_ROWS further on in this thread's range, or nothing new near its end (this tile
+     * again); a fixed distance in rows whatever R is. */
+    ptrdiff_t pf = r + PF_ROWS + R <= r_end ? PF_ROWS * (ptrdiff_t)w->row_bytes : 0;
 #pragma GCC unroll 8
-    for (int i = 0; i < FR; i++) {
+    for (int j = 0; j < T; j++)
+        xr[j] = a->x + (size_t)(t0 + j) * (size_t)K;
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) {
         wr[i] = row_of(w, r + i);
-        acc[i] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+        for (int j = 0; j < T; j++)
+            acc[i][j] = _mm512_setzero_ps();
     }
     for (int64_t k = 0; k < K16; k += 16) {
-        __m512 xv = _mm512_loadu_ps(xr + k);
+        __m512 xv[FT];
+#pragma GCC unroll 8
+        for (int j = 0; j < T; j++)
+            xv[j] = _mm512_loadu_ps(xr[j] + k);
         size_t off = (size_t)k / 16 * step;
         if ((off & 63) == 0)
 #pragma GCC unroll 8
-            for (int i = 0; i < FR; i++)
+            for (int i = 0; i < R; i++)
                 _mm_prefetch(wr[i] + pf + off, _MM_HINT_T1);
 #pragma GCC unroll 8
-        for (int i = 0; i < FR; i++)
-            acc[i] = _mm512_fmadd_ps(load16(type, wr[i], k), xv, acc[i]);
+        for (int i = 0; i < R; i++) {
+            __m512 wv = load16(type, wr[i], k);
+#pragma GCC unroll 8
+            for (int j = 0; j < T; j++)
+                acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
+        }
     }
 #pragma GCC unroll 8
-    for (int i = 0; i < FR; i++) {
-        float s = hsum16(acc[i]);
-        for (int64_t k = K16; k < K; k++)
-            s += load1(type, wr[i], k) * xr[k];
-        a->y[r + i] = s;
-    }
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < T; j++) {
+            float s = hsum16(acc[i][j]);
+            for (int64_t k = K16; k < K; k++)
+                s += load1(type, wr[i], k) * xr[j][k];
+            a->y[(size_t)(t0 + j) * M + r + i] = s;
+        }
 }
+
+/* Rows per few-token tile: R x T accumulators plus T activation vectors and one weight vector
+ * within the 32 registers. */
+#define FEW_WALK(a, type, fr, r1, R, T)                                                            \
+    do {                                                                                           \
+        for (; fr + (R) <= (r1); fr += (R))                                                        \
+            float_row_tile(a, type, fr, r1, R, 0, T);                                              \
+        for (; fr < (r1); fr++)                                                                    \
+            float_row_tile(a, type, fr, r1, 1, 0, T);                                              \
+    } while (0)
+
+/* 8 or 9 tokens: two few-token tiles over the same rows (the second reads them from cache), as
+ * 8 x 9 accumulators do not fit in registers. */
+#define FEW_WALK2(a, type, fr, r1, R, T1, T2)                                                      \
+    do {                                                                                           \
+        for (; fr + (R) <= (r1); fr += (R)) {                                                      \
+            float_row_tile(a, type, fr, r1, R, 0, T1);                                             \
+            float_row_tile(a, type, fr, r1, R, T1, T2);                                            \
+        }                                                                                          \
+        for (; fr < (r1); fr++) {                                                                  \
+            float_row_tile(a, type, fr, r1, 1, 0, T1);                                             \
+            float_row_tile(a, type, fr, r1, 1, T1, T2);                                            \
+        }                                                                                          \
+    } while (0)
 
 INL void float_tile(const cpu_mm_args *a, sol_dtype type, int64_t r, int t, int R, int T) {
     const sol_weight *w = a->w;
@@ -202,14 +245,41 @@ INL void quant_tile(const cpu_mm_args *a, sol_dtype type, int64_t r, int t, int 
                 tile(a, type, r, t, 1, 1);                                                         \
     } while (0)
 
-/* Float weights: 8 rows per one-token tile (decode: the prefetching row tile at n=1), else as
- * TILE_WALK. */
+/* Float weights: few-token row tiles up to FT tokens (decode and verify), else as TILE_WALK
+ * with 8-row float tiles. */
 #define FLOAT_WALK(a, type, r0, r1)                                                                \
     do {                                                                                           \
         int64_t fr = (r0);                                                                         \
-        if ((a)->n == 1) {                                                                         \
-            for (; fr + FR <= (r1); fr += FR)                                                      \
-                float_row_tile(a, type, fr, r1);                                                   \
+        switch ((a)->n) {                                                                          \
+        case 1:                                                                                    \
+            FEW_WALK(a, type, fr, r1, 8, 1);                                                       \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            FEW_WALK(a, type, fr, r1, 8, 2);                                                       \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            FEW_WALK(a, type, fr, r1, 6, 3);                                                       \
+            break;                                                                                 \
+        case 4:                                                                                    \
+            FEW_WALK(a, type, fr, r1, 5, 4);                                                       \
+            break;                                                                                 \
+        case 5:                                                                                    \
+            FEW_WALK(a, type, fr, r1, 4, 5);                                                       \
+            break;                                                                                 \
+        case 6:                                                                                    \
+            FEW_WALK(a, type, fr, r1, 3, 6);                                                       \
+            break;                                                                                 \
+        case 7:                                                                                    \
+            FEW_WALK(a, type, fr, r1, 3, 7);                                                       \
+            break;                                                                                 \
+        case 8:                                                                                    \
+            FEW_WALK2(a, type, fr, r1, 5, 4, 4);                                                   \
+            break;                                                                                 \
+        case 9:                                                                                    \
+            FEW_WALK2(a, type, fr, r1, 4, 5, 4);                                                   \
+            break;                                                                                 \
+        default:                                                                                   \
+            break;                                                                                 \
         }                                                                                          \
         for (; fr + FR <= (r1); fr += FR) {                                                        \
             int t = 0;                                                                             \

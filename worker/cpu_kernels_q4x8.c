@@ -15,7 +15,7 @@
 #define INL2 static inline __attribute__((always_inline)) TGT2
 
 #define GMAX 4    /* groups of 8 rows per tile */
-#define TMAX 3    /* tokens per tile */
+#define TMAX 9    /* tokens per tile (few-token tiles for speculative verify) */
 #define TCHUNK 64 /* tokens whose quantized rows stay in L2 while every row tile passes */
 
 static inline int32_t load4(const int8_t *p) {
@@ -40,17 +40,21 @@ INL512 void tile512(const cpu_mm_args *a, int64_t r, int t, int G, int T) {
 #pragma GCC unroll 4
     for (int i = 0; i < G; i++)
         gp[i] = group_of(w, r + 8 * i);
-#pragma GCC unroll 4
+#pragma GCC unroll 9
     for (int j = 0; j < T; j++)
         xr[j] = a->xq + (size_t)(t + j) * (size_t)K;
 #pragma GCC unroll 4
     for (int i = 0; i < G; i++)
-#pragma GCC unroll 4
+#pragma GCC unroll 9
         for (int j = 0; j < T; j++)
             acc[i][j] = _mm256_setzero_ps();
+    /* Two integer chains per output hide vpdpbusd's latency when few outputs are in flight; with
+     * 8 or more one chain each keeps the registers for outputs. Integer sums are exact, so the
+     * chain count never changes a result. */
+    const int split = G * T < 8;
     for (int64_t b = 0; b < nb; b++) {
         __m256i p0[GMAX][TMAX], p1[GMAX][TMAX];
-#pragma GCC unroll 4
+#pragma GCC unroll 9
         for (int j = 0; j < T; j++) {
             __m256i corr = _mm256_set1_epi32(-8 * a->xs[(size_t)(t + j) * (size_t)nb + b]);
 #pragma GCC unroll 4
@@ -69,14 +73,17 @@ INL512 void tile512(const cpu_mm_args *a, int64_t r, int t, int G, int T) {
                 lo[i] = _mm256_and_si256(q, m4);
                 hi[i] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
             }
-#pragma GCC unroll 4
+#pragma GCC unroll 9
             for (int j = 0; j < T; j++) {
                 __m256i xl = _mm256_set1_epi32(load4(xr[j] + b * 32 + 4 * s));
                 __m256i xh = _mm256_set1_epi32(load4(xr[j] + b * 32 + 16 + 4 * s));
 #pragma GCC unroll 4
                 for (int i = 0; i < G; i++) {
                     p0[i][j] = _mm256_dpbusd_epi32(p0[i][j], lo[i], xl);
-                    p1[i][j] = _mm256_dpbusd_epi32(p1[i][j], hi[i], xh);
+                    if (split)
+                        p1[i][j] = _mm256_dpbusd_epi32(p1[i][j], hi[i], xh);
+                    else
+                        p0[i][j] = _mm256_dpbusd_epi32(p0[i][j], hi[i], xh);
                 }
             }
         }
@@ -84,17 +91,18 @@ INL512 void tile512(const cpu_mm_args *a, int64_t r, int t, int G, int T) {
         for (int i = 0; i < G; i++) {
             __m256 dw = _mm256_cvtph_ps(
                 _mm_loadu_si128((const __m128i *)(gp[i] + (size_t)b * CPU_Q4X8_BLOCK)));
-#pragma GCC unroll 4
+#pragma GCC unroll 9
             for (int j = 0; j < T; j++) {
                 __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(a->xd[(size_t)(t + j) * nb + b]));
-                __m256 f = _mm256_cvtepi32_ps(_mm256_add_epi32(p0[i][j], p1[i][j]));
+                __m256 f =
+                    _mm256_cvtepi32_ps(split ? _mm256_add_epi32(p0[i][j], p1[i][j]) : p0[i][j]);
                 acc[i][j] = _mm256_fmadd_ps(f, d, acc[i][j]);
             }
         }
     }
 #pragma GCC unroll 4
     for (int i = 0; i < G; i++)
-#pragma GCC unroll 4
+#pragma GCC unroll 9
         for (int j = 0; j < T; j++)
             _mm256_storeu_ps(a->y + (size_t)(t + j) * M + r + 8 * i, acc[i][j]);
 }
@@ -129,9 +137,48 @@ INL512 void tile512(const cpu_mm_args *a, int64_t r, int t, int G, int T) {
         }                                                                                          \
     } while (0)
 
+/* 2..9 tokens (batched decode, speculative verify): one tile covers every token, so each weight
+ * block is loaded and unpacked once per pass. */
+#define Q4X8_FEW(G, T)                                                                             \
+    do {                                                                                           \
+        int64_t r = r0;                                                                            \
+        for (; r + 8 * (G) <= r1; r += 8 * (G))                                                    \
+            tile512(a, r, 0, G, T);                                                                \
+        for (; r < r1; r += 8)                                                                     \
+            tile512(a, r, 0, 1, T);                                                                \
+    } while (0)
+
 TGT512 void cpu_mm_q4x8_avx512(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
     (void)scratch;
-    Q4X8_WALK(tile512, 4, 2, 3);
+    switch (a->n) {
+    case 2:
+        Q4X8_FEW(4, 2);
+        return;
+    case 3:
+        Q4X8_FEW(2, 3);
+        return;
+    case 4:
+        Q4X8_FEW(2, 4);
+        return;
+    case 5:
+        Q4X8_FEW(2, 5);
+        return;
+    case 6:
+        Q4X8_FEW(2, 6);
+        return;
+    case 7:
+        Q4X8_FEW(1, 7);
+        return;
+    case 8:
+        Q4X8_FEW(1, 8);
+        return;
+    case 9:
+        Q4X8_FEW(1, 9);
+        return;
+    default:
+        Q4X8_WALK(tile512, 4, 2, 3);
+        return;
+    }
 }
 
 /* ---- AVX2: maddubs into int16 (8 products of <= 15 * 127 per lane pair stay below 2^15),
