@@ -20,6 +20,7 @@
 #include "backend.h"
 #include "clock.h"
 #include "engine.h"
+#include "gguf.h"
 #include "log.h"
 #include "model.h"
 
@@ -30,7 +31,7 @@ typedef struct opts {
     engine_spec_method spec;
     model *draft;
     const char *draft_path;
-    int spec_k, spec_adaptive, rounds;
+    int spec_k, spec_adaptive, rounds, no_mmap;
 } opts;
 
 typedef struct rec {
@@ -275,7 +276,8 @@ static void usage(void) {
             "  batch: [--concurrency 16] [--output :N (64)]   overhead: [--concurrency 64]\n"
             "  spec:  [--concurrency 16] [--output :N (64)] [--rounds 2]\n"
             "  common: [--max-batched-tokens 2048] [--num-blocks N (2048; 0 = memory_fraction)]\n"
-            "          [--draft-model FILE | --spec ngram] [--spec-k 4] [--spec-adaptive]\n");
+            "          [--draft-model FILE | --spec ngram] [--spec-k 4] [--spec-adaptive]\n"
+            "          [--no-mmap] (read weights into memory instead of mapping the files)\n");
 }
 
 /* "MIN:MAX", or ":N" for exactly N. */
@@ -312,6 +314,7 @@ int main(int argc, char **argv) {
                                           {"spec-k", 1, 0, 'k'},
                                           {"spec-adaptive", 0, 0, 'A'},
                                           {"rounds", 1, 0, 'R'},
+                                          {"no-mmap", 0, 0, 'N'},
                                           {"help", 0, 0, 'h'},
                                           {0, 0, 0, 0}};
     int c;
@@ -364,6 +367,9 @@ int main(int argc, char **argv) {
         case 'A':
             o.spec_adaptive = 1;
             break;
+        case 'N':
+            o.no_mmap = 1;
+            break;
         case 'R':
             o.rounds = atoi(optarg) > 0 ? atoi(optarg) : 1;
             break;
@@ -384,8 +390,9 @@ int main(int argc, char **argv) {
     sol_log_setup(SOL_LOG_WARN, 0, "bench");
     sol_err e = {0};
     sol_backend *be = sol_backend_cpu_new(o.threads, &e);
-    model *m = be ? model_load(o.model, 0, be, &e) : NULL;
-    if (m && o.draft_path && !(o.draft = model_load(o.draft_path, 0, be, &e))) {
+    int flags = o.no_mmap ? GGUF_OPEN_NO_MMAP : 0;
+    model *m = be ? model_load(o.model, flags, be, &e) : NULL;
+    if (m && o.draft_path && !(o.draft = model_load(o.draft_path, flags, be, &e))) {
         model_free(m);
         m = NULL;
     }

@@ -278,11 +278,13 @@ static bool step(engine *e) {
             return true;
         }
     model_batch mb = {b.n_tokens, b.tokens, b.pos, b.slots, b.attn, b.n_logits, b.logit_rows};
+    uint64_t t_fwd = sol_now_ns();
     if (model_forward(e->m, e->kv_data, &mb, e->logits, &err)) {
         fail_batch(e, &b, err.msg);
         return true;
     }
     uint64_t t1 = sol_now_ns();
+    if (e->step_verifies) e->spec.verify_ns += t1 - t_fwd; /* the whole pass: rows share it */
     if (sched_commit(e->sched, &b, &err)) {
         fail_batch(e, &b, err.msg);
         return true;
@@ -372,8 +374,8 @@ static int size_pool(engine *e, sol_err *err) {
         double blocks = c->memory_fraction * (double)avail / (double)per_block;
         /* Unlike a GPU, host memory is shared with other workers on the machine: take no more
          * than running sequences can ever fill, twice over (the second half keeps prefixes). */
-        double useful = 2.0 * c->max_num_seqs * ((c->max_model_len + c->block_size - 1) /
-                                                 c->block_size);
+        double useful =
+            2.0 * c->max_num_seqs * ((c->max_model_len + c->block_size - 1) / c->block_size);
         double most = (double)INT32_MAX / c->block_size;
         if (useful < most) most = useful;
         c->num_blocks = (int32_t)(blocks < most ? blocks : most);

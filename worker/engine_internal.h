@@ -69,6 +69,7 @@ struct engine {
     drafter_req *spec_reqs; /* spec_max */
     ereq **spec_cands;      /* spec_max: this step's speculating requests */
     int32_t n_spec_cands;
+    bool step_verifies;  /* this step's batch holds verify rows: its forward time is verify time */
     float *spec_q;       /* spec_max x spec_k x n_vocab */
     float *spec_p;       /* (spec_k + 1) x n_vocab */
     float *spec_scratch; /* n_vocab */

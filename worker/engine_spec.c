@@ -163,9 +163,13 @@ void espec_propose(engine *e) {
 }
 
 void espec_after_schedule(engine *e, bool failed) {
+    e->step_verifies = false;
     for (int32_t i = 0; i < e->n_spec_cands; i++) {
         sched_seq *s = &e->spec_cands[i]->seq;
-        if (failed || !s->spec_step) sched_spec_drop(s);
+        if (failed || !s->spec_step)
+            sched_spec_drop(s);
+        else
+            e->step_verifies = true;
     }
 }
 
