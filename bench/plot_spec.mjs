@@ -1,11 +1,12 @@
-// plot_spec: draws docs/spec_speedup.svg from bench/spec.sh's table (batch 1) and an optional
-// batch-N file of "k ratio acceptance%" lines (bench_serving --mode spec), no dependencies.
-//   node bench/plot_spec.mjs SPEC_SH_OUTPUT [BATCH_FILE [LABEL]] > docs/spec_speedup.svg
+// plot_spec: draws docs/spec_speedup.svg from bench/spec.sh's output: the batch-1 table
+// ("target drafter k base spec ratio acceptance ...") and the batched lines ("target k ratio
+// acceptance% ..." after the "# N sequences" header), one series per target and drafter.
+// No dependencies.   node bench/plot_spec.mjs SPEC_SH_OUTPUT > docs/spec_speedup.svg
 import { readFileSync } from "node:fs";
 
-const [specFile, batchFile, batchLabel = "draft model, 8 sequences"] = process.argv.slice(2);
+const [specFile] = process.argv.slice(2);
 if (!specFile) {
-  console.error("usage: node bench/plot_spec.mjs SPEC_SH_OUTPUT [BATCH_FILE [LABEL]]");
+  console.error("usage: node bench/plot_spec.mjs SPEC_SH_OUTPUT");
   process.exit(2);
 }
 
@@ -15,16 +16,17 @@ const add = (name, k, ratio, acc) => {
   if (!series.has(name)) series.set(name, []);
   series.get(name).push({ k, ratio, acc });
 };
+let batched = null; // "8 sequences" once the batched header is seen
 for (const line of readFileSync(specFile, "utf8").split("\n")) {
+  const h = line.match(/^# (\d+) sequences/);
+  if (h) batched = `${h[1]} sequences`;
   const f = line.trim().split(/\s+/);
-  if (f.length < 6 || !/^(draft|ngram)$/.test(f[0])) continue;
-  add(f[0] === "draft" ? "draft model, batch 1" : "n-gram, batch 1", +f[1], +f[4], parseFloat(f[5]));
+  if (!batched && f.length >= 7 && /^(draft|ngram)$/.test(f[1]))
+    add(`${f[0].toUpperCase()} target, ${f[1] === "draft" ? "draft model" : "n-gram"}, batch 1`,
+        +f[2], +f[5], parseFloat(f[6]));
+  else if (batched && f.length >= 4 && /^\d+$/.test(f[1]) && !line.startsWith("#"))
+    add(`${f[0].toUpperCase()} target, draft model, ${batched}`, +f[1], +f[2], parseFloat(f[3]));
 }
-if (batchFile)
-  for (const line of readFileSync(batchFile, "utf8").split("\n")) {
-    const f = line.trim().split(/\s+/);
-    if (f.length >= 3 && /^\d+$/.test(f[0])) add(batchLabel, +f[0], +f[1], parseFloat(f[2]));
-  }
 
 const W = 760, H = 330, pad = { l: 52, r: 16, t: 34, b: 44 }, gap = 60;
 const pw = (W - pad.l - pad.r - gap) / 2, ph = H - pad.t - pad.b;

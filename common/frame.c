@@ -279,6 +279,14 @@ static int validate_heartbeat(const Sol__Heartbeat *h, sol_err *e) {
         return at_field(e, rc, "heartbeat.spec_acceptance");
     if ((rc = check_range(h->tokens_per_s, 0, 1e12, e)) < 0)
         return at_field(e, rc, "heartbeat.tokens_per_s");
+    if (h->spec_accepted > h->spec_drafted)
+        return sol_err_set(e, -EINVAL, "heartbeat.spec_accepted (%llu) exceeds spec_drafted (%llu)",
+                           (unsigned long long)h->spec_accepted,
+                           (unsigned long long)h->spec_drafted);
+    if ((rc = check_range(h->spec_draft_seconds, 0, 1e12, e)) < 0)
+        return at_field(e, rc, "heartbeat.spec_draft_seconds");
+    if ((rc = check_range(h->spec_verify_seconds, 0, 1e12, e)) < 0)
+        return at_field(e, rc, "heartbeat.spec_verify_seconds");
     return 0;
 }
 

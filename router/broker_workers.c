@@ -85,11 +85,28 @@ static void on_heartbeat(broker *b, bk_worker *w, const Sol__Heartbeat *hb) {
     w->spec_acceptance = hb->spec_acceptance;
     w->tokens_per_s = hb->tokens_per_s;
     w->engine_steps = hb->engine_steps;
+    w->spec_steps = hb->spec_steps;
+    w->spec_drafted = hb->spec_drafted;
+    w->spec_accepted = hb->spec_accepted;
+    w->spec_emitted = hb->spec_emitted;
+    w->spec_draft_seconds = hb->spec_draft_seconds;
+    w->spec_verify_seconds = hb->spec_verify_seconds;
     if (hb->draining && !w->draining)
         LOG_INFO(MOD, "worker %s is draining: no new work goes to it", w->id);
     w->draining = w->draining || hb->draining;
-    metrics_worker_load load = {hb->running, hb->waiting, w->kv_usage, hb->prefix_hit_rate,
-                                hb->spec_acceptance};
+    metrics_worker_load load = {
+        .running = hb->running,
+        .waiting = hb->waiting,
+        .kv_usage = w->kv_usage,
+        .prefix_hit_rate = hb->prefix_hit_rate,
+        .spec_acceptance = hb->spec_acceptance,
+        .spec_steps = hb->spec_steps,
+        .spec_drafted = hb->spec_drafted,
+        .spec_accepted = hb->spec_accepted,
+        .spec_emitted = hb->spec_emitted,
+        .spec_draft_seconds = hb->spec_draft_seconds,
+        .spec_verify_seconds = hb->spec_verify_seconds,
+    };
     metrics_set_worker(b->cfg.metrics, w->id, w->pool, &load);
     b->dirty = true;
 }

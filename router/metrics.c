@@ -206,34 +206,118 @@ static void render_hist(strbuf *o, const metrics *m, const char *name, const cha
     }
 }
 
-enum { G_RUNNING, G_WAITING, G_KV, G_PREFIX, G_SPEC };
+/* Per-worker series: gauges from the latest heartbeat, and the worker's own cumulative
+ * speculative-decoding counters, passed through as they come (a worker restart resets them, which
+ * Prometheus' rate() treats as a counter reset). */
+enum {
+    W_RUNNING,
+    W_WAITING,
+    W_KV,
+    W_PREFIX,
+    W_SPEC,
+    W_SPEC_PER_STEP,
+    W_SPEC_STEPS,
+    W_SPEC_DRAFTED,
+    W_SPEC_ACCEPTED,
+    W_SPEC_EMITTED,
+    W_SPEC_DRAFT_S,
+    W_SPEC_VERIFY_S
+};
 
-static double gauge_value(const metrics_worker_load *l, int which) {
+static uint64_t worker_count(const metrics_worker_load *l, int which) {
     switch (which) {
-    case G_RUNNING:
+    case W_RUNNING:
         return l->running;
-    case G_WAITING:
+    case W_WAITING:
         return l->waiting;
-    case G_KV:
-        return l->kv_usage;
-    case G_PREFIX:
-        return l->prefix_hit_rate;
+    case W_SPEC_STEPS:
+        return l->spec_steps;
+    case W_SPEC_DRAFTED:
+        return l->spec_drafted;
+    case W_SPEC_ACCEPTED:
+        return l->spec_accepted;
     default:
-        return l->spec_acceptance;
+        return l->spec_emitted;
     }
 }
 
-static void render_gauge(strbuf *o, const metrics *m, const char *name, const char *help, int which,
-                         int vllm) {
-    family(o, name, "gauge", help);
+static double worker_real(const metrics_worker_load *l, int which) {
+    switch (which) {
+    case W_KV:
+        return l->kv_usage;
+    case W_PREFIX:
+        return l->prefix_hit_rate;
+    case W_SPEC:
+        return l->spec_acceptance;
+    case W_SPEC_PER_STEP:
+        return l->spec_steps ? (double)l->spec_emitted / (double)l->spec_steps : 0;
+    case W_SPEC_DRAFT_S:
+        return l->spec_draft_seconds;
+    default:
+        return l->spec_verify_seconds;
+    }
+}
+
+/* Integer series print exactly (a double holds only 53 bits); the rest with 9 digits. */
+static void put_worker_value(strbuf *o, const metrics_worker_load *l, int which) {
+    if (which == W_RUNNING || which == W_WAITING ||
+        (which >= W_SPEC_STEPS && which <= W_SPEC_EMITTED))
+        strbuf_printf(o, " %llu\n", (unsigned long long)worker_count(l, which));
+    else
+        strbuf_printf(o, " %.9g\n", worker_real(l, which));
+}
+
+static void render_worker(strbuf *o, const metrics *m, const char *name, const char *type,
+                          const char *help, int which, int vllm) {
+    family(o, name, type, help);
     for (size_t i = 0; i < m->n_workers; i++) {
         const worker_series *w = &m->workers[i];
         strbuf_printf(o, "%s{", name);
         if (vllm) label(o, "model_name", m->model, 1);
         label(o, "pool", w->pool, !vllm);
         label(o, "worker", w->id, 0);
-        strbuf_printf(o, "} %.9g\n", gauge_value(&w->load, which));
+        strbuf_putc(o, '}');
+        put_worker_value(o, &w->load, which);
     }
+}
+
+static void render_gauge(strbuf *o, const metrics *m, const char *name, const char *help, int which,
+                         int vllm) {
+    render_worker(o, m, name, "gauge", help, which, vllm);
+}
+
+static void render_counter(strbuf *o, const metrics *m, const char *name, const char *help,
+                           int which, int vllm) {
+    render_worker(o, m, name, "counter", help, which, vllm);
+}
+
+/* The worker's speculative-decoding figures, under sol_* names and vLLM's spec_decode names. */
+static void render_spec(strbuf *o, const metrics *m) {
+    render_gauge(o, m, "sol_worker_spec_acceptance", "Speculative decoding acceptance rate (0..1).",
+                 W_SPEC, 0);
+    render_gauge(o, m, "sol_worker_spec_tokens_per_step",
+                 "Tokens emitted per speculative verify step (0 before the first).",
+                 W_SPEC_PER_STEP, 0);
+    render_counter(o, m, "sol_worker_spec_verify_steps_total",
+                   "Speculative verify steps (one per sequence per engine step).", W_SPEC_STEPS, 0);
+    render_counter(o, m, "sol_worker_spec_draft_tokens_total", "Draft tokens proposed.",
+                   W_SPEC_DRAFTED, 0);
+    render_counter(o, m, "sol_worker_spec_accepted_tokens_total",
+                   "Draft tokens accepted by verification.", W_SPEC_ACCEPTED, 0);
+    render_counter(o, m, "sol_worker_spec_emitted_tokens_total",
+                   "Tokens emitted by speculative verify steps.", W_SPEC_EMITTED, 0);
+    render_counter(o, m, "sol_worker_spec_draft_seconds_total", "Time spent drafting.",
+                   W_SPEC_DRAFT_S, 0);
+    render_counter(o, m, "sol_worker_spec_verify_seconds_total",
+                   "Time spent verifying drafts (target passes with verify rows, rejection "
+                   "sampling).",
+                   W_SPEC_VERIFY_S, 0);
+    render_counter(o, m, "vllm:spec_decode_num_drafts_total",
+                   "Speculative verify steps, as vLLM counts drafts.", W_SPEC_STEPS, 1);
+    render_counter(o, m, "vllm:spec_decode_num_draft_tokens_total", "Draft tokens proposed.",
+                   W_SPEC_DRAFTED, 1);
+    render_counter(o, m, "vllm:spec_decode_num_accepted_tokens_total",
+                   "Draft tokens accepted by verification.", W_SPEC_ACCEPTED, 1);
 }
 
 static void render_prefix(strbuf *o, const metrics *m, const char *name, const char *help,
@@ -272,18 +356,17 @@ int metrics_render(metrics *m, strbuf *o) {
             strbuf_printf(o, ",status=\"%d\"} %llu\n", m->pools[i].status[s],
                           (unsigned long long)m->pools[i].status_count[s]);
         }
-    render_gauge(o, m, "sol_worker_running", "Sequences running on the worker.", G_RUNNING, 0);
-    render_gauge(o, m, "sol_worker_waiting", "Sequences waiting on the worker.", G_WAITING, 0);
-    render_gauge(o, m, "sol_worker_kv_usage", "Fraction of KV-cache blocks in use (0..1).", G_KV,
+    render_gauge(o, m, "sol_worker_running", "Sequences running on the worker.", W_RUNNING, 0);
+    render_gauge(o, m, "sol_worker_waiting", "Sequences waiting on the worker.", W_WAITING, 0);
+    render_gauge(o, m, "sol_worker_kv_usage", "Fraction of KV-cache blocks in use (0..1).", W_KV,
                  0);
-    render_gauge(o, m, "sol_worker_prefix_hit_rate", "Prefix-cache hit rate (0..1).", G_PREFIX, 0);
-    render_gauge(o, m, "sol_worker_spec_acceptance", "Speculative decoding acceptance rate (0..1).",
-                 G_SPEC, 0);
-    render_gauge(o, m, "vllm:num_requests_running", "Requests running on the worker.", G_RUNNING,
+    render_gauge(o, m, "sol_worker_prefix_hit_rate", "Prefix-cache hit rate (0..1).", W_PREFIX, 0);
+    render_spec(o, m);
+    render_gauge(o, m, "vllm:num_requests_running", "Requests running on the worker.", W_RUNNING,
                  1);
-    render_gauge(o, m, "vllm:num_requests_waiting", "Requests waiting on the worker.", G_WAITING,
+    render_gauge(o, m, "vllm:num_requests_waiting", "Requests waiting on the worker.", W_WAITING,
                  1);
-    render_gauge(o, m, "vllm:kv_cache_usage_perc", "KV-cache usage, 1 = 100%.", G_KV, 1);
+    render_gauge(o, m, "vllm:kv_cache_usage_perc", "KV-cache usage, 1 = 100%.", W_KV, 1);
     render_prefix(o, m, "vllm:prefix_cache_hits_total", "Prompt tokens served from prefix cache.",
                   1);
     render_prefix(o, m, "vllm:prefix_cache_queries_total",

@@ -25,6 +25,12 @@ typedef struct metrics_worker_load {
     double kv_usage;        /* 0..1: used / total KV blocks */
     double prefix_hit_rate; /* 0..1 */
     double spec_acceptance; /* 0..1, 0 when not speculative */
+    /* speculative decoding counters, cumulative on the worker (rendered as counters) */
+    uint64_t spec_steps;    /* verify steps */
+    uint64_t spec_drafted;  /* draft tokens proposed */
+    uint64_t spec_accepted; /* of those, accepted */
+    uint64_t spec_emitted;  /* tokens emitted by verify steps */
+    double spec_draft_seconds, spec_verify_seconds;
 } metrics_worker_load;
 
 /* `model_name` labels the vllm:* series (vLLM's `model_name` label). Thread-safe throughout. */

@@ -30,6 +30,9 @@ typedef struct bk_worker {
     uint32_t finished_since_hb; /* our requests that left it after that heartbeat was sent */
     double kv_usage, prefix_hit_rate, spec_acceptance, tokens_per_s;
     uint64_t engine_steps;
+    /* speculative decoding, cumulative on the worker (heartbeat spec_*) */
+    uint64_t spec_steps, spec_drafted, spec_accepted, spec_emitted;
+    double spec_draft_seconds, spec_verify_seconds;
     uint64_t served; /* requests finished here (any finish reason except failover) */
     uint64_t failed_over;
     bool draining;

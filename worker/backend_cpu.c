@@ -28,16 +28,22 @@ static int cpu_reserve(sol_backend *be, int max_tokens, int64_t max_dim) {
     return cpu_scratch_reserve((cpu_backend *)be, max_tokens, max_dim);
 }
 
-/* Q4_0 weights are repacked in place (see cpu_repack.c); other types are used as they are. */
+/* Q4_0 and Q8_0 weights are repacked in place (see cpu_repack.c); other types are used as they
+ * are. The llama.cpp reference mode keeps Q8_0 in ggml layout: that kernel sums each row in
+ * llama.cpp's order (8 float lanes of 4-element dots, then a fixed tree), which the interleaved
+ * kernel's one-float-per-block order does not, and the mode exists to reproduce llama.cpp. */
 static int cpu_weight_prepare(sol_backend *be, sol_weight *w) {
     int rc = cpu_weight_check(be, w, "weight_prepare");
     if (rc) return rc;
-    if (w->layout == CPU_LAYOUT_Q4_0X8 && w->type == SOL_DT_Q4_0) return 0;
-    if (w->layout)
+    if (!cpu_layout_valid(w))
         return sol_err_set(&be->err, -EINVAL,
-                           "cpu weight_prepare: weight layout %u is not the CPU's",
-                           (unsigned)w->layout);
-    return w->type == SOL_DT_Q4_0 ? cpu_repack_q4_0(be, w) : 0;
+                           "cpu weight_prepare: weight layout %u is not the CPU's for %s",
+                           (unsigned)w->layout, sol_dtype_name(w->type));
+    if (w->layout) return 0;
+    if (w->type == SOL_DT_Q4_0) return cpu_repack_q4_0(be, w);
+    if (w->type == SOL_DT_Q8_0 && !((cpu_backend *)be)->attn_llamacpp)
+        return cpu_repack_q8_0(be, w);
+    return 0;
 }
 
 static void *cpu_buf_alloc(sol_backend *be, size_t bytes) {
@@ -149,12 +155,16 @@ static int cpu_embed(sol_backend *be, const sol_weight *table, const int32_t *id
         if (ids[t] < 0 || ids[t] >= table->rows)
             return sol_err_set(&be->err, -EINVAL, "cpu embed: token %d has id %d outside [0, %lld)",
                                t, ids[t], (long long)table->rows);
-    int64_t m8 =
-        table->layout == CPU_LAYOUT_Q4_0X8 ? table->rows / CPU_Q4X8_ROWS * CPU_Q4X8_ROWS : 0;
+    if (!cpu_layout_valid(table))
+        return sol_err_set(&be->err, -EINVAL, "cpu embed: weight layout %u is not the CPU's",
+                           (unsigned)table->layout);
+    int64_t m8 = cpu_interleaved_rows(table);
     for (int t = 0; t < n; t++) {
         float *o = out + (size_t)t * table->cols;
-        if (ids[t] < m8)
+        if (ids[t] < m8 && table->layout == CPU_LAYOUT_Q4_0X8)
             cpu_q4x8_dequant_row(table, ids[t], o);
+        else if (ids[t] < m8)
+            cpu_q8x8_dequant_row(table, ids[t], o);
         else
             cpu_dequant_row(table->type,
                             (const char *)table->data + (size_t)ids[t] * table->row_bytes, o,
@@ -209,7 +219,7 @@ sol_backend *sol_backend_cpu_new(int n_threads, sol_err *err) {
     }
     sol_cpu_isa isa;
     if (sol_cpu_isa_select(&isa, err)) return NULL;
-    /* Reference mode for comparisons with llama.cpp (docs/backend.md); read once, like SOL_CPU_ISA. */
+    /* Reference mode for llama.cpp comparisons (docs/backend.md); read once, like SOL_CPU_ISA. */
     const char *attn_env = getenv("SOL_CPU_ATTN");
     if (attn_env && strcmp(attn_env, "exact") != 0 && strcmp(attn_env, "llamacpp") != 0) {
         sol_err_set(err, -EINVAL, "SOL_CPU_ATTN=%s: expected exact or llamacpp", attn_env);

@@ -71,6 +71,31 @@ cpu_mm_fn cpu_mm_q4x8(sol_cpu_isa isa);
 void cpu_mm_q4x8_avx2(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch);
 void cpu_mm_q4x8_avx512(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch);
 
+/* The row-interleaved Q8_0 layout (cpu_repack.c): groups of 8 rows, 272-byte group blocks whose
+ * quants are stored offset by 128 as unsigned bytes. */
+#define CPU_LAYOUT_Q8_0X8 2u
+#define CPU_Q8X8_ROWS 8
+#define CPU_Q8X8_BLOCK 272
+
+/* As cpu_repack_q4_0, for Q8_0 weights (CPU_LAYOUT_Q8_0X8). */
+int cpu_repack_q8_0(sol_backend *be, sol_weight *w);
+/* Row r (< rows rounded down to 8) of a repacked Q8_0 weight, dequantized like cpu_dequant_row. */
+void cpu_q8x8_dequant_row(const sol_weight *w, int64_t r, float *dst);
+/* Kernels for the repacked Q8_0 rows [r0, r1) (same bounds as the Q4_0 ones). */
+cpu_mm_fn cpu_mm_q8x8(sol_cpu_isa isa);
+void cpu_mm_q8x8_avx2(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch);
+void cpu_mm_q8x8_avx512(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch);
+
+/* Whether w->layout is 0 or the interleaved layout of w's type. */
+static inline int cpu_layout_valid(const sol_weight *w) {
+    return w->layout == 0 || (w->layout == CPU_LAYOUT_Q4_0X8 && w->type == SOL_DT_Q4_0) ||
+           (w->layout == CPU_LAYOUT_Q8_0X8 && w->type == SOL_DT_Q8_0);
+}
+/* Rows [0, m8) of w are in an interleaved layout (0 when w is in ggml layout). */
+static inline int64_t cpu_interleaved_rows(const sol_weight *w) {
+    return w->layout ? w->rows / 8 * 8 : 0;
+}
+
 /* Dequantize one row of n elements of any supported type (n a multiple of the block size). */
 void cpu_dequant_row(sol_dtype t, const void *src, float *dst, int64_t n);
 

@@ -99,7 +99,7 @@ static void quantize_x(const float *x, int64_t K, int8_t *q, float *d, int32_t *
 typedef struct {
     cpu_backend *cb;
     cpu_mm_fn fn;  /* rows in ggml layout */
-    cpu_mm_fn fn8; /* rows [0, m8) of a repacked weight; NULL when m8 = 0 */
+    cpu_mm_fn fn8; /* rows [0, m8) of a repacked (Q4_0X8, Q8_0X8) weight; NULL when m8 = 0 */
     int64_t m8;
     cpu_mm_args args;
 } mm_job;
@@ -143,16 +143,15 @@ int cpu_matmul(sol_backend *be, const sol_weight *w, const float *x, float *y, i
     if (n <= 0 || !x || !y)
         return sol_err_set(&be->err, -EINVAL,
                            "cpu matmul: need n >= 1 tokens and buffers, got n=%d", n);
-    if (w->layout != 0 && (w->layout != CPU_LAYOUT_Q4_0X8 || w->type != SOL_DT_Q4_0))
+    if (!cpu_layout_valid(w))
         return sol_err_set(&be->err, -EINVAL, "cpu matmul: weight layout %u is not the CPU's",
                            (unsigned)w->layout);
     int64_t K = w->cols;
     if ((rc = cpu_scratch_reserve(cb, n, K > w->rows ? K : w->rows))) return rc;
     mm_job job = {.cb = cb, .fn = pick_kernel(cb, w->type)};
-    if (w->layout == CPU_LAYOUT_Q4_0X8) {
-        job.fn8 = cpu_mm_q4x8(cb->isa);
-        job.m8 = w->rows / CPU_Q4X8_ROWS * CPU_Q4X8_ROWS;
-    }
+    if (w->layout == CPU_LAYOUT_Q4_0X8) job.fn8 = cpu_mm_q4x8(cb->isa);
+    if (w->layout == CPU_LAYOUT_Q8_0X8) job.fn8 = cpu_mm_q8x8(cb->isa);
+    job.m8 = cpu_interleaved_rows(w);
     job.args = (cpu_mm_args){.w = w, .x = x, .y = y, .n = n};
     if (is_quant8(w->type)) {
         size_t nb = (size_t)(K / 32);

@@ -26,6 +26,10 @@ typedef struct exec_stats {
     uint32_t free_blocks, total_blocks;
     double prefix_hit_rate, tokens_per_s, spec_acceptance; /* rates in [0, 1] except tokens_per_s */
     uint64_t engine_steps;                                 /* moves while work is queued */
+    /* speculative decoding since start (all 0 without a drafter): verify steps, draft tokens
+     * proposed and accepted, tokens emitted by verify steps, drafter and verify time */
+    uint64_t spec_steps, spec_drafted, spec_accepted, spec_emitted;
+    double spec_draft_seconds, spec_verify_seconds;
 } exec_stats;
 
 /* The operations, all called from ONE thread (the link's). They only hand work to the

@@ -221,6 +221,12 @@ static void eng_stats(void *self, exec_stats *out) {
     out->tokens_per_s = st.tokens_per_s >= 0 ? st.tokens_per_s : 0;
     out->spec_acceptance = st.spec_acceptance; /* 0 until a draft was verified */
     out->engine_steps = st.steps;
+    out->spec_steps = st.spec.steps;
+    out->spec_drafted = st.spec.drafted;
+    out->spec_accepted = st.spec.accepted;
+    out->spec_emitted = st.spec.emitted;
+    out->spec_draft_seconds = (double)st.spec.draft_ns / 1e9;
+    out->spec_verify_seconds = (double)st.spec.verify_ns / 1e9;
 }
 
 static bool eng_idle(void *self) {

@@ -163,6 +163,12 @@ static void send_heartbeats(worker_link *l) {
     hb.tokens_per_s = st.tokens_per_s;
     hb.spec_acceptance = st.spec_acceptance;
     hb.engine_steps = st.engine_steps;
+    hb.spec_steps = st.spec_steps;
+    hb.spec_drafted = st.spec_drafted;
+    hb.spec_accepted = st.spec_accepted;
+    hb.spec_emitted = st.spec_emitted;
+    hb.spec_draft_seconds = st.spec_draft_seconds;
+    hb.spec_verify_seconds = st.spec_verify_seconds;
     hb.draining = l->draining;
     Sol__Envelope env;
     frame_wrap_heartbeat(&env, &hb);

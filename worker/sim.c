@@ -567,6 +567,7 @@ static void sim_stats(void *self, exec_stats *out) {
         s->rate_prev_tokens = tok;
     }
     out->tokens_per_s = s->rate;
+    /* the simulation does not speculate: the spec_* counters stay 0 */
 }
 
 static bool sim_idle(void *self) {

@@ -1,5 +1,6 @@
 # Promise: a sol-worker with speculative decoding (draft model or n-gram) serves through the
-# router the same greedy completions, token for token, as one without it.
+# router the same greedy completions, token for token, as one without it, and its speculative
+# counters (verify steps, drafted/accepted/emitted tokens, time) reach the router's /metrics.
 . "$(dirname "$0")/lib.sh"
 
 SHAPE=(--preset tiny --layers 4 --depth-decay 0.5 --seed 5)
@@ -30,3 +31,33 @@ for prompt in "Once upon a time there was" "a b c a b c a b c"; do
     [ "$(echo "$spec" | json_get 'd["usage"]["completion_tokens"]')" = 40 ] || fail "usage: $spec"
 done
 ok "greedy completions with speculative decoding equal those without"
+
+# The worker's speculative counters reach the router's /metrics with its next heartbeat (200 ms).
+metric() { # metric NAME WORKER: the sample's value, "" when absent
+    echo "$scrape" | sed -n "s/^$1{pool=\"[a-z]*\",worker=\"$2\"} //p" | head -1
+}
+steps=""
+for _ in $(seq 100); do
+    scrape=$(curl -s "$BASE/metrics")
+    steps=$(metric sol_worker_spec_verify_steps_total f1)
+    [ -n "$steps" ] && [ "$steps" != 0 ] && break
+    sleep 0.1
+done
+[ -n "$steps" ] && [ "$steps" -gt 0 ] || fail "sol_worker_spec_verify_steps_total for f1 is '$steps'"
+drafted=$(metric sol_worker_spec_draft_tokens_total f1)
+accepted=$(metric sol_worker_spec_accepted_tokens_total f1)
+emitted=$(metric sol_worker_spec_emitted_tokens_total f1)
+# greedy with a draft derived from the target: some drafts pass, never more than were made
+[ "$accepted" -gt 0 ] && [ "$accepted" -le "$drafted" ] \
+    || fail "accepted $accepted of $drafted drafted tokens"
+# each verify step emits its accepted drafts plus one token; 80 completion tokens were served
+[ "$emitted" = $((accepted + steps)) ] && [ "$emitted" -le 80 ] \
+    || fail "$emitted tokens emitted by $steps verify steps that accepted $accepted"
+echo "$scrape" | grep -q "^vllm:spec_decode_num_drafts_total{.*worker=\"f1\"} $steps\$" \
+    || fail "vllm:spec_decode_num_drafts_total for f1 differs from $steps"
+for s in draft verify; do
+    python3 -c "import sys; sys.exit(not float(sys.argv[1]) > 0)" \
+        "$(metric sol_worker_spec_${s}_seconds_total f1)" || fail "sol_worker_spec_${s}_seconds_total"
+done
+[ "$(metric sol_worker_spec_verify_steps_total p1)" = 0 ] || fail "p1 reports verify steps"
+ok "speculative counters on /metrics: $steps verify steps, $accepted of $drafted drafts accepted"

@@ -127,7 +127,8 @@ static void effective_x(sol_dtype t, const float *x, float *xe, int n, int64_t K
 static const sol_dtype all_types[] = {SOL_DT_F32,  SOL_DT_F16,  SOL_DT_BF16, SOL_DT_Q8_0,
                                       SOL_DT_Q4_0, SOL_DT_Q4_K, SOL_DT_Q6_K};
 
-/* prep: run the weight through weight_prepare first, as a loaded model's (Q4_0 gets repacked). */
+/* prep: run the weight through weight_prepare first, as a loaded model's (Q4_0 and Q8_0 get
+ * repacked). */
 static void check_matmul(sol_backend *be, sol_dtype t, int64_t M, int64_t K, int n, int prep) {
     test_weight tw = make_weight(t, M, K);
     if (prep) assert_int_equal(be->ops->weight_prepare(be, &tw.w), 0);
@@ -204,13 +205,13 @@ static void test_matmul_batch_invariance(void **state) {
     }
 }
 
-/* weight_prepare repacks Q4_0 in place (rows past the last group of 8 stay ggml rows); on the
- * scalar path the repacked weight gives the same bits as the original rows. */
-static void test_q4_0_repack(void **state) {
-    (void)state;
+/* weight_prepare repacks Q4_0 and Q8_0 in place (rows past the last group of 8 stay ggml rows);
+ * on the scalar path the repacked weight gives the same bits as the original rows, and embedding
+ * a repacked row gives the original row's values. */
+static void check_repack(sol_dtype t) {
     const int64_t M = 37, K = 128;
     sol_backend *be = backend_for(SOL_ISA_SCALAR, 2);
-    test_weight a = make_weight(SOL_DT_Q4_0, M, K);
+    test_weight a = make_weight(t, M, K);
     sol_weight b = a.w;
     size_t bytes = a.w.row_bytes * (size_t)M;
     b.data = malloc(bytes);
@@ -225,8 +226,41 @@ static void test_q4_0_repack(void **state) {
     assert_int_equal(sol_matmul(be, &a.w, x, ya, 5), 0);
     assert_int_equal(sol_matmul(be, &b, x, yb, 5), 0);
     assert_memory_equal(ya, yb, sizeof(ya));
+    const int32_t ids[4] = {0, 13, 31, 36};
+    float ea[4 * 128], eb[4 * 128];
+    assert_int_equal(sol_embed(be, &a.w, ids, 4, ea), 0);
+    assert_int_equal(sol_embed(be, &b, ids, 4, eb), 0);
+    assert_memory_equal(ea, eb, sizeof(ea));
+    /* A layout that does not belong to the type is refused, not misread. */
+    sol_weight wrong = b;
+    wrong.type = t == SOL_DT_Q4_0 ? SOL_DT_Q8_0 : SOL_DT_Q4_0;
+    wrong.row_bytes = sol_dtype_row_bytes(wrong.type, K);
+    assert_int_equal(sol_matmul(be, &wrong, x, ya, 1), -EINVAL);
+    assert_non_null(strstr(be->err.msg, "layout"));
     free((void *)b.data);
     free_weight(&a);
+    sol_backend_free(be);
+}
+
+static void test_q4_0_repack(void **state) {
+    (void)state;
+    check_repack(SOL_DT_Q4_0);
+}
+
+static void test_q8_0_repack(void **state) {
+    (void)state;
+    check_repack(SOL_DT_Q8_0);
+    /* The llama.cpp reference mode keeps Q8_0 rows (and their llama.cpp summation order). */
+    setenv("SOL_CPU_ATTN", "llamacpp", 1);
+    sol_backend *be = backend_for(sol_cpu_isa_best(), 1);
+    unsetenv("SOL_CPU_ATTN");
+    test_weight q8 = make_weight(SOL_DT_Q8_0, 16, 64), q4 = make_weight(SOL_DT_Q4_0, 16, 64);
+    assert_int_equal(be->ops->weight_prepare(be, &q8.w), 0);
+    assert_int_equal(be->ops->weight_prepare(be, &q4.w), 0);
+    assert_int_equal(q8.w.layout, 0);
+    assert_int_not_equal(q4.w.layout, 0);
+    free_weight(&q8);
+    free_weight(&q4);
     sol_backend_free(be);
 }
 
@@ -504,6 +538,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_vs_reference),
         cmocka_unit_test(test_matmul_batch_invariance),
         cmocka_unit_test(test_q4_0_repack),
+        cmocka_unit_test(test_q8_0_repack),
         cmocka_unit_test(test_rmsnorm_silu_add),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_embed),

@@ -57,6 +57,12 @@ static void fill_register_heartbeat(fixture *f) {
     f->hb.spec_acceptance = 0.75;
     f->hb.engine_steps = 1ull << 40;
     f->hb.draining = 1;
+    f->hb.spec_steps = (1ull << 33) + 1;
+    f->hb.spec_drafted = (1ull << 35) + 2;
+    f->hb.spec_accepted = (1ull << 34) + 3;
+    f->hb.spec_emitted = (1ull << 34) + (1ull << 33) + 4;
+    f->hb.spec_draft_seconds = 12.5;
+    f->hb.spec_verify_seconds = 40.25;
 }
 
 static void fill_generate(fixture *f) {
@@ -273,6 +279,18 @@ static void test_round_trip_values(void **state) {
     assert_true(c->logprobs[0]->top[1]->logprob == -2.5f);
     assert_int_equal(c->usage->cached_tokens, 8);
     frame_free_envelope(d);
+
+    assert_int_equal(frame_encode_into(&f.env[1], buf, sizeof buf, &len, &e), 0);
+    assert_int_equal(frame_decode(buf, len, &d, &e), 0);
+    const Sol__Heartbeat *h = d->heartbeat;
+    assert_true(h->spec_acceptance == 0.75);
+    assert_true(h->spec_steps == (1ull << 33) + 1);
+    assert_true(h->spec_drafted == (1ull << 35) + 2);
+    assert_true(h->spec_accepted == (1ull << 34) + 3);
+    assert_true(h->spec_emitted == (1ull << 34) + (1ull << 33) + 4);
+    assert_true(h->spec_draft_seconds == 12.5);
+    assert_true(h->spec_verify_seconds == 40.25);
+    frame_free_envelope(d);
 }
 
 /* ---- rejection ---------------------------------------------------------------------------- */
@@ -471,6 +489,19 @@ static void test_rejects_out_of_range(void **state) {
     fixture_init(&f);
     f.hb.free_blocks = 513;
     expect_raw_reject(&f.env[1], -EINVAL, "free_blocks (513) exceeds total_blocks (512)");
+    fixture_init(&f);
+    f.hb.spec_accepted = f.hb.spec_drafted + 1;
+    expect_raw_reject(&f.env[1], -EINVAL,
+                      "heartbeat.spec_accepted (34359738371) exceeds spec_drafted (34359738370)");
+    fixture_init(&f);
+    f.hb.spec_draft_seconds = NAN;
+    expect_raw_reject(&f.env[1], -EINVAL, "heartbeat.spec_draft_seconds is nan");
+    fixture_init(&f);
+    f.hb.spec_verify_seconds = -1;
+    expect_raw_reject(&f.env[1], -EINVAL, "heartbeat.spec_verify_seconds is -1");
+    fixture_init(&f);
+    f.hb.spec_verify_seconds = INFINITY;
+    expect_raw_reject(&f.env[1], -EINVAL, "heartbeat.spec_verify_seconds is inf");
     fixture_init(&f);
     f.chunk.error = "";
     expect_raw_reject(&f.env[3], -EINVAL, "FINISH_ERROR");

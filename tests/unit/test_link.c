@@ -1,5 +1,6 @@
-/* Promise: the link registers with the right fields, heartbeats, streams a Generate's chunks to the
- * end, honours Cancel, survives garbage, re-registers after a router restart, and drains. */
+/* Promise: the link registers with the right fields, heartbeats (carrying the executor's figures,
+ * speculative counters included), streams a Generate's chunks to the end, honours Cancel, survives
+ * garbage, re-registers after a router restart, and drains. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -241,6 +242,80 @@ static void test_binary_sigterm_drains(void **state) {
     zmq_ctx_term(zctx);
 }
 
+/* An executor that is the simulation but for its stats, which carry fixed speculative counters:
+ * what the link puts in Heartbeat must be exactly these. */
+typedef struct spec_exec {
+    executor *inner;
+} spec_exec;
+
+static int se_submit(void *self, const Sol__Generate *g, sol_err *e) {
+    return exec_submit(((spec_exec *)self)->inner, g, e);
+}
+static void se_cancel(void *self, const char *id) {
+    exec_cancel(((spec_exec *)self)->inner, id);
+}
+static void se_info(void *self, exec_info *out) {
+    exec_info_get(((spec_exec *)self)->inner, out);
+}
+static void se_stats(void *self, exec_stats *out) {
+    exec_stats_get(((spec_exec *)self)->inner, out);
+    out->spec_acceptance = 0.625;
+    out->spec_steps = 1ull << 40;
+    out->spec_drafted = 5000000001ull;
+    out->spec_accepted = 3125000000ull;
+    out->spec_emitted = 4000000003ull;
+    out->spec_draft_seconds = 3.5;
+    out->spec_verify_seconds = 9.75;
+}
+static bool se_idle(void *self) {
+    return exec_idle(((spec_exec *)self)->inner);
+}
+static void se_free(void *self) {
+    exec_free(((spec_exec *)self)->inner);
+}
+static const executor_ops se_ops = {se_submit, se_cancel, se_info, se_stats, se_idle, se_free};
+
+static void test_heartbeat_carries_spec_counters(void **state) {
+    (void)state;
+    void *zctx = zmq_ctx_new();
+    sol_err e = {0};
+    void *router = NULL;
+    assert_int_equal(zmq_util_router_bind(zctx, "tcp://127.0.0.1:*", false, &router, &e), 0);
+    char ep[128];
+    assert_int_equal(zmq_util_last_endpoint(router, ep, sizeof ep, &e), 0);
+    exec_events *ev = NULL;
+    assert_int_equal(exec_events_new(zctx, &ev, &e), 0);
+    sim_config sc = {.model = "demo", .tokens_per_s = 100, .capacity = 1, .max_context = 64};
+    spec_exec se = {0};
+    assert_int_equal(sim_new(zctx, &sc, ev, &se.inner, &e), 0);
+    executor x = {&se_ops, &se};
+    const char *routers[] = {ep};
+    link_config lc = {.routers = routers,
+                      .n_routers = 1,
+                      .worker_id = "w-spec",
+                      .pool = "fast",
+                      .heartbeat_ms = 50};
+    worker_link *l = NULL;
+    assert_int_equal(link_new(zctx, &lc, &x, ev, &l, &e), 0);
+    zmq_util_identity w;
+    Sol__Envelope *env = expect(router, SOL__ENVELOPE__BODY_HEARTBEAT, &w);
+    assert_non_null(env);
+    const Sol__Heartbeat *hb = env->heartbeat;
+    assert_true(hb->spec_acceptance == 0.625);
+    assert_true(hb->spec_steps == 1ull << 40);
+    assert_true(hb->spec_drafted == 5000000001ull);
+    assert_true(hb->spec_accepted == 3125000000ull);
+    assert_true(hb->spec_emitted == 4000000003ull);
+    assert_true(hb->spec_draft_seconds == 3.5);
+    assert_true(hb->spec_verify_seconds == 9.75);
+    frame_free_envelope(env);
+    link_free(l);
+    exec_free(&x);
+    exec_events_free(ev);
+    zmq_util_close(router);
+    zmq_ctx_term(zctx);
+}
+
 static void test_default_id(void **state) {
     (void)state;
     char a[64], b[64];
@@ -256,6 +331,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_link_lifecycle),
         cmocka_unit_test(test_binary_sigterm_drains),
+        cmocka_unit_test(test_heartbeat_carries_spec_counters),
         cmocka_unit_test(test_default_id),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

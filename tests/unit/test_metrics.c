@@ -1,5 +1,6 @@
 /* Promise: metrics render valid Prometheus 0.0.4 text with cumulative buckets, per-pool and
- * per-worker series under both sol_* and vllm:* names, and concurrent updates are not lost. */
+ * per-worker series (speculative-decoding counters exact to 64 bits) under both sol_* and vllm:*
+ * names, and concurrent updates are not lost. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,8 +24,26 @@ static void test_render(void **st) {
     metrics_count_request(m, "fast", 200);
     metrics_count_request(m, "fast", 200);
     metrics_count_request(m, "fast", 429);
-    metrics_worker_load l = {3, 1, 0.25, 0.5, 0.75};
+    metrics_worker_load l = {.running = 3,
+                             .waiting = 1,
+                             .kv_usage = 0.25,
+                             .prefix_hit_rate = 0.5,
+                             .spec_acceptance = 0.75};
     metrics_set_worker(m, "w\"1", "fast", &l);
+    /* a speculative worker, its counters past 2^53 where a double would round them */
+    metrics_worker_load s = {.spec_acceptance = 0.6,
+                             .spec_steps = 40,
+                             .spec_drafted = 200,
+                             .spec_accepted = 120,
+                             .spec_emitted = 160,
+                             .spec_draft_seconds = 1.5,
+                             .spec_verify_seconds = 2.25};
+    metrics_set_worker(m, "spec", "fast", &s);
+    metrics_worker_load big = {.spec_steps = (1ull << 60) + 1,
+                               .spec_drafted = (1ull << 62) + 3,
+                               .spec_accepted = (1ull << 61) + 7,
+                               .spec_emitted = (1ull << 62) + 5};
+    metrics_set_worker(m, "big", "precise", &big);
     metrics_add_prefix_cache(m, "fast", 10, 40);
     strbuf b;
     strbuf_init(&b);
@@ -46,6 +65,33 @@ static void test_render(void **st) {
     expect(b.data, "vllm:prefix_cache_hits_total{model_name=\"demo\",pool=\"fast\"} 10\n");
     expect(b.data, "vllm:prefix_cache_queries_total{model_name=\"demo\",pool=\"fast\"} 40\n");
     expect(b.data, "sol_worker_spec_acceptance{pool=\"fast\",worker=\"w\\\"1\"} 0.75\n");
+    expect(b.data, "# TYPE sol_worker_spec_verify_steps_total counter\n");
+    expect(b.data, "sol_worker_spec_acceptance{pool=\"fast\",worker=\"spec\"} 0.6\n");
+    expect(b.data, "sol_worker_spec_verify_steps_total{pool=\"fast\",worker=\"spec\"} 40\n");
+    expect(b.data, "sol_worker_spec_draft_tokens_total{pool=\"fast\",worker=\"spec\"} 200\n");
+    expect(b.data, "sol_worker_spec_accepted_tokens_total{pool=\"fast\",worker=\"spec\"} 120\n");
+    expect(b.data, "sol_worker_spec_emitted_tokens_total{pool=\"fast\",worker=\"spec\"} 160\n");
+    expect(b.data, "sol_worker_spec_draft_seconds_total{pool=\"fast\",worker=\"spec\"} 1.5\n");
+    expect(b.data, "sol_worker_spec_verify_seconds_total{pool=\"fast\",worker=\"spec\"} 2.25\n");
+    expect(b.data, "sol_worker_spec_tokens_per_step{pool=\"fast\",worker=\"spec\"} 4\n");
+    expect(b.data, "sol_worker_spec_tokens_per_step{pool=\"fast\",worker=\"w\\\"1\"} 0\n");
+    expect(b.data, "# TYPE vllm:spec_decode_num_drafts_total counter\n");
+    expect(b.data, "vllm:spec_decode_num_drafts_total{model_name=\"demo\",pool=\"fast\","
+                   "worker=\"spec\"} 40\n");
+    expect(b.data, "vllm:spec_decode_num_draft_tokens_total{model_name=\"demo\",pool=\"fast\","
+                   "worker=\"spec\"} 200\n");
+    expect(b.data, "vllm:spec_decode_num_accepted_tokens_total{model_name=\"demo\",pool=\"fast\","
+                   "worker=\"spec\"} 120\n");
+    expect(b.data, "sol_worker_spec_verify_steps_total{pool=\"precise\",worker=\"big\"} "
+                   "1152921504606846977\n");
+    expect(b.data, "sol_worker_spec_draft_tokens_total{pool=\"precise\",worker=\"big\"} "
+                   "4611686018427387907\n");
+    expect(b.data, "sol_worker_spec_accepted_tokens_total{pool=\"precise\",worker=\"big\"} "
+                   "2305843009213693959\n");
+    expect(b.data, "sol_worker_spec_emitted_tokens_total{pool=\"precise\",worker=\"big\"} "
+                   "4611686018427387909\n");
+    metrics_remove_worker(m, "spec");
+    metrics_remove_worker(m, "big");
     metrics_remove_worker(m, "w\"1");
     strbuf_reset(&b);
     metrics_render(m, &b);

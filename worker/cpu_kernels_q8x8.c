@@ -1,0 +1,271 @@
+/* cpu_kernels_q8x8: AVX2 and AVX-512 kernels for the row-interleaved Q8_0 layout (cpu_repack.c).
+ * As for Q4_0 (cpu_kernels_q4x8.c), one 32-byte load holds 4 quants of each of 8 rows, so one
+ * dot-product instruction against a broadcast 4-byte slice of the activations gives 8 rows'
+ * partial sums in 8 int32 lanes and the 8 scales convert with one instruction. The integer block
+ * dot is exact; the float part (convert, d_w * d_x, FMA in block order) is the same instruction
+ * sequence for every tile shape, so n=1, verify and GEMM tiles agree bit for bit. */
+#include <immintrin.h>
+
+#include "cpu_internal.h"
+
+#define TGT512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define TGT2 __attribute__((target("avx2,fma,f16c")))
+#define INL512 static inline __attribute__((always_inline)) TGT512
+#define INL2 static inline __attribute__((always_inline)) TGT2
+
+#define GMAX 4    /* groups of 8 rows per tile */
+#define TMAX 9    /* tokens per tile (few-token tiles for speculative verify) */
+#define TCHUNK 64 /* tokens whose quantized rows stay in L2 while every row tile passes */
+#define SLICES 8  /* 32-byte slices per group block */
+
+static inline int32_t load4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline const unsigned char *group_of(const sol_weight *w, int64_t r) {
+    return (const unsigned char *)w->data + (size_t)r * w->row_bytes;
+}
+
+/* ---- AVX-512 VNNI: vpdpbusd on 256-bit vectors, weights as the unsigned operand ---- */
+
+INL512 void tile512(const cpu_mm_args *a, int64_t r, int t, int G, int T) {
+    const sol_weight *w = a->w;
+    int64_t K = w->cols, M = w->rows, nb = K / 32;
+    const unsigned char *gp[GMAX];
+    const int8_t *xr[TMAX];
+    __m256 acc[GMAX][TMAX];
+#pragma GCC unroll 4
+    for (int i = 0; i < G; i++)
+        gp[i] = group_of(w, r + 8 * i);
+#pragma GCC unroll 9
+    for (int j = 0; j < T; j++)
+        xr[j] = a->xq + (size_t)(t + j) * (size_t)K;
+#pragma GCC unroll 4
+    for (int i = 0; i < G; i++)
+#pragma GCC unroll 9
+        for (int j = 0; j < T; j++)
+            acc[i][j] = _mm256_setzero_ps();
+    /* Two integer chains per output (even and odd slices) hide vpdpbusd's latency when few
+     * outputs are in flight. Integer sums are exact, so the chain count never changes a result. */
+    const int split = G * T < 8;
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i p0[GMAX][TMAX], p1[GMAX][TMAX];
+#pragma GCC unroll 9
+        for (int j = 0; j < T; j++) {
+            __m256i corr = _mm256_set1_epi32(-128 * a->xs[(size_t)(t + j) * (size_t)nb + b]);
+#pragma GCC unroll 4
+            for (int i = 0; i < G; i++) {
+                p0[i][j] = corr;
+                p1[i][j] = _mm256_setzero_si256();
+            }
+        }
+#pragma GCC unroll 8
+        for (int s = 0; s < SLICES; s++) {
+            __m256i q[GMAX];
+#pragma GCC unroll 4
+            for (int i = 0; i < G; i++)
+                q[i] = _mm256_loadu_si256(
+                    (const __m256i *)(gp[i] + (size_t)b * CPU_Q8X8_BLOCK + 16 + 32 * s));
+#pragma GCC unroll 9
+            for (int j = 0; j < T; j++) {
+                __m256i xv = _mm256_set1_epi32(load4(xr[j] + b * 32 + 4 * s));
+#pragma GCC unroll 4
+                for (int i = 0; i < G; i++) {
+                    if (split && (s & 1))
+                        p1[i][j] = _mm256_dpbusd_epi32(p1[i][j], q[i], xv);
+                    else
+                        p0[i][j] = _mm256_dpbusd_epi32(p0[i][j], q[i], xv);
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < G; i++) {
+            __m256 dw = _mm256_cvtph_ps(
+                _mm_loadu_si128((const __m128i *)(gp[i] + (size_t)b * CPU_Q8X8_BLOCK)));
+#pragma GCC unroll 9
+            for (int j = 0; j < T; j++) {
+                __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(a->xd[(size_t)(t + j) * nb + b]));
+                __m256 f =
+                    _mm256_cvtepi32_ps(split ? _mm256_add_epi32(p0[i][j], p1[i][j]) : p0[i][j]);
+                acc[i][j] = _mm256_fmadd_ps(f, d, acc[i][j]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < G; i++)
+#pragma GCC unroll 9
+        for (int j = 0; j < T; j++)
+            _mm256_storeu_ps(a->y + (size_t)(t + j) * M + r + 8 * i, acc[i][j]);
+}
+
+/* Decode (n = 1) uses GD-group tiles for memory-level parallelism; prefill uses GM groups x TM
+ * tokens over chunks of TCHUNK tokens. The tile shape never changes an output's bits. */
+#define Q8X8_WALK(tile, GD, GM, TM)                                                                \
+    do {                                                                                           \
+        for (int tc = 0; tc < a->n; tc += TCHUNK) {                                                \
+            int tend = a->n - tc < TCHUNK ? a->n : tc + TCHUNK;                                    \
+            int64_t r = r0;                                                                        \
+            if (tend - tc < TM) {                                                                  \
+                for (; r + 8 * GD <= r1; r += 8 * GD)                                              \
+                    for (int t = tc; t < tend; t++)                                                \
+                        tile(a, r, t, GD, 1);                                                      \
+            } else {                                                                               \
+                for (; r + 8 * GM <= r1; r += 8 * GM) {                                            \
+                    int t = tc;                                                                    \
+                    for (; t + TM <= tend; t += TM)                                                \
+                        tile(a, r, t, GM, TM);                                                     \
+                    for (; t < tend; t++)                                                          \
+                        tile(a, r, t, GM, 1);                                                      \
+                }                                                                                  \
+            }                                                                                      \
+            for (; r < r1; r += 8) {                                                               \
+                int t = tc;                                                                        \
+                for (; t + TM <= tend; t += TM)                                                    \
+                    tile(a, r, t, 1, TM);                                                          \
+                for (; t < tend; t++)                                                              \
+                    tile(a, r, t, 1, 1);                                                           \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+/* 2..9 tokens (batched decode, speculative verify): G groups of rows x every token, as up to
+ * three tiles (T1, T2, T3 tokens) run back to back on the same rows, so each weight block comes
+ * from DRAM once per pass and the later tiles find it in L2. Tiles of <= 4 tokens keep G x T
+ * float and integer accumulators in the 32 vector registers at G = 3..4, and 3..4 groups keep
+ * enough independent memory streams in flight, which is what these passes are bound by (one
+ * 9-token tile of 1 group ran ~1.6x slower). */
+#define Q8X8_FEW(tile, G, T1, T2, T3)                                                              \
+    do {                                                                                           \
+        int64_t r = r0;                                                                            \
+        for (; r + 8 * (G) <= r1; r += 8 * (G)) {                                                  \
+            tile(a, r, 0, G, T1);                                                                  \
+            if (T2) tile(a, r, T1, G, T2);                                                         \
+            if (T3) tile(a, r, T1 + T2, G, T3);                                                    \
+        }                                                                                          \
+        for (; r < r1; r += 8) {                                                                   \
+            tile(a, r, 0, 1, T1);                                                                  \
+            if (T2) tile(a, r, T1, 1, T2);                                                         \
+            if (T3) tile(a, r, T1 + T2, 1, T3);                                                    \
+        }                                                                                          \
+    } while (0)
+
+TGT512 void cpu_mm_q8x8_avx512(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
+    (void)scratch;
+    switch (a->n) {
+    case 2:
+        Q8X8_FEW(tile512, 4, 2, 0, 0);
+        return;
+    case 3:
+        Q8X8_FEW(tile512, 4, 3, 0, 0);
+        return;
+    case 4:
+        Q8X8_FEW(tile512, 3, 4, 0, 0);
+        return;
+    case 5:
+        Q8X8_FEW(tile512, 3, 3, 2, 0);
+        return;
+    case 6:
+        Q8X8_FEW(tile512, 4, 3, 3, 0);
+        return;
+    case 7:
+        Q8X8_FEW(tile512, 3, 4, 3, 0);
+        return;
+    case 8:
+        Q8X8_FEW(tile512, 3, 4, 4, 0);
+        return;
+    case 9:
+        Q8X8_FEW(tile512, 4, 3, 3, 3);
+        return;
+    default:
+        Q8X8_WALK(tile512, 4, 2, 3);
+        return;
+    }
+}
+
+/* ---- AVX2: maddubs needs an unsigned operand whose pair sums stay below 2^15, so the signed
+ * weight's magnitude multiplies the activation with the weight's sign moved onto it
+ * (|w| <= 128, |x| <= 127: pair sums <= 32512); madd widens each slice to int32. The offset
+ * layout costs one xor to get w back, and no correction. ---- */
+
+INL2 void tile2(const cpu_mm_args *a, int64_t r, int t, int G, int T) {
+    const sol_weight *w = a->w;
+    int64_t K = w->cols, M = w->rows, nb = K / 32;
+    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    const unsigned char *gp[GMAX];
+    const int8_t *xr[TMAX];
+    __m256 acc[GMAX][TMAX];
+#pragma GCC unroll 4
+    for (int i = 0; i < G; i++)
+        gp[i] = group_of(w, r + 8 * i);
+#pragma GCC unroll 9
+    for (int j = 0; j < T; j++)
+        xr[j] = a->xq + (size_t)(t + j) * (size_t)K;
+#pragma GCC unroll 4
+    for (int i = 0; i < G; i++)
+#pragma GCC unroll 9
+        for (int j = 0; j < T; j++)
+            acc[i][j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i p[GMAX][TMAX];
+#pragma GCC unroll 4
+        for (int i = 0; i < G; i++)
+#pragma GCC unroll 9
+            for (int j = 0; j < T; j++)
+                p[i][j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int s = 0; s < SLICES; s++) {
+            __m256i ws[GMAX], wa[GMAX];
+#pragma GCC unroll 4
+            for (int i = 0; i < G; i++) {
+                __m256i q = _mm256_loadu_si256(
+                    (const __m256i *)(gp[i] + (size_t)b * CPU_Q8X8_BLOCK + 16 + 32 * s));
+                ws[i] = _mm256_xor_si256(q, flip);
+                wa[i] = _mm256_abs_epi8(ws[i]);
+            }
+#pragma GCC unroll 9
+            for (int j = 0; j < T; j++) {
+                __m256i xv = _mm256_set1_epi32(load4(xr[j] + b * 32 + 4 * s));
+#pragma GCC unroll 4
+                for (int i = 0; i < G; i++) {
+                    __m256i x16 = _mm256_maddubs_epi16(wa[i], _mm256_sign_epi8(xv, ws[i]));
+                    p[i][j] = _mm256_add_epi32(p[i][j], _mm256_madd_epi16(x16, ones));
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < G; i++) {
+            __m256 dw = _mm256_cvtph_ps(
+                _mm_loadu_si128((const __m128i *)(gp[i] + (size_t)b * CPU_Q8X8_BLOCK)));
+#pragma GCC unroll 9
+            for (int j = 0; j < T; j++) {
+                __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(a->xd[(size_t)(t + j) * nb + b]));
+                acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[i][j]), d, acc[i][j]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < G; i++)
+#pragma GCC unroll 9
+        for (int j = 0; j < T; j++)
+            _mm256_storeu_ps(a->y + (size_t)(t + j) * M + r + 8 * i, acc[i][j]);
+}
+
+TGT2 void cpu_mm_q8x8_avx2(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
+    (void)scratch;
+    switch (a->n) {
+    case 2:
+        Q8X8_FEW(tile2, 2, 2, 0, 0);
+        return;
+    case 3:
+        Q8X8_FEW(tile2, 1, 3, 0, 0);
+        return;
+    case 4:
+        Q8X8_FEW(tile2, 1, 4, 0, 0);
+        return;
+    default:
+        Q8X8_WALK(tile2, 2, 2, 2);
+        return;
+    }
+}
