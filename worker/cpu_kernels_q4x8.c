@@ -137,43 +137,50 @@ INL512 void tile512(const cpu_mm_args *a, int64_t r, int t, int G, int T) {
         }                                                                                          \
     } while (0)
 
-/* 2..9 tokens (batched decode, speculative verify): one tile covers every token, so each weight
- * block is loaded and unpacked once per pass. */
-#define Q4X8_FEW(G, T)                                                                             \
+/* 2..9 tokens (batched decode, speculative verify): G groups of rows x every token, as up to
+ * three tiles run back to back on the same rows, so each weight block comes from DRAM once per
+ * pass and the later tiles find it in L2 (the scheme of cpu_kernels_q8x8.c). */
+#define Q4X8_FEW(G, T1, T2, T3)                                                                    \
     do {                                                                                           \
         int64_t r = r0;                                                                            \
-        for (; r + 8 * (G) <= r1; r += 8 * (G))                                                    \
-            tile512(a, r, 0, G, T);                                                                \
-        for (; r < r1; r += 8)                                                                     \
-            tile512(a, r, 0, 1, T);                                                                \
+        for (; r + 8 * (G) <= r1; r += 8 * (G)) {                                                  \
+            tile512(a, r, 0, G, T1);                                                               \
+            if (T2) tile512(a, r, T1, G, T2);                                                      \
+            if (T3) tile512(a, r, T1 + T2, G, T3);                                                 \
+        }                                                                                          \
+        for (; r < r1; r += 8) {                                                                   \
+            tile512(a, r, 0, 1, T1);                                                               \
+            if (T2) tile512(a, r, T1, 1, T2);                                                      \
+            if (T3) tile512(a, r, T1 + T2, 1, T3);                                                 \
+        }                                                                                          \
     } while (0)
 
 TGT512 void cpu_mm_q4x8_avx512(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
     (void)scratch;
     switch (a->n) {
     case 2:
-        Q4X8_FEW(4, 2);
+        Q4X8_FEW(4, 2, 0, 0);
         return;
     case 3:
-        Q4X8_FEW(2, 3);
+        Q4X8_FEW(4, 3, 0, 0);
         return;
     case 4:
-        Q4X8_FEW(2, 4);
+        Q4X8_FEW(3, 4, 0, 0);
         return;
     case 5:
-        Q4X8_FEW(2, 5);
+        Q4X8_FEW(4, 3, 2, 0);
         return;
     case 6:
-        Q4X8_FEW(2, 6);
+        Q4X8_FEW(4, 3, 3, 0);
         return;
     case 7:
-        Q4X8_FEW(1, 7);
+        Q4X8_FEW(3, 4, 3, 0);
         return;
     case 8:
-        Q4X8_FEW(1, 8);
+        Q4X8_FEW(3, 4, 4, 0);
         return;
     case 9:
-        Q4X8_FEW(1, 9);
+        Q4X8_FEW(4, 3, 3, 3);
         return;
     default:
         Q4X8_WALK(tile512, 4, 2, 3);
