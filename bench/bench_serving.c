@@ -64,7 +64,8 @@ static engine *start(const opts *o, model *m, bool cache, int max_seqs) {
     c.draft_model = o->draft;
     c.spec_k = o->spec_k;
     c.spec_adaptive = o->spec_adaptive;
-    c.spec_max_batch = max_seqs;
+    /* Fixed k: every sequence speculates. Adaptive: the engine's policy (and its default). */
+    if (!o->spec_adaptive) c.spec_max_batch = max_seqs;
     c.on_event = on_event;
     sol_err e = {0};
     engine *eng = engine_new(&c, m, NULL, &e);

@@ -96,6 +96,71 @@ static inline int64_t cpu_interleaved_rows(const sol_weight *w) {
     return w->layout ? w->rows / 8 * 8 : 0;
 }
 
+static inline int32_t cpu_load4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* The group of 8 interleaved rows starting at row r (a multiple of 8). */
+static inline const unsigned char *cpu_group_of(const sol_weight *w, int64_t r) {
+    return (const unsigned char *)w->data + (size_t)r * w->row_bytes;
+}
+
+/* Walks shared by the row-interleaved kernels (cpu_kernels_q4x8.c, cpu_kernels_q8x8.c); they
+ * expect `a`, `r0` and `r1` in scope and a tile(a, r, t, G, T) for G groups x T tokens. */
+#define CPU_X8_TCHUNK 64 /* tokens whose quantized rows stay in L2 while every row tile passes */
+/* Decode (n = 1) uses GD-group tiles for memory-level parallelism; prefill uses GM groups x TM
+ * tokens over chunks of CPU_X8_TCHUNK tokens. The tile shape never changes an output's bits. */
+#define CPU_X8_WALK(tile, GD, GM, TM)                                                              \
+    do {                                                                                           \
+        for (int tc = 0; tc < a->n; tc += CPU_X8_TCHUNK) {                                         \
+            int tend = a->n - tc < CPU_X8_TCHUNK ? a->n : tc + CPU_X8_TCHUNK;                      \
+            int64_t r = r0;                                                                        \
+            if (tend - tc < TM) {                                                                  \
+                for (; r + 8 * GD <= r1; r += 8 * GD)                                              \
+                    for (int t = tc; t < tend; t++)                                                \
+                        tile(a, r, t, GD, 1);                                                      \
+            } else {                                                                               \
+                for (; r + 8 * GM <= r1; r += 8 * GM) {                                            \
+                    int t = tc;                                                                    \
+                    for (; t + TM <= tend; t += TM)                                                \
+                        tile(a, r, t, GM, TM);                                                     \
+                    for (; t < tend; t++)                                                          \
+                        tile(a, r, t, GM, 1);                                                      \
+                }                                                                                  \
+            }                                                                                      \
+            for (; r < r1; r += 8) {                                                               \
+                int t = tc;                                                                        \
+                for (; t + TM <= tend; t += TM)                                                    \
+                    tile(a, r, t, 1, TM);                                                          \
+                for (; t < tend; t++)                                                              \
+                    tile(a, r, t, 1, 1);                                                           \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+/* 2..9 tokens (batched decode, speculative verify): G groups of rows x every token, as up to
+ * three tiles (T1, T2, T3 tokens) run back to back on the same rows, so each weight block comes
+ * from DRAM once per pass and the later tiles find it in L2. Tiles of <= 4 tokens keep G x T
+ * float and integer accumulators in the 32 vector registers at G = 3..4, and 3..4 groups keep
+ * enough independent memory streams in flight, which is what these passes are bound by (one
+ * 9-token tile of 1 group ran ~1.6x slower). */
+#define CPU_X8_FEW(tile, G, T1, T2, T3)                                                            \
+    do {                                                                                           \
+        int64_t r = r0;                                                                            \
+        for (; r + 8 * (G) <= r1; r += 8 * (G)) {                                                  \
+            tile(a, r, 0, G, T1);                                                                  \
+            if (T2) tile(a, r, T1, G, T2);                                                         \
+            if (T3) tile(a, r, T1 + T2, G, T3);                                                    \
+        }                                                                                          \
+        for (; r < r1; r += 8) {                                                                   \
+            tile(a, r, 0, 1, T1);                                                                  \
+            if (T2) tile(a, r, T1, 1, T2);                                                         \
+            if (T3) tile(a, r, T1 + T2, 1, T3);                                                    \
+        }                                                                                          \
+    } while (0)
+
 /* Dequantize one row of n elements of any supported type (n a multiple of the block size). */
 void cpu_dequant_row(sol_dtype t, const void *src, float *dst, int64_t n);
 

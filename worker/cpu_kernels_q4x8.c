@@ -14,19 +14,8 @@
 #define INL512 static inline __attribute__((always_inline)) TGT512
 #define INL2 static inline __attribute__((always_inline)) TGT2
 
-#define GMAX 4    /* groups of 8 rows per tile */
-#define TMAX 9    /* tokens per tile (few-token tiles for speculative verify) */
-#define TCHUNK 64 /* tokens whose quantized rows stay in L2 while every row tile passes */
-
-static inline int32_t load4(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
-static inline const unsigned char *group_of(const sol_weight *w, int64_t r) {
-    return (const unsigned char *)w->data + (size_t)r * w->row_bytes;
-}
+#define GMAX 4 /* groups of 8 rows per tile */
+#define TMAX 9 /* tokens per tile (few-token tiles for speculative verify) */
 
 /* ---- AVX-512 VNNI: vpdpbusd on 256-bit vectors ---- */
 
@@ -39,7 +28,7 @@ INL512 void tile512(const cpu_mm_args *a, int64_t r, int t, int G, int T) {
     __m256 acc[GMAX][TMAX];
 #pragma GCC unroll 4
     for (int i = 0; i < G; i++)
-        gp[i] = group_of(w, r + 8 * i);
+        gp[i] = cpu_group_of(w, r + 8 * i);
 #pragma GCC unroll 9
     for (int j = 0; j < T; j++)
         xr[j] = a->xq + (size_t)(t + j) * (size_t)K;
@@ -75,8 +64,8 @@ INL512 void tile512(const cpu_mm_args *a, int64_t r, int t, int G, int T) {
             }
 #pragma GCC unroll 9
             for (int j = 0; j < T; j++) {
-                __m256i xl = _mm256_set1_epi32(load4(xr[j] + b * 32 + 4 * s));
-                __m256i xh = _mm256_set1_epi32(load4(xr[j] + b * 32 + 16 + 4 * s));
+                __m256i xl = _mm256_set1_epi32(cpu_load4(xr[j] + b * 32 + 4 * s));
+                __m256i xh = _mm256_set1_epi32(cpu_load4(xr[j] + b * 32 + 16 + 4 * s));
 #pragma GCC unroll 4
                 for (int i = 0; i < G; i++) {
                     p0[i][j] = _mm256_dpbusd_epi32(p0[i][j], lo[i], xl);
@@ -107,83 +96,37 @@ INL512 void tile512(const cpu_mm_args *a, int64_t r, int t, int G, int T) {
             _mm256_storeu_ps(a->y + (size_t)(t + j) * M + r + 8 * i, acc[i][j]);
 }
 
-/* Decode (n < TMAX) uses 4-group tiles for memory-level parallelism; prefill uses 2 groups x 3
- * tokens over chunks of TCHUNK tokens. The tile shape never changes an output's bits. */
-#define Q4X8_WALK(tile, GD, GM, TM)                                                                \
-    do {                                                                                           \
-        for (int tc = 0; tc < a->n; tc += TCHUNK) {                                                \
-            int tend = a->n - tc < TCHUNK ? a->n : tc + TCHUNK;                                    \
-            int64_t r = r0;                                                                        \
-            if (tend - tc < TM) {                                                                  \
-                for (; r + 8 * GD <= r1; r += 8 * GD)                                              \
-                    for (int t = tc; t < tend; t++)                                                \
-                        tile(a, r, t, GD, 1);                                                      \
-            } else {                                                                               \
-                for (; r + 8 * GM <= r1; r += 8 * GM) {                                            \
-                    int t = tc;                                                                    \
-                    for (; t + TM <= tend; t += TM)                                                \
-                        tile(a, r, t, GM, TM);                                                     \
-                    for (; t < tend; t++)                                                          \
-                        tile(a, r, t, GM, 1);                                                      \
-                }                                                                                  \
-            }                                                                                      \
-            for (; r < r1; r += 8) {                                                               \
-                int t = tc;                                                                        \
-                for (; t + TM <= tend; t += TM)                                                    \
-                    tile(a, r, t, 1, TM);                                                          \
-                for (; t < tend; t++)                                                              \
-                    tile(a, r, t, 1, 1);                                                           \
-            }                                                                                      \
-        }                                                                                          \
-    } while (0)
-
-/* 2..9 tokens (batched decode, speculative verify): G groups of rows x every token, as up to
- * three tiles run back to back on the same rows, so each weight block comes from DRAM once per
- * pass and the later tiles find it in L2 (the scheme of cpu_kernels_q8x8.c). */
-#define Q4X8_FEW(G, T1, T2, T3)                                                                    \
-    do {                                                                                           \
-        int64_t r = r0;                                                                            \
-        for (; r + 8 * (G) <= r1; r += 8 * (G)) {                                                  \
-            tile512(a, r, 0, G, T1);                                                               \
-            if (T2) tile512(a, r, T1, G, T2);                                                      \
-            if (T3) tile512(a, r, T1 + T2, G, T3);                                                 \
-        }                                                                                          \
-        for (; r < r1; r += 8) {                                                                   \
-            tile512(a, r, 0, 1, T1);                                                               \
-            if (T2) tile512(a, r, T1, 1, T2);                                                      \
-            if (T3) tile512(a, r, T1 + T2, 1, T3);                                                 \
-        }                                                                                          \
-    } while (0)
-
+/* n = 2..9 (batched decode, speculative verify): CPU_X8_FEW schedules, measured on the 1b
+ * matmuls (`bench_matmul 2 0.3 verify q4_0`); n = 5 runs best as 4 groups x (3 + 2). */
 TGT512 void cpu_mm_q4x8_avx512(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
     (void)scratch;
     switch (a->n) {
     case 2:
-        Q4X8_FEW(4, 2, 0, 0);
+        CPU_X8_FEW(tile512, 4, 2, 0, 0);
         return;
     case 3:
-        Q4X8_FEW(4, 3, 0, 0);
+        CPU_X8_FEW(tile512, 4, 3, 0, 0);
         return;
     case 4:
-        Q4X8_FEW(3, 4, 0, 0);
+        CPU_X8_FEW(tile512, 3, 4, 0, 0);
         return;
     case 5:
-        Q4X8_FEW(4, 3, 2, 0);
+        CPU_X8_FEW(tile512, 4, 3, 2, 0);
         return;
     case 6:
-        Q4X8_FEW(4, 3, 3, 0);
+        CPU_X8_FEW(tile512, 4, 3, 3, 0);
         return;
     case 7:
-        Q4X8_FEW(3, 4, 3, 0);
+        CPU_X8_FEW(tile512, 3, 4, 3, 0);
         return;
     case 8:
-        Q4X8_FEW(3, 4, 4, 0);
+        CPU_X8_FEW(tile512, 3, 4, 4, 0);
         return;
     case 9:
-        Q4X8_FEW(4, 3, 3, 3);
+        CPU_X8_FEW(tile512, 4, 3, 3, 3);
         return;
     default:
-        Q4X8_WALK(tile512, 4, 2, 3);
+        CPU_X8_WALK(tile512, 4, 2, 3);
         return;
     }
 }
@@ -200,7 +143,7 @@ INL2 void tile2(const cpu_mm_args *a, int64_t r, int t, int G, int T) {
     __m256 acc[GMAX][TMAX];
 #pragma GCC unroll 4
     for (int i = 0; i < G; i++)
-        gp[i] = group_of(w, r + 8 * i);
+        gp[i] = cpu_group_of(w, r + 8 * i);
 #pragma GCC unroll 4
     for (int j = 0; j < T; j++)
         xr[j] = a->xq + (size_t)(t + j) * (size_t)K;
@@ -228,8 +171,8 @@ INL2 void tile2(const cpu_mm_args *a, int64_t r, int t, int G, int T) {
             }
 #pragma GCC unroll 4
             for (int j = 0; j < T; j++) {
-                __m256i xl = _mm256_set1_epi32(load4(xr[j] + b * 32 + 4 * s));
-                __m256i xh = _mm256_set1_epi32(load4(xr[j] + b * 32 + 16 + 4 * s));
+                __m256i xl = _mm256_set1_epi32(cpu_load4(xr[j] + b * 32 + 4 * s));
+                __m256i xh = _mm256_set1_epi32(cpu_load4(xr[j] + b * 32 + 16 + 4 * s));
 #pragma GCC unroll 4
                 for (int i = 0; i < G; i++) {
                     p[i][j] = _mm256_add_epi16(p[i][j], _mm256_maddubs_epi16(lo[i], xl));
@@ -260,5 +203,5 @@ INL2 void tile2(const cpu_mm_args *a, int64_t r, int t, int G, int T) {
 
 TGT2 void cpu_mm_q4x8_avx2(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
     (void)scratch;
-    Q4X8_WALK(tile2, 2, 2, 2);
+    CPU_X8_WALK(tile2, 2, 2, 2);
 }

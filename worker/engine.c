@@ -36,7 +36,7 @@ engine_config engine_config_default(void) {
                            .prefix_caching = true,
                            .spec_k = 4,
                            .spec_adaptive = true,
-                           .spec_max_batch = 4,
+                           .spec_max_batch = 2,
                            .spec_min_acceptance = 0.3};
 }
 

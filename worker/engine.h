@@ -82,7 +82,7 @@ typedef struct engine_config {
     int32_t spec_k;         /* drafts per verify step, 1..SPEC_MAX_K (the most, when adaptive) */
     bool spec_adaptive;     /* per-sequence k and pause, no speculation in large batches */
     int32_t spec_max_batch; /* sequences speculating per step at most; adaptive: none when
-                             * more than this many decode (0: 4) */
+                             * more than this many decode (0: 2) */
     double spec_min_acceptance; /* adaptive: pause a sequence below this over its window (0.3) */
     engine_event_fn on_event;
     void *event_ctx;

@@ -54,7 +54,7 @@ int espec_init(engine *e, sol_err *err) {
     if (c->spec_k < 1 || c->spec_k > SPEC_MAX_K)
         return sol_err_set(err, -EINVAL, "worker.speculative.k: expected 1..%d, found %d",
                            SPEC_MAX_K, c->spec_k);
-    if (c->spec_max_batch <= 0) c->spec_max_batch = 4;
+    if (c->spec_max_batch <= 0) c->spec_max_batch = 2;
     if (!(c->spec_min_acceptance >= 0 && c->spec_min_acceptance <= 1)) c->spec_min_acceptance = 0.3;
     e->spec_max = c->spec_max_batch < c->max_num_seqs ? c->spec_max_batch : c->max_num_seqs;
     int rc = make_drafter(e, err);
