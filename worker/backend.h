@@ -85,6 +85,11 @@ typedef struct sol_backend_ops {
      * F32/F16/BF16 in float; Q8_0/Q4_0 quantize x to Q8_0 per 32-block and use integer dots;
      * Q4_K/Q6_K dequantize. Never splits K across threads (batch invariance). */
     int (*matmul)(sol_backend *be, const sol_weight *w, const float *x, float *y, int n);
+    /* Optional: ys[i] = x ws[i]^T for `count` weights with the same K, as one dispatch (x
+     * quantized once, one wake-up of the threads instead of `count`); the same bits as `count`
+     * matmul calls. NULL: sol_matmul_many calls matmul per weight. */
+    int (*matmul_many)(sol_backend *be, const sol_weight *const *ws, float *const *ys, int count,
+                       const float *x, int n);
     /* out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w, for n rows of dim; out may alias x. */
     int (*rmsnorm)(sol_backend *be, const float *x, const float *w, float *out, int n, int dim,
                    float eps);
@@ -141,6 +146,15 @@ void sol_backend_free(sol_backend *be);
 static inline int sol_matmul(sol_backend *be, const sol_weight *w, const float *x, float *y,
                              int n) {
     return be->ops->matmul(be, w, x, y, n);
+}
+static inline int sol_matmul_many(sol_backend *be, const sol_weight *const *ws, float *const *ys,
+                                  int count, const float *x, int n) {
+    if (be->ops->matmul_many) return be->ops->matmul_many(be, ws, ys, count, x, n);
+    for (int i = 0; i < count; i++) {
+        int rc = be->ops->matmul(be, ws[i], x, ys[i], n);
+        if (rc) return rc;
+    }
+    return 0;
 }
 static inline int sol_rmsnorm(sol_backend *be, const float *x, const float *w, float *out, int n,
                               int dim, float eps) {

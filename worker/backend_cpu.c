@@ -193,6 +193,7 @@ static const sol_backend_ops cpu_ops = {
     .upload = cpu_copy,
     .download = cpu_copy,
     .matmul = cpu_matmul,
+    .matmul_many = cpu_matmul_many,
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,
     .silu_mul = cpu_silu_mul,

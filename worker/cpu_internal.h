@@ -190,6 +190,8 @@ typedef struct cpu_backend {
 } cpu_backend;
 
 int cpu_matmul(sol_backend *be, const sol_weight *w, const float *x, float *y, int n);
+int cpu_matmul_many(sol_backend *be, const sol_weight *const *ws, float *const *ys, int count,
+                    const float *x, int n);
 int cpu_scratch_reserve(cpu_backend *cb, int max_tokens, int64_t max_dim);
 int cpu_weight_check(sol_backend *be, const sol_weight *w, const char *op);
 

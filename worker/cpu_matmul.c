@@ -136,8 +136,7 @@ static cpu_mm_fn pick_kernel(const cpu_backend *cb, sol_dtype t) {
     return fn ? fn : cpu_mm_scalar(t);
 }
 
-int cpu_matmul(sol_backend *be, const sol_weight *w, const float *x, float *y, int n) {
-    cpu_backend *cb = (cpu_backend *)be;
+static int check_call(sol_backend *be, const sol_weight *w, const float *x, const float *y, int n) {
     int rc = cpu_weight_check(be, w, "matmul");
     if (rc) return rc;
     if (n <= 0 || !x || !y)
@@ -146,25 +145,81 @@ int cpu_matmul(sol_backend *be, const sol_weight *w, const float *x, float *y, i
     if (!cpu_layout_valid(w))
         return sol_err_set(&be->err, -EINVAL, "cpu matmul: weight layout %u is not the CPU's",
                            (unsigned)w->layout);
-    int64_t K = w->cols;
-    if ((rc = cpu_scratch_reserve(cb, n, K > w->rows ? K : w->rows))) return rc;
+    return 0;
+}
+
+static mm_job make_job(cpu_backend *cb, const sol_weight *w, const float *x, float *y, int n) {
     mm_job job = {.cb = cb, .fn = pick_kernel(cb, w->type)};
     if (w->layout == CPU_LAYOUT_Q4_0X8) job.fn8 = cpu_mm_q4x8(cb->isa);
     if (w->layout == CPU_LAYOUT_Q8_0X8) job.fn8 = cpu_mm_q8x8(cb->isa);
     job.m8 = cpu_interleaved_rows(w);
     job.args = (cpu_mm_args){.w = w, .x = x, .y = y, .n = n};
-    if (is_quant8(w->type)) {
-        size_t nb = (size_t)(K / 32);
-        job.args.xq = (const int8_t *)cb->xq_buf;
-        job.args.xd = (const float *)(cb->xq_buf + (((size_t)n * (size_t)K + 63) & ~(size_t)63));
-        job.args.xs = (const int32_t *)(job.args.xd + (size_t)n * nb);
-        if (n >= 4 * cb->n_threads)
-            sol_threadpool_run(cb->tp, quant_task, &job, cb->n_threads);
-        else
-            quant_task(&job, 0, 1);
-    }
+    size_t nb = (size_t)(w->cols / 32);
+    job.args.xq = (const int8_t *)cb->xq_buf;
+    job.args.xd = (const float *)(cb->xq_buf + (((size_t)n * (size_t)w->cols + 63) & ~(size_t)63));
+    job.args.xs = (const int32_t *)(job.args.xd + (size_t)n * nb);
+    return job;
+}
+
+/* x to Q8_0 in the scratch, once for every quantized weight of the call. */
+static void quantize_once(cpu_backend *cb, mm_job *job) {
+    if (job->args.n >= 4 * cb->n_threads)
+        sol_threadpool_run(cb->tp, quant_task, job, cb->n_threads);
+    else
+        quant_task(job, 0, 1);
+}
+
+int cpu_matmul(sol_backend *be, const sol_weight *w, const float *x, float *y, int n) {
+    cpu_backend *cb = (cpu_backend *)be;
+    int rc = check_call(be, w, x, y, n);
+    if (rc) return rc;
+    if ((rc = cpu_scratch_reserve(cb, n, w->cols > w->rows ? w->cols : w->rows))) return rc;
+    mm_job job = make_job(cb, w, x, y, n);
+    if (is_quant8(w->type)) quantize_once(cb, &job);
     /* Decode matmuls are small: a task per thread keeps dispatch at one wake-up. */
     int tasks = w->rows >= 8 * cb->n_threads ? cb->n_threads : 1;
     sol_threadpool_run(cb->tp, mm_task, &job, tasks);
+    return 0;
+}
+
+#define MANY_MAX 4
+
+typedef struct {
+    mm_job jobs[MANY_MAX];
+    int count;
+} many_job;
+
+/* Each task takes its row range of every weight: the ranges, and so the bits, are those of
+ * separate calls with the same task count. */
+static void many_task(void *ctx, int task, int n_tasks) {
+    many_job *m = ctx;
+    for (int i = 0; i < m->count; i++)
+        mm_task(&m->jobs[i], task, n_tasks);
+}
+
+int cpu_matmul_many(sol_backend *be, const sol_weight *const *ws, float *const *ys, int count,
+                    const float *x, int n) {
+    cpu_backend *cb = (cpu_backend *)be;
+    if (count < 1 || count > MANY_MAX || !ws || !ys)
+        return sol_err_set(&be->err, -EINVAL, "cpu matmul_many: need 1..%d weights, got %d",
+                           MANY_MAX, count);
+    int64_t K = ws[0] ? ws[0]->cols : 0, max_dim = K;
+    int rc, quant = 0, small = 0;
+    for (int i = 0; i < count; i++) {
+        if ((rc = check_call(be, ws[i], x, ys[i], n))) return rc;
+        if (ws[i]->cols != K)
+            return sol_err_set(&be->err, -EINVAL,
+                               "cpu matmul_many: weight %d has %lld columns, weight 0 has %lld", i,
+                               (long long)ws[i]->cols, (long long)K);
+        if (ws[i]->rows > max_dim) max_dim = ws[i]->rows;
+        quant |= is_quant8(ws[i]->type);
+        small |= ws[i]->rows < 8 * cb->n_threads;
+    }
+    if ((rc = cpu_scratch_reserve(cb, n, max_dim))) return rc;
+    many_job m = {.count = count};
+    for (int i = 0; i < count; i++)
+        m.jobs[i] = make_job(cb, ws[i], x, ys[i], n);
+    if (quant) quantize_once(cb, &m.jobs[0]);
+    sol_threadpool_run(cb->tp, many_task, &m, small ? 1 : cb->n_threads);
     return 0;
 }

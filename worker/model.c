@@ -345,9 +345,8 @@ static int attention(model *m, sol_kv *kv, int l, const model_batch *b) {
     sol_backend *be = m->be;
     int n = b->n, rc;
     if ((rc = sol_rmsnorm(be, s->x, L->attn_norm, s->xb, n, hp->dim, hp->eps)) ||
-        (rc = sol_matmul(be, &L->wq, s->xb, s->q, n)) ||
-        (rc = sol_matmul(be, &L->wk, s->xb, s->k, n)) ||
-        (rc = sol_matmul(be, &L->wv, s->xb, s->v, n)) ||
+        (rc = sol_matmul_many(be, (const sol_weight *[]){&L->wq, &L->wk, &L->wv},
+                              (float *[]){s->q, s->k, s->v}, 3, s->xb, n)) ||
         (rc = sol_rope(be, s->q, b->pos, n, hp->n_heads, hp->head_dim, &hp->rope)) ||
         (rc = sol_rope(be, s->k, b->pos, n, hp->n_kv_heads, hp->head_dim, &hp->rope)) ||
         (rc = sol_kv_write(be, kv, l, s->k, s->v, b->slots, n)))
@@ -369,8 +368,8 @@ static int feed_forward(model *m, int l, int n) {
     sol_backend *be = m->be;
     int rc;
     if ((rc = sol_rmsnorm(be, s->x, L->ffn_norm, s->xb, n, hp->dim, hp->eps)) ||
-        (rc = sol_matmul(be, &L->w_gate, s->xb, s->hb, n)) ||
-        (rc = sol_matmul(be, &L->w_up, s->xb, s->hb2, n)) ||
+        (rc = sol_matmul_many(be, (const sol_weight *[]){&L->w_gate, &L->w_up},
+                              (float *[]){s->hb, s->hb2}, 2, s->xb, n)) ||
         (rc = sol_silu_mul(be, s->hb, s->hb2, s->hb, (int64_t)n * hp->ffn)) ||
         (rc = sol_matmul(be, &L->w_down, s->hb, s->xb2, n)) ||
         (rc = be->ops->allreduce(be, s->xb2, (int64_t)n * hp->dim)))

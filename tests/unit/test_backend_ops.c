@@ -205,6 +205,51 @@ static void test_matmul_batch_invariance(void **state) {
     }
 }
 
+/* matmul_many (one dispatch for q/k/v or gate/up) gives the bits of separate matmul calls, for
+ * mixed types and row counts (large and small weights in one call), every ISA and thread count;
+ * weights with different K are refused. */
+static void test_matmul_many(void **state) {
+    (void)state;
+    const int64_t K = 256;
+    const sol_dtype types[3] = {SOL_DT_Q4_0, SOL_DT_Q8_0, SOL_DT_F16};
+    const int64_t rows[3] = {64, 37, 40};
+    const int ns[] = {1, 4, 17};
+    FOR_EACH_ISA(isa) {
+        for (int th = 1; th <= 2; th++) {
+            sol_backend *be = backend_for(isa, th);
+            test_weight tw[3];
+            const sol_weight *ws[3];
+            float x[17 * 256], sep[3][17 * 64], many[3][17 * 64];
+            float *ys[3] = {many[0], many[1], many[2]};
+            fill(x, 17 * K);
+            for (int i = 0; i < 3; i++) {
+                tw[i] = make_weight(types[i], rows[i], K);
+                assert_int_equal(be->ops->weight_prepare(be, &tw[i].w), 0);
+                ws[i] = &tw[i].w;
+            }
+            for (size_t ni = 0; ni < 3; ni++) {
+                for (int i = 0; i < 3; i++) {
+                    assert_int_equal(sol_matmul(be, ws[i], x, sep[i], ns[ni]), 0);
+                    poison(many[i], 17 * 64);
+                }
+                assert_int_equal(sol_matmul_many(be, ws, ys, 3, x, ns[ni]), 0);
+                for (int i = 0; i < 3; i++)
+                    if (memcmp(sep[i], many[i], sizeof(float) * (size_t)(ns[ni] * rows[i])))
+                        fail_msg("%s threads=%d n=%d: matmul_many weight %d (%s) differs",
+                                 sol_cpu_isa_name(isa), th, ns[ni], i, sol_dtype_name(types[i]));
+            }
+            test_weight odd = make_weight(SOL_DT_F32, 8, 128);
+            const sol_weight *bad[2] = {ws[0], &odd.w};
+            assert_int_equal(sol_matmul_many(be, bad, ys, 2, x, 1), -EINVAL);
+            assert_non_null(strstr(be->err.msg, "columns"));
+            free_weight(&odd);
+            for (int i = 0; i < 3; i++)
+                free_weight(&tw[i]);
+            sol_backend_free(be);
+        }
+    }
+}
+
 /* weight_prepare repacks Q4_0 and Q8_0 in place (rows past the last group of 8 stay ggml rows);
  * on the scalar path the repacked weight gives the same bits as the original rows, and embedding
  * a repacked row gives the original row's values. */
@@ -537,6 +582,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_vs_reference),
         cmocka_unit_test(test_matmul_batch_invariance),
+        cmocka_unit_test(test_matmul_many),
         cmocka_unit_test(test_q4_0_repack),
         cmocka_unit_test(test_q8_0_repack),
         cmocka_unit_test(test_rmsnorm_silu_add),
