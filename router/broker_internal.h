@@ -65,6 +65,8 @@ void bw_pump(broker *b, int pool);
 void bw_failover(broker *b, bk_req *r, const char *why);
 /* Fail over everything on w and remove it from the table (w is freed). */
 void bw_worker_dead(broker *b, bk_worker *w, const char *why);
+/* Tell w to stop work on wire_id (best effort: a gone worker has nothing to stop). */
+void bw_send_cancel(broker *b, bk_worker *w, const char *wire_id);
 /* Cancel r on its worker and forget it. */
 void bw_drop(broker *b, bk_req *r);
 /* End a request with an error (before the first byte: an HTTP status) and release it. */

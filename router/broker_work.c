@@ -35,7 +35,7 @@ static int send_env(broker *b, const zmq_util_identity *to, const Sol__Envelope 
     return rc;
 }
 
-static void send_cancel(broker *b, bk_worker *w, const char *wire_id) {
+void bw_send_cancel(broker *b, bk_worker *w, const char *wire_id) {
     Sol__Cancel c = SOL__CANCEL__INIT;
     c.request_id = (char *)wire_id;
     Sol__Envelope env;
@@ -136,7 +136,7 @@ void bw_fail(broker *b, bk_req *r, int status, const char *msg, int retry_after_
 
 /* The client is gone or the request timed out: stop the worker now, forget the request. */
 void bw_drop(broker *b, bk_req *r) {
-    if (r->worker) send_cancel(b, r->worker, r->wire_id);
+    if (r->worker) bw_send_cancel(b, r->worker, r->wire_id);
     int pool = r->pool;
     detach(b, r);
     inflight_release(&b->inf, r);

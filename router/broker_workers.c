@@ -167,14 +167,8 @@ static void on_chunk(broker *b, bk_worker *w, const Sol__TokenChunk *c) {
     bk_req *r = inflight_find(&b->inf, c->request_id);
     if (!r || r->worker != w) {
         /* finished, cancelled or failed over: tell the worker to stop if it is still going */
-        if (c->finish_reason == SOL__FINISH_REASON__FINISH_NONE) {
-            Sol__Cancel cn = SOL__CANCEL__INIT;
-            cn.request_id = c->request_id;
-            Sol__Envelope env;
-            frame_wrap_cancel(&env, &cn);
-            sol_err e = {0};
-            zmq_util_router_send(b->sock, &w->ident, &env, &e);
-        }
+        if (c->finish_reason == SOL__FINISH_REASON__FINISH_NONE)
+            bw_send_cancel(b, w, c->request_id);
         return;
     }
     if ((int64_t)c->seq <= r->last_seq) return; /* a duplicate */
@@ -312,14 +306,7 @@ static void expire_requests(broker *b, uint64_t now_ms) {
         if (limit_ns && now_ns > r->received_ns + limit_ns) {
             LOG_WARN(MOD, "request %s timed out after %d ms", r->wire_id,
                      b->cfg.request_timeout_ms);
-            if (r->worker) {
-                Sol__Cancel cn = SOL__CANCEL__INIT;
-                cn.request_id = r->wire_id;
-                Sol__Envelope env;
-                frame_wrap_cancel(&env, &cn);
-                sol_err e = {0};
-                zmq_util_router_send(b->sock, &r->worker->ident, &env, &e);
-            }
+            if (r->worker) bw_send_cancel(b, r->worker, r->wire_id);
             bw_fail(b, r, 503, "the request timed out (router.http.request_timeout_ms)", 1);
             continue;
         }
@@ -360,14 +347,7 @@ void bw_shutdown(broker *b) {
     for (size_t i = 0; i < b->inf.cap; i++) {
         bk_req *r = b->inf.slots[i];
         if (!r) continue;
-        if (r->worker) {
-            Sol__Cancel cn = SOL__CANCEL__INIT;
-            cn.request_id = r->wire_id;
-            Sol__Envelope env;
-            frame_wrap_cancel(&env, &cn);
-            sol_err e = {0};
-            zmq_util_router_send(b->sock, &r->worker->ident, &env, &e);
-        }
+        if (r->worker) bw_send_cancel(b, r->worker, r->wire_id);
         bw_fail(b, r, 503, "the router is shutting down", 1);
     }
 }

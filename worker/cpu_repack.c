@@ -62,120 +62,108 @@ int cpu_repack_q4_0(sol_backend *be, sol_weight *w) {
     return repack(be, w, sizeof(sol_block_q4_0), put_q4, CPU_LAYOUT_Q4_0X8);
 }
 
-void cpu_q4x8_dequant_row(const sol_weight *w, int64_t r, float *dst) {
-    int64_t nb = w->cols / 32;
-    const unsigned char *grp =
-        (const unsigned char *)w->data + (size_t)(r / CPU_Q4X8_ROWS) * CPU_Q4X8_ROWS * w->row_bytes;
-    int lane = (int)(r % CPU_Q4X8_ROWS);
-    for (int64_t b = 0; b < nb; b++) {
-        const unsigned char *blk = grp + (size_t)b * CPU_Q4X8_BLOCK;
-        uint16_t dh;
-        memcpy(&dh, blk + 2 * lane, 2);
-        float d = cpu_fp16_to_fp32(dh);
-        for (int s = 0; s < 4; s++)
-            for (int i = 0; i < 4; i++) {
-                uint8_t q = blk[16 + 32 * s + 4 * lane + i];
-                dst[b * 32 + 4 * s + i] = ((q & 0xF) - 8) * d;
-                dst[b * 32 + 16 + 4 * s + i] = ((q >> 4) - 8) * d;
-            }
-    }
-}
-
 int cpu_repack_q8_0(sol_backend *be, sol_weight *w) {
     return repack(be, w, sizeof(sol_block_q8_0), put_q8, CPU_LAYOUT_Q8_0X8);
 }
 
-static inline const unsigned char *q8x8_group(const sol_weight *w, int64_t r) {
-    return (const unsigned char *)w->data +
-           (size_t)(r / CPU_Q8X8_ROWS) * CPU_Q8X8_ROWS * w->row_bytes;
+/* A repacked block read back per row: lane r's 32 quants in element order, still offset (Q4_0
+ * by 8, Q8_0 by 128), and the offset to remove. */
+typedef struct x8_format {
+    size_t block; /* bytes of one group block */
+    int32_t offset;
+    void (*lane)(const unsigned char *blk, int lane, int32_t q[32]);
+} x8_format;
+
+static void lane_q4(const unsigned char *blk, int lane, int32_t q[32]) {
+    for (int s = 0; s < 4; s++)
+        for (int i = 0; i < 4; i++) {
+            uint8_t v = blk[16 + 32 * s + 4 * lane + i];
+            q[4 * s + i] = v & 0xF;
+            q[16 + 4 * s + i] = v >> 4;
+        }
 }
 
-void cpu_q8x8_dequant_row(const sol_weight *w, int64_t r, float *dst) {
-    int64_t nb = w->cols / 32;
-    const unsigned char *grp = q8x8_group(w, r);
-    int lane = (int)(r % CPU_Q8X8_ROWS);
-    for (int64_t b = 0; b < nb; b++) {
-        const unsigned char *blk = grp + (size_t)b * CPU_Q8X8_BLOCK;
-        uint16_t dh;
-        memcpy(&dh, blk + 2 * lane, 2);
-        float d = cpu_fp16_to_fp32(dh);
-        for (int s = 0; s < 8; s++)
-            for (int i = 0; i < 4; i++)
-                dst[b * 32 + 4 * s + i] = (float)((int)blk[16 + 32 * s + 4 * lane + i] - 128) * d;
+static void lane_q8(const unsigned char *blk, int lane, int32_t q[32]) {
+    for (int s = 0; s < 8; s++)
+        for (int i = 0; i < 4; i++)
+            q[4 * s + i] = blk[16 + 32 * s + 4 * lane + i];
+}
+
+static const x8_format k_q4x8 = {CPU_Q4X8_BLOCK, 8, lane_q4};
+static const x8_format k_q8x8 = {CPU_Q8X8_BLOCK, 128, lane_q8};
+
+static float lane_scale(const unsigned char *blk, int lane) {
+    uint16_t dh;
+    memcpy(&dh, blk + 2 * lane, 2);
+    return cpu_fp16_to_fp32(dh);
+}
+
+static void dequant_row(const x8_format *f, const sol_weight *w, int64_t r, float *dst) {
+    const unsigned char *grp = cpu_group_of(w, r & ~(int64_t)7);
+    int32_t q[32];
+    for (int64_t b = 0; b < w->cols / 32; b++) {
+        const unsigned char *blk = grp + (size_t)b * f->block;
+        float d = lane_scale(blk, (int)(r & 7));
+        f->lane(blk, (int)(r & 7), q);
+        for (int i = 0; i < 32; i++)
+            dst[b * 32 + i] = (float)(q[i] - f->offset) * d;
     }
 }
 
-/* As mm_q4x8_scalar: the same bits as the ggml-layout scalar Q8_0 kernel. */
-static void mm_q8x8_scalar(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
-    (void)scratch;
+void cpu_q4x8_dequant_row(const sol_weight *w, int64_t r, float *dst) {
+    dequant_row(&k_q4x8, w, r, dst);
+}
+
+void cpu_q8x8_dequant_row(const sol_weight *w, int64_t r, float *dst) {
+    dequant_row(&k_q8x8, w, r, dst);
+}
+
+/* The scalar kernel for repacked rows: the same integer dot (exact, so element order is free)
+ * and float accumulation as the ggml layout's scalar kernels, so both layouts give the same bits
+ * on this path. */
+static void mm_scalar(const x8_format *f, const cpu_mm_args *a, int64_t r0, int64_t r1) {
     const sol_weight *w = a->w;
     int64_t K = w->cols, M = w->rows, nb = K / 32;
+    int32_t q[32];
     for (int64_t r = r0; r < r1; r++) {
-        const unsigned char *grp = q8x8_group(w, r);
-        int lane = (int)(r % CPU_Q8X8_ROWS);
+        const unsigned char *grp = cpu_group_of(w, r & ~(int64_t)7);
+        int lane = (int)(r & 7);
         for (int t = 0; t < a->n; t++) {
             const int8_t *xq = a->xq + (size_t)t * K;
             const float *xd = a->xd + (size_t)t * nb;
             const int32_t *xs = a->xs + (size_t)t * nb;
             float acc = 0.0f;
             for (int64_t b = 0; b < nb; b++) {
-                const unsigned char *blk = grp + (size_t)b * CPU_Q8X8_BLOCK;
-                const int8_t *xb = xq + b * 32;
-                int32_t dot = -128 * xs[b];
-                for (int s = 0; s < 8; s++)
-                    for (int i = 0; i < 4; i++)
-                        dot += blk[16 + 32 * s + 4 * lane + i] * xb[4 * s + i];
-                uint16_t dh;
-                memcpy(&dh, blk + 2 * lane, 2);
-                acc += (float)dot * (cpu_fp16_to_fp32(dh) * xd[b]);
+                const unsigned char *blk = grp + (size_t)b * f->block;
+                int32_t dot = -f->offset * xs[b];
+                f->lane(blk, lane, q);
+                for (int i = 0; i < 32; i++)
+                    dot += q[i] * xq[b * 32 + i];
+                acc += (float)dot * (lane_scale(blk, lane) * xd[b]);
             }
             a->y[(size_t)t * M + r] = acc;
         }
     }
+}
+
+static void mm_q4x8_scalar(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
+    (void)scratch;
+    mm_scalar(&k_q4x8, a, r0, r1);
+}
+
+static void mm_q8x8_scalar(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
+    (void)scratch;
+    mm_scalar(&k_q8x8, a, r0, r1);
+}
+
+cpu_mm_fn cpu_mm_q4x8(sol_cpu_isa isa) {
+    if (isa >= SOL_ISA_AVX512) return cpu_mm_q4x8_avx512;
+    if (isa >= SOL_ISA_AVX2) return cpu_mm_q4x8_avx2;
+    return mm_q4x8_scalar;
 }
 
 cpu_mm_fn cpu_mm_q8x8(sol_cpu_isa isa) {
     if (isa >= SOL_ISA_AVX512) return cpu_mm_q8x8_avx512;
     if (isa >= SOL_ISA_AVX2) return cpu_mm_q8x8_avx2;
     return mm_q8x8_scalar;
-}
-
-/* The scalar kernel for repacked rows: the same integer dot and float accumulation as the ggml
- * layout's scalar kernel, so both layouts give the same bits on this path. */
-static void mm_q4x8_scalar(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
-    (void)scratch;
-    const sol_weight *w = a->w;
-    int64_t K = w->cols, M = w->rows, nb = K / 32;
-    for (int64_t r = r0; r < r1; r++) {
-        const unsigned char *grp = (const unsigned char *)w->data +
-                                   (size_t)(r / CPU_Q4X8_ROWS) * CPU_Q4X8_ROWS * w->row_bytes;
-        int lane = (int)(r % CPU_Q4X8_ROWS);
-        for (int t = 0; t < a->n; t++) {
-            const int8_t *xq = a->xq + (size_t)t * K;
-            const float *xd = a->xd + (size_t)t * nb;
-            const int32_t *xs = a->xs + (size_t)t * nb;
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                const unsigned char *blk = grp + (size_t)b * CPU_Q4X8_BLOCK;
-                const int8_t *xb = xq + b * 32;
-                int32_t dot = -8 * xs[b];
-                for (int s = 0; s < 4; s++)
-                    for (int i = 0; i < 4; i++) {
-                        uint8_t q = blk[16 + 32 * s + 4 * lane + i];
-                        dot += (q & 0xF) * xb[4 * s + i] + (q >> 4) * xb[16 + 4 * s + i];
-                    }
-                uint16_t dh;
-                memcpy(&dh, blk + 2 * lane, 2);
-                acc += (float)dot * (cpu_fp16_to_fp32(dh) * xd[b]);
-            }
-            a->y[(size_t)t * M + r] = acc;
-        }
-    }
-}
-
-cpu_mm_fn cpu_mm_q4x8(sol_cpu_isa isa) {
-    cpu_mm_fn fn = NULL;
-    if (isa >= SOL_ISA_AVX512) fn = cpu_mm_q4x8_avx512;
-    if (!fn && isa >= SOL_ISA_AVX2) fn = cpu_mm_q4x8_avx2;
-    return fn ? fn : mm_q4x8_scalar;
 }
