@@ -21,6 +21,15 @@
 #include "sim.h"
 #include "zmq_util.h"
 
+/* A ROUTER socket on an ephemeral loopback port; its endpoint goes to ep (128 bytes). */
+static void *bound_router(void *zctx, char *ep) {
+    sol_err e = {0};
+    void *router = NULL;
+    assert_int_equal(zmq_util_router_bind(zctx, "tcp://127.0.0.1:*", false, &router, &e), 0);
+    assert_int_equal(zmq_util_last_endpoint(router, ep, 128, &e), 0);
+    return router;
+}
+
 /* Next message of kind `want` within 10 s (others are skipped); NULL on timeout. */
 static Sol__Envelope *expect(void *router, Sol__Envelope__BodyCase want, zmq_util_identity *from) {
     uint64_t end = sol_now_ms() + 10000;
@@ -74,10 +83,8 @@ static void test_link_lifecycle(void **state) {
     (void)state;
     void *zctx = zmq_ctx_new();
     sol_err e = {0};
-    void *router = NULL;
-    assert_int_equal(zmq_util_router_bind(zctx, "tcp://127.0.0.1:*", false, &router, &e), 0);
     char ep[128];
-    assert_int_equal(zmq_util_last_endpoint(router, ep, sizeof ep, &e), 0);
+    void *router = bound_router(zctx, ep);
 
     exec_events *ev = NULL;
     executor *x = NULL;
@@ -191,10 +198,8 @@ static void test_binary_sigterm_drains(void **state) {
     (void)state;
     void *zctx = zmq_ctx_new();
     sol_err e = {0};
-    void *router = NULL;
-    assert_int_equal(zmq_util_router_bind(zctx, "tcp://127.0.0.1:*", false, &router, &e), 0);
     char ep[128];
-    assert_int_equal(zmq_util_last_endpoint(router, ep, sizeof ep, &e), 0);
+    void *router = bound_router(zctx, ep);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -279,10 +284,8 @@ static void test_heartbeat_carries_spec_counters(void **state) {
     (void)state;
     void *zctx = zmq_ctx_new();
     sol_err e = {0};
-    void *router = NULL;
-    assert_int_equal(zmq_util_router_bind(zctx, "tcp://127.0.0.1:*", false, &router, &e), 0);
     char ep[128];
-    assert_int_equal(zmq_util_last_endpoint(router, ep, sizeof ep, &e), 0);
+    void *router = bound_router(zctx, ep);
     exec_events *ev = NULL;
     assert_int_equal(exec_events_new(zctx, &ev, &e), 0);
     sim_config sc = {.model = "demo", .tokens_per_s = 100, .capacity = 1, .max_context = 64};
