@@ -105,27 +105,18 @@ INL void float_row_tile(const cpu_mm_args *a, sol_dtype type, int64_t r, int64_t
         }
 }
 
-/* Rows per few-token tile: R x T accumulators plus T activation vectors and one weight vector
- * within the 32 registers. */
-#define FEW_WALK(a, type, fr, r1, R, T)                                                            \
-    do {                                                                                           \
-        for (; fr + (R) <= (r1); fr += (R))                                                        \
-            float_row_tile(a, type, fr, r1, R, 0, T);                                              \
-        for (; fr < (r1); fr++)                                                                    \
-            float_row_tile(a, type, fr, r1, 1, 0, T);                                              \
-    } while (0)
-
-/* 8 or 9 tokens: two few-token tiles over the same rows (the second reads them from cache), as
- * 8 x 9 accumulators do not fit in registers. */
-#define FEW_WALK2(a, type, fr, r1, R, T1, T2)                                                      \
+/* Rows in tiles of R rows x (T1 + T2) tokens, R x T accumulators plus T activation vectors and
+ * one weight vector within the 32 registers: one tile, or for 8-9 tokens two over the same rows
+ * (the second reads them from cache). */
+#define FEW_WALK(a, type, fr, r1, R, T1, T2)                                                       \
     do {                                                                                           \
         for (; fr + (R) <= (r1); fr += (R)) {                                                      \
             float_row_tile(a, type, fr, r1, R, 0, T1);                                             \
-            float_row_tile(a, type, fr, r1, R, T1, T2);                                            \
+            if (T2) float_row_tile(a, type, fr, r1, R, T1, T2);                                    \
         }                                                                                          \
         for (; fr < (r1); fr++) {                                                                  \
             float_row_tile(a, type, fr, r1, 1, 0, T1);                                             \
-            float_row_tile(a, type, fr, r1, 1, T1, T2);                                            \
+            if (T2) float_row_tile(a, type, fr, r1, 1, T1, T2);                                    \
         }                                                                                          \
     } while (0)
 
@@ -252,31 +243,31 @@ INL void quant_tile(const cpu_mm_args *a, sol_dtype type, int64_t r, int t, int 
         int64_t fr = (r0);                                                                         \
         switch ((a)->n) {                                                                          \
         case 1:                                                                                    \
-            FEW_WALK(a, type, fr, r1, 8, 1);                                                       \
+            FEW_WALK(a, type, fr, r1, 8, 1, 0);                                                    \
             break;                                                                                 \
         case 2:                                                                                    \
-            FEW_WALK(a, type, fr, r1, 8, 2);                                                       \
+            FEW_WALK(a, type, fr, r1, 8, 2, 0);                                                    \
             break;                                                                                 \
         case 3:                                                                                    \
-            FEW_WALK(a, type, fr, r1, 6, 3);                                                       \
+            FEW_WALK(a, type, fr, r1, 6, 3, 0);                                                    \
             break;                                                                                 \
         case 4:                                                                                    \
-            FEW_WALK(a, type, fr, r1, 5, 4);                                                       \
+            FEW_WALK(a, type, fr, r1, 5, 4, 0);                                                    \
             break;                                                                                 \
         case 5:                                                                                    \
-            FEW_WALK(a, type, fr, r1, 4, 5);                                                       \
+            FEW_WALK(a, type, fr, r1, 4, 5, 0);                                                    \
             break;                                                                                 \
         case 6:                                                                                    \
-            FEW_WALK(a, type, fr, r1, 3, 6);                                                       \
+            FEW_WALK(a, type, fr, r1, 3, 6, 0);                                                    \
             break;                                                                                 \
         case 7:                                                                                    \
-            FEW_WALK(a, type, fr, r1, 3, 7);                                                       \
+            FEW_WALK(a, type, fr, r1, 3, 7, 0);                                                    \
             break;                                                                                 \
         case 8:                                                                                    \
-            FEW_WALK2(a, type, fr, r1, 5, 4, 4);                                                   \
+            FEW_WALK(a, type, fr, r1, 5, 4, 4);                                                    \
             break;                                                                                 \
         case 9:                                                                                    \
-            FEW_WALK2(a, type, fr, r1, 4, 5, 4);                                                   \
+            FEW_WALK(a, type, fr, r1, 4, 5, 4);                                                    \
             break;                                                                                 \
         default:                                                                                   \
             break;                                                                                 \
