@@ -107,8 +107,8 @@ static inline const unsigned char *cpu_group_of(const sol_weight *w, int64_t r) 
     return (const unsigned char *)w->data + (size_t)r * w->row_bytes;
 }
 
-/* Walks shared by the row-interleaved kernels (cpu_kernels_q4x8.c, cpu_kernels_q8x8.c); they
- * expect `a`, `r0` and `r1` in scope and a tile(a, r, t, G, T) for G groups x T tokens. */
+/* Walks shared by the row-interleaved kernels (cpu_kernels_x8_avx512.c, cpu_kernels_q?x8_avx2.c);
+ * they expect `a`, `r0` and `r1` in scope and a tile(a, r, t, G, T) for G groups x T tokens. */
 #define CPU_X8_TCHUNK 64 /* tokens whose quantized rows stay in L2 while every row tile passes */
 /* Decode (n = 1) uses GD-group tiles for memory-level parallelism; prefill uses GM groups x TM
  * tokens over chunks of CPU_X8_TCHUNK tokens. The tile shape never changes an output's bits. */
