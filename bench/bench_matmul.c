@@ -43,7 +43,7 @@ static void bench_case(sol_backend *be, const char *isa, sol_dtype t, int64_t M,
         return;
     }
     sol_weight w = {t, M, K, data, rb, 0};
-    if (be->ops->weight_prepare(be, &w)) { /* the layout a loaded model gets (Q4_0 repacked) */
+    if (sol_weight_prepare(be, &w)) { /* the layout a loaded model gets (Q4_0 repacked) */
         fprintf(stderr, "%s\n", be->err.msg);
         munmap(data, rb * (size_t)M);
         return;
@@ -93,7 +93,7 @@ static void bench_model(sol_backend *be, sol_dtype t, int n, int reps) {
             exit(1);
         }
         w[i] = (sol_weight){t, M, K, d, rb, 0};
-        if (be->ops->weight_prepare(be, &w[i])) {
+        if (sol_weight_prepare(be, &w[i])) {
             fprintf(stderr, "%s\n", be->err.msg);
             exit(1);
         }
@@ -157,7 +157,7 @@ int main(int argc, char **argv) {
     }
     if (argc > 3 && (!strcmp(argv[3], "model") || !strcmp(argv[3], "verify"))) {
         sol_err e = {0};
-        sol_backend *be = sol_backend_cpu_new(threads, &e);
+        sol_backend *be = sol_backend_new("cpu", &(sol_backend_opts){.threads = threads}, &e);
         if (!be) {
             fprintf(stderr, "%s\n", e.msg);
             return 1;
@@ -176,9 +176,10 @@ int main(int argc, char **argv) {
     printf("threads=%d, weights in anonymous memory, best of 8 batches\n", threads);
     for (int isa = SOL_ISA_SCALAR; isa <= SOL_ISA_AVX512; isa++) {
         if (!sol_cpu_isa_supported((sol_cpu_isa)isa)) continue;
-        setenv("SOL_CPU_ISA", sol_cpu_isa_name((sol_cpu_isa)isa), 1);
+        char spec[32];
+        snprintf(spec, sizeof spec, "cpu:%s", sol_cpu_isa_name((sol_cpu_isa)isa));
         sol_err e = {0};
-        sol_backend *be = sol_backend_cpu_new(threads, &e);
+        sol_backend *be = sol_backend_new(spec, &(sol_backend_opts){.threads = threads}, &e);
         if (!be) {
             fprintf(stderr, "%s\n", e.msg);
             return 1;

@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
     }
     int ctx = argc > 4 ? atoi(argv[4]) : 512, threads = argc > 5 ? atoi(argv[5]) : 0;
     sol_err e = {0};
-    sol_backend *be = sol_backend_cpu_new(threads, &e);
+    sol_backend *be = sol_backend_new("cpu", &(sol_backend_opts){.threads = threads}, &e);
     model *ref = be ? model_load(argv[1], 0, be, &e) : NULL;
     model *test = ref ? model_load(argv[2], 0, be, &e) : NULL;
     tokenizer *tok = test ? tokenizer_from_gguf(model_gguf(ref), &e) : NULL;

@@ -26,6 +26,7 @@
 
 typedef struct opts {
     const char *model, *mode;
+    const char *backend; /* registry spec; NULL = cpu */
     int n, pmin, pmax, omin, omax, threads, conc, max_seqs, max_tokens, num_blocks;
     double rate;
     engine_spec_method spec;
@@ -278,7 +279,8 @@ static void usage(void) {
             "  spec:  [--concurrency 16] [--output :N (64)] [--rounds 2]\n"
             "  common: [--max-batched-tokens 2048] [--num-blocks N (2048; 0 = memory_fraction)]\n"
             "          [--draft-model FILE | --spec ngram] [--spec-k 4] [--spec-adaptive]\n"
-            "          [--no-mmap] (read weights into memory instead of mapping the files)\n");
+            "          [--no-mmap] (read weights into memory instead of mapping the files)\n"
+            "          [--backend cpu|cpu:ISA|cuda] (default cpu)\n");
 }
 
 /* "MIN:MAX", or ":N" for exactly N. */
@@ -316,6 +318,7 @@ int main(int argc, char **argv) {
                                           {"spec-adaptive", 0, 0, 'A'},
                                           {"rounds", 1, 0, 'R'},
                                           {"no-mmap", 0, 0, 'N'},
+                                          {"backend", 1, 0, 'b'},
                                           {"help", 0, 0, 'h'},
                                           {0, 0, 0, 0}};
     int c;
@@ -332,6 +335,9 @@ int main(int argc, char **argv) {
             break;
         case 'M':
             o.mode = optarg;
+            break;
+        case 'b':
+            o.backend = optarg;
             break;
         case 'P':
             if (range(optarg, &o.pmin, &o.pmax)) return usage(), 2;
@@ -390,7 +396,7 @@ int main(int argc, char **argv) {
     if (!o.conc) o.conc = strcmp(o.mode, "overhead") == 0 ? 64 : 16;
     sol_log_setup(SOL_LOG_WARN, 0, "bench");
     sol_err e = {0};
-    sol_backend *be = sol_backend_cpu_new(o.threads, &e);
+    sol_backend *be = sol_backend_new(o.backend, &(sol_backend_opts){.threads = o.threads}, &e);
     int flags = o.no_mmap ? GGUF_OPEN_NO_MMAP : 0;
     model *m = be ? model_load(o.model, flags, be, &e) : NULL;
     if (m && o.draft_path && !(o.draft = model_load(o.draft_path, flags, be, &e))) {

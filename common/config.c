@@ -16,7 +16,7 @@
 #include "config_key.h"
 #include "yaml_doc.h"
 
-_Static_assert(sizeof(sol_backend) == sizeof(int), "enum fields are written through int *");
+_Static_assert(sizeof(sol_backend_kind) == sizeof(int), "enum fields are written through int *");
 _Static_assert(sizeof(sol_log_level) == sizeof(int), "enum fields are written through int *");
 
 static const char *const k_levels[] = {"debug", "info", "warn", "error", "off", NULL};
@@ -413,7 +413,7 @@ static int validate_worker(const sol_config *cfg, sol_err *err) {
         return vfail(cfg, err, "worker.model",
                      "required when worker.backend is %s (the path of a GGUF file; only backend "
                      "sim runs without a model)",
-                     sol_backend_name(w->backend));
+                     sol_backend_kind_name(w->backend));
     if (w->speculative.method == SOL_SPEC_DRAFT && w->backend != SOL_BACKEND_SIM &&
         !w->speculative.draft_model)
         return vfail(cfg, err, "worker.speculative.draft_model",
@@ -421,7 +421,7 @@ static int validate_worker(const sol_config *cfg, sol_err *err) {
                      "which needs no model)");
     if (w->tensor_parallel > 1 && w->backend != SOL_BACKEND_CUDA)
         return vfail(cfg, err, "worker.tensor_parallel", "%d needs worker.backend cuda, found %s",
-                     w->tensor_parallel, sol_backend_name(w->backend));
+                     w->tensor_parallel, sol_backend_kind_name(w->backend));
     if (w->scheduler.max_batched_tokens < w->scheduler.max_num_seqs)
         return vfail(cfg, err, "worker.scheduler.max_batched_tokens",
                      "%d is below worker.scheduler.max_num_seqs (%d): each running sequence "
@@ -575,7 +575,7 @@ int sol_config_print(const sol_config *cfg, FILE *f, int which) {
     return ferror(f) ? -EIO : 0;
 }
 
-const char *sol_backend_name(sol_backend b) {
+const char *sol_backend_kind_name(sol_backend_kind b) {
     return (b >= SOL_BACKEND_CPU && b <= SOL_BACKEND_SIM) ? k_backends[b] : "?";
 }
 

@@ -13,7 +13,7 @@
 /* Which sections sol_config_print and sol_config_validate look at (`log:` is always included). */
 enum { SOL_CONFIG_ROUTER = 1, SOL_CONFIG_WORKER = 2, SOL_CONFIG_BOTH = 3 };
 
-typedef enum { SOL_BACKEND_CPU = 0, SOL_BACKEND_CUDA, SOL_BACKEND_SIM } sol_backend;
+typedef enum { SOL_BACKEND_CPU = 0, SOL_BACKEND_CUDA, SOL_BACKEND_SIM } sol_backend_kind;
 typedef enum { SOL_KV_F16 = 0, SOL_KV_F32 } sol_kv_dtype;
 typedef enum { SOL_SPEC_OFF = 0, SOL_SPEC_DRAFT, SOL_SPEC_NGRAM } sol_spec_method;
 
@@ -79,7 +79,7 @@ typedef struct sol_worker_config {
     char *pool;
     char *model; /* GGUF path; NULL allowed only with backend sim */
     char *id;    /* "": derived from host name and pid */
-    sol_backend backend;
+    sol_backend_kind backend;
     int threads; /* 0: all cores */
     int tensor_parallel;
     bool mmap;
@@ -153,7 +153,7 @@ int sol_config_validate(const sol_config *cfg, int which, sol_err *err);
 int sol_config_print(const sol_config *cfg, FILE *f, int which);
 
 /* Names for enum values, as written in the file. */
-const char *sol_backend_name(sol_backend b);
+const char *sol_backend_kind_name(sol_backend_kind b);
 const char *sol_kv_dtype_name(sol_kv_dtype d);
 const char *sol_spec_method_name(sol_spec_method m);
 

@@ -20,6 +20,7 @@
 
 typedef struct gen_opts {
     const char *model, *prompt, *prompt_tokens, *logits_file;
+    const char *backend; /* a registry spec: "cpu", "cpu:avx2", "cuda", ... */
     int n_predict, threads, chunk, ctx;
     int print_tokens, tokenize_only, no_mmap, mlock, eos_mode; /* eos_mode: -1 auto, 0, 1 */
     const char *draft_model, *spec; /* spec: NULL (none), "ngram" or "draft" */
@@ -39,6 +40,8 @@ static void usage(FILE *f) {
           "      --min-p P           (default 0.05)          --repeat-penalty R (default 1)\n"
           "      --seed N            sampling seed (default 1)\n"
           "  -t, --threads N         CPU threads (default: all cores)\n"
+          "      --backend NAME      compute backend: cpu (default), cpu:scalar|avx2|avx512,\n"
+          "                          cuda, cuda:DEVICE\n"
           "      --batch N           prompt tokens per forward pass (default 512)\n"
           "      --ctx N             context size (default: prompt + n-predict)\n"
           "      --tokens            print generated ids, one per line, instead of text\n"
@@ -80,7 +83,8 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
         O_DRAFT,
         O_SPEC,
         O_SPECK,
-        O_SPECA
+        O_SPECA,
+        O_BACKEND
     };
     static const struct option longs[] = {{"model", 1, 0, 'm'},
                                           {"prompt", 1, 0, 'p'},
@@ -107,6 +111,7 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
                                           {"spec", 1, 0, O_SPEC},
                                           {"spec-k", 1, 0, O_SPECK},
                                           {"spec-adaptive", 0, 0, O_SPECA},
+                                          {"backend", 1, 0, O_BACKEND},
                                           {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "m:p:n:t:h", longs, NULL)) != -1) {
@@ -126,6 +131,9 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
         case 'h':
             usage(stdout);
             exit(0);
+        case O_BACKEND:
+            o->backend = optarg;
+            break;
         case O_PT:
             o->prompt_tokens = optarg;
             break;
@@ -452,7 +460,7 @@ static void spec_free(spec_run *sp) {
 }
 
 static int run(const gen_opts *o, sol_err *err) {
-    sol_backend *be = sol_backend_cpu_new(o->threads, err);
+    sol_backend *be = sol_backend_new(o->backend, &(sol_backend_opts){.threads = o->threads}, err);
     if (!be) return err->code ? err->code : -ENOMEM;
     int flags = (o->no_mmap ? GGUF_OPEN_NO_MMAP : 0) | (o->mlock ? GGUF_OPEN_MLOCK : 0);
     gen_run r = {0};

@@ -9,6 +9,7 @@
 #include <zmq.h>
 
 #include "cli.h"
+#include "backend.h"
 #include "config.h"
 #include "executor.h"
 #include "link.h"
@@ -57,8 +58,18 @@ static void sim_model_name(const sol_worker_config *w, char *buf, size_t cap) {
     if (dot && dot != buf) *dot = '\0';
 }
 
-static int make_executor(void *zctx, const sol_worker_config *w, exec_events *ev, executor **out,
-                         sol_err *e) {
+/* The compute backend worker.backend names, through the registry. A backend this build or
+ * machine cannot run is a configuration error: the message names the key and the reason. */
+static int make_backend(const sol_worker_config *w, sol_backend **out, sol_err *e) {
+    sol_backend_opts o = {.threads = w->threads};
+    *out = sol_backend_new(sol_backend_kind_name(w->backend), &o, e);
+    if (*out) return 0;
+    sol_err_wrap(e, "worker.backend: ");
+    return e->code ? e->code : -EINVAL;
+}
+
+static int make_executor(void *zctx, const sol_worker_config *w, sol_backend *be,
+                         exec_events *ev, executor **out, sol_err *e) {
     if (w->backend == SOL_BACKEND_SIM) {
         char model[256];
         sim_model_name(w, model, sizeof model);
@@ -73,13 +84,9 @@ static int make_executor(void *zctx, const sol_worker_config *w, exec_events *ev
         };
         return sim_new(zctx, &sc, ev, out, e);
     }
-    if (w->backend == SOL_BACKEND_CUDA)
-        return sol_err_set(e, -ENOTSUP,
-                           "the CUDA backend is not available in sol-worker yet; use --backend "
-                           "cpu (or sim for router tests)");
     exec_engine_config ec = {
+        .be = be,
         .model = w->model,
-        .threads = w->threads,
         .mmap = w->mmap,
         .mlock = w->mlock,
         .block_size = w->kv.block_size,
@@ -150,6 +157,7 @@ static int worker_run(const sol_config *cfg) {
     exec_events *ev = NULL;
     executor *exec = NULL;
     worker_link *l = NULL;
+    sol_backend *be = NULL;
     sol_err err = {0};
     int rc = 1;
     char id[SOL_ERR_MSG_MAX];
@@ -164,19 +172,23 @@ static int worker_run(const sol_config *cfg) {
         .pool = w->pool,
         .heartbeat_ms = w->heartbeat_ms,
     };
-    if (!zctx || exec_events_new(zctx, &ev, &err) < 0 ||
-        make_executor(zctx, w, ev, &exec, &err) < 0 ||
-        link_new(zctx, &lc, exec, ev, &l, &err) < 0) {
+    if (w->backend != SOL_BACKEND_SIM && make_backend(w, &be, &err) < 0) {
+        LOG_ERROR("worker", "%s", err.msg);
+        rc = SOL_EXIT_USAGE;
+    } else if (!zctx || exec_events_new(zctx, &ev, &err) < 0 ||
+               make_executor(zctx, w, be, ev, &exec, &err) < 0 ||
+               link_new(zctx, &lc, exec, ev, &l, &err) < 0) {
         LOG_ERROR("worker", "%s", err.msg[0] ? err.msg : "cannot create a ZeroMQ context");
-        rc = w->backend == SOL_BACKEND_CUDA || err.code == -ENOTSUP ? SOL_EXIT_NOT_IMPLEMENTED : 1;
+        rc = err.code == -ENOTSUP ? SOL_EXIT_NOT_IMPLEMENTED : 1;
     } else {
         LOG_INFO("worker", "worker %s serving pool %s (backend %s)", id, w->pool,
-                 sol_backend_name(w->backend));
+                 sol_backend_kind_name(w->backend));
         rc = supervise(l, sfd);
         LOG_INFO("worker", "exiting with status %d", rc);
     }
     link_free(l);
     exec_free(exec);
+    sol_backend_free(be); /* after the executor, which borrowed it */
     exec_events_free(ev);
     if (zctx) zmq_ctx_term(zctx);
     close(sfd);

@@ -3,11 +3,13 @@
  * cheap next to the matmuls and run on the calling thread; matmul (cpu_matmul.c) and attention
  * (cpu_attention.c) fan out over the pool. */
 #include <errno.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "backend_cpu.h"
 #include "cpu_internal.h"
 #include "log.h"
 
@@ -208,7 +210,16 @@ static const sol_backend_ops cpu_ops = {
     .synchronize = cpu_synchronize,
 };
 
-sol_backend *sol_backend_cpu_new(int n_threads, sol_err *err) {
+int sol_backend_cpu_variants(char out[][SOL_BACKEND_VARIANT_MAX], int cap) {
+    int n = 0;
+    for (int i = SOL_ISA_SCALAR; i <= SOL_ISA_AVX512 && n < cap; i++)
+        if (sol_cpu_isa_supported((sol_cpu_isa)i))
+            snprintf(out[n++], SOL_BACKEND_VARIANT_MAX, "%s", sol_cpu_isa_name((sol_cpu_isa)i));
+    return n;
+}
+
+sol_backend *sol_backend_cpu_create(const char *variant, const sol_backend_opts *o, sol_err *err) {
+    int n_threads = o ? o->threads : 0;
     if (n_threads < 0) {
         sol_err_set(err, -EINVAL, "cpu backend: n_threads must be >= 0 (0 = all cores), got %d",
                     n_threads);
@@ -219,7 +230,7 @@ sol_backend *sol_backend_cpu_new(int n_threads, sol_err *err) {
         n_threads = c > 0 ? (int)c : 1;
     }
     sol_cpu_isa isa;
-    if (sol_cpu_isa_select(&isa, err)) return NULL;
+    if (sol_cpu_isa_select(variant, &isa, err)) return NULL;
     /* Reference mode for llama.cpp comparisons (docs/backend.md); read once, like SOL_CPU_ISA. */
     const char *attn_env = getenv("SOL_CPU_ATTN");
     if (attn_env && strcmp(attn_env, "exact") != 0 && strcmp(attn_env, "llamacpp") != 0) {
@@ -245,8 +256,4 @@ sol_backend *sol_backend_cpu_new(int n_threads, sol_err *err) {
     }
     LOG_DEBUG("backend", "cpu backend: %d threads, %s kernels", n_threads, sol_cpu_isa_name(isa));
     return &cb->base;
-}
-
-void sol_backend_free(sol_backend *be) {
-    if (be) be->ops->free(be);
 }

@@ -30,7 +30,7 @@ typedef struct eng_rec {
 typedef struct eng_exec {
     executor base;
     exec_info info;
-    sol_backend *be;
+    sol_backend *be; /* borrowed from exec_engine_config */
     model *draft; /* speculative decoding's draft model, or NULL */
     model *m;
     tokenizer *tok;
@@ -244,7 +244,6 @@ static void eng_free(void *self) {
     }
     tokenizer_free(x->tok);
     model_free(x->m);
-    sol_backend_free(x->be);
     free(x);
 }
 
@@ -281,9 +280,9 @@ static int load_spec(eng_exec *x, const exec_engine_config *w, int flags, engine
 
 static int load(eng_exec *x, const exec_engine_config *w, sol_err *e) {
     uint64_t t0 = sol_now_ms();
-    LOG_INFO("engine", "loading %s (%s%s, %d threads)", w->model, w->mmap ? "mmap" : "no-mmap",
-             w->mlock ? ", mlock" : "", w->threads);
-    if (!(x->be = sol_backend_cpu_new(w->threads, e))) return e->code ? e->code : -EIO;
+    LOG_INFO("engine", "loading %s (%s%s) on backend %s", w->model, w->mmap ? "mmap" : "no-mmap",
+             w->mlock ? ", mlock" : "", sol_backend_name(w->be));
+    x->be = w->be;
     int flags = (w->mmap ? 0 : GGUF_OPEN_NO_MMAP) | (w->mlock ? GGUF_OPEN_MLOCK : 0);
     if (!(x->m = model_load(w->model, flags, x->be, e))) return e->code ? e->code : -EIO;
     if (!(x->tok = tokenizer_from_gguf(model_gguf(x->m), e))) return e->code ? e->code : -EIO;
@@ -313,7 +312,7 @@ static int load(eng_exec *x, const exec_engine_config *w, sol_err *e) {
              st.total_blocks, st.block_size, st.max_model_len, ec.max_num_seqs);
     exec_info *in = &x->info;
     snprintf(in->model, sizeof in->model, "%s", model_name(x->m));
-    snprintf(in->backend, sizeof in->backend, "cpu");
+    snprintf(in->backend, sizeof in->backend, "%s", sol_backend_name(x->be));
     const char *src = NULL;
     sol_err ignore = {0};
     if (gguf_get_kv(model_gguf(x->m), "tokenizer.chat_template"))

@@ -13,7 +13,8 @@ sol_cpu_isa sol_cpu_isa_best(void);
 int sol_cpu_isa_supported(sol_cpu_isa isa);
 /* "scalar", "avx2", "avx512". */
 const char *sol_cpu_isa_name(sol_cpu_isa isa);
-/* The path to use: SOL_CPU_ISA when set (an error when unknown or unsupported), else the best. */
-int sol_cpu_isa_select(sol_cpu_isa *out, sol_err *err);
+/* The path to use: `variant` when given (the registry's "cpu:VARIANT"), else SOL_CPU_ISA when
+ * set, else the best; an unknown or unsupported name is an error naming where it came from. */
+int sol_cpu_isa_select(const char *variant, sol_cpu_isa *out, sol_err *err);
 
 #endif

@@ -46,19 +46,25 @@ const char *sol_cpu_isa_name(sol_cpu_isa isa) {
     return "?";
 }
 
-int sol_cpu_isa_select(sol_cpu_isa *out, sol_err *err) {
+/* `name` as a path; `origin` says where the name came from in messages ("SOL_CPU_ISA=", "cpu:"). */
+static int isa_from_name(const char *name, const char *origin, sol_cpu_isa *out, sol_err *err) {
+    for (int i = SOL_ISA_SCALAR; i <= SOL_ISA_AVX512; i++) {
+        if (strcmp(name, sol_cpu_isa_name((sol_cpu_isa)i)) != 0) continue;
+        if (!sol_cpu_isa_supported((sol_cpu_isa)i))
+            return sol_err_set(err, -ENOTSUP, "%s%s: this CPU lacks the features it needs",
+                               origin, name);
+        *out = (sol_cpu_isa)i;
+        return 0;
+    }
+    return sol_err_set(err, -EINVAL, "%s%s: expected scalar, avx2 or avx512", origin, name);
+}
+
+int sol_cpu_isa_select(const char *variant, sol_cpu_isa *out, sol_err *err) {
+    if (variant && *variant) return isa_from_name(variant, "cpu:", out, err);
     const char *env = getenv("SOL_CPU_ISA");
     if (!env || !*env) {
         *out = sol_cpu_isa_best();
         return 0;
     }
-    for (int i = SOL_ISA_SCALAR; i <= SOL_ISA_AVX512; i++) {
-        if (strcmp(env, sol_cpu_isa_name((sol_cpu_isa)i)) != 0) continue;
-        if (!sol_cpu_isa_supported((sol_cpu_isa)i))
-            return sol_err_set(err, -ENOTSUP,
-                               "SOL_CPU_ISA=%s: this CPU lacks the features it needs", env);
-        *out = (sol_cpu_isa)i;
-        return 0;
-    }
-    return sol_err_set(err, -EINVAL, "SOL_CPU_ISA=%s: expected scalar, avx2 or avx512", env);
+    return isa_from_name(env, "SOL_CPU_ISA=", out, err);
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "err.h"
 #include "sol.pb-c.h"
 
@@ -77,13 +78,11 @@ static inline void exec_free(executor *x) {
     if (x) x->ops->free(x->self);
 }
 
-/* The serving engine behind this interface (executor_engine.c): loads the model on the CPU
- * backend, logs load progress and figures, and streams one chunk per token. The settings are
- * copied out of sol_worker_config by main.c: config.h's `sol_backend` enum and backend.h's
- * `sol_backend` struct share a name, so no file may include both. */
+/* The serving engine behind this interface (executor_engine.c): loads the model on the backend
+ * it is given, logs load progress and figures, and streams one chunk per token. */
 typedef struct exec_engine_config {
+    sol_backend *be;   /* borrowed: made by sol_backend_new from worker.backend, outlives this */
     const char *model; /* GGUF path */
-    int threads;       /* 0: all cores */
     bool mmap, mlock;
     int block_size, num_blocks, max_model_len;
     double memory_fraction;

@@ -1,5 +1,5 @@
-/* backend: the one ops table the model's forward pass is written against; the CPU backend
- * (backend_cpu.c) and the CUDA backend implement it, so the model never sees a device detail.
+/* backend: the one ops table the model's forward pass is written against, and the registry that
+ * constructs backends by name; cpu/ and cuda/ implement it, so the model never sees a device.
  *
  * Conventions shared by every op:
  * - Activations are float32, row-major, one row per token of a flattened batch (`n` tokens that
@@ -134,15 +134,82 @@ struct sol_backend {
     sol_err err; /* message of the last failed op */
 };
 
-/* A CPU backend with n_threads worker threads (0 = all online cores). The SIMD path is the best
- * the CPU supports, or the one forced by env SOL_CPU_ISA=scalar|avx2|avx512 (an error if that
- * ISA is missing). Caller owns the result (sol_backend_free). */
-sol_backend *sol_backend_cpu_new(int n_threads, sol_err *err);
+/* ---- the registry (registry.c): which backends this build holds, and the one constructor ----
+ * A backend is named by a spec "NAME" or "NAME:VARIANT": "cpu" (best SIMD path, or the one env
+ * SOL_CPU_ISA forces), "cpu:scalar" | "cpu:avx2" | "cpu:avx512", "cuda", "cuda:1" (device index).
+ * Every build registers "cpu" and "cuda"; a build without the CUDA toolchain still lists "cuda"
+ * so that asking for it gives the reason instead of "unknown backend". */
+typedef struct sol_backend_opts {
+    int threads; /* cpu: worker threads, 0 = all online cores */
+} sol_backend_opts;
+
+#define SOL_BACKEND_VARIANT_MAX 24
+
+typedef struct sol_backend_entry {
+    const char *name;  /* "cpu" */
+    const char *about; /* one line, for --help and `sol-generate --list-backends` */
+    /* The variants this build and machine can run now (cpu: each ISA the CPU supports; cuda:
+     * each visible device), into out[0..cap); returns how many. 0: the backend is registered
+     * but cannot run here (sol_backend_new then says why). The op tests run every variant. */
+    int (*variants)(char out[][SOL_BACKEND_VARIANT_MAX], int cap);
+    /* variant: NULL or "" for the default. Caller owns the result (sol_backend_free). */
+    sol_backend *(*create)(const char *variant, const sol_backend_opts *o, sol_err *err);
+} sol_backend_entry;
+
+/* The registered backends, in a fixed order (cpu first); returns their count. */
+int sol_backend_registry(const sol_backend_entry **out);
+
+/* The backend a spec names, created with opts (NULL: defaults). On failure NULL with err set to
+ * a message that names the spec and the reason (unknown name with the list of known ones,
+ * unsupported variant, no device and the driver's error). Caller owns the result. */
+sol_backend *sol_backend_new(const char *spec, const sol_backend_opts *opts, sol_err *err);
+
+/* "cpu, cuda": the registered names, for messages. */
+const char *sol_backend_names(void);
 
 /* Frees the backend, its scratch and every KV cache it still holds. NULL is a no-op. */
 void sol_backend_free(sol_backend *be);
 
-/* Thin wrappers so the forward pass reads like the math. */
+/* Thin wrappers so callers read like the math; nothing outside a backend calls be->ops directly. */
+static inline int sol_reserve(sol_backend *be, int max_tokens, int64_t max_dim) {
+    return be->ops->reserve ? be->ops->reserve(be, max_tokens, max_dim) : 0;
+}
+static inline int sol_weight_prepare(sol_backend *be, sol_weight *w) {
+    return be->ops->weight_prepare(be, w);
+}
+static inline void *sol_buf_alloc(sol_backend *be, size_t bytes) {
+    return be->ops->buf_alloc(be, bytes);
+}
+static inline void sol_buf_free(sol_backend *be, void *buf) {
+    if (buf) be->ops->buf_free(be, buf);
+}
+static inline int sol_upload(sol_backend *be, void *dst_buf, const void *src_host, size_t bytes) {
+    return be->ops->upload(be, dst_buf, src_host, bytes);
+}
+static inline int sol_download(sol_backend *be, void *dst_host, const void *src_buf,
+                               size_t bytes) {
+    return be->ops->download(be, dst_host, src_buf, bytes);
+}
+static inline sol_kv *sol_kv_alloc(sol_backend *be, int n_layers, int num_blocks, int block_size,
+                                   int n_kv_heads, int head_dim, sol_dtype dtype) {
+    return be->ops->kv_alloc(be, n_layers, num_blocks, block_size, n_kv_heads, head_dim, dtype);
+}
+static inline void sol_kv_free(sol_backend *be, sol_kv *kv) {
+    if (kv) be->ops->kv_free(be, kv);
+}
+static inline int sol_kv_copy_blocks(sol_backend *be, sol_kv *kv, const int32_t *src_block_ids,
+                                     const int32_t *dst_block_ids, int count) {
+    return be->ops->kv_copy_blocks(be, kv, src_block_ids, dst_block_ids, count);
+}
+static inline int sol_allreduce(sol_backend *be, float *x, int64_t n_elems) {
+    return be->ops->allreduce(be, x, n_elems);
+}
+static inline int sol_synchronize(sol_backend *be) {
+    return be->ops->synchronize(be);
+}
+static inline const char *sol_backend_name(const sol_backend *be) {
+    return be->ops->name;
+}
 static inline int sol_matmul(sol_backend *be, const sol_weight *w, const float *x, float *y,
                              int n) {
     return be->ops->matmul(be, w, x, y, n);

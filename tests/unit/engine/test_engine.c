@@ -49,7 +49,7 @@ static int setup(void **state) {
         return -1;
     }
     sol_err e = {0};
-    W.be = sol_backend_cpu_new(1, &e);
+    W.be = sol_backend_new("cpu", &(sol_backend_opts){.threads = 1}, &e);
     snprintf(cmd, sizeof cmd, "%s/tiny.gguf", W.dir);
     W.m = W.be ? model_load(cmd, 0, W.be, &e) : NULL;
     W.tok = W.m ? tokenizer_from_gguf(model_gguf(W.m), &e) : NULL;

@@ -1,5 +1,8 @@
-/* Promise: every CPU backend op matches a double-precision reference on every ISA path, and each
- * token's matmul/attention result is bit-identical whatever the batch, tiling or thread count. */
+/* Promise: every op of every backend this build registers (each variant the machine runs: the
+ * CPU's ISA paths, each CUDA device) matches a double-precision reference, and each token's
+ * matmul/attention result is bit-identical whatever the batch, tiling or thread count. A new
+ * backend joins these cases by registering (worker/backend/registry.c), as in ggml's
+ * test-backend-ops. Inputs are host pointers: a device backend's ops must accept them. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -49,17 +52,39 @@ static double nmse(const float *got, const double *ref, size_t n) {
     return err / (norm > 0 ? norm : 1);
 }
 
-static sol_backend *backend_for(sol_cpu_isa isa, int threads) {
-    setenv("SOL_CPU_ISA", sol_cpu_isa_name(isa), 1);
+/* spec: a registry spec ("cpu:avx2", "cuda:0"). */
+static sol_backend *backend_for(const char *spec, int threads) {
     sol_err e = {0};
-    sol_backend *be = sol_backend_cpu_new(threads, &e);
-    if (!be) fail_msg("backend: %s", e.msg);
+    sol_backend *be = sol_backend_new(spec, &(sol_backend_opts){.threads = threads}, &e);
+    if (!be) fail_msg("backend %s: %s", spec, e.msg);
     return be;
 }
 
-#define FOR_EACH_ISA(isa)                                                                          \
-    for (sol_cpu_isa isa = SOL_ISA_SCALAR; isa <= SOL_ISA_AVX512; isa++)                           \
-        if (sol_cpu_isa_supported(isa))
+enum { MAX_TARGETS = 16, SPEC_MAX = 64 };
+
+/* Runs fn once per (registered backend, variant this machine runs). */
+static void for_each_target(void (*fn)(const char *spec)) {
+    const sol_backend_entry *list;
+    int n = sol_backend_registry(&list), ran = 0;
+    for (int i = 0; i < n; i++) {
+        char vars[MAX_TARGETS][SOL_BACKEND_VARIANT_MAX];
+        int nv = list[i].variants(vars, MAX_TARGETS);
+        for (int v = 0; v < nv; v++, ran++) {
+            char spec[SPEC_MAX];
+            snprintf(spec, sizeof spec, "%.31s:%.23s", list[i].name, vars[v]);
+            print_message("  on %s\n", spec);
+            fn(spec);
+        }
+    }
+    assert_true(ran > 0); /* the CPU's scalar path runs everywhere */
+}
+
+/* The best CPU path (what a worker gets by default): for the CPU-specific cases below. */
+static sol_backend *cpu_best(int threads) {
+    char spec[SPEC_MAX];
+    snprintf(spec, sizeof spec, "cpu:%s", sol_cpu_isa_name(sol_cpu_isa_best()));
+    return backend_for(spec, threads);
+}
 
 /* ---- weights ---- */
 
@@ -131,7 +156,7 @@ static const sol_dtype all_types[] = {SOL_DT_F32,  SOL_DT_F16,  SOL_DT_BF16, SOL
  * repacked). */
 static void check_matmul(sol_backend *be, sol_dtype t, int64_t M, int64_t K, int n, int prep) {
     test_weight tw = make_weight(t, M, K);
-    if (prep) assert_int_equal(be->ops->weight_prepare(be, &tw.w), 0);
+    if (prep) assert_int_equal(sol_weight_prepare(be, &tw.w), 0);
     float *x = malloc(sizeof(float) * (size_t)(n * K)),
           *xe = malloc(sizeof(float) * (size_t)(n * K));
     float *y = malloc(sizeof(float) * (size_t)(n * M));
@@ -155,36 +180,37 @@ static void check_matmul(sol_backend *be, sol_dtype t, int64_t M, int64_t K, int
     free_weight(&tw);
 }
 
+static void matmul_vs_reference(const char *spec) {
+    sol_backend *be = backend_for(spec, 2);
+    for (size_t i = 0; i < sizeof(all_types) / sizeof(all_types[0]); i++) {
+        sol_dtype t = all_types[i];
+        int kq = t == SOL_DT_Q4_K || t == SOL_DT_Q6_K;
+        for (int prep = 0; prep < 2; prep++) {
+            check_matmul(be, t, 37, kq ? 256 : 96, 1, prep);
+            check_matmul(be, t, 37, kq ? 256 : 96, 5, prep);
+            check_matmul(be, t, 64, kq ? 512 : 256, 17, prep);
+            check_matmul(be, t, 5, kq ? 256 : 32, 3, prep);
+            check_matmul(be, t, 72, kq ? 256 : 64, 8, prep);
+        }
+    }
+    sol_backend_free(be);
+}
+
 static void test_matmul_vs_reference(void **state) {
     (void)state;
-    FOR_EACH_ISA(isa) {
-        sol_backend *be = backend_for(isa, 2);
-        for (size_t i = 0; i < sizeof(all_types) / sizeof(all_types[0]); i++) {
-            sol_dtype t = all_types[i];
-            int kq = t == SOL_DT_Q4_K || t == SOL_DT_Q6_K;
-            for (int prep = 0; prep < 2; prep++) {
-                check_matmul(be, t, 37, kq ? 256 : 96, 1, prep);
-                check_matmul(be, t, 37, kq ? 256 : 96, 5, prep);
-                check_matmul(be, t, 64, kq ? 512 : 256, 17, prep);
-                check_matmul(be, t, 5, kq ? 256 : 32, 3, prep);
-                check_matmul(be, t, 72, kq ? 256 : 64, 8, prep);
-            }
-        }
-        sol_backend_free(be);
-    }
+    for_each_target(matmul_vs_reference);
 }
 
 /* Row t of a batch equals the same token computed alone, for every batch size and thread count:
  * every few-token tile shape (n = 2..9, speculative verify) and the GEMM tiles. */
-static void test_matmul_batch_invariance(void **state) {
-    (void)state;
+static void matmul_batch_invariance(const char *spec) {
     const int64_t M = 37, K = 256;
     const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 17};
-    FOR_EACH_ISA(isa) {
-        sol_backend *be1 = backend_for(isa, 1), *be2 = backend_for(isa, 2);
+    {
+        sol_backend *be1 = backend_for(spec, 1), *be2 = backend_for(spec, 2);
         for (size_t ti = 0; ti < sizeof(all_types) / sizeof(all_types[0]); ti++) {
             test_weight tw = make_weight(all_types[ti], M, K);
-            assert_int_equal(be1->ops->weight_prepare(be1, &tw.w), 0);
+            assert_int_equal(sol_weight_prepare(be1, &tw.w), 0);
             float x[17 * 256], alone[17 * 37], y[17 * 37];
             fill(x, 17 * K);
             for (int t = 0; t < 17; t++)
@@ -194,9 +220,8 @@ static void test_matmul_batch_invariance(void **state) {
                     poison(y, 17 * M);
                     assert_int_equal(sol_matmul(th ? be2 : be1, &tw.w, x, y, ns[ni]), 0);
                     if (memcmp(y, alone, sizeof(float) * (size_t)(ns[ni] * M)) != 0)
-                        fail_msg("%s %s: batch n=%d threads=%d differs from n=1",
-                                 sol_cpu_isa_name(isa), sol_dtype_name(all_types[ti]), ns[ni],
-                                 th + 1);
+                        fail_msg("%s %s: batch n=%d threads=%d differs from n=1", spec,
+                                 sol_dtype_name(all_types[ti]), ns[ni], th + 1);
                 }
             free_weight(&tw);
         }
@@ -205,18 +230,22 @@ static void test_matmul_batch_invariance(void **state) {
     }
 }
 
+static void test_matmul_batch_invariance(void **state) {
+    (void)state;
+    for_each_target(matmul_batch_invariance);
+}
+
 /* matmul_many (one dispatch for q/k/v or gate/up) gives the bits of separate matmul calls, for
  * mixed types and row counts (large and small weights in one call), every ISA and thread count;
  * weights with different K are refused. */
-static void test_matmul_many(void **state) {
-    (void)state;
+static void matmul_many(const char *spec) {
     const int64_t K = 256;
     const sol_dtype types[3] = {SOL_DT_Q4_0, SOL_DT_Q8_0, SOL_DT_F16};
     const int64_t rows[3] = {64, 37, 40};
     const int ns[] = {1, 4, 17};
-    FOR_EACH_ISA(isa) {
+    {
         for (int th = 1; th <= 2; th++) {
-            sol_backend *be = backend_for(isa, th);
+            sol_backend *be = backend_for(spec, th);
             test_weight tw[3];
             const sol_weight *ws[3];
             float x[17 * 256], sep[3][17 * 64], many[3][17 * 64];
@@ -224,7 +253,7 @@ static void test_matmul_many(void **state) {
             fill(x, 17 * K);
             for (int i = 0; i < 3; i++) {
                 tw[i] = make_weight(types[i], rows[i], K);
-                assert_int_equal(be->ops->weight_prepare(be, &tw[i].w), 0);
+                assert_int_equal(sol_weight_prepare(be, &tw[i].w), 0);
                 ws[i] = &tw[i].w;
             }
             for (size_t ni = 0; ni < 3; ni++) {
@@ -235,8 +264,8 @@ static void test_matmul_many(void **state) {
                 assert_int_equal(sol_matmul_many(be, ws, ys, 3, x, ns[ni]), 0);
                 for (int i = 0; i < 3; i++)
                     if (memcmp(sep[i], many[i], sizeof(float) * (size_t)(ns[ni] * rows[i])))
-                        fail_msg("%s threads=%d n=%d: matmul_many weight %d (%s) differs",
-                                 sol_cpu_isa_name(isa), th, ns[ni], i, sol_dtype_name(types[i]));
+                        fail_msg("%s threads=%d n=%d: matmul_many weight %d (%s) differs", spec,
+                                 th, ns[ni], i, sol_dtype_name(types[i]));
             }
             test_weight odd = make_weight(SOL_DT_F32, 8, 128);
             const sol_weight *bad[2] = {ws[0], &odd.w};
@@ -250,18 +279,25 @@ static void test_matmul_many(void **state) {
     }
 }
 
+static void test_matmul_many(void **state) {
+    (void)state;
+    for_each_target(matmul_many);
+}
+
+/* ---- the CPU backend's own layouts and modes ---- */
+
 /* weight_prepare repacks Q4_0 and Q8_0 in place (rows past the last group of 8 stay ggml rows);
  * on the scalar path the repacked weight gives the same bits as the original rows, and embedding
  * a repacked row gives the original row's values. */
 static void check_repack(sol_dtype t) {
     const int64_t M = 37, K = 128;
-    sol_backend *be = backend_for(SOL_ISA_SCALAR, 2);
+    sol_backend *be = backend_for("cpu:scalar", 2);
     test_weight a = make_weight(t, M, K);
     sol_weight b = a.w;
     size_t bytes = a.w.row_bytes * (size_t)M;
     b.data = malloc(bytes);
     memcpy((void *)b.data, a.w.data, bytes);
-    assert_int_equal(be->ops->weight_prepare(be, &b), 0);
+    assert_int_equal(sol_weight_prepare(be, &b), 0);
     assert_int_not_equal(b.layout, 0);
     assert_memory_not_equal(a.w.data, b.data, a.w.row_bytes * 32);
     assert_memory_equal((const char *)a.w.data + a.w.row_bytes * 32,
@@ -297,11 +333,11 @@ static void test_q8_0_repack(void **state) {
     check_repack(SOL_DT_Q8_0);
     /* The llama.cpp reference mode keeps Q8_0 rows (and their llama.cpp summation order). */
     setenv("SOL_CPU_ATTN", "llamacpp", 1);
-    sol_backend *be = backend_for(sol_cpu_isa_best(), 1);
+    sol_backend *be = cpu_best(1);
     unsetenv("SOL_CPU_ATTN");
     test_weight q8 = make_weight(SOL_DT_Q8_0, 16, 64), q4 = make_weight(SOL_DT_Q4_0, 16, 64);
-    assert_int_equal(be->ops->weight_prepare(be, &q8.w), 0);
-    assert_int_equal(be->ops->weight_prepare(be, &q4.w), 0);
+    assert_int_equal(sol_weight_prepare(be, &q8.w), 0);
+    assert_int_equal(sol_weight_prepare(be, &q4.w), 0);
     assert_int_equal(q8.w.layout, 0);
     assert_int_not_equal(q4.w.layout, 0);
     free_weight(&q8);
@@ -311,9 +347,8 @@ static void test_q8_0_repack(void **state) {
 
 /* ---- element-wise ops ---- */
 
-static void test_rmsnorm_silu_add(void **state) {
-    (void)state;
-    sol_backend *be = backend_for(sol_cpu_isa_best(), 2);
+static void rmsnorm_silu_add(const char *spec) {
+    sol_backend *be = backend_for(spec, 2);
     enum { N = 3, D = 67 };
     float x[N * D], w[D], out[N * D], b[N * D];
     double ref[N * D];
@@ -342,6 +377,11 @@ static void test_rmsnorm_silu_add(void **state) {
     sol_backend_free(be);
 }
 
+static void test_rmsnorm_silu_add(void **state) {
+    (void)state;
+    for_each_target(rmsnorm_silu_add);
+}
+
 static double ref_inv_freq(const sol_rope_params *p, int i, int hd) {
     double f = 1.0 / pow(p->freq_base, 2.0 * i / hd);
     if (p->scaling_factor <= 0) return f;
@@ -354,9 +394,8 @@ static double ref_inv_freq(const sol_rope_params *p, int i, int hd) {
     return (1 - sm) * f / p->scaling_factor + sm * f;
 }
 
-static void test_rope(void **state) {
-    (void)state;
-    sol_backend *be = backend_for(sol_cpu_isa_best(), 1);
+static void rope(const char *spec) {
+    sol_backend *be = backend_for(spec, 1);
     enum { N = 3, H = 4, HD = 64 };
     const sol_rope_params ps[2] = {{10000.0f, 0, 0, 0, 0}, {500000.0f, 8.0f, 1.0f, 4.0f, 8192}};
     const int32_t pos[N] = {0, 17, 4000};
@@ -376,18 +415,22 @@ static void test_rope(void **state) {
                     r[2 * i + 1] = v[2 * i] * sin(th) + v[2 * i + 1] * cos(th);
                 }
         double e = nmse(x, ref, N * H * HD);
-        if (!(e < 1e-12)) fail_msg("rope params %d: nmse %g", pi, e);
+        if (!(e < 1e-12)) fail_msg("%s rope params %d: nmse %g", spec, pi, e);
     }
     sol_backend_free(be);
 }
 
-static void test_embed(void **state) {
+static void test_rope(void **state) {
     (void)state;
-    sol_backend *be = backend_for(sol_cpu_isa_best(), 1);
+    for_each_target(rope);
+}
+
+static void embed(const char *spec) {
+    sol_backend *be = backend_for(spec, 1);
     for (size_t ti = 0; ti < sizeof(all_types) / sizeof(all_types[0]); ti++) {
         test_weight tw = make_weight(all_types[ti], 9, 256);
-        assert_int_equal(be->ops->weight_prepare(be, &tw.w), 0);
-        assert_int_equal(be->ops->weight_prepare(be, &tw.w), 0); /* idempotent */
+        assert_int_equal(sol_weight_prepare(be, &tw.w), 0);
+        assert_int_equal(sol_weight_prepare(be, &tw.w), 0); /* idempotent */
         const int32_t ids[3] = {8, 0, 5};
         float out[3 * 256];
         double ref[3 * 256];
@@ -397,13 +440,19 @@ static void test_embed(void **state) {
             for (int k = 0; k < 256; k++)
                 ref[t * 256 + k] = tw.deq[ids[t] * 256 + k];
         if (!(nmse(out, ref, 3 * 256) < 1e-12))
-            fail_msg("embed %s: nmse %g", sol_dtype_name(all_types[ti]), nmse(out, ref, 3 * 256));
+            fail_msg("%s embed %s: nmse %g", spec, sol_dtype_name(all_types[ti]),
+                     nmse(out, ref, 3 * 256));
         const int32_t bad = 9;
         assert_int_equal(sol_embed(be, &tw.w, &bad, 1, out), -EINVAL);
         assert_non_null(strstr(be->err.msg, "outside"));
         free_weight(&tw);
     }
     sol_backend_free(be);
+}
+
+static void test_embed(void **state) {
+    (void)state;
+    for_each_target(embed);
 }
 
 /* ---- KV cache and attention ---- */
@@ -460,9 +509,9 @@ static void ref_attention(const attn_case *c, const float *q, const float *kref,
     }
 }
 
-static void run_attention_case(sol_cpu_isa isa, const attn_case *c) {
-    sol_backend *be = backend_for(isa, 2);
-    sol_kv *kv = be->ops->kv_alloc(be, 2, NBLK, BS, c->kv_heads, c->hd, c->kv_type);
+static void run_attention_case(const char *spec, const attn_case *c) {
+    sol_backend *be = backend_for(spec, 2);
+    sol_kv *kv = sol_kv_alloc(be, 2, NBLK, BS, c->kv_heads, c->hd, c->kv_type);
     assert_non_null(kv);
     /* Shuffled, interleaved physical blocks: sequence s owns blocks 27+s, 24+s, ..., s. */
     int32_t tables[SEQS][10];
@@ -491,8 +540,8 @@ static void run_attention_case(sol_cpu_isa isa, const attn_case *c) {
         ref_attention(c, q + t * qrow, kref, vref, tok_seq[t], tok_ctx[t], ref + t * qrow);
     double e = nmse(out, ref, (size_t)N * qrow);
     if (!(e < 1e-10))
-        fail_msg("%s attention h=%d kvh=%d hd=%d: nmse %g", sol_cpu_isa_name(isa), c->heads,
-                 c->kv_heads, c->hd, e);
+        fail_msg("%s attention h=%d kvh=%d hd=%d: nmse %g", spec, c->heads, c->kv_heads, c->hd,
+                 e);
     /* Each token alone gives the same bits as inside the batch. */
     float *one = malloc(sizeof(float) * qrow);
     for (int t = 0; t < N; t++) {
@@ -503,7 +552,7 @@ static void run_attention_case(sol_cpu_isa isa, const attn_case *c) {
     }
     /* Sequence 0 written to contiguous blocks 0..9 of another cache attends to the same bits. */
     int32_t contiguous[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
-    sol_kv *kv2 = be->ops->kv_alloc(be, 2, NBLK, BS, c->kv_heads, c->hd, c->kv_type);
+    sol_kv *kv2 = sol_kv_alloc(be, 2, NBLK, BS, c->kv_heads, c->hd, c->kv_type);
     assert_non_null(kv2);
     int32_t slot_of[37];
     for (int p = 0; p < 37; p++)
@@ -517,21 +566,23 @@ static void run_attention_case(sol_cpu_isa isa, const attn_case *c) {
     sol_backend_free(be); /* frees both caches */
 }
 
-static void test_paged_attention(void **state) {
-    (void)state;
+static void paged_attention(const char *spec) {
     const attn_case cases[] = {{4, 2, 64, SOL_DT_F32},
                                {8, 1, 128, SOL_DT_F16},
                                {4, 4, 64, SOL_DT_F16},
                                {2, 2, 36, SOL_DT_F32}};
-    FOR_EACH_ISA(isa)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        run_attention_case(isa, &cases[i]);
+        run_attention_case(spec, &cases[i]);
 }
 
-static void test_kv_copy_blocks(void **state) {
+static void test_paged_attention(void **state) {
     (void)state;
-    sol_backend *be = backend_for(sol_cpu_isa_best(), 1);
-    sol_kv *kv = be->ops->kv_alloc(be, 2, 4, 2, 1, 8, SOL_DT_F32);
+    for_each_target(paged_attention);
+}
+
+static void kv_copy_blocks(const char *spec) {
+    sol_backend *be = backend_for(spec, 1);
+    sol_kv *kv = sol_kv_alloc(be, 2, 4, 2, 1, 8, SOL_DT_F32);
     assert_non_null(kv);
     float k[2 * 8], v[2 * 8], q[8], a[8], b[8];
     fill(k, 16), fill(v, 16), fill(q, 8);
@@ -539,7 +590,7 @@ static void test_kv_copy_blocks(void **state) {
     for (int l = 0; l < 2; l++)
         assert_int_equal(sol_kv_write(be, kv, l, k, v, slots, 2), 0);
     const int32_t src = 3, dst = 1;
-    assert_int_equal(be->ops->kv_copy_blocks(be, kv, &src, &dst, 1), 0);
+    assert_int_equal(sol_kv_copy_blocks(be, kv, &src, &dst, 1), 0);
     sol_attn_seq s3 = {&src, 2}, s1 = {&dst, 2};
     for (int l = 0; l < 2; l++) {
         assert_int_equal(sol_paged_attention(be, kv, l, q, a, 1, 1, 1, 8, 0.3f, &s3), 0);
@@ -549,10 +600,14 @@ static void test_kv_copy_blocks(void **state) {
     sol_backend_free(be);
 }
 
-static void test_bad_inputs(void **state) {
+static void test_kv_copy_blocks(void **state) {
     (void)state;
-    sol_backend *be = backend_for(sol_cpu_isa_best(), 1);
-    sol_kv *kv = be->ops->kv_alloc(be, 1, 2, 4, 1, 8, SOL_DT_F16);
+    for_each_target(kv_copy_blocks);
+}
+
+static void bad_inputs(const char *spec) {
+    sol_backend *be = backend_for(spec, 1);
+    sol_kv *kv = sol_kv_alloc(be, 1, 2, 4, 1, 8, SOL_DT_F16);
     assert_non_null(kv);
     float k[8] = {0}, out[8];
     int32_t slot = 8;
@@ -563,7 +618,7 @@ static void test_bad_inputs(void **state) {
     assert_int_equal(sol_paged_attention(be, kv, 0, k, out, 1, 1, 1, 8, 1.0f, &s), -EINVAL);
     assert_non_null(strstr(be->err.msg, "block_table[1]=5"));
     assert_int_equal(sol_paged_attention(be, kv, 0, k, out, 1, 3, 2, 8, 1.0f, &s), -EINVAL);
-    assert_null(be->ops->kv_alloc(be, 1, 2, 4, 1, 8, SOL_DT_Q4_0));
+    assert_null(sol_kv_alloc(be, 1, 2, 4, 1, 8, SOL_DT_Q4_0));
     float w[64];
     sol_weight bad = {SOL_DT_Q4_0, 2, 33, w, 18, 0};
     assert_int_equal(sol_matmul(be, &bad, k, out, 1), -EINVAL);
@@ -571,11 +626,61 @@ static void test_bad_inputs(void **state) {
     bad = (sol_weight){(sol_dtype)99, 2, 32, w, 18, 0};
     assert_int_equal(sol_matmul(be, &bad, k, out, 1), -ENOTSUP);
     sol_backend_free(be);
-    setenv("SOL_CPU_ISA", "neon", 1);
+}
+
+static void test_bad_inputs(void **state) {
+    (void)state;
+    for_each_target(bad_inputs);
+}
+
+/* ---- the registry ---- */
+
+static sol_backend *try_new(const char *spec, sol_err *e) {
+    sol_err_clear(e);
+    return sol_backend_new(spec, NULL, e);
+}
+
+static void test_registry(void **state) {
+    (void)state;
+    const sol_backend_entry *list;
+    int n = sol_backend_registry(&list);
+    char names[128] = "";
+    for (int i = 0; i < n; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                 list[i].name);
+    assert_string_equal(names, sol_backend_names()); /* the message list is the table */
+    assert_string_equal(list[0].name, "cpu");
+    char vars[MAX_TARGETS][SOL_BACKEND_VARIANT_MAX];
+    assert_true(list[0].variants(vars, MAX_TARGETS) >= 1);
+    assert_string_equal(vars[0], "scalar");
+    /* The default and a named path both build; the backend reports its name. */
     sol_err e = {0};
-    assert_null(sol_backend_cpu_new(1, &e));
-    assert_non_null(strstr(e.msg, "expected scalar, avx2 or avx512"));
+    sol_backend *be = try_new("cpu", &e);
+    assert_non_null(be);
+    assert_string_equal(sol_backend_name(be), "cpu");
+    sol_backend_free(be);
+    assert_non_null(be = try_new(NULL, &e)); /* NULL: cpu */
+    sol_backend_free(be);
+    /* Unknown names, variants and ISAs are refused with the reason. */
+    assert_null(try_new("tpu", &e));
+    assert_int_equal(e.code, -EINVAL);
+    assert_non_null(strstr(e.msg, "unknown backend 'tpu': this build has cpu, cuda"));
+    assert_null(try_new("cpu:neon", &e));
+    assert_non_null(strstr(e.msg, "backend cpu:neon: cpu:neon: expected scalar, avx2 or avx512"));
+    setenv("SOL_CPU_ISA", "neon", 1);
+    assert_null(try_new("cpu", &e));
+    assert_non_null(strstr(e.msg, "SOL_CPU_ISA=neon: expected scalar, avx2 or avx512"));
     unsetenv("SOL_CPU_ISA");
+    assert_null(sol_backend_new("cpu", &(sol_backend_opts){.threads = -1}, &e));
+    assert_non_null(strstr(e.msg, "n_threads must be >= 0"));
+    /* cuda is always listed; without a device (or without the toolkit) it says why. */
+    for (int i = 0; i < n; i++) {
+        if (strcmp(list[i].name, "cuda") != 0) continue;
+        if (list[i].variants(vars, MAX_TARGETS) > 0) continue; /* a GPU: the op cases run it */
+        assert_null(try_new("cuda", &e));
+        assert_true(strstr(e.msg, "no CUDA device") || strstr(e.msg, "no CUDA backend"));
+        assert_non_null(strstr(e.msg, "backend cuda: "));
+    }
 }
 
 int main(void) {
@@ -591,6 +696,7 @@ int main(void) {
         cmocka_unit_test(test_paged_attention),
         cmocka_unit_test(test_kv_copy_blocks),
         cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_registry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

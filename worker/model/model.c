@@ -160,7 +160,7 @@ static int bind_weight(model *m, const char *name, int64_t cols, int64_t rows, s
                            "%s: tensor %s: row of %lld elements is not a whole number of %s "
                            "blocks",
                            gguf_path(m->gguf), name, (long long)cols, sol_dtype_name(t->type));
-    if ((rc = m->be->ops->weight_prepare(m->be, w)))
+    if ((rc = sol_weight_prepare(m->be, w)))
         return sol_err_set(err, rc, "%s: tensor %s: %s", gguf_path(m->gguf), name, m->be->err.msg);
     return 0;
 }
@@ -255,7 +255,7 @@ static void scratch_free(model *m) {
     float **bufs[] = {&s->x, &s->xb, &s->xb2, &s->q,  &s->att,   &s->k,
                       &s->v, &s->hb, &s->hb2, &s->xl, &s->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        if (*bufs[i]) m->be->ops->buf_free(m->be, *bufs[i]);
+        if (*bufs[i]) sol_buf_free(m->be, *bufs[i]);
         *bufs[i] = NULL;
     }
     s->cap_tokens = s->cap_logits = 0;
@@ -294,17 +294,17 @@ int model_reserve(model *m, int max_tokens, int max_logits, sol_err *err) {
     size_t kv_dim = (size_t)hp->n_kv_heads * hp->head_dim;
     sol_backend *be = m->be;
     model_scratch *s = &m->s;
-    s->x = be->ops->buf_alloc(be, n * hp->dim * f);
-    s->xb = be->ops->buf_alloc(be, n * hp->dim * f);
-    s->xb2 = be->ops->buf_alloc(be, n * hp->dim * f);
-    s->q = be->ops->buf_alloc(be, n * hp->dim * f);
-    s->att = be->ops->buf_alloc(be, n * hp->dim * f);
-    s->k = be->ops->buf_alloc(be, n * kv_dim * f);
-    s->v = be->ops->buf_alloc(be, n * kv_dim * f);
-    s->hb = be->ops->buf_alloc(be, n * hp->ffn * f);
-    s->hb2 = be->ops->buf_alloc(be, n * hp->ffn * f);
-    s->xl = be->ops->buf_alloc(be, (size_t)max_logits * hp->dim * f);
-    s->logits = be->ops->buf_alloc(be, (size_t)max_logits * hp->n_vocab * f);
+    s->x = sol_buf_alloc(be, n * hp->dim * f);
+    s->xb = sol_buf_alloc(be, n * hp->dim * f);
+    s->xb2 = sol_buf_alloc(be, n * hp->dim * f);
+    s->q = sol_buf_alloc(be, n * hp->dim * f);
+    s->att = sol_buf_alloc(be, n * hp->dim * f);
+    s->k = sol_buf_alloc(be, n * kv_dim * f);
+    s->v = sol_buf_alloc(be, n * kv_dim * f);
+    s->hb = sol_buf_alloc(be, n * hp->ffn * f);
+    s->hb2 = sol_buf_alloc(be, n * hp->ffn * f);
+    s->xl = sol_buf_alloc(be, (size_t)max_logits * hp->dim * f);
+    s->logits = sol_buf_alloc(be, (size_t)max_logits * hp->n_vocab * f);
     if (!s->x || !s->xb || !s->xb2 || !s->q || !s->att || !s->k || !s->v || !s->hb || !s->hb2 ||
         !s->xl || !s->logits) {
         scratch_free(m);
@@ -314,20 +314,20 @@ int model_reserve(model *m, int max_tokens, int max_logits, sol_err *err) {
     s->cap_logits = max_logits;
     int64_t max_dim = hp->ffn > hp->n_vocab ? hp->ffn : hp->n_vocab;
     if (max_dim < hp->dim) max_dim = hp->dim;
-    if (be->ops->reserve && be->ops->reserve(be, max_tokens, max_dim))
+    if (sol_reserve(be, max_tokens, max_dim))
         return sol_err_set(err, -ENOMEM, "backend scratch: %s", be->err.msg);
     return 0;
 }
 
 sol_kv *model_kv_new(model *m, int num_blocks, int block_size, sol_dtype dtype, sol_err *err) {
-    sol_kv *kv = m->be->ops->kv_alloc(m->be, m->hp.n_layers, num_blocks, block_size,
+    sol_kv *kv = sol_kv_alloc(m->be, m->hp.n_layers, num_blocks, block_size,
                                       m->hp.n_kv_heads, m->hp.head_dim, dtype);
     if (!kv) sol_err_set(err, -ENOMEM, "KV cache: %s", m->be->err.msg);
     return kv;
 }
 
 void model_kv_free(model *m, sol_kv *kv) {
-    if (kv) m->be->ops->kv_free(m->be, kv);
+    if (kv) sol_kv_free(m->be, kv);
 }
 
 size_t model_kv_bytes_per_token(const model *m, sol_dtype dtype) {
@@ -355,7 +355,7 @@ static int attention(model *m, sol_kv *kv, int l, const model_batch *b) {
     if ((rc = sol_paged_attention(be, kv, l, s->q, s->att, n, hp->n_heads, hp->n_kv_heads,
                                   hp->head_dim, scale, b->attn)) ||
         (rc = sol_matmul(be, &L->wo, s->att, s->xb2, n)) ||
-        (rc = be->ops->allreduce(be, s->xb2, (int64_t)n * hp->dim)))
+        (rc = sol_allreduce(be, s->xb2, (int64_t)n * hp->dim)))
         return rc;
     return sol_add(be, s->x, s->xb2, s->x, (int64_t)n * hp->dim);
 }
@@ -372,7 +372,7 @@ static int feed_forward(model *m, int l, int n) {
                               (float *[]){s->hb, s->hb2}, 2, s->xb, n)) ||
         (rc = sol_silu_mul(be, s->hb, s->hb2, s->hb, (int64_t)n * hp->ffn)) ||
         (rc = sol_matmul(be, &L->w_down, s->hb, s->xb2, n)) ||
-        (rc = be->ops->allreduce(be, s->xb2, (int64_t)n * hp->dim)))
+        (rc = sol_allreduce(be, s->xb2, (int64_t)n * hp->dim)))
         return rc;
     return sol_add(be, s->x, s->xb2, s->x, (int64_t)n * hp->dim);
 }
@@ -409,9 +409,9 @@ static int head(model *m, const model_batch *b, float *logits) {
     int rc;
     if ((rc = sol_rmsnorm(be, s->xl, m->output_norm, s->xl, b->n_logits, hp->dim, hp->eps)) ||
         (rc = sol_matmul(be, &m->output, s->xl, s->logits, b->n_logits)) ||
-        (rc = be->ops->synchronize(be)))
+        (rc = sol_synchronize(be)))
         return rc;
-    return be->ops->download(be, logits, s->logits,
+    return sol_download(be, logits, s->logits,
                              (size_t)b->n_logits * hp->n_vocab * sizeof(float));
 }
 
@@ -424,7 +424,7 @@ int model_forward(model *m, sol_kv *kv, const model_batch *b, float *logits, sol
     for (int l = 0; l < m->hp.n_layers; l++)
         if ((rc = attention(m, kv, l, b)) || (rc = feed_forward(m, l, b->n))) goto fail;
     if (b->n_logits > 0 && (rc = head(m, b, logits))) goto fail;
-    if (b->n_logits == 0 && (rc = be->ops->synchronize(be))) goto fail;
+    if (b->n_logits == 0 && (rc = sol_synchronize(be))) goto fail;
     return 0;
 fail:
     return sol_err_set(err, rc, "forward pass: %s", be->err.msg);

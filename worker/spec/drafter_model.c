@@ -62,7 +62,7 @@ static int sync_slot(dmodel *d, const drafter_req *r, sol_err *err) {
     if (!rc) rc = kv_seq_reserve(s, r->n_history - c + r->k - 1, cp, &n_cp, err);
     if (!rc && n_cp) {
         sol_backend *be = model_backend(d->m);
-        rc = be->ops->kv_copy_blocks(be, d->kv, &cp[0].src_block, &cp[0].dst_block, 1);
+        rc = sol_kv_copy_blocks(be, d->kv, &cp[0].src_block, &cp[0].dst_block, 1);
     }
     memcpy(d->hist + (size_t)r->slot * (d->max_ctx + SPEC_MAX_K), r->history,
            sizeof(int32_t) * (size_t)r->n_history);

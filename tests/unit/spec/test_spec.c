@@ -181,7 +181,7 @@ static void test_draft_model_rollback(void **state) {
     snprintf(cmd, sizeof cmd, SOL_BUILD_DIR "/tools/sol-mkmodel -o %s --seed 3 2>/dev/null", path);
     if (system(cmd) != 0) skip();
     sol_err e = {0};
-    sol_backend *be = sol_backend_cpu_new(1, &e);
+    sol_backend *be = sol_backend_new("cpu", &(sol_backend_opts){.threads = 1}, &e);
     model *m = model_load(path, 0, be, &e);
     assert_non_null(m);
     drafter *d = drafter_model_new(m, 2, 128, &e);

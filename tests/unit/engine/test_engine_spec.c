@@ -50,7 +50,7 @@ static int setup(void **state) {
              W.dir, W.dir, W.dir);
     if (system(cmd) != 0) return -1;
     sol_err e = {0};
-    W.be = sol_backend_cpu_new(1, &e);
+    W.be = sol_backend_new("cpu", &(sol_backend_opts){.threads = 1}, &e);
     if (!W.be || !(W.target = load("t.gguf")) || !(W.draft = load("d.gguf")) ||
         !(W.self = load("t.gguf")))
         return -1;
