@@ -13,39 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
+
 /* ---- UTF-8 ------------------------------------------------------------------------------- */
 
 size_t frame_utf8_invalid_at(const uint8_t *s, size_t len) {
-    size_t i = 0;
-    while (i < len) {
-        uint8_t c = s[i];
-        if (c == 0) return i;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t need;
-        uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-        if (c >= 0xC2 && c <= 0xDF) {
-            need = 1;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            need = 2;
-            if (c == 0xE0) lo = 0xA0; /* overlong */
-            if (c == 0xED) hi = 0x9F; /* UTF-16 surrogates */
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            need = 3;
-            if (c == 0xF0) lo = 0x90; /* overlong */
-            if (c == 0xF4) hi = 0x8F; /* above U+10FFFF */
-        } else {
-            return i;
-        }
-        if (len - i <= need) return i;
-        if (s[i + 1] < lo || s[i + 1] > hi) return i;
-        for (size_t k = 2; k <= need; k++)
-            if ((s[i + k] & 0xC0) != 0x80) return i;
-        i += need + 1;
-    }
-    return (size_t)-1;
+    size_t valid = utf8_valid_prefix((const char *)s, len);
+    const uint8_t *nul = memchr(s, 0, valid);
+    if (nul) return (size_t)(nul - s);
+    return valid == len ? (size_t)-1 : valid;
 }
 
 /* ---- wire scan (before unpacking) --------------------------------------------------------- */

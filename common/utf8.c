@@ -88,3 +88,14 @@ int utf8_check(const uint8_t *s, size_t n) {
     }
     return (int)need;
 }
+
+size_t utf8_valid_prefix(const char *s, size_t n) {
+    const uint8_t *u = (const uint8_t *)s;
+    size_t i = 0;
+    while (i < n) {
+        int l = utf8_check(u + i, n - i);
+        if (l <= 0) break;
+        i += (size_t)l;
+    }
+    return i;
+}

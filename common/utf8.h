@@ -1,5 +1,5 @@
-/* utf8: the UTF-8 primitives the tokenizer needs, with llama.cpp-compatible leniency rules.
- * Decoding never fails: an invalid byte becomes U+FFFD and consumes exactly one byte. */
+/* utf8: the one copy of Sol's UTF-8 code: strict validation (wire frames, HTTP bodies, JSON) and
+ * the tokenizer's lenient, llama.cpp-compatible decoding (an invalid byte becomes U+FFFD). */
 #ifndef SOL_UTF8_H
 #define SOL_UTF8_H
 
@@ -23,5 +23,9 @@ size_t utf8_encode(uint32_t cpt, uint8_t *out);
  * (shortest-form, non-surrogate, <= U+10FFFF) sequence, 0 when it is a valid but truncated prefix
  * (more bytes may complete it), -1 when the first byte cannot start a valid sequence here. */
 int utf8_check(const uint8_t *s, size_t n);
+
+/* Length of the longest strictly valid UTF-8 prefix of s[0..n); == n when all of it is valid
+ * (a sequence cut off at the end is not valid). */
+size_t utf8_valid_prefix(const char *s, size_t n);
 
 #endif

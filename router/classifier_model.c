@@ -4,12 +4,13 @@
  * enters only through an explicit log-length bucket, not by inflating every weight's sum. */
 #include "classifier_model.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "hash.h"
 
 #define LINE_MAX_LEN 512
 
@@ -33,14 +34,6 @@ void clf_model_free(clf_model *m) {
 }
 
 /* ---- features -------------------------------------------------------------------------------- */
-
-static uint64_t fnv1a(uint64_t h, const unsigned char *p, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i] < 0x80 ? (unsigned char)tolower(p[i]) : p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
 
 /* Avalanche so the sign bit and the low bucket bits are independent. */
 static uint64_t mix(uint64_t h) {
@@ -76,7 +69,7 @@ static void for_each_feature(const char *text, size_t len, feature_fn fn, void *
     while ((1ull << lenbucket) < total_chars + 1)
         lenbucket++;
     uint64_t lh = mix(
-        fnv1a(0xcbf29ce484222325ull ^ 0x4c454eull, (unsigned char *)&lenbucket, sizeof lenbucket));
+        sol_fnv64_lower(SOL_FNV64_INIT ^ 0x4c454eull, &lenbucket, sizeof lenbucket));
     fn(ctx, (uint32_t)(lh & (CLF_BUCKETS - 1)), (lh >> 63) ? -value : value);
 
     while (pos < len && nchars < L) {
@@ -86,7 +79,7 @@ static void for_each_feature(const char *text, size_t len, feature_fn fn, void *
         size_t end = pos + cl;
         for (size_t n = CLF_NGRAM_MIN; n <= CLF_NGRAM_MAX && n <= nchars; n++) {
             size_t s = starts[(nchars - n) % (CLF_NGRAM_MAX + 1)];
-            uint64_t h = mix(fnv1a(0xcbf29ce484222325ull ^ n, u + s, end - s));
+            uint64_t h = mix(sol_fnv64_lower(SOL_FNV64_INIT ^ n, u + s, end - s));
             fn(ctx, (uint32_t)(h & (CLF_BUCKETS - 1)), (h >> 63) ? -value : value);
         }
         pos = end;

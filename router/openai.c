@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "log.h"
+#include "utf8.h"
 
 #define MOD "openai"
 

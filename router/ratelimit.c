@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "hash.h"
 #include "log.h"
 
 typedef struct bucket {
@@ -58,9 +59,7 @@ void ratelimit_free(ratelimit *r) {
 }
 
 static uint64_t hash_key(const char *k) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; k[i] && i < RATELIMIT_KEY_MAX - 1; i++)
-        h = (h ^ (unsigned char)k[i]) * 0x100000001b3ull;
+    uint64_t h = sol_fnv64(SOL_FNV64_INIT, k, strnlen(k, RATELIMIT_KEY_MAX - 1));
     return h ? h : 1;
 }
 

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
+
 void wt_init(worker_table *t) {
     memset(t, 0, sizeof *t);
 }
@@ -78,22 +80,6 @@ double wt_load(const bk_worker *w) {
     return (double)busy / (double)(w->capacity ? w->capacity : 1);
 }
 
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
-static uint64_t fnv1a(const char *s, size_t n, uint64_t h) {
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
 
 uint64_t wt_prefix_hash(const char *s, size_t len, size_t max_chars) {
     if (!max_chars || !s) return 0;
@@ -104,7 +90,7 @@ uint64_t wt_prefix_hash(const char *s, size_t len, size_t max_chars) {
             i++;
         chars++;
     }
-    return mix64(fnv1a(s, i, 0xcbf29ce484222325ULL));
+    return sol_fmix64(sol_fnv64(SOL_FNV64_INIT, s, i));
 }
 
 static bool eligible(const bk_worker *w, const char *pool) {
@@ -148,7 +134,7 @@ static bk_worker *affinity_worker(const worker_table *t, const char *pool, uint6
         if (!eligible(w, pool) || w == avoid) continue;
         if (!v->any || l < v->min_load) v->min_load = l;
         v->any = true;
-        uint64_t score = mix64(fnv1a(w->id, strlen(w->id), h));
+        uint64_t score = sol_fmix64(sol_fnv64(h, w->id, strlen(w->id)));
         if (!best || score > best_score) {
             best = w;
             best_score = score;

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hash.h"
 #include "log.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -163,10 +164,7 @@ static int rd_str(rd *r, const char **out, uint64_t *len_out, const char *what) 
 /* ---- name hashing ------------------------------------------------------------------------ */
 
 static uint32_t fnv1a(const char *s) {
-    uint32_t h = 2166136261u;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 16777619u;
-    return h;
+    return sol_fnv32(SOL_FNV32_INIT, s, strlen(s));
 }
 
 static uint32_t *slots_new(uint64_t n, uint32_t *cap) {

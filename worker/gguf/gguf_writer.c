@@ -10,12 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define FILL_CHUNK_BYTES (4u << 20) /* rows handed to a fill callback at once */
+#include "strbuf.h"
 
-typedef struct {
-    uint8_t *p;
-    size_t len, cap;
-} bytes_buf;
+#define FILL_CHUNK_BYTES (4u << 20) /* rows handed to a fill callback at once */
 
 typedef struct {
     char *name;
@@ -29,7 +26,7 @@ typedef struct {
 } wtensor;
 
 struct gguf_writer {
-    bytes_buf kv;
+    strbuf kv;
     char **keys;
     int n_kv, cap_kv;
     wtensor *tensors;
@@ -44,37 +41,23 @@ struct gguf_writer {
 /* Output: a FILE or a growing memory buffer. */
 typedef struct {
     FILE *f;
-    bytes_buf *mem;
+    strbuf *mem;
     uint64_t written;
 } sink;
 
-static int buf_put(bytes_buf *b, const void *p, size_t n) {
-    if (b->cap - b->len < n) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap - b->len < n)
-            cap *= 2;
-        uint8_t *np = realloc(b->p, cap);
-        if (!np) return -ENOMEM;
-        b->p = np;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->len, p, n);
-    b->len += n;
-    return 0;
+
+static int buf_u32(strbuf *b, uint32_t v) {
+    return strbuf_append(b, &v, sizeof v);
 }
 
-static int buf_u32(bytes_buf *b, uint32_t v) {
-    return buf_put(b, &v, sizeof v);
+static int buf_u64(strbuf *b, uint64_t v) {
+    return strbuf_append(b, &v, sizeof v);
 }
 
-static int buf_u64(bytes_buf *b, uint64_t v) {
-    return buf_put(b, &v, sizeof v);
-}
-
-static int buf_str(bytes_buf *b, const char *s) {
+static int buf_str(strbuf *b, const char *s) {
     size_t n = strlen(s);
     int rc = buf_u64(b, n);
-    return rc ? rc : buf_put(b, s, n);
+    return rc ? rc : strbuf_append(b, s, n);
 }
 
 gguf_writer *gguf_writer_new(void) {
@@ -91,7 +74,7 @@ void gguf_writer_free(gguf_writer *w) {
         free(w->tensors[i].name);
     free(w->keys);
     free(w->tensors);
-    free(w->kv.p);
+    strbuf_free(&w->kv);
     free(w);
 }
 
@@ -135,7 +118,7 @@ static int kv_begin(gguf_writer *w, const char *key, gguf_vtype type, sol_err *e
 static int add_scalar(gguf_writer *w, const char *key, gguf_vtype t, const void *v, sol_err *e) {
     int rc = kv_begin(w, key, t, e);
     if (rc) return rc;
-    if (buf_put(&w->kv, v, gguf_vtype_size(t)))
+    if (strbuf_append(&w->kv, v, gguf_vtype_size(t)))
         return sol_err_set(e, -ENOMEM, "gguf writer: out of memory");
     return 0;
 }
@@ -176,7 +159,7 @@ int gguf_writer_add_arr(gguf_writer *w, const char *key, gguf_vtype elem, const 
     int rc = kv_begin(w, key, GGUF_T_ARR, e);
     if (rc) return rc;
     if (buf_u32(&w->kv, (uint32_t)elem) || buf_u64(&w->kv, n) ||
-        buf_put(&w->kv, data, (size_t)n * sz))
+        strbuf_append(&w->kv, data, (size_t)n * sz))
         return sol_err_set(e, -ENOMEM, "gguf writer: out of memory");
     return 0;
 }
@@ -195,7 +178,7 @@ int gguf_writer_add_raw(gguf_writer *w, const char *key, gguf_vtype type, const 
                         size_t len, sol_err *e) {
     int rc = kv_begin(w, key, type, e);
     if (rc) return rc;
-    if (buf_put(&w->kv, bytes, len)) return sol_err_set(e, -ENOMEM, "gguf writer: out of memory");
+    if (strbuf_append(&w->kv, bytes, len)) return sol_err_set(e, -ENOMEM, "gguf writer: out of memory");
     return 0;
 }
 
@@ -278,7 +261,7 @@ uint64_t gguf_writer_data_bytes(const gguf_writer *w) {
 
 static int sink_put(sink *s, const void *p, size_t n, sol_err *e) {
     if (s->mem) {
-        if (buf_put(s->mem, p, n)) return sol_err_set(e, -ENOMEM, "gguf writer: out of memory");
+        if (strbuf_append(s->mem, p, n)) return sol_err_set(e, -ENOMEM, "gguf writer: out of memory");
     } else if (n && fwrite(p, 1, n, s->f) != n) {
         return sol_err_set(e, -EIO, "write failed: %s", strerror(errno));
     }
@@ -299,10 +282,10 @@ static int sink_pad(sink *s, uint32_t alignment, sol_err *e) {
 }
 
 static int write_header(gguf_writer *w, sink *s, sol_err *e) {
-    bytes_buf h = {0};
+    strbuf h = {0};
     int extra = w->alignment != GGUF_DEFAULT_ALIGNMENT;
-    int rc = buf_put(&h, "GGUF", 4) || buf_u32(&h, 3) || buf_u64(&h, (uint64_t)w->n_tensors) ||
-             buf_u64(&h, (uint64_t)(w->n_kv + extra)) || buf_put(&h, w->kv.p, w->kv.len);
+    int rc = strbuf_append(&h, "GGUF", 4) || buf_u32(&h, 3) || buf_u64(&h, (uint64_t)w->n_tensors) ||
+             buf_u64(&h, (uint64_t)(w->n_kv + extra)) || strbuf_append(&h, w->kv.data, w->kv.len);
     if (!rc && extra)
         rc = buf_str(&h, "general.alignment") || buf_u32(&h, GGUF_T_U32) ||
              buf_u32(&h, w->alignment);
@@ -314,11 +297,11 @@ static int write_header(gguf_writer *w, sink *s, sol_err *e) {
         if (!rc) rc = buf_u32(&h, (uint32_t)t->type) || buf_u64(&h, t->offset);
     }
     if (rc) {
-        free(h.p);
+        strbuf_free(&h);
         return sol_err_set(e, -ENOMEM, "gguf writer: out of memory");
     }
-    rc = sink_put(s, h.p, h.len, e);
-    free(h.p);
+    rc = sink_put(s, h.data, h.len, e);
+    strbuf_free(&h);
     return rc ? rc : sink_pad(s, w->alignment, e);
 }
 
@@ -369,15 +352,14 @@ static int write_all(gguf_writer *w, sink *s, sol_err *e) {
 }
 
 int gguf_writer_write_mem(gguf_writer *w, void **out, size_t *len, sol_err *e) {
-    bytes_buf b = {0};
+    strbuf b = {0};
     sink s = {.mem = &b};
     int rc = write_all(w, &s, e);
     if (rc) {
-        free(b.p);
+        strbuf_free(&b);
         return rc;
     }
-    *out = b.p ? b.p : malloc(1);
-    *len = b.len;
+    if (!(*out = strbuf_take(&b, len))) return sol_err_set(e, -ENOMEM, "gguf writer: out of memory");
     return 0;
 }
 

@@ -10,41 +10,28 @@
 #include <errno.h>
 #include <stdlib.h>
 
-static const uint64_t GOLDEN = 0x9e3779b97f4a7c15ull;
-
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
+#include "hash.h"
 
 static uint64_t nonzero(uint64_t h) {
-    return h ? h : GOLDEN;
+    return h ? h : SOL_GOLDEN64;
 }
 
 uint64_t block_hash_seed(const char *cache_salt) {
     if (!cache_salt || !cache_salt[0]) return 0x5a17c0de5eed0001ull; /* the public chain */
-    uint64_t h = 0xcbf29ce484222325ull;                              /* FNV-1a over the bytes */
-    for (const unsigned char *p = (const unsigned char *)cache_salt; *p; p++) {
-        h ^= *p;
-        h *= 0x100000001b3ull;
-    }
+    uint64_t h = sol_fnv64_str(SOL_FNV64_INIT, cache_salt);
     /* A different domain constant than the public seed keeps "salted" and "public" apart. */
-    return nonzero(mix64(h ^ 0x73616c7473616c74ull));
+    return nonzero(sol_mix64(h ^ 0x73616c7473616c74ull));
 }
 
 uint64_t block_hash_tokens(uint64_t parent, const int32_t *tokens, int32_t n) {
-    uint64_t h = mix64(parent + GOLDEN * (uint64_t)(n + 1));
+    uint64_t h = sol_mix64(parent + SOL_GOLDEN64 * (uint64_t)(n + 1));
     int32_t i = 0;
     for (; i + 1 < n; i += 2) {
         uint64_t w = (uint64_t)(uint32_t)tokens[i] | ((uint64_t)(uint32_t)tokens[i + 1] << 32);
-        h = mix64(h ^ w) + GOLDEN;
+        h = sol_mix64(h ^ w) + SOL_GOLDEN64;
     }
-    if (i < n) h = mix64(h ^ (uint64_t)(uint32_t)tokens[i] ^ (1ull << 63)) + GOLDEN;
-    return nonzero(mix64(h));
+    if (i < n) h = sol_mix64(h ^ (uint64_t)(uint32_t)tokens[i] ^ (1ull << 63)) + SOL_GOLDEN64;
+    return nonzero(sol_mix64(h));
 }
 
 static uint32_t home(const block_table *t, uint64_t key) {

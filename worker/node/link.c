@@ -29,6 +29,7 @@
 
 #include "clock.h"
 #include "frame.h"
+#include "hash.h"
 #include "log.h"
 #include "zmq_util.h"
 
@@ -75,10 +76,7 @@ struct worker_link {
 /* ---- in-flight table: open addressing, linear probing, backward-shift deletion ------------ */
 
 static size_t id_hash(const char *s) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    return (size_t)h;
+    return (size_t)sol_fnv64_str(SOL_FNV64_INIT, s);
 }
 
 static link_entry *table_find(worker_link *l, const char *id) {

@@ -24,6 +24,7 @@
 
 #include "clock.h"
 #include "frame.h"
+#include "hash.h"
 #include "log.h"
 
 /* Tokens put in one chunk at most; with a very high rate more are due, and the next chunk
@@ -91,27 +92,19 @@ enum { CMD_SUBMIT = 'S', CMD_CANCEL = 'C', CMD_TERM = 'T' };
 
 /* ---- determinism ------------------------------------------------------------------------- */
 
+/* One SplitMix64 step: the increment, then the finalizer. */
 static uint64_t mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-static uint64_t fnv1a(uint64_t h, const char *s) {
-    for (; s && *s; s++)
-        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    return h;
+    return sol_mix64(x + SOL_GOLDEN64);
 }
 
 uint64_t sim_prompt_hash(const Sol__Generate *g) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    if (g->n_messages == 0) return fnv1a(h, g->prompt);
+    uint64_t h = SOL_FNV64_INIT;
+    if (g->n_messages == 0) return sol_fnv64_str(h, g->prompt);
     for (size_t i = 0; i < g->n_messages; i++) {
-        h = fnv1a(h, g->messages[i]->role);
-        h = (h ^ 0x1f) * 0x100000001b3ull; /* separator: ("ab","c") != ("a","bc") */
-        h = fnv1a(h, g->messages[i]->content);
-        h = (h ^ 0x1e) * 0x100000001b3ull;
+        h = sol_fnv64_str(h, g->messages[i]->role);
+        h = sol_fnv64(h, "\x1f", 1); /* separator: ("ab","c") != ("a","bc") */
+        h = sol_fnv64_str(h, g->messages[i]->content);
+        h = sol_fnv64(h, "\x1e", 1);
     }
     return h;
 }

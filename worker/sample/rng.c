@@ -4,17 +4,11 @@
  * nearby seeds (0, 1, 2, ...) do not yield shifted copies of one stream. */
 #include "rng.h"
 
-#define GOLDEN_GAMMA 0x9E3779B97F4A7C15ULL
-
-static uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
+#include "hash.h"
 
 uint64_t sol_rng_u64(uint64_t seed, uint64_t index, uint32_t lane) {
-    uint64_t key = mix64(seed ^ mix64((uint64_t)lane + 0x632BE59BD9B4E019ULL));
-    return mix64(key + (index + 1) * GOLDEN_GAMMA);
+    uint64_t key = sol_mix64(seed ^ sol_mix64((uint64_t)lane + 0x632BE59BD9B4E019ULL));
+    return sol_mix64(key + (index + 1) * SOL_GOLDEN64);
 }
 
 double sol_rng_uniform(uint64_t seed, uint64_t index, uint32_t lane) {
@@ -22,11 +16,5 @@ double sol_rng_uniform(uint64_t seed, uint64_t index, uint32_t lane) {
 }
 
 uint64_t sol_rng_seed_from_bytes(const void *data, size_t len) {
-    const unsigned char *p = data;
-    uint64_t h = 0xCBF29CE484222325ULL;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001B3ULL;
-    }
-    return mix64(h);
+    return sol_mix64(sol_fnv64(SOL_FNV64_INIT, data, len));
 }

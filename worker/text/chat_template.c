@@ -13,38 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} sbuf;
-
-static void put_n(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (n > SIZE_MAX - b->len - 1) {
-        b->oom = 1;
-        return;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap = cap > SIZE_MAX / 2 ? b->len + n + 1 : cap * 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void put(sbuf *b, const char *s) {
-    put_n(b, s, strlen(s));
-}
+#include "strbuf.h"
 
 typedef enum { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT } role_t;
 
@@ -64,40 +33,40 @@ static int parse_role(const char *role, size_t index, role_t *out, sol_err *err)
 }
 
 /* ChatML, Llama-3 and Zephyr wrap every message the same way: header(role) content footer. */
-static void render_wrapped(chat_template_family f, sbuf *b, role_t r, const char *content) {
+static void render_wrapped(chat_template_family f, strbuf *b, role_t r, const char *content) {
     const char *role = ROLE_NAMES[r];
     switch (f) {
     case CHAT_TEMPLATE_LLAMA3:
-        put(b, "<|start_header_id|>");
-        put(b, role);
-        put(b, "<|end_header_id|>\n\n");
-        put(b, content);
-        put(b, "<|eot_id|>");
+        strbuf_puts(b, "<|start_header_id|>");
+        strbuf_puts(b, role);
+        strbuf_puts(b, "<|end_header_id|>\n\n");
+        strbuf_puts(b, content);
+        strbuf_puts(b, "<|eot_id|>");
         break;
     case CHAT_TEMPLATE_ZEPHYR:
-        put(b, "<|");
-        put(b, role);
-        put(b, "|>\n");
-        put(b, content);
-        put(b, "</s>\n");
+        strbuf_puts(b, "<|");
+        strbuf_puts(b, role);
+        strbuf_puts(b, "|>\n");
+        strbuf_puts(b, content);
+        strbuf_puts(b, "</s>\n");
         break;
     default:
-        put(b, "<|im_start|>");
-        put(b, role);
-        put(b, "\n");
-        put(b, content);
-        put(b, "<|im_end|>\n");
+        strbuf_puts(b, "<|im_start|>");
+        strbuf_puts(b, role);
+        strbuf_puts(b, "\n");
+        strbuf_puts(b, content);
+        strbuf_puts(b, "<|im_end|>\n");
         break;
     }
 }
 
-static void wrapped_generation_prompt(chat_template_family f, sbuf *b) {
+static void wrapped_generation_prompt(chat_template_family f, strbuf *b) {
     if (f == CHAT_TEMPLATE_LLAMA3)
-        put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+        strbuf_puts(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
     else if (f == CHAT_TEMPLATE_ZEPHYR)
-        put(b, "<|assistant|>\n");
+        strbuf_puts(b, "<|assistant|>\n");
     else
-        put(b, "<|im_start|>assistant\n");
+        strbuf_puts(b, "<|im_start|>assistant\n");
 }
 
 /* Llama-2 and Mistral share the [INST] turn structure and differ in three strings. */
@@ -115,35 +84,35 @@ typedef struct inst_state {
     int in_inst; /* an [INST] is open and not yet closed by [/INST] */
 } inst_state;
 
-static void inst_open(const inst_style *st, inst_state *s, sbuf *b) {
+static void inst_open(const inst_style *st, inst_state *s, strbuf *b) {
     if (s->in_inst) return;
-    put(b, s->started ? st->reopen : "[INST] ");
+    strbuf_puts(b, s->started ? st->reopen : "[INST] ");
     s->in_inst = 1;
     s->started = 1;
 }
 
-static void inst_close(inst_state *s, sbuf *b) {
+static void inst_close(inst_state *s, strbuf *b) {
     if (!s->in_inst) return;
-    put(b, " [/INST]");
+    strbuf_puts(b, " [/INST]");
     s->in_inst = 0;
 }
 
-static void render_inst(const inst_style *st, inst_state *s, sbuf *b, role_t r,
+static void render_inst(const inst_style *st, inst_state *s, strbuf *b, role_t r,
                         const char *content) {
     if (r == ROLE_SYSTEM) {
         inst_open(st, s, b);
-        put(b, st->sys_open);
-        put(b, content);
-        put(b, st->sys_close);
+        strbuf_puts(b, st->sys_open);
+        strbuf_puts(b, content);
+        strbuf_puts(b, st->sys_close);
     } else if (r == ROLE_USER) {
         inst_open(st, s, b);
-        put(b, content);
+        strbuf_puts(b, content);
         inst_close(s, b);
     } else {
         inst_close(s, b); /* an assistant turn right after a lone system message */
-        put(b, " ");
-        put(b, content);
-        put(b, st->answer_close);
+        strbuf_puts(b, " ");
+        strbuf_puts(b, content);
+        strbuf_puts(b, st->answer_close);
         s->started = 1;
     }
 }
@@ -159,12 +128,13 @@ int chat_template_apply(chat_template_family f, const chat_message *msgs, size_t
     int inst = f == CHAT_TEMPLATE_LLAMA2 || f == CHAT_TEMPLATE_MISTRAL;
     const inst_style *st = f == CHAT_TEMPLATE_LLAMA2 ? &LLAMA2_STYLE : &MISTRAL_STYLE;
     inst_state is = {0, 0};
-    sbuf b = {0};
+    strbuf b;
+    strbuf_init(&b);
     for (size_t i = 0; i < n; i++) {
         role_t r = ROLE_USER;
         int rc = parse_role(msgs[i].role, i, &r, err);
         if (rc) {
-            free(b.p);
+            strbuf_free(&b);
             return rc;
         }
         const char *content = msgs[i].content ? msgs[i].content : "";
@@ -180,13 +150,13 @@ int chat_template_apply(chat_template_family f, const chat_message *msgs, size_t
         else
             wrapped_generation_prompt(f, &b);
     }
-    put_n(&b, "", 0); /* a message list of empty strings still yields a valid "" */
-    if (b.oom || !b.p) {
-        free(b.p);
+    /* A message list of empty strings still yields a valid "" (strbuf_take allocates it). */
+    char *text = b.oom ? NULL : strbuf_take(&b, out_len);
+    if (!text) {
+        strbuf_free(&b);
         return sol_err_set(err, -ENOMEM, "chat template: out of memory rendering %zu messages", n);
     }
-    *out = b.p;
-    if (out_len) *out_len = b.len;
+    *out = text;
     return 0;
 }
 

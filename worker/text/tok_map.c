@@ -5,18 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "tok_internal.h"
 
-static uint32_t fnv(uint32_t h, const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (uint8_t)s[i]) * 16777619u;
-    return h;
-}
-
 static uint32_t hash2(const char *a, size_t alen, char sep, const char *b, size_t blen) {
-    uint32_t h = fnv(2166136261u, a, alen);
-    if (sep) h = fnv(h, &sep, 1);
-    return fnv(h, b, blen);
+    uint32_t h = sol_fnv32(SOL_FNV32_INIT, a, alen);
+    if (sep) h = sol_fnv32(h, &sep, 1);
+    return sol_fnv32(h, b, blen);
 }
 
 static int key_equals(const tok_map *m, int32_t i, const char *a, size_t alen, char sep,

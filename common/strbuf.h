@@ -1,5 +1,5 @@
-/* strbuf: a growable byte buffer for building HTTP bodies, SSE lines and metrics text.
- * One buffer is reused per stream or per render, so steady-state appends do not allocate. */
+/* strbuf: the one growable byte buffer (HTTP bodies, SSE lines, metrics, chat prompts, GGUF
+ * headers); reused per stream or render, so steady-state appends do not allocate. */
 #ifndef SOL_STRBUF_H
 #define SOL_STRBUF_H
 
@@ -19,7 +19,7 @@ void strbuf_reset(strbuf *b); /* len = 0, keeps capacity */
 
 /* Appends return 0 or -ENOMEM (and set b->oom). */
 int strbuf_reserve(strbuf *b, size_t extra);
-int strbuf_append(strbuf *b, const char *s, size_t n);
+int strbuf_append(strbuf *b, const void *s, size_t n);
 int strbuf_puts(strbuf *b, const char *s);
 int strbuf_putc(strbuf *b, char c);
 int strbuf_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -30,8 +30,5 @@ int strbuf_json_str(strbuf *b, const char *s, size_t n);
 
 /* Hand the data to the caller (who frees it) and reset the buffer to empty. */
 char *strbuf_take(strbuf *b, size_t *len);
-
-/* Length of the longest valid UTF-8 prefix of s[0..n); == n when all of it is valid. */
-size_t utf8_valid_prefix(const char *s, size_t n);
 
 #endif

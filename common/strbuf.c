@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
+
 void strbuf_init(strbuf *b) {
     memset(b, 0, sizeof *b);
 }
@@ -44,7 +46,7 @@ int strbuf_reserve(strbuf *b, size_t extra) {
     return 0;
 }
 
-int strbuf_append(strbuf *b, const char *s, size_t n) {
+int strbuf_append(strbuf *b, const void *s, size_t n) {
     if (strbuf_reserve(b, n) < 0) return -ENOMEM;
     if (n) memcpy(b->data + b->len, s, n);
     b->len += n;
@@ -76,45 +78,6 @@ int strbuf_printf(strbuf *b, const char *fmt, ...) {
     return 0;
 }
 
-/* Length of the valid UTF-8 sequence starting at s (1..4), or 0 when it is invalid. */
-static size_t utf8_seq_len(const unsigned char *s, size_t n) {
-    unsigned char c = s[0];
-    if (c < 0x80) return 1;
-    size_t len;
-    uint32_t cp;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-        cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    /* overlong forms, surrogates and code points past U+10FFFF are not UTF-8 */
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
-    if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
-    return len;
-}
-
-size_t utf8_valid_prefix(const char *s, size_t n) {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < n) {
-        size_t l = utf8_seq_len(u + i, n - i);
-        if (!l) break;
-        i += l;
-    }
-    return i;
-}
 
 int strbuf_json_str(strbuf *b, const char *s, size_t n) {
     /* worst case every byte becomes "\u00XX" (6) */
@@ -127,8 +90,8 @@ int strbuf_json_str(strbuf *b, const char *s, size_t n) {
     while (i < n) {
         unsigned char c = u[i];
         if (c >= 0x80) {
-            size_t l = utf8_seq_len(u + i, n - i);
-            if (l) {
+            int l = utf8_check(u + i, n - i); /* a truncated sequence is invalid here */
+            if (l > 0) {
                 memcpy(o, u + i, l);
                 o += l;
                 i += l;
