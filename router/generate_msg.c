@@ -7,26 +7,12 @@
 
 #include "frame.h"
 
-static void fill_sampling(const oai_request *req, Sol__SamplingParams *sp) {
-    sp->temperature = req->temperature;
-    sp->top_p = req->top_p;
-    sp->top_k = req->top_k > 0 ? req->top_k : 0; /* OpenAI's -1 (off) is 0 on the wire */
-    sp->min_p = req->min_p;
-    sp->repetition_penalty = req->repetition_penalty;
-    sp->frequency_penalty = req->frequency_penalty;
-    sp->presence_penalty = req->presence_penalty;
-    sp->seed = req->seed;
-    sp->has_seed = req->has_seed;
-    sp->want_logprobs = req->want_logprobs;
-    sp->logprobs = req->want_logprobs ? req->top_logprobs : 0;
-}
-
 int genmsg_encode(const oai_request *req, const char *request_id, uint8_t **out, size_t *len,
                   sol_err *e) {
     *out = NULL;
     Sol__Generate g = SOL__GENERATE__INIT;
     Sol__SamplingParams sp = SOL__SAMPLING_PARAMS__INIT;
-    fill_sampling(req, &sp);
+    sol_sampling_to_msg(&req->sampling, &sp);
     g.request_id = (char *)request_id;
     g.sampling = &sp;
     g.max_tokens = req->max_tokens; /* chat without max_tokens: 0 = up to the context */

@@ -280,7 +280,7 @@ static enum MHD_Result respond_full(struct MHD_Connection *c, http_stream *st) {
                       st->req->model,
                       st->text.data,
                       st->text.len,
-                      st->req->want_logprobs ? st->lp : NULL,
+                      st->req->sampling.want_logprobs ? st->lp : NULL,
                       st->n_lp,
                       st->finish,
                       st->usage};

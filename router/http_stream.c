@@ -137,7 +137,7 @@ int http_stream_push(http_stream *s, const http_chunk *c) {
         format_stream(s, c);
     } else {
         strbuf_append(&s->text, c->text ? c->text : "", c->text ? c->text_len : 0);
-        if (s->req->want_logprobs) keep_logprobs(s, c->logprobs, c->n_logprobs);
+        if (s->req->sampling.want_logprobs) keep_logprobs(s, c->logprobs, c->n_logprobs);
     }
     if (last) {
         s->done = true;

@@ -343,7 +343,7 @@ static int parse_sampling(oai_request *r, const char *key, const json_t *v, oai_
 #define REAL(name, lo, lo_open, hi, hi_open, field)                                                \
     if (!strcmp(key, name)) {                                                                      \
         if ((rc = get_real(v, name, lo, lo_open, hi, hi_open, &d, err))) return rc;                \
-        r->field = (float)d;                                                                       \
+        r->sampling.field = (float)d;                                                                       \
         return 0;                                                                                  \
     }
     REAL("temperature", 0, 0, 2, 0, temperature)
@@ -355,15 +355,15 @@ static int parse_sampling(oai_request *r, const char *key, const json_t *v, oai_
 #undef REAL
     if (!strcmp(key, "top_k")) {
         if ((rc = get_int(v, "top_k", -1, INT32_MAX, &i, err))) return rc;
-        r->top_k = (int32_t)i;
+        r->sampling.top_k = (int32_t)i;
         return 0;
     }
     if (!strcmp(key, "seed")) {
         if (!json_is_integer(v))
             return BAD(err, "seed", "'seed' must be an integer, got %s", json_type_name(v)),
                    -EINVAL;
-        r->seed = (uint64_t)json_integer_value(v);
-        r->has_seed = true;
+        r->sampling.seed = (uint64_t)json_integer_value(v);
+        r->sampling.has_seed = true;
         return 0;
     }
     return 1;
@@ -391,15 +391,15 @@ static int parse_logprobs(oai_request *r, const char *key, const json_t *v, oai_
     int rc;
     if (r->kind == OAI_COMPLETION && !strcmp(key, "logprobs")) {
         if ((rc = get_int(v, "logprobs", 0, OAI_MAX_LOGPROBS, &i, err))) return rc;
-        r->want_logprobs = true;
-        r->top_logprobs = (uint32_t)i;
+        r->sampling.want_logprobs = true;
+        r->sampling.n_logprobs = (int32_t)i;
         return 0;
     }
     if (r->kind == OAI_CHAT && !strcmp(key, "logprobs"))
-        return get_bool(v, "logprobs", &r->want_logprobs, err);
+        return get_bool(v, "logprobs", &r->sampling.want_logprobs, err);
     if (r->kind == OAI_CHAT && !strcmp(key, "top_logprobs")) {
         if ((rc = get_int(v, "top_logprobs", 0, OAI_MAX_LOGPROBS, &i, err))) return rc;
-        r->top_logprobs = (uint32_t)i;
+        r->sampling.n_logprobs = (int32_t)i;
         return 0;
     }
     return 1;
@@ -437,10 +437,8 @@ static oai_request *request_defaults(oai_kind kind) {
     if (!r) return NULL;
     r->kind = kind;
     r->max_tokens = kind == OAI_COMPLETION ? OAI_DEFAULT_MAX_TOKENS : 0;
-    r->temperature = 1.0f;
-    r->top_p = 1.0f;
-    r->top_k = -1;
-    r->repetition_penalty = 1.0f;
+    r->sampling = sol_sampling_default();
+    r->sampling.top_k = -1; /* OpenAI's "off"; 0 on the wire */
     return r;
 }
 
@@ -450,7 +448,7 @@ static int check_required(const oai_request *r, oai_error *err) {
         return BAD(err, "prompt", "'prompt' is required"), -EINVAL;
     if (r->kind == OAI_CHAT && !r->messages)
         return BAD(err, "messages", "'messages' is required"), -EINVAL;
-    if (r->kind == OAI_CHAT && r->top_logprobs && !r->want_logprobs)
+    if (r->kind == OAI_CHAT && r->sampling.n_logprobs && !r->sampling.want_logprobs)
         return BAD(err, "top_logprobs", "'top_logprobs' needs 'logprobs': true"), -EINVAL;
     if (r->include_usage && !r->stream)
         return BAD(err, "stream_options", "'stream_options' is only allowed with 'stream': true"),
@@ -686,7 +684,7 @@ void oai_stream_init(oai_stream *s, const oai_request *req, const char *id, int6
     copy_str(s->model, sizeof s->model, req->model);
     s->created = created;
     s->include_usage = req->include_usage;
-    s->want_logprobs = req->want_logprobs;
+    s->want_logprobs = req->sampling.want_logprobs;
 }
 
 int oai_sse_chunk(strbuf *out, oai_stream *s, const char *text, size_t len,

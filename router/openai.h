@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sampling.h"
 #include "strbuf.h"
 
 #define OAI_MAX_STOP 4      /* OpenAI accepts up to 4 stop sequences */
@@ -38,21 +39,12 @@ typedef struct oai_request {
     size_t n_messages;
     uint32_t max_tokens; /* completions: default 16; chat: 0 = not given (worker's context) */
     bool max_tokens_set;
-    float temperature;        /* default 1.0 */
-    float top_p;              /* default 1.0 */
-    int32_t top_k;            /* default -1 (off) */
-    float min_p;              /* default 0 */
-    float repetition_penalty; /* default 1.0 */
-    float frequency_penalty;
-    float presence_penalty;
+    sol_sampling sampling; /* top_k defaults to OpenAI's -1 (off); n_logprobs is completions'
+                            * `logprobs` value or chat's `top_logprobs` */
     char *stop[OAI_MAX_STOP];
     size_t n_stop;
-    uint64_t seed;
-    bool has_seed;
     bool stream;
     bool include_usage;    /* stream_options.include_usage */
-    bool want_logprobs;    /* completions: logprobs given; chat: logprobs == true */
-    uint32_t top_logprobs; /* completions: `logprobs` value; chat: `top_logprobs` */
     char *user;
     int32_t priority;
     char *cache_salt;

@@ -125,19 +125,8 @@ static void sweep(eng_exec *x) {
 }
 
 static sampler_params sampling_of(const Sol__Generate *g) {
-    sampler_params p = sampler_params_default();
-    const Sol__SamplingParams *s = g->sampling;
-    if (!s) return p;
-    p.temperature = s->temperature;
-    p.top_k = s->top_k;
-    if (s->top_p > 0) p.top_p = s->top_p;
-    p.min_p = s->min_p;
-    if (s->repetition_penalty > 0) p.repetition_penalty = s->repetition_penalty;
-    p.frequency_penalty = s->frequency_penalty;
-    p.presence_penalty = s->presence_penalty;
-    p.seed = s->has_seed ? s->seed : sol_now_ns();
-    p.want_logprobs = s->want_logprobs;
-    p.n_logprobs = (int32_t)s->logprobs;
+    sampler_params p = sol_sampling_from_msg(g->sampling);
+    if (!p.has_seed) p.seed = sol_now_ns();
     return p;
 }
 

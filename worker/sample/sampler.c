@@ -191,20 +191,7 @@ static int32_t argmax(const float *l, int32_t n) {
 }
 
 sampler_params sampler_params_default(void) {
-    sampler_params p = {
-        .temperature = 1.0f,
-        .top_k = 0,
-        .top_p = 1.0f,
-        .min_p = 0.0f,
-        .repetition_penalty = 1.0f,
-        .penalty_last_n = 64,
-        .frequency_penalty = 0.0f,
-        .presence_penalty = 0.0f,
-        .seed = 0,
-        .want_logprobs = false,
-        .n_logprobs = 0,
-    };
-    return p;
+    return sol_sampling_default();
 }
 
 static int check_range(float v, float lo, float hi, int lo_open, const char *name, sol_err *err) {

@@ -17,22 +17,14 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "sampling.h"
 
 #define SAMPLER_MAX_LOGPROBS 20 /* OpenAI's top_logprobs limit */
 
-typedef struct sampler_params {
-    float temperature;        /* >= 0; 0 = greedy. Default 1 */
-    int32_t top_k;            /* <= 0 = off. Default 0 */
-    float top_p;              /* (0, 1]; 1 = off. Default 1 */
-    float min_p;              /* [0, 1]; 0 = off. Default 0 */
-    float repetition_penalty; /* > 0; 1 = off. Default 1 */
-    int32_t penalty_last_n;   /* window of the repetition penalty, prompt included; -1 = all. 64 */
-    float frequency_penalty;  /* [-2, 2]; over generated tokens only. Default 0 */
-    float presence_penalty;   /* [-2, 2]; over generated tokens only. Default 0 */
-    uint64_t seed;            /* the caller picks one when the client gave none (sol_rng.h) */
-    bool want_logprobs;       /* fill sampler_result.logprob */
-    int32_t n_logprobs;       /* top alternatives, 0..SAMPLER_MAX_LOGPROBS; needs want_logprobs */
-} sampler_params;
+/* The settings are common/sampling.h's, defined once for the router, the wire and the sampler.
+ * The sampler draws with `seed` whatever has_seed says: the caller picks one when the client
+ * gave none (rng.h). want_logprobs fills sampler_result.logprob. */
+typedef sol_sampling sampler_params;
 
 /* Per-sequence state: plain data, embed it anywhere; no free needed. To resume a sequence
  * elsewhere, carry params (seed included), n_prompt and pos. */

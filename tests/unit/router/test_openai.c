@@ -36,7 +36,7 @@ static void test_completion_defaults_and_fields(void **st) {
     (void)st;
     oai_request *r = ok(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"hi\"}");
     assert_int_equal(r->max_tokens, 16);
-    assert_true(r->temperature == 1.0f && r->top_p == 1.0f && r->top_k == -1);
+    assert_true(r->sampling.temperature == 1.0f && r->sampling.top_p == 1.0f && r->sampling.top_k == -1);
     assert_false(r->stream);
     oai_request_free(r);
     r = ok(OAI_COMPLETION,
@@ -47,12 +47,12 @@ static void test_completion_defaults_and_fields(void **st) {
            "\"n\":1,\"echo\":false,\"presence_penalty\":null}");
     assert_string_equal(r->prompt, "x");
     assert_int_equal(r->max_tokens, 5);
-    assert_int_equal(r->top_k, 40);
+    assert_int_equal(r->sampling.top_k, 40);
     assert_int_equal(r->n_stop, 2);
     assert_string_equal(r->stop[1], "b");
-    assert_true(r->has_seed && r->seed == 7);
-    assert_true(r->stream && r->include_usage && r->want_logprobs);
-    assert_int_equal(r->top_logprobs, 3);
+    assert_true(r->sampling.has_seed && r->sampling.seed == 7);
+    assert_true(r->stream && r->include_usage && r->sampling.want_logprobs);
+    assert_int_equal(r->sampling.n_logprobs, 3);
     assert_int_equal(r->priority, -2);
     assert_string_equal(r->cache_salt, "t1");
     assert_string_equal(r->tags[0], "fast");
@@ -111,8 +111,8 @@ static void test_chat(void **st) {
     assert_string_equal(r->messages[1].content, "hello");
     assert_string_equal(oai_request_last_user_text(r), "hello");
     assert_int_equal(r->max_tokens, 9);
-    assert_true(r->want_logprobs);
-    assert_int_equal(r->top_logprobs, 2);
+    assert_true(r->sampling.want_logprobs);
+    assert_int_equal(r->sampling.n_logprobs, 2);
     strbuf b;
     strbuf_init(&b);
     oai_request_text(r, &b);
