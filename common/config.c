@@ -30,7 +30,7 @@ static const char *const k_methods[] = {"off", "draft", "ngram", NULL};
 #define KINT(m, lo, hi, ...) KEY(m, T_INT, .min = lo, .max = hi, __VA_ARGS__)
 #define KDBL(m, lo, hi, ...) KEY(m, T_DBL, .min = lo, .max = hi, __VA_ARGS__)
 
-const cfg_key k_keys[] = {
+static const cfg_key k_keys[] = {
     KEY(log.level, T_ENUM, .names = k_levels),
     KEY(log.json, T_BOOL),
     KEY(router.http.listen, T_STR, .check = CHK_HOSTPORT),
@@ -77,7 +77,19 @@ const cfg_key k_keys[] = {
     KINT(worker.sim.ttft_ms, 0, 600000),
     KDBL(worker.sim.tokens_per_s, 0, 1e6, .flags = F_MIN_EXCL),
 };
-const size_t k_nkeys = sizeof k_keys / sizeof k_keys[0];
+static const size_t k_nkeys = sizeof k_keys / sizeof k_keys[0];
+
+static int apply_rules(cfg_ctx *c, const ydoc_node *seq, const char *path);
+
+/* A load or override context over this file's key table and rules parser. */
+static cfg_ctx ctx_for(sol_config *cfg, const char *src, sol_err *err) {
+    return (cfg_ctx){.cfg = cfg,
+                     .src = src,
+                     .err = err,
+                     .keys = k_keys,
+                     .n_keys = k_nkeys,
+                     .apply_rules = apply_rules};
+}
 
 #define ROFF(m) offsetof(sol_route_rule, m)
 #define RKEY(m, t, ...)                                                                            \
@@ -186,10 +198,10 @@ static int apply_map(cfg_ctx *c, const ydoc_node *map, const char *prefix) {
         int rc = cfg_join(c, key, prefix, key->text, path);
         if (rc == 0) rc = cfg_check_duplicate(c, map, i, path);
         if (rc < 0) return rc;
-        const cfg_key *k = cfg_find_key(path);
+        const cfg_key *k = cfg_find_key(c, path);
         if (k)
             rc = cfg_apply_leaf(c, k, c->cfg, val, path);
-        else if (cfg_is_section(path)) {
+        else if (cfg_is_section(c, path)) {
             if (c->src) origin_record(c->cfg, path, c->src, key);
             rc = apply_map(c, val, path);
         } else
@@ -200,7 +212,7 @@ static int apply_map(cfg_ctx *c, const ydoc_node *map, const char *prefix) {
 }
 
 static int load_tree(sol_config *cfg, const ydoc_node *root, const char *name, sol_err *err) {
-    cfg_ctx c = {.cfg = cfg, .src = name, .err = err};
+    cfg_ctx c = ctx_for(cfg, name, err);
     return apply_map(&c, root, "");
 }
 
@@ -281,7 +293,7 @@ static int parse_rule(cfg_ctx *c, const ydoc_node *map, const char *prefix, sol_
     return 0;
 }
 
-int cfg_apply_rules(cfg_ctx *c, const ydoc_node *seq, const char *path) {
+static int apply_rules(cfg_ctx *c, const ydoc_node *seq, const char *path) {
     char found[64];
     if (!ydoc_is_null(seq) && seq->kind != YDOC_SEQ)
         return cfg_fail(c, seq, path, "expected a list of rules, found %s",
@@ -310,14 +322,14 @@ int cfg_apply_rules(cfg_ctx *c, const ydoc_node *seq, const char *path) {
 /* ---- overrides -------------------------------------------------------------------------- */
 
 int sol_config_set(sol_config *cfg, const char *key_path, const char *value, sol_err *err) {
-    cfg_ctx c = {.cfg = cfg, .src = NULL, .err = err};
-    const cfg_key *k = cfg_find_key(key_path);
+    cfg_ctx c = ctx_for(cfg, NULL, err);
+    const cfg_key *k = cfg_find_key(&c, key_path);
     int structured = !k || k->type == T_RULES || (k->type == T_LIST && value[0] == '[');
-    if (!k && !cfg_is_section(key_path)) {
+    if (!k && !cfg_is_section(&c, key_path)) {
         const char *dot = strrchr(key_path, '.');
         char prefix[CFG_PATH_MAX];
         snprintf(prefix, sizeof prefix, "%.*s", dot ? (int)(dot - key_path) : 0, key_path);
-        if (*prefix && !cfg_is_section(prefix)) return cfg_fail(&c, NULL, key_path, "unknown key");
+        if (*prefix && !cfg_is_section(&c, prefix)) return cfg_fail(&c, NULL, key_path, "unknown key");
         return cfg_unknown_key(&c, NULL, prefix, dot ? dot + 1 : key_path);
     }
     if (!structured) {
@@ -333,8 +345,8 @@ int sol_config_set(sol_config *cfg, const char *key_path, const char *value, sol
 }
 
 int sol_config_append(sol_config *cfg, const char *key_path, const char *value, sol_err *err) {
-    cfg_ctx c = {.cfg = cfg, .src = NULL, .err = err};
-    const cfg_key *k = cfg_find_key(key_path);
+    cfg_ctx c = ctx_for(cfg, NULL, err);
+    const cfg_key *k = cfg_find_key(&c, key_path);
     if (!k || k->type != T_LIST)
         return cfg_fail(&c, NULL, key_path, "not a list key; cannot append");
     ydoc_node scalar = {.kind = YDOC_SCALAR, .text = (char *)value, .plain = 0};

@@ -109,17 +109,17 @@ void origin_where(const sol_config *cfg, const char *path, char *buf, size_t cap
 
 /* ---- key lookup and "did you mean" ------------------------------------------------------- */
 
-const cfg_key *cfg_find_key(const char *path) {
-    for (size_t i = 0; i < k_nkeys; i++)
-        if (!strcmp(k_keys[i].path, path)) return &k_keys[i];
+const cfg_key *cfg_find_key(const cfg_ctx *c, const char *path) {
+    for (size_t i = 0; i < c->n_keys; i++)
+        if (!strcmp(c->keys[i].path, path)) return &c->keys[i];
     return NULL;
 }
 
 /* A section is a path some key lives under ("worker.kv"); "" is the top level. */
-int cfg_is_section(const char *path) {
+int cfg_is_section(const cfg_ctx *c, const char *path) {
     size_t n = strlen(path);
-    for (size_t i = 0; i < k_nkeys; i++)
-        if (!n || (!strncmp(k_keys[i].path, path, n) && k_keys[i].path[n] == '.')) return 1;
+    for (size_t i = 0; i < c->n_keys; i++)
+        if (!n || (!strncmp(c->keys[i].path, path, n) && c->keys[i].path[n] == '.')) return 1;
     return 0;
 }
 
@@ -153,19 +153,19 @@ static int cfg_is_close(const char *typed, const char *known) {
 
 /* Children of section `prefix` (one path component each), written comma-separated into `out`;
  * the closest one to `typed`, if close enough, goes into `best`. */
-static void section_children(const char *prefix, const char *typed, char *best, size_t best_cap,
-                             char *out, size_t out_cap) {
+static void section_children(const cfg_ctx *c, const char *prefix, const char *typed, char *best,
+                             size_t best_cap, char *out, size_t out_cap) {
     size_t n = strlen(prefix), used = 0, best_d = (size_t)-1;
     char last[CFG_PATH_MAX] = "";
     best[0] = out[0] = '\0';
-    for (size_t i = 0; i < k_nkeys; i++) {
-        const char *p = k_keys[i].path;
+    for (size_t i = 0; i < c->n_keys; i++) {
+        const char *p = c->keys[i].path;
         if (n && (strncmp(p, prefix, n) || p[n] != '.')) continue;
         const char *child = n ? p + n + 1 : p;
         size_t len = strcspn(child, ".");
         char name[CFG_PATH_MAX];
         snprintf(name, sizeof name, "%.*s", (int)len, child);
-        /* k_keys keeps each section's keys together, so a repeat is always the last child. */
+        /* The table keeps each section's keys together, so a repeat is always the last child. */
         if (!strcmp(name, last)) continue;
         snprintf(last, sizeof last, "%s", name);
         used += snprintf(out + used, used < out_cap ? out_cap - used : 0, "%s%s", used ? ", " : "",
@@ -182,12 +182,12 @@ static void section_children(const char *prefix, const char *typed, char *best, 
 int cfg_unknown_key(cfg_ctx *c, const ydoc_node *at, const char *prefix, const char *key) {
     char path[CFG_PATH_MAX], best[CFG_PATH_MAX], all[400];
     snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", key);
-    section_children(prefix, key, best, sizeof best, all, sizeof all);
+    section_children(c, prefix, key, best, sizeof best, all, sizeof all);
     if (best[0]) return cfg_fail(c, at, path, "unknown key (did you mean \"%s\"?)", best);
-    for (size_t i = 0; i < k_nkeys; i++) {
-        const char *leaf = strrchr(k_keys[i].path, '.');
+    for (size_t i = 0; i < c->n_keys; i++) {
+        const char *leaf = strrchr(c->keys[i].path, '.');
         if (leaf && !strcmp(leaf + 1, key))
-            return cfg_fail(c, at, path, "unknown key (did you mean \"%s\"?)", k_keys[i].path);
+            return cfg_fail(c, at, path, "unknown key (did you mean \"%s\"?)", c->keys[i].path);
     }
     return cfg_fail(c, at, path, "unknown key (expected one of: %s)", all);
 }
@@ -510,7 +510,7 @@ int cfg_apply_leaf(cfg_ctx *c, const cfg_key *k, void *base, const ydoc_node *va
         break;
     case T_RULES:
         origin_forget_prefix(c->cfg, "router.routing.rules[");
-        rc = cfg_apply_rules(c, val, path);
+        rc = c->apply_rules(c, val, path);
         break;
     default:
         rc = cfg_fail(c, val, path, "internal error: unknown key type");

@@ -32,14 +32,16 @@ typedef struct cfg_key {
     unsigned flags;
 } cfg_key;
 
-/* Every leaf key, in print order (defined in config.c). */
-extern const cfg_key k_keys[];
-extern const size_t k_nkeys;
-
+/* What one load or override works with. config.c fills in its key table and the rules parser,
+ * so this module never calls back into config.c (no dependency cycle between the two). */
 typedef struct cfg_ctx {
     sol_config *cfg;
     const char *src; /* file name; NULL when the value comes from the command line */
     sol_err *err;
+    const cfg_key *keys; /* every leaf key, in print order, sections kept together */
+    size_t n_keys;
+    /* Replaces router.routing.rules from a YAML sequence (the T_RULES key). */
+    int (*apply_rules)(struct cfg_ctx *c, const ydoc_node *seq, const char *path);
 } cfg_ctx;
 
 /* Report "src:line:col: path: message" (just "path: message" for command-line values, which the
@@ -56,10 +58,10 @@ int cfg_join(cfg_ctx *c, const ydoc_node *at, const char *prefix, const char *ke
 /* Fails when key i of `map` repeats an earlier key. */
 int cfg_check_duplicate(cfg_ctx *c, const ydoc_node *map, size_t i, const char *path);
 
-const cfg_key *cfg_find_key(const char *path);
-int cfg_is_section(const char *path);
+const cfg_key *cfg_find_key(const cfg_ctx *c, const char *path);
+int cfg_is_section(const cfg_ctx *c, const char *path);
 
-/* Unknown key `key` under section `prefix` of k_keys, with a hint. */
+/* Unknown key `key` under section `prefix` of c->keys, with a hint. */
 int cfg_unknown_key(cfg_ctx *c, const ydoc_node *at, const char *prefix, const char *key);
 /* Unknown key at `path` among a small fixed set (a rule's keys), with a hint. */
 int cfg_unknown_in(cfg_ctx *c, const ydoc_node *at, const char *path, const cfg_key *known,
@@ -71,8 +73,6 @@ int cfg_apply_leaf(cfg_ctx *c, const cfg_key *k, void *base, const ydoc_node *va
 /* Check one item about to join list `l` of key `k` (type, emptiness, duplicates, check). */
 int cfg_check_list_item(cfg_ctx *c, const cfg_key *k, const sol_strlist *l, const ydoc_node *item,
                         const char *path);
-/* Replace router.routing.rules (implemented in config.c). */
-int cfg_apply_rules(cfg_ctx *c, const ydoc_node *seq, const char *path);
 
 /* Owned-string helpers; they abort on out-of-memory (start-up only). */
 char *cfg_strdup(const char *s);

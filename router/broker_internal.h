@@ -1,6 +1,6 @@
-/* broker_internal: state shared by broker.c (the actor, its pipe and the HTTP-facing callbacks)
- * and broker_work.c (worker messages, dispatch, failover). Only the broker thread touches it,
- * except `snap` (guarded by snap_mu) and `push` (guarded by push_mu). */
+/* broker_internal: state shared by broker.c (the actor, its pipe and the HTTP-facing callbacks),
+ * broker_work.c (dispatch, cancel, drain, failover) and broker_workers.c (worker messages, the
+ * tick). Only the broker thread touches it, except `snap` (snap_mu) and `push` (push_mu). */
 #ifndef SOL_BROKER_INTERNAL_H
 #define SOL_BROKER_INTERNAL_H
 
@@ -53,13 +53,16 @@ struct broker {
     bool snap_ready;
 };
 
-/* broker_work.c */
+/* broker_workers.c: the worker socket's messages, the periodic tick, shutdown. */
 void bw_on_worker_message(broker *b);
+void bw_tick(broker *b, uint64_t now_ms);
+void bw_shutdown(broker *b);
+
+/* broker_work.c: requests. */
 void bw_on_dispatch(broker *b, bk_cmd *c);
 void bw_on_cancel(broker *b, const char *http_id);
 void bw_on_drain(broker *b, const char *worker_id);
-void bw_tick(broker *b, uint64_t now_ms);
-void bw_shutdown(broker *b);
+/* Assign queued requests of `pool` to its free workers. */
 void bw_pump(broker *b, int pool);
 /* Put r back at the front of its queue for another worker (or give up past the attempt cap). */
 void bw_failover(broker *b, bk_req *r, const char *why);

@@ -1,6 +1,6 @@
-/* broker_work: what the broker thread does with each event — worker messages (Register,
- * Heartbeat, TokenChunk, Error), new requests, cancels, drains, and the periodic tick (router
- * heartbeats, dead workers, request timeouts, queues stranded without workers).
+/* broker_work: what the broker thread does with requests — dispatch to a worker of the pool,
+ * cancels, drains, failover and failure. Worker messages and the periodic tick are in
+ * broker_workers.c.
  *
  * Invariants: a request is either in exactly one pool queue (worker == NULL) or on one worker
  * (worker != NULL, counted in worker->inflight). Chunks are accepted only from the worker the

@@ -20,6 +20,7 @@
 #include "engine_internal.h"
 #include "gguf.h"
 #include "log.h"
+#include "strbuf.h"
 
 const char *engine_finish_name(engine_finish_reason r) {
     static const char *const names[] = {"none", "stop", "length", "cancelled", "error"};
@@ -73,25 +74,26 @@ static void refresh_counts_locked(engine *e) {
         ks.prefix_query_tokens ? (double)ks.prefix_hit_tokens / ks.prefix_query_tokens : 0.0;
 }
 
-/* Emits the finish event (with any held text) and frees the request. */
+/* Emits the finish event (with any held text) and frees the request. The held text is copied
+ * whole: a stop string may be 1024 bytes, and all of what it held back belongs to the output. */
 static void finish(engine *e, ereq *r, engine_finish_reason why, const char *error) {
-    const char *text = "", *tail;
-    size_t len = 0, tail_len = 0;
-    char buf[256];
-    if (why == ENGINE_FINISH_STOP || why == ENGINE_FINISH_LENGTH) {
-        /* Whatever the detokenizer and the stop matcher still hold belongs to the output. */
-        if (r->ts) {
-            tok_stream_flush(r->ts, &tail, &tail_len);
-            stop_text_feed(&r->stop, tail, tail_len, &text, &len);
-            if (len && len < sizeof buf) memcpy(buf, text, len);
-            size_t more_len = 0;
-            const char *more;
-            stop_text_flush(&r->stop, &more, &more_len);
-            if (len + more_len < sizeof buf) {
-                if (more_len) memcpy(buf + len, more, more_len);
-                len += more_len;
-                text = buf;
-            }
+    const char *text = "", *tail, *more;
+    size_t len = 0, tail_len = 0, more_len = 0;
+    strbuf held;
+    strbuf_init(&held);
+    if ((why == ENGINE_FINISH_STOP || why == ENGINE_FINISH_LENGTH) && r->ts) {
+        tok_stream_flush(r->ts, &tail, &tail_len);
+        stop_text_feed(&r->stop, tail, tail_len, &text, &len);
+        strbuf_append(&held, text, len); /* before the flush reuses the matcher's buffer */
+        stop_text_flush(&r->stop, &more, &more_len);
+        strbuf_append(&held, more, more_len);
+        text = held.len ? held.data : "";
+        len = held.len;
+        if (held.oom) {
+            why = ENGINE_FINISH_ERROR;
+            error = "out of memory releasing the text held back for stop strings";
+            text = "";
+            len = 0;
         }
     }
     engine_event ev = {.id = r->id,
@@ -111,6 +113,7 @@ static void finish(engine *e, ereq *r, engine_finish_reason why, const char *err
     live_unlink(e, r);
     pthread_mutex_unlock(&e->mu);
     ereq_free(r);
+    strbuf_free(&held);
 }
 
 /* A sampled token: record it, stream its text, decide whether the request is done (true: it

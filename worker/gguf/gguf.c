@@ -506,7 +506,7 @@ static int parse_header(rd *r, uint64_t *n_tensors, uint64_t *n_kv) {
 
 static int parse(gguf_file *g, sol_err *e) {
     rd r = {.g = g, .e = e};
-    uint64_t n_tensors, n_kv;
+    uint64_t n_tensors = 0, n_kv = 0; /* gcc -O3 cannot see parse_header set both */
     int rc = parse_header(&r, &n_tensors, &n_kv);
     if (rc) return rc;
     g->kvs = calloc(n_kv ? n_kv : 1, sizeof *g->kvs);

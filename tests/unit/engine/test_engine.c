@@ -368,6 +368,43 @@ static void test_stop_strings(void **state) {
     assert_memory_equal(cut.text, full.text, first);
 }
 
+/* A long stop string whose beginning the output ends with: everything held back for it (here
+ * over 256 bytes) is released when the request finishes by length, none of it lost. */
+static void test_long_held_text_released(void **state) {
+    (void)state;
+    spec s[1];
+    make_specs(s, 1, 7);
+    s[0].sp.temperature = 0.0f;
+    s[0].max_tokens = 210; /* prompt 40 + 210 fits max_model_len 256 */
+    out full = {0}, held = {0};
+    engine *eng = make_engine(64, 4, 64, false);
+    engine_request r = req_of(&s[0], &full);
+    submit_ok(eng, &r);
+    engine_wait_idle(eng);
+    assert_int_equal(s[0].n_prompt, 40);
+    if (full.text_len < 290) fail_msg("expected >= 290 bytes of text, got %zu", full.text_len);
+    /* The stop string: the last 280+ bytes of the output (from a character boundary), padded to
+     * 1000 bytes so it never completes. */
+    size_t at = full.text_len - 280;
+    while (at > 0 && ((unsigned char)full.text[at] & 0xC0) == 0x80)
+        at--;
+    char stop[1001];
+    size_t tail = full.text_len - at;
+    memcpy(stop, full.text + at, tail);
+    memset(stop + tail, '\x02', 1000 - tail);
+    stop[1000] = 0;
+    const char *stops[] = {stop};
+    r.stop = stops;
+    r.n_stop = 1;
+    r.user = &held;
+    submit_ok(eng, &r);
+    engine_wait_idle(eng);
+    engine_free(eng);
+    assert_int_equal(held.finish, ENGINE_FINISH_LENGTH);
+    assert_int_equal(held.text_len, full.text_len);
+    assert_memory_equal(held.text, full.text, full.text_len);
+}
+
 static void test_stop_text_holds_back(void **state) {
     (void)state;
     stop_text st;
@@ -447,7 +484,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stop_text_holds_back),  cmocka_unit_test(test_max_model_len_errors),
         cmocka_unit_test(test_prefix_cache_hit),      cmocka_unit_test(test_cancel_frees_blocks),
-        cmocka_unit_test(test_stop_strings),          cmocka_unit_test(test_resume_is_token_exact),
+        cmocka_unit_test(test_stop_strings),
+        cmocka_unit_test(test_long_held_text_released),          cmocka_unit_test(test_resume_is_token_exact),
         cmocka_unit_test(test_text_and_chat_prompts), cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_preemption_is_exact),
     };

@@ -207,8 +207,8 @@ static tokenizer *make_bpe(const char *const *merges, int n_merges) {
                                          "ab",
                                          "bc",
                                          "\xc4\xa0",
-                                         "\xc4\xa0"
-                                         "a",
+                                         ("\xc4\xa0"
+                                          "a"), /* "Ġa", split so \xa0 does not eat the a */
                                          "\xc3\xa2",
                                          "\xc4\xa4",
                                          "\xc2\xac",
