@@ -329,7 +329,8 @@ int sol_config_set(sol_config *cfg, const char *key_path, const char *value, sol
         const char *dot = strrchr(key_path, '.');
         char prefix[CFG_PATH_MAX];
         snprintf(prefix, sizeof prefix, "%.*s", dot ? (int)(dot - key_path) : 0, key_path);
-        if (*prefix && !cfg_is_section(&c, prefix)) return cfg_fail(&c, NULL, key_path, "unknown key");
+        if (*prefix && !cfg_is_section(&c, prefix))
+            return cfg_fail(&c, NULL, key_path, "unknown key");
         return cfg_unknown_key(&c, NULL, prefix, dot ? dot + 1 : key_path);
     }
     if (!structured) {

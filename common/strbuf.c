@@ -78,7 +78,6 @@ int strbuf_printf(strbuf *b, const char *fmt, ...) {
     return 0;
 }
 
-
 int strbuf_json_str(strbuf *b, const char *s, size_t n) {
     /* worst case every byte becomes "\u00XX" (6) */
     if (strbuf_reserve(b, n * 6 + 2) < 0) return -ENOMEM;

@@ -68,8 +68,7 @@ static void for_each_feature(const char *text, size_t len, feature_fn fn, void *
     unsigned lenbucket = 0;
     while ((1ull << lenbucket) < total_chars + 1)
         lenbucket++;
-    uint64_t lh = mix(
-        sol_fnv64_lower(SOL_FNV64_INIT ^ 0x4c454eull, &lenbucket, sizeof lenbucket));
+    uint64_t lh = mix(sol_fnv64_lower(SOL_FNV64_INIT ^ 0x4c454eull, &lenbucket, sizeof lenbucket));
     fn(ctx, (uint32_t)(lh & (CLF_BUCKETS - 1)), (lh >> 63) ? -value : value);
 
     while (pos < len && nchars < L) {

@@ -343,7 +343,7 @@ static int parse_sampling(oai_request *r, const char *key, const json_t *v, oai_
 #define REAL(name, lo, lo_open, hi, hi_open, field)                                                \
     if (!strcmp(key, name)) {                                                                      \
         if ((rc = get_real(v, name, lo, lo_open, hi, hi_open, &d, err))) return rc;                \
-        r->sampling.field = (float)d;                                                                       \
+        r->sampling.field = (float)d;                                                              \
         return 0;                                                                                  \
     }
     REAL("temperature", 0, 0, 2, 0, temperature)

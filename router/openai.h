@@ -44,7 +44,7 @@ typedef struct oai_request {
     char *stop[OAI_MAX_STOP];
     size_t n_stop;
     bool stream;
-    bool include_usage;    /* stream_options.include_usage */
+    bool include_usage; /* stream_options.include_usage */
     char *user;
     int32_t priority;
     char *cache_salt;

@@ -80,7 +80,6 @@ double wt_load(const bk_worker *w) {
     return (double)busy / (double)(w->capacity ? w->capacity : 1);
 }
 
-
 uint64_t wt_prefix_hash(const char *s, size_t len, size_t max_chars) {
     if (!max_chars || !s) return 0;
     size_t i = 0, chars = 0;

@@ -68,8 +68,8 @@ static int make_backend(const sol_worker_config *w, sol_backend **out, sol_err *
     return e->code ? e->code : -EINVAL;
 }
 
-static int make_executor(void *zctx, const sol_worker_config *w, sol_backend *be,
-                         exec_events *ev, executor **out, sol_err *e) {
+static int make_executor(void *zctx, const sol_worker_config *w, sol_backend *be, exec_events *ev,
+                         executor **out, sol_err *e) {
     if (w->backend == SOL_BACKEND_SIM) {
         char model[256];
         sim_model_name(w, model, sizeof model);

@@ -186,8 +186,7 @@ static inline void sol_buf_free(sol_backend *be, void *buf) {
 static inline int sol_upload(sol_backend *be, void *dst_buf, const void *src_host, size_t bytes) {
     return be->ops->upload(be, dst_buf, src_host, bytes);
 }
-static inline int sol_download(sol_backend *be, void *dst_host, const void *src_buf,
-                               size_t bytes) {
+static inline int sol_download(sol_backend *be, void *dst_host, const void *src_buf, size_t bytes) {
     return be->ops->download(be, dst_host, src_buf, bytes);
 }
 static inline sol_kv *sol_kv_alloc(sol_backend *be, int n_layers, int num_blocks, int block_size,

@@ -275,8 +275,7 @@ static bool step(engine *e) {
     if (b.n_tokens == 0) return false;
     sol_backend *be = model_backend(e->m);
     for (int32_t i = 0; i < b.n_copies; i++)
-        if (sol_kv_copy_blocks(be, e->kv_data, &b.copies[i].src_block, &b.copies[i].dst_block,
-                                    1)) {
+        if (sol_kv_copy_blocks(be, e->kv_data, &b.copies[i].src_block, &b.copies[i].dst_block, 1)) {
             fail_batch(e, &b, be->err.msg);
             return true;
         }

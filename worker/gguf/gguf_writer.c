@@ -45,7 +45,6 @@ typedef struct {
     uint64_t written;
 } sink;
 
-
 static int buf_u32(strbuf *b, uint32_t v) {
     return strbuf_append(b, &v, sizeof v);
 }
@@ -178,7 +177,8 @@ int gguf_writer_add_raw(gguf_writer *w, const char *key, gguf_vtype type, const 
                         size_t len, sol_err *e) {
     int rc = kv_begin(w, key, type, e);
     if (rc) return rc;
-    if (strbuf_append(&w->kv, bytes, len)) return sol_err_set(e, -ENOMEM, "gguf writer: out of memory");
+    if (strbuf_append(&w->kv, bytes, len))
+        return sol_err_set(e, -ENOMEM, "gguf writer: out of memory");
     return 0;
 }
 
@@ -261,7 +261,8 @@ uint64_t gguf_writer_data_bytes(const gguf_writer *w) {
 
 static int sink_put(sink *s, const void *p, size_t n, sol_err *e) {
     if (s->mem) {
-        if (strbuf_append(s->mem, p, n)) return sol_err_set(e, -ENOMEM, "gguf writer: out of memory");
+        if (strbuf_append(s->mem, p, n))
+            return sol_err_set(e, -ENOMEM, "gguf writer: out of memory");
     } else if (n && fwrite(p, 1, n, s->f) != n) {
         return sol_err_set(e, -EIO, "write failed: %s", strerror(errno));
     }
@@ -284,8 +285,9 @@ static int sink_pad(sink *s, uint32_t alignment, sol_err *e) {
 static int write_header(gguf_writer *w, sink *s, sol_err *e) {
     strbuf h = {0};
     int extra = w->alignment != GGUF_DEFAULT_ALIGNMENT;
-    int rc = strbuf_append(&h, "GGUF", 4) || buf_u32(&h, 3) || buf_u64(&h, (uint64_t)w->n_tensors) ||
-             buf_u64(&h, (uint64_t)(w->n_kv + extra)) || strbuf_append(&h, w->kv.data, w->kv.len);
+    int rc = strbuf_append(&h, "GGUF", 4) || buf_u32(&h, 3) ||
+             buf_u64(&h, (uint64_t)w->n_tensors) || buf_u64(&h, (uint64_t)(w->n_kv + extra)) ||
+             strbuf_append(&h, w->kv.data, w->kv.len);
     if (!rc && extra)
         rc = buf_str(&h, "general.alignment") || buf_u32(&h, GGUF_T_U32) ||
              buf_u32(&h, w->alignment);
@@ -359,7 +361,8 @@ int gguf_writer_write_mem(gguf_writer *w, void **out, size_t *len, sol_err *e) {
         strbuf_free(&b);
         return rc;
     }
-    if (!(*out = strbuf_take(&b, len))) return sol_err_set(e, -ENOMEM, "gguf writer: out of memory");
+    if (!(*out = strbuf_take(&b, len)))
+        return sol_err_set(e, -ENOMEM, "gguf writer: out of memory");
     return 0;
 }
 

@@ -320,8 +320,8 @@ int model_reserve(model *m, int max_tokens, int max_logits, sol_err *err) {
 }
 
 sol_kv *model_kv_new(model *m, int num_blocks, int block_size, sol_dtype dtype, sol_err *err) {
-    sol_kv *kv = sol_kv_alloc(m->be, m->hp.n_layers, num_blocks, block_size,
-                                      m->hp.n_kv_heads, m->hp.head_dim, dtype);
+    sol_kv *kv = sol_kv_alloc(m->be, m->hp.n_layers, num_blocks, block_size, m->hp.n_kv_heads,
+                              m->hp.head_dim, dtype);
     if (!kv) sol_err_set(err, -ENOMEM, "KV cache: %s", m->be->err.msg);
     return kv;
 }
@@ -411,8 +411,7 @@ static int head(model *m, const model_batch *b, float *logits) {
         (rc = sol_matmul(be, &m->output, s->xl, s->logits, b->n_logits)) ||
         (rc = sol_synchronize(be)))
         return rc;
-    return sol_download(be, logits, s->logits,
-                             (size_t)b->n_logits * hp->n_vocab * sizeof(float));
+    return sol_download(be, logits, s->logits, (size_t)b->n_logits * hp->n_vocab * sizeof(float));
 }
 
 int model_forward(model *m, sol_kv *kv, const model_batch *b, float *logits, sol_err *err) {

@@ -31,7 +31,7 @@ typedef struct eng_exec {
     executor base;
     exec_info info;
     sol_backend *be; /* borrowed from exec_engine_config */
-    model *draft; /* speculative decoding's draft model, or NULL */
+    model *draft;    /* speculative decoding's draft model, or NULL */
     model *m;
     tokenizer *tok;
     engine *eng;

@@ -264,8 +264,8 @@ static void matmul_many(const char *spec) {
                 assert_int_equal(sol_matmul_many(be, ws, ys, 3, x, ns[ni]), 0);
                 for (int i = 0; i < 3; i++)
                     if (memcmp(sep[i], many[i], sizeof(float) * (size_t)(ns[ni] * rows[i])))
-                        fail_msg("%s threads=%d n=%d: matmul_many weight %d (%s) differs", spec,
-                                 th, ns[ni], i, sol_dtype_name(types[i]));
+                        fail_msg("%s threads=%d n=%d: matmul_many weight %d (%s) differs", spec, th,
+                                 ns[ni], i, sol_dtype_name(types[i]));
             }
             test_weight odd = make_weight(SOL_DT_F32, 8, 128);
             const sol_weight *bad[2] = {ws[0], &odd.w};
@@ -540,8 +540,7 @@ static void run_attention_case(const char *spec, const attn_case *c) {
         ref_attention(c, q + t * qrow, kref, vref, tok_seq[t], tok_ctx[t], ref + t * qrow);
     double e = nmse(out, ref, (size_t)N * qrow);
     if (!(e < 1e-10))
-        fail_msg("%s attention h=%d kvh=%d hd=%d: nmse %g", spec, c->heads, c->kv_heads, c->hd,
-                 e);
+        fail_msg("%s attention h=%d kvh=%d hd=%d: nmse %g", spec, c->heads, c->kv_heads, c->hd, e);
     /* Each token alone gives the same bits as inside the batch. */
     float *one = malloc(sizeof(float) * qrow);
     for (int t = 0; t < N; t++) {

@@ -55,8 +55,8 @@ static void test_round_trip(void **state) {
 static void test_wire_conventions(void **state) {
     (void)state;
     sol_sampling s = sol_sampling_default();
-    s.top_k = -1;      /* OpenAI's off */
-    s.n_logprobs = 3;  /* without want_logprobs: not sent */
+    s.top_k = -1;     /* OpenAI's off */
+    s.n_logprobs = 3; /* without want_logprobs: not sent */
     Sol__SamplingParams m = SOL__SAMPLING_PARAMS__INIT;
     sol_sampling_to_msg(&s, &m);
     assert_int_equal(m.top_k, 0);

@@ -23,13 +23,13 @@ static const utf8_case k_cases[] = {
     {"caf\xc3\xa9", 5, 5},
     {"\xe2\x82\xac euro", 8, 8},
     {"\xf0\x9f\x98\x80!", 5, 5},
-    {"ab\xc3", 3, 2},             /* cut off */
-    {"\xc0\xaf", 2, 0},           /* overlong */
-    {"x\xe0\x80\xaf", 4, 1},      /* overlong 3-byte */
-    {"\xed\xa0\x80", 3, 0},       /* UTF-16 surrogate */
-    {"\xf4\x90\x80\x80", 4, 0},   /* above U+10FFFF */
-    {"ok\xff", 3, 2},             /* never a UTF-8 byte */
-    {"\xe2\x28\xa1", 3, 0},       /* bad continuation */
+    {"ab\xc3", 3, 2},           /* cut off */
+    {"\xc0\xaf", 2, 0},         /* overlong */
+    {"x\xe0\x80\xaf", 4, 1},    /* overlong 3-byte */
+    {"\xed\xa0\x80", 3, 0},     /* UTF-16 surrogate */
+    {"\xf4\x90\x80\x80", 4, 0}, /* above U+10FFFF */
+    {"ok\xff", 3, 2},           /* never a UTF-8 byte */
+    {"\xe2\x28\xa1", 3, 0},     /* bad continuation */
 };
 
 static void test_valid_prefix_and_frames(void **state) {

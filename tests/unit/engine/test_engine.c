@@ -482,11 +482,15 @@ static void test_text_and_chat_prompts(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stop_text_holds_back),  cmocka_unit_test(test_max_model_len_errors),
-        cmocka_unit_test(test_prefix_cache_hit),      cmocka_unit_test(test_cancel_frees_blocks),
+        cmocka_unit_test(test_stop_text_holds_back),
+        cmocka_unit_test(test_max_model_len_errors),
+        cmocka_unit_test(test_prefix_cache_hit),
+        cmocka_unit_test(test_cancel_frees_blocks),
         cmocka_unit_test(test_stop_strings),
-        cmocka_unit_test(test_long_held_text_released),          cmocka_unit_test(test_resume_is_token_exact),
-        cmocka_unit_test(test_text_and_chat_prompts), cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_long_held_text_released),
+        cmocka_unit_test(test_resume_is_token_exact),
+        cmocka_unit_test(test_text_and_chat_prompts),
+        cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_preemption_is_exact),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

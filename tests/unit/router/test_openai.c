@@ -36,7 +36,8 @@ static void test_completion_defaults_and_fields(void **st) {
     (void)st;
     oai_request *r = ok(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"hi\"}");
     assert_int_equal(r->max_tokens, 16);
-    assert_true(r->sampling.temperature == 1.0f && r->sampling.top_p == 1.0f && r->sampling.top_k == -1);
+    assert_true(r->sampling.temperature == 1.0f && r->sampling.top_p == 1.0f &&
+                r->sampling.top_k == -1);
     assert_false(r->stream);
     oai_request_free(r);
     r = ok(OAI_COMPLETION,

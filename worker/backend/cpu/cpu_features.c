@@ -51,8 +51,8 @@ static int isa_from_name(const char *name, const char *origin, sol_cpu_isa *out,
     for (int i = SOL_ISA_SCALAR; i <= SOL_ISA_AVX512; i++) {
         if (strcmp(name, sol_cpu_isa_name((sol_cpu_isa)i)) != 0) continue;
         if (!sol_cpu_isa_supported((sol_cpu_isa)i))
-            return sol_err_set(err, -ENOTSUP, "%s%s: this CPU lacks the features it needs",
-                               origin, name);
+            return sol_err_set(err, -ENOTSUP, "%s%s: this CPU lacks the features it needs", origin,
+                               name);
         *out = (sol_cpu_isa)i;
         return 0;
     }

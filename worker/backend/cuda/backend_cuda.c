@@ -16,8 +16,7 @@ int sol_backend_cuda_variants(char out[][SOL_BACKEND_VARIANT_MAX], int cap) {
     return k;
 }
 
-sol_backend *sol_backend_cuda_create(const char *variant, const sol_backend_opts *o,
-                                     sol_err *err) {
+sol_backend *sol_backend_cuda_create(const char *variant, const sol_backend_opts *o, sol_err *err) {
     (void)o;
     char why[256] = "";
     int n = sol_cuda_probe(why, sizeof why);

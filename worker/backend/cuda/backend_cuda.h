@@ -9,7 +9,6 @@
 int sol_backend_cuda_variants(char out[][SOL_BACKEND_VARIANT_MAX], int cap);
 
 /* variant: a device index, or NULL/"" for device 0. */
-sol_backend *sol_backend_cuda_create(const char *variant, const sol_backend_opts *o,
-                                     sol_err *err);
+sol_backend *sol_backend_cuda_create(const char *variant, const sol_backend_opts *o, sol_err *err);
 
 #endif
