@@ -18,8 +18,11 @@ static const dtype_info k_types[] = {
     {SOL_DT_F32, "f32", 1, 4},
     {SOL_DT_F16, "f16", 1, 2},
     {SOL_DT_Q4_0, "q4_0", SOL_QK4_0, sizeof(sol_block_q4_0)},
+    {SOL_DT_Q5_0, "q5_0", SOL_QK4_0, sizeof(sol_block_q5_0)},
+    {SOL_DT_Q5_1, "q5_1", SOL_QK4_0, sizeof(sol_block_q5_1)},
     {SOL_DT_Q8_0, "q8_0", SOL_QK8_0, sizeof(sol_block_q8_0)},
     {SOL_DT_Q4_K, "q4_k", SOL_QK_K, sizeof(sol_block_q4_k)},
+    {SOL_DT_Q5_K, "q5_k", SOL_QK_K, sizeof(sol_block_q5_k)},
     {SOL_DT_Q6_K, "q6_k", SOL_QK_K, sizeof(sol_block_q6_k)},
     {SOL_DT_BF16, "bf16", 1, 2},
 };
@@ -139,9 +142,32 @@ static void dequant_q8_0(const sol_block_q8_0 *b, float *y, int64_t nb) {
     }
 }
 
+int sol_q5_quant(const uint8_t *qs, const uint8_t *qh, int j) {
+    uint32_t h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 |
+                 (uint32_t)qh[3] << 24;
+    int lo = j < 16 ? qs[j] & 0xf : qs[j - 16] >> 4;
+    return lo | (int)((h >> j) & 1) << 4;
+}
+
+static void dequant_q5_0(const sol_block_q5_0 *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += SOL_QK4_0) {
+        float d = sol_fp16_to_fp32(b[i].d);
+        for (int j = 0; j < SOL_QK4_0; j++)
+            y[j] = (float)(sol_q5_quant(b[i].qs, b[i].qh, j) - 16) * d;
+    }
+}
+
+static void dequant_q5_1(const sol_block_q5_1 *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += SOL_QK4_0) {
+        float d = sol_fp16_to_fp32(b[i].d), m = sol_fp16_to_fp32(b[i].m);
+        for (int j = 0; j < SOL_QK4_0; j++)
+            y[j] = (float)sol_q5_quant(b[i].qs, b[i].qh, j) * d + m;
+    }
+}
+
 /* Q4_K packs 8 (scale, min) pairs of 6 bits into 12 bytes: the first four pairs sit in the low
  * 6 bits of bytes 0-3 / 4-7; the last four use bytes 8-11 plus the spare top bits of 0-7. */
-static void q4k_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8_t *m) {
+void sol_q4k_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8_t *m) {
     if (j < 4) {
         *sc = s[j] & 63;
         *m = s[j + 4] & 63;
@@ -157,14 +183,33 @@ static void dequant_q4_k(const sol_block_q4_k *b, float *y, int64_t nb) {
         const uint8_t *q = b[i].qs;
         for (int j = 0; j < SOL_QK_K; j += 64, q += 32) {
             uint8_t sc, m;
-            q4k_scale_min(j / 32, b[i].scales, &sc, &m);
+            sol_q4k_scale_min(j / 32, b[i].scales, &sc, &m);
             float d1 = d * sc, m1 = dmin * m;
-            q4k_scale_min(j / 32 + 1, b[i].scales, &sc, &m);
+            sol_q4k_scale_min(j / 32 + 1, b[i].scales, &sc, &m);
             float d2 = d * sc, m2 = dmin * m;
             for (int l = 0; l < 32; l++)
                 *y++ = d1 * (float)(q[l] & 0xf) - m1;
             for (int l = 0; l < 32; l++)
                 *y++ = d2 * (float)(q[l] >> 4) - m2;
+        }
+    }
+}
+
+/* Q5_K: Q4_K's scales and nibbles plus one high bit per element from qh. */
+static void dequant_q5_k(const sol_block_q5_k *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++) {
+        float d = sol_fp16_to_fp32(b[i].d), dmin = sol_fp16_to_fp32(b[i].dmin);
+        const uint8_t *q = b[i].qs, *qh = b[i].qh;
+        for (int c = 0; c < 4; c++, q += 32) {
+            uint8_t sc, m;
+            sol_q4k_scale_min(2 * c, b[i].scales, &sc, &m);
+            float d1 = d * sc, m1 = dmin * m;
+            sol_q4k_scale_min(2 * c + 1, b[i].scales, &sc, &m);
+            float d2 = d * sc, m2 = dmin * m;
+            for (int l = 0; l < 32; l++)
+                *y++ = d1 * (float)((q[l] & 0xf) | ((qh[l] >> (2 * c)) & 1) << 4) - m1;
+            for (int l = 0; l < 32; l++)
+                *y++ = d2 * (float)((q[l] >> 4) | ((qh[l] >> (2 * c + 1)) & 1) << 4) - m2;
         }
     }
 }
@@ -212,8 +257,17 @@ void sol_dequantize_row(sol_dtype t, const void *src, float *dst, int64_t n) {
     case SOL_DT_Q8_0:
         dequant_q8_0(src, dst, n / SOL_QK8_0);
         return;
+    case SOL_DT_Q5_0:
+        dequant_q5_0(src, dst, n / SOL_QK4_0);
+        return;
+    case SOL_DT_Q5_1:
+        dequant_q5_1(src, dst, n / SOL_QK4_0);
+        return;
     case SOL_DT_Q4_K:
         dequant_q4_k(src, dst, n / SOL_QK_K);
+        return;
+    case SOL_DT_Q5_K:
+        dequant_q5_k(src, dst, n / SOL_QK_K);
         return;
     case SOL_DT_Q6_K:
         dequant_q6_k(src, dst, n / SOL_QK_K);

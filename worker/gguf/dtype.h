@@ -11,8 +11,11 @@ typedef enum {
     SOL_DT_F32 = 0,
     SOL_DT_F16 = 1,
     SOL_DT_Q4_0 = 2,
+    SOL_DT_Q5_0 = 6,
+    SOL_DT_Q5_1 = 7,
     SOL_DT_Q8_0 = 8,
     SOL_DT_Q4_K = 12,
+    SOL_DT_Q5_K = 13,
     SOL_DT_Q6_K = 14,
     SOL_DT_BF16 = 30,
 } sol_dtype;
@@ -26,6 +29,23 @@ typedef struct {
     uint16_t d; /* fp16 scale */
     uint8_t qs[SOL_QK4_0 / 2];
 } sol_block_q4_0;
+
+/* ggml block_q5_0: 5-bit quants; bit j of the little-endian qh word is the high bit of element
+ * j. Element j is ((qs[j] & 0xF) | hb(j) << 4) - 16, element j+16 is ((qs[j] >> 4) | hb(j+16) <<
+ * 4) - 16, times d. */
+typedef struct {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[SOL_QK4_0 / 2];
+} sol_block_q5_0;
+
+/* ggml block_q5_1: as q5_0 without the -16, value = q * d + m. */
+typedef struct {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qh[4];
+    uint8_t qs[SOL_QK4_0 / 2];
+} sol_block_q5_1;
 
 /* ggml block_q8_0: element j is qs[j] * d. */
 typedef struct {
@@ -41,6 +61,16 @@ typedef struct {
     uint8_t qs[SOL_QK_K / 2];
 } sol_block_q4_k;
 
+/* ggml block_q5_K: q4_K plus a fifth bit: in 64-element chunk c, bit 2c of qh[l] is the high bit
+ * of element l (low nibble of qs[32c + l]) and bit 2c+1 that of element l+32 (high nibble). */
+typedef struct {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qh[SOL_QK_K / 8];
+    uint8_t qs[SOL_QK_K / 2];
+} sol_block_q5_k;
+
 /* ggml block_q6_K (256 elements, 16 sub-blocks of 16 with 8-bit scales). */
 typedef struct {
     uint8_t ql[SOL_QK_K / 2];
@@ -51,6 +81,9 @@ typedef struct {
 
 _Static_assert(sizeof(sol_block_q4_0) == 18, "ggml block_q4_0 is 18 bytes");
 _Static_assert(sizeof(sol_block_q8_0) == 34, "ggml block_q8_0 is 34 bytes");
+_Static_assert(sizeof(sol_block_q5_0) == 22, "ggml block_q5_0 is 22 bytes");
+_Static_assert(sizeof(sol_block_q5_1) == 24, "ggml block_q5_1 is 24 bytes");
+_Static_assert(sizeof(sol_block_q5_k) == 176, "ggml block_q5_K is 176 bytes");
 _Static_assert(sizeof(sol_block_q4_k) == 144, "ggml block_q4_K is 144 bytes");
 _Static_assert(sizeof(sol_block_q6_k) == 210, "ggml block_q6_K is 210 bytes");
 
@@ -67,6 +100,12 @@ uint16_t sol_fp32_to_fp16(float f); /* round to nearest even, like ggml */
 float sol_fp16_to_fp32(uint16_t h);
 uint16_t sol_fp32_to_bf16(float f); /* round to nearest even; NaN stays NaN */
 float sol_bf16_to_fp32(uint16_t h);
+
+/* The 5-bit quant j (0..31) of a q5_0 / q5_1 block (qs, qh as stored), before q5_0's -16. */
+int sol_q5_quant(const uint8_t *qs, const uint8_t *qh, int j);
+
+/* Scale and min (6 bits each) of sub-block j (0..7) of a q4_K / q5_K block's 12 scale bytes. */
+void sol_q4k_scale_min(int j, const uint8_t *scales, uint8_t *sc, uint8_t *m);
 
 /* Reference conversions of one row of n elements (n a multiple of the block size). */
 void sol_dequantize_row(sol_dtype t, const void *src, float *dst, int64_t n);

@@ -93,17 +93,32 @@ typedef struct {
     float *deq; /* rows x cols, the exact values the weight stands for */
 } test_weight;
 
-static void random_kquant_block(sol_dtype t, void *blk) {
+/* Random bytes for the types sol_quantize_row does not write, with small positive scales so the
+ * values stay in a sane range (every quant pattern is then exercised). */
+static int random_block_type(sol_dtype t) {
+    return t == SOL_DT_Q4_K || t == SOL_DT_Q5_K || t == SOL_DT_Q6_K || t == SOL_DT_Q5_0 ||
+           t == SOL_DT_Q5_1;
+}
+
+static void random_block(sol_dtype t, void *blk) {
     size_t bytes = sol_dtype_block_bytes(t);
     for (size_t i = 0; i < bytes; i++)
         ((uint8_t *)blk)[i] = (uint8_t)rnd_u32();
+    uint16_t d = sol_fp32_to_fp16(0.01f + 0.01f * fabsf(rnd_f())),
+             m = sol_fp32_to_fp16(0.01f * rnd_f());
     if (t == SOL_DT_Q4_K) {
-        sol_block_q4_k *b = blk;
-        b->d = sol_fp32_to_fp16(0.01f + 0.01f * fabsf(rnd_f()));
-        b->dmin = sol_fp32_to_fp16(0.01f * fabsf(rnd_f()));
+        ((sol_block_q4_k *)blk)->d = d;
+        ((sol_block_q4_k *)blk)->dmin = sol_fp32_to_fp16(0.01f * fabsf(rnd_f()));
+    } else if (t == SOL_DT_Q5_K) {
+        ((sol_block_q5_k *)blk)->d = d;
+        ((sol_block_q5_k *)blk)->dmin = sol_fp32_to_fp16(0.01f * fabsf(rnd_f()));
+    } else if (t == SOL_DT_Q6_K) {
+        ((sol_block_q6_k *)blk)->d = sol_fp32_to_fp16(0.001f + 0.001f * fabsf(rnd_f()));
+    } else if (t == SOL_DT_Q5_0) {
+        ((sol_block_q5_0 *)blk)->d = d;
     } else {
-        sol_block_q6_k *b = blk;
-        b->d = sol_fp32_to_fp16(0.001f + 0.001f * fabsf(rnd_f()));
+        ((sol_block_q5_1 *)blk)->d = d;
+        ((sol_block_q5_1 *)blk)->m = m;
     }
 }
 
@@ -116,9 +131,9 @@ static test_weight make_weight(sol_dtype t, int64_t rows, int64_t cols) {
     tw.deq = malloc(sizeof(float) * (size_t)(rows * cols));
     for (int64_t r = 0; r < rows; r++) {
         char *row = (char *)data + (size_t)r * rb;
-        if (t == SOL_DT_Q4_K || t == SOL_DT_Q6_K) {
-            for (int64_t b = 0; b < cols / SOL_QK_K; b++)
-                random_kquant_block(t, row + b * sol_dtype_block_bytes(t));
+        if (random_block_type(t)) {
+            for (int64_t b = 0; b < cols / (int64_t)sol_dtype_block_elems(t); b++)
+                random_block(t, row + b * sol_dtype_block_bytes(t));
         } else {
             fill(src, (size_t)cols);
             assert_int_equal(sol_quantize_row(t, src, row, cols), 0);
@@ -136,8 +151,30 @@ static void free_weight(test_weight *tw) {
 }
 
 /* x as the kernel sees it: Q8_0/Q4_0 weights multiply x rounded through Q8_0 (as ggml does). */
+/* The backend's Q8_K activations: per 256 elements d = amax / 127 (a float), quants rounded half
+ * away from zero and clamped to [-127, 127]. */
+static void q8k_round_trip(const float *x, float *xe, int64_t K) {
+    for (int64_t b = 0; b < K / 256; b++) {
+        float amax = 0.0f;
+        for (int j = 0; j < 256; j++)
+            amax = fmaxf(amax, fabsf(x[b * 256 + j]));
+        float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        for (int j = 0; j < 256; j++) {
+            float v = roundf(x[b * 256 + j] * id);
+            xe[b * 256 + j] = fmaxf(-127.0f, fminf(127.0f, v)) * d;
+        }
+    }
+}
+
+/* What the kernels multiply: Q8_0-rounded x for Q8_0/Q4_0/Q5_0/Q5_1, Q8_K-rounded x for the
+ * K-quants, x itself for float weights. */
 static void effective_x(sol_dtype t, const float *x, float *xe, int n, int64_t K) {
-    if (t != SOL_DT_Q8_0 && t != SOL_DT_Q4_0) {
+    if (t == SOL_DT_Q4_K || t == SOL_DT_Q5_K || t == SOL_DT_Q6_K) {
+        for (int i = 0; i < n; i++)
+            q8k_round_trip(x + i * K, xe + i * K, K);
+        return;
+    }
+    if (t != SOL_DT_Q8_0 && t != SOL_DT_Q4_0 && t != SOL_DT_Q5_0 && t != SOL_DT_Q5_1) {
         memcpy(xe, x, sizeof(float) * (size_t)(n * K));
         return;
     }
@@ -150,7 +187,8 @@ static void effective_x(sol_dtype t, const float *x, float *xe, int n, int64_t K
 }
 
 static const sol_dtype all_types[] = {SOL_DT_F32,  SOL_DT_F16,  SOL_DT_BF16, SOL_DT_Q8_0,
-                                      SOL_DT_Q4_0, SOL_DT_Q4_K, SOL_DT_Q6_K};
+                                      SOL_DT_Q4_0, SOL_DT_Q5_0, SOL_DT_Q5_1, SOL_DT_Q4_K,
+                                      SOL_DT_Q5_K, SOL_DT_Q6_K};
 
 /* prep: run the weight through weight_prepare first, as a loaded model's (Q4_0 and Q8_0 get
  * repacked). */
@@ -184,7 +222,7 @@ static void matmul_vs_reference(const char *spec) {
     sol_backend *be = backend_for(spec, 2);
     for (size_t i = 0; i < sizeof(all_types) / sizeof(all_types[0]); i++) {
         sol_dtype t = all_types[i];
-        int kq = t == SOL_DT_Q4_K || t == SOL_DT_Q6_K;
+        int kq = sol_dtype_block_elems(t) == 256;
         for (int prep = 0; prep < 2; prep++) {
             check_matmul(be, t, 37, kq ? 256 : 96, 1, prep);
             check_matmul(be, t, 37, kq ? 256 : 96, 5, prep);
@@ -343,6 +381,35 @@ static void test_q8_0_repack(void **state) {
     free_weight(&q8);
     free_weight(&q4);
     sol_backend_free(be);
+}
+
+/* The K-quant kernels turn exact integer sums into float by one shared expression, so every ISA
+ * path gives the scalar path's bits (a stronger promise than the reference tolerance). */
+static void test_kquant_paths_agree(void **state) {
+    (void)state;
+    const sol_dtype types[] = {SOL_DT_Q4_K, SOL_DT_Q5_K, SOL_DT_Q6_K, SOL_DT_Q5_0, SOL_DT_Q5_1};
+    const int64_t M = 29, K = 512;
+    enum { N = 6 };
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        test_weight tw = make_weight(types[ti], M, K);
+        float x[N * 512], ref[N * 29], y[N * 29];
+        fill(x, N * K);
+        sol_backend *scalar = backend_for("cpu:scalar", 1);
+        assert_int_equal(sol_matmul(scalar, &tw.w, x, ref, N), 0);
+        sol_backend_free(scalar);
+        for (int isa = SOL_ISA_AVX2; isa <= SOL_ISA_AVX512; isa++) {
+            if (!sol_cpu_isa_supported((sol_cpu_isa)isa)) continue;
+            char spec[SPEC_MAX];
+            snprintf(spec, sizeof spec, "cpu:%s", sol_cpu_isa_name((sol_cpu_isa)isa));
+            sol_backend *be = backend_for(spec, 2);
+            poison(y, N * M);
+            assert_int_equal(sol_matmul(be, &tw.w, x, y, N), 0);
+            if (memcmp(y, ref, sizeof y) != 0)
+                fail_msg("%s %s differs from cpu:scalar", spec, sol_dtype_name(types[ti]));
+            sol_backend_free(be);
+        }
+        free_weight(&tw);
+    }
 }
 
 /* ---- element-wise ops ---- */
@@ -689,6 +756,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_many),
         cmocka_unit_test(test_q4_0_repack),
         cmocka_unit_test(test_q8_0_repack),
+        cmocka_unit_test(test_kquant_paths_agree),
         cmocka_unit_test(test_rmsnorm_silu_add),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_embed),

@@ -10,17 +10,51 @@
 #include "cpu_features.h"
 #include "threadpool.h"
 
-/* Activations quantized to Q8_0 (per 32-block scale d, rounded through fp16 as ggml stores it,
- * and the block's sum of quants, which the Q4_0 kernels use to remove the weights' offset 8). */
+/* Activations are quantized once per call, in the form the weight type's kernel reads:
+ * - Q8_0 for Q8_0, Q4_0, Q5_0, Q5_1 weights: per 32-block scale d (rounded through fp16 as ggml
+ *   stores it) and the block's sum of quants (removes the weights' offset or adds their min);
+ * - Q8_K for the K-quants (Q4_K, Q5_K, Q6_K): one float scale per 256-block and the sum of quants
+ *   of every 16 elements, so a super-block's integer dot, its sub-block scales and its mins all
+ *   stay in integers and only one float step per 256 elements remains (as llama.cpp's Q8_K).
+ * Both are computed by one scalar routine for every ISA path. */
 typedef struct cpu_mm_args {
     const sol_weight *w;
     const float *x;    /* n x K */
-    const int8_t *xq;  /* n x K */
+    const int8_t *xq;  /* n x K: Q8_0 quants */
     const float *xd;   /* n x K/32 */
     const int32_t *xs; /* n x K/32 */
+    const int8_t *kq;  /* n x K: Q8_K quants */
+    const float *kd;   /* n x K/256 */
+    const int16_t *ks; /* n x K/16 */
     float *y;          /* n x M */
     int n;
 } cpu_mm_args;
+
+typedef enum { CPU_ACT_FLOAT = 0, CPU_ACT_Q8_0, CPU_ACT_Q8_K } cpu_act_kind;
+
+/* The activation form the kernels of weight type t read. */
+static inline cpu_act_kind cpu_act_of(sol_dtype t) {
+    switch (t) {
+    case SOL_DT_Q8_0:
+    case SOL_DT_Q4_0:
+    case SOL_DT_Q5_0:
+    case SOL_DT_Q5_1:
+        return CPU_ACT_Q8_0;
+    case SOL_DT_Q4_K:
+    case SOL_DT_Q5_K:
+    case SOL_DT_Q6_K:
+        return CPU_ACT_Q8_K;
+    default:
+        return CPU_ACT_FLOAT;
+    }
+}
+
+/* One K-quant super-block's share of an output: exact integer sums (the scaled dot and the
+ * scaled mins) become float in this one expression, written once for every ISA path, so the
+ * scalar and SIMD kernels give the same bits and an output never depends on the batch. */
+static inline float cpu_kq_term(float dx, float d, int32_t isum, float dmin, int32_t msum) {
+    return dx * (d * (float)isum - dmin * (float)msum);
+}
 
 /* Computes y for weight rows [r0, r1) and every token. `scratch` holds K floats (K-quants). Each
  * output's reduction order depends only on the ISA path, never on n, tiles or the row range. */
@@ -35,6 +69,7 @@ typedef struct cpu_attn_fns {
 
 cpu_mm_fn cpu_mm_scalar(sol_dtype t);
 cpu_mm_fn cpu_mm_avx2(sol_dtype t);   /* NULL where the scalar kernel is used */
+cpu_mm_fn cpu_mm_kq_avx2(sol_dtype t); /* K-quants (Q4_K, Q5_K, Q6_K) on AVX2, also used by AVX-512 */
 cpu_mm_fn cpu_mm_avx512(sol_dtype t); /* NULL where the AVX2 or scalar kernel is used */
 extern const cpu_attn_fns cpu_attn_scalar;
 extern const cpu_attn_fns cpu_attn_avx2;
@@ -161,8 +196,10 @@ static inline const unsigned char *cpu_group_of(const sol_weight *w, int64_t r) 
         }                                                                                          \
     } while (0)
 
-/* Dequantize one row of n elements of any supported type (n a multiple of the block size). */
-void cpu_dequant_row(sol_dtype t, const void *src, float *dst, int64_t n);
+/* Dequantize one row of n elements of any supported ggml-layout type (sol_dequantize_row). */
+static inline void cpu_dequant_row(sol_dtype t, const void *src, float *dst, int64_t n) {
+    sol_dequantize_row(t, src, dst, n);
+}
 
 struct sol_kv {
     struct sol_kv *next; /* the backend's list, so sol_backend_free releases every cache */

@@ -1,7 +1,8 @@
 /* cpu_kernels_scalar: the portable matmul and attention kernels (the fallback path, and the only
- * path for Q4_K/Q6_K), plus dequantization of one row of every supported type. Each output is
- * one float accumulated left to right, per 32-block for the quantized types. */
+ * path for Q5_0/Q5_1). Each output is one float accumulated left to right, per 32-block for the
+ * Q8_0-activation types and per 256-block for the K-quants (the same bits as their SIMD kernels). */
 #include <math.h>
+#include <string.h>
 
 #include "cpu_internal.h"
 
@@ -80,17 +81,118 @@ static void mm_q4_0(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch
     }
 }
 
-/* K-quants: dequantize the row once, then a float dot per token. */
-static void mm_dequant(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
+/* Q5_0 and Q5_1 against Q8_0 activations: the integer dot per 32-block, then Q5_0 removes its
+ * offset 16 with the block's sum of quants and Q5_1 adds its min through the same sum. */
+static void mm_q5(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
+    (void)scratch;
     const sol_weight *w = a->w;
-    int64_t K = w->cols, M = w->rows;
+    int64_t K = w->cols, M = w->rows, nb = K / 32;
+    int q5_1 = w->type == SOL_DT_Q5_1;
+    size_t bb = sol_dtype_block_bytes(w->type);
     for (int64_t r = r0; r < r1; r++) {
-        cpu_dequant_row(w->type, row_of(w, r), scratch, K);
+        const uint8_t *row = (const uint8_t *)row_of(w, r);
         for (int t = 0; t < a->n; t++) {
-            const float *x = a->x + (size_t)t * K;
+            const int8_t *xq = a->xq + (size_t)t * K;
+            const float *xd = a->xd + (size_t)t * nb;
+            const int32_t *xs = a->xs + (size_t)t * nb;
             float acc = 0.0f;
-            for (int64_t k = 0; k < K; k++)
-                acc += scratch[k] * x[k];
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *blk = row + b * bb;
+                uint16_t dh, mh = 0;
+                memcpy(&dh, blk, 2);
+                if (q5_1) memcpy(&mh, blk + 2, 2);
+                const uint8_t *qh = blk + (q5_1 ? 4 : 2), *qs = qh + 4;
+                int32_t dot = q5_1 ? 0 : -16 * xs[b];
+                for (int j = 0; j < 32; j++)
+                    dot += sol_q5_quant(qs, qh, j) * xq[b * 32 + j];
+                float d = cpu_fp16_to_fp32(dh);
+                acc += (float)dot * (d * xd[b]);
+                if (q5_1) acc += cpu_fp16_to_fp32(mh) * xd[b] * (float)xs[b];
+            }
+            a->y[(size_t)t * M + r] = acc;
+        }
+    }
+}
+
+/* Integer parts of one Q4_K or Q5_K super-block (qh NULL for Q4_K) against a token's Q8_K
+ * block q with 16-element sums bs: isum = sum_j sc_j * dot_j, msum = sum_j m_j * sum_j(q). */
+static void kq45_sums(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
+                      const int8_t *q, const int16_t *bs, int32_t *isum, int32_t *msum) {
+    int32_t is = 0, ms = 0;
+    for (int c = 0; c < 4; c++) {
+        uint8_t sc1, m1, sc2, m2;
+        sol_q4k_scale_min(2 * c, scales, &sc1, &m1);
+        sol_q4k_scale_min(2 * c + 1, scales, &sc2, &m2);
+        int32_t s1 = 0, s2 = 0;
+        for (int l = 0; l < 32; l++) {
+            int h1 = qh ? ((qh[l] >> (2 * c)) & 1) << 4 : 0;
+            int h2 = qh ? ((qh[l] >> (2 * c + 1)) & 1) << 4 : 0;
+            s1 += ((qs[32 * c + l] & 0xF) | h1) * q[64 * c + l];
+            s2 += ((qs[32 * c + l] >> 4) | h2) * q[64 * c + 32 + l];
+        }
+        is += sc1 * s1 + sc2 * s2;
+        ms += m1 * (bs[4 * c] + bs[4 * c + 1]) + m2 * (bs[4 * c + 2] + bs[4 * c + 3]);
+    }
+    *isum = is;
+    *msum = ms;
+}
+
+/* One Q6_K super-block against a token's Q8_K block: sum_j sc_j * dot_j with the quants' offset
+ * 32 removed through the 16-element sums. */
+static int32_t kq6_sum(const sol_block_q6_k *b, const int8_t *q, const int16_t *bs) {
+    int32_t is = 0;
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
+        const int8_t *sc = b->scales + 8 * h, *x = q + 128 * h;
+        int32_t s[8] = {0};
+        for (int l = 0; l < 32; l++) {
+            s[l / 16] += ((ql[l] & 0xF) | ((qh[l] & 3) << 4)) * x[l];
+            s[2 + l / 16] += ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) * x[l + 32];
+            s[4 + l / 16] += ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) * x[l + 64];
+            s[6 + l / 16] += ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) * x[l + 96];
+        }
+        for (int j = 0; j < 8; j++)
+            is += sc[j] * (s[j] - 32 * bs[8 * h + j]);
+    }
+    return is;
+}
+
+/* K-quants against Q8_K activations: exact integers per super-block, one float term each. */
+static void mm_kquant(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
+    (void)scratch;
+    const sol_weight *w = a->w;
+    int64_t K = w->cols, M = w->rows, nb = K / SOL_QK_K;
+    size_t bb = sol_dtype_block_bytes(w->type);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)row_of(w, r);
+        for (int t = 0; t < a->n; t++) {
+            const int8_t *q = a->kq + (size_t)t * K;
+            const float *kd = a->kd + (size_t)t * nb;
+            const int16_t *ks = a->ks + (size_t)t * (K / 16);
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *blk = row + b * bb;
+                const int8_t *qb = q + b * SOL_QK_K;
+                const int16_t *bs = ks + b * 16;
+                int32_t isum = 0, msum = 0;
+                float d, dmin = 0.0f;
+                if (w->type == SOL_DT_Q6_K) {
+                    const sol_block_q6_k *k6 = (const sol_block_q6_k *)blk;
+                    isum = kq6_sum(k6, qb, bs);
+                    d = cpu_fp16_to_fp32(k6->d);
+                } else if (w->type == SOL_DT_Q5_K) {
+                    const sol_block_q5_k *k5 = (const sol_block_q5_k *)blk;
+                    kq45_sums(k5->scales, k5->qs, k5->qh, qb, bs, &isum, &msum);
+                    d = cpu_fp16_to_fp32(k5->d);
+                    dmin = cpu_fp16_to_fp32(k5->dmin);
+                } else {
+                    const sol_block_q4_k *k4 = (const sol_block_q4_k *)blk;
+                    kq45_sums(k4->scales, k4->qs, NULL, qb, bs, &isum, &msum);
+                    d = cpu_fp16_to_fp32(k4->d);
+                    dmin = cpu_fp16_to_fp32(k4->dmin);
+                }
+                acc += cpu_kq_term(kd[b], d, isum, dmin, msum);
+            }
             a->y[(size_t)t * M + r] = acc;
         }
     }
@@ -106,95 +208,15 @@ cpu_mm_fn cpu_mm_scalar(sol_dtype t) {
         return mm_q8_0;
     case SOL_DT_Q4_0:
         return mm_q4_0;
+    case SOL_DT_Q5_0:
+    case SOL_DT_Q5_1:
+        return mm_q5;
     case SOL_DT_Q4_K:
+    case SOL_DT_Q5_K:
     case SOL_DT_Q6_K:
-        return mm_dequant;
+        return mm_kquant;
     }
     return NULL;
-}
-
-static void q4_k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
-}
-
-static void dequant_q4_k(const sol_block_q4_k *b, float *y) {
-    float d = cpu_fp16_to_fp32(b->d), dmin = cpu_fp16_to_fp32(b->dmin);
-    const uint8_t *q = b->qs;
-    for (int j = 0, is = 0; j < SOL_QK_K; j += 64, is += 2, q += 32) {
-        uint8_t sc, m;
-        q4_k_scale_min(is, b->scales, &sc, &m);
-        float d1 = d * sc, m1 = dmin * m;
-        q4_k_scale_min(is + 1, b->scales, &sc, &m);
-        float d2 = d * sc, m2 = dmin * m;
-        for (int l = 0; l < 32; l++)
-            *y++ = d1 * (q[l] & 0xF) - m1;
-        for (int l = 0; l < 32; l++)
-            *y++ = d2 * (q[l] >> 4) - m2;
-    }
-}
-
-static void dequant_q6_k(const sol_block_q6_k *b, float *y) {
-    float d = cpu_fp16_to_fp32(b->d);
-    const uint8_t *ql = b->ql, *qh = b->qh;
-    const int8_t *sc = b->scales;
-    for (int n = 0; n < SOL_QK_K; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
-        for (int l = 0; l < 32; l++) {
-            int is = l / 16;
-            int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-            int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-            int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-            int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-            y[l] = d * sc[is + 0] * q1;
-            y[l + 32] = d * sc[is + 2] * q2;
-            y[l + 64] = d * sc[is + 4] * q3;
-            y[l + 96] = d * sc[is + 6] * q4;
-        }
-    }
-}
-
-void cpu_dequant_row(sol_dtype t, const void *src, float *dst, int64_t n) {
-    switch (t) {
-    case SOL_DT_F32:
-        memcpy(dst, src, (size_t)n * sizeof(float));
-        return;
-    case SOL_DT_F16:
-    case SOL_DT_BF16:
-        for (int64_t k = 0; k < n; k++)
-            dst[k] = load_f(t, src, k);
-        return;
-    case SOL_DT_Q8_0:
-        for (int64_t b = 0; b < n / 32; b++) {
-            const sol_block_q8_0 *blk = (const sol_block_q8_0 *)src + b;
-            float d = cpu_fp16_to_fp32(blk->d);
-            for (int j = 0; j < 32; j++)
-                dst[b * 32 + j] = blk->qs[j] * d;
-        }
-        return;
-    case SOL_DT_Q4_0:
-        for (int64_t b = 0; b < n / 32; b++) {
-            const sol_block_q4_0 *blk = (const sol_block_q4_0 *)src + b;
-            float d = cpu_fp16_to_fp32(blk->d);
-            for (int j = 0; j < 16; j++) {
-                dst[b * 32 + j] = ((blk->qs[j] & 0xF) - 8) * d;
-                dst[b * 32 + j + 16] = ((blk->qs[j] >> 4) - 8) * d;
-            }
-        }
-        return;
-    case SOL_DT_Q4_K:
-        for (int64_t b = 0; b < n / SOL_QK_K; b++)
-            dequant_q4_k((const sol_block_q4_k *)src + b, dst + b * SOL_QK_K);
-        return;
-    case SOL_DT_Q6_K:
-        for (int64_t b = 0; b < n / SOL_QK_K; b++)
-            dequant_q6_k((const sol_block_q6_k *)src + b, dst + b * SOL_QK_K);
-        return;
-    }
 }
 
 static float attn_dot(const float *q, const void *k, int hd, int f16) {

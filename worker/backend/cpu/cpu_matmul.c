@@ -1,23 +1,37 @@
-/* cpu_matmul: y = x W^T on the CPU. Quantized weights first get x quantized to Q8_0 (as ggml
- * does), then output rows are split statically across the pool's threads. K is never split,
- * so each output is reduced by one thread in one fixed order: batch invariance by construction. */
+/* cpu_matmul: y = x W^T on the CPU. Quantized weights first get x quantized (Q8_0 per 32, or
+ * Q8_K per 256 for the K-quants, as ggml does), then output rows are split statically across the
+ * pool's threads. K is never split, so each output is reduced by one thread in one fixed order:
+ * batch invariance by construction. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 
 #include "cpu_internal.h"
 
-static int is_quant8(sol_dtype t) {
-    return t == SOL_DT_Q8_0 || t == SOL_DT_Q4_0;
+/* The scratch holds both activation forms, each region 64-byte aligned:
+ * [Q8_0 quants n*K | scales n*K/32 | sums n*K/32] [Q8_K quants n*K | scales n*K/256 | sums n*K/16] */
+typedef struct {
+    size_t xd, xs, kq, kd, ks, total;
+} act_layout;
+
+static size_t align64(size_t v) {
+    return (v + 63) & ~(size_t)63;
 }
 
-static size_t xq_bytes(int n, int64_t K) {
-    size_t nb = (size_t)(K / 32);
-    return (size_t)n * ((size_t)K + nb * sizeof(float) + nb * sizeof(int32_t)) + 64;
+static act_layout layout_of(int n, int64_t K) {
+    act_layout l;
+    size_t nk = (size_t)n * (size_t)K;
+    l.xd = align64(nk);
+    l.xs = align64(l.xd + (size_t)n * (size_t)(K / 32) * sizeof(float));
+    l.kq = align64(l.xs + (size_t)n * (size_t)(K / 32) * sizeof(int32_t));
+    l.kd = align64(l.kq + nk);
+    l.ks = align64(l.kd + (size_t)n * (size_t)(K / SOL_QK_K) * sizeof(float));
+    l.total = align64(l.ks + (size_t)n * (size_t)(K / 16) * sizeof(int16_t));
+    return l;
 }
 
 int cpu_scratch_reserve(cpu_backend *cb, int max_tokens, int64_t max_dim) {
-    size_t need = xq_bytes(max_tokens, max_dim + 31);
+    size_t need = layout_of(max_tokens, (max_dim + 255) / 256 * 256).total;
     if (need > cb->xq_cap) {
         unsigned char *p = aligned_alloc(64, (need + 63) & ~(size_t)63);
         if (!p)
@@ -46,7 +60,7 @@ int cpu_weight_check(sol_backend *be, const sol_weight *w, const char *op) {
     if (!cpu_mm_scalar(w->type))
         return sol_err_set(&be->err, -ENOTSUP,
                            "cpu %s: weight type %u is not supported (expected f32, f16, bf16, "
-                           "q8_0, q4_0, q4_k or q6_k)",
+                           "q8_0, q4_0, q5_0, q5_1, q4_k, q5_k or q6_k)",
                            op, (unsigned)w->type);
     if (w->rows <= 0 || w->cols <= 0)
         return sol_err_set(&be->err, -EINVAL, "cpu %s: weight shape %lld x %lld is empty", op,
@@ -96,9 +110,37 @@ static void quantize_x(const float *x, int64_t K, int8_t *q, float *d, int32_t *
     }
 }
 
+/* Q8_K: one float scale per 256 elements (amax / 127, not rounded through fp16) and the sum of
+ * every 16 quants. The quants stay in [-127, 127], so the kernels' 16-bit pair sums of 63 * 127
+ * cannot saturate. */
+static void quantize_x_k(const float *x, int64_t K, int8_t *q, float *d, int16_t *s) {
+    for (int64_t b = 0; b < K / SOL_QK_K; b++) {
+        const float *xb = x + b * SOL_QK_K;
+        float amax = 0.0f;
+        for (int j = 0; j < SOL_QK_K; j++) {
+            float a = fabsf(xb[j]);
+            amax = a > amax ? a : amax;
+        }
+        float dd = amax / 127.0f;
+        float id = dd != 0.0f ? 127.0f / amax : 0.0f;
+        for (int g = 0; g < SOL_QK_K / 16; g++) {
+            int sum = 0;
+            for (int j = 0; j < 16; j++) {
+                int v = round_away(xb[g * 16 + j] * id);
+                v = v > 127 ? 127 : v < -127 ? -127 : v;
+                q[b * SOL_QK_K + g * 16 + j] = (int8_t)v;
+                sum += v;
+            }
+            s[b * 16 + g] = (int16_t)sum;
+        }
+        d[b] = dd;
+    }
+}
+
 typedef struct {
     cpu_backend *cb;
-    cpu_mm_fn fn;  /* rows in ggml layout */
+    unsigned acts;  /* the forms quant_task writes: bits 1 << cpu_act_kind */
+    cpu_mm_fn fn;     /* rows in ggml layout */
     cpu_mm_fn fn8; /* rows [0, m8) of a repacked (Q4_0X8, Q8_0X8) weight; NULL when m8 = 0 */
     int64_t m8;
     cpu_mm_args args;
@@ -121,18 +163,25 @@ static void mm_task(void *ctx, int task, int n_tasks) {
 static void quant_task(void *ctx, int task, int n_tasks) {
     mm_job *j = ctx;
     const cpu_mm_args *a = &j->args;
-    int64_t K = a->w->cols, nb = K / 32;
+    int64_t K = a->w->cols, nb = K / 32, nk = K / SOL_QK_K;
     int t0 = (int)((int64_t)task * a->n / n_tasks),
         t1 = (int)((int64_t)(task + 1) * a->n / n_tasks);
-    for (int t = t0; t < t1; t++)
-        quantize_x(a->x + (size_t)t * K, K, (int8_t *)a->xq + (size_t)t * K,
-                   (float *)a->xd + (size_t)t * nb, (int32_t *)a->xs + (size_t)t * nb);
+    for (int t = t0; t < t1; t++) {
+        const float *x = a->x + (size_t)t * K;
+        if (j->acts & (1u << CPU_ACT_Q8_0))
+            quantize_x(x, K, (int8_t *)a->xq + (size_t)t * K, (float *)a->xd + (size_t)t * nb,
+                       (int32_t *)a->xs + (size_t)t * nb);
+        if (j->acts & (1u << CPU_ACT_Q8_K))
+            quantize_x_k(x, K, (int8_t *)a->kq + (size_t)t * K, (float *)a->kd + (size_t)t * nk,
+                         (int16_t *)a->ks + (size_t)t * (K / 16));
+    }
 }
 
 static cpu_mm_fn pick_kernel(const cpu_backend *cb, sol_dtype t) {
     cpu_mm_fn fn = NULL;
     if (cb->isa >= SOL_ISA_AVX512) fn = cpu_mm_avx512(t);
     if (!fn && cb->isa >= SOL_ISA_AVX2) fn = cpu_mm_avx2(t);
+    if (!fn && cb->isa >= SOL_ISA_AVX2) fn = cpu_mm_kq_avx2(t);
     return fn ? fn : cpu_mm_scalar(t);
 }
 
@@ -149,20 +198,25 @@ static int check_call(sol_backend *be, const sol_weight *w, const float *x, cons
 }
 
 static mm_job make_job(cpu_backend *cb, const sol_weight *w, const float *x, float *y, int n) {
-    mm_job job = {.cb = cb, .fn = pick_kernel(cb, w->type)};
+    mm_job job = {.cb = cb, .acts = 1u << cpu_act_of(w->type),
+                  .fn = pick_kernel(cb, w->type)};
     if (w->layout == CPU_LAYOUT_Q4_0X8) job.fn8 = cpu_mm_q4x8(cb->isa);
     if (w->layout == CPU_LAYOUT_Q8_0X8) job.fn8 = cpu_mm_q8x8(cb->isa);
     job.m8 = cpu_interleaved_rows(w);
     job.args = (cpu_mm_args){.w = w, .x = x, .y = y, .n = n};
-    size_t nb = (size_t)(w->cols / 32);
+    act_layout l = layout_of(n, w->cols);
     job.args.xq = (const int8_t *)cb->xq_buf;
-    job.args.xd = (const float *)(cb->xq_buf + (((size_t)n * (size_t)w->cols + 63) & ~(size_t)63));
-    job.args.xs = (const int32_t *)(job.args.xd + (size_t)n * nb);
+    job.args.xd = (const float *)(cb->xq_buf + l.xd);
+    job.args.xs = (const int32_t *)(cb->xq_buf + l.xs);
+    job.args.kq = (const int8_t *)(cb->xq_buf + l.kq);
+    job.args.kd = (const float *)(cb->xq_buf + l.kd);
+    job.args.ks = (const int16_t *)(cb->xq_buf + l.ks);
     return job;
 }
 
-/* x to Q8_0 in the scratch, once for every quantized weight of the call. */
+/* x to Q8_0 and/or Q8_K in the scratch, once for every quantized weight of the call. */
 static void quantize_once(cpu_backend *cb, mm_job *job) {
+    if (!(job->acts & ~(1u << CPU_ACT_FLOAT))) return;
     if (job->args.n >= 4 * cb->n_threads)
         sol_threadpool_run(cb->tp, quant_task, job, cb->n_threads);
     else
@@ -175,7 +229,7 @@ int cpu_matmul(sol_backend *be, const sol_weight *w, const float *x, float *y, i
     if (rc) return rc;
     if ((rc = cpu_scratch_reserve(cb, n, w->cols > w->rows ? w->cols : w->rows))) return rc;
     mm_job job = make_job(cb, w, x, y, n);
-    if (is_quant8(w->type)) quantize_once(cb, &job);
+    quantize_once(cb, &job);
     /* Decode matmuls are small: a task per thread keeps dispatch at one wake-up. */
     int tasks = w->rows >= 8 * cb->n_threads ? cb->n_threads : 1;
     sol_threadpool_run(cb->tp, mm_task, &job, tasks);
@@ -204,7 +258,8 @@ int cpu_matmul_many(sol_backend *be, const sol_weight *const *ws, float *const *
         return sol_err_set(&be->err, -EINVAL, "cpu matmul_many: need 1..%d weights, got %d",
                            MANY_MAX, count);
     int64_t K = ws[0] ? ws[0]->cols : 0, max_dim = K;
-    int rc, quant = 0, small = 0;
+    int rc, small = 0;
+    unsigned acts = 0;
     for (int i = 0; i < count; i++) {
         if ((rc = check_call(be, ws[i], x, ys[i], n))) return rc;
         if (ws[i]->cols != K)
@@ -212,14 +267,15 @@ int cpu_matmul_many(sol_backend *be, const sol_weight *const *ws, float *const *
                                "cpu matmul_many: weight %d has %lld columns, weight 0 has %lld", i,
                                (long long)ws[i]->cols, (long long)K);
         if (ws[i]->rows > max_dim) max_dim = ws[i]->rows;
-        quant |= is_quant8(ws[i]->type);
+        acts |= 1u << cpu_act_of(ws[i]->type);
         small |= ws[i]->rows < 8 * cb->n_threads;
     }
     if ((rc = cpu_scratch_reserve(cb, n, max_dim))) return rc;
     many_job m = {.count = count};
     for (int i = 0; i < count; i++)
         m.jobs[i] = make_job(cb, ws[i], x, ys[i], n);
-    if (quant) quantize_once(cb, &m.jobs[0]);
+    m.jobs[0].acts = acts; /* every form any weight of the call reads */
+    quantize_once(cb, &m.jobs[0]);
     sol_threadpool_run(cb->tp, many_task, &m, small ? 1 : cb->n_threads);
     return 0;
 }
