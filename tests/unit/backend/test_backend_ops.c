@@ -383,8 +383,9 @@ static void test_q8_0_repack(void **state) {
     sol_backend_free(be);
 }
 
-/* The K-quant kernels turn exact integer sums into float by one shared expression, so every ISA
- * path gives the scalar path's bits (a stronger promise than the reference tolerance). */
+/* The scalar and AVX2 K-quant kernels turn exact integer sums into float by one shared
+ * expression, so AVX2 gives the scalar path's bits (a stronger promise than the reference
+ * tolerance; the AVX-512 kernels sum in 16 float lanes and are held to the reference). */
 static void test_kquant_paths_agree(void **state) {
     (void)state;
     const sol_dtype types[] = {SOL_DT_Q4_K, SOL_DT_Q5_K, SOL_DT_Q6_K, SOL_DT_Q5_0, SOL_DT_Q5_1};
@@ -397,10 +398,8 @@ static void test_kquant_paths_agree(void **state) {
         sol_backend *scalar = backend_for("cpu:scalar", 1);
         assert_int_equal(sol_matmul(scalar, &tw.w, x, ref, N), 0);
         sol_backend_free(scalar);
-        for (int isa = SOL_ISA_AVX2; isa <= SOL_ISA_AVX512; isa++) {
-            if (!sol_cpu_isa_supported((sol_cpu_isa)isa)) continue;
-            char spec[SPEC_MAX];
-            snprintf(spec, sizeof spec, "cpu:%s", sol_cpu_isa_name((sol_cpu_isa)isa));
+        if (sol_cpu_isa_supported(SOL_ISA_AVX2)) {
+            const char *spec = "cpu:avx2";
             sol_backend *be = backend_for(spec, 2);
             poison(y, N * M);
             assert_int_equal(sol_matmul(be, &tw.w, x, y, N), 0);

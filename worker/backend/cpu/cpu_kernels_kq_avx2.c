@@ -40,6 +40,52 @@ INL void q4k_unpack_scales(const uint8_t *scales, uint8_t sc[8], uint8_t m[8]) {
     memcpy(m + 4, &m47, 4);
 }
 
+/* 16-bit lane j of v in every 16-bit lane (v holds the same 8 values in both 128-bit lanes). */
+INL __m256i lane16(__m256i v, int j) {
+    const char b0 = (char)(2 * j), b1 = (char)(2 * j + 1);
+    return _mm256_shuffle_epi8(v, _mm256_setr_epi8(b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1,
+                                                   b0, b1, b0, b1, b0, b1, b0, b1, b0, b1, b0, b1,
+                                                   b0, b1, b0, b1, b0, b1, b0, b1));
+}
+
+/* One token against one Q4_K/Q5_K super-block, unpacked on the fly (the decode path: nothing is
+ * stored, every loop unrolled). The same integers, hence bits, as kq45_unpack + kq45_dot. */
+INL float kq45_dot1(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh, uint16_t dh,
+                    uint16_t dminh, const int8_t *q, const int16_t *bs, float dx) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    uint8_t sc[8], mn[8];
+    q4k_unpack_scales(scales, sc, mn);
+    __m256i s16 =
+        _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
+    __m256i hb = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    __m256i p0 = _mm256_setzero_si256(), p1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (qh) {
+            const __m256i b1 = _mm256_set1_epi8((char)(1 << (2 * c))),
+                          b2 = _mm256_set1_epi8((char)(2 << (2 * c))), f = _mm256_set1_epi8(16);
+            lo = _mm256_or_si256(
+                lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b1), b1), f));
+            hi = _mm256_or_si256(
+                hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b2), b2), f));
+        }
+        __m256i x0 = _mm256_loadu_si256((const __m256i *)(q + 64 * c));
+        __m256i x1 = _mm256_loadu_si256((const __m256i *)(q + 64 * c + 32));
+        p0 = _mm256_add_epi32(p0,
+                              _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), lane16(s16, 2 * c)));
+        p1 = _mm256_add_epi32(
+            p1, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), lane16(s16, 2 * c + 1)));
+    }
+    __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
+    __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    __m256i mv = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), mins);
+    int32_t isum, msum;
+    hsum2_i32(_mm256_add_epi32(p0, p1), mv, &isum, &msum);
+    return cpu_kq_term(dx, cpu_fp16_to_fp32(dh), isum, cpu_fp16_to_fp32(dminh), msum);
+}
+
 /* A Q4_K or Q5_K super-block unpacked: w[j] holds sub-block j's 32 quants, s[j] its scale in
  * every 16-bit lane, mins [m0 m0 m1 m1 ... m7 m7] for the 16-element sums. */
 typedef struct {
@@ -59,10 +105,10 @@ INL void kq45_unpack(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh
         if (qh) {
             const __m256i b1 = _mm256_set1_epi8((char)(1 << (2 * c))),
                           b2 = _mm256_set1_epi8((char)(2 << (2 * c))), f = _mm256_set1_epi8(16);
-            lo = _mm256_or_si256(lo, _mm256_and_si256(
-                                         _mm256_cmpeq_epi8(_mm256_and_si256(hb, b1), b1), f));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(
-                                         _mm256_cmpeq_epi8(_mm256_and_si256(hb, b2), b2), f));
+            lo = _mm256_or_si256(
+                lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b1), b1), f));
+            hi = _mm256_or_si256(
+                hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b2), b2), f));
         }
         u->w[2 * c] = lo;
         u->w[2 * c + 1] = hi;
@@ -140,13 +186,84 @@ INL float kq6_dot(const kq6_block *u, const int8_t *q, const int16_t *bs, float 
     return cpu_kq_term(dx, u->d, isum - 32 * osum, 0.0f, 0);
 }
 
+/* One token against one Q6_K super-block, unpacked on the fly (the decode path). */
+INL float kq6_dot1(const sol_block_q6_k *b, const int8_t *q, const int16_t *bs, float dx) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    __m256i p0 = _mm256_setzero_si256(), p1 = _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        __m256i la = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+        __m256i lb = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        __m256i s8 = _mm256_broadcastsi128_si256(
+            _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(b->scales + 8 * h))));
+        __m256i w0 = _mm256_or_si256(_mm256_and_si256(la, m4),
+                                     _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+        __m256i w1 = _mm256_or_si256(_mm256_and_si256(lb, m4),
+                                     _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+        __m256i w2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4),
+                                     _mm256_and_si256(qh, m30));
+        __m256i w3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
+                                     _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+        const int8_t *x = q + 128 * h;
+        /* scales 2j / 2j + 1 for the low / high 16 elements of w_j */
+        __m256i s0 = _mm256_shuffle_epi8(s8, _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0,
+                                                              1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
+                                                              2, 3, 2, 3, 2, 3));
+        __m256i s1 = _mm256_shuffle_epi8(s8, _mm256_setr_epi8(4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4,
+                                                              5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7,
+                                                              6, 7, 6, 7, 6, 7));
+        __m256i s2 = _mm256_shuffle_epi8(s8, _mm256_setr_epi8(8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8,
+                                                              9, 8, 9, 10, 11, 10, 11, 10, 11, 10,
+                                                              11, 10, 11, 10, 11, 10, 11, 10, 11));
+        __m256i s3 = _mm256_shuffle_epi8(
+            s8, _mm256_setr_epi8(12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 14,
+                                 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15));
+        p0 = _mm256_add_epi32(
+            p0, _mm256_madd_epi16(_mm256_maddubs_epi16(w0, _mm256_loadu_si256((const __m256i *)x)),
+                                  s0));
+        p1 = _mm256_add_epi32(
+            p1, _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(w1, _mm256_loadu_si256((const __m256i *)(x + 32))), s1));
+        p0 = _mm256_add_epi32(
+            p0, _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(w2, _mm256_loadu_si256((const __m256i *)(x + 64))), s2));
+        p1 = _mm256_add_epi32(
+            p1, _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(w3, _mm256_loadu_si256((const __m256i *)(x + 96))), s3));
+    }
+    __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    __m256i o = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), sc16);
+    int32_t isum, osum;
+    hsum2_i32(_mm256_add_epi32(p0, p1), o, &isum, &osum);
+    return cpu_kq_term(dx, cpu_fp16_to_fp32(b->d), isum - 32 * osum, 0.0f, 0);
+}
+
+/* One token (decode): each row's super-blocks in order, unpacked on the fly. */
+#define KQ_WALK1(block_t, DOT1)                                                                    \
+    do {                                                                                           \
+        const sol_weight *w = a->w;                                                                \
+        int64_t K = w->cols, nb = K / SOL_QK_K;                                                    \
+        const int8_t *q = a->kq;                                                                   \
+        const int16_t *bs = a->ks;                                                                 \
+        for (int64_t r = r0; r < r1; r++) {                                                        \
+            const block_t *row =                                                                   \
+                (const block_t *)((const char *)w->data + (size_t)r * w->row_bytes);               \
+            float acc = 0.0f;                                                                      \
+            for (int64_t b = 0; b < nb; b++)                                                       \
+                acc += DOT1;                                                                       \
+            a->y[r] = acc;                                                                         \
+        }                                                                                          \
+    } while (0)
+
 /* Rows [r0, r1) x every token, KQ_TT tokens at a time per unpacked super-block. */
 #define KQ_WALK(block_t, UNPACK, DOT)                                                              \
     do {                                                                                           \
         const sol_weight *w = a->w;                                                                \
         int64_t K = w->cols, M = w->rows, nb = K / SOL_QK_K;                                       \
         for (int64_t r = r0; r < r1; r++) {                                                        \
-            const block_t *row = (const block_t *)((const char *)w->data + (size_t)r * w->row_bytes); \
+            const block_t *row =                                                                   \
+                (const block_t *)((const char *)w->data + (size_t)r * w->row_bytes);               \
             for (int t0 = 0; t0 < a->n; t0 += KQ_TT) {                                             \
                 int T = a->n - t0 < KQ_TT ? a->n - t0 : KQ_TT;                                     \
                 float acc[KQ_TT] = {0};                                                            \
@@ -154,7 +271,7 @@ INL float kq6_dot(const kq6_block *u, const int8_t *q, const int16_t *bs, float 
                     UNPACK;                                                                        \
                     for (int j = 0; j < T; j++) {                                                  \
                         size_t t = (size_t)(t0 + j);                                               \
-                        acc[j] += DOT(&u, a->kq + t * (size_t)K + (size_t)b * SOL_QK_K,           \
+                        acc[j] += DOT(&u, a->kq + t * (size_t)K + (size_t)b * SOL_QK_K,            \
                                       a->ks + t * (size_t)(K / 16) + (size_t)b * 16,               \
                                       a->kd[t * (size_t)nb + (size_t)b]);                          \
                     }                                                                              \
@@ -167,21 +284,34 @@ INL float kq6_dot(const kq6_block *u, const int8_t *q, const int16_t *bs, float 
 
 static TGT void mm_q4_k(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
     (void)scratch;
+    if (a->n == 1) {
+        KQ_WALK1(sol_block_q4_k, kq45_dot1(row[b].scales, row[b].qs, NULL, row[b].d, row[b].dmin,
+                                           q + b * SOL_QK_K, bs + b * 16, a->kd[b]));
+        return;
+    }
     kq45_block u;
-    KQ_WALK(sol_block_q4_k,
-            kq45_unpack(row[b].scales, row[b].qs, NULL, row[b].d, row[b].dmin, &u), kq45_dot);
+    KQ_WALK(sol_block_q4_k, kq45_unpack(row[b].scales, row[b].qs, NULL, row[b].d, row[b].dmin, &u),
+            kq45_dot);
 }
 
 static TGT void mm_q5_k(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
     (void)scratch;
+    if (a->n == 1) {
+        KQ_WALK1(sol_block_q5_k, kq45_dot1(row[b].scales, row[b].qs, row[b].qh, row[b].d,
+                                           row[b].dmin, q + b * SOL_QK_K, bs + b * 16, a->kd[b]));
+        return;
+    }
     kq45_block u;
     KQ_WALK(sol_block_q5_k,
-            kq45_unpack(row[b].scales, row[b].qs, row[b].qh, row[b].d, row[b].dmin, &u),
-            kq45_dot);
+            kq45_unpack(row[b].scales, row[b].qs, row[b].qh, row[b].d, row[b].dmin, &u), kq45_dot);
 }
 
 static TGT void mm_q6_k(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
     (void)scratch;
+    if (a->n == 1) {
+        KQ_WALK1(sol_block_q6_k, kq6_dot1(&row[b], q + b * SOL_QK_K, bs + b * 16, a->kd[b]));
+        return;
+    }
     kq6_block u;
     KQ_WALK(sol_block_q6_k, kq6_unpack(&row[b], &u), kq6_dot);
 }

@@ -180,6 +180,7 @@ static void quant_task(void *ctx, int task, int n_tasks) {
 static cpu_mm_fn pick_kernel(const cpu_backend *cb, sol_dtype t) {
     cpu_mm_fn fn = NULL;
     if (cb->isa >= SOL_ISA_AVX512) fn = cpu_mm_avx512(t);
+    if (!fn && cb->isa >= SOL_ISA_AVX512) fn = cpu_mm_kq_avx512(t);
     if (!fn && cb->isa >= SOL_ISA_AVX2) fn = cpu_mm_avx2(t);
     if (!fn && cb->isa >= SOL_ISA_AVX2) fn = cpu_mm_kq_avx2(t);
     return fn ? fn : cpu_mm_scalar(t);
