@@ -129,7 +129,7 @@ INL void unpack_q6(const sol_block_q6_k *b, kq_row *u) {
     u->dm = _mm512_set1_ps(32.0f * d); /* exact: a power of two */
 }
 
-/* acc += (products) * d * dx - (side sums) * dm * dx for one token's Q8_K block. */
+/* acc += ((products) * d - (side sums) * dm) * dx for one token's Q8_K block. */
 INL __m512 kq_accumulate(const kq_row *u, const int8_t *q, const int16_t *bs, const float *dx,
                          __m512 acc) {
     __m512i p = _mm512_setzero_si512();
@@ -139,10 +139,9 @@ INL __m512 kq_accumulate(const kq_row *u, const int8_t *q, const int16_t *bs, co
             p, _mm512_maddubs_epi16(u->w[i], _mm512_loadu_si512((const void *)(q + 64 * i))),
             u->s[i]);
     __m256i side = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), u->side);
-    __m512 x = _mm512_set1_ps(*dx);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(u->d, x), acc);
-    return _mm512_fnmadd_ps(_mm512_zextps256_ps512(_mm256_cvtepi32_ps(side)),
-                            _mm512_mul_ps(u->dm, x), acc);
+    __m512 v = _mm512_fnmadd_ps(_mm512_zextps256_ps512(_mm256_cvtepi32_ps(side)), u->dm,
+                                _mm512_mul_ps(_mm512_cvtepi32_ps(p), u->d));
+    return _mm512_fmadd_ps(v, _mm512_set1_ps(*dx), acc);
 }
 
 /* Row r against tokens [t0, t0 + T), super-block by super-block. */
@@ -152,20 +151,19 @@ INL __m512 kq_accumulate(const kq_row *u, const int8_t *q, const int16_t *bs, co
         int64_t K = w->cols, M = w->rows, nb = K / SOL_QK_K;                                       \
         const block_t *row = (const block_t *)((const char *)w->data + (size_t)r * w->row_bytes);  \
         __m512 acc[KQ_T];                                                                          \
-        for (int j = 0; j < T; j++)                                                                \
-            acc[j] = _mm512_setzero_ps();                                                          \
+        _Pragma("GCC unroll 8") for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();          \
         for (int64_t b = 0; b < nb; b++) {                                                         \
             kq_row u;                                                                              \
             UNPACK;                                                                                \
-            for (int j = 0; j < T; j++) {                                                          \
+            _Pragma("GCC unroll 8") for (int j = 0; j < T; j++) {                                  \
                 size_t t = (size_t)(t0 + j);                                                       \
                 acc[j] = kq_accumulate(&u, a->kq + t * (size_t)K + (size_t)b * SOL_QK_K,           \
                                        a->ks + t * (size_t)(K / 16) + (size_t)b * 16,              \
                                        a->kd + t * (size_t)nb + (size_t)b, acc[j]);                \
             }                                                                                      \
         }                                                                                          \
-        for (int j = 0; j < T; j++)                                                                \
-            a->y[(size_t)(t0 + j) * M + r] = hsum16(acc[j]);                                       \
+        _Pragma("GCC unroll 8") for (int j = 0; j < T; j++) a->y[(size_t)(t0 + j) * M + r] =       \
+            hsum16(acc[j]);                                                                        \
     }
 
 KQ_TILE(tile_q4_k, sol_block_q4_k,
@@ -174,15 +172,18 @@ KQ_TILE(tile_q5_k, sol_block_q5_k,
         unpack_q45(row[b].scales, row[b].qs, row[b].qh, row[b].d, row[b].dmin, &u))
 KQ_TILE(tile_q6_k, sol_block_q6_k, unpack_q6(&row[b], &u))
 
-/* Full KQ_T-token tiles, then one tile of the rest; the compile-time T of each call keeps the
- * accumulators in registers. */
+/* Token tiles outermost: a tile's activations (KQ_T x K bytes) stay in L1 while the weight rows
+ * stream past (144-210 bytes per super-block, shared by the tile's tokens); rows innermost would
+ * reload every token's activations from L2 for each row instead. Full KQ_T-token tiles, then one
+ * tile of the rest; the compile-time T of each call keeps the accumulators in registers. */
 #define KQ_MM(name, tile)                                                                          \
     static TGT void name(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {           \
         (void)scratch;                                                                             \
-        for (int64_t r = r0; r < r1; r++) {                                                        \
-            int t = 0;                                                                             \
-            for (; t + KQ_T <= a->n; t += KQ_T)                                                    \
+        int t = 0;                                                                                 \
+        for (; t + KQ_T <= a->n; t += KQ_T)                                                        \
+            for (int64_t r = r0; r < r1; r++)                                                      \
                 tile(a, r, t, KQ_T);                                                               \
+        for (int64_t r = r0; r < r1; r++) {                                                        \
             switch (a->n - t) {                                                                    \
             case 1:                                                                                \
                 tile(a, r, t, 1);                                                                  \
