@@ -143,8 +143,8 @@ static void dequant_q8_0(const sol_block_q8_0 *b, float *y, int64_t nb) {
 }
 
 int sol_q5_quant(const uint8_t *qs, const uint8_t *qh, int j) {
-    uint32_t h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 |
-                 (uint32_t)qh[3] << 24;
+    uint32_t h =
+        (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
     int lo = j < 16 ? qs[j] & 0xf : qs[j - 16] >> 4;
     return lo | (int)((h >> j) & 1) << 4;
 }

@@ -140,7 +140,8 @@ static int load_hparams(model *m, sol_err *err) {
 
 #define MODEL_WEIGHT_TYPES                                                                         \
     (GGUF_TYPE_BIT(SOL_DT_F32) | GGUF_TYPE_BIT(SOL_DT_F16) | GGUF_TYPE_BIT(SOL_DT_BF16) |          \
-     GGUF_TYPE_BIT(SOL_DT_Q8_0) | GGUF_TYPE_BIT(SOL_DT_Q4_0) | GGUF_TYPE_BIT(SOL_DT_Q4_K) |        \
+     GGUF_TYPE_BIT(SOL_DT_Q8_0) | GGUF_TYPE_BIT(SOL_DT_Q4_0) | GGUF_TYPE_BIT(SOL_DT_Q5_0) |        \
+     GGUF_TYPE_BIT(SOL_DT_Q5_1) | GGUF_TYPE_BIT(SOL_DT_Q4_K) | GGUF_TYPE_BIT(SOL_DT_Q5_K) |        \
      GGUF_TYPE_BIT(SOL_DT_Q6_K))
 
 /* A 2-D weight [cols, rows] in GGUF terms (ne0 = cols). */

@@ -151,18 +151,19 @@ static void free_weight(test_weight *tw) {
 }
 
 /* x as the kernel sees it: Q8_0/Q4_0 weights multiply x rounded through Q8_0 (as ggml does). */
-/* The backend's Q8_K activations: per 256 elements d = amax / 127 (a float), quants rounded half
- * away from zero and clamped to [-127, 127]. */
+/* The backend's Q8_K activations (ggml's reference): iscale = -127 / the signed element of
+ * largest magnitude, quants rounded half to even and capped at 127, d = 1 / iscale. */
 static void q8k_round_trip(const float *x, float *xe, int64_t K) {
     for (int64_t b = 0; b < K / 256; b++) {
-        float amax = 0.0f;
+        float amax = 0.0f, max = 0.0f;
         for (int j = 0; j < 256; j++)
-            amax = fmaxf(amax, fabsf(x[b * 256 + j]));
-        float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
-        for (int j = 0; j < 256; j++) {
-            float v = roundf(x[b * 256 + j] * id);
-            xe[b * 256 + j] = fmaxf(-127.0f, fminf(127.0f, v)) * d;
-        }
+            if (fabsf(x[b * 256 + j]) > amax) {
+                amax = fabsf(x[b * 256 + j]);
+                max = x[b * 256 + j];
+            }
+        float iscale = amax != 0.0f ? -127.0f / max : 0.0f, d = amax != 0.0f ? 1.0f / iscale : 0;
+        for (int j = 0; j < 256; j++)
+            xe[b * 256 + j] = fminf(127.0f, rintf(x[b * 256 + j] * iscale)) * d;
     }
 }
 

@@ -68,10 +68,10 @@ typedef struct cpu_attn_fns {
 } cpu_attn_fns;
 
 cpu_mm_fn cpu_mm_scalar(sol_dtype t);
-cpu_mm_fn cpu_mm_avx2(sol_dtype t);   /* NULL where the scalar kernel is used */
+cpu_mm_fn cpu_mm_avx2(sol_dtype t);      /* NULL where the scalar kernel is used */
 cpu_mm_fn cpu_mm_kq_avx2(sol_dtype t);   /* K-quants (Q4_K, Q5_K, Q6_K) on AVX2 */
 cpu_mm_fn cpu_mm_kq_avx512(sol_dtype t); /* the same on AVX-512 (BW, VNNI) */
-cpu_mm_fn cpu_mm_avx512(sol_dtype t); /* NULL where the AVX2 or scalar kernel is used */
+cpu_mm_fn cpu_mm_avx512(sol_dtype t);    /* NULL where the AVX2 or scalar kernel is used */
 extern const cpu_attn_fns cpu_attn_scalar;
 extern const cpu_attn_fns cpu_attn_avx2;
 extern const cpu_attn_fns cpu_attn_avx512;

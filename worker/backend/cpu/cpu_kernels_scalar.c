@@ -1,6 +1,7 @@
 /* cpu_kernels_scalar: the portable matmul and attention kernels (the fallback path, and the only
  * path for Q5_0/Q5_1). Each output is one float accumulated left to right, per 32-block for the
- * Q8_0-activation types and per 256-block for the K-quants (the same bits as their SIMD kernels). */
+ * Q8_0-activation types and per 256-block for the K-quants (the same bits as their SIMD kernels).
+ */
 #include <math.h>
 #include <string.h>
 
@@ -116,8 +117,8 @@ static void mm_q5(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) 
 
 /* Integer parts of one Q4_K or Q5_K super-block (qh NULL for Q4_K) against a token's Q8_K
  * block q with 16-element sums bs: isum = sum_j sc_j * dot_j, msum = sum_j m_j * sum_j(q). */
-static void kq45_sums(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
-                      const int8_t *q, const int16_t *bs, int32_t *isum, int32_t *msum) {
+static void kq45_sums(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh, const int8_t *q,
+                      const int16_t *bs, int32_t *isum, int32_t *msum) {
     int32_t is = 0, ms = 0;
     for (int c = 0; c < 4; c++) {
         uint8_t sc1, m1, sc2, m2;

@@ -9,7 +9,8 @@
 #include "cpu_internal.h"
 
 /* The scratch holds both activation forms, each region 64-byte aligned:
- * [Q8_0 quants n*K | scales n*K/32 | sums n*K/32] [Q8_K quants n*K | scales n*K/256 | sums n*K/16] */
+ * [Q8_0 quants n*K | scales n*K/32 | sums n*K/32] [Q8_K quants n*K | scales n*K/256 | sums n*K/16]
+ */
 typedef struct {
     size_t xd, xs, kq, kd, ks, total;
 } act_layout;
@@ -110,37 +111,40 @@ static void quantize_x(const float *x, int64_t K, int8_t *q, float *d, int32_t *
     }
 }
 
-/* Q8_K: one float scale per 256 elements (amax / 127, not rounded through fp16) and the sum of
- * every 16 quants. The quants stay in [-127, 127], so the kernels' 16-bit pair sums of 63 * 127
- * cannot saturate. */
+/* Q8_K as ggml's reference quantizer defines it, so K-quant products see llama.cpp's activations:
+ * iscale = -127 / (the element of largest magnitude, sign kept), quants rounded half to even and
+ * capped at 127 (they stay in [-127, 127], so the kernels' 16-bit pair sums of 63 * 127 cannot
+ * saturate), scale d = 1 / iscale as a float, and the sum of every 16 quants. */
 static void quantize_x_k(const float *x, int64_t K, int8_t *q, float *d, int16_t *s) {
     for (int64_t b = 0; b < K / SOL_QK_K; b++) {
         const float *xb = x + b * SOL_QK_K;
-        float amax = 0.0f;
+        float amax = 0.0f, max = 0.0f;
         for (int j = 0; j < SOL_QK_K; j++) {
             float a = fabsf(xb[j]);
-            amax = a > amax ? a : amax;
+            if (a > amax) {
+                amax = a;
+                max = xb[j];
+            }
         }
-        float dd = amax / 127.0f;
-        float id = dd != 0.0f ? 127.0f / amax : 0.0f;
+        float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
         for (int g = 0; g < SOL_QK_K / 16; g++) {
             int sum = 0;
             for (int j = 0; j < 16; j++) {
-                int v = round_away(xb[g * 16 + j] * id);
-                v = v > 127 ? 127 : v < -127 ? -127 : v;
+                int v = (int)__builtin_rintf(xb[g * 16 + j] * iscale);
+                v = v > 127 ? 127 : v;
                 q[b * SOL_QK_K + g * 16 + j] = (int8_t)v;
                 sum += v;
             }
             s[b * 16 + g] = (int16_t)sum;
         }
-        d[b] = dd;
+        d[b] = amax != 0.0f ? 1.0f / iscale : 0.0f;
     }
 }
 
 typedef struct {
     cpu_backend *cb;
-    unsigned acts;  /* the forms quant_task writes: bits 1 << cpu_act_kind */
-    cpu_mm_fn fn;     /* rows in ggml layout */
+    unsigned acts; /* the forms quant_task writes: bits 1 << cpu_act_kind */
+    cpu_mm_fn fn;  /* rows in ggml layout */
     cpu_mm_fn fn8; /* rows [0, m8) of a repacked (Q4_0X8, Q8_0X8) weight; NULL when m8 = 0 */
     int64_t m8;
     cpu_mm_args args;
@@ -199,8 +203,7 @@ static int check_call(sol_backend *be, const sol_weight *w, const float *x, cons
 }
 
 static mm_job make_job(cpu_backend *cb, const sol_weight *w, const float *x, float *y, int n) {
-    mm_job job = {.cb = cb, .acts = 1u << cpu_act_of(w->type),
-                  .fn = pick_kernel(cb, w->type)};
+    mm_job job = {.cb = cb, .acts = 1u << cpu_act_of(w->type), .fn = pick_kernel(cb, w->type)};
     if (w->layout == CPU_LAYOUT_Q4_0X8) job.fn8 = cpu_mm_q4x8(cb->isa);
     if (w->layout == CPU_LAYOUT_Q8_0X8) job.fn8 = cpu_mm_q8x8(cb->isa);
     job.m8 = cpu_interleaved_rows(w);
