@@ -65,6 +65,32 @@ static void test_bf16(void **state) {
     }
 }
 
+/* Q5_0 / Q5_1 / Q5_K blocks written by hand: the fifth bit comes from qh as ggml lays it out. */
+static void test_q5_known(void **state) {
+    (void)state;
+    sol_block_q5_0 b0 = {.d = 0x3C00 /* 1.0 */, .qh = {0x01, 0x00, 0x01, 0x80}};
+    for (int j = 0; j < 16; j++)
+        b0.qs[j] = (uint8_t)(j | (15 - j) << 4);
+    float y[32];
+    sol_dequantize_row(SOL_DT_Q5_0, &b0, y, 32);
+    /* element j < 16: low nibble j, high bit = bit j of qh; element j + 16: high nibble, bit j+16 */
+    assert_true(y[0] == 0 + 16 - 16 && y[1] == 1 - 16 && y[15] == 15 - 16);
+    assert_true(y[16] == 15 + 16 - 16 && y[17] == 14 - 16 && y[31] == 0 + 16 - 16);
+    sol_block_q5_1 b1 = {.d = 0x4000 /* 2.0 */, .m = 0xBC00 /* -1.0 */, .qh = {0x02}};
+    b1.qs[1] = 0x03;
+    sol_dequantize_row(SOL_DT_Q5_1, &b1, y, 32);
+    assert_true(y[0] == -1.0f && y[1] == 2.0f * (3 + 16) - 1.0f && y[17] == -1.0f);
+    sol_block_q5_k k = {.d = 0x3C00, .dmin = 0x3C00};
+    k.scales[0] = 2;  /* sub-block 0: scale 2 */
+    k.scales[4] = 1;  /* sub-block 0: min 1 */
+    k.scales[1] = 3;  /* sub-block 1: scale 3, min 0 */
+    k.qs[0] = 0x45;   /* element 0: 5, element 32: 4 */
+    k.qh[0] = 0x03;   /* bits 0 and 1: +16 for elements 0 and 32 */
+    float z[256];
+    sol_dequantize_row(SOL_DT_Q5_K, &k, z, 256);
+    assert_true(z[0] == 2.0f * 21 - 1.0f && z[32] == 3.0f * 20 && z[1] == -1.0f && z[64] == 0.0f);
+}
+
 static void test_type_table(void **state) {
     (void)state;
     assert_int_equal(sol_dtype_row_bytes(SOL_DT_Q4_0, 64), 36);
@@ -72,7 +98,11 @@ static void test_type_table(void **state) {
     assert_int_equal(sol_dtype_row_bytes(SOL_DT_Q6_K, 512), 420);
     assert_int_equal(sol_dtype_row_bytes(SOL_DT_BF16, 3), 6);
     assert_int_equal(sol_dtype_parse("Q8_0"), SOL_DT_Q8_0);
-    assert_int_equal(sol_dtype_parse("q5_1"), -1);
+    assert_int_equal(sol_dtype_parse("q5_1"), SOL_DT_Q5_1);
+    assert_int_equal(sol_dtype_parse("q4_1"), -1); /* not supported: ggml type 3 */
+    assert_int_equal(sol_dtype_row_bytes(SOL_DT_Q5_0, 64), 44);
+    assert_int_equal(sol_dtype_row_bytes(SOL_DT_Q5_1, 32), 24);
+    assert_int_equal(sol_dtype_row_bytes(SOL_DT_Q5_K, 512), 352);
     assert_string_equal(sol_dtype_name(SOL_DT_BF16), "bf16");
     assert_false(sol_dtype_known(3));
     assert_true(sol_dtype_known(30));
@@ -210,6 +240,7 @@ int main(void) {
         cmocka_unit_test(test_fp16_roundtrip_all),
         cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_type_table),
+        cmocka_unit_test(test_q5_known),
         cmocka_unit_test(test_q8_0_known),
         cmocka_unit_test(test_q4_0_known),
         cmocka_unit_test(test_roundtrip_bounds),
