@@ -36,6 +36,10 @@ uint64_t sol_mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+uint64_t sol_splitmix64(uint64_t x) {
+    return sol_mix64(x + SOL_GOLDEN64);
+}
+
 uint64_t sol_fmix64(uint64_t x) {
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;

@@ -22,6 +22,8 @@ uint64_t sol_fnv64_lower(uint64_t h, const void *p, size_t n);
 
 /* SplitMix64's finalizer: a bijection with full avalanche. */
 uint64_t sol_mix64(uint64_t x);
+/* One step of the SplitMix64 generator: the finalizer of x + SOL_GOLDEN64. */
+uint64_t sol_splitmix64(uint64_t x);
 /* MurmurHash3's fmix64: another full-avalanche bijection (the router's affinity hashes). */
 uint64_t sol_fmix64(uint64_t x);
 

@@ -92,11 +92,6 @@ enum { CMD_SUBMIT = 'S', CMD_CANCEL = 'C', CMD_TERM = 'T' };
 
 /* ---- determinism ------------------------------------------------------------------------- */
 
-/* One SplitMix64 step: the increment, then the finalizer. */
-static uint64_t mix64(uint64_t x) {
-    return sol_mix64(x + SOL_GOLDEN64);
-}
-
 uint64_t sim_prompt_hash(const Sol__Generate *g) {
     uint64_t h = SOL_FNV64_INIT;
     if (g->n_messages == 0) return sol_fnv64_str(h, g->prompt);
@@ -110,7 +105,8 @@ uint64_t sim_prompt_hash(const Sol__Generate *g) {
 }
 
 uint32_t sim_token_id(uint64_t prompt_hash, uint64_t seed, uint32_t k) {
-    uint64_t x = mix64(prompt_hash ^ mix64(seed ^ mix64((uint64_t)k + 1)));
+    uint64_t x =
+        sol_splitmix64(prompt_hash ^ sol_splitmix64(seed ^ sol_splitmix64((uint64_t)k + 1)));
     return SIM_TOKEN_BASE + (uint32_t)(x % SIM_NWORDS);
 }
 

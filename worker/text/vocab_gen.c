@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
+
 #define WORD_START "\xe2\x96\x81" /* U+2581, SentencePiece's space marker */
 #define MAX_PIECE 32
 
@@ -91,18 +93,8 @@ typedef struct {
     uint32_t cap;
 } builder;
 
-static uint64_t splitmix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 static uint32_t hash_str(const char *s) {
-    uint32_t h = 2166136261u;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 16777619u;
-    return h;
+    return sol_fnv32(SOL_FNV32_INIT, s, strlen(s));
 }
 
 static char **slot_of(builder *b, const char *s) {
@@ -203,14 +195,14 @@ static int add_lists(builder *b) {
 /* Random 2-6 letter pieces until the vocab is full; counter-based so the result is fixed. */
 static int add_filler(builder *b) {
     for (uint64_t k = 0; b->count < b->v->n; k++) {
-        uint64_t r = splitmix64(k);
+        uint64_t r = sol_splitmix64(k);
         char word[8];
         int len = 2 + (int)(r % 5);
         r /= 5;
         for (int i = 0; i < len; i++, r /= 97)
             word[i] = k_letter_pool[r % (sizeof k_letter_pool - 1)];
         word[len] = '\0';
-        int rc = add_word(b, word, (int)(splitmix64(~k) & 1));
+        int rc = add_word(b, word, (int)(sol_splitmix64(~k) & 1));
         if (rc) return rc;
     }
     return 0;

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "dtype.h"
+#include "hash.h"
 
 static float from_bits(uint32_t u) {
     float f;
@@ -73,7 +74,8 @@ static void test_q5_known(void **state) {
         b0.qs[j] = (uint8_t)(j | (15 - j) << 4);
     float y[32];
     sol_dequantize_row(SOL_DT_Q5_0, &b0, y, 32);
-    /* element j < 16: low nibble j, high bit = bit j of qh; element j + 16: high nibble, bit j+16 */
+    /* element j < 16: low nibble j, high bit = bit j of qh; element j + 16: high nibble, bit j+16
+     */
     assert_true(y[0] == 0 + 16 - 16 && y[1] == 1 - 16 && y[15] == 15 - 16);
     assert_true(y[16] == 15 + 16 - 16 && y[17] == 14 - 16 && y[31] == 0 + 16 - 16);
     sol_block_q5_1 b1 = {.d = 0x4000 /* 2.0 */, .m = 0xBC00 /* -1.0 */, .qh = {0x02}};
@@ -81,11 +83,11 @@ static void test_q5_known(void **state) {
     sol_dequantize_row(SOL_DT_Q5_1, &b1, y, 32);
     assert_true(y[0] == -1.0f && y[1] == 2.0f * (3 + 16) - 1.0f && y[17] == -1.0f);
     sol_block_q5_k k = {.d = 0x3C00, .dmin = 0x3C00};
-    k.scales[0] = 2;  /* sub-block 0: scale 2 */
-    k.scales[4] = 1;  /* sub-block 0: min 1 */
-    k.scales[1] = 3;  /* sub-block 1: scale 3, min 0 */
-    k.qs[0] = 0x45;   /* element 0: 5, element 32: 4 */
-    k.qh[0] = 0x03;   /* bits 0 and 1: +16 for elements 0 and 32 */
+    k.scales[0] = 2; /* sub-block 0: scale 2 */
+    k.scales[4] = 1; /* sub-block 0: min 1 */
+    k.scales[1] = 3; /* sub-block 1: scale 3, min 0 */
+    k.qs[0] = 0x45;  /* element 0: 5, element 32: 4 */
+    k.qh[0] = 0x03;  /* bits 0 and 1: +16 for elements 0 and 32 */
     float z[256];
     sol_dequantize_row(SOL_DT_Q5_K, &k, z, 256);
     assert_true(z[0] == 2.0f * 21 - 1.0f && z[32] == 3.0f * 20 && z[1] == -1.0f && z[64] == 0.0f);
@@ -150,10 +152,9 @@ static void test_q4_0_known(void **state) {
 }
 
 static uint64_t rng(uint64_t *s) {
-    uint64_t x = (*s += 0x9e3779b97f4a7c15ull);
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
+    uint64_t x = sol_splitmix64(*s);
+    *s += SOL_GOLDEN64;
+    return x;
 }
 
 static void test_roundtrip_bounds(void **state) {
