@@ -1,5 +1,6 @@
-/* sol-mkmodel: writes a synthetic Llama-architecture GGUF (random but well-scaled weights, a
- * synthetic SentencePiece vocab) that llama.cpp and Sol both load, for tests and benchmarks.
+/* sol-mkmodel: writes a synthetic GGUF of a supported architecture (llama, qwen2, qwen3; random
+ * but well-scaled weights, a synthetic SentencePiece vocab) that llama.cpp and Sol both load, for
+ * tests and benchmarks.
  * Weights come from a counter-based RNG keyed by (seed, tensor name, element index), so every
  * tensor is independent of generation order, and are quantized row by row while writing. */
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include "dtype.h"
 #include "err.h"
 #include "gguf.h"
+#include "arch.h"
 #include "gguf_writer.h"
 #include "hash.h"
 #include "quantize.h"
@@ -36,7 +38,7 @@ static const shape k_presets[] = {
     {"1b", 2048, 22, 32, 4, 5632, 32000, 2048, 0.7f},
 };
 
-typedef enum { W_NORM, W_EMBD, W_MATRIX } weight_kind;
+typedef enum { W_NORM, W_BIAS, W_EMBD, W_MATRIX } weight_kind;
 
 typedef struct {
     char name[64];
@@ -55,6 +57,8 @@ typedef struct {
     float rope_base;
     float depth_decay; /* residual outputs of layer l scaled by depth_decay^l */
     int tied;
+    const model_arch *arch; /* --arch: the key prefix and the extra tensors */
+    int head_dim;           /* --head-dim, else dim / heads */
     const char *out;
     tensor_spec *specs;
     int n_specs;
@@ -113,7 +117,7 @@ static void spec(model *m, const char *name, int n_dims, int64_t ne0, int64_t ne
     t->n_dims = n_dims;
     t->ne[0] = ne0;
     t->ne[1] = ne1;
-    t->type = kind == W_NORM ? SOL_DT_F32 : type;
+    t->type = kind == W_NORM || kind == W_BIAS ? SOL_DT_F32 : type;
     t->kind = kind;
     t->std = std;
     t->key = sol_splitmix64(m->seed ^ hash64(name));
@@ -126,7 +130,8 @@ static void spec(model *m, const char *name, int n_dims, int64_t ne0, int64_t ne
  * it is kept small enough that logits have a spread of a few units, not tens. */
 static void plan_tensors(model *m) {
     const shape *s = &m->s;
-    int64_t dim = s->dim, kv_dim = (int64_t)s->dim / s->heads * s->kv_heads, ffn = s->ffn;
+    int64_t dim = s->dim, hd = m->head_dim, q_dim = hd * s->heads, kv_dim = hd * s->kv_heads;
+    int64_t ffn = s->ffn;
     float in_std = 1.0f / sqrtf((float)dim), depth = sqrtf(2.0f * (float)s->layers);
     char name[64];
     spec(m, "token_embd.weight", 2, dim, s->vocab, m->type, W_EMBD, m->tied ? 2.0f * in_std : 1.0f);
@@ -134,10 +139,20 @@ static void plan_tensors(model *m) {
     for (int l = 0; l < s->layers; l++, decay *= m->depth_decay) {
 #define BLK(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
         spec(m, BLK("attn_norm.weight"), 1, dim, 1, m->type, W_NORM, 0.05f);
-        spec(m, BLK("attn_q.weight"), 2, dim, dim, m->type, W_MATRIX, in_std);
+        spec(m, BLK("attn_q.weight"), 2, dim, q_dim, m->type, W_MATRIX, in_std);
         spec(m, BLK("attn_k.weight"), 2, dim, kv_dim, m->type, W_MATRIX, in_std);
         spec(m, BLK("attn_v.weight"), 2, dim, kv_dim, m->type, W_MATRIX, in_std);
-        spec(m, BLK("attn_output.weight"), 2, dim, dim, m->type, W_MATRIX, in_std / depth * decay);
+        if (m->arch->flags & ARCH_QKV_BIAS) { /* biases are F32 vectors, like norms */
+            spec(m, BLK("attn_q.bias"), 1, q_dim, 1, m->type, W_BIAS, 0.02f);
+            spec(m, BLK("attn_k.bias"), 1, kv_dim, 1, m->type, W_BIAS, 0.02f);
+            spec(m, BLK("attn_v.bias"), 1, kv_dim, 1, m->type, W_BIAS, 0.02f);
+        }
+        if (m->arch->flags & ARCH_QK_NORM) {
+            spec(m, BLK("attn_q_norm.weight"), 1, hd, 1, m->type, W_NORM, 0.05f);
+            spec(m, BLK("attn_k_norm.weight"), 1, hd, 1, m->type, W_NORM, 0.05f);
+        }
+        spec(m, BLK("attn_output.weight"), 2, q_dim, dim, m->type, W_MATRIX,
+             1.0f / sqrtf((float)q_dim) / depth * decay);
         spec(m, BLK("ffn_norm.weight"), 1, dim, 1, m->type, W_NORM, 0.05f);
         spec(m, BLK("ffn_gate.weight"), 2, dim, ffn, m->type, W_MATRIX, in_std);
         spec(m, BLK("ffn_up.weight"), 2, dim, ffn, m->type, W_MATRIX, in_std);
@@ -157,25 +172,45 @@ static const char k_chat_template[] =
     "{% elif message['role'] == 'assistant' %}{{ ' ' + message['content'] + ' ' + eos_token }}"
     "{% endif %}{% endfor %}";
 
+/* "<arch>.<suffix>" */
+static const char *akey(const model *m, const char *suffix, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s.%s", m->arch->name, suffix);
+    return buf;
+}
+
+static int add_u32(gguf_writer *w, const model *m, const char *suffix, int v, sol_err *e) {
+    char k[96];
+    return gguf_writer_add_u32(w, akey(m, suffix, k, sizeof k), (uint32_t)v, e);
+}
+
 static int add_hparams(gguf_writer *w, const model *m, sol_err *e) {
     const shape *s = &m->s;
-    char name[96];
-    snprintf(name, sizeof name, "sol-synthetic-%s-%s", s->name, sol_dtype_name(m->type));
-    int rc = gguf_writer_add_str(w, "general.architecture", "llama", e);
+    int llama = !strcmp(m->arch->name, "llama");
+    char name[96], k[96];
+    snprintf(name, sizeof name, "sol-synthetic-%s%s%s-%s", llama ? "" : m->arch->name,
+             llama ? "" : "-", s->name, sol_dtype_name(m->type));
+    int rc = gguf_writer_add_str(w, "general.architecture", m->arch->name, e);
     if (!rc) rc = gguf_writer_add_str(w, "general.name", name, e);
     if (!rc) rc = gguf_writer_add_u32(w, "general.file_type", quant_file_type(m->type), e);
     if (!rc) rc = gguf_writer_add_u32(w, "general.quantization_version", 2, e);
-    if (!rc) rc = gguf_writer_add_u32(w, "llama.context_length", (uint32_t)s->ctx, e);
-    if (!rc) rc = gguf_writer_add_u32(w, "llama.embedding_length", (uint32_t)s->dim, e);
-    if (!rc) rc = gguf_writer_add_u32(w, "llama.block_count", (uint32_t)s->layers, e);
-    if (!rc) rc = gguf_writer_add_u32(w, "llama.feed_forward_length", (uint32_t)s->ffn, e);
-    if (!rc) rc = gguf_writer_add_u32(w, "llama.attention.head_count", (uint32_t)s->heads, e);
-    if (!rc) rc = gguf_writer_add_u32(w, "llama.attention.head_count_kv", (uint32_t)s->kv_heads, e);
+    if (!rc) rc = add_u32(w, m, "context_length", s->ctx, e);
+    if (!rc) rc = add_u32(w, m, "embedding_length", s->dim, e);
+    if (!rc) rc = add_u32(w, m, "block_count", s->layers, e);
+    if (!rc) rc = add_u32(w, m, "feed_forward_length", s->ffn, e);
+    if (!rc) rc = add_u32(w, m, "attention.head_count", s->heads, e);
+    if (!rc) rc = add_u32(w, m, "attention.head_count_kv", s->kv_heads, e);
+    /* The head size is written where it is not dim / heads, or where the family always writes
+     * it (Qwen3's converter does). */
+    if (!rc && (m->head_dim * s->heads != s->dim || (m->arch->flags & ARCH_QK_NORM))) {
+        rc = add_u32(w, m, "attention.key_length", m->head_dim, e);
+        if (!rc) rc = add_u32(w, m, "attention.value_length", m->head_dim, e);
+    }
+    if (!rc) rc = add_u32(w, m, "rope.dimension_count", m->head_dim, e);
+    if (!rc) rc = gguf_writer_add_f32(w, akey(m, "rope.freq_base", k, sizeof k), m->rope_base, e);
     if (!rc)
-        rc = gguf_writer_add_u32(w, "llama.rope.dimension_count", (uint32_t)(s->dim / s->heads), e);
-    if (!rc) rc = gguf_writer_add_f32(w, "llama.rope.freq_base", m->rope_base, e);
-    if (!rc) rc = gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f, e);
-    if (!rc) rc = gguf_writer_add_u32(w, "llama.vocab_size", (uint32_t)s->vocab, e);
+        rc = gguf_writer_add_f32(w, akey(m, "attention.layer_norm_rms_epsilon", k, sizeof k), 1e-5f,
+                                 e);
+    if (!rc) rc = add_u32(w, m, "vocab_size", s->vocab, e);
     return rc;
 }
 
@@ -202,7 +237,9 @@ static int add_tokenizer(gguf_writer *w, const model *m, sol_err *e) {
 static int write_model(model *m, sol_err *e) {
     gguf_writer *w = gguf_writer_new();
     m->specs = calloc(MAX_TENSORS, sizeof *m->specs);
-    m->row = malloc((size_t)(m->s.dim > m->s.ffn ? m->s.dim : m->s.ffn) * sizeof(float));
+    int64_t widest = m->s.dim > m->s.ffn ? m->s.dim : m->s.ffn;
+    if ((int64_t)m->head_dim * m->s.heads > widest) widest = (int64_t)m->head_dim * m->s.heads;
+    m->row = malloc((size_t)widest * sizeof(float));
     int rc = (!w || !m->specs || !m->row) ? sol_err_set(e, -ENOMEM, "out of memory") : 0;
     if (!rc) rc = add_hparams(w, m, e);
     if (!rc) rc = add_tokenizer(w, m, e);
@@ -235,12 +272,15 @@ static void usage(FILE *f) {
         "usage: sol-mkmodel -o OUT.gguf [--preset tiny|small|1b] [--type f32|f16|bf16|q8_0|q4_0]\n"
         "                   [--dim N] [--layers N] [--heads N] [--kv-heads N] [--ffn N]\n"
         "                   [--vocab N] [--ctx N] [--seed N] [--rope-base F] [--tied]\n"
-        "                   [--depth-decay F]\n"
+        "                   [--depth-decay F] [--arch llama|qwen2|qwen3] [--head-dim N]\n"
         "       sol-mkmodel --draft-of TARGET.gguf -o DRAFT.gguf [--layers N] [--type T]\n"
         "With --draft-of, writes a draft model for speculative decoding: the target's first N\n"
         "layers (default a quarter, at least 1) with its embeddings, final norm, output head and\n"
         "tokenizer (same vocabulary), converted to --type (default: the target's types).\n"
-        "Writes a synthetic Llama GGUF with random, well-scaled weights (deterministic per seed).\n"
+        "Writes a synthetic GGUF with random, well-scaled weights (deterministic per seed).\n"
+        "--arch writes that architecture's keys and tensors (qwen2: q/k/v biases; qwen3: q/k\n"
+        "norms, head size in attention.key_length); --head-dim sets a head size other than\n"
+        "dim / heads (as Qwen3's).\n"
         "presets: tiny  dim 64,   2 layers,  4 heads, 2 kv heads, ffn 192,  vocab 512,   ctx 256\n"
         "         small dim 768,  12 layers, 12 heads, 4 kv heads, ffn 2048, vocab 32000, ctx "
         "2048\n"
@@ -261,9 +301,12 @@ static int check_shape(const model *m, sol_err *e) {
     if (s->layers > (MAX_TENSORS - 3) / 9)
         return sol_err_set(e, -EINVAL, "layers %d: at most %d supported", s->layers,
                            (MAX_TENSORS - 3) / 9);
-    if (s->dim % s->heads || (s->dim / s->heads) % 2)
-        return sol_err_set(e, -EINVAL, "dim %d must split into %d heads of an even size", s->dim,
-                           s->heads);
+    if (!m->head_dim && (s->dim % s->heads || (s->dim / s->heads) % 2))
+        return sol_err_set(e, -EINVAL,
+                           "dim %d must split into %d heads of an even size (or give --head-dim)",
+                           s->dim, s->heads);
+    if (m->head_dim % 2)
+        return sol_err_set(e, -EINVAL, "--head-dim %d: must be even for RoPE", m->head_dim);
     if (s->heads % s->kv_heads)
         return sol_err_set(e, -EINVAL, "heads %d must be a multiple of kv-heads %d", s->heads,
                            s->kv_heads);
@@ -304,9 +347,11 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
                                          {"help", no_argument, 0, 'h'},
                                          {"draft-of", required_argument, 0, 'D'},
                                          {"depth-decay", required_argument, 0, 'd'},
+                                         {"arch", required_argument, 0, 'A'},
+                                         {"head-dim", required_argument, 0, 'H'},
                                          {0, 0, 0, 0}};
     int over[8] = {0}, c, rc = 0;
-    const char *preset = "tiny", *type = "f32";
+    const char *preset = "tiny", *type = "f32", *arch = "llama";
     m->seed = 1;
     m->rope_base = 10000.0f;
     m->depth_decay = 0; /* 0: the preset's */
@@ -325,6 +370,12 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
             break;
         case 'D':
             m->draft_of = optarg;
+            break;
+        case 'A':
+            arch = optarg;
+            break;
+        case 'H':
+            rc = parse_int("--head-dim", optarg, &m->head_dim, e);
             break;
         case 's':
             m->seed = strtoull(optarg, &end, 0);
@@ -360,6 +411,8 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
     }
     if (rc) return rc;
     if (optind < argc) return sol_err_set(e, -EINVAL, "unexpected argument '%s'", argv[optind]);
+    if (!(m->arch = model_arch_find(arch)) || !strcmp(arch, "mistral"))
+        return sol_err_set(e, -EINVAL, "--arch: expected llama, qwen2 or qwen3, found '%s'", arch);
     if (!m->out) return sol_err_set(e, -EINVAL, "missing -o OUT.gguf (see --help)");
     const shape *p = NULL;
     for (size_t i = 0; i < sizeof k_presets / sizeof k_presets[0]; i++)
@@ -379,7 +432,9 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
         return sol_err_set(e, -EINVAL, "--type: expected f32, f16, bf16, q8_0 or q4_0, found '%s'",
                            type);
     m->type = (sol_dtype)t;
-    return check_shape(m, e);
+    if ((rc = check_shape(m, e))) return rc;
+    if (!m->head_dim) m->head_dim = m->s.dim / m->s.heads;
+    return 0;
 }
 
 typedef struct {
@@ -401,12 +456,12 @@ static int draft_keeps(const char *name, int layers) {
 }
 
 static int draft_build(gguf_writer *w, const gguf_file *g, model *m, draft_job *j, int layers,
-                       sol_err *e) {
+                       const char *count_key, sol_err *e) {
     int rc = gguf_writer_set_alignment(w, gguf_alignment(g), e);
     for (int i = 0; !rc && i < gguf_n_kv(g); i++) {
         const gguf_kv *kv = gguf_kv_at(g, i);
         const char *k = kv->key;
-        if (!strcmp(k, "llama.block_count") || !strcmp(k, "general.alignment") ||
+        if (!strcmp(k, count_key) || !strcmp(k, "general.alignment") ||
             !strcmp(k, "general.name") || (m->type_given && !strcmp(k, "general.file_type")))
             continue;
         rc = quant_copy_kv(w, kv, e);
@@ -414,7 +469,7 @@ static int draft_build(gguf_writer *w, const gguf_file *g, model *m, draft_job *
     char name[128];
     snprintf(name, sizeof name, "draft-%d-layers-of-%s", layers, gguf_path(g));
     if (!rc) rc = gguf_writer_add_str(w, "general.name", name, e);
-    if (!rc) rc = gguf_writer_add_u32(w, "llama.block_count", (uint32_t)layers, e);
+    if (!rc) rc = gguf_writer_add_u32(w, count_key, (uint32_t)layers, e);
     if (!rc && m->type_given)
         rc = gguf_writer_add_u32(w, "general.file_type", quant_file_type(m->type), e);
     for (int i = 0; !rc && i < gguf_n_tensors(g); i++) {
@@ -433,7 +488,11 @@ static int write_draft(model *m, sol_err *e) {
     gguf_file *g = gguf_open(m->draft_of, 0, e);
     if (!g) return e->code ? e->code : -EINVAL;
     uint32_t n_layers = 0;
-    int rc = gguf_get_u32(g, "llama.block_count", &n_layers, e);
+    const char *arch = "llama";
+    char count_key[96];
+    int rc = gguf_get_str(g, "general.architecture", &arch, e);
+    snprintf(count_key, sizeof count_key, "%s.block_count", rc ? "llama" : arch);
+    if (!rc) rc = gguf_get_u32(g, count_key, &n_layers, e);
     int layers = m->draft_layers ? m->draft_layers : (int)(n_layers / 4 ? n_layers / 4 : 1);
     if (!rc && (layers < 1 || (uint32_t)layers > n_layers))
         rc = sol_err_set(e, -EINVAL, "--layers %d: the target %s has %u layers", layers,
@@ -447,7 +506,7 @@ static int write_draft(model *m, sol_err *e) {
                    0};
     gguf_writer *w = gguf_writer_new();
     if (!rc && (!j.types || !j.tmp || !j.src || !w)) rc = sol_err_set(e, -ENOMEM, "out of memory");
-    if (!rc) rc = draft_build(w, g, m, &j, layers, e);
+    if (!rc) rc = draft_build(w, g, m, &j, layers, count_key, e);
     if (!rc) rc = gguf_writer_write_file(w, m->out, e);
     if (!rc)
         fprintf(stderr, "sol-mkmodel: wrote %s: draft of %s, %d of %u layers, %.1f MiB\n", m->out,

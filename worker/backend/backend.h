@@ -37,7 +37,8 @@ typedef struct sol_weight {
 } sol_weight;
 
 /* RoPE settings. NORM mode (llama.cpp's for general.architecture=llama): pairs
- * (x[2i], x[2i+1]) are rotated by pos * theta_i, theta_i = freq_base^(-2i/head_dim).
+ * (x[2i], x[2i+1]) are rotated by pos * theta_i, theta_i = freq_base^(-2i/head_dim). NEOX mode
+ * (qwen2, qwen3, gemma3): pairs (x[i], x[i + head_dim/2]) with the same angles.
  * Llama-3 scaling is applied when scaling_factor > 0 and orig_ctx > 0 (rope.scaling.* keys:
  * factor, low_freq_factor, high_freq_factor, original_context_length). */
 typedef struct sol_rope_params {
@@ -46,6 +47,7 @@ typedef struct sol_rope_params {
     float low_freq_factor;  /* 1 in Llama-3.1 */
     float high_freq_factor; /* 4 in Llama-3.1 */
     int32_t orig_ctx;       /* 8192 in Llama-3.1; 0 = no llama-3 scaling */
+    int32_t neox;           /* 0: NORM pairs, 1: NEOX pairs */
 } sol_rope_params;
 
 /* Where one token's sequence keeps its KV: block_table[i] is the physical block holding

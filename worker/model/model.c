@@ -1,5 +1,6 @@
-/* model: Llama forward pass. Reads like the math (llama2.c's shape): embed, then per layer
- * attention and SwiGLU FFN with pre-RMSNorm and residuals, then the final norm and the head.
+/* model: the decoder forward pass. Reads like the math (llama2.c's shape): embed, then per layer
+ * attention and SwiGLU FFN with pre-RMSNorm and residuals, then the final norm and the head; the
+ * architecture's description (arch.h) adds q/k/v biases, q/k norms and the RoPE pairing.
  * All activation buffers live in `model_scratch`, sized up front. */
 #include "model.h"
 
@@ -9,10 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "log.h"
 
 typedef struct layer_weights {
     const float *attn_norm, *ffn_norm;
+    const float *bq, *bk, *bv;    /* ARCH_QKV_BIAS */
+    const float *q_norm, *k_norm; /* ARCH_QK_NORM: head_dim each */
     sol_weight wq, wk, wv, wo;
     sol_weight w_gate, w_up, w_down;
 } layer_weights;
@@ -20,7 +24,7 @@ typedef struct layer_weights {
 typedef struct model_scratch {
     int cap_tokens, cap_logits;
     float *x, *xb, *xb2; /* n x dim */
-    float *q, *att;      /* n x dim (heads x head_dim) */
+    float *q, *att;      /* n x q_dim (heads x head_dim) */
     float *k, *v;        /* n x kv_dim */
     float *hb, *hb2;     /* n x ffn */
     float *xl;           /* n_logits x dim: rows that want logits */
@@ -71,13 +75,12 @@ static int load_hparams(model *m, sol_err *err) {
         return sol_err_set(err, -EINVAL, "%s: missing required key general.architecture",
                            gguf_path(g));
     if (rc) return rc;
-    /* Mistral, Llama 2/3 and TinyLlama all use the "llama" graph; others are not implemented. */
-    if (strcmp(arch, "llama") != 0 && strcmp(arch, "mistral") != 0)
-        return sol_err_set(err, -ENOTSUP,
-                           "%s: key general.architecture: \"%s\" is not supported (expected "
-                           "\"llama\")",
-                           gguf_path(g), arch);
     model_hparams *hp = &m->hp;
+    if (!(hp->arch = model_arch_find(arch)))
+        return sol_err_set(err, -ENOTSUP,
+                           "%s: key general.architecture: \"%s\" is not supported (expected one "
+                           "of %s)",
+                           gguf_path(g), arch, model_arch_names());
     if ((rc = get_u32_req(g, arch, "embedding_length", &hp->dim, err)) ||
         (rc = get_u32_req(g, arch, "block_count", &hp->n_layers, err)) ||
         (rc = get_u32_req(g, arch, "attention.head_count", &hp->n_heads, err)) ||
@@ -92,11 +95,23 @@ static int load_hparams(model *m, sol_err *err) {
     if (hp->n_kv_heads <= 0 || hp->n_heads % hp->n_kv_heads != 0)
         return sol_err_set(err, -EINVAL, "%s: key %s: %d does not divide head_count %d",
                            gguf_path(g), key, hp->n_kv_heads, hp->n_heads);
-    if (hp->dim % hp->n_heads != 0)
+    /* attention.key_length sets the head size where it is not dim / heads (Qwen3, Gemma). */
+    snprintf(key, sizeof key, "%s.attention.key_length", arch);
+    uint32_t hd = hp->dim % hp->n_heads == 0 ? (uint32_t)(hp->dim / hp->n_heads) : 0, vd;
+    if ((rc = gguf_get_u32_def(g, key, hd, &hd, err))) return rc;
+    if (hd == 0 || hd > 1024)
         return sol_err_set(err, -EINVAL,
-                           "%s: embedding_length %d is not a multiple of head_count %d",
-                           gguf_path(g), hp->dim, hp->n_heads);
-    hp->head_dim = hp->dim / hp->n_heads;
+                           "%s: embedding_length %d is not a multiple of head_count %d and %s "
+                           "is not set (or out of range)",
+                           gguf_path(g), hp->dim, hp->n_heads, key);
+    snprintf(key, sizeof key, "%s.attention.value_length", arch);
+    if ((rc = gguf_get_u32_def(g, key, hd, &vd, err))) return rc;
+    if (vd != hd)
+        return sol_err_set(err, -ENOTSUP, "%s: key %s: %u differs from key_length %u", gguf_path(g),
+                           key, vd, hd);
+    hp->head_dim = (int32_t)hd;
+    hp->q_dim = hp->n_heads * hp->head_dim;
+    hp->rope.neox = (hp->arch->flags & ARCH_ROPE_NEOX) != 0;
     if (hp->head_dim % 2 != 0)
         return sol_err_set(err, -EINVAL, "%s: head dimension %d must be even for RoPE",
                            gguf_path(g), hp->head_dim);
@@ -185,18 +200,32 @@ static int bind_layer(model *m, int l, sol_err *err) {
         snprintf(n, sizeof n, "blk.%d." suffix ".weight", l);                                      \
         if ((rc = bind_weight(m, n, cols, rows, dst, err))) return rc;                             \
     } while (0)
-    W("attn_q", hp->dim, hp->dim, &L->wq);
+    W("attn_q", hp->dim, hp->q_dim, &L->wq);
     W("attn_k", hp->dim, kv_dim, &L->wk);
     W("attn_v", hp->dim, kv_dim, &L->wv);
-    W("attn_output", hp->dim, hp->dim, &L->wo);
+    W("attn_output", hp->q_dim, hp->dim, &L->wo);
     W("ffn_gate", hp->dim, hp->ffn, &L->w_gate);
     W("ffn_up", hp->dim, hp->ffn, &L->w_up);
     W("ffn_down", hp->ffn, hp->dim, &L->w_down);
 #undef W
-    snprintf(n, sizeof n, "blk.%d.attn_norm.weight", l);
-    if ((rc = bind_norm(m, n, hp->dim, &L->attn_norm, err))) return rc;
-    snprintf(n, sizeof n, "blk.%d.ffn_norm.weight", l);
-    return bind_norm(m, n, hp->dim, &L->ffn_norm, err);
+#define V(suffix, len, dst)                                                                        \
+    do {                                                                                           \
+        snprintf(n, sizeof n, "blk.%d." suffix, l);                                                \
+        if ((rc = bind_norm(m, n, len, dst, err))) return rc;                                      \
+    } while (0)
+    V("attn_norm.weight", hp->dim, &L->attn_norm);
+    V("ffn_norm.weight", hp->dim, &L->ffn_norm);
+    if (hp->arch->flags & ARCH_QKV_BIAS) {
+        V("attn_q.bias", hp->q_dim, &L->bq);
+        V("attn_k.bias", kv_dim, &L->bk);
+        V("attn_v.bias", kv_dim, &L->bv);
+    }
+    if (hp->arch->flags & ARCH_QK_NORM) {
+        V("attn_q_norm.weight", hp->head_dim, &L->q_norm);
+        V("attn_k_norm.weight", hp->head_dim, &L->k_norm);
+    }
+#undef V
+    return 0;
 }
 
 static void set_name(model *m, const char *path) {
@@ -298,8 +327,8 @@ int model_reserve(model *m, int max_tokens, int max_logits, sol_err *err) {
     s->x = sol_buf_alloc(be, n * hp->dim * f);
     s->xb = sol_buf_alloc(be, n * hp->dim * f);
     s->xb2 = sol_buf_alloc(be, n * hp->dim * f);
-    s->q = sol_buf_alloc(be, n * hp->dim * f);
-    s->att = sol_buf_alloc(be, n * hp->dim * f);
+    s->q = sol_buf_alloc(be, n * hp->q_dim * f);
+    s->att = sol_buf_alloc(be, n * hp->q_dim * f);
     s->k = sol_buf_alloc(be, n * kv_dim * f);
     s->v = sol_buf_alloc(be, n * kv_dim * f);
     s->hb = sol_buf_alloc(be, n * hp->ffn * f);
@@ -315,6 +344,7 @@ int model_reserve(model *m, int max_tokens, int max_logits, sol_err *err) {
     s->cap_logits = max_logits;
     int64_t max_dim = hp->ffn > hp->n_vocab ? hp->ffn : hp->n_vocab;
     if (max_dim < hp->dim) max_dim = hp->dim;
+    if (max_dim < hp->q_dim) max_dim = hp->q_dim;
     if (sol_reserve(be, max_tokens, max_dim))
         return sol_err_set(err, -ENOMEM, "backend scratch: %s", be->err.msg);
     return 0;
@@ -338,6 +368,34 @@ size_t model_kv_bytes_per_token(const model *m, sol_dtype dtype) {
 
 /* ---- forward ---------------------------------------------------------------------------- */
 
+/* y[t] += bias for each of n rows of len (the q/k/v biases of ARCH_QKV_BIAS). */
+static int add_rows(sol_backend *be, float *y, const float *bias, int n, int len) {
+    int rc = 0;
+    for (int t = 0; t < n && !rc; t++)
+        rc = sol_add(be, y + (size_t)t * len, bias, y + (size_t)t * len, len);
+    return rc;
+}
+
+/* q, k and v of the batch: projections, then the architecture's biases and per-head norms. */
+static int qkv(model *m, const layer_weights *L, int n) {
+    const model_hparams *hp = &m->hp;
+    model_scratch *s = &m->s;
+    sol_backend *be = m->be;
+    int kv_dim = hp->n_kv_heads * hp->head_dim, rc;
+    if ((rc = sol_matmul_many(be, (const sol_weight *[]){&L->wq, &L->wk, &L->wv},
+                              (float *[]){s->q, s->k, s->v}, 3, s->xb, n)))
+        return rc;
+    if (L->bq && ((rc = add_rows(be, s->q, L->bq, n, hp->q_dim)) ||
+                  (rc = add_rows(be, s->k, L->bk, n, kv_dim)) ||
+                  (rc = add_rows(be, s->v, L->bv, n, kv_dim))))
+        return rc;
+    if (L->q_norm &&
+        ((rc = sol_rmsnorm(be, s->q, L->q_norm, s->q, n * hp->n_heads, hp->head_dim, hp->eps)) ||
+         (rc = sol_rmsnorm(be, s->k, L->k_norm, s->k, n * hp->n_kv_heads, hp->head_dim, hp->eps))))
+        return rc;
+    return 0;
+}
+
 /* Attention block of layer l: x += Wo · attn(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x)). */
 static int attention(model *m, sol_kv *kv, int l, const model_batch *b) {
     const model_hparams *hp = &m->hp;
@@ -346,8 +404,7 @@ static int attention(model *m, sol_kv *kv, int l, const model_batch *b) {
     sol_backend *be = m->be;
     int n = b->n, rc;
     if ((rc = sol_rmsnorm(be, s->x, L->attn_norm, s->xb, n, hp->dim, hp->eps)) ||
-        (rc = sol_matmul_many(be, (const sol_weight *[]){&L->wq, &L->wk, &L->wv},
-                              (float *[]){s->q, s->k, s->v}, 3, s->xb, n)) ||
+        (rc = qkv(m, L, n)) ||
         (rc = sol_rope(be, s->q, b->pos, n, hp->n_heads, hp->head_dim, &hp->rope)) ||
         (rc = sol_rope(be, s->k, b->pos, n, hp->n_kv_heads, hp->head_dim, &hp->rope)) ||
         (rc = sol_kv_write(be, kv, l, s->k, s->v, b->slots, n)))

@@ -1,5 +1,5 @@
-/* model: a Llama-architecture transformer loaded from GGUF and its forward pass over a flattened
- * batch of tokens from many sequences (prefill chunks and decode tokens share one code path).
+/* model: a decoder-only transformer (the architectures of arch.h) loaded from GGUF and its forward
+ * pass over a flattened batch of tokens from many sequences (prefill and decode share one path).
  *
  * The model borrows the GGUF mapping for its weights (zero copy) and a backend for compute; it
  * owns only its activation scratch, sized once by model_reserve so the hot path never allocates.
@@ -10,17 +10,20 @@
 
 #include <stdint.h>
 
+#include "arch.h"
 #include "backend.h"
 #include "err.h"
 #include "gguf.h"
 
 typedef struct model_hparams {
+    const model_arch *arch;
     int32_t n_vocab;
     int32_t dim;        /* embedding_length */
     int32_t n_layers;   /* block_count */
     int32_t n_heads;    /* attention.head_count */
     int32_t n_kv_heads; /* attention.head_count_kv (GQA when < n_heads) */
-    int32_t head_dim;   /* dim / n_heads */
+    int32_t head_dim;   /* attention.key_length, else dim / n_heads */
+    int32_t q_dim;      /* n_heads * head_dim (differs from dim in e.g. Qwen3) */
     int32_t ffn;        /* feed_forward_length */
     int32_t ctx_len;    /* context_length the model was trained for */
     float eps;          /* attention.layer_norm_rms_epsilon */

@@ -464,9 +464,11 @@ static double ref_inv_freq(const sol_rope_params *p, int i, int hd) {
 static void rope(const char *spec) {
     sol_backend *be = backend_for(spec, 1);
     enum { N = 3, H = 4, HD = 64 };
-    const sol_rope_params ps[2] = {{10000.0f, 0, 0, 0, 0}, {500000.0f, 8.0f, 1.0f, 4.0f, 8192}};
+    const sol_rope_params ps[3] = {{10000.0f, 0, 0, 0, 0, 0},
+                                   {500000.0f, 8.0f, 1.0f, 4.0f, 8192, 0},
+                                   {1000000.0f, 0, 0, 0, 0, 1}}; /* NEOX pairs */
     const int32_t pos[N] = {0, 17, 4000};
-    for (int pi = 0; pi < 2; pi++) {
+    for (int pi = 0; pi < 3; pi++) {
         float x[N * H * HD], orig[N * H * HD];
         double ref[N * H * HD];
         fill(orig, N * H * HD);
@@ -478,8 +480,9 @@ static void rope(const char *spec) {
                     double th = pos[t] * ref_inv_freq(&ps[pi], i, HD);
                     const float *v = orig + (t * H + h) * HD;
                     double *r = ref + (t * H + h) * HD;
-                    r[2 * i] = v[2 * i] * cos(th) - v[2 * i + 1] * sin(th);
-                    r[2 * i + 1] = v[2 * i] * sin(th) + v[2 * i + 1] * cos(th);
+                    int a = ps[pi].neox ? i : 2 * i, b = ps[pi].neox ? i + HD / 2 : 2 * i + 1;
+                    r[a] = v[a] * cos(th) - v[b] * sin(th);
+                    r[b] = v[a] * sin(th) + v[b] * cos(th);
                 }
         double e = nmse(x, ref, N * H * HD);
         if (!(e < 1e-12)) fail_msg("%s rope params %d: nmse %g", spec, pi, e);

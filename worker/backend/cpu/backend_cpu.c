@@ -120,12 +120,14 @@ static int cpu_rope(sol_backend *be, float *x, const int32_t *pos, int n, int he
             cs[i] = (float)cos(th);
             sn[i] = (float)sin(th);
         }
+        /* pair i is (v[i * step], v[i * step + off]): NORM (2i, 2i+1), NEOX (i, i + half) */
+        int half = head_dim / 2, step = p->neox ? 1 : 2, off = p->neox ? half : 1;
         for (int h = 0; h < heads; h++) {
             float *v = x + ((size_t)t * heads + h) * head_dim;
-            for (int i = 0; i < head_dim / 2; i++) {
-                float x0 = v[2 * i], x1 = v[2 * i + 1];
-                v[2 * i] = x0 * cs[i] - x1 * sn[i];
-                v[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+            for (int i = 0; i < half; i++) {
+                float x0 = v[i * step], x1 = v[i * step + off];
+                v[i * step] = x0 * cs[i] - x1 * sn[i];
+                v[i * step + off] = x0 * sn[i] + x1 * cs[i];
             }
         }
     }

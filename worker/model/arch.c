@@ -1,0 +1,23 @@
+/* arch: see arch.h. Facts from llama.cpp's model definitions: Qwen2 adds biases to q/k/v and
+ * uses NEOX RoPE; Qwen3 drops the biases for a per-head RMSNorm of q and k (its head size may
+ * differ from dim / heads: attention.key_length). Mistral files use the Llama graph. */
+#include "arch.h"
+
+#include <string.h>
+
+static const model_arch k_archs[] = {
+    {"llama", 0},
+    {"mistral", 0},
+    {"qwen2", ARCH_QKV_BIAS | ARCH_ROPE_NEOX},
+    {"qwen3", ARCH_QK_NORM | ARCH_ROPE_NEOX},
+};
+
+const model_arch *model_arch_find(const char *name) {
+    for (size_t i = 0; name && i < sizeof k_archs / sizeof k_archs[0]; i++)
+        if (strcmp(k_archs[i].name, name) == 0) return &k_archs[i];
+    return NULL;
+}
+
+const char *model_arch_names(void) {
+    return "llama, mistral, qwen2, qwen3";
+}

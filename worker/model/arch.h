@@ -1,0 +1,23 @@
+/* arch: the architectures the forward pass runs, each a small description (its GGUF name and the
+ * few graph differences from Llama) instead of name checks scattered through the forward pass. */
+#ifndef SOL_ARCH_H
+#define SOL_ARCH_H
+
+enum {
+    ARCH_QKV_BIAS = 1u << 0,  /* blk.N.attn_{q,k,v}.bias added after the projections (qwen2) */
+    ARCH_QK_NORM = 1u << 1,   /* blk.N.attn_{q,k}_norm.weight: per-head RMSNorm before RoPE */
+    ARCH_ROPE_NEOX = 1u << 2, /* RoPE rotates (x[i], x[i + d/2]) instead of (x[2i], x[2i+1]) */
+};
+
+typedef struct model_arch {
+    const char *name; /* general.architecture, also the prefix of its hyper-parameter keys */
+    unsigned flags;
+} model_arch;
+
+/* The description for general.architecture = name, or NULL when it is not supported. */
+const model_arch *model_arch_find(const char *name);
+
+/* "llama, mistral, qwen2, qwen3": every supported name, for error messages and --help. */
+const char *model_arch_names(void);
+
+#endif
