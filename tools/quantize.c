@@ -22,16 +22,20 @@ typedef struct {
 
 static void usage(FILE *f) {
     fputs(
-        "usage: sol-quantize IN.gguf OUT.gguf --type q4_0|q8_0 [--keep PATTERN=TYPE ...]\n"
-        "                    [--no-mixed] [--quiet]\n"
-        "Converts the 2-D weights of an F32/F16/BF16 GGUF to Q4_0 or Q8_0 (ggml's layouts).\n"
-        "  --type T            target type of the weight matrices\n"
+        "usage: sol-quantize IN.gguf OUT.gguf --type q4_0|q8_0|q4_k_m|q5_k_m|q6_k\n"
+        "                    [--keep PATTERN=TYPE ...] [--no-mixed] [--quiet]\n"
+        "Converts the 2-D weights of an F32/F16/BF16 GGUF to ggml's quantized layouts.\n"
+        "  --type T            q4_0, q8_0: every weight matrix (see --no-mixed);\n"
+        "                      q4_k_m, q5_k_m: Q4_K / Q5_K with llama.cpp's mix (the head, and\n"
+        "                      attn_v and ffn_down of the first and last eighth of the layers and\n"
+        "                      every third between, get Q6_K); q6_k: Q6_K throughout\n"
         "  --keep PAT=TYPE     tensors whose name contains PAT (or matches the glob PAT) get\n"
-        "                      TYPE (f32, f16, bf16, q8_0, q4_0); first matching rule wins;\n"
-        "                      a rule that matches no tensor is an error\n"
+        "                      TYPE (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k); first\n"
+        "                      matching rule wins; a rule that matches no tensor is an error\n"
         "  --no-mixed          with q4_0, quantize token_embd and output to q4_0 as well\n"
         "                      (default: they stay q8_0)\n"
-        "1-D tensors (norms) always stay f32. All metadata is copied; general.file_type is set.\n",
+        "1-D tensors (norms) always stay f32; a row length the type's block does not divide gets\n"
+        "q8_0 (or f16). All metadata is copied; general.file_type is set.\n",
         f);
 }
 
@@ -54,6 +58,13 @@ static void progress(void *ctx, uint64_t done, uint64_t total, int td, int nt) {
 static int plan(const gguf_file *g, quant_policy *p, qjob *j, int64_t *max_ne0, sol_err *e) {
     int n = gguf_n_tensors(g);
     *max_ne0 = 1;
+    /* The K mixes need the layer count and whether the embeddings double as the head. */
+    p->tied = gguf_tensor_find(g, "output.weight") == NULL;
+    for (int i = 0; i < n; i++) {
+        int l = -1;
+        if (sscanf(gguf_tensor_at(g, i)->name, "blk.%d.", &l) == 1 && l + 1 > p->n_layers)
+            p->n_layers = l + 1;
+    }
     for (int i = 0; i < n; i++) {
         const gguf_tensor *t = gguf_tensor_at(g, i);
         if (t->type != SOL_DT_F32 && t->type != SOL_DT_F16 && t->type != SOL_DT_BF16)
@@ -79,7 +90,7 @@ static int build(gguf_writer *w, const gguf_file *g, const quant_policy *p, qjob
             continue;
         rc = quant_copy_kv(w, kv, e);
     }
-    if (!rc) rc = gguf_writer_add_u32(w, "general.file_type", quant_file_type(p->base), e);
+    if (!rc) rc = gguf_writer_add_u32(w, "general.file_type", p->file_type, e);
     for (int i = 0; !rc && i < gguf_n_tensors(g); i++) {
         const gguf_tensor *t = gguf_tensor_at(g, i);
         rc =
@@ -161,9 +172,9 @@ int main(int argc, char **argv) {
     }
     sol_err e = {0};
     quant_policy p;
-    int t = sol_dtype_parse(type);
-    int rc = t < 0 ? sol_err_set(&e, -EINVAL, "--type: expected q4_0 or q8_0, found '%s'", type)
-                   : quant_policy_init(&p, (sol_dtype)t, &e);
+    int rc = quant_policy_parse(&p, type, &e);
+    if (!rc && !mixed && p.base != SOL_DT_Q4_0)
+        rc = sol_err_set(&e, -EINVAL, "--no-mixed applies to --type q4_0 only, not %s", type);
     if (!rc) p.mixed = mixed;
     for (int i = 0; !rc && i < n_keep; i++)
         rc = quant_policy_add_keep(&p, keeps[i], &e);

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "kquant.h"
+
 typedef struct {
     uint32_t id;
     const char *name;
@@ -329,6 +331,10 @@ int sol_quantize_row(sol_dtype t, const float *src, void *dst, int64_t n) {
     case SOL_DT_Q4_0:
         quant_q4_0(src, dst, n / SOL_QK4_0);
         return 0;
+    case SOL_DT_Q4_K:
+    case SOL_DT_Q5_K:
+    case SOL_DT_Q6_K:
+        return sol_kquant_row(t, src, dst, n) ? -EINVAL : 0;
     default:
         return -EINVAL;
     }

@@ -109,8 +109,9 @@ void sol_q4k_scale_min(int j, const uint8_t *scales, uint8_t *sc, uint8_t *m);
 
 /* Reference conversions of one row of n elements (n a multiple of the block size). */
 void sol_dequantize_row(sol_dtype t, const void *src, float *dst, int64_t n);
-/* Quantizes F32 to t (F32, F16, BF16, Q8_0, Q4_0), bit-identical to ggml's reference quantizer.
- * Returns 0, or -EINVAL for a type it cannot produce or a bad n. */
+/* Quantizes F32 to t: F32, F16, BF16, Q8_0, Q4_0 bit-identical to ggml's reference quantizer;
+ * Q4_K, Q5_K, Q6_K with Sol's own search (kquant.c). Returns 0, or -EINVAL for a type it cannot
+ * produce or a bad n. */
 int sol_quantize_row(sol_dtype t, const float *src, void *dst, int64_t n);
 
 #endif

@@ -3,17 +3,34 @@
 
 #include <errno.h>
 #include <fnmatch.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 int quant_policy_init(quant_policy *p, sol_dtype base, sol_err *err) {
     memset(p, 0, sizeof *p);
-    if (base != SOL_DT_Q4_0 && base != SOL_DT_Q8_0)
-        return sol_err_set(err, -EINVAL, "--type: expected q4_0 or q8_0, found %s",
+    if (base != SOL_DT_Q4_0 && base != SOL_DT_Q8_0 && base != SOL_DT_Q6_K)
+        return sol_err_set(err, -EINVAL, "--type: expected q4_0, q8_0, q4_k_m, q5_k_m or q6_k, found %s",
                            sol_dtype_known(base) ? sol_dtype_name(base) : "an unknown type");
     p->base = base;
     p->mixed = 1;
+    p->file_type = quant_file_type(base);
     return 0;
+}
+
+int quant_policy_parse(quant_policy *p, const char *name, sol_err *err) {
+    if (!strcmp(name, "q4_k_m") || !strcmp(name, "q5_k_m")) {
+        memset(p, 0, sizeof *p);
+        p->base = name[1] == '4' ? SOL_DT_Q4_K : SOL_DT_Q5_K;
+        p->k_mix = 1;
+        p->file_type = name[1] == '4' ? 15 : 17; /* LLAMA_FTYPE_MOSTLY_Q4_K_M / _Q5_K_M */
+        return 0;
+    }
+    int t = sol_dtype_parse(name);
+    if (t < 0 || (t != SOL_DT_Q4_0 && t != SOL_DT_Q8_0 && t != SOL_DT_Q6_K))
+        return sol_err_set(err, -EINVAL,
+                           "--type: expected q4_0, q8_0, q4_k_m, q5_k_m or q6_k, found '%s'", name);
+    return quant_policy_init(p, (sol_dtype)t, err);
 }
 
 int quant_policy_add_keep(quant_policy *p, const char *spec, sol_err *err) {
@@ -26,9 +43,10 @@ int quant_policy_add_keep(quant_policy *p, const char *spec, sol_err *err) {
                            QUANT_MAX_PATTERN - 1, spec);
     int t = sol_dtype_parse(eq + 1);
     if (t != SOL_DT_F32 && t != SOL_DT_F16 && t != SOL_DT_BF16 && t != SOL_DT_Q8_0 &&
-        t != SOL_DT_Q4_0)
+        t != SOL_DT_Q4_0 && t != SOL_DT_Q4_K && t != SOL_DT_Q5_K && t != SOL_DT_Q6_K)
         return sol_err_set(err, -EINVAL,
-                           "--keep %s: unknown type '%s' (expected f32, f16, bf16, q8_0 or q4_0)",
+                           "--keep %s: unknown type '%s' (expected f32, f16, bf16, q8_0, q4_0, "
+                           "q4_k, q5_k or q6_k)",
                            spec, eq + 1);
     if (p->n_keep == QUANT_MAX_KEEP)
         return sol_err_set(err, -EINVAL, "--keep: at most %d rules", QUANT_MAX_KEEP);
@@ -49,6 +67,24 @@ static int is_head_or_embd(const char *name) {
     return strncmp(name, "token_embd.", 11) == 0 || strncmp(name, "output.", 7) == 0;
 }
 
+/* llama.cpp's "use more bits" layers of the K mixes: the first and last eighth, every third
+ * layer between. */
+static int more_bits_layer(int i, int n) {
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/* The K mixes' choice for a matrix (see quant_policy.k_mix). */
+static sol_dtype k_mix_type(const quant_policy *p, const char *name) {
+    if (!strncmp(name, "output.", 7) || (p->tied && !strncmp(name, "token_embd.", 11)))
+        return SOL_DT_Q6_K;
+    int layer = -1, at = 0;
+    if (sscanf(name, "blk.%d.%n", &layer, &at) == 1 && at > 0 && layer >= 0 &&
+        (!strcmp(name + at, "attn_v.weight") || !strcmp(name + at, "ffn_down.weight")) &&
+        more_bits_layer(layer, p->n_layers))
+        return SOL_DT_Q6_K;
+    return p->base;
+}
+
 sol_dtype quant_choose(quant_policy *p, const gguf_tensor *t) {
     sol_dtype want = p->base;
     int decided = 0;
@@ -62,7 +98,10 @@ sol_dtype quant_choose(quant_policy *p, const gguf_tensor *t) {
         want = SOL_DT_F32;
     else if (!decided && p->mixed && p->base == SOL_DT_Q4_0 && is_head_or_embd(t->name))
         want = SOL_DT_Q8_0;
-    if (t->ne[0] % (int64_t)sol_dtype_block_elems(want)) want = SOL_DT_F16;
+    else if (!decided && p->k_mix)
+        want = k_mix_type(p, t->name);
+    if (t->ne[0] % (int64_t)sol_dtype_block_elems(want))
+        want = t->ne[0] % 32 == 0 ? SOL_DT_Q8_0 : SOL_DT_F16;
     return want;
 }
 
@@ -74,6 +113,8 @@ uint32_t quant_file_type(sol_dtype t) {
         return 2;
     case SOL_DT_Q8_0:
         return 7;
+    case SOL_DT_Q6_K:
+        return 18;
     case SOL_DT_BF16:
         return 32;
     default:

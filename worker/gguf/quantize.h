@@ -20,23 +20,34 @@ typedef struct quant_rule {
 } quant_rule;
 
 typedef struct quant_policy {
-    sol_dtype base; /* SOL_DT_Q4_0 or SOL_DT_Q8_0 */
+    sol_dtype base; /* the matrices' type: Q4_0, Q8_0, Q4_K, Q5_K or Q6_K */
     int mixed;      /* 1: token_embd and output stay Q8_0 when base is Q4_0 (the default) */
+    /* K-quant mixes (q4_k_m, q5_k_m), as llama.cpp's: the head (or the tied embeddings) and the
+     * attn_v / ffn_down of the "more bits" layers (the first and last eighth of the layers and
+     * every third between) get Q6_K. */
+    int k_mix;
+    int n_layers;      /* for k_mix: <arch>.block_count of the input */
+    int tied;          /* the input has no output.weight: token_embd is also the head */
+    uint32_t file_type; /* general.file_type written for the whole model */
     quant_rule keep[QUANT_MAX_KEEP];
     int n_keep;
 } quant_policy;
 
 /* base must be q4_0 or q8_0; mixed starts on. */
 int quant_policy_init(quant_policy *p, sol_dtype base, sol_err *err);
-/* "PATTERN=TYPE" with TYPE one of f32, f16, bf16, q8_0, q4_0. */
+/* A policy by name: q4_0, q8_0, q4_k_m, q5_k_m or q6_k (the --type of sol-quantize). */
+int quant_policy_parse(quant_policy *p, const char *name, sol_err *err);
+/* "PATTERN=TYPE" with TYPE one of f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k. */
 int quant_policy_add_keep(quant_policy *p, const char *spec, sol_err *err);
 /* 1 when the tensor name matches the pattern (glob over the whole name, or substring). */
 int quant_pattern_match(const char *pattern, const char *name);
-/* The type for tensor t (rules first, then 1-D -> F32, then the mixed default, then base; a row
- * length the block size does not divide falls back to F16). Counts the deciding rule's hit. */
+/* The type for tensor t (rules first, then 1-D -> F32, then the mixed defaults, then base; a row
+ * length the block size does not divide falls back to Q8_0 when 32 divides it, else F16). Counts
+ * the deciding rule's hit. */
 sol_dtype quant_choose(quant_policy *p, const gguf_tensor *t);
 
-/* llama.cpp's general.file_type for a whole-model type (MOSTLY_Q4_0 = 2, MOSTLY_Q8_0 = 7, ...). */
+/* llama.cpp's general.file_type for a whole-model type (MOSTLY_Q4_0 = 2, MOSTLY_Q8_0 = 7,
+ * MOSTLY_Q6_K = 18, ...); the K mixes' are in quant_policy.file_type (15, 17). */
 uint32_t quant_file_type(sol_dtype t);
 
 /* Converts rows [row0, row0 + n) of a F32/F16/BF16/Q8_0/Q4_0 tensor to `dst_type` at `dst`.

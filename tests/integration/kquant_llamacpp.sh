@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Promise: K-quant files decode alike in Sol and llama.cpp. For llama, qwen2 and qwen3 models (dim
+# 256, GQA, odd vocab) and each of Q4_K_M, Q5_K_M and Q6_K, both the file written by llama.cpp's own
+# quantizer and the one written by sol-quantize load in both, and the last prompt position's logits
+# agree within 2e-2 relative L2 in llama.cpp-compatible attention (SOL_CPU_ATTN=llamacpp) and in
+# Sol's default attention. Greedy ids are reported, not required.
+# What was measured (docs/quantization.md, "K-quants"): most files agree to ~3e-7 in the
+# compatible mode, as Q4_0/Q8_0 files do; on some prompts of these small random models the logits
+# of every K-quant file jump to ~0.8% apart, between llama.cpp and Sol and between Sol's own ISA
+# paths alike (each matmul agrees to ~1.5e-7 across paths), so near-ties flip there. The default
+# mode's ~1.1% is the attention precision (Sol keeps F32 where llama.cpp rounds to F16), the same
+# for Q8_0 and Q4_0 files at this shape.
+set -euo pipefail
+B=${SOL_BUILD:?}; S=${SOL_SOURCE:?}
+peer=$S/tests/peer
+if [ ! -d "$peer/node_modules/node-llama-cpp" ]; then
+  if [ "${CI:-}" = true ]; then echo "FAIL: node-llama-cpp missing (scripts/setup installs it)"; exit 1; fi
+  echo "SKIP: node-llama-cpp is not installed (run scripts/setup)"; exit 0
+fi
+work=${PEER_WORK:-$(mktemp -d)}; [ -n "${PEER_WORK:-}" ] || trap 'rm -rf "$work"' EXIT; mkdir -p "$work"
+
+# llama.cpp's quantizer: tests/peer/llamacpp_quantize.c against the prebuilt libraries, with the
+# headers from the llama.cpp source bundle that node-llama-cpp ships (built once per build dir).
+bins=$peer/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
+lq=$B/peer/llamacpp_quantize
+if [ ! -x "$lq" ]; then
+  src=$B/peer/llama-src
+  rm -rf "$src"; mkdir -p "$B/peer"
+  git clone -q --no-checkout "$peer/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$src"
+  git -C "$src" checkout -q HEAD -- include ggml/include
+  gcc -O2 -std=c11 -I"$src/include" -I"$src/ggml/include" "$peer/llamacpp_quantize.c" -o "$lq" \
+    -L"$bins" -l:"$(cd "$bins" && ls libllama.v*.so | head -1)" \
+    -l:"$(cd "$bins" && ls libggml.v*.so | head -1)" -l:libggml-base.so -Wl,-rpath,"$bins"
+fi
+
+N=32; P=1,15,27,300,42,7,99,128,5,260,311,17,450
+shape="--dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 512 --vocab 601 --ctx 256 --seed 7"
+archs=(llama qwen2 qwen3)
+ftypes=("q4_k_m:15" "q5_k_m:17" "q6_k:18")
+jobs="["; files=()
+for a in "${archs[@]}"; do
+  # shellcheck disable=SC2086
+  "$B/tools/sol-mkmodel" -o "$work/$a.gguf" --arch "$a" $shape --type f16 >/dev/null 2>&1
+  for f in "${ftypes[@]}"; do
+    name=${f%%:*}; ft=${f#*:}
+    "$lq" "$work/$a.gguf" "$work/$a-$name-lc.gguf" "$ft" >"$work/lq.log" 2>&1 || { tail -5 "$work/lq.log"; exit 1; }
+    "$B/tools/sol-quantize" "$work/$a.gguf" "$work/$a-$name-sol.gguf" --type "$name" --quiet 2>/dev/null
+    for by in lc sol; do
+      m=$work/$a-$name-$by; files+=("$m")
+      for mode in exact llamacpp; do
+        SOL_CPU_ATTN=$mode "$B/tools/sol-generate" -m "$m.gguf" --prompt-tokens "$P" -n $N --temp 0 \
+          --tokens --threads 2 --logits "$m.$mode.json" >"$m.$mode.ids" 2>"$m.err" || { cat "$m.err"; exit 1; }
+      done
+      jobs+="{\"model\":\"$m.gguf\",\"tokens\":[$P],\"n\":$N,\"out\":\"$m.ref.ids\",\"logits\":\"$m.ref.json\"},"
+    done
+  done
+done
+echo "${jobs%,}]" >"$work/jobs.json"
+node "$peer/llamacpp_ref.mjs" "$work/jobs.json"
+
+relL2() {
+  node -e '
+    const fs = require("fs");
+    const a = JSON.parse(fs.readFileSync(process.argv[1])), b = JSON.parse(fs.readFileSync(process.argv[2]));
+    if (a.length !== b.length) { console.log("len"); process.exit(0); }
+    let d = 0, n = 0;
+    for (let i = 0; i < a.length; i++) { d += (a[i] - b[i]) ** 2; n += b[i] ** 2; }
+    console.log(Math.sqrt(d / n).toExponential(3));' "$1" "$2"
+}
+within() { [ "$1" != len ] && node -e "process.exit(+process.argv[1] <= +process.argv[2] ? 0 : 1)" "$1" "$2"; }
+same_prefix() { paste -d' ' "$1" "$2" | awk '$1 != $2 {print NR - 1; f = 1; exit} END {if (!f) print NR}'; }
+
+pass=0; fail=0
+for m in "${files[@]}"; do
+  ids=$(same_prefix "$m.llamacpp.ids" "$m.ref.ids")
+  crel=$(relL2 "$m.llamacpp.json" "$m.ref.json")
+  rel=$(relL2 "$m.exact.json" "$m.ref.json")
+  line="$(basename "$m"): llama.cpp-compatible $ids/$N ids, logits $crel (limit 0.02); default logits $rel (limit 0.02)"
+  if ! within "$crel" 0.02 || ! within "$rel" 0.02; then
+    echo "FAIL $line"; fail=$((fail + 1))
+  else
+    echo "ok   $line"; pass=$((pass + 1))
+  fi
+done
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
