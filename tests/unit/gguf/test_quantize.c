@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -80,6 +81,83 @@ static void test_policy(void **state) {
     assert_int_equal(quant_file_type(SOL_DT_Q8_0), 7u);
 }
 
+/* The K mixes: llama.cpp's type choices for q4_k_m / q5_k_m, and their fallbacks. */
+static void test_k_mix_policy(void **state) {
+    (void)state;
+    sol_err e = {0};
+    quant_policy p;
+    assert_int_equal(quant_policy_parse(&p, "q4_k_s", &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "q4_0, q8_0, q4_k_m, q5_k_m or q6_k"));
+    assert_int_equal(quant_policy_parse(&p, "q4_k_m", &e), 0);
+    assert_int_equal(p.base, SOL_DT_Q4_K);
+    assert_int_equal(p.file_type, 15u);
+    p.n_layers = 16; /* more bits: layers 0-1, 14-15, and 4, 7, 10, 13 */
+    const int more[] = {0, 1, 4, 7, 10, 13, 14, 15};
+    for (int l = 0; l < 16; l++) {
+        char name[64];
+        int m = 0;
+        for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
+            m |= more[i] == l;
+        snprintf(name, sizeof name, "blk.%d.attn_v.weight", l);
+        gguf_tensor t = tensor(name, 2, 512, 128);
+        assert_int_equal(quant_choose(&p, &t), m ? SOL_DT_Q6_K : SOL_DT_Q4_K);
+        snprintf(name, sizeof name, "blk.%d.ffn_down.weight", l);
+        t = tensor(name, 2, 512, 128);
+        assert_int_equal(quant_choose(&p, &t), m ? SOL_DT_Q6_K : SOL_DT_Q4_K);
+        snprintf(name, sizeof name, "blk.%d.attn_q.weight", l);
+        t = tensor(name, 2, 512, 512);
+        assert_int_equal(quant_choose(&p, &t), SOL_DT_Q4_K);
+    }
+    gguf_tensor t = tensor("output.weight", 2, 512, 1000);
+    assert_int_equal(quant_choose(&p, &t), SOL_DT_Q6_K);
+    t = tensor("token_embd.weight", 2, 512, 1000);
+    assert_int_equal(quant_choose(&p, &t), SOL_DT_Q4_K);
+    p.tied = 1; /* the embeddings are also the head */
+    assert_int_equal(quant_choose(&p, &t), SOL_DT_Q6_K);
+    t = tensor("blk.3.ffn_up.weight", 2, 96, 64); /* 96 % 256 != 0: q8_0 */
+    assert_int_equal(quant_choose(&p, &t), SOL_DT_Q8_0);
+    assert_int_equal(quant_policy_parse(&p, "q5_k_m", &e), 0);
+    assert_int_equal(p.base, SOL_DT_Q5_K);
+    assert_int_equal(p.file_type, 17u);
+    assert_int_equal(quant_policy_parse(&p, "q6_k", &e), 0);
+    t = tensor("blk.0.attn_q.weight", 2, 512, 512);
+    assert_int_equal(quant_choose(&p, &t), SOL_DT_Q6_K);
+    assert_int_equal(p.file_type, 18u);
+}
+
+/* Sol's K-quant writers: the blocks decode to the input within each type's precision, for
+ * large and tiny magnitudes (fp16 subnormal super-block scales) and for constant rows. */
+static void test_kquant_writers(void **state) {
+    (void)state;
+    const sol_dtype types[3] = {SOL_DT_Q4_K, SOL_DT_Q5_K, SOL_DT_Q6_K};
+    const double limit[3] = {0.08, 0.04, 0.025}; /* relative RMS error */
+    float x[512], y[512];
+    uint8_t buf[512];
+    for (int ti = 0; ti < 3; ti++)
+        for (int mag = 0; mag < 2; mag++) {
+            float scale = mag ? 1e-3f : 2.0f;
+            for (int i = 0; i < 512; i++)
+                x[i] = scale * (sinf((float)i * 1.7f) + 0.3f * cosf((float)i * 0.31f));
+            assert_int_equal(sol_quantize_row(types[ti], x, buf, 512), 0);
+            sol_dequantize_row(types[ti], buf, y, 512);
+            double err = 0, norm = 0;
+            for (int i = 0; i < 512; i++)
+                err += (double)(x[i] - y[i]) * (x[i] - y[i]), norm += (double)x[i] * x[i];
+            if (!(sqrt(err / norm) < limit[ti]))
+                fail_msg("%s scale %g: relative error %g", sol_dtype_name(types[ti]), scale,
+                         sqrt(err / norm));
+        }
+    for (int i = 0; i < 256; i++)
+        x[i] = 0.5f; /* a constant row needs the min (Q4_K) or the scale alone (Q6_K) */
+    for (int ti = 0; ti < 3; ti++) {
+        assert_int_equal(sol_quantize_row(types[ti], x, buf, 256), 0);
+        sol_dequantize_row(types[ti], buf, y, 256);
+        for (int i = 0; i < 256; i++)
+            assert_true(fabsf(y[i] - 0.5f) < 0.02f);
+    }
+    assert_int_equal(sol_quantize_row(SOL_DT_Q4_K, x, buf, 100), -EINVAL); /* not whole blocks */
+}
+
 static void test_convert_and_copy(void **state) {
     (void)state;
     sol_err e = {0};
@@ -127,6 +205,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_known_blocks),
         cmocka_unit_test(test_policy),
+        cmocka_unit_test(test_k_mix_policy),
+        cmocka_unit_test(test_kquant_writers),
         cmocka_unit_test(test_convert_and_copy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
