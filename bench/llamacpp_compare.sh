@@ -3,17 +3,22 @@
 # median of R repetitions; memory-bandwidth roofline; Sol's peak RSS.
 #   bench/llamacpp_compare.sh [--preset 1b] [--types "q4_0 f16"] [--reps 5] [--threads 2]
 #                             [--prompt 512] [--gen 64] [--dir models/bench] [--build build]
+#                             [--layers N] [--arch llama|qwen2|qwen3]
+# Types: f32 f16 bf16 q8_0 q4_0 written by sol-mkmodel; q4_k_m q5_k_m q6_k written by llama.cpp's
+# own quantizer from the f16 file (tests/peer/build_quantize.sh), as users' downloads are.
 # Weights are read into memory (Sol --no-mmap, llama.cpp useMmap:false) so page-cache eviction on
 # this shared machine cannot slow one side down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=1b; types="q4_0 f16"; reps=5; threads=2; nprompt=512; ngen=64; dir=models/bench; B=build
+layers=""; arch=llama
 while [ $# -gt 0 ]; do
   case "$1" in
     --preset) preset=$2; shift 2 ;; --types) types=$2; shift 2 ;; --reps) reps=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;; --prompt) nprompt=$2; shift 2 ;; --gen) ngen=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;; --build) B=$2; shift 2 ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    --layers) layers=$2; shift 2 ;; --arch) arch=$2; shift 2 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -24,18 +29,29 @@ prompt=$(seq -s, 100 $((99 + nprompt)))
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
+shape_flags=(--preset "$preset" --arch "$arch"); [ -n "$layers" ] && shape_flags+=(--layers "$layers")
+tag=$preset${layers:+-l$layers}$([ "$arch" = llama ] || echo "-$arch")
+declare -A ftype=([q4_k_m]=15 [q5_k_m]=17 [q6_k]=18)
 for t in $types; do
-  m=$dir/$preset-$t.gguf
-  [ -f "$m" ] || { echo "writing $m" >&2; "$B/tools/sol-mkmodel" -o "$m" --preset "$preset" --type "$t" --seed 1; }
+  m=$dir/$tag-$t.gguf
+  [ -f "$m" ] && continue
+  if [ -n "${ftype[$t]:-}" ]; then
+    f16=$dir/$tag-f16.gguf
+    [ -f "$f16" ] || "$B/tools/sol-mkmodel" -o "$f16" "${shape_flags[@]}" --type f16 --seed 1
+    lq=$(tests/peer/build_quantize.sh "$B/peer")
+    echo "writing $m with llama.cpp's quantizer" >&2; "$lq" "$f16" "$m" "${ftype[$t]}" >/dev/null
+  else
+    echo "writing $m" >&2; "$B/tools/sol-mkmodel" -o "$m" "${shape_flags[@]}" --type "$t" --seed 1
+  fi
 done
 
-echo "# $(date -u +%FT%TZ) preset=$preset threads=$threads prompt=$nprompt gen=$ngen reps=$reps (weights read into memory)"
+echo "# $(date -u +%FT%TZ) model=$tag preset=$preset threads=$threads prompt=$nprompt gen=$ngen reps=$reps (weights read into memory)"
 "$B/bench/bench_membw" "$threads" 1024 5 2>/dev/null | tee "$work/bw"
 bw=$(sed -E 's/.*median ([0-9.]+) GB.*/\1/' "$work/bw")
 
 for r in $(seq 1 "$reps"); do
   for t in $types; do
-    m=$dir/$preset-$t.gguf
+    m=$dir/$tag-$t.gguf
     /usr/bin/time -f "%M" -o "$work/rss-$t-$r" "$B/tools/sol-generate" -m "$m" --prompt-tokens "$prompt" \
       -n "$ngen" --temp 0 --tokens --threads "$threads" --no-mmap >/dev/null 2>"$work/sol-$t-$r"
     sed -nE 's/^prompt: .* ([0-9.]+) tok\/s$/\1/p' "$work/sol-$t-$r" >>"$work/sol-pp-$t"
@@ -52,7 +68,7 @@ echo
 echo "| type | file MiB | Sol decode tok/s | llama.cpp decode tok/s | decode ratio | Sol prompt tok/s | llama.cpp prompt tok/s | prompt ratio | Sol decode GB/s (% of ${bw} GB/s) | Sol peak RSS MiB |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for t in $types; do
-  m=$dir/$preset-$t.gguf
+  m=$dir/$tag-$t.gguf
   mib=$(( $(stat -c %s "$m") / 1048576 ))
   stg=$(median <"$work/sol-tg-$t"); ltg=$(median <"$work/lc-tg-$t")
   spp=$(median <"$work/sol-pp-$t"); lpp=$(median <"$work/lc-pp-$t")

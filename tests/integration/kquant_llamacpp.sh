@@ -19,19 +19,8 @@ if [ ! -d "$peer/node_modules/node-llama-cpp" ]; then
 fi
 work=${PEER_WORK:-$(mktemp -d)}; [ -n "${PEER_WORK:-}" ] || trap 'rm -rf "$work"' EXIT; mkdir -p "$work"
 
-# llama.cpp's quantizer: tests/peer/llamacpp_quantize.c against the prebuilt libraries, with the
-# headers from the llama.cpp source bundle that node-llama-cpp ships (built once per build dir).
-bins=$peer/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64
-lq=$B/peer/llamacpp_quantize
-if [ ! -x "$lq" ]; then
-  src=$B/peer/llama-src
-  rm -rf "$src"; mkdir -p "$B/peer"
-  git clone -q --no-checkout "$peer/node_modules/node-llama-cpp/llama/gitRelease.bundle" "$src"
-  git -C "$src" checkout -q HEAD -- include ggml/include
-  gcc -O2 -std=c11 -I"$src/include" -I"$src/ggml/include" "$peer/llamacpp_quantize.c" -o "$lq" \
-    -L"$bins" -l:"$(cd "$bins" && ls libllama.v*.so | head -1)" \
-    -l:"$(cd "$bins" && ls libggml.v*.so | head -1)" -l:libggml-base.so -Wl,-rpath,"$bins"
-fi
+# llama.cpp's quantizer (tests/peer/llamacpp_quantize.c), built once per build dir.
+lq=$("$peer/build_quantize.sh" "$B/peer")
 
 N=32; P=1,15,27,300,42,7,99,128,5,260,311,17,450
 shape="--dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 512 --vocab 601 --ctx 256 --seed 7"
