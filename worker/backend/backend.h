@@ -85,7 +85,8 @@ typedef struct sol_backend_ops {
 
     /* y[t][m] = sum_k x[t][k] * W[m][k]: x is n x K, y is n x M (y = x W^T).
      * F32/F16/BF16 in float; Q8_0/Q4_0 quantize x to Q8_0 per 32-block and use integer dots;
-     * Q4_K/Q6_K dequantize. Never splits K across threads (batch invariance). */
+     * Q5_0/Q5_1 likewise; Q4_K/Q5_K/Q6_K quantize x to Q8_K per 256-block. Never splits K across
+     * threads (batch invariance). */
     int (*matmul)(sol_backend *be, const sol_weight *w, const float *x, float *y, int n);
     /* Optional: ys[i] = x ws[i]^T for `count` weights with the same K, as one dispatch (x
      * quantized once, one wake-up of the threads instead of `count`); the same bits as `count`
