@@ -312,6 +312,28 @@ const char *model_name(const model *m) {
     return m->name;
 }
 
+void model_describe(const model *m, char *buf, size_t cap) {
+    int count[64] = {0};
+    double params = 0;
+    for (int i = 0; i < gguf_n_tensors(m->gguf); i++) {
+        const gguf_tensor *t = gguf_tensor_at(m->gguf, i);
+        double n = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            n *= (double)t->ne[d];
+        params += n;
+        if ((unsigned)t->type < 64) count[t->type]++;
+    }
+    size_t used = (size_t)snprintf(buf, cap, "%s, %.2f B parameters, weights", m->hp.arch->name,
+                                   params / 1e9);
+    const char *sep = " ";
+    for (int t = 0; t < 64 && used < cap; t++)
+        if (count[t]) {
+            used += (size_t)snprintf(buf + used, cap - used, "%s%s x %d", sep,
+                                     sol_dtype_name((sol_dtype)t), count[t]);
+            sep = " + ";
+        }
+}
+
 int model_reserve(model *m, int max_tokens, int max_logits, sol_err *err) {
     if (max_tokens <= m->s.cap_tokens && max_logits <= m->s.cap_logits) return 0;
     if (max_tokens < m->s.cap_tokens) max_tokens = m->s.cap_tokens;

@@ -8,6 +8,7 @@
 #ifndef SOL_MODEL_H
 #define SOL_MODEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "arch.h"
@@ -45,6 +46,10 @@ const gguf_file *model_gguf(const model *m);
 sol_backend *model_backend(const model *m);
 /* The file's general.name, or the file name without its folder and extension. */
 const char *model_name(const model *m);
+
+/* One line for the load log: "qwen3, 0.60 B parameters, weights q4_k x 154 + q6_k x 29 + f32 x 57"
+ * (every tensor of the file counted by type). */
+void model_describe(const model *m, char *buf, size_t cap);
 
 /* Size activation scratch for batches of up to max_tokens tokens, max_logits of which want
  * logits. Called once at start-up (model_forward grows scratch itself if it was not). */

@@ -276,11 +276,13 @@ static int load(eng_exec *x, const exec_engine_config *w, sol_err *e) {
     if (!(x->m = model_load(w->model, flags, x->be, e))) return e->code ? e->code : -EIO;
     if (!(x->tok = tokenizer_from_gguf(model_gguf(x->m), e))) return e->code ? e->code : -EIO;
     const model_hparams *hp = model_get_hparams(x->m);
+    char desc[256];
+    model_describe(x->m, desc, sizeof desc);
     LOG_INFO("engine",
-             "model %s: %d layers, dim %d, %d heads (%d kv), vocab %d, context %d, "
-             "weights %s; loaded in %" PRIu64 " ms",
-             model_name(x->m), hp->n_layers, hp->dim, hp->n_heads, hp->n_kv_heads, hp->n_vocab,
-             hp->ctx_len, sol_dtype_name(hp->weight_type), sol_now_ms() - t0);
+             "model %s: %s; %d layers, dim %d, %d heads (%d kv, %d dims), vocab %d, context %d; "
+             "loaded in %" PRIu64 " ms",
+             model_name(x->m), desc, hp->n_layers, hp->dim, hp->n_heads, hp->n_kv_heads,
+             hp->head_dim, hp->n_vocab, hp->ctx_len, sol_now_ms() - t0);
     engine_config ec = engine_config_default();
     ec.block_size = w->block_size;
     ec.num_blocks = w->num_blocks;
