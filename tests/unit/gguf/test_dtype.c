@@ -110,7 +110,8 @@ static void test_type_table(void **state) {
     assert_true(sol_dtype_known(30));
     float x[32] = {0};
     sol_block_q4_k k;
-    assert_int_equal(sol_quantize_row(SOL_DT_Q4_K, x, &k, 256), -EINVAL);
+    assert_int_equal(sol_quantize_row(SOL_DT_Q5_0, x, &k, 32), -EINVAL); /* no Q5_0 writer */
+    assert_int_equal(sol_quantize_row(SOL_DT_Q4_K, x, &k, 32), -EINVAL); /* not whole blocks */
     assert_int_equal(sol_quantize_row(SOL_DT_Q8_0, x, &k, 16), -EINVAL);
 }
 
