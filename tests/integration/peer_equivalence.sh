@@ -14,11 +14,8 @@
 #   with Q8_0 weights llama.cpp's rounding alone flips argmaxes after a few steps).
 set -euo pipefail
 B=${SOL_BUILD:?}; S=${SOL_SOURCE:?}
-peer=$S/tests/peer
-if [ ! -d "$peer/node_modules/node-llama-cpp" ]; then
-  if [ "${CI:-}" = true ]; then echo "FAIL: node-llama-cpp missing (scripts/setup installs it)"; exit 1; fi
-  echo "SKIP: node-llama-cpp is not installed (run scripts/setup)"; exit 0
-fi
+. "$S/tests/peer/compare.sh"
+require_peer
 work=${PEER_WORK:-$(mktemp -d)}; [ -n "${PEER_WORK:-}" ] || trap 'rm -rf "$work"' EXIT; mkdir -p "$work"
 N=32
 PROMPT=1,15,27,300,42,7,99,128,5,260,311
@@ -53,17 +50,6 @@ done
 echo "${jobs%,}]" >"$work/jobs.json"
 node "$peer/llamacpp_ref.mjs" "$work/jobs.json"
 
-relL2() {
-  node -e '
-    const fs = require("fs");
-    const a = JSON.parse(fs.readFileSync(process.argv[1])), b = JSON.parse(fs.readFileSync(process.argv[2]));
-    if (a.length !== b.length) { console.log("len"); process.exit(0); }
-    let d = 0, n = 0;
-    for (let i = 0; i < a.length; i++) { d += (a[i] - b[i]) ** 2; n += b[i] ** 2; }
-    console.log(Math.sqrt(d / n).toExponential(3));' "$1" "$2"
-}
-within() { [ "$1" != len ] && node -e "process.exit(+process.argv[1] <= +process.argv[2] ? 0 : 1)" "$1" "$2"; }
-same_prefix() { paste -d' ' "$1" "$2" | awk '$1 != $2 {print NR - 1; f = 1; exit} END {if (!f) print NR}'; }
 
 pass=0; fail=0
 for s in "${shapes[@]}"; do

@@ -49,6 +49,22 @@ static inline cpu_act_kind cpu_act_of(sol_dtype t) {
     }
 }
 
+/* The 12 scale bytes of a Q4_K/Q5_K block as sc[0..7] and m[0..7] (6 bits each), by whole words
+ * (the layout of sol_q4k_scale_min, 8 pairs at once). */
+static inline void cpu_q4k_scales(const uint8_t *scales, uint8_t sc[8], uint8_t m[8]) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, scales, 4);
+    memcpy(&u1, scales + 4, 4);
+    memcpy(&u2, scales + 8, 4);
+    uint32_t s03 = u0 & 0x3F3F3F3Fu, m03 = u1 & 0x3F3F3F3Fu;
+    uint32_t s47 = (u2 & 0x0F0F0F0Fu) | ((u0 >> 6) & 0x03030303u) << 4;
+    uint32_t m47 = ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 6) & 0x03030303u) << 4;
+    memcpy(sc, &s03, 4);
+    memcpy(sc + 4, &s47, 4);
+    memcpy(m, &m03, 4);
+    memcpy(m + 4, &m47, 4);
+}
+
 /* One K-quant super-block's share of an output: exact integer sums (the scaled dot and the
  * scaled mins) become float in this one expression, written once for every ISA path, so the
  * scalar and SIMD kernels give the same bits and an output never depends on the batch. */

@@ -25,19 +25,21 @@ INL void hsum2_i32(__m256i a, __m256i b, int32_t *sa, int32_t *sb) {
     *sb = _mm_extract_epi32(s, 1);
 }
 
-/* The 12 scale bytes of a Q4_K/Q5_K block as sc[0..7] and m[0..7] (6 bits each). */
-INL void q4k_unpack_scales(const uint8_t *scales, uint8_t sc[8], uint8_t m[8]) {
-    uint32_t u0, u1, u2;
-    memcpy(&u0, scales, 4);
-    memcpy(&u1, scales + 4, 4);
-    memcpy(&u2, scales + 8, 4);
-    uint32_t s03 = u0 & 0x3F3F3F3Fu, m03 = u1 & 0x3F3F3F3Fu;
-    uint32_t s47 = (u2 & 0x0F0F0F0Fu) | ((u0 >> 6) & 0x03030303u) << 4;
-    uint32_t m47 = ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 6) & 0x03030303u) << 4;
-    memcpy(sc, &s03, 4);
-    memcpy(sc + 4, &s47, 4);
-    memcpy(m, &m03, 4);
-    memcpy(m + 4, &m47, 4);
+/* The 64 quants of chunk c (0..3) of a Q4_K/Q5_K super-block: lo = elements [64c, 64c+32) (low
+ * nibbles of qs[32c..]), hi = [64c+32, 64c+64) (high nibbles); with Q5_K's qh bits (hb, the 32
+ * qh bytes) bit 2c / 2c+1 adds 16. */
+INL void kq45_chunk(const uint8_t *qs, const __m256i *hb, int c, __m256i *lo, __m256i *hi) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+    *lo = _mm256_and_si256(v, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    if (!hb) return;
+    const __m256i b1 = _mm256_set1_epi8((char)(1 << (2 * c))),
+                  b2 = _mm256_set1_epi8((char)(2 << (2 * c))), f = _mm256_set1_epi8(16);
+    *lo =
+        _mm256_or_si256(*lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(*hb, b1), b1), f));
+    *hi =
+        _mm256_or_si256(*hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(*hb, b2), b2), f));
 }
 
 /* 16-bit lane j of v in every 16-bit lane (v holds the same 8 values in both 128-bit lanes). */
@@ -52,25 +54,16 @@ INL __m256i lane16(__m256i v, int j) {
  * stored, every loop unrolled). The same integers, hence bits, as kq45_unpack + kq45_dot. */
 INL float kq45_dot1(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh, uint16_t dh,
                     uint16_t dminh, const int8_t *q, const int16_t *bs, float dx) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     uint8_t sc[8], mn[8];
-    q4k_unpack_scales(scales, sc, mn);
+    cpu_q4k_scales(scales, sc, mn);
     __m256i s16 =
         _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
     __m256i hb = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
     __m256i p0 = _mm256_setzero_si256(), p1 = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
-        __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if (qh) {
-            const __m256i b1 = _mm256_set1_epi8((char)(1 << (2 * c))),
-                          b2 = _mm256_set1_epi8((char)(2 << (2 * c))), f = _mm256_set1_epi8(16);
-            lo = _mm256_or_si256(
-                lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b1), b1), f));
-            hi = _mm256_or_si256(
-                hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b2), b2), f));
-        }
+        __m256i lo, hi;
+        kq45_chunk(qs, qh ? &hb : NULL, c, &lo, &hi);
         __m256i x0 = _mm256_loadu_si256((const __m256i *)(q + 64 * c));
         __m256i x1 = _mm256_loadu_si256((const __m256i *)(q + 64 * c + 32));
         p0 = _mm256_add_epi32(p0,
@@ -95,21 +88,12 @@ typedef struct {
 
 INL void kq45_unpack(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh, uint16_t dh,
                      uint16_t dminh, kq45_block *u) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     uint8_t sc[8], mn[8];
-    q4k_unpack_scales(scales, sc, mn);
+    cpu_q4k_scales(scales, sc, mn);
     __m256i hb = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
-        __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        if (qh) {
-            const __m256i b1 = _mm256_set1_epi8((char)(1 << (2 * c))),
-                          b2 = _mm256_set1_epi8((char)(2 << (2 * c))), f = _mm256_set1_epi8(16);
-            lo = _mm256_or_si256(
-                lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b1), b1), f));
-            hi = _mm256_or_si256(
-                hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hb, b2), b2), f));
-        }
+        __m256i lo, hi;
+        kq45_chunk(qs, qh ? &hb : NULL, c, &lo, &hi);
         u->w[2 * c] = lo;
         u->w[2 * c + 1] = hi;
     }

@@ -37,21 +37,6 @@ typedef struct {
     __m512 d, dm;
 } kq_row;
 
-/* The 12 scale bytes of a Q4_K/Q5_K block as sc[0..7] and m[0..7] (6 bits each). */
-INL void unpack_scales(const uint8_t *scales, uint8_t sc[8], uint8_t m[8]) {
-    uint32_t u0, u1, u2;
-    memcpy(&u0, scales, 4);
-    memcpy(&u1, scales + 4, 4);
-    memcpy(&u2, scales + 8, 4);
-    uint32_t s03 = u0 & 0x3F3F3F3Fu, m03 = u1 & 0x3F3F3F3Fu;
-    uint32_t s47 = (u2 & 0x0F0F0F0Fu) | ((u0 >> 6) & 0x03030303u) << 4;
-    uint32_t m47 = ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 6) & 0x03030303u) << 4;
-    memcpy(sc, &s03, 4);
-    memcpy(sc + 4, &s47, 4);
-    memcpy(m, &m03, 4);
-    memcpy(m + 4, &m47, 4);
-}
-
 /* 16-bit lanes [v[2i] x16 | v[2i+1] x16] from eight 16-bit values v: the scales of sub-blocks
  * 2i and 2i+1 (32 elements each) for the maddubs result of w[i]. */
 INL __m512i pair_scales(__m512i v, int i) {
@@ -70,7 +55,7 @@ INL void unpack_q45(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
     const __m512i shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0); /* high half: high nibbles */
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     uint8_t sc[8], mn[8];
-    unpack_scales(scales, sc, mn);
+    cpu_q4k_scales(scales, sc, mn);
     __m512i hb = qh ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh))
                     : _mm512_setzero_si512();
     __m512i sv = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
@@ -79,11 +64,10 @@ INL void unpack_q45(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
         __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * i)));
         __m512i w = _mm512_and_si512(_mm512_srlv_epi64(q, shift), m4);
         if (qh) {
-            const __m512i bit = _mm512_set_epi64(
-                0x0101010101010101ll << (2 * i + 1), 0x0101010101010101ll << (2 * i + 1),
-                0x0101010101010101ll << (2 * i + 1), 0x0101010101010101ll << (2 * i + 1),
-                0x0101010101010101ll << (2 * i), 0x0101010101010101ll << (2 * i),
-                0x0101010101010101ll << (2 * i), 0x0101010101010101ll << (2 * i));
+            /* every byte's bit 2i (low half: low nibbles) or 2i + 1 (high half) */
+            const long long lo = (long long)(0x0101010101010101ull << (2 * i)),
+                            hi = (long long)(0x0101010101010101ull << (2 * i + 1));
+            const __m512i bit = _mm512_set_epi64(hi, hi, hi, hi, lo, lo, lo, lo);
             __mmask64 k = _mm512_test_epi8_mask(hb, bit);
             w = _mm512_mask_add_epi8(w, k, w, _mm512_set1_epi8(16));
         }
