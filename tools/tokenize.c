@@ -1,22 +1,31 @@
 /* sol-tokenize: tokenizes text with a GGUF file's tokenizer, one input line per output line of
- * ids, so tests can compare Sol with llama.cpp; --vocab-test checks llama.cpp's .inp/.out pairs. */
+ * ids, so tests can compare Sol with llama.cpp; --vocab-test checks llama.cpp's .inp/.out pairs;
+ * --render-chat prints the prompt a chat template makes of messages (compared with Jinja). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
+#include "chat_template.h"
 #include "err.h"
 #include "gguf.h"
 #include "tokenizer.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: sol-tokenize -m VOCAB.gguf [--no-bos] [--special] [--escapes] < lines\n"
-                    "       sol-tokenize -m VOCAB.gguf --vocab-test FILE.inp FILE.out\n"
-                    "  prints the ids of each stdin line (newline excluded), space-separated\n"
-                    "  --no-bos    do not add BOS/EOS (llama.cpp add_special = false)\n"
-                    "  --special   parse control tokens written in the text\n"
-                    "  --escapes   decode \\n \\t \\r \\\\ in each line first\n"
-                    "  --roundtrip check decode(encode(line)) == line instead of printing ids\n");
+               "       sol-tokenize -m VOCAB.gguf --vocab-test FILE.inp FILE.out\n"
+               "  prints the ids of each stdin line (newline excluded), space-separated\n"
+               "  --no-bos    do not add BOS/EOS (llama.cpp add_special = false)\n"
+               "  --special   parse control tokens written in the text\n"
+               "  --escapes   decode \\n \\t \\r \\\\ in each line first\n"
+               "  --roundtrip check decode(encode(line)) == line instead of printing ids\n"
+               "       sol-tokenize --render-chat MESSAGES.json (--template NAME |\n"
+               "                    --template-file JINJA | -m MODEL.gguf) [--no-gen-prompt]\n"
+               "  prints the prompt Sol's chat template family makes of a JSON array of\n"
+               "  {role, content} messages (the family named, or detected from the Jinja\n"
+               "  source or the model's tokenizer.chat_template), no newline added\n");
 }
 
 static size_t unescape(char *s, size_t n) {
@@ -121,9 +130,77 @@ static int vocab_test(const tokenizer *t, const char *inp, const char *outp) {
     return fails ? 1 : 0;
 }
 
+/* The family: by name, else detected from a Jinja file or a model's template (must be known). */
+static int pick_family(const char *name, const char *jinja_file, const char *model,
+                       chat_template_family *f, sol_err *e) {
+    if (name) return chat_template_from_name(name, f, e);
+    const char *src = NULL;
+    char *file = NULL;
+    gguf_file *g = NULL;
+    size_t n = 0;
+    if (jinja_file) {
+        if (!(file = slurp(jinja_file, &n)))
+            return sol_err_set(e, -ENOENT, "cannot read %s", jinja_file);
+        char *z = realloc(file, n + 1);
+        if (!z) {
+            free(file);
+            return sol_err_set(e, -ENOMEM, "out of memory");
+        }
+        file = z;
+        file[n] = 0;
+        src = file;
+    } else if (model) {
+        if (!(g = gguf_open(model, 0, e))) return e->code;
+        if (gguf_get_str(g, "tokenizer.chat_template", &src, e)) src = NULL;
+    }
+    int rc = chat_template_detect_known(src, f)
+                 ? 0
+                 : sol_err_set(e, -EINVAL, "%s: no chat template family recognized",
+                               jinja_file ? jinja_file
+                               : model    ? model
+                                          : "(no template given)");
+    free(file);
+    gguf_close(g);
+    return rc;
+}
+
+static int render_chat(const char *path, const char *name, const char *jinja, const char *model,
+                       bool gen_prompt) {
+    sol_err e = {0};
+    chat_template_family f;
+    json_error_t je;
+    json_t *arr = json_load_file(path, 0, &je);
+    if (!arr || !json_is_array(arr)) {
+        fprintf(stderr, "sol-tokenize: %s:%d:%d: expected a JSON array of messages: %s\n", path,
+                je.line, je.column, je.text);
+        json_decref(arr);
+        return 2;
+    }
+    size_t n = json_array_size(arr);
+    chat_message *m = calloc(n ? n : 1, sizeof *m);
+    for (size_t i = 0; m && i < n; i++) {
+        m[i].role = json_string_value(json_object_get(json_array_get(arr, i), "role"));
+        m[i].content = json_string_value(json_object_get(json_array_get(arr, i), "content"));
+    }
+    char *out = NULL;
+    size_t len = 0;
+    int rc =
+        !m ? sol_err_set(&e, -ENOMEM, "out of memory") : pick_family(name, jinja, model, &f, &e);
+    if (!rc) rc = chat_template_apply(f, m, n, gen_prompt, &out, &len, &e);
+    if (!rc)
+        fwrite(out, 1, len, stdout);
+    else
+        fprintf(stderr, "sol-tokenize: %s\n", e.msg);
+    free(out);
+    free(m);
+    json_decref(arr);
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     const char *model = NULL, *vt_in = NULL, *vt_out = NULL;
-    int bos = 1, special = 0, escapes = 0, roundtrip = 0;
+    const char *chat = NULL, *tmpl = NULL, *tmpl_file = NULL;
+    int bos = 1, special = 0, escapes = 0, roundtrip = 0, gen_prompt = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
@@ -139,6 +216,14 @@ int main(int argc, char **argv) {
             escapes = 1;
         else if (!strcmp(argv[i], "--roundtrip"))
             roundtrip = 1;
+        else if (!strcmp(argv[i], "--render-chat") && i + 1 < argc)
+            chat = argv[++i];
+        else if (!strcmp(argv[i], "--template") && i + 1 < argc)
+            tmpl = argv[++i];
+        else if (!strcmp(argv[i], "--template-file") && i + 1 < argc)
+            tmpl_file = argv[++i];
+        else if (!strcmp(argv[i], "--no-gen-prompt"))
+            gen_prompt = 0;
         else if (!strcmp(argv[i], "--vocab-test") && i + 2 < argc) {
             vt_in = argv[++i];
             vt_out = argv[++i];
@@ -146,6 +231,12 @@ int main(int argc, char **argv) {
             usage(stderr);
             return 2;
         }
+    }
+    if (chat) return render_chat(chat, tmpl, tmpl_file, model, gen_prompt);
+    if (tmpl || tmpl_file || !gen_prompt) {
+        fprintf(stderr, "sol-tokenize: --template, --template-file and --no-gen-prompt go with "
+                        "--render-chat\n");
+        return 2;
     }
     if (!model) {
         usage(stderr);

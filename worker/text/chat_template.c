@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "strbuf.h"
 
@@ -32,10 +33,36 @@ static int parse_role(const char *role, size_t index, role_t *out, sol_err *err)
                        index, role);
 }
 
+/* Jinja's `trim` (Python's str.strip) on ASCII whitespace, as the Llama 3.1 and Gemma templates
+ * apply it to every message. */
+static void put_trimmed(strbuf *b, const char *s) {
+    size_t n = strlen(s), i = 0;
+    while (i < n && strchr(" \t\n\r\f\v", s[i]))
+        i++;
+    while (n > i && strchr(" \t\n\r\f\v", s[n - 1]))
+        n--;
+    strbuf_append(b, s + i, n - i);
+}
+
 /* ChatML, Llama-3 and Zephyr wrap every message the same way: header(role) content footer. */
 static void render_wrapped(chat_template_family f, strbuf *b, role_t r, const char *content) {
     const char *role = ROLE_NAMES[r];
     switch (f) {
+    case CHAT_TEMPLATE_LLAMA31:
+    case CHAT_TEMPLATE_LLAMA32:
+        strbuf_puts(b, "<|start_header_id|>");
+        strbuf_puts(b, role);
+        strbuf_puts(b, "<|end_header_id|>\n\n");
+        put_trimmed(b, content);
+        strbuf_puts(b, "<|eot_id|>");
+        break;
+    case CHAT_TEMPLATE_GEMMA:
+        strbuf_puts(b, "<start_of_turn>");
+        strbuf_puts(b, r == ROLE_ASSISTANT ? "model" : role);
+        strbuf_puts(b, "\n");
+        put_trimmed(b, content);
+        strbuf_puts(b, "<end_of_turn>\n");
+        break;
     case CHAT_TEMPLATE_LLAMA3:
         strbuf_puts(b, "<|start_header_id|>");
         strbuf_puts(b, role);
@@ -61,7 +88,9 @@ static void render_wrapped(chat_template_family f, strbuf *b, role_t r, const ch
 }
 
 static void wrapped_generation_prompt(chat_template_family f, strbuf *b) {
-    if (f == CHAT_TEMPLATE_LLAMA3)
+    if (f == CHAT_TEMPLATE_GEMMA)
+        strbuf_puts(b, "<start_of_turn>model\n");
+    else if (f == CHAT_TEMPLATE_LLAMA3 || f == CHAT_TEMPLATE_LLAMA31 || f == CHAT_TEMPLATE_LLAMA32)
         strbuf_puts(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
     else if (f == CHAT_TEMPLATE_ZEPHYR)
         strbuf_puts(b, "<|assistant|>\n");
@@ -117,6 +146,54 @@ static void render_inst(const inst_style *st, inst_state *s, strbuf *b, role_t r
     }
 }
 
+/* Gemma 3: the system message opens the first user turn ("SYSTEM\n\nUSER"); only the user part
+ * is trimmed, as the template writes it. */
+static void gemma_first_user(strbuf *b, const char *system, const char *user) {
+    strbuf_puts(b, "<start_of_turn>user\n");
+    strbuf_puts(b, system ? system : "");
+    strbuf_puts(b, "\n\n");
+    put_trimmed(b, user);
+    strbuf_puts(b, "<end_of_turn>\n");
+}
+
+/* What a family writes before the message loop, and which message the loop starts at:
+ * Qwen2.5's default system message when the first message is not a system one; Llama 3.1's
+ * system block (knowledge-date header, then the trimmed system message, if any); Gemma's system
+ * message, held for the first user turn. */
+static int prologue(chat_template_family f, const chat_message *msgs, size_t n, strbuf *b,
+                    size_t *first, sol_err *err) {
+    int has_system = msgs[0].role && strcmp(msgs[0].role, "system") == 0;
+    *first = 0;
+    if (f == CHAT_TEMPLATE_QWEN25 && !has_system)
+        strbuf_puts(b, "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a "
+                       "helpful assistant.<|im_end|>\n");
+    if (f == CHAT_TEMPLATE_LLAMA31 || f == CHAT_TEMPLATE_LLAMA32) {
+        /* 3.1 and 3.3 write their default date_string; 3.2 asks strftime_now("%d %b %Y"), which
+         * engines (llama.cpp, transformers) answer with today's local date */
+        char today[32] = "26 Jul 2024";
+        if (f == CHAT_TEMPLATE_LLAMA32) {
+            time_t now = time(NULL);
+            struct tm tm;
+            if (localtime_r(&now, &tm)) strftime(today, sizeof today, "%d %b %Y", &tm);
+        }
+        strbuf_puts(b, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
+                       "December 2023\nToday Date: ");
+        strbuf_puts(b, today);
+        strbuf_puts(b, "\n\n");
+        if (has_system) put_trimmed(b, msgs[0].content ? msgs[0].content : "");
+        strbuf_puts(b, "<|eot_id|>");
+        *first = (size_t)has_system;
+    }
+    if (f == CHAT_TEMPLATE_GEMMA && has_system) {
+        if (n < 2 || !msgs[1].role || strcmp(msgs[1].role, "user") != 0)
+            return sol_err_set(err, -EINVAL,
+                               "chat message 1: the gemma template needs a user message after "
+                               "the system message");
+        *first = 1;
+    }
+    return 0;
+}
+
 int chat_template_apply(chat_template_family f, const chat_message *msgs, size_t n,
                         bool add_generation_prompt, char **out, size_t *out_len, sol_err *err) {
     if (!out) return sol_err_set(err, -EINVAL, "chat template: out is NULL");
@@ -130,18 +207,27 @@ int chat_template_apply(chat_template_family f, const chat_message *msgs, size_t
     inst_state is = {0, 0};
     strbuf b;
     strbuf_init(&b);
-    for (size_t i = 0; i < n; i++) {
+    size_t first = 0;
+    int rc = prologue(f, msgs, n, &b, &first, err);
+    for (size_t i = first; i < n && !rc; i++) {
         role_t r = ROLE_USER;
-        int rc = parse_role(msgs[i].role, i, &r, err);
-        if (rc) {
-            strbuf_free(&b);
-            return rc;
-        }
+        if ((rc = parse_role(msgs[i].role, i, &r, err))) break;
         const char *content = msgs[i].content ? msgs[i].content : "";
         if (inst)
             render_inst(st, &is, &b, r, content);
+        else if (f == CHAT_TEMPLATE_GEMMA && r == ROLE_SYSTEM)
+            rc = sol_err_set(err, -EINVAL,
+                             "chat message %zu: the gemma template takes a system message only "
+                             "first (it becomes the start of the first user turn)",
+                             i);
+        else if (f == CHAT_TEMPLATE_GEMMA && i == first && first == 1 && r == ROLE_USER)
+            gemma_first_user(&b, msgs[0].content, content);
         else
             render_wrapped(f, &b, r, content);
+    }
+    if (rc) {
+        strbuf_free(&b);
+        return rc;
     }
     if (add_generation_prompt) {
         /* For [INST] families the assistant header is the closing [/INST] itself. */
@@ -166,9 +252,14 @@ bool chat_template_detect_known(const char *src, chat_template_family *out) {
     if (!src || !*src)
         known = false;
     else if (strstr(src, "<|im_start|>"))
-        f = CHAT_TEMPLATE_CHATML;
+        f = strstr(src, "You are Qwen, created by Alibaba Cloud") ? CHAT_TEMPLATE_QWEN25
+                                                                  : CHAT_TEMPLATE_CHATML;
     else if (strstr(src, "<|start_header_id|>") && strstr(src, "<|end_header_id|>"))
-        f = CHAT_TEMPLATE_LLAMA3;
+        f = !strstr(src, "Cutting Knowledge Date") ? CHAT_TEMPLATE_LLAMA3
+            : strstr(src, "strftime_now")          ? CHAT_TEMPLATE_LLAMA32
+                                                   : CHAT_TEMPLATE_LLAMA31;
+    else if (strstr(src, "<start_of_turn>") && strstr(src, "<end_of_turn>"))
+        f = CHAT_TEMPLATE_GEMMA;
     else if (strstr(src, "[INST]"))
         f = strstr(src, "<<SYS>>") ? CHAT_TEMPLATE_LLAMA2 : CHAT_TEMPLATE_MISTRAL;
     else if (strstr(src, "<|user|>") && strstr(src, "<|assistant|>") && !strstr(src, "<|end|>"))
@@ -193,6 +284,9 @@ static const struct {
     {"llama2", CHAT_TEMPLATE_LLAMA2},   {"llama-2", CHAT_TEMPLATE_LLAMA2},
     {"llama3", CHAT_TEMPLATE_LLAMA3},   {"llama-3", CHAT_TEMPLATE_LLAMA3},
     {"mistral", CHAT_TEMPLATE_MISTRAL}, {"zephyr", CHAT_TEMPLATE_ZEPHYR},
+    {"qwen2.5", CHAT_TEMPLATE_QWEN25},  {"llama3.1", CHAT_TEMPLATE_LLAMA31},
+    {"gemma", CHAT_TEMPLATE_GEMMA},     {"gemma2", CHAT_TEMPLATE_GEMMA},
+    {"gemma3", CHAT_TEMPLATE_GEMMA},    {"llama3.2", CHAT_TEMPLATE_LLAMA32},
 };
 
 int chat_template_from_name(const char *name, chat_template_family *out, sol_err *err) {
@@ -204,12 +298,13 @@ int chat_template_from_name(const char *name, chat_template_family *out, sol_err
             }
     return sol_err_set(err, -EINVAL,
                        "chat template: unknown name \"%.64s\"; expected chatml, llama2, llama3, "
-                       "mistral or zephyr",
+                       "mistral, zephyr, qwen2.5, llama3.1, llama3.2 or gemma",
                        name ? name : "(null)");
 }
 
 const char *chat_template_name(chat_template_family f) {
-    static const char *const names[CHAT_TEMPLATE_COUNT] = {"chatml", "llama2", "llama3", "mistral",
-                                                           "zephyr"};
+    static const char *const names[CHAT_TEMPLATE_COUNT] = {"chatml",   "llama2", "llama3",
+                                                           "mistral",  "zephyr", "qwen2.5",
+                                                           "llama3.1", "gemma",  "llama3.2"};
     return (unsigned)f < CHAT_TEMPLATE_COUNT ? names[f] : "?";
 }

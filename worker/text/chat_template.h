@@ -20,6 +20,10 @@ typedef enum chat_template_family {
     CHAT_TEMPLATE_LLAMA3,     /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
     CHAT_TEMPLATE_MISTRAL,    /* [INST] ... [/INST] with no system block */
     CHAT_TEMPLATE_ZEPHYR,     /* <|role|>\n...</s>\n */
+    CHAT_TEMPLATE_QWEN25,     /* ChatML with Qwen2.5's default system message */
+    CHAT_TEMPLATE_LLAMA31,    /* Llama 3.1-3.3: a system block with the knowledge-date header */
+    CHAT_TEMPLATE_GEMMA,      /* <start_of_turn>user|model\n...<end_of_turn>\n (Gemma 2, 3) */
+    CHAT_TEMPLATE_LLAMA32,    /* Llama 3.2: as 3.1, with today's date (strftime_now) */
     CHAT_TEMPLATE_COUNT
 } chat_template_family;
 
@@ -37,8 +41,10 @@ chat_template_family chat_template_detect(const char *jinja_source);
 /* Like chat_template_detect, but says whether a family was actually recognized. */
 bool chat_template_detect_known(const char *jinja_source, chat_template_family *out);
 
-/* "chatml", "llama2", "llama3", "mistral", "zephyr" (also "qwen2", "llama-2", "llama-3";
- * case-insensitive). Unknown -> -EINVAL listing the accepted names. */
+/* "chatml", "llama2", "llama3", "mistral", "zephyr", "qwen2.5", "llama3.1", "gemma", "llama3.2"
+ * (also
+ * "qwen2", "llama-2", "llama-3", "gemma2", "gemma3"; case-insensitive). Unknown -> -EINVAL
+ * listing the accepted names. */
 int chat_template_from_name(const char *name, chat_template_family *out, sol_err *err);
 
 /* The canonical name (the one Register.chat_template carries); "?" for out-of-range values. */

@@ -103,6 +103,34 @@ static void test_bad_input_is_named(void **state) {
                      -EINVAL);
 }
 
+/* Gemma folds the system message into the first user turn and trims contents; a system message
+ * anywhere else is refused with its index; Qwen2.5 adds its default system message. (The real
+ * templates are compared in tests/integration/chat_template_reference.sh.) */
+static void test_gemma_and_qwen25(void **state) {
+    (void)state;
+    expect(CHAT_TEMPLATE_GEMMA, CONVO, N_CONVO, true,
+           "<start_of_turn>user\nS\n\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n"
+           "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
+    const chat_message spaced[] = {{"user", "  a b \n"}};
+    expect(CHAT_TEMPLATE_GEMMA, spaced, 1, false, "<start_of_turn>user\na b<end_of_turn>\n");
+    char *out = NULL;
+    sol_err e = {0};
+    const chat_message late[] = {{"user", "hi"}, {"system", "S"}};
+    assert_int_equal(chat_template_apply(CHAT_TEMPLATE_GEMMA, late, 2, true, &out, NULL, &e),
+                     -EINVAL);
+    assert_non_null(strstr(e.msg, "chat message 1"));
+    const chat_message only_system[] = {{"system", "S"}};
+    assert_int_equal(chat_template_apply(CHAT_TEMPLATE_GEMMA, only_system, 1, true, &out, NULL, &e),
+                     -EINVAL);
+    expect(CHAT_TEMPLATE_QWEN25, CONVO + 1, 1, true,
+           "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+           "assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    expect(CHAT_TEMPLATE_LLAMA31, CONVO + 1, 1, false,
+           "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December "
+           "2023\nToday Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>"
+           "\n\nHi<|eot_id|>");
+}
+
 static void test_detect_from_markers(void **state) {
     (void)state;
     chat_template_family f;
@@ -153,6 +181,7 @@ int main(void) {
         cmocka_unit_test(test_empty_and_null_content),
         cmocka_unit_test(test_llama2_turns_without_system),
         cmocka_unit_test(test_bad_input_is_named),
+        cmocka_unit_test(test_gemma_and_qwen25),
         cmocka_unit_test(test_detect_from_markers),
         cmocka_unit_test(test_names),
     };
