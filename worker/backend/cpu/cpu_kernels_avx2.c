@@ -84,8 +84,9 @@ INL void float_tile(const cpu_mm_args *a, sol_dtype type, int64_t r, int t, int 
 
 /* ---- Q8_0 and Q4_0 weights against Q8_0 activations ---- */
 
-INL __m256i q4_expand(const sol_block_q4_0 *b) {
-    __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
+/* 16 bytes of nibbles as 32 quants in element order: low nibbles, then high nibbles. */
+INL __m256i q4_expand(const uint8_t *qs) {
+    __m128i q = _mm_loadu_si128((const __m128i *)qs);
     __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
     return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
 }
@@ -126,7 +127,7 @@ INL void quant_tile(const cpu_mm_args *a, sol_dtype type, int64_t r, int t, int 
             __m256i wq;
             if (type == SOL_DT_Q4_0) {
                 const sol_block_q4_0 *blk = (const sol_block_q4_0 *)wr[i] + b;
-                wq = q4_expand(blk);
+                wq = q4_expand(blk->qs);
                 dw = _cvtsh_ss(blk->d);
             } else {
                 const sol_block_q8_0 *blk = (const sol_block_q8_0 *)wr[i] + b;
@@ -151,6 +152,59 @@ INL void quant_tile(const cpu_mm_args *a, sol_dtype type, int64_t r, int t, int 
 #pragma GCC unroll 4
         for (int j = 0; j < T; j++)
             a->y[(size_t)(t + j) * M + r + i] = hsum8(acc[i][j]);
+}
+
+/* ---- Q5_0 / Q5_1 against Q8_0 activations ---- */
+
+/* The 32 five-bit quants of a Q5_0/Q5_1 block in element order: the nibbles of qs (elements
+ * 0-15 low, 16-31 high) with bit j of the qh word as element j's fifth bit. */
+INL __m256i q5_expand(const uint8_t *qs, const uint8_t *qh) {
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    __m256i q = q4_expand(qs); /* the nibble order of Q4_0 */
+    /* byte j of bits: the byte of h holding bit j, tested against bit j % 8 */
+    const __m256i pick =
+        _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll, 0x0303030303030303ll);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i hb = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), pick);
+    hb = _mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), bit);
+    return _mm256_or_si256(q, _mm256_and_si256(hb, _mm256_set1_epi8(16)));
+}
+
+/* The same integer sums and float steps as the scalar kernel, hence its bits. */
+static TGT void mm_q5(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
+    (void)scratch;
+    const sol_weight *w = a->w;
+    int64_t K = w->cols, M = w->rows, nb = K / 32;
+    int q5_1 = w->type == SOL_DT_Q5_1;
+    size_t bb = sol_dtype_block_bytes(w->type);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)row_of(w, r);
+        for (int t = 0; t < a->n; t++) {
+            const int8_t *xq = a->xq + (size_t)t * K;
+            const float *xd = a->xd + (size_t)t * nb;
+            const int32_t *xs = a->xs + (size_t)t * nb;
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *blk = row + b * bb;
+                uint16_t dh, mh = 0;
+                memcpy(&dh, blk, 2);
+                if (q5_1) memcpy(&mh, blk + 2, 2);
+                const uint8_t *qh = blk + (q5_1 ? 4 : 2);
+                __m256i x = _mm256_loadu_si256((const __m256i *)(xq + b * 32));
+                __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q5_expand(qh + 4, qh), x), ones);
+                __m128i s4 =
+                    _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+                s4 = _mm_hadd_epi32(s4, s4);
+                s4 = _mm_hadd_epi32(s4, s4);
+                int32_t dot = _mm_cvtsi128_si32(s4) - (q5_1 ? 0 : 16 * xs[b]);
+                acc += (float)dot * (cpu_fp16_to_fp32(dh) * xd[b]);
+                if (q5_1) acc += cpu_fp16_to_fp32(mh) * xd[b] * (float)xs[b];
+            }
+            a->y[(size_t)t * M + r] = acc;
+        }
+    }
 }
 
 /* The tile walk shared by every type: full R x T tiles, then single tokens, then single rows. */
@@ -193,6 +247,9 @@ cpu_mm_fn cpu_mm_avx2(sol_dtype t) {
         return mm_q8_0;
     case SOL_DT_Q4_0:
         return mm_q4_0;
+    case SOL_DT_Q5_0:
+    case SOL_DT_Q5_1:
+        return mm_q5;
     default:
         return NULL;
     }
