@@ -170,7 +170,7 @@ static int cpu_embed(sol_backend *be, const sol_weight *table, const int32_t *id
         else if (ids[t] < m8)
             cpu_q8x8_dequant_row(table, ids[t], o);
         else
-            cpu_dequant_row(table->type,
+            sol_dequantize_row(table->type,
                             (const char *)table->data + (size_t)ids[t] * table->row_bytes, o,
                             table->cols);
     }

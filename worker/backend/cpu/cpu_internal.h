@@ -65,6 +65,39 @@ static inline void cpu_q4k_scales(const uint8_t *scales, uint8_t sc[8], uint8_t 
     memcpy(m + 4, &m47, 4);
 }
 
+/* Q5_0 / Q5_1 against Q8_0 activations, rows [r0, r1) x every token, one output at a time. DOT(qs,
+ * qh, x) is the exact integer sum of the block's 32 five-bit quants (without Q5_0's offset) times
+ * the token's 32 quants x; the float steps are written here once, so every ISA's kernel has the
+ * scalar kernel's bits. Q5_0 removes its offset 16 with the block's sum of quants, Q5_1 adds its
+ * min through the same sum. Expects `a`, `r0`, `r1` in scope. */
+#define CPU_Q5_WALK(DOT)                                                                           \
+    do {                                                                                           \
+        const sol_weight *w = a->w;                                                                \
+        int64_t K = w->cols, M = w->rows, nb = K / 32;                                             \
+        int q5_1 = w->type == SOL_DT_Q5_1;                                                         \
+        size_t bb = sol_dtype_block_bytes(w->type);                                                \
+        for (int64_t r = r0; r < r1; r++) {                                                        \
+            const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;              \
+            for (int t = 0; t < a->n; t++) {                                                       \
+                const int8_t *xq = a->xq + (size_t)t * K;                                          \
+                const float *xd = a->xd + (size_t)t * nb;                                          \
+                const int32_t *xs = a->xs + (size_t)t * nb;                                        \
+                float acc = 0.0f;                                                                  \
+                for (int64_t b = 0; b < nb; b++) {                                                 \
+                    const uint8_t *blk = row + b * bb;                                             \
+                    uint16_t dh, mh = 0;                                                           \
+                    memcpy(&dh, blk, 2);                                                           \
+                    if (q5_1) memcpy(&mh, blk + 2, 2);                                             \
+                    const uint8_t *qh = blk + (q5_1 ? 4 : 2);                                      \
+                    int32_t dot = DOT(qh + 4, qh, xq + b * 32) - (q5_1 ? 0 : 16 * xs[b]);          \
+                    acc += (float)dot * (cpu_fp16_to_fp32(dh) * xd[b]);                            \
+                    if (q5_1) acc += cpu_fp16_to_fp32(mh) * xd[b] * (float)xs[b];                  \
+                }                                                                                  \
+                a->y[(size_t)t * M + r] = acc;                                                     \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
 /* One K-quant super-block's share of an output: exact integer sums (the scaled dot and the
  * scaled mins) become float in this one expression, written once for every ISA path, so the
  * scalar and SIMD kernels give the same bits and an output never depends on the batch. */
@@ -116,7 +149,7 @@ int cpu_attend_avx512(const cpu_attend_args *a);
 /* Repacks a Q4_0 weight in place into CPU_LAYOUT_Q4_0X8 (rows past the last full group stay
  * ggml rows) and sets w->layout; leaves other weights, padded rows and repacked ones alone. */
 int cpu_repack_q4_0(sol_backend *be, sol_weight *w);
-/* Row r (< rows rounded down to 8) of a repacked weight, dequantized like cpu_dequant_row. */
+/* Row r (< rows rounded down to 8) of a repacked weight, dequantized like sol_dequantize_row. */
 void cpu_q4x8_dequant_row(const sol_weight *w, int64_t r, float *dst);
 /* Kernels for the repacked rows [r0, r1) (r0 a multiple of 8, r1 <= rows rounded down to 8). */
 cpu_mm_fn cpu_mm_q4x8(sol_cpu_isa isa);
@@ -131,7 +164,8 @@ void cpu_mm_q4x8_avx512(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scr
 
 /* As cpu_repack_q4_0, for Q8_0 weights (CPU_LAYOUT_Q8_0X8). */
 int cpu_repack_q8_0(sol_backend *be, sol_weight *w);
-/* Row r (< rows rounded down to 8) of a repacked Q8_0 weight, dequantized like cpu_dequant_row. */
+/* Row r (< rows rounded down to 8) of a repacked Q8_0 weight, dequantized like
+ * sol_dequantize_row. */
 void cpu_q8x8_dequant_row(const sol_weight *w, int64_t r, float *dst);
 /* Kernels for the repacked Q8_0 rows [r0, r1) (same bounds as the Q4_0 ones). */
 cpu_mm_fn cpu_mm_q8x8(sol_cpu_isa isa);
@@ -212,11 +246,6 @@ static inline const unsigned char *cpu_group_of(const sol_weight *w, int64_t r) 
             if (T3) tile(a, r, T1 + T2, 1, T3);                                                    \
         }                                                                                          \
     } while (0)
-
-/* Dequantize one row of n elements of any supported ggml-layout type (sol_dequantize_row). */
-static inline void cpu_dequant_row(sol_dtype t, const void *src, float *dst, int64_t n) {
-    sol_dequantize_row(t, src, dst, n);
-}
 
 struct sol_kv {
     struct sol_kv *next; /* the backend's list, so sol_backend_free releases every cache */

@@ -171,40 +171,19 @@ INL __m256i q5_expand(const uint8_t *qs, const uint8_t *qh) {
     return _mm256_or_si256(q, _mm256_and_si256(hb, _mm256_set1_epi8(16)));
 }
 
-/* The same integer sums and float steps as the scalar kernel, hence its bits. */
+/* Sum of a block's 32 quants times the token's quants, exact (CPU_Q5_WALK). */
+INL int32_t q5_dot(const uint8_t *qs, const uint8_t *qh, const int8_t *x) {
+    __m256i p = dot_u8s8(q5_expand(qs, qh), _mm256_loadu_si256((const __m256i *)x));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+    s4 = _mm_hadd_epi32(s4, s4);
+    s4 = _mm_hadd_epi32(s4, s4);
+    return _mm_cvtsi128_si32(s4);
+}
+
+/* The scalar kernel's walk and float steps, hence its bits. */
 static TGT void mm_q5(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
     (void)scratch;
-    const sol_weight *w = a->w;
-    int64_t K = w->cols, M = w->rows, nb = K / 32;
-    int q5_1 = w->type == SOL_DT_Q5_1;
-    size_t bb = sol_dtype_block_bytes(w->type);
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = (const uint8_t *)row_of(w, r);
-        for (int t = 0; t < a->n; t++) {
-            const int8_t *xq = a->xq + (size_t)t * K;
-            const float *xd = a->xd + (size_t)t * nb;
-            const int32_t *xs = a->xs + (size_t)t * nb;
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *blk = row + b * bb;
-                uint16_t dh, mh = 0;
-                memcpy(&dh, blk, 2);
-                if (q5_1) memcpy(&mh, blk + 2, 2);
-                const uint8_t *qh = blk + (q5_1 ? 4 : 2);
-                __m256i x = _mm256_loadu_si256((const __m256i *)(xq + b * 32));
-                __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q5_expand(qh + 4, qh), x), ones);
-                __m128i s4 =
-                    _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
-                s4 = _mm_hadd_epi32(s4, s4);
-                s4 = _mm_hadd_epi32(s4, s4);
-                int32_t dot = _mm_cvtsi128_si32(s4) - (q5_1 ? 0 : 16 * xs[b]);
-                acc += (float)dot * (cpu_fp16_to_fp32(dh) * xd[b]);
-                if (q5_1) acc += cpu_fp16_to_fp32(mh) * xd[b] * (float)xs[b];
-            }
-            a->y[(size_t)t * M + r] = acc;
-        }
-    }
+    CPU_Q5_WALK(q5_dot);
 }
 
 /* The tile walk shared by every type: full R x T tiles, then single tokens, then single rows. */

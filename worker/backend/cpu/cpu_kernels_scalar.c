@@ -82,37 +82,18 @@ static void mm_q4_0(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch
     }
 }
 
-/* Q5_0 and Q5_1 against Q8_0 activations: the integer dot per 32-block, then Q5_0 removes its
- * offset 16 with the block's sum of quants and Q5_1 adds its min through the same sum. */
+/* Sum of a Q5_0/Q5_1 block's 32 quants times the token's quants (offset not applied). */
+static int32_t q5_dot(const uint8_t *qs, const uint8_t *qh, const int8_t *x) {
+    int32_t dot = 0;
+    for (int j = 0; j < 32; j++)
+        dot += sol_q5_quant(qs, qh, j) * x[j];
+    return dot;
+}
+
+/* Q5_0 and Q5_1 against Q8_0 activations (CPU_Q5_WALK). */
 static void mm_q5(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
     (void)scratch;
-    const sol_weight *w = a->w;
-    int64_t K = w->cols, M = w->rows, nb = K / 32;
-    int q5_1 = w->type == SOL_DT_Q5_1;
-    size_t bb = sol_dtype_block_bytes(w->type);
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *row = (const uint8_t *)row_of(w, r);
-        for (int t = 0; t < a->n; t++) {
-            const int8_t *xq = a->xq + (size_t)t * K;
-            const float *xd = a->xd + (size_t)t * nb;
-            const int32_t *xs = a->xs + (size_t)t * nb;
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                const uint8_t *blk = row + b * bb;
-                uint16_t dh, mh = 0;
-                memcpy(&dh, blk, 2);
-                if (q5_1) memcpy(&mh, blk + 2, 2);
-                const uint8_t *qh = blk + (q5_1 ? 4 : 2), *qs = qh + 4;
-                int32_t dot = q5_1 ? 0 : -16 * xs[b];
-                for (int j = 0; j < 32; j++)
-                    dot += sol_q5_quant(qs, qh, j) * xq[b * 32 + j];
-                float d = cpu_fp16_to_fp32(dh);
-                acc += (float)dot * (d * xd[b]);
-                if (q5_1) acc += cpu_fp16_to_fp32(mh) * xd[b] * (float)xs[b];
-            }
-            a->y[(size_t)t * M + r] = acc;
-        }
-    }
+    CPU_Q5_WALK(q5_dot);
 }
 
 /* Integer parts of one Q4_K or Q5_K super-block (qh NULL for Q4_K) against a token's Q8_K
