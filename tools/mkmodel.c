@@ -411,6 +411,10 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
     }
     if (rc) return rc;
     if (optind < argc) return sol_err_set(e, -EINVAL, "unexpected argument '%s'", argv[optind]);
+    if (m->draft_of && (strcmp(arch, "llama") || m->head_dim))
+        return sol_err_set(e, -EINVAL,
+                           "--arch and --head-dim do not apply to --draft-of (the draft takes the "
+                           "target's architecture and head size)");
     if (!(m->arch = model_arch_find(arch)) || !strcmp(arch, "mistral"))
         return sol_err_set(e, -EINVAL, "--arch: expected llama, qwen2 or qwen3, found '%s'", arch);
     if (!m->out) return sol_err_set(e, -EINVAL, "missing -o OUT.gguf (see --help)");

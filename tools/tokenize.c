@@ -232,7 +232,19 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (chat) return render_chat(chat, tmpl, tmpl_file, model, gen_prompt);
+    if (chat) {
+        if ((tmpl != NULL) + (tmpl_file != NULL) + (model != NULL) != 1) {
+            fprintf(stderr, "sol-tokenize: --render-chat needs exactly one of --template, "
+                            "--template-file and -m\n");
+            return 2;
+        }
+        if (!bos || special || escapes || roundtrip || vt_in) {
+            fprintf(stderr, "sol-tokenize: --no-bos, --special, --escapes, --roundtrip and "
+                            "--vocab-test do not apply to --render-chat\n");
+            return 2;
+        }
+        return render_chat(chat, tmpl, tmpl_file, model, gen_prompt);
+    }
     if (tmpl || tmpl_file || !gen_prompt) {
         fprintf(stderr, "sol-tokenize: --template, --template-file and --no-gen-prompt go with "
                         "--render-chat\n");
