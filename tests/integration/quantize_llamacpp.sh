@@ -6,11 +6,8 @@
 # (seed 5: at step 5, logit gap 0.003); seed 7 has none.)
 set -euo pipefail
 B=${SOL_BUILD:?}; S=${SOL_SOURCE:?}
-peer=$S/tests/peer
-if [ ! -d "$peer/node_modules/node-llama-cpp" ]; then
-  if [ "${CI:-}" = true ]; then echo "FAIL: node-llama-cpp missing (scripts/setup installs it)"; exit 1; fi
-  echo "SKIP: node-llama-cpp is not installed (run scripts/setup)"; exit 0
-fi
+. "$S/tests/peer/compare.sh"
+require_peer
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 N=32; P=1,15,27,300,42,7,99,128,5,260,311
 "$B/tools/sol-mkmodel" -o "$work/src.gguf" --dim 128 --layers 2 --heads 4 --kv-heads 2 --ffn 256 \
@@ -32,14 +29,8 @@ node "$peer/llamacpp_ref.mjs" "$work/jobs.json"
 fail=0
 for v in "${variants[@]}"; do
   name=${v%%:*}
-  rel=$(node -e '
-    const fs = require("fs");
-    const a = JSON.parse(fs.readFileSync(process.argv[1])), b = JSON.parse(fs.readFileSync(process.argv[2]));
-    let d = 0, n = 0;
-    for (let i = 0; i < b.length; i++) { d += (a[i] - b[i]) ** 2; n += b[i] ** 2; }
-    console.log(a.length === b.length && Math.sqrt(d / n) <= 0.01 ? "ok" : "bad " + Math.sqrt(d / n));' \
-    "$work/$name.sol.json" "$work/$name.ref.json")
-  [ "$rel" = ok ] || { echo "FAIL $name: logits differ ($rel)"; fail=1; }
+  rel=$(relL2 "$work/$name.sol.json" "$work/$name.ref.json")
+  within "$rel" 0.01 || { echo "FAIL $name: logits differ (bad $rel)"; fail=1; }
   if cmp -s "$work/$name.sol" "$work/$name.ref"; then echo "ok   $name: $N greedy ids identical"
   else echo "FAIL $name: greedy ids differ"; paste "$work/$name.sol" "$work/$name.ref" | head; fail=1; fi
 done
