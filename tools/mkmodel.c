@@ -1,8 +1,8 @@
-/* sol-mkmodel: writes a synthetic GGUF of a supported architecture (llama, qwen2, qwen3; random
- * but well-scaled weights, a synthetic SentencePiece vocab) that llama.cpp and Sol both load, for
- * tests and benchmarks.
- * Weights come from a counter-based RNG keyed by (seed, tensor name, element index), so every
- * tensor is independent of generation order, and are quantized row by row while writing. */
+/* sol-mkmodel: writes a synthetic GGUF of a supported architecture (llama, qwen2, qwen3, gemma3;
+ * random but well-scaled weights, a synthetic SentencePiece vocab) that llama.cpp and Sol both
+ * load, for tests and benchmarks. Weights come from a counter-based RNG keyed by (seed, tensor
+ * name, element index), so every tensor is independent of generation order, and are quantized row
+ * by row while writing. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -38,7 +38,8 @@ static const shape k_presets[] = {
     {"1b", 2048, 22, 32, 4, 5632, 32000, 2048, 0.7f},
 };
 
-typedef enum { W_NORM, W_BIAS, W_EMBD, W_MATRIX } weight_kind;
+/* W_NORM: 1 + std z; W_GAIN: a norm weight of scale std (std (1 + z / 20)); others: std z. */
+typedef enum { W_NORM, W_GAIN, W_BIAS, W_EMBD, W_MATRIX } weight_kind;
 
 typedef struct {
     char name[64];
@@ -59,6 +60,9 @@ typedef struct {
     int tied;
     const model_arch *arch; /* --arch: the key prefix and the extra tensors */
     int head_dim;           /* --head-dim, else dim / heads */
+    int sliding_window;     /* gemma3: --sliding-window (0 = every layer global) */
+    int swa_pattern;        /* gemma3: --swa-pattern P (-1 = not written: the default 6) */
+    float softcap;          /* gemma3: --softcap, 0 = not written */
     const char *out;
     tensor_spec *specs;
     int n_specs;
@@ -91,7 +95,9 @@ static int fill_rows(void *ctx, int index, int64_t row0, int64_t n_rows, void *d
         uint64_t base = (uint64_t)(row0 + r) * (uint64_t)ne0;
         for (int64_t c = 0; c < ne0; c++) {
             float z = gauss(t->key, base + (uint64_t)c);
-            m->row[c] = t->kind == W_NORM ? 1.0f + t->std * z : t->std * z;
+            m->row[c] = t->kind == W_NORM   ? 1.0f + t->std * z
+                        : t->kind == W_GAIN ? t->std * (1.0f + 0.05f * z)
+                                            : t->std * z;
         }
         if (sol_quantize_row(t->type, m->row, (uint8_t *)dst + (size_t)r * row_bytes, ne0))
             return sol_err_set(e, -EINVAL, "cannot quantize to %s", sol_dtype_name(t->type));
@@ -117,7 +123,7 @@ static void spec(model *m, const char *name, int n_dims, int64_t ne0, int64_t ne
     t->n_dims = n_dims;
     t->ne[0] = ne0;
     t->ne[1] = ne1;
-    t->type = kind == W_NORM || kind == W_BIAS ? SOL_DT_F32 : type;
+    t->type = kind == W_NORM || kind == W_GAIN || kind == W_BIAS ? SOL_DT_F32 : type;
     t->kind = kind;
     t->std = std;
     t->key = sol_splitmix64(m->seed ^ hash64(name));
@@ -134,7 +140,12 @@ static void plan_tensors(model *m) {
     int64_t ffn = s->ffn;
     float in_std = 1.0f / sqrtf((float)dim), depth = sqrtf(2.0f * (float)s->layers);
     char name[64];
-    spec(m, "token_embd.weight", 2, dim, s->vocab, m->type, W_EMBD, m->tied ? 2.0f * in_std : 1.0f);
+    /* Gemma multiplies embeddings by sqrt(dim): its table is small so the stream starts near 1. */
+    int gemma = (m->arch->flags & ARCH_EMBD_SCALE) != 0;
+    spec(m, "token_embd.weight", 2, dim, s->vocab, m->type, W_EMBD,
+         m->tied ? 2.0f * in_std
+         : gemma ? in_std
+                 : 1.0f);
     float decay = 1.0f;
     for (int l = 0; l < s->layers; l++, decay *= m->depth_decay) {
 #define BLK(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
@@ -153,11 +164,16 @@ static void plan_tensors(model *m) {
         }
         spec(m, BLK("attn_output.weight"), 2, q_dim, dim, m->type, W_MATRIX,
              1.0f / sqrtf((float)q_dim) / depth * decay);
+        /* A post-norm sets the block output's scale itself: the residual scale moves there. */
+        if (m->arch->flags & ARCH_POST_NORMS)
+            spec(m, BLK("post_attention_norm.weight"), 1, dim, 1, m->type, W_GAIN, decay / depth);
         spec(m, BLK("ffn_norm.weight"), 1, dim, 1, m->type, W_NORM, 0.05f);
         spec(m, BLK("ffn_gate.weight"), 2, dim, ffn, m->type, W_MATRIX, in_std);
         spec(m, BLK("ffn_up.weight"), 2, dim, ffn, m->type, W_MATRIX, in_std);
         spec(m, BLK("ffn_down.weight"), 2, ffn, dim, m->type, W_MATRIX,
              1.0f / sqrtf((float)ffn) / depth * decay);
+        if (m->arch->flags & ARCH_POST_NORMS)
+            spec(m, BLK("post_ffw_norm.weight"), 1, dim, 1, m->type, W_GAIN, decay / depth);
 #undef BLK
     }
     spec(m, "output_norm.weight", 1, dim, 1, m->type, W_NORM, 0.05f);
@@ -211,6 +227,15 @@ static int add_hparams(gguf_writer *w, const model *m, sol_err *e) {
         rc = gguf_writer_add_f32(w, akey(m, "attention.layer_norm_rms_epsilon", k, sizeof k), 1e-5f,
                                  e);
     if (!rc) rc = add_u32(w, m, "vocab_size", s->vocab, e);
+    if (!rc && m->sliding_window) {
+        rc = add_u32(w, m, "attention.sliding_window", m->sliding_window, e);
+        if (!rc)
+            rc = gguf_writer_add_f32(w, akey(m, "rope.freq_base_swa", k, sizeof k), 10000.0f, e);
+        if (!rc && m->swa_pattern >= 0)
+            rc = add_u32(w, m, "attention.sliding_window_pattern", m->swa_pattern, e);
+    }
+    if (!rc && m->softcap > 0)
+        rc = gguf_writer_add_f32(w, akey(m, "final_logit_softcapping", k, sizeof k), m->softcap, e);
     return rc;
 }
 
@@ -272,7 +297,8 @@ static void usage(FILE *f) {
         "usage: sol-mkmodel -o OUT.gguf [--preset tiny|small|1b] [--type f32|f16|bf16|q8_0|q4_0]\n"
         "                   [--dim N] [--layers N] [--heads N] [--kv-heads N] [--ffn N]\n"
         "                   [--vocab N] [--ctx N] [--seed N] [--rope-base F] [--tied]\n"
-        "                   [--depth-decay F] [--arch llama|qwen2|qwen3] [--head-dim N]\n"
+        "                   [--depth-decay F] [--arch llama|qwen2|qwen3|gemma3] [--head-dim N]\n"
+        "                   [--sliding-window N [--swa-pattern P]] [--softcap F]\n"
         "       sol-mkmodel --draft-of TARGET.gguf -o DRAFT.gguf [--layers N] [--type T]\n"
         "With --draft-of, writes a draft model for speculative decoding: the target's first N\n"
         "layers (default a quarter, at least 1) with its embeddings, final norm, output head and\n"
@@ -280,7 +306,10 @@ static void usage(FILE *f) {
         "Writes a synthetic GGUF with random, well-scaled weights (deterministic per seed).\n"
         "--arch writes that architecture's keys and tensors (qwen2: q/k/v biases; qwen3: q/k\n"
         "norms, head size in attention.key_length); --head-dim sets a head size other than\n"
-        "dim / heads (as Qwen3's).\n"
+        "dim / heads (as Qwen3's). gemma3: embeddings scaled by sqrt(dim), GELU FFN, q/k norms\n"
+        "and post-norms; --sliding-window N makes layers local with a window of N tokens (every\n"
+        "P-th layer global, P = --swa-pattern, default 6; 0 = all local), --softcap F writes\n"
+        "final_logit_softcapping.\n"
         "presets: tiny  dim 64,   2 layers,  4 heads, 2 kv heads, ffn 192,  vocab 512,   ctx 256\n"
         "         small dim 768,  12 layers, 12 heads, 4 kv heads, ffn 2048, vocab 32000, ctx "
         "2048\n"
@@ -298,9 +327,9 @@ static int check_shape(const model *m, sol_err *e) {
     if (s->dim < 2 || s->layers < 1 || s->heads < 1 || s->kv_heads < 1 || s->ffn < 1 || s->ctx < 1)
         return sol_err_set(e, -EINVAL,
                            "dim, layers, heads, kv-heads, ffn and ctx must be positive");
-    if (s->layers > (MAX_TENSORS - 3) / 9)
+    if (s->layers > (MAX_TENSORS - 3) / 13)
         return sol_err_set(e, -EINVAL, "layers %d: at most %d supported", s->layers,
-                           (MAX_TENSORS - 3) / 9);
+                           (MAX_TENSORS - 3) / 13);
     if (!m->head_dim && (s->dim % s->heads || (s->dim / s->heads) % 2))
         return sol_err_set(e, -EINVAL,
                            "dim %d must split into %d heads of an even size (or give --head-dim)",
@@ -349,12 +378,17 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
                                          {"depth-decay", required_argument, 0, 'd'},
                                          {"arch", required_argument, 0, 'A'},
                                          {"head-dim", required_argument, 0, 'H'},
+                                         {"sliding-window", required_argument, 0, 'W'},
+                                         {"swa-pattern", required_argument, 0, 'P'},
+                                         {"softcap", required_argument, 0, 'C'},
                                          {0, 0, 0, 0}};
     int over[8] = {0}, c, rc = 0;
     const char *preset = "tiny", *type = "f32", *arch = "llama";
     m->seed = 1;
     m->rope_base = 10000.0f;
     m->depth_decay = 0; /* 0: the preset's */
+    m->swa_pattern = -1;
+    int gemma_opt = 0;
     while (!rc && (c = getopt_long(argc, argv, "o:p:t:s:r:Th", opts, NULL)) != -1) {
         char *end;
         switch (c) {
@@ -392,6 +426,26 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
         case 'T':
             m->tied = 1;
             break;
+        case 'W':
+            rc = parse_int("--sliding-window", optarg, &m->sliding_window, e);
+            gemma_opt = 1;
+            break;
+        case 'P': /* 0 is meaningful: every layer slides */
+            m->swa_pattern = (int)strtol(optarg, &end, 10);
+            rc = (*end || end == optarg || m->swa_pattern < 0 || m->swa_pattern > 1 << 16)
+                     ? sol_err_set(e, -EINVAL,
+                                   "--swa-pattern: expected an integer >= 0, found '%s'", optarg)
+                     : 0;
+            gemma_opt = 1;
+            break;
+        case 'C':
+            m->softcap = strtof(optarg, &end);
+            rc = (*end || !(m->softcap > 0))
+                     ? sol_err_set(e, -EINVAL, "--softcap: expected a positive number, found '%s'",
+                                   optarg)
+                     : 0;
+            gemma_opt = 1;
+            break;
         case 'd':
             m->depth_decay = strtof(optarg, &end);
             rc = (*end || !(m->depth_decay > 0 && m->depth_decay <= 1))
@@ -416,7 +470,14 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
                            "--arch and --head-dim do not apply to --draft-of (the draft takes the "
                            "target's architecture and head size)");
     if (!(m->arch = model_arch_find(arch)) || !strcmp(arch, "mistral"))
-        return sol_err_set(e, -EINVAL, "--arch: expected llama, qwen2 or qwen3, found '%s'", arch);
+        return sol_err_set(e, -EINVAL, "--arch: expected llama, qwen2, qwen3 or gemma3, found '%s'",
+                           arch);
+    if (gemma_opt && !(m->arch->flags & ARCH_SWA))
+        return sol_err_set(e, -EINVAL,
+                           "--sliding-window, --swa-pattern and --softcap apply to --arch gemma3 "
+                           "only");
+    if (m->swa_pattern >= 0 && !m->sliding_window)
+        return sol_err_set(e, -EINVAL, "--swa-pattern needs --sliding-window");
     if (!m->out) return sol_err_set(e, -EINVAL, "missing -o OUT.gguf (see --help)");
     const shape *p = NULL;
     for (size_t i = 0; i < sizeof k_presets / sizeof k_presets[0]; i++)

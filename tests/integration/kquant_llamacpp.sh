@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Promise: K-quant files decode alike in Sol and llama.cpp. For llama, qwen2 and qwen3 models (dim
-# 256, GQA, odd vocab) and each of Q4_K_M, Q5_K_M and Q6_K, both the file written by llama.cpp's own
+# Promise: K-quant files decode alike in Sol and llama.cpp. For llama, qwen2, qwen3 and gemma3
+# (sliding window 6, every second layer global) models (dim 256, GQA, odd vocab) and each of Q4_K_M, Q5_K_M and Q6_K, both the file written by llama.cpp's own
 # quantizer and the one written by sol-quantize load in both, and the last prompt position's logits
 # agree within 2e-2 relative L2 in llama.cpp-compatible attention (SOL_CPU_ATTN=llamacpp) and in
 # Sol's default attention. Greedy ids are reported, not required.
@@ -21,12 +21,13 @@ lq=$("$peer/build_quantize.sh" "$B/peer")
 
 N=32; P=1,15,27,300,42,7,99,128,5,260,311,17,450
 shape="--dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 512 --vocab 601 --ctx 256 --seed 7"
-archs=(llama qwen2 qwen3)
+archs=(llama qwen2 qwen3 "gemma3:--sliding-window 6 --swa-pattern 2")
 ftypes=("q4_k_m:15" "q5_k_m:17" "q6_k:18")
 jobs="["; files=()
-for a in "${archs[@]}"; do
+for spec in "${archs[@]}"; do
+  a=${spec%%:*}; extra=""; [ "$a" = "$spec" ] || extra=${spec#*:}
   # shellcheck disable=SC2086
-  "$B/tools/sol-mkmodel" -o "$work/$a.gguf" --arch "$a" $shape --type f16 >/dev/null 2>&1
+  "$B/tools/sol-mkmodel" -o "$work/$a.gguf" --arch "$a" $shape $extra --type f16 >/dev/null 2>&1
   for f in "${ftypes[@]}"; do
     name=${f%%:*}; ft=${f#*:}
     "$lq" "$work/$a.gguf" "$work/$a-$name-lc.gguf" "$ft" >"$work/lq.log" 2>&1 || { tail -5 "$work/lq.log"; exit 1; }

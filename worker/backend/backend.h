@@ -40,7 +40,8 @@ typedef struct sol_weight {
  * (x[2i], x[2i+1]) are rotated by pos * theta_i, theta_i = freq_base^(-2i/head_dim). NEOX mode
  * (qwen2, qwen3, gemma3): pairs (x[i], x[i + head_dim/2]) with the same angles.
  * Llama-3 scaling is applied when scaling_factor > 0 and orig_ctx > 0 (rope.scaling.* keys:
- * factor, low_freq_factor, high_freq_factor, original_context_length). */
+ * factor, low_freq_factor, high_freq_factor, original_context_length); linear scaling
+ * (rope.scaling.type = linear, Gemma 3's global layers) multiplies every angle by freq_scale. */
 typedef struct sol_rope_params {
     float freq_base;        /* rope.freq_base, 10000 for Llama-2 */
     float scaling_factor;   /* 0 = no llama-3 scaling */
@@ -48,6 +49,7 @@ typedef struct sol_rope_params {
     float high_freq_factor; /* 4 in Llama-3.1 */
     int32_t orig_ctx;       /* 8192 in Llama-3.1; 0 = no llama-3 scaling */
     int32_t neox;           /* 0: NORM pairs, 1: NEOX pairs */
+    float freq_scale;       /* 1 / rope.scaling.factor for linear scaling; 0 or 1 = none */
 } sol_rope_params;
 
 /* Where one token's sequence keeps its KV: block_table[i] is the physical block holding
@@ -102,6 +104,11 @@ typedef struct sol_backend_ops {
     /* out = silu(gate) * up elementwise; out may alias gate or up. */
     int (*silu_mul)(sol_backend *be, const float *gate, const float *up, float *out,
                     int64_t n_elems);
+    /* out = gelu(gate) * up with GELU's tanh approximation (Gemma's FFN); out may alias. */
+    int (*gelu_mul)(sol_backend *be, const float *gate, const float *up, float *out,
+                    int64_t n_elems);
+    /* out = x * s elementwise; out may alias x (Gemma's embeddings are scaled by sqrt(dim)). */
+    int (*scale)(sol_backend *be, const float *x, float s, float *out, int64_t n_elems);
     /* out = a + b elementwise; out may alias a or b. */
     int (*add)(sol_backend *be, const float *a, const float *b, float *out, int64_t n_elems);
     /* out[t] = row ids[t] of table, dequantized to float (n x table->cols). ids are checked. */
@@ -118,11 +125,14 @@ typedef struct sol_backend_ops {
     /* Copy whole blocks (every layer, K and V): dst[i] <- src[i]; for copy-on-write forks. */
     int (*kv_copy_blocks)(sol_backend *be, sol_kv *kv, const int32_t *src_block_ids,
                           const int32_t *dst_block_ids, int count);
-    /* out[t][h] = softmax(scale * q[t][h] . K[0..n_ctx)) V for token t's sequence, with query
+    /* out[t][h] = softmax(scale * q[t][h] . K[lo..n_ctx)) V for token t's sequence, with query
      * head h reading KV head h / (heads / kv_heads) (grouped-query attention).
-     * q and out are n x heads x head_dim; per_token[t] gives token t's block table and n_ctx. */
+     * q and out are n x heads x head_dim; per_token[t] gives token t's block table and n_ctx.
+     * lo = 0, or with a sliding window (window > 0) max(0, n_ctx - window): the token sees its
+     * last `window` positions, itself included (llama.cpp's standard SWA), and block-table
+     * entries before lo are never read (they may have been freed). */
     int (*paged_attention)(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out,
-                           int n, int heads, int kv_heads, int head_dim, float scale,
+                           int n, int heads, int kv_heads, int head_dim, float scale, int window,
                            const sol_attn_seq *per_token);
 
     /* Sum x (n_elems floats) across tensor-parallel ranks in place; a no-op on one CPU. */
@@ -237,6 +247,13 @@ static inline int sol_silu_mul(sol_backend *be, const float *gate, const float *
                                int64_t n_elems) {
     return be->ops->silu_mul(be, gate, up, out, n_elems);
 }
+static inline int sol_gelu_mul(sol_backend *be, const float *gate, const float *up, float *out,
+                               int64_t n_elems) {
+    return be->ops->gelu_mul(be, gate, up, out, n_elems);
+}
+static inline int sol_scale(sol_backend *be, const float *x, float s, float *out, int64_t n_elems) {
+    return be->ops->scale(be, x, s, out, n_elems);
+}
 static inline int sol_add(sol_backend *be, const float *a, const float *b, float *out,
                           int64_t n_elems) {
     return be->ops->add(be, a, b, out, n_elems);
@@ -252,8 +269,15 @@ static inline int sol_kv_write(sol_backend *be, sol_kv *kv, int layer, const flo
 static inline int sol_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q,
                                       float *out, int n, int heads, int kv_heads, int head_dim,
                                       float scale, const sol_attn_seq *per_token) {
-    return be->ops->paged_attention(be, kv, layer, q, out, n, heads, kv_heads, head_dim, scale,
+    return be->ops->paged_attention(be, kv, layer, q, out, n, heads, kv_heads, head_dim, scale, 0,
                                     per_token);
+}
+/* The same over the last `window` positions only (sliding-window layers); 0 = all. */
+static inline int sol_paged_attention_swa(sol_backend *be, sol_kv *kv, int layer, const float *q,
+                                          float *out, int n, int heads, int kv_heads, int head_dim,
+                                          float scale, int window, const sol_attn_seq *per_token) {
+    return be->ops->paged_attention(be, kv, layer, q, out, n, heads, kv_heads, head_dim, scale,
+                                    window, per_token);
 }
 
 #endif

@@ -362,8 +362,20 @@ static int check_config(const engine_config *c, sol_err *err) {
 }
 
 /* num_blocks from the config, else memory_fraction of MemAvailable; then the start-up check. */
+/* Tokens of KV one sequence can hold at once: max_model_len, or with a sliding window on every
+ * layer (older blocks freed each step) the window plus one prefill chunk and a partial block at
+ * each end. */
+static int32_t seq_kv_tokens(const engine *e) {
+    const engine_config *c = &e->cfg;
+    int64_t w = model_get_hparams(e->m)->kv_window;
+    if (w <= 0) return c->max_model_len;
+    w += c->max_batched_tokens + 2 * c->block_size;
+    return w < c->max_model_len ? (int32_t)w : c->max_model_len;
+}
+
 static int size_pool(engine *e, sol_err *err) {
     engine_config *c = &e->cfg;
+    int32_t seq_tokens = seq_kv_tokens(e);
     size_t per_token = model_kv_bytes_per_token(e->m, c->kv_dtype);
     size_t per_block = per_token * (size_t)c->block_size;
     int64_t avail = -1;
@@ -376,15 +388,14 @@ static int size_pool(engine *e, sol_err *err) {
         double blocks = c->memory_fraction * (double)avail / (double)per_block;
         /* Unlike a GPU, host memory is shared with other workers on the machine: take no more
          * than running sequences can ever fill, twice over (the second half keeps prefixes). */
-        double useful =
-            2.0 * c->max_num_seqs * ((c->max_model_len + c->block_size - 1) / c->block_size);
+        double useful = 2.0 * c->max_num_seqs * ((seq_tokens + c->block_size - 1) / c->block_size);
         double most = (double)INT32_MAX / c->block_size;
         if (useful < most) most = useful;
         c->num_blocks = (int32_t)(blocks < most ? blocks : most);
     }
     int64_t tokens = (int64_t)c->num_blocks * c->block_size;
-    int32_t need = (c->max_model_len + c->block_size - 1) / c->block_size;
-    if (tokens < c->max_model_len) {
+    int32_t need = (seq_tokens + c->block_size - 1) / c->block_size;
+    if (tokens < seq_tokens) {
         if (avail >= 0)
             return sol_err_set(err, -ENOSPC,
                                "KV pool: %.2f of %.1f MiB available memory (worker.kv."
@@ -404,6 +415,11 @@ static int size_pool(engine *e, sol_err *err) {
     LOG_INFO("engine", "KV pool: %d blocks = %lld tokens of context (%.1f MiB, %s, block %d)",
              c->num_blocks, (long long)tokens, (double)per_block * c->num_blocks / 1048576.0,
              sol_dtype_name(c->kv_dtype), c->block_size);
+    if (seq_tokens < c->max_model_len)
+        LOG_INFO("engine",
+                 "sliding window of %d on every layer: a sequence holds at most %d tokens of KV "
+                 "(blocks behind the window are freed as it grows)",
+                 model_get_hparams(e->m)->kv_window, seq_tokens);
     return 0;
 }
 
@@ -433,7 +449,7 @@ static int start(engine *e, sol_err *err) {
     if (!(e->kv_data =
               model_kv_new(e->m, e->cfg.num_blocks, e->cfg.block_size, e->cfg.kv_dtype, err)))
         return err->code ? err->code : -ENOMEM;
-    sched_config sc = {e->cfg.max_num_seqs, e->cfg.max_batched_tokens};
+    sched_config sc = {e->cfg.max_num_seqs, e->cfg.max_batched_tokens, hp->kv_window};
     if (!(e->sched = sched_new(&sc, e->kv, err))) return err->code ? err->code : -ENOMEM;
     if (!(e->smp = sampler_new(e->n_vocab, err))) return err->code ? err->code : -ENOMEM;
     if ((rc = espec_init(e, err))) return rc;

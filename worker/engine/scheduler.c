@@ -100,11 +100,13 @@ static void running_remove(sched *s, sched_seq *seq) {
 /* ---- lifecycle ---------------------------------------------------------------------------- */
 
 sched *sched_new(const sched_config *cfg, kv_cache *kv, sol_err *err) {
-    if (!cfg || !kv || cfg->max_num_seqs < 1 || cfg->max_batched_tokens < cfg->max_num_seqs) {
+    if (!cfg || !kv || cfg->max_num_seqs < 1 || cfg->max_batched_tokens < cfg->max_num_seqs ||
+        cfg->kv_window < 0) {
         sol_err_set(err, -EINVAL,
-                    "scheduler: expected max_num_seqs >= 1 and max_batched_tokens >= "
-                    "max_num_seqs, found %d and %d",
-                    cfg ? cfg->max_num_seqs : 0, cfg ? cfg->max_batched_tokens : 0);
+                    "scheduler: expected max_num_seqs >= 1, max_batched_tokens >= "
+                    "max_num_seqs and kv_window >= 0, found %d, %d and %d",
+                    cfg ? cfg->max_num_seqs : 0, cfg ? cfg->max_batched_tokens : 0,
+                    cfg ? cfg->kv_window : 0);
         return NULL;
     }
     sched *s = calloc(1, sizeof *s);
@@ -355,6 +357,10 @@ static bool admissible(const sched *s, const sched_seq *seq) {
         kv_cache_peek_prefix(s->kv, seq->cache_salt, seq->tokens, seq->n_tokens, &n_evict);
     if (hit < 0) hit = 0;
     int32_t need = (seq->n_tokens + bs - 1) / bs - hit / bs + n_evict;
+    if (s->cfg.kv_window > 0) { /* blocks behind the window are freed as the prompt goes */
+        int32_t live = (s->cfg.kv_window + s->cfg.max_batched_tokens + 2 * bs - 1) / bs;
+        if (need > live) need = live;
+    }
     return kv_cache_can_allocate(s->kv, need + s->n_running);
 }
 
@@ -427,12 +433,18 @@ int sched_step(sched *s, sched_batch *out, sol_err *err) {
 }
 
 int sched_commit(sched *s, const sched_batch *b, sol_err *err) {
-    (void)s;
     for (int32_t i = 0; i < b->n_seqs; i++) {
         sched_seq *seq = b->seqs[i];
         int rc = kv_seq_append(seq->kv, seq->tokens + seq->n_computed, seq->step_n, err);
         if (rc) return rc;
         seq->n_computed += seq->step_n; /* step_n stays readable until the next step */
+        if (s->cfg.kv_window > 0) {
+            /* Kept for sure: computed tokens that are not drafts (a verify may still reject
+             * those). The next token sits at or after it and reads from kept + 1 - window. */
+            int32_t kept = seq->n_tokens - seq->n_spec;
+            if (kept > seq->n_computed) kept = seq->n_computed;
+            kv_seq_drop_before(seq->kv, kept + 1 - s->cfg.kv_window);
+        }
     }
     return 0;
 }

@@ -63,6 +63,8 @@ typedef struct sched_seq {
 typedef struct sched_config {
     int32_t max_num_seqs;       /* running sequences at most */
     int32_t max_batched_tokens; /* tokens per forward pass at most (>= max_num_seqs) */
+    int32_t kv_window; /* > 0: every layer attends to its last kv_window positions only, so a
+                          sequence's blocks that fall wholly behind that are freed each step */
 } sched_config;
 
 /* One step's work: the flattened batch for model_forward plus bookkeeping for the engine.

@@ -39,7 +39,9 @@ struct kv_seq {
     uint64_t seed;       /* chain seed from the cache salt */
     int32_t *blocks;
     int32_t n_blocks, cap;
-    int32_t len; /* tokens recorded */
+    int32_t len;        /* tokens recorded */
+    int32_t dropped;    /* leading entries released by kv_seq_drop_before (KV_BLOCK_DROPPED) */
+    uint64_t drop_hash; /* hash of the last dropped block: the parent of the next one's chain */
 };
 
 struct kv_cache {
@@ -286,8 +288,9 @@ kv_seq *kv_seq_new(kv_cache *kv, const char *cache_salt, sol_err *err) {
 /* Releases blocks [keep, n_blocks) last first, so a freed sequence's tail blocks (the least
  * likely to be shared again) sit nearer the LRU head than its prefix blocks and go first. */
 static void release_from(kv_seq *s, int32_t keep) {
-    while (s->n_blocks > keep)
+    while (s->n_blocks > keep && s->n_blocks > s->dropped)
         release(s->kv, s->blocks[--s->n_blocks]);
+    if (s->n_blocks > keep) s->n_blocks = keep; /* dropped entries hold no block */
 }
 
 void kv_seq_free(kv_seq *seq) {
@@ -309,7 +312,7 @@ int32_t kv_seq_len(const kv_seq *seq) {
 }
 
 int32_t kv_seq_token_at(const kv_seq *seq, int32_t pos) {
-    if (pos < 0 || pos >= seq->len) return -1;
+    if (pos < 0 || pos >= seq->len || pos / seq->kv->bs < seq->dropped) return -1;
     const kv_cache *kv = seq->kv;
     return kv->tok[(size_t)seq->blocks[pos / kv->bs] * kv->bs + pos % kv->bs];
 }
@@ -380,10 +383,11 @@ int kv_seq_reserve(kv_seq *seq, int32_t n_new, kv_copy copies[KV_MAX_COPIES], in
         return sol_err_set(err, -EINVAL,
                            "kv_seq_reserve: expected n_new >= 0 and copy outputs, got n_new=%d",
                            n_new);
-    if ((int64_t)seq->len + n_new > (int64_t)kv->num_blocks * kv->bs)
+    int32_t live = seq->len - seq->dropped * kv->bs; /* dropped blocks hold no slot */
+    if ((int64_t)live + n_new > (int64_t)kv->num_blocks * kv->bs)
         return sol_err_set(err, -E2BIG,
-                           "kv_seq_reserve: %d + %d tokens exceed the whole pool of %d slots",
-                           seq->len, n_new, kv->num_blocks * kv->bs);
+                           "kv_seq_reserve: %d + %d tokens exceed the whole pool of %d slots", live,
+                           n_new, kv->num_blocks * kv->bs);
     if (n_new == 0) return 0;
     int32_t grow = blocks_for(seq, n_new);
     bool cow = needs_cow(seq);
@@ -407,7 +411,9 @@ static void commit_block(kv_seq *s, int32_t idx) {
     kv_cache *kv = s->kv;
     if (!kv->caching) return;
     int32_t b = s->blocks[idx];
-    uint64_t parent = idx == 0 ? s->seed : kv->blk[s->blocks[idx - 1]].hash;
+    uint64_t parent = idx == 0            ? s->seed
+                      : idx == s->dropped ? s->drop_hash
+                                          : kv->blk[s->blocks[idx - 1]].hash;
     kv->blk[b].parent = parent;
     kv->blk[b].hash = block_hash_tokens(parent, &kv->tok[(size_t)b * kv->bs], kv->bs);
     try_commit(kv, b);
@@ -441,10 +447,12 @@ int kv_seq_append(kv_seq *seq, const int32_t *tokens, int32_t n, sol_err *err) {
 int kv_seq_slots(const kv_seq *seq, int32_t start, int32_t n, int32_t *slots_out, sol_err *err) {
     const kv_cache *kv = seq->kv;
     if (start < 0 || n < 0 || (n > 0 && !slots_out) ||
-        (int64_t)start + n > (int64_t)seq->n_blocks * kv->bs)
+        (int64_t)start + n > (int64_t)seq->n_blocks * kv->bs ||
+        (n > 0 && start / kv->bs < seq->dropped))
         return sol_err_set(err, -EINVAL,
-                           "kv_seq_slots: positions [%d, %lld) are outside the %d reserved slots",
-                           start, (long long)start + n, seq->n_blocks * kv->bs);
+                           "kv_seq_slots: positions [%d, %lld) are outside the %d reserved slots "
+                           "(or in the %d dropped blocks)",
+                           start, (long long)start + n, seq->n_blocks * kv->bs, seq->dropped);
     for (int32_t i = 0; i < n; i++) {
         int32_t p = start + i;
         slots_out[i] = seq->blocks[p / kv->bs] * kv->bs + p % kv->bs;
@@ -454,9 +462,9 @@ int kv_seq_slots(const kv_seq *seq, int32_t start, int32_t n, int32_t *slots_out
 
 int kv_seq_truncate(kv_seq *seq, int32_t new_len, sol_err *err) {
     kv_cache *kv = seq->kv;
-    if (new_len < 0 || new_len > seq->len)
-        return sol_err_set(err, -EINVAL, "kv_seq_truncate: expected 0 <= new_len <= %d, got %d",
-                           seq->len, new_len);
+    if (new_len < seq->dropped * kv->bs || new_len > seq->len)
+        return sol_err_set(err, -EINVAL, "kv_seq_truncate: expected %d <= new_len <= %d, got %d",
+                           seq->dropped * kv->bs, seq->len, new_len);
     int32_t keep = (new_len + kv->bs - 1) / kv->bs;
     release_from(seq, keep);
     seq->len = new_len;
@@ -470,6 +478,23 @@ int kv_seq_truncate(kv_seq *seq, int32_t new_len, sol_err *err) {
     return 0;
 }
 
+int32_t kv_seq_drop_before(kv_seq *seq, int32_t pos) {
+    kv_cache *kv = seq->kv;
+    if (pos > seq->len) pos = seq->len;
+    int32_t upto = pos > 0 ? pos / kv->bs : 0, n = 0;
+    for (; seq->dropped < upto; seq->dropped++, n++) {
+        int32_t b = seq->blocks[seq->dropped];
+        seq->drop_hash = kv->blk[b].hash;
+        seq->blocks[seq->dropped] = KV_BLOCK_DROPPED;
+        release(kv, b);
+    }
+    return n;
+}
+
+int32_t kv_seq_dropped(const kv_seq *seq) {
+    return seq->dropped;
+}
+
 kv_seq *kv_seq_fork(kv_seq *src, sol_err *err) {
     kv_cache *kv = src->kv;
     int32_t n = (src->len + kv->bs - 1) / kv->bs;
@@ -477,10 +502,12 @@ kv_seq *kv_seq_fork(kv_seq *src, sol_err *err) {
     if (!dst) return NULL;
     for (int32_t i = 0; i < n; i++) {
         dst->blocks[i] = src->blocks[i];
-        kv->blk[src->blocks[i]].ref++;
+        if (i >= src->dropped) kv->blk[src->blocks[i]].ref++;
     }
     dst->n_blocks = n;
     dst->len = src->len;
+    dst->dropped = src->dropped;
+    dst->drop_hash = src->drop_hash;
     return dst;
 }
 
@@ -578,7 +605,9 @@ static int check_full_block(const kv_seq *s, int32_t i, sol_err *err) {
                            "but holds %d tokens",
                            s->blocks[i], i, k->filled);
     if (!kv->caching) return 0;
-    uint64_t parent = i == 0 ? s->seed : kv->blk[s->blocks[i - 1]].hash;
+    uint64_t parent = i == 0            ? s->seed
+                      : i == s->dropped ? s->drop_hash
+                                        : kv->blk[s->blocks[i - 1]].hash;
     uint64_t h = block_hash_tokens(parent, &kv->tok[(size_t)s->blocks[i] * kv->bs], kv->bs);
     if (k->parent != parent || k->hash != h)
         return sol_err_set(err, -EFAULT, "kv check: block %d (index %d) hash chain broken",
@@ -592,8 +621,16 @@ static int check_seq(const kv_seq *s, int32_t *refs, int32_t *stamp, int32_t id,
     if (s->len < 0 || s->n_blocks > s->cap || written > s->n_blocks)
         return sol_err_set(err, -EFAULT, "kv check: sequence of %d tokens has %d blocks (cap %d)",
                            s->len, s->n_blocks, s->cap);
+    if (s->dropped > s->len / kv->bs)
+        return sol_err_set(err, -EFAULT, "kv check: %d blocks dropped of a %d-token sequence",
+                           s->dropped, s->len);
     for (int32_t i = 0; i < s->n_blocks; i++) {
         int32_t b = s->blocks[i];
+        if (i < s->dropped) {
+            if (b != KV_BLOCK_DROPPED)
+                return sol_err_set(err, -EFAULT, "kv check: dropped entry %d holds block %d", i, b);
+            continue;
+        }
         if (b < 0 || b >= kv->num_blocks || kv->blk[b].state != BLK_USED || stamp[b] == id)
             return sol_err_set(err, -EFAULT,
                                "kv check: table index %d holds block %d which is out "

@@ -116,6 +116,16 @@ const int32_t *kv_seq_block_table(const kv_seq *seq, int32_t *n_blocks);
  * prefix cache if it is no longer full and this sequence holds it alone. Returns 0 or -EINVAL. */
 int kv_seq_truncate(kv_seq *seq, int32_t new_len, sol_err *err);
 
+/* Sliding-window attention: releases the sequence's blocks that lie wholly before position pos
+ * (indices < pos / block_size), which no later token will read. Their block-table entries become
+ * KV_BLOCK_DROPPED; kv_seq_token_at returns -1 there, kv_seq_slots refuses them, and truncating
+ * into them is refused. Only full, written blocks are dropped (pos is clamped to kv_seq_len).
+ * Returns the number of blocks released by this call. */
+#define KV_BLOCK_DROPPED (-1)
+int32_t kv_seq_drop_before(kv_seq *seq, int32_t pos);
+/* Leading blocks already dropped. */
+int32_t kv_seq_dropped(const kv_seq *seq);
+
 /* A new sequence sharing all of src's written blocks (ref++) and its salt; neither copies K/V
  * until one of them writes into a shared block (see kv_seq_reserve). NULL on OOM. */
 kv_seq *kv_seq_fork(kv_seq *src, sol_err *err);

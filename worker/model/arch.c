@@ -1,15 +1,23 @@
 /* arch: see arch.h. Facts from llama.cpp's model definitions: Qwen2 adds biases to q/k/v and
  * uses NEOX RoPE; Qwen3 drops the biases for a per-head RMSNorm of q and k (its head size may
- * differ from dim / heads: attention.key_length). Mistral files use the Llama graph. */
+ * differ from dim / heads: attention.key_length). Mistral files use the Llama graph. Gemma 3
+ * scales embeddings by sqrt(dim), normalizes q and k per head, RMS-normalizes each block's output
+ * before the residual add, uses a GELU (tanh) gate, and interleaves five sliding-window layers
+ * (RoPE base 10000) with one global layer (rope.freq_base); its norm weights are stored with
+ * Gemma's (1 + w) already folded in by the converter, so they are used as stored. */
 #include "arch.h"
 
 #include <string.h>
 
 static const model_arch k_archs[] = {
-    {"llama", 0},
-    {"mistral", 0},
-    {"qwen2", ARCH_QKV_BIAS | ARCH_ROPE_NEOX},
-    {"qwen3", ARCH_QK_NORM | ARCH_ROPE_NEOX},
+    {"llama", 0, 0},
+    {"mistral", 0, 0},
+    {"qwen2", ARCH_QKV_BIAS | ARCH_ROPE_NEOX, 0},
+    {"qwen3", ARCH_QK_NORM | ARCH_ROPE_NEOX, 0},
+    {"gemma3",
+     ARCH_QK_NORM | ARCH_ROPE_NEOX | ARCH_POST_NORMS | ARCH_GELU | ARCH_EMBD_SCALE | ARCH_SWA |
+         ARCH_SOFTCAP,
+     6},
 };
 
 const model_arch *model_arch_find(const char *name) {
@@ -19,5 +27,5 @@ const model_arch *model_arch_find(const char *name) {
 }
 
 const char *model_arch_names(void) {
-    return "llama, mistral, qwen2, qwen3";
+    return "llama, mistral, qwen2, qwen3, gemma3";
 }

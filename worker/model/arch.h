@@ -4,20 +4,28 @@
 #define SOL_ARCH_H
 
 enum {
-    ARCH_QKV_BIAS = 1u << 0,  /* blk.N.attn_{q,k,v}.bias added after the projections (qwen2) */
-    ARCH_QK_NORM = 1u << 1,   /* blk.N.attn_{q,k}_norm.weight: per-head RMSNorm before RoPE */
-    ARCH_ROPE_NEOX = 1u << 2, /* RoPE rotates (x[i], x[i + d/2]) instead of (x[2i], x[2i+1]) */
+    ARCH_QKV_BIAS = 1u << 0,   /* blk.N.attn_{q,k,v}.bias added after the projections (qwen2) */
+    ARCH_QK_NORM = 1u << 1,    /* blk.N.attn_{q,k}_norm.weight: per-head RMSNorm before RoPE */
+    ARCH_ROPE_NEOX = 1u << 2,  /* RoPE rotates (x[i], x[i + d/2]) instead of (x[2i], x[2i+1]) */
+    ARCH_POST_NORMS = 1u << 3, /* blk.N.{attn,ffn}_post_norm.weight: RMSNorm of each block's
+                                  output before it joins the residual stream */
+    ARCH_GELU = 1u << 4,       /* FFN gate is GELU (tanh approximation), not SiLU */
+    ARCH_EMBD_SCALE = 1u << 5, /* embeddings multiplied by sqrt(dim) */
+    ARCH_SWA = 1u << 6,        /* attention.sliding_window: interleaved local/global layers,
+                                  rope.freq_base_swa for local ones (sliding_window_pattern) */
+    ARCH_SOFTCAP = 1u << 7,    /* final_logit_softcapping: logits = c * tanh(logits / c) */
 };
 
 typedef struct model_arch {
     const char *name; /* general.architecture, also the prefix of its hyper-parameter keys */
     unsigned flags;
+    int swa_pattern; /* ARCH_SWA: every swa_pattern-th layer is global unless the file says */
 } model_arch;
 
 /* The description for general.architecture = name, or NULL when it is not supported. */
 const model_arch *model_arch_find(const char *name);
 
-/* "llama, mistral, qwen2, qwen3": every supported name, for error messages and --help. */
+/* "llama, mistral, qwen2, qwen3, gemma3": every supported name, for error messages and --help. */
 const char *model_arch_names(void);
 
 #endif

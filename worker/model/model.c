@@ -15,8 +15,9 @@
 
 typedef struct layer_weights {
     const float *attn_norm, *ffn_norm;
-    const float *bq, *bk, *bv;    /* ARCH_QKV_BIAS */
-    const float *q_norm, *k_norm; /* ARCH_QK_NORM: head_dim each */
+    const float *attn_post_norm, *ffn_post_norm; /* ARCH_POST_NORMS */
+    const float *bq, *bk, *bv;                   /* ARCH_QKV_BIAS */
+    const float *q_norm, *k_norm;                /* ARCH_QK_NORM: head_dim each */
     sol_weight wq, wk, wv, wo;
     sol_weight w_gate, w_up, w_down;
 } layer_weights;
@@ -39,6 +40,7 @@ struct model {
     sol_weight tok_embd, output;
     const float *output_norm;
     layer_weights *layers;
+    uint8_t *swa; /* per layer: 1 = sliding-window attention (ARCH_SWA), NULL = none */
     model_scratch s;
 };
 
@@ -65,6 +67,116 @@ static int get_f32_opt(const gguf_file *g, const char *arch, const char *suffix,
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     return gguf_get_f32_def(g, key, def, out, err);
+}
+
+/* rope.scaling.type: absent/none, llama3 (Llama 3.1's frequency bands) or linear (positions
+ * divided by rope.scaling.factor; Gemma 3's global layers). Other types are refused by name. */
+static int load_rope_scaling(model *m, const char *arch, sol_err *err) {
+    const gguf_file *g = m->gguf;
+    model_hparams *hp = &m->hp;
+    const char *stype = NULL;
+    char key[128];
+    int rc;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    if (!gguf_get_kv(g, key)) return 0;
+    if ((rc = gguf_get_str(g, key, &stype, err))) return rc;
+    if (strcmp(stype, "none") == 0) return 0;
+    if (strcmp(stype, "linear") == 0) {
+        float factor = 1.0f;
+        if ((rc = get_f32_opt(g, arch, "rope.scaling.factor", 1.0f, &factor, err))) return rc;
+        if (!(factor > 0.0f))
+            return sol_err_set(err, -EINVAL, "%s: key %s.rope.scaling.factor: %g must be > 0",
+                               gguf_path(g), arch, factor);
+        hp->rope.freq_scale = 1.0f / factor;
+        return 0;
+    }
+    if (strcmp(stype, "llama3") != 0)
+        return sol_err_set(err, -ENOTSUP,
+                           "%s: key %s: RoPE scaling \"%s\" is not supported (expected none, "
+                           "linear or llama3)",
+                           gguf_path(g), key, stype);
+    uint32_t orig = 0;
+    if ((rc = get_f32_opt(g, arch, "rope.scaling.factor", 8.0f, &hp->rope.scaling_factor, err)) ||
+        (rc = get_f32_opt(g, arch, "rope.scaling.low_freq_factor", 1.0f, &hp->rope.low_freq_factor,
+                          err)) ||
+        (rc = get_f32_opt(g, arch, "rope.scaling.high_freq_factor", 4.0f,
+                          &hp->rope.high_freq_factor, err)))
+        return rc;
+    snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", arch);
+    if ((rc = gguf_get_u32_def(g, key, 8192, &orig, err))) return rc;
+    hp->rope.orig_ctx = (int32_t)orig;
+    return 0;
+}
+
+/* Which layers slide: attention.sliding_window_pattern as one bool per layer, or a period P
+ * (layer l slides unless l % P == P - 1; P = 0: all slide), else the architecture's period. */
+static int load_swa_layers(model *m, const char *arch, sol_err *err) {
+    const gguf_file *g = m->gguf;
+    const model_hparams *hp = &m->hp;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", arch);
+    const gguf_kv *kv = gguf_get_kv(g, key);
+    if (kv && kv->type == GGUF_T_ARR) {
+        const gguf_arr *a = NULL;
+        int rc = gguf_get_arr(g, key, GGUF_T_BOOL, &a, err);
+        if (rc) return rc;
+        if (a->n != (uint64_t)hp->n_layers)
+            return sol_err_set(err, -EINVAL, "%s: key %s: %llu entries for %d layers", gguf_path(g),
+                               key, (unsigned long long)a->n, hp->n_layers);
+        for (int l = 0; l < hp->n_layers; l++)
+            m->swa[l] = ((const uint8_t *)a->data)[l] != 0;
+        return 0;
+    }
+    uint32_t period = (uint32_t)hp->arch->swa_pattern;
+    int rc = gguf_get_u32_def(g, key, period, &period, err);
+    if (rc) return rc;
+    for (int l = 0; l < hp->n_layers; l++)
+        m->swa[l] = period == 0 || (uint32_t)l % period < period - 1;
+    return 0;
+}
+
+/* ARCH_SWA: the window, the layers that use it and their RoPE base; then the KV window (the
+ * window when every layer slides, so older blocks can be freed). */
+static int load_swa(model *m, const char *arch, sol_err *err) {
+    const gguf_file *g = m->gguf;
+    model_hparams *hp = &m->hp;
+    hp->rope_swa = hp->rope;
+    if (!(hp->arch->flags & ARCH_SWA)) return 0;
+    char key[128];
+    uint32_t win = 0;
+    snprintf(key, sizeof key, "%s.attention.sliding_window", arch);
+    int rc = gguf_get_u32_def(g, key, 0, &win, err);
+    if (rc) return rc;
+    if (win > (1u << 24))
+        return sol_err_set(err, -EINVAL, "%s: key %s: %u is out of range", gguf_path(g), key, win);
+    if (win == 0) return 0; /* no window: every layer global, as llama.cpp reads it */
+    hp->swa_window = (int32_t)win;
+    /* Local layers use their own base and no scaling (llama.cpp: rope_freq_base_train_swa). */
+    sol_rope_params local = {.neox = hp->rope.neox};
+    if ((rc = get_f32_opt(g, arch, "rope.freq_base_swa", 10000.0f, &local.freq_base, err)))
+        return rc;
+    hp->rope_swa = local;
+    if (!(m->swa = calloc((size_t)hp->n_layers, 1)))
+        return sol_err_set(err, -ENOMEM, "out of memory for the layer table");
+    if ((rc = load_swa_layers(m, arch, err))) return rc;
+    hp->kv_window = hp->swa_window;
+    for (int l = 0; l < hp->n_layers; l++)
+        if (!m->swa[l]) hp->kv_window = 0;
+    return 0;
+}
+
+/* Gemma 3 and its final soft-cap: the query scale (query_pre_attn_scalar: dim / heads for the
+ * 27B model, llama.cpp tells it by its 62 layers; head_dim otherwise) and the cap. */
+static int load_gemma_extras(model *m, const char *arch, sol_err *err) {
+    model_hparams *hp = &m->hp;
+    if (!(hp->arch->flags & ARCH_SOFTCAP)) return 0;
+    if (hp->n_layers == 62) hp->attn_scale = 1.0f / sqrtf((float)(hp->dim / hp->n_heads));
+    int rc = get_f32_opt(m->gguf, arch, "final_logit_softcapping", 0.0f, &hp->softcap, err);
+    if (rc) return rc;
+    if (hp->softcap < 0.0f)
+        return sol_err_set(err, -EINVAL, "%s: key %s.final_logit_softcapping: %g must be >= 0",
+                           gguf_path(m->gguf), arch, hp->softcap);
+    return 0;
 }
 
 static int load_hparams(model *m, sol_err *err) {
@@ -125,23 +237,9 @@ static int load_hparams(model *m, sol_err *err) {
     if ((rc = get_f32_opt(g, arch, "attention.layer_norm_rms_epsilon", 1e-5f, &hp->eps, err)) ||
         (rc = get_f32_opt(g, arch, "rope.freq_base", 10000.0f, &hp->rope.freq_base, err)))
         return rc;
-    /* Llama-3.1 style scaling: only when the file names it. */
-    const char *stype = NULL;
-    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-    if (gguf_get_kv(g, key) && gguf_get_str(g, key, &stype, err) == 0 &&
-        strcmp(stype, "llama3") == 0) {
-        uint32_t orig = 0;
-        if ((rc = get_f32_opt(g, arch, "rope.scaling.factor", 8.0f, &hp->rope.scaling_factor,
-                              err)) ||
-            (rc = get_f32_opt(g, arch, "rope.scaling.low_freq_factor", 1.0f,
-                              &hp->rope.low_freq_factor, err)) ||
-            (rc = get_f32_opt(g, arch, "rope.scaling.high_freq_factor", 4.0f,
-                              &hp->rope.high_freq_factor, err)))
-            return rc;
-        snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", arch);
-        if ((rc = gguf_get_u32_def(g, key, 8192, &orig, err))) return rc;
-        hp->rope.orig_ctx = (int32_t)orig;
-    }
+    if ((rc = load_rope_scaling(m, arch, err))) return rc;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    if ((rc = load_swa(m, arch, err)) || (rc = load_gemma_extras(m, arch, err))) return rc;
     if (gguf_tensor_find(g, "rope_freqs.weight"))
         LOG_WARN("model",
                  "%s: rope_freqs.weight is ignored (per-dimension RoPE factors are not "
@@ -224,6 +322,10 @@ static int bind_layer(model *m, int l, sol_err *err) {
         V("attn_q_norm.weight", hp->head_dim, &L->q_norm);
         V("attn_k_norm.weight", hp->head_dim, &L->k_norm);
     }
+    if (hp->arch->flags & ARCH_POST_NORMS) {
+        V("post_attention_norm.weight", hp->dim, &L->attn_post_norm);
+        V("post_ffw_norm.weight", hp->dim, &L->ffn_post_norm);
+    }
 #undef V
     return 0;
 }
@@ -295,6 +397,7 @@ void model_free(model *m) {
     if (!m) return;
     if (m->be) scratch_free(m);
     free(m->layers);
+    free(m->swa);
     gguf_close(m->gguf);
     free(m);
 }
@@ -418,29 +521,40 @@ static int qkv(model *m, const layer_weights *L, int n) {
     return 0;
 }
 
+/* x += post_norm(xb2) (ARCH_POST_NORMS), else x += xb2: a block's output joins the stream. */
+static int residual(model *m, const float *post_norm, int n) {
+    const model_hparams *hp = &m->hp;
+    model_scratch *s = &m->s;
+    int rc;
+    if (post_norm && (rc = sol_rmsnorm(m->be, s->xb2, post_norm, s->xb2, n, hp->dim, hp->eps)))
+        return rc;
+    return sol_add(m->be, s->x, s->xb2, s->x, (int64_t)n * hp->dim);
+}
+
 /* Attention block of layer l: x += Wo · attn(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x)). */
 static int attention(model *m, sol_kv *kv, int l, const model_batch *b) {
     const model_hparams *hp = &m->hp;
     const layer_weights *L = &m->layers[l];
     model_scratch *s = &m->s;
     sol_backend *be = m->be;
-    int n = b->n, rc;
+    int n = b->n, rc, slides = m->swa && m->swa[l];
+    const sol_rope_params *rope = slides ? &hp->rope_swa : &hp->rope;
     if ((rc = sol_rmsnorm(be, s->x, L->attn_norm, s->xb, n, hp->dim, hp->eps)) ||
         (rc = qkv(m, L, n)) ||
-        (rc = sol_rope(be, s->q, b->pos, n, hp->n_heads, hp->head_dim, &hp->rope)) ||
-        (rc = sol_rope(be, s->k, b->pos, n, hp->n_kv_heads, hp->head_dim, &hp->rope)) ||
+        (rc = sol_rope(be, s->q, b->pos, n, hp->n_heads, hp->head_dim, rope)) ||
+        (rc = sol_rope(be, s->k, b->pos, n, hp->n_kv_heads, hp->head_dim, rope)) ||
         (rc = sol_kv_write(be, kv, l, s->k, s->v, b->slots, n)))
         return rc;
-    float scale = 1.0f / sqrtf((float)hp->head_dim);
-    if ((rc = sol_paged_attention(be, kv, l, s->q, s->att, n, hp->n_heads, hp->n_kv_heads,
-                                  hp->head_dim, scale, b->attn)) ||
+    if ((rc = sol_paged_attention_swa(be, kv, l, s->q, s->att, n, hp->n_heads, hp->n_kv_heads,
+                                      hp->head_dim, hp->attn_scale, slides ? hp->swa_window : 0,
+                                      b->attn)) ||
         (rc = sol_matmul(be, &L->wo, s->att, s->xb2, n)) ||
         (rc = sol_allreduce(be, s->xb2, (int64_t)n * hp->dim)))
         return rc;
-    return sol_add(be, s->x, s->xb2, s->x, (int64_t)n * hp->dim);
+    return residual(m, L->attn_post_norm, n);
 }
 
-/* SwiGLU block: x += W_down · (silu(W_gate·norm(x)) * W_up·norm(x)). */
+/* Gated FFN: x += W_down · (act(W_gate·norm(x)) * W_up·norm(x)), act = SiLU or GELU (Gemma). */
 static int feed_forward(model *m, int l, int n) {
     const model_hparams *hp = &m->hp;
     const layer_weights *L = &m->layers[l];
@@ -450,11 +564,13 @@ static int feed_forward(model *m, int l, int n) {
     if ((rc = sol_rmsnorm(be, s->x, L->ffn_norm, s->xb, n, hp->dim, hp->eps)) ||
         (rc = sol_matmul_many(be, (const sol_weight *[]){&L->w_gate, &L->w_up},
                               (float *[]){s->hb, s->hb2}, 2, s->xb, n)) ||
-        (rc = sol_silu_mul(be, s->hb, s->hb2, s->hb, (int64_t)n * hp->ffn)) ||
+        (rc = (hp->arch->flags & ARCH_GELU)
+                  ? sol_gelu_mul(be, s->hb, s->hb2, s->hb, (int64_t)n * hp->ffn)
+                  : sol_silu_mul(be, s->hb, s->hb2, s->hb, (int64_t)n * hp->ffn)) ||
         (rc = sol_matmul(be, &L->w_down, s->hb, s->xb2, n)) ||
         (rc = sol_allreduce(be, s->xb2, (int64_t)n * hp->dim)))
         return rc;
-    return sol_add(be, s->x, s->xb2, s->x, (int64_t)n * hp->dim);
+    return residual(m, L->ffn_post_norm, n);
 }
 
 static int check_batch(const model *m, const model_batch *b, sol_err *err) {
@@ -491,7 +607,12 @@ static int head(model *m, const model_batch *b, float *logits) {
         (rc = sol_matmul(be, &m->output, s->xl, s->logits, b->n_logits)) ||
         (rc = sol_synchronize(be)))
         return rc;
-    return sol_download(be, logits, s->logits, (size_t)b->n_logits * hp->n_vocab * sizeof(float));
+    size_t count = (size_t)b->n_logits * hp->n_vocab;
+    if ((rc = sol_download(be, logits, s->logits, count * sizeof(float)))) return rc;
+    if (hp->softcap > 0.0f) /* on the host: a few vocab rows, after the download */
+        for (size_t i = 0; i < count; i++)
+            logits[i] = hp->softcap * tanhf(logits[i] / hp->softcap);
+    return 0;
 }
 
 int model_forward(model *m, sol_kv *kv, const model_batch *b, float *logits, sol_err *err) {
@@ -500,6 +621,9 @@ int model_forward(model *m, sol_kv *kv, const model_batch *b, float *logits, sol
     if ((rc = model_reserve(m, b->n, b->n_logits > 0 ? b->n_logits : 1, err))) return rc;
     sol_backend *be = m->be;
     if ((rc = sol_embed(be, &m->tok_embd, b->tokens, b->n, m->s.x))) goto fail;
+    if ((m->hp.arch->flags & ARCH_EMBD_SCALE) &&
+        (rc = sol_scale(be, m->s.x, sqrtf((float)m->hp.dim), m->s.x, (int64_t)b->n * m->hp.dim)))
+        goto fail;
     for (int l = 0; l < m->hp.n_layers; l++)
         if ((rc = attention(m, kv, l, b)) || (rc = feed_forward(m, l, b->n))) goto fail;
     if (b->n_logits > 0 && (rc = head(m, b, logits))) goto fail;

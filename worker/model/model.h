@@ -19,17 +19,23 @@
 typedef struct model_hparams {
     const model_arch *arch;
     int32_t n_vocab;
-    int32_t dim;        /* embedding_length */
-    int32_t n_layers;   /* block_count */
-    int32_t n_heads;    /* attention.head_count */
-    int32_t n_kv_heads; /* attention.head_count_kv (GQA when < n_heads) */
-    int32_t head_dim;   /* attention.key_length, else dim / n_heads */
-    int32_t q_dim;      /* n_heads * head_dim (differs from dim in e.g. Qwen3) */
-    int32_t ffn;        /* feed_forward_length */
-    int32_t ctx_len;    /* context_length the model was trained for */
-    float eps;          /* attention.layer_norm_rms_epsilon */
-    sol_rope_params rope;
-    int tied_output; /* output head shares token_embd.weight */
+    int32_t dim;              /* embedding_length */
+    int32_t n_layers;         /* block_count */
+    int32_t n_heads;          /* attention.head_count */
+    int32_t n_kv_heads;       /* attention.head_count_kv (GQA when < n_heads) */
+    int32_t head_dim;         /* attention.key_length, else dim / n_heads */
+    int32_t q_dim;            /* n_heads * head_dim (differs from dim in e.g. Qwen3) */
+    int32_t ffn;              /* feed_forward_length */
+    int32_t ctx_len;          /* context_length the model was trained for */
+    float eps;                /* attention.layer_norm_rms_epsilon */
+    sol_rope_params rope;     /* global layers */
+    sol_rope_params rope_swa; /* sliding-window layers (ARCH_SWA): rope.freq_base_swa, no scaling */
+    int32_t swa_window;       /* attention.sliding_window; 0 = every layer sees the whole context */
+    int32_t kv_window;        /* swa_window when every layer is a sliding-window one, else 0:
+                                 KV blocks older than this many positions are never read again */
+    float attn_scale;         /* softmax scale: 1/sqrt(head_dim) unless the architecture says */
+    float softcap;            /* final_logit_softcapping (ARCH_SOFTCAP); 0 = none */
+    int tied_output;          /* output head shares token_embd.weight */
     sol_dtype weight_type;
 } model_hparams;
 

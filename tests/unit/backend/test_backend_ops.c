@@ -437,6 +437,18 @@ static void rmsnorm_silu_add(const char *spec) {
         ref[i] = x[i] / (1.0 + exp(-(double)x[i])) * b[i];
     assert_true(nmse(out, ref, N * D) < 1e-12);
     poison(out, N * D);
+    assert_int_equal(sol_gelu_mul(be, x, b, out, N * D), 0);
+    for (int i = 0; i < N * D; i++) {
+        double v = x[i];
+        ref[i] = 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v))) * b[i];
+    }
+    assert_true(nmse(out, ref, N * D) < 1e-12);
+    poison(out, N * D);
+    assert_int_equal(sol_scale(be, x, 33.9411f, out, N * D), 0);
+    for (int i = 0; i < N * D; i++)
+        ref[i] = (double)x[i] * 33.9411f;
+    assert_true(nmse(out, ref, N * D) < 1e-14);
+    poison(out, N * D);
     assert_int_equal(sol_add(be, x, b, out, N * D), 0);
     for (int i = 0; i < N * D; i++)
         ref[i] = (double)x[i] + b[i];
@@ -451,6 +463,7 @@ static void test_rmsnorm_silu_add(void **state) {
 
 static double ref_inv_freq(const sol_rope_params *p, int i, int hd) {
     double f = 1.0 / pow(p->freq_base, 2.0 * i / hd);
+    if (p->freq_scale > 0) f *= p->freq_scale;
     if (p->scaling_factor <= 0) return f;
     double wl = 2 * M_PI / f, lo = p->orig_ctx / p->low_freq_factor,
            hi = p->orig_ctx / p->high_freq_factor;
@@ -464,11 +477,12 @@ static double ref_inv_freq(const sol_rope_params *p, int i, int hd) {
 static void rope(const char *spec) {
     sol_backend *be = backend_for(spec, 1);
     enum { N = 3, H = 4, HD = 64 };
-    const sol_rope_params ps[3] = {{10000.0f, 0, 0, 0, 0, 0},
-                                   {500000.0f, 8.0f, 1.0f, 4.0f, 8192, 0},
-                                   {1000000.0f, 0, 0, 0, 0, 1}}; /* NEOX pairs */
+    const sol_rope_params ps[4] = {{10000.0f, 0, 0, 0, 0, 0, 0},
+                                   {500000.0f, 8.0f, 1.0f, 4.0f, 8192, 0, 0},
+                                   {1000000.0f, 0, 0, 0, 0, 1, 0},       /* NEOX pairs */
+                                   {1000000.0f, 0, 0, 0, 0, 1, 0.125f}}; /* linear x8 */
     const int32_t pos[N] = {0, 17, 4000};
-    for (int pi = 0; pi < 3; pi++) {
+    for (int pi = 0; pi < 4; pi++) {
         float x[N * H * HD], orig[N * H * HD];
         double ref[N * H * HD];
         fill(orig, N * H * HD);
@@ -554,13 +568,14 @@ static void fill_cache(sol_backend *be, sol_kv *kv, const attn_case *c, int32_t 
         }
 }
 
+/* Attention of one token of sequence s over positions [lo, n_ctx), in double. */
 static void ref_attention(const attn_case *c, const float *q, const float *kref, const float *vref,
-                          int s, int n_ctx, double *out) {
+                          int s, int lo, int n_ctx, double *out) {
     int row = c->kv_heads * c->hd, g = c->heads / c->kv_heads;
     double scale = 1.0 / sqrt(c->hd);
     for (int h = 0; h < c->heads; h++) {
         double sc[MAXCTX], mx = -INFINITY, sum = 0;
-        for (int p = 0; p < n_ctx; p++) {
+        for (int p = lo; p < n_ctx; p++) {
             const float *k = kref + ((size_t)s * MAXCTX + p) * row + (h / g) * c->hd;
             double d = 0;
             for (int i = 0; i < c->hd; i++)
@@ -568,15 +583,52 @@ static void ref_attention(const attn_case *c, const float *q, const float *kref,
             sc[p] = d * scale;
             mx = fmax(mx, sc[p]);
         }
-        for (int p = 0; p < n_ctx; p++)
+        for (int p = lo; p < n_ctx; p++)
             sum += (sc[p] = exp(sc[p] - mx));
         for (int i = 0; i < c->hd; i++) {
             double o = 0;
-            for (int p = 0; p < n_ctx; p++)
+            for (int p = lo; p < n_ctx; p++)
                 o += sc[p] * vref[((size_t)s * MAXCTX + p) * row + (h / g) * c->hd + i];
             out[h * c->hd + i] = o / sum;
         }
     }
+}
+
+/* Sliding window: each token sees its last W positions only, and the block-table entries before
+ * the window are never read (they are set to -1 here, as if freed). Batch invariant. */
+static void attention_window(sol_backend *be, sol_kv *kv, const attn_case *c,
+                             int32_t tables[SEQS][10], const float *kref, const float *vref,
+                             const float *q, float *one) {
+    enum { N = 4, W = 7 };
+    const int tok_seq[N] = {0, 1, 0, 2}, tok_ctx[N] = {37, 5, 22, 16};
+    int32_t freed[N][10];
+    sol_attn_seq per[N];
+    int qrow = c->heads * c->hd;
+    float *out = malloc(sizeof(float) * N * qrow);
+    double *ref = malloc(sizeof(double) * N * qrow);
+    for (int t = 0; t < N; t++) {
+        int lo = tok_ctx[t] > W ? tok_ctx[t] - W : 0;
+        for (int i = 0; i < 10; i++)
+            freed[t][i] = i < lo / BS ? -1 : tables[tok_seq[t]][i];
+        per[t] = (sol_attn_seq){freed[t], tok_ctx[t]};
+        ref_attention(c, q + t * qrow, kref, vref, tok_seq[t], lo, tok_ctx[t], ref + t * qrow);
+    }
+    float scale = 1.0f / sqrtf((float)c->hd);
+    assert_int_equal(
+        sol_paged_attention_swa(be, kv, 1, q, out, N, c->heads, c->kv_heads, c->hd, scale, W, per),
+        0);
+    double e = nmse(out, ref, (size_t)N * qrow);
+    if (!(e < 1e-10)) fail_msg("window %d, hd=%d: nmse %g", W, c->hd, e);
+    for (int t = 0; t < N; t++) {
+        assert_int_equal(sol_paged_attention_swa(be, kv, 1, q + t * qrow, one, 1, c->heads,
+                                                 c->kv_heads, c->hd, scale, W, &per[t]),
+                         0);
+        assert_memory_equal(one, out + t * qrow, sizeof(float) * qrow);
+    }
+    assert_int_equal(
+        sol_paged_attention_swa(be, kv, 1, q, out, 1, c->heads, c->kv_heads, c->hd, scale, -1, per),
+        -EINVAL);
+    free(out), free(ref);
 }
 
 static void run_attention_case(const char *spec, const attn_case *c) {
@@ -607,7 +659,7 @@ static void run_attention_case(const char *spec, const attn_case *c) {
     assert_int_equal(
         sol_paged_attention(be, kv, 1, q, out, N, c->heads, c->kv_heads, c->hd, scale, per), 0);
     for (int t = 0; t < N; t++)
-        ref_attention(c, q + t * qrow, kref, vref, tok_seq[t], tok_ctx[t], ref + t * qrow);
+        ref_attention(c, q + t * qrow, kref, vref, tok_seq[t], 0, tok_ctx[t], ref + t * qrow);
     double e = nmse(out, ref, (size_t)N * qrow);
     if (!(e < 1e-10))
         fail_msg("%s attention h=%d kvh=%d hd=%d: nmse %g", spec, c->heads, c->kv_heads, c->hd, e);
@@ -631,6 +683,7 @@ static void run_attention_case(const char *spec, const attn_case *c) {
     assert_int_equal(
         sol_paged_attention(be, kv2, 1, q, one, 1, c->heads, c->kv_heads, c->hd, scale, &c0), 0);
     assert_memory_equal(one, out, sizeof(float) * qrow);
+    attention_window(be, kv, c, tables, kref, vref, q, one);
     free(one), free(q), free(out), free(ref), free(kref), free(vref);
     sol_backend_free(be); /* frees both caches */
 }

@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "engine.h"
 #include "engine_collect.h"
+#include "engine_fixture.h"
 #include "model.h"
 #include "stop_strings.h"
 #include "tokenizer.h"
@@ -23,10 +24,7 @@
 typedef engine_out out;
 
 typedef struct world {
-    sol_backend *be;
-    model *m;
-    tokenizer *tok;
-    char dir[64];
+    engine_fixture f;
     /* hooks for the cancellation test */
     engine *e;
     int64_t victim;
@@ -37,34 +35,12 @@ static world W;
 
 static int setup(void **state) {
     (void)state;
-    snprintf(W.dir, sizeof W.dir, "/tmp/sol_test_engine_XXXXXX");
-    if (!mkdtemp(W.dir)) return -1;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd,
-             SOL_BUILD_DIR "/tools/sol-mkmodel -o %s/tiny.gguf --preset tiny --type f32 --seed 1 "
-                           ">/dev/null",
-             W.dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "cannot run %s (build target sol-mkmodel first)\n", cmd);
-        return -1;
-    }
-    sol_err e = {0};
-    W.be = sol_backend_new("cpu", &(sol_backend_opts){.threads = 1}, &e);
-    snprintf(cmd, sizeof cmd, "%s/tiny.gguf", W.dir);
-    W.m = W.be ? model_load(cmd, 0, W.be, &e) : NULL;
-    W.tok = W.m ? tokenizer_from_gguf(model_gguf(W.m), &e) : NULL;
-    if (!W.tok) fprintf(stderr, "setup: %s\n", e.msg);
-    return W.tok ? 0 : -1;
+    return engine_fixture_open(&W.f, "--preset tiny --type f32 --seed 1");
 }
 
 static int teardown(void **state) {
     (void)state;
-    tokenizer_free(W.tok);
-    model_free(W.m);
-    sol_backend_free(W.be);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", W.dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return engine_fixture_close(&W.f);
 }
 
 static engine *make_engine(int32_t num_blocks, int32_t max_seqs, int32_t max_tokens, bool cache) {
@@ -77,7 +53,7 @@ static engine *make_engine(int32_t num_blocks, int32_t max_seqs, int32_t max_tok
     c.prefix_caching = cache;
     c.on_event = engine_collect;
     sol_err e = {0};
-    engine *eng = engine_new(&c, W.m, W.tok, &e);
+    engine *eng = engine_new(&c, W.f.m, W.f.tok, &e);
     if (!eng) fail_msg("engine_new: %s", e.msg);
     return eng;
 }
@@ -165,7 +141,7 @@ static uint64_t run_random_arrivals(const spec *s, int n, out *o) {
     c.max_batched_tokens = 48; /* long prompts are chunked and share steps with decodes */
     c.on_event = arrivals_hook;
     sol_err e = {0};
-    A.e = engine_new(&c, W.m, W.tok, &e);
+    A.e = engine_new(&c, W.f.m, W.f.tok, &e);
     assert_non_null(A.e);
     A.s = s;
     A.o = o;
@@ -281,7 +257,7 @@ static void test_cancel_frees_blocks(void **state) {
     static out a, b;
     c.event_ctx = &a;
     sol_err e = {0};
-    W.e = engine_new(&c, W.m, W.tok, &e);
+    W.e = engine_new(&c, W.f.m, W.f.tok, &e);
     assert_non_null(W.e);
     engine_stats before, after;
     engine_get_stats(W.e, &before);
@@ -329,7 +305,7 @@ static void test_max_model_len_errors(void **state) {
     engine_config c = engine_config_default();
     c.num_blocks = 8;
     c.max_model_len = 256;
-    assert_null(engine_new(&c, W.m, W.tok, &e));
+    assert_null(engine_new(&c, W.f.m, W.f.tok, &e));
     assert_non_null(strstr(e.msg, "worker.kv.num_blocks"));
     assert_non_null(strstr(e.msg, "worker.kv.max_model_len"));
 }

@@ -246,6 +246,54 @@ static void test_truncate_releases_exact_blocks(void **state) {
     kv_cache_free(kv);
 }
 
+/* Sliding window: blocks wholly before the window are released (prefix-cached as usual), the
+ * table keeps their places as KV_BLOCK_DROPPED, the hash chain continues past them, and nothing
+ * can write, read or truncate into them. */
+static void test_drop_before_window(void **state) {
+    (void)state;
+    sol_err e = {0};
+    kv_cache *kv = kv_cache_new(8, BS, true, &e);
+    kv_seq *a = kv_seq_new(kv, NULL, &e);
+    put(a, P, 14); /* blocks 0..3, the last holds 2 */
+    int32_t n;
+    assert_int_equal(kv_seq_drop_before(a, 3), 0); /* block 0 still holds position 3 */
+    assert_int_equal(kv_seq_drop_before(a, 9), 2);
+    assert_int_equal(kv_seq_drop_before(a, 9), 0); /* idempotent */
+    assert_int_equal(kv_seq_dropped(a), 2);
+    const int32_t *t = kv_seq_block_table(a, &n);
+    assert_int_equal(n, 4);
+    assert_int_equal(t[0], KV_BLOCK_DROPPED);
+    assert_int_equal(t[1], KV_BLOCK_DROPPED);
+    assert_int_equal(kv_seq_token_at(a, 7), -1);
+    assert_int_equal(kv_seq_token_at(a, 8), 31);
+    kv_cache_stats st;
+    kv_cache_get_stats(kv, &st);
+    assert_int_equal(st.used_blocks, 2);
+    assert_int_equal(st.cached_blocks, 2);
+    check_ok(kv);
+    int32_t slots[4];
+    assert_int_equal(kv_seq_slots(a, 4, 2, slots, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "dropped"));
+    assert_int_equal(kv_seq_truncate(a, 7, &e), -EINVAL);
+    /* Filling block 3 commits it chained from block 2, whose parent was dropped. */
+    put(a, P + 14, 2);
+    check_ok(kv);
+    assert_int_equal(kv_cache_peek_prefix(kv, NULL, P, 16, NULL), 12);
+    /* A fork shares the live blocks only; freeing both returns every block. */
+    kv_seq *b = kv_seq_fork(a, &e);
+    assert_non_null(b);
+    assert_int_equal(kv_seq_dropped(b), 2);
+    check_ok(kv);
+    assert_int_equal(kv_seq_truncate(a, 8, &e), 0);
+    kv_seq_free(a);
+    kv_seq_free(b);
+    kv_cache_get_stats(kv, &st);
+    assert_int_equal(st.used_blocks, 0);
+    assert_int_equal(st.free_blocks + st.cached_blocks, 8);
+    check_ok(kv);
+    kv_cache_free(kv);
+}
+
 static void test_fork_copy_on_write(void **state) {
     (void)state;
     sol_err e = {0};
@@ -338,7 +386,7 @@ typedef struct world {
     int n;
     uint32_t fake[PN_BLOCKS * BS];
     uint64_t rng;
-    int enospc, copies;
+    int enospc, copies, dropped;
 } world;
 
 static const char *const SALTS[3] = {NULL, "alice", "bob"};
@@ -366,10 +414,12 @@ static void shadow_push(shadow *sh, int32_t tok) {
 
 static void verify_seq(world *w, const shadow *sh) {
     assert_int_equal(kv_seq_len(sh->s), sh->len);
-    int32_t slots[PMAX_LEN];
+    int32_t slots[PMAX_LEN], lo = kv_seq_dropped(sh->s) * BS;
     sol_err e = {0};
-    assert_int_equal(kv_seq_slots(sh->s, 0, sh->len, slots, &e), 0);
-    for (int32_t i = 0; i < sh->len; i++) {
+    assert_int_equal(kv_seq_slots(sh->s, lo, sh->len - lo, slots + lo, &e), 0);
+    for (int32_t i = 0; i < lo; i++)
+        assert_int_equal(kv_seq_token_at(sh->s, i), -1);
+    for (int32_t i = lo; i < sh->len; i++) {
         assert_int_equal(kv_seq_token_at(sh->s, i), sh->tok[i]);
         assert_int_equal(w->fake[slots[i]], sh->kvv[i]);
     }
@@ -464,12 +514,15 @@ static void op_speculate(world *w, shadow *sh) {
     if (forward(w, sh, toks, k) != 0) return;
     int32_t keep = old + (int32_t)rnd(w, (uint32_t)k + 1);
     sol_err e = {0};
+    if (rnd(w, 4) == 0) /* a sliding window behind the accepted tokens */
+        w->dropped += kv_seq_drop_before(sh->s, old - (int32_t)rnd(w, 9));
     assert_int_equal(kv_seq_truncate(sh->s, keep, &e), 0);
     sh->len = keep;
 }
 
 static void op_truncate(world *w, shadow *sh) {
-    int32_t keep = (int32_t)rnd(w, (uint32_t)sh->len + 1);
+    int32_t lo = kv_seq_dropped(sh->s) * BS;
+    int32_t keep = lo + (int32_t)rnd(w, (uint32_t)(sh->len - lo) + 1);
     sol_err e = {0};
     assert_int_equal(kv_seq_truncate(sh->s, keep, &e), 0);
     sh->len = keep;
@@ -538,6 +591,7 @@ static void test_random_operations_keep_invariants(void **state) {
     assert_true(st.evictions > 100);
     assert_true(w->enospc > 100);
     assert_true(w->copies > 100);
+    assert_true(w->dropped > 50);
     while (w->n)
         drop(w, w->n - 1);
     check_ok(w->kv);
@@ -611,6 +665,7 @@ int main(void) {
         cmocka_unit_test(test_lru_evicts_oldest),
         cmocka_unit_test(test_reserve_failure_is_clean),
         cmocka_unit_test(test_truncate_releases_exact_blocks),
+        cmocka_unit_test(test_drop_before_window),
         cmocka_unit_test(test_fork_copy_on_write),
         cmocka_unit_test(test_random_operations_keep_invariants),
         cmocka_unit_test(test_block_table_backward_shift),

@@ -87,6 +87,7 @@ static int cpu_rmsnorm(sol_backend *be, const float *x, const float *w, float *o
 /* theta_i of pair i, with Llama-3 frequency scaling (smooth between the two wavelengths). */
 static double rope_inv_freq(const sol_rope_params *p, int i, int head_dim) {
     double f = pow((double)p->freq_base, -2.0 * i / head_dim);
+    if (p->freq_scale > 0.0f) f *= p->freq_scale;
     if (p->scaling_factor <= 0.0f || p->orig_ctx <= 0) return f;
     double wavelen = 2.0 * M_PI / f;
     double low_wl = p->orig_ctx / (double)p->low_freq_factor;
@@ -144,6 +145,39 @@ static int cpu_silu_mul(sol_backend *be, const float *gate, const float *up, flo
     return 0;
 }
 
+/* GELU with the tanh approximation, in float as ggml writes it. */
+static float gelu_tanh(float x) {
+    const float k = 0.79788456080286535588f; /* sqrt(2 / pi) */
+    return 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
+}
+
+/* llama.cpp's CPU GELU (SOL_CPU_ATTN=llamacpp): the input rounded to F16 and the result looked up
+ * in an F16 table, with the tails cut at |x| >= 10. Reproduced so ids compare one for one. */
+static float gelu_llamacpp(float x) {
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    return cpu_fp16_to_fp32(cpu_fp32_to_fp16(gelu_tanh(cpu_fp16_to_fp32(cpu_fp32_to_fp16(x)))));
+}
+
+static int cpu_gelu_mul(sol_backend *be, const float *gate, const float *up, float *out,
+                        int64_t n_elems) {
+    if (((cpu_backend *)be)->attn_llamacpp) {
+        for (int64_t i = 0; i < n_elems; i++)
+            out[i] = gelu_llamacpp(gate[i]) * up[i];
+        return 0;
+    }
+    for (int64_t i = 0; i < n_elems; i++)
+        out[i] = gelu_tanh(gate[i]) * up[i];
+    return 0;
+}
+
+static int cpu_scale(sol_backend *be, const float *x, float s, float *out, int64_t n_elems) {
+    (void)be;
+    for (int64_t i = 0; i < n_elems; i++)
+        out[i] = x[i] * s;
+    return 0;
+}
+
 static int cpu_add(sol_backend *be, const float *a, const float *b, float *out, int64_t n_elems) {
     (void)be;
     for (int64_t i = 0; i < n_elems; i++)
@@ -171,8 +205,8 @@ static int cpu_embed(sol_backend *be, const sol_weight *table, const int32_t *id
             cpu_q8x8_dequant_row(table, ids[t], o);
         else
             sol_dequantize_row(table->type,
-                            (const char *)table->data + (size_t)ids[t] * table->row_bytes, o,
-                            table->cols);
+                               (const char *)table->data + (size_t)ids[t] * table->row_bytes, o,
+                               table->cols);
     }
     return 0;
 }
@@ -201,6 +235,8 @@ static const sol_backend_ops cpu_ops = {
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,
     .silu_mul = cpu_silu_mul,
+    .gelu_mul = cpu_gelu_mul,
+    .scale = cpu_scale,
     .add = cpu_add,
     .embed = cpu_embed,
     .kv_alloc = cpu_kv_alloc,

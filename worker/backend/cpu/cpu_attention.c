@@ -122,10 +122,16 @@ typedef struct {
     const sol_kv *kv;
     int layer, n, heads, kv_heads, head_dim;
     float scale;
+    int window; /* 0: whole context; else the last `window` positions */
     const float *q;
     float *out;
     const sol_attn_seq *seq;
 } attn_job;
+
+/* First position token t attends to: 0, or the start of its sliding window. */
+static int attn_lo(int n_ctx, int window) {
+    return window > 0 && n_ctx > window ? n_ctx - window : 0;
+}
 
 /* llama.cpp-compatible attention (SOL_CPU_ATTN=llamacpp): llama.cpp's non-flash CPU path
  * rounds Q to F16 for K.Q and the normalized softmax probabilities to F16 for P.V. Sol's default
@@ -138,23 +144,23 @@ static void attend_one_llamacpp(const attn_job *j, int t, int h, const unsigned 
     int hd = j->head_dim, bs = j->kv->block_size, f16 = j->kv->dtype == SOL_DT_F16;
     const float *q0 = j->q + ((size_t)t * j->heads + h) * hd;
     const int32_t *table = j->seq[t].block_table;
-    int n_ctx = j->seq[t].n_ctx;
+    int n_ctx = j->seq[t].n_ctx, lo = attn_lo(n_ctx, j->window);
     float q[ATTN_MAX_HEAD_DIM], acc[ATTN_MAX_HEAD_DIM];
     for (int i = 0; i < hd; i++)
         q[i] = cpu_fp16_to_fp32(cpu_fp32_to_fp16(q0[i]));
 #define SCORE(p)                                                                                   \
-    (f->dot(q, kp + ((size_t)table[(p) / bs] * (size_t)bs + (size_t)((p) % bs)) * slot_bytes, hd,   \
+    (f->dot(q, kp + ((size_t)table[(p) / bs] * (size_t)bs + (size_t)((p) % bs)) * slot_bytes, hd,  \
             f16) *                                                                                 \
      j->scale)
     float m = -INFINITY;
-    for (int p = 0; p < n_ctx; p++)
+    for (int p = lo; p < n_ctx; p++)
         m = fmaxf(m, SCORE(p));
     double sum = 0.0; /* ggml sums the exponentials in double */
-    for (int p = 0; p < n_ctx; p++)
+    for (int p = lo; p < n_ctx; p++)
         sum += expf(SCORE(p) - m);
     float inv = (float)(1.0 / sum);
     memset(acc, 0, (size_t)hd * sizeof(float));
-    for (int p = 0; p < n_ctx; p++) {
+    for (int p = lo; p < n_ctx; p++) {
         size_t slot = (size_t)table[p / bs] * (size_t)bs + (size_t)(p % bs);
         float pr = cpu_fp16_to_fp32(cpu_fp32_to_fp16(expf(SCORE(p) - m) * inv));
         f->axpy(acc, pr, vp + slot * slot_bytes, hd, f16);
@@ -178,18 +184,26 @@ static void attend_one(const attn_job *j, int t, int h) {
     }
     const float *q = j->q + ((size_t)t * j->heads + h) * hd;
     const int32_t *table = j->seq[t].block_table;
-    int n_ctx = j->seq[t].n_ctx;
+    int n_ctx = j->seq[t].n_ctx, lo = attn_lo(n_ctx, j->window);
     if (f == &cpu_attn_avx512) {
-        cpu_attend_args a = {.q = q, .k = kp, .v = vp, .slot_bytes = slot_bytes,
-                             .table = table, .block_size = bs, .n_ctx = n_ctx, .hd = hd,
-                             .f16 = f16, .scale = j->scale,
+        cpu_attend_args a = {.q = q,
+                             .k = kp,
+                             .v = vp,
+                             .slot_bytes = slot_bytes,
+                             .table = table,
+                             .block_size = bs,
+                             .lo = lo,
+                             .n_ctx = n_ctx,
+                             .hd = hd,
+                             .f16 = f16,
+                             .scale = j->scale,
                              .out = j->out + ((size_t)t * j->heads + h) * hd};
         if (cpu_attend_avx512(&a)) return;
     }
     float acc[ATTN_MAX_HEAD_DIM], s[ATTN_CHUNK];
     float m = -INFINITY, l = 0.0f;
     memset(acc, 0, (size_t)hd * sizeof(float));
-    for (int p0 = 0; p0 < n_ctx; p0 += ATTN_CHUNK) {
+    for (int p0 = lo; p0 < n_ctx; p0 += ATTN_CHUNK) {
         int cnt = n_ctx - p0 < ATTN_CHUNK ? n_ctx - p0 : ATTN_CHUNK;
         float mc = m;
         for (int i = 0; i < cnt; i++) {
@@ -228,7 +242,7 @@ static void attn_task(void *ctx, int task, int n_tasks) {
 }
 
 static int check_attention(sol_backend *be, const sol_kv *kv, int layer, int n, int heads,
-                           int kv_heads, int head_dim, const sol_attn_seq *seq) {
+                           int kv_heads, int head_dim, int window, const sol_attn_seq *seq) {
     if (!kv || layer < 0 || layer >= kv->n_layers)
         return sol_err_set(&be->err, -EINVAL, "cpu paged_attention: layer %d outside [0, %d)",
                            layer, kv ? kv->n_layers : 0);
@@ -241,6 +255,9 @@ static int check_attention(sol_backend *be, const sol_kv *kv, int layer, int n, 
             &be->err, -EINVAL,
             "cpu paged_attention: heads=%d must be a positive multiple of kv_heads=%d", heads,
             kv_heads);
+    if (window < 0)
+        return sol_err_set(&be->err, -EINVAL,
+                           "cpu paged_attention: window=%d (expected 0 = none, or > 0)", window);
     for (int t = 0; t < n; t++) {
         if (seq[t].n_ctx <= 0 || !seq[t].block_table)
             return sol_err_set(&be->err, -EINVAL,
@@ -248,7 +265,7 @@ static int check_attention(sol_backend *be, const sol_kv *kv, int layer, int n, 
                                "block table",
                                t, seq[t].n_ctx);
         int nblk = (seq[t].n_ctx + kv->block_size - 1) / kv->block_size;
-        for (int i = 0; i < nblk; i++)
+        for (int i = attn_lo(seq[t].n_ctx, window) / kv->block_size; i < nblk; i++)
             if (seq[t].block_table[i] < 0 || seq[t].block_table[i] >= kv->num_blocks)
                 return sol_err_set(
                     &be->err, -EINVAL,
@@ -259,12 +276,12 @@ static int check_attention(sol_backend *be, const sol_kv *kv, int layer, int n, 
 }
 
 int cpu_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out, int n,
-                        int heads, int kv_heads, int head_dim, float scale,
+                        int heads, int kv_heads, int head_dim, float scale, int window,
                         const sol_attn_seq *per_token) {
     cpu_backend *cb = (cpu_backend *)be;
-    int rc = check_attention(be, kv, layer, n, heads, kv_heads, head_dim, per_token);
+    int rc = check_attention(be, kv, layer, n, heads, kv_heads, head_dim, window, per_token);
     if (rc || n <= 0) return rc;
-    attn_job j = {cb, kv, layer, n, heads, kv_heads, head_dim, scale, q, out, per_token};
+    attn_job j = {cb, kv, layer, n, heads, kv_heads, head_dim, scale, window, q, out, per_token};
     int total = n * heads;
     sol_threadpool_run(cb->tp, attn_task, &j, total < cb->n_threads ? total : cb->n_threads);
     return 0;

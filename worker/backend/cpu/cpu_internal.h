@@ -132,7 +132,7 @@ typedef struct cpu_attend_args {
     const unsigned char *k, *v;
     size_t slot_bytes;
     const int32_t *table;
-    int block_size, n_ctx, hd, f16;
+    int block_size, lo, n_ctx, hd, f16; /* positions [lo, n_ctx) */
     float scale;
     float *out;
 } cpu_attend_args;
@@ -286,7 +286,7 @@ int cpu_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k, const f
 int cpu_kv_copy_blocks(sol_backend *be, sol_kv *kv, const int32_t *src, const int32_t *dst,
                        int count);
 int cpu_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out, int n,
-                        int heads, int kv_heads, int head_dim, float scale,
+                        int heads, int kv_heads, int head_dim, float scale, int window,
                         const sol_attn_seq *per_token);
 
 /* Exact fp16 <-> fp32 (round to nearest even), inline for hot loops on every ISA path. */

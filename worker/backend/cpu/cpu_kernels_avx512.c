@@ -444,7 +444,7 @@ INL void attend_regs(const cpu_attend_args *a, int nv, int f16) {
     }
     __m512 scale = _mm512_set1_ps(a->scale), ninf = _mm512_set1_ps(-INFINITY);
     float m = -INFINITY, l = 0.0f, e[AT_CHUNK];
-    for (int p0 = 0; p0 < a->n_ctx; p0 += AT_CHUNK) {
+    for (int p0 = a->lo; p0 < a->n_ctx; p0 += AT_CHUNK) {
         int cnt = a->n_ctx - p0 < AT_CHUNK ? a->n_ctx - p0 : AT_CHUNK;
         size_t off[AT_CHUNK]; /* byte offset of each position's K (and V) row */
         int b = p0 / a->block_size, r = p0 % a->block_size;
