@@ -23,9 +23,12 @@ static void usage(FILE *f) {
                "  --roundtrip check decode(encode(line)) == line instead of printing ids\n"
                "       sol-tokenize --render-chat MESSAGES.json (--template NAME |\n"
                "                    --template-file JINJA | -m MODEL.gguf) [--no-gen-prompt]\n"
+               "                    [--tools TOOLS.json]\n"
                "  prints the prompt Sol's chat template family makes of a JSON array of\n"
-               "  {role, content} messages (the family named, or detected from the Jinja\n"
-               "  source or the model's tokenizer.chat_template), no newline added\n");
+               "  messages ({role, content}, and for the assistant tool_calls and\n"
+               "  reasoning_content; role tool for results) and optionally a JSON array of\n"
+               "  OpenAI tools (the family named, or detected from the Jinja source or the\n"
+               "  model's tokenizer.chat_template), no newline added\n");
 }
 
 static size_t unescape(char *s, size_t n) {
@@ -164,42 +167,138 @@ static int pick_family(const char *name, const char *jinja_file, const char *mod
     return rc;
 }
 
-static int render_chat(const char *path, const char *name, const char *jinja, const char *model,
-                       bool gen_prompt) {
+/* Everything render_chat allocates, freed at once. */
+typedef struct chat_input {
+    json_t *msgs, *tools;
+    chat_message *m;
+    chat_tool_call *calls;
+    char **owned; /* JSON texts made here */
+    size_t n_owned;
+    const char **tool_json;
+    chat_tools t;
+} chat_input;
+
+/* Jinja's tojson layout: Python's json.dumps (", " and ": ", keys in their order, UTF-8 as is). */
+static const char *dump_owned(chat_input *in, const json_t *v) {
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
+    if (s) in->owned[in->n_owned++] = s;
+    return s ? s : "";
+}
+
+static int read_call(chat_input *in, const json_t *c, chat_tool_call *out, const char *where) {
+    const json_t *fn = json_object_get(c, "function");
+    if (!fn) fn = c;
+    const json_t *args = json_object_get(fn, "arguments");
+    out->name = json_string_value(json_object_get(fn, "name"));
+    if (!out->name || !args) {
+        fprintf(stderr, "sol-tokenize: %s: a tool call needs function.name and arguments\n", where);
+        return -1;
+    }
+    out->arguments_is_string = json_is_string(args);
+    out->arguments = out->arguments_is_string ? json_string_value(args) : dump_owned(in, args);
+    return 0;
+}
+
+/* One message: role, content, tool_calls, reasoning_content (tool_call_id is accepted and, as in
+ * the Qwen templates, not printed); any other key is refused. */
+static int read_message(chat_input *in, size_t i, chat_tool_call **calls, const char *path) {
+    const json_t *o = json_array_get(in->msgs, i);
+    char where[600];
+    snprintf(where, sizeof where, "%s: message %zu", path, i);
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)o, key, v) {
+        if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "tool_calls") &&
+            strcmp(key, "reasoning_content") && strcmp(key, "tool_call_id")) {
+            fprintf(stderr, "sol-tokenize: %s: unknown key \"%s\"\n", where, key);
+            return -1;
+        }
+    }
+    chat_message *m = &in->m[i];
+    m->role = json_string_value(json_object_get(o, "role"));
+    m->content = json_string_value(json_object_get(o, "content"));
+    m->reasoning_content = json_string_value(json_object_get(o, "reasoning_content"));
+    const json_t *tc = json_object_get(o, "tool_calls");
+    m->tool_calls = *calls;
+    m->n_tool_calls = json_array_size(tc);
+    for (size_t j = 0; j < m->n_tool_calls; j++)
+        if (read_call(in, json_array_get(tc, j), (*calls)++, where)) return -1;
+    return 0;
+}
+
+static json_t *load_array(const char *path, const char *what) {
+    json_error_t je;
+    json_t *a = json_load_file(path, 0, &je);
+    if (!a || !json_is_array(a)) {
+        fprintf(stderr, "sol-tokenize: %s:%d:%d: expected a JSON array of %s: %s\n", path, je.line,
+                je.column, what, a ? "found another value" : je.text);
+        json_decref(a);
+        return NULL;
+    }
+    return a;
+}
+
+static int read_chat_input(chat_input *in, const char *path, const char *tools_path) {
+    if (!(in->msgs = load_array(path, "messages"))) return -1;
+    if (tools_path && !(in->tools = load_array(tools_path, "tools"))) return -1;
+    size_t n = json_array_size(in->msgs), nt = json_array_size(in->tools), ncalls = 0;
+    for (size_t i = 0; i < n; i++)
+        ncalls += json_array_size(json_object_get(json_array_get(in->msgs, i), "tool_calls"));
+    in->m = calloc(n ? n : 1, sizeof *in->m);
+    in->calls = calloc(ncalls ? ncalls : 1, sizeof *in->calls);
+    in->owned = calloc(ncalls + nt + 1, sizeof *in->owned);
+    in->tool_json = calloc(nt ? nt : 1, sizeof *in->tool_json);
+    if (!in->m || !in->calls || !in->owned || !in->tool_json) {
+        fprintf(stderr, "sol-tokenize: out of memory\n");
+        return -1;
+    }
+    chat_tool_call *next = in->calls;
+    for (size_t i = 0; i < n; i++)
+        if (read_message(in, i, &next, path)) return -1;
+    for (size_t i = 0; i < nt; i++)
+        in->tool_json[i] = dump_owned(in, json_array_get(in->tools, i));
+    in->t = (chat_tools){in->tool_json, nt};
+    return 0;
+}
+
+static void chat_input_free(chat_input *in) {
+    for (size_t i = 0; i < in->n_owned; i++)
+        free(in->owned[i]);
+    free(in->owned);
+    free(in->tool_json);
+    free(in->calls);
+    free(in->m);
+    json_decref(in->msgs);
+    json_decref(in->tools);
+}
+
+static int render_chat(const char *path, const char *tools_path, const char *name,
+                       const char *jinja, const char *model, bool gen_prompt) {
     sol_err e = {0};
     chat_template_family f;
-    json_error_t je;
-    json_t *arr = json_load_file(path, 0, &je);
-    if (!arr || !json_is_array(arr)) {
-        fprintf(stderr, "sol-tokenize: %s:%d:%d: expected a JSON array of messages: %s\n", path,
-                je.line, je.column, je.text);
-        json_decref(arr);
-        return 2;
-    }
-    size_t n = json_array_size(arr);
-    chat_message *m = calloc(n ? n : 1, sizeof *m);
-    for (size_t i = 0; m && i < n; i++) {
-        m[i].role = json_string_value(json_object_get(json_array_get(arr, i), "role"));
-        m[i].content = json_string_value(json_object_get(json_array_get(arr, i), "content"));
-    }
+    chat_input in = {0};
     char *out = NULL;
     size_t len = 0;
-    int rc =
-        !m ? sol_err_set(&e, -ENOMEM, "out of memory") : pick_family(name, jinja, model, &f, &e);
-    if (!rc) rc = chat_template_apply(f, m, n, gen_prompt, &out, &len, &e);
+    int rc = read_chat_input(&in, path, tools_path);
+    if (rc) {
+        chat_input_free(&in);
+        return 2;
+    }
+    size_t n = json_array_size(in.msgs);
+    rc = pick_family(name, jinja, model, &f, &e);
+    if (!rc) rc = chat_template_apply_tools(f, in.m, n, &in.t, gen_prompt, &out, &len, &e);
     if (!rc)
         fwrite(out, 1, len, stdout);
     else
         fprintf(stderr, "sol-tokenize: %s\n", e.msg);
     free(out);
-    free(m);
-    json_decref(arr);
+    chat_input_free(&in);
     return rc ? 1 : 0;
 }
 
 int main(int argc, char **argv) {
     const char *model = NULL, *vt_in = NULL, *vt_out = NULL;
-    const char *chat = NULL, *tmpl = NULL, *tmpl_file = NULL;
+    const char *chat = NULL, *tmpl = NULL, *tmpl_file = NULL, *tools = NULL;
     int bos = 1, special = 0, escapes = 0, roundtrip = 0, gen_prompt = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -222,6 +321,8 @@ int main(int argc, char **argv) {
             tmpl = argv[++i];
         else if (!strcmp(argv[i], "--template-file") && i + 1 < argc)
             tmpl_file = argv[++i];
+        else if (!strcmp(argv[i], "--tools") && i + 1 < argc)
+            tools = argv[++i];
         else if (!strcmp(argv[i], "--no-gen-prompt"))
             gen_prompt = 0;
         else if (!strcmp(argv[i], "--vocab-test") && i + 2 < argc) {
@@ -243,11 +344,11 @@ int main(int argc, char **argv) {
                             "--vocab-test do not apply to --render-chat\n");
             return 2;
         }
-        return render_chat(chat, tmpl, tmpl_file, model, gen_prompt);
+        return render_chat(chat, tools, tmpl, tmpl_file, model, gen_prompt);
     }
-    if (tmpl || tmpl_file || !gen_prompt) {
-        fprintf(stderr, "sol-tokenize: --template, --template-file and --no-gen-prompt go with "
-                        "--render-chat\n");
+    if (tmpl || tmpl_file || tools || !gen_prompt) {
+        fprintf(stderr, "sol-tokenize: --template, --template-file, --tools and --no-gen-prompt "
+                        "go with --render-chat\n");
         return 2;
     }
     if (!model) {

@@ -147,7 +147,7 @@ static int eng_submit(void *self, const Sol__Generate *g, sol_err *e) {
     }
     snprintf(r->id, sizeof r->id, "%s", g->request_id);
     for (size_t i = 0; i < g->n_messages; i++)
-        msgs[i] = (chat_message){g->messages[i]->role, g->messages[i]->content};
+        msgs[i] = (chat_message){.role = g->messages[i]->role, .content = g->messages[i]->content};
     engine_request q = {0};
     if (g->n_messages) {
         q.messages = msgs;

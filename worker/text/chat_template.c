@@ -16,21 +16,29 @@
 
 #include "strbuf.h"
 
-typedef enum { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT } role_t;
+typedef enum { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL } role_t;
 
-static const char *const ROLE_NAMES[] = {"system", "user", "assistant"};
+static const char *const ROLE_NAMES[] = {"system", "user", "assistant", "tool"};
 
 static int parse_role(const char *role, size_t index, role_t *out, sol_err *err) {
     if (!role) return sol_err_set(err, -EINVAL, "chat message %zu: role is missing", index);
-    for (int r = 0; r < 3; r++)
+    for (int r = 0; r < 4; r++)
         if (strcmp(role, ROLE_NAMES[r]) == 0) {
             *out = (role_t)r;
             return 0;
         }
     return sol_err_set(err, -EINVAL,
-                       "chat message %zu: unknown role \"%.64s\"; expected system, user or "
-                       "assistant",
+                       "chat message %zu: unknown role \"%.64s\"; expected system, user, "
+                       "assistant or tool",
                        index, role);
+}
+
+static bool is_role(const chat_message *m, role_t r) {
+    return m->role && strcmp(m->role, ROLE_NAMES[r]) == 0;
+}
+
+static const char *text_of(const char *s) {
+    return s ? s : "";
 }
 
 /* Jinja's `trim` (Python's str.strip) on ASCII whitespace, as the Llama 3.1 and Gemma templates
@@ -156,17 +164,13 @@ static void gemma_first_user(strbuf *b, const char *system, const char *user) {
     strbuf_puts(b, "<end_of_turn>\n");
 }
 
-/* What a family writes before the message loop, and which message the loop starts at:
- * Qwen2.5's default system message when the first message is not a system one; Llama 3.1's
+/* What a family writes before the message loop, and which message the loop starts at: Llama 3.1's
  * system block (knowledge-date header, then the trimmed system message, if any); Gemma's system
  * message, held for the first user turn. */
 static int prologue(chat_template_family f, const chat_message *msgs, size_t n, strbuf *b,
                     size_t *first, sol_err *err) {
     int has_system = msgs[0].role && strcmp(msgs[0].role, "system") == 0;
     *first = 0;
-    if (f == CHAT_TEMPLATE_QWEN25 && !has_system)
-        strbuf_puts(b, "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a "
-                       "helpful assistant.<|im_end|>\n");
     if (f == CHAT_TEMPLATE_LLAMA31 || f == CHAT_TEMPLATE_LLAMA32) {
         /* 3.1 and 3.3 write their default date_string; 3.2 asks strftime_now("%d %b %Y"), which
          * engines (llama.cpp, transformers) answer with today's local date */
@@ -194,56 +198,294 @@ static int prologue(chat_template_family f, const chat_message *msgs, size_t n, 
     return 0;
 }
 
-int chat_template_apply(chat_template_family f, const chat_message *msgs, size_t n,
-                        bool add_generation_prompt, char **out, size_t *out_len, sol_err *err) {
-    if (!out) return sol_err_set(err, -EINVAL, "chat template: out is NULL");
-    *out = NULL;
-    if ((unsigned)f >= CHAT_TEMPLATE_COUNT)
-        return sol_err_set(err, -EINVAL, "chat template: unknown family %d", (int)f);
-    if (n == 0 || !msgs)
-        return sol_err_set(err, -EINVAL, "chat template: expected at least one message, got none");
+/* Every family but the Qwen ones: roles system, user and assistant, content only. */
+static int render_plain(chat_template_family f, const chat_message *msgs, size_t n,
+                        bool add_generation_prompt, strbuf *out, sol_err *err) {
     int inst = f == CHAT_TEMPLATE_LLAMA2 || f == CHAT_TEMPLATE_MISTRAL;
     const inst_style *st = f == CHAT_TEMPLATE_LLAMA2 ? &LLAMA2_STYLE : &MISTRAL_STYLE;
     inst_state is = {0, 0};
-    strbuf b;
-    strbuf_init(&b);
+    strbuf *b = out;
     size_t first = 0;
-    int rc = prologue(f, msgs, n, &b, &first, err);
+    int rc = prologue(f, msgs, n, b, &first, err);
     for (size_t i = first; i < n && !rc; i++) {
         role_t r = ROLE_USER;
         if ((rc = parse_role(msgs[i].role, i, &r, err))) break;
         const char *content = msgs[i].content ? msgs[i].content : "";
         if (inst)
-            render_inst(st, &is, &b, r, content);
+            render_inst(st, &is, b, r, content);
         else if (f == CHAT_TEMPLATE_GEMMA && r == ROLE_SYSTEM)
             rc = sol_err_set(err, -EINVAL,
                              "chat message %zu: the gemma template takes a system message only "
                              "first (it becomes the start of the first user turn)",
                              i);
         else if (f == CHAT_TEMPLATE_GEMMA && i == first && first == 1 && r == ROLE_USER)
-            gemma_first_user(&b, msgs[0].content, content);
+            gemma_first_user(b, msgs[0].content, content);
         else
-            render_wrapped(f, &b, r, content);
+            render_wrapped(f, b, r, content);
     }
-    if (rc) {
-        strbuf_free(&b);
-        return rc;
-    }
+    if (rc) return rc;
     if (add_generation_prompt) {
         /* For [INST] families the assistant header is the closing [/INST] itself. */
         if (inst)
-            inst_close(&is, &b);
+            inst_close(&is, b);
         else
-            wrapped_generation_prompt(f, &b);
+            wrapped_generation_prompt(f, b);
     }
+    return 0;
+}
+
+/* ---- Qwen2.5 / Qwen3: tools and Qwen3's reasoning (their templates, rewritten) ---------- */
+
+static const char QWEN_DEFAULT_SYSTEM[] =
+    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+static const char QWEN_TOOLS_HEAD[] =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
+    "provided with function signatures within <tools></tools> XML tags:\n<tools>";
+static const char QWEN_TOOLS_TAIL[] =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+    "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+    "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
+
+/* A string as Jinja's tojson prints it (JSON.stringify / Python json.dumps, ensure_ascii off). */
+static void put_json_string(strbuf *b, const char *s) {
+    strbuf_puts(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        const char *esc = c == '"'    ? "\\\""
+                          : c == '\\' ? "\\\\"
+                          : c == '\b' ? "\\b"
+                          : c == '\f' ? "\\f"
+                          : c == '\n' ? "\\n"
+                          : c == '\r' ? "\\r"
+                          : c == '\t' ? "\\t"
+                                      : NULL;
+        if (esc)
+            strbuf_puts(b, esc);
+        else if (c < 0x20)
+            strbuf_printf(b, "\\u%04x", c);
+        else
+            strbuf_append(b, s, 1);
+    }
+    strbuf_puts(b, "\"");
+}
+
+/* The system block: with tools, the system message (or Qwen2.5's default) and the tool list;
+ * without, the system message (or Qwen2.5's default; Qwen3 has none). */
+static void qwen_prologue(chat_template_family f, const chat_message *m, const chat_tools *tools,
+                          strbuf *b) {
+    bool sys = is_role(&m[0], ROLE_SYSTEM), q3 = f == CHAT_TEMPLATE_QWEN3;
+    if (tools && tools->n) {
+        strbuf_puts(b, "<|im_start|>system\n");
+        if (sys) strbuf_puts(b, text_of(m[0].content));
+        if (!sys && !q3) strbuf_puts(b, QWEN_DEFAULT_SYSTEM);
+        if (sys || !q3) strbuf_puts(b, "\n\n");
+        strbuf_puts(b, QWEN_TOOLS_HEAD);
+        for (size_t i = 0; i < tools->n; i++) {
+            strbuf_puts(b, "\n");
+            strbuf_puts(b, tools->json[i]);
+        }
+        strbuf_puts(b, QWEN_TOOLS_TAIL);
+    } else if (sys || !q3) {
+        strbuf_puts(b, "<|im_start|>system\n");
+        strbuf_puts(b, sys ? text_of(m[0].content) : QWEN_DEFAULT_SYSTEM);
+        strbuf_puts(b, "<|im_end|>\n");
+    }
+}
+
+static void qwen_tool_calls(chat_template_family f, const chat_message *m, bool content,
+                            strbuf *b) {
+    for (size_t j = 0; j < m->n_tool_calls; j++) {
+        const chat_tool_call *tc = &m->tool_calls[j];
+        if (f == CHAT_TEMPLATE_QWEN25 || content || j > 0) strbuf_puts(b, "\n");
+        strbuf_puts(b, "<tool_call>\n{\"name\": \"");
+        strbuf_puts(b, text_of(tc->name));
+        strbuf_puts(b, "\", \"arguments\": ");
+        /* Qwen2.5 passes every argument through tojson; Qwen3 prints a string as it is. */
+        if (tc->arguments_is_string && f == CHAT_TEMPLATE_QWEN25)
+            put_json_string(b, text_of(tc->arguments));
+        else
+            strbuf_puts(b, text_of(tc->arguments));
+        strbuf_puts(b, "}\n</tool_call>");
+    }
+    strbuf_puts(b, "<|im_end|>\n");
+}
+
+typedef struct span {
+    const char *p;
+    size_t n;
+} span;
+
+static span lstrip_nl(span s) {
+    while (s.n && *s.p == '\n')
+        s.p++, s.n--;
+    return s;
+}
+
+static span rstrip_nl(span s) {
+    while (s.n && s.p[s.n - 1] == '\n')
+        s.n--;
+    return s;
+}
+
+static const char *last_of(const char *s, size_t n, const char *needle) {
+    const char *hit = NULL;
+    for (const char *p = s; (p = memmem(p, n - (size_t)(p - s), needle, strlen(needle))); p++)
+        hit = p;
+    return hit;
+}
+
+/* Qwen3's split of an assistant message into reasoning and answer: reasoning_content when
+ * given, else the text between <think> and the first </think>, the answer after the last. */
+static void qwen3_split(const chat_message *m, span *content, span *reasoning) {
+    const char *c = text_of(m->content);
+    *content = (span){c, strlen(c)};
+    *reasoning = (span){"", 0};
+    if (m->reasoning_content) {
+        *reasoning = (span){m->reasoning_content, strlen(m->reasoning_content)};
+        return;
+    }
+    const char *first = strstr(c, "</think>");
+    if (!first) return;
+    const char *last = last_of(c, content->n, "</think>");
+    *content = lstrip_nl((span){last + 8, strlen(last + 8)});
+    span pre = rstrip_nl((span){c, (size_t)(first - c)});
+    const char *open = last_of(pre.p, pre.n, "<think>");
+    if (open) pre = (span){open + 7, pre.n - (size_t)(open + 7 - pre.p)};
+    *reasoning = lstrip_nl(pre);
+}
+
+static void qwen3_assistant(const chat_message *m, bool after_query, bool last, strbuf *b) {
+    span content, reasoning;
+    qwen3_split(m, &content, &reasoning);
+    strbuf_puts(b, "<|im_start|>assistant\n");
+    if (after_query && (last || reasoning.n)) {
+        span r = rstrip_nl(lstrip_nl(reasoning)), c = lstrip_nl(content);
+        strbuf_puts(b, "<think>\n");
+        strbuf_append(b, r.p, r.n);
+        strbuf_puts(b, "\n</think>\n\n");
+        strbuf_append(b, c.p, c.n);
+    } else {
+        strbuf_append(b, content.p, content.n);
+    }
+    qwen_tool_calls(CHAT_TEMPLATE_QWEN3, m, content.n > 0, b);
+}
+
+static void qwen25_assistant(const chat_message *m, strbuf *b) {
+    const char *c = text_of(m->content);
+    if (!m->n_tool_calls) {
+        render_wrapped(CHAT_TEMPLATE_QWEN25, b, ROLE_ASSISTANT, c);
+        return;
+    }
+    strbuf_puts(b, "<|im_start|>assistant");
+    if (*c) {
+        strbuf_puts(b, "\n");
+        strbuf_puts(b, c);
+    }
+    qwen_tool_calls(CHAT_TEMPLATE_QWEN25, m, *c != 0, b);
+}
+
+/* Qwen3's last real user query: the last user message that is not a wrapped tool response. */
+static size_t qwen3_last_query(const chat_message *m, size_t n) {
+    for (size_t i = n; i-- > 0;) {
+        const char *c = text_of(m[i].content);
+        size_t len = strlen(c);
+        bool wrapped = len >= 31 && strncmp(c, "<tool_response>", 15) == 0 &&
+                       strcmp(c + len - 16, "</tool_response>") == 0;
+        if (is_role(&m[i], ROLE_USER) && !wrapped) return i;
+    }
+    return n - 1;
+}
+
+static int render_qwen(chat_template_family f, const chat_message *m, size_t n,
+                       const chat_tools *tools, bool add_generation_prompt, strbuf *b,
+                       sol_err *err) {
+    role_t r;
+    for (size_t i = 0; i < n; i++)
+        if (parse_role(m[i].role, i, &r, err)) return err->code;
+    qwen_prologue(f, m, tools, b);
+    size_t lq = qwen3_last_query(m, n);
+    for (size_t i = 0; i < n; i++) {
+        parse_role(m[i].role, i, &r, err);
+        if (r == ROLE_USER || (r == ROLE_SYSTEM && i > 0)) {
+            render_wrapped(f, b, r, text_of(m[i].content));
+        } else if (r == ROLE_ASSISTANT) {
+            if (f == CHAT_TEMPLATE_QWEN3)
+                qwen3_assistant(&m[i], i > lq, i + 1 == n, b);
+            else
+                qwen25_assistant(&m[i], b);
+        } else if (r == ROLE_TOOL) {
+            if (i == 0 || !is_role(&m[i - 1], ROLE_TOOL)) strbuf_puts(b, "<|im_start|>user");
+            strbuf_puts(b, "\n<tool_response>\n");
+            strbuf_puts(b, text_of(m[i].content));
+            strbuf_puts(b, "\n</tool_response>");
+            if (i + 1 == n || !is_role(&m[i + 1], ROLE_TOOL)) strbuf_puts(b, "<|im_end|>\n");
+        }
+    }
+    if (add_generation_prompt) strbuf_puts(b, "<|im_start|>assistant\n");
+    return 0;
+}
+
+bool chat_template_supports_tools(chat_template_family f) {
+    return f == CHAT_TEMPLATE_QWEN25 || f == CHAT_TEMPLATE_QWEN3;
+}
+
+/* Tools, tool calls, tool messages or reasoning given to a family that has no place for them:
+ * refused by name, never dropped. */
+static int check_extras(chat_template_family f, const chat_message *m, size_t n,
+                        const chat_tools *tools, sol_err *err) {
+    bool tooling = chat_template_supports_tools(f);
+    if (tools && tools->n && !tooling)
+        return sol_err_set(err, -ENOTSUP,
+                           "chat template %s has no tool format (tools are rendered by the "
+                           "qwen2.5 and qwen3 templates)",
+                           chat_template_name(f));
+    for (size_t i = 0; i < n; i++) {
+        const char *what = m[i].n_tool_calls && !is_role(&m[i], ROLE_ASSISTANT)
+                               ? "tool_calls on a message that is not the assistant's"
+                           : (m[i].n_tool_calls || is_role(&m[i], ROLE_TOOL)) && !tooling
+                               ? "tool calls and tool messages"
+                           : m[i].reasoning_content && f != CHAT_TEMPLATE_QWEN3
+                               ? "reasoning_content"
+                               : NULL;
+        if (what)
+            return sol_err_set(err, -ENOTSUP,
+                               "chat message %zu: the %s chat template has no place for %s", i,
+                               chat_template_name(f), what);
+    }
+    return 0;
+}
+
+int chat_template_apply_tools(chat_template_family f, const chat_message *msgs, size_t n,
+                              const chat_tools *tools, bool add_generation_prompt, char **out,
+                              size_t *out_len, sol_err *err) {
+    if (!out) return sol_err_set(err, -EINVAL, "chat template: out is NULL");
+    *out = NULL;
+    if ((unsigned)f >= CHAT_TEMPLATE_COUNT)
+        return sol_err_set(err, -EINVAL, "chat template: unknown family %d", (int)f);
+    if (n == 0 || !msgs)
+        return sol_err_set(err, -EINVAL, "chat template: expected at least one message, got none");
+    int rc = check_extras(f, msgs, n, tools, err);
+    if (rc) return rc;
+    strbuf b;
+    strbuf_init(&b);
+    rc = chat_template_supports_tools(f)
+             ? render_qwen(f, msgs, n, tools, add_generation_prompt, &b, err)
+             : render_plain(f, msgs, n, add_generation_prompt, &b, err);
     /* A message list of empty strings still yields a valid "" (strbuf_take allocates it). */
-    char *text = b.oom ? NULL : strbuf_take(&b, out_len);
+    char *text = rc || b.oom ? NULL : strbuf_take(&b, out_len);
     if (!text) {
         strbuf_free(&b);
-        return sol_err_set(err, -ENOMEM, "chat template: out of memory rendering %zu messages", n);
+        return rc ? rc
+                  : sol_err_set(err, -ENOMEM, "chat template: out of memory rendering %zu messages",
+                                n);
     }
     *out = text;
     return 0;
+}
+
+int chat_template_apply(chat_template_family f, const chat_message *msgs, size_t n,
+                        bool add_generation_prompt, char **out, size_t *out_len, sol_err *err) {
+    return chat_template_apply_tools(f, msgs, n, NULL, add_generation_prompt, out, out_len, err);
 }
 
 bool chat_template_detect_known(const char *src, chat_template_family *out) {
@@ -253,7 +495,9 @@ bool chat_template_detect_known(const char *src, chat_template_family *out) {
         known = false;
     else if (strstr(src, "<|im_start|>"))
         f = strstr(src, "You are Qwen, created by Alibaba Cloud") ? CHAT_TEMPLATE_QWEN25
-                                                                  : CHAT_TEMPLATE_CHATML;
+            : strstr(src, "<tool_response>") && strstr(src, "reasoning_content")
+                ? CHAT_TEMPLATE_QWEN3
+                : CHAT_TEMPLATE_CHATML;
     else if (strstr(src, "<|start_header_id|>") && strstr(src, "<|end_header_id|>"))
         f = !strstr(src, "Cutting Knowledge Date") ? CHAT_TEMPLATE_LLAMA3
             : strstr(src, "strftime_now")          ? CHAT_TEMPLATE_LLAMA32
@@ -287,6 +531,7 @@ static const struct {
     {"qwen2.5", CHAT_TEMPLATE_QWEN25},  {"llama3.1", CHAT_TEMPLATE_LLAMA31},
     {"gemma", CHAT_TEMPLATE_GEMMA},     {"gemma2", CHAT_TEMPLATE_GEMMA},
     {"gemma3", CHAT_TEMPLATE_GEMMA},    {"llama3.2", CHAT_TEMPLATE_LLAMA32},
+    {"qwen3", CHAT_TEMPLATE_QWEN3},
 };
 
 int chat_template_from_name(const char *name, chat_template_family *out, sol_err *err) {
@@ -298,13 +543,13 @@ int chat_template_from_name(const char *name, chat_template_family *out, sol_err
             }
     return sol_err_set(err, -EINVAL,
                        "chat template: unknown name \"%.64s\"; expected chatml, llama2, llama3, "
-                       "mistral, zephyr, qwen2.5, llama3.1, llama3.2 or gemma",
+                       "mistral, zephyr, qwen2.5, qwen3, llama3.1, llama3.2 or gemma",
                        name ? name : "(null)");
 }
 
 const char *chat_template_name(chat_template_family f) {
-    static const char *const names[CHAT_TEMPLATE_COUNT] = {"chatml",   "llama2", "llama3",
-                                                           "mistral",  "zephyr", "qwen2.5",
-                                                           "llama3.1", "gemma",  "llama3.2"};
+    static const char *const names[CHAT_TEMPLATE_COUNT] = {
+        "chatml",  "llama2",   "llama3", "mistral",  "zephyr",
+        "qwen2.5", "llama3.1", "gemma",  "llama3.2", "qwen3"};
     return (unsigned)f < CHAT_TEMPLATE_COUNT ? names[f] : "?";
 }

@@ -24,16 +24,38 @@ typedef enum chat_template_family {
     CHAT_TEMPLATE_LLAMA31,    /* Llama 3.1-3.3: a system block with the knowledge-date header */
     CHAT_TEMPLATE_GEMMA,      /* <start_of_turn>user|model\n...<end_of_turn>\n (Gemma 2, 3) */
     CHAT_TEMPLATE_LLAMA32,    /* Llama 3.2: as 3.1, with today's date (strftime_now) */
+    CHAT_TEMPLATE_QWEN3,      /* ChatML with Qwen3's <think> handling of the latest turn */
     CHAT_TEMPLATE_COUNT
 } chat_template_family;
 
 /* What detection falls back to when the template is absent or unrecognized. */
 #define CHAT_TEMPLATE_DEFAULT CHAT_TEMPLATE_CHATML
 
+/* A function call the assistant made (OpenAI's tool_calls[i].function). */
+typedef struct chat_tool_call {
+    const char *name;
+    /* The arguments as JSON text in Python's json.dumps layout (", " and ": " separators, the
+     * keys in their order), as Jinja's tojson prints an object; or, when arguments_is_string,
+     * the raw text of a string argument (OpenAI sends arguments as a JSON-encoded string). */
+    const char *arguments;
+    bool arguments_is_string;
+} chat_tool_call;
+
 typedef struct chat_message {
-    const char *role;    /* "system", "user" or "assistant" */
+    const char *role;    /* "system", "user", "assistant" or "tool" */
     const char *content; /* NULL is read as "" */
+    /* assistant only: the calls it made, and (Qwen3) its reasoning; NULL = none given */
+    const chat_tool_call *tool_calls;
+    size_t n_tool_calls;
+    const char *reasoning_content;
 } chat_message;
+
+/* The functions offered to the model, each as JSON text in Python's json.dumps layout (what the
+ * template's `tool | tojson` prints). */
+typedef struct chat_tools {
+    const char *const *json;
+    size_t n;
+} chat_tools;
 
 /* Family whose markers appear in the Jinja source; NULL, "" or unknown -> CHAT_TEMPLATE_DEFAULT. */
 chat_template_family chat_template_detect(const char *jinja_source);
@@ -41,8 +63,8 @@ chat_template_family chat_template_detect(const char *jinja_source);
 /* Like chat_template_detect, but says whether a family was actually recognized. */
 bool chat_template_detect_known(const char *jinja_source, chat_template_family *out);
 
-/* "chatml", "llama2", "llama3", "mistral", "zephyr", "qwen2.5", "llama3.1", "gemma", "llama3.2"
- * (also
+/* "chatml", "llama2", "llama3", "mistral", "zephyr", "qwen2.5", "llama3.1", "gemma", "llama3.2",
+ * "qwen3" (also
  * "qwen2", "llama-2", "llama-3", "gemma2", "gemma3"; case-insensitive). Unknown -> -EINVAL
  * listing the accepted names. */
 int chat_template_from_name(const char *name, chat_template_family *out, sol_err *err);
@@ -56,5 +78,16 @@ const char *chat_template_name(chat_template_family f);
  * family, out of memory. */
 int chat_template_apply(chat_template_family f, const chat_message *msgs, size_t n,
                         bool add_generation_prompt, char **out, size_t *out_len, sol_err *err);
+
+/* The same with tools: the families that define a tool format (qwen2.5, qwen3: a "# Tools"
+ * system block listing `tools`, assistant tool_calls as <tool_call> JSON, "tool" messages as
+ * <tool_response> user turns) render them; any other family given tools, tool_calls or a tool
+ * message fails with -ENOTSUP naming the family. tools may be NULL. */
+int chat_template_apply_tools(chat_template_family f, const chat_message *msgs, size_t n,
+                              const chat_tools *tools, bool add_generation_prompt, char **out,
+                              size_t *out_len, sol_err *err);
+
+/* Whether the family has a tool-call format (qwen2.5, qwen3). */
+bool chat_template_supports_tools(chat_template_family f);
 
 #endif

@@ -442,7 +442,8 @@ static void test_text_and_chat_prompts(void **state) {
     r.ignore_eos = true;
     r.user = &a;
     submit_ok(eng, &r);
-    chat_message msgs[] = {{"system", "be brief"}, {"user", "hi"}};
+    chat_message msgs[] = {{.role = "system", .content = "be brief"},
+                           {.role = "user", .content = "hi"}};
     r.prompt_text = NULL;
     r.messages = msgs;
     r.n_messages = 2;

@@ -10,8 +10,10 @@
 
 #include "chat_template.h"
 
-static const chat_message CONVO[] = {
-    {"system", "S"}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}};
+static const chat_message CONVO[] = {{.role = "system", .content = "S"},
+                                     {.role = "user", .content = "Hi"},
+                                     {.role = "assistant", .content = "Hello"},
+                                     {.role = "user", .content = "Bye"}};
 #define N_CONVO (sizeof CONVO / sizeof CONVO[0])
 
 static void expect(chat_template_family f, const chat_message *m, size_t n, bool gen,
@@ -49,7 +51,7 @@ static void test_multi_turn_with_system(void **state) {
 
 static void test_single_user_without_generation_prompt(void **state) {
     (void)state;
-    const chat_message m[] = {{"user", "What is 2+2?"}};
+    const chat_message m[] = {{.role = "user", .content = "What is 2+2?"}};
     expect(CHAT_TEMPLATE_CHATML, m, 1, false, "<|im_start|>user\nWhat is 2+2?<|im_end|>\n");
     expect(CHAT_TEMPLATE_LLAMA3, m, 1, false,
            "<|start_header_id|>user<|end_header_id|>\n\nWhat is 2+2?<|eot_id|>");
@@ -60,22 +62,27 @@ static void test_single_user_without_generation_prompt(void **state) {
 
 static void test_empty_and_null_content(void **state) {
     (void)state;
-    const chat_message m[] = {{"system", ""}, {"user", NULL}};
+    const chat_message m[] = {{.role = "system", .content = ""}, {.role = "user", .content = NULL}};
     expect(CHAT_TEMPLATE_CHATML, m, 2, true,
            "<|im_start|>system\n<|im_end|>\n<|im_start|>user\n<|im_end|>\n<|im_start|>assistant\n");
     expect(CHAT_TEMPLATE_LLAMA2, m, 2, true, "[INST] <<SYS>>\n\n<</SYS>>\n\n [/INST]");
     expect(CHAT_TEMPLATE_MISTRAL, m, 2, true, "[INST] \n\n [/INST]");
-    const chat_message a[] = {{"user", "x"}, {"assistant", ""}, {"user", "y"}};
+    const chat_message a[] = {{.role = "user", .content = "x"},
+                              {.role = "assistant", .content = ""},
+                              {.role = "user", .content = "y"}};
     expect(CHAT_TEMPLATE_LLAMA2, a, 3, true, "[INST] x [/INST]  </s><s>[INST] y [/INST]");
 }
 
 static void test_llama2_turns_without_system(void **state) {
     (void)state;
-    const chat_message m[] = {{"user", "a"}, {"assistant", "b"}, {"user", "c"}, {"assistant", "d"}};
+    const chat_message m[] = {{.role = "user", .content = "a"},
+                              {.role = "assistant", .content = "b"},
+                              {.role = "user", .content = "c"},
+                              {.role = "assistant", .content = "d"}};
     expect(CHAT_TEMPLATE_LLAMA2, m, 4, false, "[INST] a [/INST] b </s><s>[INST] c [/INST] d </s>");
     expect(CHAT_TEMPLATE_MISTRAL, m, 4, false, "[INST] a [/INST] b</s>[INST] c [/INST] d</s>");
     /* A lone system message still yields a closed instruction for the model to answer. */
-    const chat_message s[] = {{"system", "Be brief."}};
+    const chat_message s[] = {{.role = "system", .content = "Be brief."}};
     expect(CHAT_TEMPLATE_LLAMA2, s, 1, true, "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\n [/INST]");
 }
 
@@ -83,17 +90,17 @@ static void test_bad_input_is_named(void **state) {
     (void)state;
     char *out = (char *)1;
     sol_err e = {0};
-    const chat_message m[] = {{"user", "hi"}, {"tool", "42"}};
+    const chat_message m[] = {{.role = "user", .content = "hi"}, {.role = "tool", .content = "42"}};
     assert_int_equal(chat_template_apply(CHAT_TEMPLATE_LLAMA3, m, 2, true, &out, NULL, &e),
-                     -EINVAL);
+                     -ENOTSUP);
     assert_null(out);
     assert_non_null(strstr(e.msg, "message 1"));
-    assert_non_null(strstr(e.msg, "\"tool\""));
-    const chat_message upper[] = {{"User", "hi"}};
+    assert_non_null(strstr(e.msg, "tool messages"));
+    const chat_message upper[] = {{.role = "User", .content = "hi"}};
     assert_int_equal(chat_template_apply(CHAT_TEMPLATE_CHATML, upper, 1, true, &out, NULL, &e),
                      -EINVAL);
     assert_non_null(strstr(e.msg, "\"User\""));
-    const chat_message noname[] = {{NULL, "hi"}};
+    const chat_message noname[] = {{.role = NULL, .content = "hi"}};
     assert_int_equal(chat_template_apply(CHAT_TEMPLATE_CHATML, noname, 1, true, &out, NULL, &e),
                      -EINVAL);
     assert_non_null(strstr(e.msg, "role is missing"));
@@ -111,15 +118,16 @@ static void test_gemma_and_qwen25(void **state) {
     expect(CHAT_TEMPLATE_GEMMA, CONVO, N_CONVO, true,
            "<start_of_turn>user\nS\n\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n"
            "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
-    const chat_message spaced[] = {{"user", "  a b \n"}};
+    const chat_message spaced[] = {{.role = "user", .content = "  a b \n"}};
     expect(CHAT_TEMPLATE_GEMMA, spaced, 1, false, "<start_of_turn>user\na b<end_of_turn>\n");
     char *out = NULL;
     sol_err e = {0};
-    const chat_message late[] = {{"user", "hi"}, {"system", "S"}};
+    const chat_message late[] = {{.role = "user", .content = "hi"},
+                                 {.role = "system", .content = "S"}};
     assert_int_equal(chat_template_apply(CHAT_TEMPLATE_GEMMA, late, 2, true, &out, NULL, &e),
                      -EINVAL);
     assert_non_null(strstr(e.msg, "chat message 1"));
-    const chat_message only_system[] = {{"system", "S"}};
+    const chat_message only_system[] = {{.role = "system", .content = "S"}};
     assert_int_equal(chat_template_apply(CHAT_TEMPLATE_GEMMA, only_system, 1, true, &out, NULL, &e),
                      -EINVAL);
     expect(CHAT_TEMPLATE_QWEN25, CONVO + 1, 1, true,
@@ -174,6 +182,70 @@ static void test_names(void **state) {
     assert_string_equal(chat_template_name((chat_template_family)42), "?");
 }
 
+/* Qwen2.5: the tools block replaces the default system message's block; an assistant call's
+ * string arguments go through tojson (quoted); tool results become one user turn. Families
+ * without a tool format refuse tools by name. */
+static void test_qwen_tools(void **state) {
+    (void)state;
+    const char *tool_json[] = {"{\"type\": \"function\", \"function\": {\"name\": \"f\"}}"};
+    const chat_tools tools = {tool_json, 1};
+    const chat_tool_call call = {.name = "f", .arguments = "{\"x\": 1}"};
+    const chat_tool_call quoted = {
+        .name = "f", .arguments = "{\"x\":1}", .arguments_is_string = true};
+    const chat_message m[] = {
+        {.role = "user", .content = "q"},
+        {.role = "assistant", .tool_calls = &call, .n_tool_calls = 1},
+        {.role = "tool", .content = "1"},
+        {.role = "tool", .content = "2"},
+        {.role = "assistant", .content = "a", .tool_calls = &quoted, .n_tool_calls = 1}};
+    char *out = NULL;
+    sol_err e = {0};
+    assert_int_equal(
+        chat_template_apply_tools(CHAT_TEMPLATE_QWEN25, m, 5, &tools, true, &out, NULL, &e), 0);
+    assert_string_equal(
+        out, "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+             "assistant.\n\n# Tools\n\nYou may call one or more functions to assist with the "
+             "user query.\n\nYou are provided with function signatures within <tools></tools> "
+             "XML tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"f\"}}\n"
+             "</tools>\n\nFor each function call, return a json object with function name and "
+             "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+             "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+             "<|im_start|>user\nq<|im_end|>\n"
+             "<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n"
+             "</tool_call><|im_end|>\n"
+             "<|im_start|>user\n<tool_response>\n1\n</tool_response>\n<tool_response>\n2\n"
+             "</tool_response><|im_end|>\n"
+             "<|im_start|>assistant\na\n<tool_call>\n{\"name\": \"f\", \"arguments\": "
+             "\"{\\\"x\\\":1}\"}\n</tool_call><|im_end|>\n<|im_start|>assistant\n");
+    free(out);
+    assert_int_equal(
+        chat_template_apply_tools(CHAT_TEMPLATE_GEMMA, m, 1, &tools, true, &out, NULL, &e),
+        -ENOTSUP);
+    assert_non_null(strstr(e.msg, "gemma"));
+    assert_int_equal(chat_template_apply(CHAT_TEMPLATE_CHATML, m, 2, true, &out, NULL, &e),
+                     -ENOTSUP);
+    assert_non_null(strstr(e.msg, "message 1"));
+    const chat_message r[] = {{.role = "user", .content = "q"},
+                              {.role = "assistant", .content = "x", .reasoning_content = "r"}};
+    assert_int_equal(chat_template_apply(CHAT_TEMPLATE_QWEN25, r, 2, true, &out, NULL, &e),
+                     -ENOTSUP);
+    assert_non_null(strstr(e.msg, "reasoning_content"));
+}
+
+/* Qwen3: the latest answer after the last user query shows its reasoning in <think>; earlier
+ * answers lose theirs. */
+static void test_qwen3_think(void **state) {
+    (void)state;
+    const chat_message m[] = {{.role = "user", .content = "a"},
+                              {.role = "assistant", .content = "<think>\nold\n</think>\n\nA"},
+                              {.role = "user", .content = "b"},
+                              {.role = "assistant", .content = "B", .reasoning_content = "why"}};
+    expect(CHAT_TEMPLATE_QWEN3, m, 4, false,
+           "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n"
+           "<|im_start|>user\nb<|im_end|>\n<|im_start|>assistant\n<think>\nwhy\n</think>\n\nB"
+           "<|im_end|>\n");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_multi_turn_with_system),
@@ -184,6 +256,8 @@ int main(void) {
         cmocka_unit_test(test_gemma_and_qwen25),
         cmocka_unit_test(test_detect_from_markers),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_qwen_tools),
+        cmocka_unit_test(test_qwen3_think),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

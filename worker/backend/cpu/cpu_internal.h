@@ -116,6 +116,8 @@ typedef struct cpu_attn_fns {
     void (*scale)(float *acc, float a, int hd);                        /* acc *= a */
 } cpu_attn_fns;
 
+/* K-quants in llama.cpp's float order (reference mode SOL_CPU_ATTN=llamacpp); NULL otherwise. */
+cpu_mm_fn cpu_mm_kq_llamacpp(sol_dtype t);
 cpu_mm_fn cpu_mm_scalar(sol_dtype t);
 cpu_mm_fn cpu_mm_avx2(sol_dtype t);      /* NULL where the scalar kernel is used */
 cpu_mm_fn cpu_mm_kq_avx2(sol_dtype t);   /* K-quants (Q4_K, Q5_K, Q6_K) on AVX2 */

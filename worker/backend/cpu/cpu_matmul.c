@@ -182,7 +182,8 @@ static void quant_task(void *ctx, int task, int n_tasks) {
 }
 
 static cpu_mm_fn pick_kernel(const cpu_backend *cb, sol_dtype t) {
-    cpu_mm_fn fn = NULL;
+    cpu_mm_fn fn = cb->attn_llamacpp ? cpu_mm_kq_llamacpp(t) : NULL;
+    if (fn) return fn;
     if (cb->isa >= SOL_ISA_AVX512) fn = cpu_mm_avx512(t);
     if (!fn && cb->isa >= SOL_ISA_AVX512) fn = cpu_mm_kq_avx512(t);
     if (!fn && cb->isa >= SOL_ISA_AVX2) fn = cpu_mm_avx2(t);
