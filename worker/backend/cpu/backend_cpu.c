@@ -71,13 +71,16 @@ static int cpu_rmsnorm(sol_backend *be, const float *x, const float *w, float *o
     if (n < 0 || dim <= 0)
         return sol_err_set(&be->err, -EINVAL,
                            "cpu rmsnorm: expected n >= 0 and dim > 0, got %d, %d", n, dim);
+    int lc = ((cpu_backend *)be)->attn_llamacpp;
     for (int t = 0; t < n; t++) {
         const float *xr = x + (size_t)t * dim;
         float *o = out + (size_t)t * dim;
         double ss = 0.0;
         for (int i = 0; i < dim; i++)
-            ss += (double)xr[i] * xr[i];
-        float scale = (float)(1.0 / sqrt(ss / dim + eps));
+            ss += lc ? (double)(xr[i] * xr[i]) : (double)xr[i] * xr[i];
+        /* llama.cpp (SOL_CPU_ATTN=llamacpp): float squares, the mean and the root in float */
+        float scale =
+            lc ? 1.0f / sqrtf((float)(ss / dim) + eps) : (float)(1.0 / sqrt(ss / dim + eps));
         for (int i = 0; i < dim; i++)
             o[i] = xr[i] * scale * w[i];
     }
@@ -115,15 +118,29 @@ static int cpu_rope(sol_backend *be, float *x, const int32_t *pos, int n, int he
     float cs[512], sn[512];
     for (int i = 0; i < head_dim / 2; i++)
         inv_freq[i] = rope_inv_freq(p, i, head_dim);
+    /* llama.cpp (SOL_CPU_ATTN=llamacpp, without llama-3 bands): the angle of pair i is built by
+     * i float multiplications by base^(-2/d), then cosf/sinf; Sol's default is in double. */
+    int lc = ((cpu_backend *)be)->attn_llamacpp && !(p->scaling_factor > 0 && p->orig_ctx > 0);
+    float step = powf(p->freq_base, -2.0f / (float)head_dim);
+    float fs = p->freq_scale > 0.0f ? p->freq_scale : 1.0f;
     for (int t = 0; t < n; t++) {
-        for (int i = 0; i < head_dim / 2; i++) {
+        float th_f = (float)pos[t];
+        for (int i = 0; i < head_dim / 2; i++, th_f *= step) {
             double th = pos[t] * inv_freq[i];
-            cs[i] = (float)cos(th);
-            sn[i] = (float)sin(th);
+            cs[i] = lc ? cosf(fs * th_f) : (float)cos(th);
+            sn[i] = lc ? sinf(fs * th_f) : (float)sin(th);
         }
         /* pair i is (v[i * step], v[i * step + off]): NORM (2i, 2i+1), NEOX (i, i + half) */
         int half = head_dim / 2, step = p->neox ? 1 : 2, off = p->neox ? half : 1;
-        for (int h = 0; h < heads; h++) {
+        for (int h = 0; lc && h < heads; h++) {
+            float *v = x + ((size_t)t * heads + h) * head_dim;
+            for (int i = 0; i < half; i++) {
+                float x0 = v[i * step], x1 = v[i * step + off];
+                v[i * step] = fmaf(x0, cs[i], -(x1 * sn[i]));
+                v[i * step + off] = fmaf(x0, sn[i], x1 * cs[i]);
+            }
+        }
+        for (int h = 0; !lc && h < heads; h++) {
             float *v = x + ((size_t)t * heads + h) * head_dim;
             for (int i = 0; i < half; i++) {
                 float x0 = v[i * step], x1 = v[i * step + off];
