@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Promise: K-quant files decode alike in Sol and llama.cpp. For llama, qwen2, qwen3 and gemma3
-# (sliding window 6, every second layer global) models (dim 256, GQA, odd vocab) and each of Q4_K_M, Q5_K_M and Q6_K, both the file written by llama.cpp's own
+# (sliding window 6, every second layer global) models of two shapes (see shape1/shape2) and each of Q4_K_M, Q5_K_M and Q6_K, both the file written by llama.cpp's own
 # quantizer and the one written by sol-quantize load in both, and the last prompt position's logits
 # agree within 2e-2 relative L2 in llama.cpp-compatible attention (SOL_CPU_ATTN=llamacpp) and in
 # Sol's default attention. Greedy ids are reported, not required.
@@ -20,20 +20,26 @@ work=${PEER_WORK:-$(mktemp -d)}; [ -n "${PEER_WORK:-}" ] || trap 'rm -rf "$work"
 lq=$("$peer/build_quantize.sh" "$B/peer")
 
 N=32; P=1,15,27,300,42,7,99,128,5,260,311,17,450
-shape="--dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 512 --vocab 601 --ctx 256 --seed 7"
+# shape 1 (GQA, odd vocab): every type, from both quantizers; shape 2 (one KV head, three
+# layers, wider FFN, another odd vocab): Q4_K_M and Q5_K_M from llama.cpp's quantizer.
+shape1="--dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 512 --vocab 601 --ctx 256 --seed 7"
+shape2="--dim 512 --layers 3 --heads 8 --kv-heads 1 --ffn 768 --vocab 1009 --ctx 256 --seed 5"
 archs=(llama qwen2 qwen3 "gemma3:--sliding-window 6 --swa-pattern 2")
-ftypes=("q4_k_m:15" "q5_k_m:17" "q6_k:18")
 jobs="["; files=()
 for spec in "${archs[@]}"; do
-  a=${spec%%:*}; extra=""; [ "$a" = "$spec" ] || extra=${spec#*:}
+ a=${spec%%:*}; extra=""; [ "$a" = "$spec" ] || extra=${spec#*:}
+ for sh in 1 2; do
+  if [ $sh = 1 ]; then shape=$shape1; ftypes=("q4_k_m:15" "q5_k_m:17" "q6_k:18"); bys=(lc sol)
+  else shape=$shape2; ftypes=("q4_k_m:15" "q5_k_m:17"); bys=(lc); fi
+  base=$work/$a-s$sh
   # shellcheck disable=SC2086
-  "$B/tools/sol-mkmodel" -o "$work/$a.gguf" --arch "$a" $shape $extra --type f16 >/dev/null 2>&1
+  "$B/tools/sol-mkmodel" -o "$base.gguf" --arch "$a" $shape $extra --type f16 >/dev/null 2>&1
   for f in "${ftypes[@]}"; do
     name=${f%%:*}; ft=${f#*:}
-    "$lq" "$work/$a.gguf" "$work/$a-$name-lc.gguf" "$ft" >"$work/lq.log" 2>&1 || { tail -5 "$work/lq.log"; exit 1; }
-    "$B/tools/sol-quantize" "$work/$a.gguf" "$work/$a-$name-sol.gguf" --type "$name" --quiet 2>/dev/null
-    for by in lc sol; do
-      m=$work/$a-$name-$by; files+=("$m")
+    "$lq" "$base.gguf" "$base-$name-lc.gguf" "$ft" >"$work/lq.log" 2>&1 || { tail -5 "$work/lq.log"; exit 1; }
+    [ $sh = 1 ] && "$B/tools/sol-quantize" "$base.gguf" "$base-$name-sol.gguf" --type "$name" --quiet 2>/dev/null
+    for by in "${bys[@]}"; do
+      m=$base-$name-$by; files+=("$m")
       for mode in exact llamacpp; do
         SOL_CPU_ATTN=$mode "$B/tools/sol-generate" -m "$m.gguf" --prompt-tokens "$P" -n $N --temp 0 \
           --tokens --threads 2 --logits "$m.$mode.json" >"$m.$mode.ids" 2>"$m.err" || { cat "$m.err"; exit 1; }
@@ -41,6 +47,7 @@ for spec in "${archs[@]}"; do
       jobs+="{\"model\":\"$m.gguf\",\"tokens\":[$P],\"n\":$N,\"out\":\"$m.ref.ids\",\"logits\":\"$m.ref.json\"},"
     done
   done
+ done
 done
 echo "${jobs%,}]" >"$work/jobs.json"
 node "$peer/llamacpp_ref.mjs" "$work/jobs.json"

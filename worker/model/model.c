@@ -435,6 +435,12 @@ void model_describe(const model *m, char *buf, size_t cap) {
                                      sol_dtype_name((sol_dtype)t), count[t]);
             sep = " + ";
         }
+    int local = 0;
+    for (int l = 0; m->swa && l < m->hp.n_layers; l++)
+        local += m->swa[l];
+    if (m->hp.swa_window && used < cap)
+        snprintf(buf + used, cap - used, "; sliding window %d on %d of %d layers", m->hp.swa_window,
+                 local, m->hp.n_layers);
 }
 
 int model_reserve(model *m, int max_tokens, int max_logits, sol_err *err) {

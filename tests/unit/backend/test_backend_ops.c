@@ -412,6 +412,23 @@ static void test_kquant_paths_agree(void **state) {
     }
 }
 
+/* The llama.cpp-compatible mode's K-quant kernels (llama.cpp's float order: repacked Q4_K for
+ * rows % 8 == 0 with GEMM and GEMV tokens in one batch, vec_dot lanes otherwise) against the
+ * double reference, like every other kernel. */
+static void test_kquant_llamacpp_order(void **state) {
+    (void)state;
+    setenv("SOL_CPU_ATTN", "llamacpp", 1);
+    sol_backend *be = backend_for("cpu:scalar", 2);
+    unsetenv("SOL_CPU_ATTN");
+    const sol_dtype types[] = {SOL_DT_Q4_K, SOL_DT_Q5_K, SOL_DT_Q6_K};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        check_matmul(be, types[ti], 16, 512, 5, 1); /* rows % 8 == 0: Q4_K repacked order */
+        check_matmul(be, types[ti], 13, 256, 5, 1); /* vec_dot lanes */
+        check_matmul(be, types[ti], 13, 256, 1, 1);
+    }
+    sol_backend_free(be);
+}
+
 /* ---- element-wise ops ---- */
 
 static void rmsnorm_silu_add(const char *spec) {
@@ -813,6 +830,7 @@ int main(void) {
         cmocka_unit_test(test_q4_0_repack),
         cmocka_unit_test(test_q8_0_repack),
         cmocka_unit_test(test_kquant_paths_agree),
+        cmocka_unit_test(test_kquant_llamacpp_order),
         cmocka_unit_test(test_rmsnorm_silu_add),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_embed),
