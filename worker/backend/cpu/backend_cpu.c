@@ -173,7 +173,7 @@ static float gelu_llamacpp(float x) {
     return cpu_fp16_to_fp32(cpu_fp32_to_fp16(gelu_tanh(cpu_fp16_to_fp32(cpu_fp32_to_fp16(x)))));
 }
 
-typedef enum { ACT_SILU, ACT_GELU, ACT_GELU_LLAMACPP } act_kind;
+typedef enum { ACT_SILU, ACT_SILU_LLAMACPP, ACT_GELU, ACT_GELU_LLAMACPP } act_kind;
 
 typedef struct {
     const float *gate, *up;
@@ -187,9 +187,11 @@ static void act_task(void *ctx, int task, int n_tasks) {
     int64_t lo = j->n * task / n_tasks, hi = j->n * (task + 1) / n_tasks;
     for (int64_t i = lo; i < hi; i++) {
         float g = j->gate[i];
-        float a = j->kind == ACT_SILU   ? g / (1.0f + expf(-g))
-                  : j->kind == ACT_GELU ? gelu_fast(g)
-                                        : gelu_llamacpp(g);
+        /* llama.cpp's SiLU: its vectorized expf (cpu_ggml_expf) */
+        float a = j->kind == ACT_SILU            ? g / (1.0f + expf(-g))
+                  : j->kind == ACT_SILU_LLAMACPP ? g / (1.0f + cpu_ggml_expf(-g))
+                  : j->kind == ACT_GELU          ? gelu_fast(g)
+                                                 : gelu_llamacpp(g);
         j->out[i] = a * j->up[i];
     }
 }
@@ -207,7 +209,8 @@ static int run_act(sol_backend *be, const float *gate, const float *up, float *o
 
 static int cpu_silu_mul(sol_backend *be, const float *gate, const float *up, float *out,
                         int64_t n_elems) {
-    return run_act(be, gate, up, out, n_elems, ACT_SILU);
+    return run_act(be, gate, up, out, n_elems,
+                   ((cpu_backend *)be)->attn_llamacpp ? ACT_SILU_LLAMACPP : ACT_SILU);
 }
 
 static int cpu_gelu_mul(sol_backend *be, const float *gate, const float *up, float *out,

@@ -133,40 +133,86 @@ static int attn_lo(int n_ctx, int window) {
     return window > 0 && n_ctx > window ? n_ctx - window : 0;
 }
 
-/* llama.cpp-compatible attention (SOL_CPU_ATTN=llamacpp): llama.cpp's non-flash CPU path
- * rounds Q to F16 for K.Q and the normalized softmax probabilities to F16 for P.V. Sol's default
- * keeps both in F32 (closer to exact); this mode reproduces llama.cpp's rounding so the two can be
- * compared id for id (tests/integration/peer_equivalence.sh). Three passes over the context
- * (max, sum, weighted V) recompute K.Q instead of storing n_ctx scores: it is a reference mode. */
+/* llama.cpp-compatible attention (SOL_CPU_ATTN=llamacpp): llama.cpp's non-flash CPU path, float
+ * for float. K.Q and P.V are its F16 dot products (the query and the normalized probabilities
+ * rounded to F16, four 16-lane fused accumulators over steps of 64, reduced as GCC reduces a
+ * 512-bit register, leftovers in double); the softmax sums its vectorized expf in chunks of 16
+ * positions from position 0, each chunk reduced in float and added in double. Masked positions
+ * (before a sliding window, past the context) contribute exact zeros, as in llama.cpp's padded
+ * cache. Sol's default keeps F32 throughout (closer to exact); this mode reproduces llama.cpp so
+ * the two can be compared id for id (tests/integration/peer_equivalence.sh). */
+static float lc_dot_f16(const float *x, const float *y, int n) {
+    float sum[4][16] = {{0}};
+    int np = n & ~63;
+    for (int i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 16; l++)
+                sum[j][l] = fmaf(x[i + 16 * j + l], y[i + 16 * j + l], sum[j][l]);
+    for (int l = 0; l < 16; l++) {
+        sum[0][l] += sum[2][l];
+        sum[1][l] += sum[3][l];
+        sum[0][l] += sum[1][l];
+    }
+    double s = cpu_ggml_reduce16(sum[0]);
+    for (int i = np; i < n; i++)
+        s += (double)(x[i] * y[i]);
+    return (float)s;
+}
+
+static float lc_load(const unsigned char *row, int i, int f16) {
+    if (!f16) return ((const float *)row)[i];
+    return cpu_fp16_to_fp32(((const uint16_t *)row)[i]);
+}
+
 static void attend_one_llamacpp(const attn_job *j, int t, int h, const unsigned char *kp,
                                 const unsigned char *vp, size_t slot_bytes) {
-    const cpu_attn_fns *f = j->cb->attn;
     int hd = j->head_dim, bs = j->kv->block_size, f16 = j->kv->dtype == SOL_DT_F16;
     const float *q0 = j->q + ((size_t)t * j->heads + h) * hd;
     const int32_t *table = j->seq[t].block_table;
     int n_ctx = j->seq[t].n_ctx, lo = attn_lo(n_ctx, j->window);
-    float q[ATTN_MAX_HEAD_DIM], acc[ATTN_MAX_HEAD_DIM];
+    int n16 = (n_ctx + 15) & ~15, n64 = (n_ctx + 63) & ~63;
+    float q[ATTN_MAX_HEAD_DIM], k[ATTN_MAX_HEAD_DIM];
+    float *o = j->out + ((size_t)t * j->heads + h) * hd;
+    float *sc = malloc(sizeof(float) * (size_t)n64 * 2), *pr = sc + n64;
+    if (!sc) { /* a reference mode: out of memory shows as NaN, never as a plausible value */
+        for (int d = 0; d < hd; d++)
+            o[d] = NAN;
+        return;
+    }
     for (int i = 0; i < hd; i++)
         q[i] = cpu_fp16_to_fp32(cpu_fp32_to_fp16(q0[i]));
-#define SCORE(p)                                                                                   \
-    (f->dot(q, kp + ((size_t)table[(p) / bs] * (size_t)bs + (size_t)((p) % bs)) * slot_bytes, hd,  \
-            f16) *                                                                                 \
-     j->scale)
     float m = -INFINITY;
-    for (int p = lo; p < n_ctx; p++)
-        m = fmaxf(m, SCORE(p));
-    double sum = 0.0; /* ggml sums the exponentials in double */
-    for (int p = lo; p < n_ctx; p++)
-        sum += expf(SCORE(p) - m);
-    float inv = (float)(1.0 / sum);
-    memset(acc, 0, (size_t)hd * sizeof(float));
-    for (int p = lo; p < n_ctx; p++) {
-        size_t slot = (size_t)table[p / bs] * (size_t)bs + (size_t)(p % bs);
-        float pr = cpu_fp16_to_fp32(cpu_fp32_to_fp16(expf(SCORE(p) - m) * inv));
-        f->axpy(acc, pr, vp + slot * slot_bytes, hd, f16);
+    for (int p = 0; p < n64; p++) {
+        sc[p] = -INFINITY;
+        if (p < lo || p >= n_ctx) continue;
+        const unsigned char *kr =
+            kp + ((size_t)table[p / bs] * (size_t)bs + (size_t)(p % bs)) * slot_bytes;
+        for (int i = 0; i < hd; i++)
+            k[i] = lc_load(kr, i, f16);
+        sc[p] = lc_dot_f16(k, q, hd) * j->scale;
+        m = fmaxf(m, sc[p]);
     }
-#undef SCORE
-    memcpy(j->out + ((size_t)t * j->heads + h) * hd, acc, (size_t)hd * sizeof(float));
+    double sum = 0.0; /* ggml_vec_soft_max_f32: chunks of 16 in float, added in double */
+    for (int c = 0; c < n16; c += 16) {
+        float e[16];
+        for (int l = 0; l < 16; l++)
+            e[l] = pr[c + l] = cpu_ggml_expf(sc[c + l] - m);
+        sum += (double)cpu_ggml_reduce16(e);
+    }
+    float inv = (float)(1.0 / sum);
+    for (int p = 0; p < n64; p++)
+        pr[p] = p < n16 ? cpu_fp16_to_fp32(cpu_fp32_to_fp16(pr[p] * inv)) : 0.0f;
+    float *vcol = sc; /* reuse: one V column over the positions */
+    for (int d = 0; d < hd; d++) {
+        for (int p = 0; p < n64; p++) {
+            vcol[p] = 0.0f;
+            if (p < lo || p >= n_ctx) continue;
+            vcol[p] = lc_load(
+                vp + ((size_t)table[p / bs] * (size_t)bs + (size_t)(p % bs)) * slot_bytes, d, f16);
+        }
+        o[d] = lc_dot_f16(vcol, pr, n64);
+    }
+    free(sc);
 }
 
 static void attend_one(const attn_job *j, int t, int h) {
