@@ -1,0 +1,33 @@
+/* reduce: the warp and block sums the CUDA kernels share (norms, softmax, GEMV outputs), written
+ * once for nvcc and the host emulation. Sums are in a fixed tree order, so a result never
+ * depends on timing. */
+#ifndef SOL_CUDA_REDUCE_CUH
+#define SOL_CUDA_REDUCE_CUH
+
+#include "sol_cuda_kernel.h"
+
+/* Sum over the 32 lanes of a warp (butterfly: every lane gets the total). */
+__device__ __forceinline__ float sol_warp_sum(float v) {
+    for (int off = 16; off > 0; off >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+/* Sum over a block of blockDim.x threads (a multiple of 32, at most 1024): warp sums, then the
+ * first warp sums those. Every thread gets the total. `scratch` holds 32 floats of shared
+ * memory; it may be reused after the call returns. */
+__device__ __forceinline__ float sol_block_sum(float v, float *scratch) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    v = sol_warp_sum(v);
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float t = lane < n_warps ? scratch[lane] : 0.0f;
+    if (warp == 0) t = sol_warp_sum(t);
+    if (threadIdx.x == 0) scratch[0] = t;
+    __syncthreads();
+    t = scratch[0];
+    __syncthreads(); /* scratch is free again only when every thread has read the total */
+    return t;
+}
+
+#endif

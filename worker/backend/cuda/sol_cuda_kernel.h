@@ -1,0 +1,20 @@
+/* sol_cuda_kernel: what a Sol kernel source includes instead of the CUDA headers, so one .cu
+ * file compiles with nvcc for the GPU and as host C++ against cuda_emu.h for tests.
+ *
+ * Portable spellings: SOL_LAUNCH(kernel, grid, block, smem, stream, args...) for
+ * kernel<<<grid, block, smem, stream>>>(args...), and SOL_DYN_SMEM(T, name) for
+ * `extern __shared__ T name[]`. Everything else is plain CUDA (__global__, __shared__,
+ * __syncthreads, threadIdx, __shfl_*_sync, atomicAdd). */
+#ifndef SOL_CUDA_KERNEL_H
+#define SOL_CUDA_KERNEL_H
+
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+#define SOL_LAUNCH(kernel, grid, block, smem, stream, ...)                                         \
+    kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+#define SOL_DYN_SMEM(T, name) extern __shared__ T name[]
+#else
+#include "cuda_emu.h"
+#endif
+
+#endif
