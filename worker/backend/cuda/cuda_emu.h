@@ -35,6 +35,8 @@ struct dim3 {
     unsigned x, y, z;
     constexpr dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
 };
+typedef void *cudaStream_t; /* streams do not exist here: launches run at once, in order */
+
 struct uint3 {
     unsigned x, y, z;
 };
