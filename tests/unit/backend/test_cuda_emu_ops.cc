@@ -1,4 +1,5 @@
-/* Promise: the CUDA kernels of the element-wise, norm and RoPE ops (worker/backend/cuda/k_*.cu),
+/* Promise: the CUDA kernels written so far (element-wise, RMSNorm, RoPE, embed, decode GEMV;
+ * worker/backend/cuda/k_*.cu),
  * run through the host emulation, compute what the CPU backend computes for the same inputs,
  * within float rounding (the GPU sums in other orders): every case the op test gives the CPU. */
 #include <cmath>
@@ -7,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 extern "C" {
 #include <cmocka.h>
 /* backend.h is C11; its layout checks use C's spelling of static_assert. */
@@ -17,6 +20,8 @@ extern "C" {
 
 /* The kernel sources themselves, compiled here as host C++ (the point of the emulation). */
 #include "k_elementwise.cu"
+#include "k_embed.cu"
+#include "k_gemv.cu"
 #include "k_norm.cu"
 #include "k_rope.cu"
 
@@ -110,11 +115,86 @@ static void test_rope(void **state) {
     sol_backend_free(be);
 }
 
+/* A weight of `type` (rows x K) quantized from smooth floats: the bytes for the CUDA kernels and
+ * a prepared copy for the CPU backend (which repacks Q4_0/Q8_0 in place). */
+typedef struct {
+    sol_weight cpu;
+    std::vector<unsigned char> raw, copy;
+} weight_pair;
+
+static weight_pair make_weight(sol_backend *be, sol_dtype type, int rows, int K) {
+    weight_pair p;
+    size_t rb = sol_dtype_row_bytes(type, K);
+    p.raw.resize(rb * rows);
+    std::vector<float> row(K);
+    for (int r = 0; r < rows; r++) {
+        fill(row.data(), K, 31 * r + 1);
+        for (float &v : row)
+            v *= 0.05f;
+        assert_int_equal(sol_quantize_row(type, row.data(), p.raw.data() + rb * r, K), 0);
+    }
+    p.copy = p.raw;
+    p.cpu = sol_weight{};
+    p.cpu.type = type;
+    p.cpu.rows = rows;
+    p.cpu.cols = K;
+    p.cpu.data = p.copy.data();
+    p.cpu.row_bytes = rb;
+    assert_int_equal(sol_weight_prepare(be, &p.cpu), 0);
+    return p;
+}
+
+static const sol_dtype kTypes[] = {SOL_DT_F32, SOL_DT_F16, SOL_DT_BF16, SOL_DT_Q8_0, SOL_DT_Q4_0};
+
+static void test_embed(void **state) {
+    (void)state;
+    sol_backend *be = cpu();
+    const int32_t ids[3] = {7, 0, 12};
+    for (sol_dtype t : kTypes) {
+        weight_pair w = make_weight(be, t, 13, 320);
+        float want[3 * 320], got[3 * 320];
+        assert_int_equal(sol_embed(be, &w.cpu, ids, 3, want), 0);
+        assert_int_equal(
+            sol_cuda_embed((int)t, w.raw.data(), w.cpu.row_bytes, 320, ids, 3, got, nullptr), 0);
+        if (memcmp(got, want, sizeof want) != 0) fail_msg("embed %s differs", sol_dtype_name(t));
+    }
+    assert_int_equal(sol_cuda_embed(SOL_DT_Q4_K, nullptr, 0, 256, ids, 1, nullptr, nullptr),
+                     -ENOTSUP);
+    sol_backend_free(be);
+}
+
+/* Decode/verify matmuls: the GPU sums lanes in another order than the CPU, hence a tolerance;
+ * the integer dots and the activation quantization are the CPU's own. */
+static void test_gemv(void **state) {
+    (void)state;
+    sol_backend *be = cpu();
+    enum { M = 37, K = 320 };
+    std::vector<float> x(16 * K), want(16 * M), got(16 * M);
+    fill(x.data(), 16 * K, 9);
+    std::vector<unsigned char> scratch(sol_cuda_gemv_scratch_bytes(16, K));
+    for (sol_dtype t : kTypes) {
+        weight_pair w = make_weight(be, t, M, K);
+        for (int n : {1, 3, 16}) {
+            assert_int_equal(sol_matmul(be, &w.cpu, x.data(), want.data(), n), 0);
+            assert_int_equal(sol_cuda_gemv((int)t, w.raw.data(), w.cpu.row_bytes, M, K, x.data(),
+                                           got.data(), n, scratch.data(), nullptr),
+                             0);
+            double e = rel_err(got.data(), want.data(), n * M);
+            if (!(e < 1e-5)) fail_msg("gemv %s n=%d: %g", sol_dtype_name(t), n, e);
+        }
+    }
+    weight_pair w = make_weight(be, SOL_DT_F32, M, K);
+    assert_int_equal(sol_cuda_gemv(SOL_DT_F32, w.raw.data(), w.cpu.row_bytes, M, K, x.data(),
+                                   got.data(), 17, scratch.data(), nullptr),
+                     -ENOTSUP);
+    sol_backend_free(be);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_elementwise),
-        cmocka_unit_test(test_rmsnorm),
-        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_elementwise), cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_rope),        cmocka_unit_test(test_embed),
+        cmocka_unit_test(test_gemv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
