@@ -1,4 +1,5 @@
-/* Promise: the CUDA kernels written so far (element-wise, RMSNorm, RoPE, embed, decode GEMV;
+/* Promise: the CUDA kernels written so far (element-wise, RMSNorm, RoPE, embed, decode GEMV, KV
+ * writes and copies, paged attention;
  * worker/backend/cuda/k_*.cu),
  * run through the host emulation, compute what the CPU backend computes for the same inputs,
  * within float rounding (the GPU sums in other orders): every case the op test gives the CPU. */
@@ -19,9 +20,11 @@ extern "C" {
 }
 
 /* The kernel sources themselves, compiled here as host C++ (the point of the emulation). */
+#include "k_attention.cu"
 #include "k_elementwise.cu"
 #include "k_embed.cu"
 #include "k_gemv.cu"
+#include "k_kv.cu"
 #include "k_norm.cu"
 #include "k_rope.cu"
 
@@ -190,11 +193,73 @@ static void test_gemv(void **state) {
     sol_backend_free(be);
 }
 
+/* K/V written to both backends' pools at the same shuffled slots, then attention of a batch of
+ * tokens from three sequences (whole context and a sliding window of 7, GQA), and again after a
+ * copy-on-write block copy: the GPU's online softmax splits positions over four warps, hence
+ * the tolerance. */
+static void test_kv_and_attention(void **state) {
+    (void)state;
+    enum { NBLK = 32, BS = 4, KVH = 2, HEADS = 4, HD = 64, ROW = KVH * HD, SEQS = 3, MAXB = 10 };
+    sol_backend *be = cpu();
+    sol_kv *kv = sol_kv_alloc(be, 1, NBLK, BS, KVH, HD, SOL_DT_F16);
+    assert_non_null(kv);
+    std::vector<uint16_t> kp(NBLK * BS * ROW), vp(NBLK * BS * ROW);
+    int32_t tables[SEQS][MAXB];
+    const int lens[SEQS] = {37, 5, 16};
+    for (int s = 0; s < SEQS; s++)
+        for (int i = 0; i < MAXB; i++)
+            tables[s][i] = 27 - 3 * i + s;
+    for (int s = 0; s < SEQS; s++)
+        for (int p = 0; p < lens[s]; p++) {
+            float k[ROW], v[ROW];
+            fill(k, ROW, 100 * s + p);
+            fill(v, ROW, 1000 + 100 * s + p);
+            int32_t slot = tables[s][p / BS] * BS + p % BS;
+            assert_int_equal(sol_kv_write(be, kv, 0, k, v, &slot, 1), 0);
+            sol_cuda_kv_write(kp.data(), vp.data(), 1, ROW, k, v, &slot, 1, nullptr);
+        }
+    enum { N = 5 };
+    const int tok_seq[N] = {0, 1, 0, 2, 0};
+    int32_t n_ctx[N] = {37, 5, 1, 16, 33};
+    std::vector<float> q(N * HEADS * HD), want(N * HEADS * HD), got(N * HEADS * HD);
+    fill(q.data(), N * HEADS * HD, 77);
+    for (float &x : q)
+        x *= 0.3f;
+    sol_attn_seq per[N];
+    int32_t flat[N][MAXB];
+    for (int t = 0; t < N; t++) {
+        per[t] = sol_attn_seq{tables[tok_seq[t]], n_ctx[t]};
+        memcpy(flat[t], tables[tok_seq[t]], sizeof flat[t]);
+    }
+    for (int window : {0, 7}) {
+        assert_int_equal(sol_paged_attention_swa(be, kv, 0, q.data(), want.data(), N, HEADS, KVH,
+                                                 HD, 0.125f, window, per),
+                         0);
+        sol_cuda_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), N, HEADS, KVH,
+                                 HD, 0.125f, window, &flat[0][0], MAXB, n_ctx, nullptr);
+        double e = rel_err(got.data(), want.data(), N * HEADS * HD);
+        if (!(e < 1e-5)) fail_msg("attention window %d: %g", window, e);
+    }
+    /* Copy sequence 0's first block to block 31 and attend through the copy. */
+    int32_t src = tables[0][0], dst = 31;
+    assert_int_equal(sol_kv_copy_blocks(be, kv, &src, &dst, 1), 0);
+    void *pools[2] = {kp.data(), vp.data()};
+    sol_cuda_kv_copy_blocks(pools, 2, (size_t)BS * ROW * 2, &src, &dst, 1, nullptr);
+    flat[0][0] = dst;
+    per[0].block_table = flat[0];
+    assert_int_equal(
+        sol_paged_attention(be, kv, 0, q.data(), want.data(), 1, HEADS, KVH, HD, 0.125f, per), 0);
+    sol_cuda_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), 1, HEADS, KVH, HD,
+                             0.125f, 0, &flat[0][0], MAXB, n_ctx, nullptr);
+    assert_true(rel_err(got.data(), want.data(), HEADS * HD) < 1e-5);
+    sol_backend_free(be);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_elementwise), cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),        cmocka_unit_test(test_embed),
-        cmocka_unit_test(test_gemv),
+        cmocka_unit_test(test_gemv),        cmocka_unit_test(test_kv_and_attention),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

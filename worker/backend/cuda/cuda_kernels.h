@@ -53,6 +53,25 @@ size_t sol_cuda_gemv_scratch_bytes(int n, int K);
 int sol_cuda_gemv(int type, const void *w, size_t row_bytes, int rows, int K, const float *x,
                   float *y, int n, void *scratch, void *stream);
 
+/* k_kv.cu: one layer's K and V pools laid out as the CPU backend's: [block][slot][kv_head][hd]
+ * in F16 (f16 = 1) or F32. Token t's K/V rows (row = kv_heads * hd floats) go to slot slots[t]
+ * (block * block_size + offset), converted with round-to-nearest-even. */
+void sol_cuda_kv_write(void *k_pool, void *v_pool, int f16, int row, const float *k, const float *v,
+                       const int32_t *slots, int n, void *stream);
+/* Copies whole blocks (block_bytes each) of every pool in `pools` (count_pools pointers):
+ * dst[i] <- src[i]; copy-on-write forks. */
+void sol_cuda_kv_copy_blocks(void *const *pools, int count_pools, size_t block_bytes,
+                             const int32_t *src, const int32_t *dst, int count, void *stream);
+
+/* k_attention.cu: decode/verify attention through block tables, a block of threads per (token,
+ * query head): out[t][h] = softmax(scale * q . K[lo..n_ctx)) V with lo = 0 or, for a sliding
+ * window, max(0, n_ctx - window); query head h reads KV head h / (heads / kv_heads). tables holds
+ * token t's block table at tables + t * table_stride; head_dim <= 256 and a multiple of 32. */
+void sol_cuda_paged_attention(const void *k_pool, const void *v_pool, int f16, int block_size,
+                              const float *q, float *out, int n, int heads, int kv_heads,
+                              int head_dim, float scale, int window, const int32_t *tables,
+                              int table_stride, const int32_t *n_ctx, void *stream);
+
 #ifdef __cplusplus
 }
 #endif
