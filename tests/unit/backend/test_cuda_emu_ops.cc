@@ -148,6 +148,8 @@ static weight_pair make_weight(sol_backend *be, sol_dtype type, int rows, int K)
 }
 
 static const sol_dtype kTypes[] = {SOL_DT_F32, SOL_DT_F16, SOL_DT_BF16, SOL_DT_Q8_0, SOL_DT_Q4_0};
+static const sol_dtype kGemvTypes[] = {SOL_DT_F32,  SOL_DT_F16,  SOL_DT_BF16, SOL_DT_Q8_0,
+                                       SOL_DT_Q4_0, SOL_DT_Q4_K, SOL_DT_Q5_K, SOL_DT_Q6_K};
 
 static void test_embed(void **state) {
     (void)state;
@@ -171,11 +173,11 @@ static void test_embed(void **state) {
 static void test_gemv(void **state) {
     (void)state;
     sol_backend *be = cpu();
-    enum { M = 37, K = 320 };
+    enum { M = 37, K = 512 };
     std::vector<float> x(16 * K), want(16 * M), got(16 * M);
     fill(x.data(), 16 * K, 9);
     std::vector<unsigned char> scratch(sol_cuda_gemv_scratch_bytes(16, K));
-    for (sol_dtype t : kTypes) {
+    for (sol_dtype t : kGemvTypes) {
         weight_pair w = make_weight(be, t, M, K);
         for (int n : {1, 3, 16}) {
             assert_int_equal(sol_matmul(be, &w.cpu, x.data(), want.data(), n), 0);

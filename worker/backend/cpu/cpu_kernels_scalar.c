@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "kq_dot.h"
 
 static const char *row_of(const sol_weight *w, int64_t r) {
     return (const char *)w->data + (size_t)r * w->row_bytes;
@@ -96,49 +97,6 @@ static void mm_q5(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) 
     CPU_Q5_WALK(q5_dot);
 }
 
-/* Integer parts of one Q4_K or Q5_K super-block (qh NULL for Q4_K) against a token's Q8_K
- * block q with 16-element sums bs: isum = sum_j sc_j * dot_j, msum = sum_j m_j * sum_j(q). */
-static void kq45_sums(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh, const int8_t *q,
-                      const int16_t *bs, int32_t *isum, int32_t *msum) {
-    int32_t is = 0, ms = 0;
-    for (int c = 0; c < 4; c++) {
-        uint8_t sc1, m1, sc2, m2;
-        sol_q4k_scale_min(2 * c, scales, &sc1, &m1);
-        sol_q4k_scale_min(2 * c + 1, scales, &sc2, &m2);
-        int32_t s1 = 0, s2 = 0;
-        for (int l = 0; l < 32; l++) {
-            int h1 = qh ? ((qh[l] >> (2 * c)) & 1) << 4 : 0;
-            int h2 = qh ? ((qh[l] >> (2 * c + 1)) & 1) << 4 : 0;
-            s1 += ((qs[32 * c + l] & 0xF) | h1) * q[64 * c + l];
-            s2 += ((qs[32 * c + l] >> 4) | h2) * q[64 * c + 32 + l];
-        }
-        is += sc1 * s1 + sc2 * s2;
-        ms += m1 * (bs[4 * c] + bs[4 * c + 1]) + m2 * (bs[4 * c + 2] + bs[4 * c + 3]);
-    }
-    *isum = is;
-    *msum = ms;
-}
-
-/* One Q6_K super-block against a token's Q8_K block: sum_j sc_j * dot_j with the quants' offset
- * 32 removed through the 16-element sums. */
-static int32_t kq6_sum(const sol_block_q6_k *b, const int8_t *q, const int16_t *bs) {
-    int32_t is = 0;
-    for (int h = 0; h < 2; h++) {
-        const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
-        const int8_t *sc = b->scales + 8 * h, *x = q + 128 * h;
-        int32_t s[8] = {0};
-        for (int l = 0; l < 32; l++) {
-            s[l / 16] += ((ql[l] & 0xF) | ((qh[l] & 3) << 4)) * x[l];
-            s[2 + l / 16] += ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) * x[l + 32];
-            s[4 + l / 16] += ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) * x[l + 64];
-            s[6 + l / 16] += ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) * x[l + 96];
-        }
-        for (int j = 0; j < 8; j++)
-            is += sc[j] * (s[j] - 32 * bs[8 * h + j]);
-    }
-    return is;
-}
-
 /* K-quants against Q8_K activations: exact integers per super-block, one float term each. */
 static void mm_kquant(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
     (void)scratch;
@@ -160,16 +118,16 @@ static void mm_kquant(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scrat
                 float d, dmin = 0.0f;
                 if (w->type == SOL_DT_Q6_K) {
                     const sol_block_q6_k *k6 = (const sol_block_q6_k *)blk;
-                    isum = kq6_sum(k6, qb, bs);
+                    isum = sol_kq6_sum(k6->ql, k6->qh, k6->scales, qb, bs);
                     d = cpu_fp16_to_fp32(k6->d);
                 } else if (w->type == SOL_DT_Q5_K) {
                     const sol_block_q5_k *k5 = (const sol_block_q5_k *)blk;
-                    kq45_sums(k5->scales, k5->qs, k5->qh, qb, bs, &isum, &msum);
+                    sol_kq45_sums(k5->scales, k5->qs, k5->qh, qb, bs, &isum, &msum);
                     d = cpu_fp16_to_fp32(k5->d);
                     dmin = cpu_fp16_to_fp32(k5->dmin);
                 } else {
                     const sol_block_q4_k *k4 = (const sol_block_q4_k *)blk;
-                    kq45_sums(k4->scales, k4->qs, NULL, qb, bs, &isum, &msum);
+                    sol_kq45_sums(k4->scales, k4->qs, NULL, qb, bs, &isum, &msum);
                     d = cpu_fp16_to_fp32(k4->d);
                     dmin = cpu_fp16_to_fp32(k4->dmin);
                 }

@@ -30,12 +30,15 @@ typedef struct sol_cuda_rope_args {
 void sol_cuda_rope(float *x, const int32_t *pos, int n, int heads, int head_dim,
                    sol_cuda_rope_args p, void *stream);
 
-/* Weight types by their ggml ids (sol_dtype): 0 F32, 1 F16, 30 BF16, 8 Q8_0, 2 Q4_0. */
+/* Weight types by their ggml ids (sol_dtype). */
 enum {
     SOL_CUDA_F32 = 0,
     SOL_CUDA_F16 = 1,
     SOL_CUDA_Q4_0 = 2,
     SOL_CUDA_Q8_0 = 8,
+    SOL_CUDA_Q4_K = 12,
+    SOL_CUDA_Q5_K = 13,
+    SOL_CUDA_Q6_K = 14,
     SOL_CUDA_BF16 = 30
 };
 
@@ -45,9 +48,10 @@ int sol_cuda_embed(int type, const void *table, size_t row_bytes, int cols, cons
                    int n, float *out, void *stream);
 
 /* k_gemv.cu: y[t][r] = sum_k x[t][k] W[r][k] for n <= SOL_CUDA_GEMV_MAX_TOKENS tokens (decode and
- * verify): a warp per row. Q8_0/Q4_0 first quantize x to Q8_0 per 32-block as the CPU backend
- * does (same rounding), into `scratch` (sol_cuda_gemv_scratch_bytes), and take integer dots.
- * -ENOTSUP for another type or a larger n, -EINVAL for K not a multiple of 32. */
+ * verify): a warp per row. Q8_0/Q4_0 first quantize x to Q8_0 per 32-block, Q4_K/Q5_K/Q6_K to
+ * Q8_K per 256-block, as the CPU backend does (same rounding), into `scratch`
+ * (sol_cuda_gemv_scratch_bytes), and take integer dots. -ENOTSUP for another type or a larger n,
+ * -EINVAL for K not a multiple of the type's block. */
 #define SOL_CUDA_GEMV_MAX_TOKENS 16
 size_t sol_cuda_gemv_scratch_bytes(int n, int K);
 int sol_cuda_gemv(int type, const void *w, size_t row_bytes, int rows, int K, const float *x,

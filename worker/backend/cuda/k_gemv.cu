@@ -5,6 +5,7 @@
 #include <errno.h>
 
 #include "dequant.cuh"
+#include "kq_dot.h"
 #include "reduce.cuh"
 
 enum { GEMV_WARPS = 4, QUANT_WARPS = 8 };
@@ -28,23 +29,27 @@ __global__ void k_quantize_q8_0(const float *x, int n_blocks, int8_t *xq, float 
     }
 }
 
+/* Each token's row sum: the warp's lanes reduced, written by lane 0. */
+__device__ __forceinline__ void gemv_store(const float *acc, int n, float *y, int rows, int row,
+                                           int lane) {
+    for (int t = 0; t < n; t++) {
+        float s = sol_warp_sum(acc[t]);
+        if (lane == 0) y[(size_t)t * rows + row] = s;
+    }
+}
+
 __global__ void k_gemv_float(int type, const unsigned char *w, size_t row_bytes, int rows, int K,
                              const float *x, float *y, int n) {
     int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
     if (row >= rows) return;
     const unsigned char *wr = w + (size_t)row * row_bytes;
-    float acc[SOL_CUDA_GEMV_MAX_TOKENS];
-    for (int t = 0; t < n; t++)
-        acc[t] = 0.0f;
+    float acc[SOL_CUDA_GEMV_MAX_TOKENS] = {};
     for (int k = lane; k < K; k += 32) {
         float wv = sol_dequant_elem(type, wr, k);
         for (int t = 0; t < n; t++)
             acc[t] = fmaf(wv, x[(size_t)t * K + k], acc[t]);
     }
-    for (int t = 0; t < n; t++) {
-        float s = sol_warp_sum(acc[t]);
-        if (lane == 0) y[(size_t)t * rows + row] = s;
-    }
+    gemv_store(acc, n, y, rows, row, lane);
 }
 
 /* Integer dot of one Q8_0 or Q4_0 weight block with a token's Q8_0 block (Q4_0's offset 8 is
@@ -69,9 +74,7 @@ __global__ void k_gemv_q(int type, const unsigned char *w, size_t row_bytes, int
     int nb = K / 32;
     size_t bb = type == SOL_CUDA_Q8_0 ? 34 : 18;
     const unsigned char *wr = w + (size_t)row * row_bytes;
-    float acc[SOL_CUDA_GEMV_MAX_TOKENS];
-    for (int t = 0; t < n; t++)
-        acc[t] = 0.0f;
+    float acc[SOL_CUDA_GEMV_MAX_TOKENS] = {};
     for (int b = lane; b < nb; b += 32) {
         const unsigned char *blk = wr + (size_t)b * bb;
         float dw = sol_f16_to_f32(sol_load_u16(blk));
@@ -80,34 +83,121 @@ __global__ void k_gemv_q(int type, const unsigned char *w, size_t row_bytes, int
             acc[t] += (float)q_block_dot(type, blk, xq + tb * 32, xs[tb]) * (dw * xd[tb]);
         }
     }
-    for (int t = 0; t < n; t++) {
-        float s = sol_warp_sum(acc[t]);
-        if (lane == 0) y[(size_t)t * rows + row] = s;
+    gemv_store(acc, n, y, rows, row, lane);
+}
+
+/* ---- K-quants against Q8_K activations ---- */
+
+/* One warp per 256-element block: ggml's Q8_K (iscale = -127 / the first element of largest
+ * magnitude, sign kept; quants rounded half to even, capped at 127; d = 1 / iscale; sums per 16).
+ * Lane i holds elements 8i..8i+7. */
+__global__ void k_quantize_q8_k(const float *x, int n_blocks, int8_t *kq, float *kd, int16_t *ks) {
+    int blk = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
+    if (blk >= n_blocks) return;
+    const float *xb = x + (size_t)blk * 256 + lane * 8;
+    float amax = 0.0f, mx = 0.0f;
+    int at = 1 << 30;
+    for (int j = 0; j < 8; j++)
+        if (fabsf(xb[j]) > amax) amax = fabsf(xb[j]), mx = xb[j], at = lane * 8 + j;
+    for (int o = 16; o > 0; o >>= 1) { /* the largest magnitude, the first one on ties */
+        float a = __shfl_xor_sync(0xffffffffu, amax, o), m = __shfl_xor_sync(0xffffffffu, mx, o);
+        int i = __shfl_xor_sync(0xffffffffu, at, o);
+        if (a > amax || (a == amax && i < at)) amax = a, mx = m, at = i;
     }
+    float iscale = amax != 0.0f ? -127.0f / mx : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < 8; j++) {
+        int v = (int)rintf(xb[j] * iscale);
+        v = v > 127 ? 127 : v;
+        kq[(size_t)blk * 256 + lane * 8 + j] = (int8_t)v;
+        sum += v;
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1); /* two lanes make a group of 16 */
+    if ((lane & 1) == 0) ks[(size_t)blk * 16 + lane / 2] = (int16_t)sum;
+    if (lane == 0) kd[blk] = amax != 0.0f ? 1.0f / iscale : 0.0f;
+}
+
+/* A lane per super-block; one float term per super-block as the CPU's cpu_kq_term. */
+__global__ void k_gemv_kq(int type, const unsigned char *w, size_t row_bytes, int rows, int K,
+                          const int8_t *kq, const float *kd, const int16_t *ks, float *y, int n) {
+    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    int nb = K / 256;
+    size_t bb = type == SOL_CUDA_Q4_K ? 144 : type == SOL_CUDA_Q5_K ? 176 : 210;
+    const unsigned char *wr = w + (size_t)row * row_bytes;
+    float acc[SOL_CUDA_GEMV_MAX_TOKENS] = {};
+    for (int b = lane; b < nb; b += 32) {
+        const unsigned char *blk = wr + (size_t)b * bb;
+        for (int t = 0; t < n; t++) {
+            size_t tb = (size_t)t * nb + b;
+            const int8_t *q = kq + tb * 256;
+            const int16_t *bs = ks + tb * 16;
+            int32_t isum = 0, msum = 0;
+            float d, dmin = 0.0f;
+            if (type == SOL_CUDA_Q6_K) {
+                isum = sol_kq6_sum(blk, blk + 128, (const int8_t *)(blk + 192), q, bs);
+                d = sol_f16_to_f32(sol_load_u16(blk + 208));
+            } else {
+                d = sol_f16_to_f32(sol_load_u16(blk));
+                dmin = sol_f16_to_f32(sol_load_u16(blk + 2));
+                sol_kq45_sums(blk + 4, blk + (type == SOL_CUDA_Q5_K ? 48 : 16),
+                              type == SOL_CUDA_Q5_K ? blk + 16 : nullptr, q, bs, &isum, &msum);
+            }
+            acc[t] += kd[tb] * (d * (float)isum - dmin * (float)msum);
+        }
+    }
+    gemv_store(acc, n, y, rows, row, lane);
+}
+
+static bool is_kquant(int type) {
+    return type == SOL_CUDA_Q4_K || type == SOL_CUDA_Q5_K || type == SOL_CUDA_Q6_K;
+}
+
+/* Quantized activations in the scratch: n x K quants, then a float scale per block, then the
+ * sums (int32 per Q8_0 block, or int16 per 16 elements of a Q8_K block). */
+struct qx {
+    int8_t *q;
+    float *d;
+    void *s;
+    int n_blocks;
+};
+
+static qx split_scratch(void *scratch, int n, int K, int block_elems) {
+    qx r;
+    r.n_blocks = n * (K / block_elems);
+    r.q = (int8_t *)scratch;
+    r.d = (float *)(r.q + (size_t)n * K);
+    r.s = r.d + r.n_blocks;
+    return r;
 }
 
 extern "C" size_t sol_cuda_gemv_scratch_bytes(int n, int K) {
-    size_t nb = (size_t)n * (size_t)(K / 32);
+    size_t nb = (size_t)n * (size_t)(K / 32); /* Q8_0's layout is the larger of the two */
     return (size_t)n * (size_t)K + nb * sizeof(float) + nb * sizeof(int32_t);
 }
 
 extern "C" int sol_cuda_gemv(int type, const void *w, size_t row_bytes, int rows, int K,
                              const float *x, float *y, int n, void *scratch, void *stream) {
-    if (!sol_cuda_type_known(type) || n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS) return -ENOTSUP;
-    if (K % 32 || rows < 1) return -EINVAL;
+    if ((!sol_cuda_type_known(type) && !is_kquant(type)) || n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS)
+        return -ENOTSUP;
+    if (K % (is_kquant(type) ? 256 : 32) || rows < 1) return -EINVAL;
     cudaStream_t st = (cudaStream_t)stream;
     dim3 grid((unsigned)((rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(32 * GEMV_WARPS);
     const unsigned char *wb = (const unsigned char *)w;
-    if (type != SOL_CUDA_Q8_0 && type != SOL_CUDA_Q4_0) {
+    if (type == SOL_CUDA_F32 || type == SOL_CUDA_F16 || type == SOL_CUDA_BF16) {
         SOL_LAUNCH(k_gemv_float, grid, block, 0, st, type, wb, row_bytes, rows, K, x, y, n);
         return 0;
     }
-    int n_blocks = n * (K / 32);
-    int8_t *xq = (int8_t *)scratch;
-    float *xd = (float *)(xq + (size_t)n * K);
-    int32_t *xs = (int32_t *)(xd + n_blocks);
-    SOL_LAUNCH(k_quantize_q8_0, dim3((unsigned)((n_blocks + QUANT_WARPS - 1) / QUANT_WARPS)),
-               dim3(32 * QUANT_WARPS), 0, st, x, n_blocks, xq, xd, xs);
-    SOL_LAUNCH(k_gemv_q, grid, block, 0, st, type, wb, row_bytes, rows, K, xq, xd, xs, y, n);
+    qx a = split_scratch(scratch, n, K, is_kquant(type) ? 256 : 32);
+    dim3 qgrid((unsigned)((a.n_blocks + QUANT_WARPS - 1) / QUANT_WARPS)), qblock(32 * QUANT_WARPS);
+    if (is_kquant(type)) {
+        SOL_LAUNCH(k_quantize_q8_k, qgrid, qblock, 0, st, x, a.n_blocks, a.q, a.d, (int16_t *)a.s);
+        SOL_LAUNCH(k_gemv_kq, grid, block, 0, st, type, wb, row_bytes, rows, K, a.q, a.d,
+                   (const int16_t *)a.s, y, n);
+    } else {
+        SOL_LAUNCH(k_quantize_q8_0, qgrid, qblock, 0, st, x, a.n_blocks, a.q, a.d, (int32_t *)a.s);
+        SOL_LAUNCH(k_gemv_q, grid, block, 0, st, type, wb, row_bytes, rows, K, a.q, a.d,
+                   (const int32_t *)a.s, y, n);
+    }
     return 0;
 }
