@@ -83,8 +83,10 @@ static void test_divergent_shuffle_is_reported(void **state) {
         _exit(0);
     }
     close(fds[1]);
-    char msg[256] = {0};
-    ssize_t got = read(fds[0], msg, sizeof msg - 1);
+    char msg[4096] = {0}; /* everything the child wrote: sanitizers may print first */
+    ssize_t got = 0, r;
+    while (got < (ssize_t)sizeof msg - 1 && (r = read(fds[0], msg + got, sizeof msg - 1 - got)) > 0)
+        got += r;
     close(fds[0]);
     int status = 0;
     waitpid(pid, &status, 0);
