@@ -134,6 +134,20 @@ static weight_pair make_weight(sol_backend *be, sol_dtype type, int rows, int K)
         fill(row.data(), K, 31 * r + 1);
         for (float &v : row)
             v *= 0.05f;
+        if (type == SOL_DT_Q5_0 ||
+            type == SOL_DT_Q5_1) { /* no writer: random quants, small scales */
+            unsigned char *b = p.raw.data() + rb * r;
+            for (size_t i = 0; i < rb; i++)
+                b[i] = (unsigned char)((i * 131 + (size_t)r * 71 + 17) % 251);
+            size_t bb = sol_dtype_block_bytes(type);
+            for (size_t o = 0; o < rb; o += bb) {
+                uint16_t d = sol_fp32_to_fp16(0.004f + 0.001f * (float)(o % 7)),
+                         m = sol_fp32_to_fp16(-0.03f);
+                memcpy(b + o, &d, 2);
+                if (type == SOL_DT_Q5_1) memcpy(b + o + 2, &m, 2);
+            }
+            continue;
+        }
         assert_int_equal(sol_quantize_row(type, row.data(), p.raw.data() + rb * r, K), 0);
     }
     p.copy = p.raw;
@@ -147,24 +161,24 @@ static weight_pair make_weight(sol_backend *be, sol_dtype type, int rows, int K)
     return p;
 }
 
-static const sol_dtype kTypes[] = {SOL_DT_F32, SOL_DT_F16, SOL_DT_BF16, SOL_DT_Q8_0, SOL_DT_Q4_0};
-static const sol_dtype kGemvTypes[] = {SOL_DT_F32,  SOL_DT_F16,  SOL_DT_BF16, SOL_DT_Q8_0,
-                                       SOL_DT_Q4_0, SOL_DT_Q4_K, SOL_DT_Q5_K, SOL_DT_Q6_K};
+static const sol_dtype kTypes[] = {SOL_DT_F32,  SOL_DT_F16,  SOL_DT_BF16, SOL_DT_Q8_0, SOL_DT_Q4_0,
+                                   SOL_DT_Q5_0, SOL_DT_Q5_1, SOL_DT_Q4_K, SOL_DT_Q5_K, SOL_DT_Q6_K};
 
 static void test_embed(void **state) {
     (void)state;
     sol_backend *be = cpu();
     const int32_t ids[3] = {7, 0, 12};
     for (sol_dtype t : kTypes) {
-        weight_pair w = make_weight(be, t, 13, 320);
-        float want[3 * 320], got[3 * 320];
+        weight_pair w = make_weight(be, t, 13, 512);
+        float want[3 * 512], got[3 * 512];
         assert_int_equal(sol_embed(be, &w.cpu, ids, 3, want), 0);
         assert_int_equal(
-            sol_cuda_embed((int)t, w.raw.data(), w.cpu.row_bytes, 320, ids, 3, got, nullptr), 0);
-        if (memcmp(got, want, sizeof want) != 0) fail_msg("embed %s differs", sol_dtype_name(t));
+            sol_cuda_embed((int)t, w.raw.data(), w.cpu.row_bytes, 512, ids, 3, got, nullptr), 0);
+        for (int i = 0; i < 3 * 512; i++)
+            if (got[i] != want[i])
+                fail_msg("embed %s differs at %d: %g vs %g", sol_dtype_name(t), i, got[i], want[i]);
     }
-    assert_int_equal(sol_cuda_embed(SOL_DT_Q4_K, nullptr, 0, 256, ids, 1, nullptr, nullptr),
-                     -ENOTSUP);
+    assert_int_equal(sol_cuda_embed(99, nullptr, 0, 256, ids, 1, nullptr, nullptr), -ENOTSUP);
     sol_backend_free(be);
 }
 
@@ -177,7 +191,7 @@ static void test_gemv(void **state) {
     std::vector<float> x(16 * K), want(16 * M), got(16 * M);
     fill(x.data(), 16 * K, 9);
     std::vector<unsigned char> scratch(sol_cuda_gemv_scratch_bytes(16, K));
-    for (sol_dtype t : kGemvTypes) {
+    for (sol_dtype t : kTypes) {
         weight_pair w = make_weight(be, t, M, K);
         for (int n : {1, 3, 16}) {
             assert_int_equal(sol_matmul(be, &w.cpu, x.data(), want.data(), n), 0);

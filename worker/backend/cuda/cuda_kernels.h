@@ -35,6 +35,8 @@ enum {
     SOL_CUDA_F32 = 0,
     SOL_CUDA_F16 = 1,
     SOL_CUDA_Q4_0 = 2,
+    SOL_CUDA_Q5_0 = 6,
+    SOL_CUDA_Q5_1 = 7,
     SOL_CUDA_Q8_0 = 8,
     SOL_CUDA_Q4_K = 12,
     SOL_CUDA_Q5_K = 13,
@@ -42,13 +44,13 @@ enum {
     SOL_CUDA_BF16 = 30
 };
 
-/* k_embed.cu: out[t] = row ids[t] of the table, dequantized (n x cols floats). -ENOTSUP for a
- * type it does not read. */
+/* k_embed.cu: out[t] = row ids[t] of the table, dequantized (n x cols floats) with the CPU
+ * backend's float steps. -ENOTSUP for a type it does not read. */
 int sol_cuda_embed(int type, const void *table, size_t row_bytes, int cols, const int32_t *ids,
                    int n, float *out, void *stream);
 
 /* k_gemv.cu: y[t][r] = sum_k x[t][k] W[r][k] for n <= SOL_CUDA_GEMV_MAX_TOKENS tokens (decode and
- * verify): a warp per row. Q8_0/Q4_0 first quantize x to Q8_0 per 32-block, Q4_K/Q5_K/Q6_K to
+ * verify): a warp per row. Q8_0/Q4_0/Q5_0/Q5_1 first quantize x to Q8_0 per 32-block, K-quants to
  * Q8_K per 256-block, as the CPU backend does (same rounding), into `scratch`
  * (sol_cuda_gemv_scratch_bytes), and take integer dots. -ENOTSUP for another type or a larger n,
  * -EINVAL for K not a multiple of the type's block. */

@@ -52,35 +52,55 @@ __global__ void k_gemv_float(int type, const unsigned char *w, size_t row_bytes,
     gemv_store(acc, n, y, rows, row, lane);
 }
 
-/* Integer dot of one Q8_0 or Q4_0 weight block with a token's Q8_0 block (Q4_0's offset 8 is
- * removed through the block's sum of quants). */
+/* Integer dot of one Q8_0/Q4_0/Q5_0/Q5_1 weight block with a token's Q8_0 block; the offsets
+ * of Q4_0 (8) and Q5_0 (16) are removed through the block's sum of quants (xs). */
 __device__ __forceinline__ int32_t q_block_dot(int type, const unsigned char *b, const int8_t *xq,
                                                int32_t xs) {
     int32_t dot = 0;
-    if (type == SOL_CUDA_Q8_0) {
+    switch (type) {
+    case SOL_CUDA_Q8_0:
         for (int j = 0; j < 32; j++)
             dot += (int8_t)b[2 + j] * xq[j];
         return dot;
+    case SOL_CUDA_Q4_0:
+        for (int j = 0; j < 16; j++)
+            dot += (b[2 + j] & 0xF) * xq[j] + (b[2 + j] >> 4) * xq[j + 16];
+        return dot - 8 * xs;
+    case SOL_CUDA_Q5_0:
+        for (int j = 0; j < 32; j++)
+            dot += q5_quant(b + 2, b + 6, j) * xq[j];
+        return dot - 16 * xs;
+    default: /* Q5_1: its min is added by the caller */
+        for (int j = 0; j < 32; j++)
+            dot += q5_quant(b + 4, b + 8, j) * xq[j];
+        return dot;
     }
-    for (int j = 0; j < 16; j++)
-        dot += (b[2 + j] & 0xF) * xq[j] + (b[2 + j] >> 4) * xq[j + 16];
-    return dot - 8 * xs;
 }
 
+__device__ __forceinline__ size_t q_block_bytes(int type) {
+    return type == SOL_CUDA_Q8_0   ? 34
+           : type == SOL_CUDA_Q4_0 ? 18
+           : type == SOL_CUDA_Q5_0 ? 22
+                                   : 24;
+}
+
+/* The CPU backend's float steps per block: dot * (d * dx), and Q5_1's m * dx * sum. */
 __global__ void k_gemv_q(int type, const unsigned char *w, size_t row_bytes, int rows, int K,
                          const int8_t *xq, const float *xd, const int32_t *xs, float *y, int n) {
     int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
     if (row >= rows) return;
     int nb = K / 32;
-    size_t bb = type == SOL_CUDA_Q8_0 ? 34 : 18;
+    size_t bb = q_block_bytes(type);
     const unsigned char *wr = w + (size_t)row * row_bytes;
     float acc[SOL_CUDA_GEMV_MAX_TOKENS] = {};
     for (int b = lane; b < nb; b += 32) {
         const unsigned char *blk = wr + (size_t)b * bb;
         float dw = sol_f16_to_f32(sol_load_u16(blk));
+        float mw = type == SOL_CUDA_Q5_1 ? sol_f16_to_f32(sol_load_u16(blk + 2)) : 0.0f;
         for (int t = 0; t < n; t++) {
             size_t tb = (size_t)t * nb + b;
             acc[t] += (float)q_block_dot(type, blk, xq + tb * 32, xs[tb]) * (dw * xd[tb]);
+            if (type == SOL_CUDA_Q5_1) acc[t] += mw * xd[tb] * (float)xs[tb];
         }
     }
     gemv_store(acc, n, y, rows, row, lane);
@@ -178,8 +198,7 @@ extern "C" size_t sol_cuda_gemv_scratch_bytes(int n, int K) {
 
 extern "C" int sol_cuda_gemv(int type, const void *w, size_t row_bytes, int rows, int K,
                              const float *x, float *y, int n, void *scratch, void *stream) {
-    if ((!sol_cuda_type_known(type) && !is_kquant(type)) || n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS)
-        return -ENOTSUP;
+    if (!sol_cuda_type_known(type) || n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS) return -ENOTSUP;
     if (K % (is_kquant(type) ? 256 : 32) || rows < 1) return -EINVAL;
     cudaStream_t st = (cudaStream_t)stream;
     dim3 grid((unsigned)((rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(32 * GEMV_WARPS);
