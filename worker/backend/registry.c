@@ -6,6 +6,7 @@
 
 #include "backend.h"
 #include "backend_cpu.h"
+#include "backend_cuda_emu.h"
 #ifdef SOL_HAVE_CUDA
 #include "backend_cuda.h"
 #endif
@@ -39,6 +40,8 @@ static const sol_backend_entry k_backends[] = {
     {"cuda", "NVIDIA GPUs through CUDA (not in this build)", cuda_absent_variants,
      cuda_absent_create},
 #endif
+    {"cuda-emu", "the CUDA kernels run on the CPU through a host emulation (tests; slow)",
+     sol_backend_cuda_emu_variants, sol_backend_cuda_emu_create},
 };
 
 int sol_backend_registry(const sol_backend_entry **out) {
@@ -47,7 +50,7 @@ int sol_backend_registry(const sol_backend_entry **out) {
 }
 
 const char *sol_backend_names(void) {
-    return "cpu, cuda";
+    return "cpu, cuda, cuda-emu";
 }
 
 sol_backend *sol_backend_new(const char *spec, const sol_backend_opts *opts, sol_err *err) {

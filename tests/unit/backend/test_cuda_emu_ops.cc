@@ -3,6 +3,7 @@
  * worker/backend/cuda/k_*.cu),
  * run through the host emulation, compute what the CPU backend computes for the same inputs,
  * within float rounding (the GPU sums in other orders): every case the op test gives the CPU. */
+#include <cerrno>
 #include <cmath>
 #include <csetjmp>
 #include <cstdarg>
@@ -19,14 +20,10 @@ extern "C" {
 #undef _Static_assert
 }
 
-/* The kernel sources themselves, compiled here as host C++ (the point of the emulation). */
-#include "k_attention.cu"
-#include "k_elementwise.cu"
-#include "k_embed.cu"
-#include "k_gemv.cu"
-#include "k_kv.cu"
-#include "k_norm.cu"
-#include "k_rope.cu"
+/* The kernel sources compiled as host C++ (libsol_backend_cuda_emu: kernels_emu.cc), their
+ * launchers named sol_emu_*. */
+#define SOL_CUDA_EMU 1
+#include "cuda_kernels.h"
 
 static void fill(float *x, int n, int salt) {
     for (int i = 0; i < n; i++)
@@ -59,16 +56,16 @@ static void test_elementwise(void **state) {
     fill(b, N, 7);
     sol_backend *be = cpu();
     assert_int_equal(sol_silu_mul(be, a, b, want, N), 0);
-    sol_cuda_silu_mul(a, b, got, N, nullptr);
+    sol_emu_silu_mul(a, b, got, N, nullptr);
     assert_true(rel_err(got, want, N) < 1e-6);
     assert_int_equal(sol_gelu_mul(be, a, b, want, N), 0);
-    sol_cuda_gelu_mul(a, b, got, N, nullptr);
+    sol_emu_gelu_mul(a, b, got, N, nullptr);
     assert_true(rel_err(got, want, N) < 1e-6);
     assert_int_equal(sol_add(be, a, b, want, N), 0);
-    sol_cuda_add(a, b, got, N, nullptr);
+    sol_emu_add(a, b, got, N, nullptr);
     assert_memory_equal(got, want, sizeof want);
     assert_int_equal(sol_scale(be, a, 45.25f, want, N), 0);
-    sol_cuda_scale(a, 45.25f, got, N, nullptr);
+    sol_emu_scale(a, 45.25f, got, N, nullptr);
     assert_memory_equal(got, want, sizeof want);
     sol_backend_free(be);
 }
@@ -82,7 +79,7 @@ static void test_rmsnorm(void **state) {
         fill(x, 3 * d, 3);
         fill(w, d, 5);
         assert_int_equal(sol_rmsnorm(be, x, w, want, 3, d, 1e-5f), 0);
-        sol_cuda_rmsnorm(x, w, got, 3, d, 1e-5f, nullptr);
+        sol_emu_rmsnorm(x, w, got, 3, d, 1e-5f, nullptr);
         if (!(rel_err(got, want, 3 * d) < 1e-6))
             fail_msg("rmsnorm dim %d: %g", d, rel_err(got, want, 3 * d));
     }
@@ -112,7 +109,7 @@ static void test_rope(void **state) {
                                 p.freq_scale,
                                 p.orig_ctx,
                                 p.neox};
-        sol_cuda_rope(got, pos, N, H, HD, a, nullptr);
+        sol_emu_rope(got, pos, N, H, HD, a, nullptr);
         assert_memory_equal(got, want, sizeof want);
     }
     sol_backend_free(be);
@@ -173,12 +170,12 @@ static void test_embed(void **state) {
         float want[3 * 512], got[3 * 512];
         assert_int_equal(sol_embed(be, &w.cpu, ids, 3, want), 0);
         assert_int_equal(
-            sol_cuda_embed((int)t, w.raw.data(), w.cpu.row_bytes, 512, ids, 3, got, nullptr), 0);
+            sol_emu_embed((int)t, w.raw.data(), w.cpu.row_bytes, 512, ids, 3, got, nullptr), 0);
         for (int i = 0; i < 3 * 512; i++)
             if (got[i] != want[i])
                 fail_msg("embed %s differs at %d: %g vs %g", sol_dtype_name(t), i, got[i], want[i]);
     }
-    assert_int_equal(sol_cuda_embed(99, nullptr, 0, 256, ids, 1, nullptr, nullptr), -ENOTSUP);
+    assert_int_equal(sol_emu_embed(99, nullptr, 0, 256, ids, 1, nullptr, nullptr), -ENOTSUP);
     sol_backend_free(be);
 }
 
@@ -190,21 +187,21 @@ static void test_gemv(void **state) {
     enum { M = 37, K = 512 };
     std::vector<float> x(16 * K), want(16 * M), got(16 * M);
     fill(x.data(), 16 * K, 9);
-    std::vector<unsigned char> scratch(sol_cuda_gemv_scratch_bytes(16, K));
+    std::vector<unsigned char> scratch(sol_emu_gemv_scratch_bytes(16, K));
     for (sol_dtype t : kTypes) {
         weight_pair w = make_weight(be, t, M, K);
         for (int n : {1, 3, 16}) {
             assert_int_equal(sol_matmul(be, &w.cpu, x.data(), want.data(), n), 0);
-            assert_int_equal(sol_cuda_gemv((int)t, w.raw.data(), w.cpu.row_bytes, M, K, x.data(),
-                                           got.data(), n, scratch.data(), nullptr),
+            assert_int_equal(sol_emu_gemv((int)t, w.raw.data(), w.cpu.row_bytes, M, K, x.data(),
+                                          got.data(), n, scratch.data(), nullptr),
                              0);
             double e = rel_err(got.data(), want.data(), n * M);
             if (!(e < 1e-5)) fail_msg("gemv %s n=%d: %g", sol_dtype_name(t), n, e);
         }
     }
     weight_pair w = make_weight(be, SOL_DT_F32, M, K);
-    assert_int_equal(sol_cuda_gemv(SOL_DT_F32, w.raw.data(), w.cpu.row_bytes, M, K, x.data(),
-                                   got.data(), 17, scratch.data(), nullptr),
+    assert_int_equal(sol_emu_gemv(SOL_DT_F32, w.raw.data(), w.cpu.row_bytes, M, K, x.data(),
+                                  got.data(), 17, scratch.data(), nullptr),
                      -ENOTSUP);
     sol_backend_free(be);
 }
@@ -232,7 +229,7 @@ static void test_kv_and_attention(void **state) {
             fill(v, ROW, 1000 + 100 * s + p);
             int32_t slot = tables[s][p / BS] * BS + p % BS;
             assert_int_equal(sol_kv_write(be, kv, 0, k, v, &slot, 1), 0);
-            sol_cuda_kv_write(kp.data(), vp.data(), 1, ROW, k, v, &slot, 1, nullptr);
+            sol_emu_kv_write(kp.data(), vp.data(), 1, ROW, k, v, &slot, 1, nullptr);
         }
     enum { N = 5 };
     const int tok_seq[N] = {0, 1, 0, 2, 0};
@@ -251,8 +248,8 @@ static void test_kv_and_attention(void **state) {
         assert_int_equal(sol_paged_attention_swa(be, kv, 0, q.data(), want.data(), N, HEADS, KVH,
                                                  HD, 0.125f, window, per),
                          0);
-        sol_cuda_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), N, HEADS, KVH,
-                                 HD, 0.125f, window, &flat[0][0], MAXB, n_ctx, nullptr);
+        sol_emu_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), N, HEADS, KVH,
+                                HD, 0.125f, window, &flat[0][0], MAXB, n_ctx, nullptr);
         double e = rel_err(got.data(), want.data(), N * HEADS * HD);
         if (!(e < 1e-5)) fail_msg("attention window %d: %g", window, e);
     }
@@ -260,13 +257,13 @@ static void test_kv_and_attention(void **state) {
     int32_t src = tables[0][0], dst = 31;
     assert_int_equal(sol_kv_copy_blocks(be, kv, &src, &dst, 1), 0);
     void *pools[2] = {kp.data(), vp.data()};
-    sol_cuda_kv_copy_blocks(pools, 2, (size_t)BS * ROW * 2, &src, &dst, 1, nullptr);
+    sol_emu_kv_copy_blocks(pools, 2, (size_t)BS * ROW * 2, &src, &dst, 1, nullptr);
     flat[0][0] = dst;
     per[0].block_table = flat[0];
     assert_int_equal(
         sol_paged_attention(be, kv, 0, q.data(), want.data(), 1, HEADS, KVH, HD, 0.125f, per), 0);
-    sol_cuda_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), 1, HEADS, KVH, HD,
-                             0.125f, 0, &flat[0][0], MAXB, n_ctx, nullptr);
+    sol_emu_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), 1, HEADS, KVH, HD,
+                            0.125f, 0, &flat[0][0], MAXB, n_ctx, nullptr);
     assert_true(rel_err(got.data(), want.data(), HEADS * HD) < 1e-5);
     sol_backend_free(be);
 }

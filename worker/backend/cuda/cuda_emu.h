@@ -170,6 +170,25 @@ inline void run_block(block *b) {
     }
 }
 
+/* Fibers with their stacks, kept per OS thread and reused by every launch (allocating
+ * MAX_THREADS stacks per launch made the op tests spend most of their time in mmap). Never freed:
+ * a test instrument, reachable until exit. */
+inline fiber *fibers(int n) {
+    static thread_local fiber *pool = nullptr;
+    static thread_local int have = 0;
+    if (n > have) {
+        fiber *grown = new fiber[n];
+        for (int i = 0; i < have; i++)
+            grown[i] = pool[i];
+        for (int i = have; i < n; i++)
+            grown[i].stack = new unsigned char[STACK_BYTES];
+        delete[] pool;
+        pool = grown;
+        have = n;
+    }
+    return pool;
+}
+
 /* Runs body(arg) for every thread of every block. */
 inline void launch(dim3 grid, dim3 dim, size_t smem, void (*body)(void *), void *arg) {
     int n = (int)(dim.x * dim.y * dim.z);
@@ -183,12 +202,10 @@ inline void launch(dim3 grid, dim3 dim, size_t smem, void (*body)(void *), void 
     b.n = n;
     b.body = body;
     b.arg = arg;
-    b.f = new fiber[n];
-    for (int i = 0; i < n; i++) {
-        b.f[i].stack = new unsigned char[STACK_BYTES];
+    b.f = fibers(n);
+    for (int i = 0; i < n; i++)
         b.f[i].tid = uint3{(unsigned)(i % dim.x), (unsigned)(i / dim.x % dim.y),
                            (unsigned)(i / (dim.x * dim.y))};
-    }
     b.dyn_smem = smem ? new unsigned char[smem] : nullptr;
     block *saved = current();
     current() = &b;
@@ -199,9 +216,6 @@ inline void launch(dim3 grid, dim3 dim, size_t smem, void (*body)(void *), void 
                 run_block(&b);
             }
     current() = saved;
-    for (int i = 0; i < n; i++)
-        delete[] b.f[i].stack;
-    delete[] b.f;
     delete[] b.dyn_smem;
 }
 

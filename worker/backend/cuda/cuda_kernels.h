@@ -4,21 +4,30 @@
 #ifndef SOL_CUDA_KERNELS_H
 #define SOL_CUDA_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+/* The same sources are built twice in one binary: by nvcc for the GPU backend (sol_cuda_*) and
+ * as host C++ for the cuda-emu backend (sol_emu_*, with SOL_CUDA_EMU defined). */
+#ifdef SOL_CUDA_EMU
+#define SOL_CUDA_FN(name) sol_emu_##name
+#else
+#define SOL_CUDA_FN(name) sol_cuda_##name
+#endif
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* k_elementwise.cu: out = silu(gate) * up, gelu(gate) * up (tanh form), a + b, x * s. */
-void sol_cuda_silu_mul(const float *gate, const float *up, float *out, int64_t n, void *stream);
-void sol_cuda_gelu_mul(const float *gate, const float *up, float *out, int64_t n, void *stream);
-void sol_cuda_add(const float *a, const float *b, float *out, int64_t n, void *stream);
-void sol_cuda_scale(const float *x, float s, float *out, int64_t n, void *stream);
+void SOL_CUDA_FN(silu_mul)(const float *gate, const float *up, float *out, int64_t n, void *stream);
+void SOL_CUDA_FN(gelu_mul)(const float *gate, const float *up, float *out, int64_t n, void *stream);
+void SOL_CUDA_FN(add)(const float *a, const float *b, float *out, int64_t n, void *stream);
+void SOL_CUDA_FN(scale)(const float *x, float s, float *out, int64_t n, void *stream);
 
 /* k_norm.cu: out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w for n rows of dim (a block per row). */
-void sol_cuda_rmsnorm(const float *x, const float *w, float *out, int n, int dim, float eps,
-                      void *stream);
+void SOL_CUDA_FN(rmsnorm)(const float *x, const float *w, float *out, int n, int dim, float eps,
+                          void *stream);
 
 /* k_rope.cu: in place on x (n x heads x head_dim), token t at pos[t]; NORM pairs (2i, 2i+1) or
  * NEOX pairs (i, i + d/2); angles pos * base^(-2i/d) * freq_scale, with llama-3 bands when
@@ -27,8 +36,8 @@ typedef struct sol_cuda_rope_args {
     float freq_base, scaling_factor, low_freq_factor, high_freq_factor, freq_scale;
     int32_t orig_ctx, neox;
 } sol_cuda_rope_args;
-void sol_cuda_rope(float *x, const int32_t *pos, int n, int heads, int head_dim,
-                   sol_cuda_rope_args p, void *stream);
+void SOL_CUDA_FN(rope)(float *x, const int32_t *pos, int n, int heads, int head_dim,
+                       sol_cuda_rope_args p, void *stream);
 
 /* Weight types by their ggml ids (sol_dtype). */
 enum {
@@ -46,8 +55,8 @@ enum {
 
 /* k_embed.cu: out[t] = row ids[t] of the table, dequantized (n x cols floats) with the CPU
  * backend's float steps. -ENOTSUP for a type it does not read. */
-int sol_cuda_embed(int type, const void *table, size_t row_bytes, int cols, const int32_t *ids,
-                   int n, float *out, void *stream);
+int SOL_CUDA_FN(embed)(int type, const void *table, size_t row_bytes, int cols, const int32_t *ids,
+                       int n, float *out, void *stream);
 
 /* k_gemv.cu: y[t][r] = sum_k x[t][k] W[r][k] for n <= SOL_CUDA_GEMV_MAX_TOKENS tokens (decode and
  * verify): a warp per row. Q8_0/Q4_0/Q5_0/Q5_1 first quantize x to Q8_0 per 32-block, K-quants to
@@ -55,28 +64,28 @@ int sol_cuda_embed(int type, const void *table, size_t row_bytes, int cols, cons
  * (sol_cuda_gemv_scratch_bytes), and take integer dots. -ENOTSUP for another type or a larger n,
  * -EINVAL for K not a multiple of the type's block. */
 #define SOL_CUDA_GEMV_MAX_TOKENS 16
-size_t sol_cuda_gemv_scratch_bytes(int n, int K);
-int sol_cuda_gemv(int type, const void *w, size_t row_bytes, int rows, int K, const float *x,
-                  float *y, int n, void *scratch, void *stream);
+size_t SOL_CUDA_FN(gemv_scratch_bytes)(int n, int K);
+int SOL_CUDA_FN(gemv)(int type, const void *w, size_t row_bytes, int rows, int K, const float *x,
+                      float *y, int n, void *scratch, void *stream);
 
 /* k_kv.cu: one layer's K and V pools laid out as the CPU backend's: [block][slot][kv_head][hd]
  * in F16 (f16 = 1) or F32. Token t's K/V rows (row = kv_heads * hd floats) go to slot slots[t]
  * (block * block_size + offset), converted with round-to-nearest-even. */
-void sol_cuda_kv_write(void *k_pool, void *v_pool, int f16, int row, const float *k, const float *v,
-                       const int32_t *slots, int n, void *stream);
+void SOL_CUDA_FN(kv_write)(void *k_pool, void *v_pool, int f16, int row, const float *k,
+                           const float *v, const int32_t *slots, int n, void *stream);
 /* Copies whole blocks (block_bytes each) of every pool in `pools` (count_pools pointers):
  * dst[i] <- src[i]; copy-on-write forks. */
-void sol_cuda_kv_copy_blocks(void *const *pools, int count_pools, size_t block_bytes,
-                             const int32_t *src, const int32_t *dst, int count, void *stream);
+void SOL_CUDA_FN(kv_copy_blocks)(void *const *pools, int count_pools, size_t block_bytes,
+                                 const int32_t *src, const int32_t *dst, int count, void *stream);
 
 /* k_attention.cu: decode/verify attention through block tables, a block of threads per (token,
  * query head): out[t][h] = softmax(scale * q . K[lo..n_ctx)) V with lo = 0 or, for a sliding
  * window, max(0, n_ctx - window); query head h reads KV head h / (heads / kv_heads). tables holds
- * token t's block table at tables + t * table_stride; head_dim <= 256 and a multiple of 32. */
-void sol_cuda_paged_attention(const void *k_pool, const void *v_pool, int f16, int block_size,
-                              const float *q, float *out, int n, int heads, int kv_heads,
-                              int head_dim, float scale, int window, const int32_t *tables,
-                              int table_stride, const int32_t *n_ctx, void *stream);
+ * token t's block table at tables + t * table_stride; head_dim <= 256. */
+void SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_pool, int f16, int block_size,
+                                  const float *q, float *out, int n, int heads, int kv_heads,
+                                  int head_dim, float scale, int window, const int32_t *tables,
+                                  int table_stride, const int32_t *n_ctx, void *stream);
 
 #ifdef __cplusplus
 }

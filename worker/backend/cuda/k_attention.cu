@@ -20,21 +20,23 @@ __device__ __forceinline__ float kv_elem(const unsigned char *pool, int f16, siz
     return f;
 }
 
-__global__ void k_paged_attention(const unsigned char *k_pool, const unsigned char *v_pool, int f16,
-                                  int block_size, const float *q, float *out, int heads,
-                                  int kv_heads, int head_dim, float scale, int window,
-                                  const int32_t *tables, int table_stride, const int32_t *n_ctx) {
+static __global__ void k_paged_attention(const unsigned char *k_pool, const unsigned char *v_pool,
+                                         int f16, int block_size, const float *q, float *out,
+                                         int heads, int kv_heads, int head_dim, float scale,
+                                         int window, const int32_t *tables, int table_stride,
+                                         const int32_t *n_ctx) {
     __shared__ float s_m[ATT_WARPS], s_l[ATT_WARPS], s_acc[ATT_WARPS][256];
     int t = (int)blockIdx.x / heads, h = (int)blockIdx.x % heads;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, per = head_dim / 32;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, per = (head_dim + 31) / 32;
     int kvh = h / (heads / kv_heads), ctx = n_ctx[t];
     int lo = window > 0 && ctx > window ? ctx - window : 0;
     size_t row = (size_t)kv_heads * head_dim;
     const int32_t *table = tables + (size_t)t * table_stride;
     const float *qh = q + ((size_t)t * heads + h) * head_dim;
     float qv[ATT_MAX_PER_LANE], acc[ATT_MAX_PER_LANE], m = -INFINITY, l = 0.0f;
-    for (int j = 0; j < per; j++) {
-        qv[j] = qh[lane + 32 * j];
+    for (int j = 0; j < per; j++) { /* lanes past head_dim hold zeros */
+        int i = lane + 32 * j;
+        qv[j] = i < head_dim ? qh[i] : 0.0f;
         acc[j] = 0.0f;
     }
     for (int p = lo + warp; p < ctx; p += ATT_WARPS) {
@@ -42,12 +44,14 @@ __global__ void k_paged_attention(const unsigned char *k_pool, const unsigned ch
                       (size_t)kvh * head_dim;
         float d = 0.0f;
         for (int j = 0; j < per; j++)
-            d = fmaf(qv[j], kv_elem(k_pool, f16, base + lane + 32 * j), d);
+            if (lane + 32 * j < head_dim)
+                d = fmaf(qv[j], kv_elem(k_pool, f16, base + lane + 32 * j), d);
         float s = sol_warp_sum(d) * scale, mn = fmaxf(m, s);
         float c = expf(m - mn), e = expf(s - mn); /* c = 0 on the first position: m = -inf */
         l = l * c + e;
         for (int j = 0; j < per; j++)
-            acc[j] = acc[j] * c + e * kv_elem(v_pool, f16, base + lane + 32 * j);
+            if (lane + 32 * j < head_dim)
+                acc[j] = acc[j] * c + e * kv_elem(v_pool, f16, base + lane + 32 * j);
         m = mn;
     }
     if (lane == 0) {
@@ -55,7 +59,7 @@ __global__ void k_paged_attention(const unsigned char *k_pool, const unsigned ch
         s_l[warp] = l;
     }
     for (int j = 0; j < per; j++)
-        s_acc[warp][lane + 32 * j] = acc[j];
+        if (lane + 32 * j < head_dim) s_acc[warp][lane + 32 * j] = acc[j];
     __syncthreads();
     if (warp != 0) return;
     float M = -INFINITY;
@@ -65,7 +69,7 @@ __global__ void k_paged_attention(const unsigned char *k_pool, const unsigned ch
     for (int w = 0; w < ATT_WARPS; w++)
         if (s_l[w] > 0.0f) L += s_l[w] * expf(s_m[w] - M);
     float *o = out + ((size_t)t * heads + h) * head_dim;
-    for (int j = 0; j < per; j++) {
+    for (int j = 0; j < per && lane + 32 * j < head_dim; j++) {
         float a = 0.0f;
         for (int w = 0; w < ATT_WARPS; w++)
             if (s_l[w] > 0.0f) a += s_acc[w][lane + 32 * j] * expf(s_m[w] - M);
@@ -73,11 +77,11 @@ __global__ void k_paged_attention(const unsigned char *k_pool, const unsigned ch
     }
 }
 
-extern "C" void sol_cuda_paged_attention(const void *k_pool, const void *v_pool, int f16,
-                                         int block_size, const float *q, float *out, int n,
-                                         int heads, int kv_heads, int head_dim, float scale,
-                                         int window, const int32_t *tables, int table_stride,
-                                         const int32_t *n_ctx, void *stream) {
+extern "C" void SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_pool, int f16,
+                                             int block_size, const float *q, float *out, int n,
+                                             int heads, int kv_heads, int head_dim, float scale,
+                                             int window, const int32_t *tables, int table_stride,
+                                             const int32_t *n_ctx, void *stream) {
     if (n > 0)
         SOL_LAUNCH(k_paged_attention, dim3((unsigned)(n * heads)), dim3(32 * ATT_WARPS), 0,
                    (cudaStream_t)stream, (const unsigned char *)k_pool,

@@ -12,7 +12,8 @@ enum { GEMV_WARPS = 4, QUANT_WARPS = 8 };
 
 /* One warp per 32-element block of x (n x K, K a multiple of 32): ggml's Q8_0 rounding (scale
  * amax / 127, halves away from zero, the scale stored as F16) and the block's sum of quants. */
-__global__ void k_quantize_q8_0(const float *x, int n_blocks, int8_t *xq, float *xd, int32_t *xs) {
+static __global__ void k_quantize_q8_0(const float *x, int n_blocks, int8_t *xq, float *xd,
+                                       int32_t *xs) {
     int blk = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
     if (blk >= n_blocks) return; /* whole warps: blk depends on the warp only */
     float v = x[(size_t)blk * 32 + lane], amax = fabsf(v);
@@ -38,8 +39,8 @@ __device__ __forceinline__ void gemv_store(const float *acc, int n, float *y, in
     }
 }
 
-__global__ void k_gemv_float(int type, const unsigned char *w, size_t row_bytes, int rows, int K,
-                             const float *x, float *y, int n) {
+static __global__ void k_gemv_float(int type, const unsigned char *w, size_t row_bytes, int rows,
+                                    int K, const float *x, float *y, int n) {
     int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
     if (row >= rows) return;
     const unsigned char *wr = w + (size_t)row * row_bytes;
@@ -85,8 +86,9 @@ __device__ __forceinline__ size_t q_block_bytes(int type) {
 }
 
 /* The CPU backend's float steps per block: dot * (d * dx), and Q5_1's m * dx * sum. */
-__global__ void k_gemv_q(int type, const unsigned char *w, size_t row_bytes, int rows, int K,
-                         const int8_t *xq, const float *xd, const int32_t *xs, float *y, int n) {
+static __global__ void k_gemv_q(int type, const unsigned char *w, size_t row_bytes, int rows, int K,
+                                const int8_t *xq, const float *xd, const int32_t *xs, float *y,
+                                int n) {
     int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
     if (row >= rows) return;
     int nb = K / 32;
@@ -111,7 +113,8 @@ __global__ void k_gemv_q(int type, const unsigned char *w, size_t row_bytes, int
 /* One warp per 256-element block: ggml's Q8_K (iscale = -127 / the first element of largest
  * magnitude, sign kept; quants rounded half to even, capped at 127; d = 1 / iscale; sums per 16).
  * Lane i holds elements 8i..8i+7. */
-__global__ void k_quantize_q8_k(const float *x, int n_blocks, int8_t *kq, float *kd, int16_t *ks) {
+static __global__ void k_quantize_q8_k(const float *x, int n_blocks, int8_t *kq, float *kd,
+                                       int16_t *ks) {
     int blk = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
     if (blk >= n_blocks) return;
     const float *xb = x + (size_t)blk * 256 + lane * 8;
@@ -138,8 +141,9 @@ __global__ void k_quantize_q8_k(const float *x, int n_blocks, int8_t *kq, float 
 }
 
 /* A lane per super-block; one float term per super-block as the CPU's cpu_kq_term. */
-__global__ void k_gemv_kq(int type, const unsigned char *w, size_t row_bytes, int rows, int K,
-                          const int8_t *kq, const float *kd, const int16_t *ks, float *y, int n) {
+static __global__ void k_gemv_kq(int type, const unsigned char *w, size_t row_bytes, int rows,
+                                 int K, const int8_t *kq, const float *kd, const int16_t *ks,
+                                 float *y, int n) {
     int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
     if (row >= rows) return;
     int nb = K / 256;
@@ -191,13 +195,13 @@ static qx split_scratch(void *scratch, int n, int K, int block_elems) {
     return r;
 }
 
-extern "C" size_t sol_cuda_gemv_scratch_bytes(int n, int K) {
+extern "C" size_t SOL_CUDA_FN(gemv_scratch_bytes)(int n, int K) {
     size_t nb = (size_t)n * (size_t)(K / 32); /* Q8_0's layout is the larger of the two */
     return (size_t)n * (size_t)K + nb * sizeof(float) + nb * sizeof(int32_t);
 }
 
-extern "C" int sol_cuda_gemv(int type, const void *w, size_t row_bytes, int rows, int K,
-                             const float *x, float *y, int n, void *scratch, void *stream) {
+extern "C" int SOL_CUDA_FN(gemv)(int type, const void *w, size_t row_bytes, int rows, int K,
+                                 const float *x, float *y, int n, void *scratch, void *stream) {
     if (!sol_cuda_type_known(type) || n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS) return -ENOTSUP;
     if (K % (is_kquant(type) ? 256 : 32) || rows < 1) return -EINVAL;
     cudaStream_t st = (cudaStream_t)stream;

@@ -4,8 +4,8 @@
 
 enum { KV_THREADS = 256 };
 
-__global__ void k_kv_write(unsigned char *k_pool, unsigned char *v_pool, int f16, int row,
-                           const float *k, const float *v, const int32_t *slots) {
+static __global__ void k_kv_write(unsigned char *k_pool, unsigned char *v_pool, int f16, int row,
+                                  const float *k, const float *v, const int32_t *slots) {
     size_t t = blockIdx.x, dst = (size_t)slots[t] * row;
     for (int i = threadIdx.x; i < row; i += blockDim.x) {
         float kv[2] = {k[t * row + i], v[t * row + i]};
@@ -22,8 +22,8 @@ __global__ void k_kv_write(unsigned char *k_pool, unsigned char *v_pool, int f16
 }
 
 /* grid.x = block pair, grid.y = pool. */
-__global__ void k_kv_copy(unsigned char *const *pools, size_t block_bytes, const int32_t *src,
-                          const int32_t *dst) {
+static __global__ void k_kv_copy(unsigned char *const *pools, size_t block_bytes,
+                                 const int32_t *src, const int32_t *dst) {
     unsigned char *p = pools[blockIdx.y];
     const unsigned char *from = p + (size_t)src[blockIdx.x] * block_bytes;
     unsigned char *to = p + (size_t)dst[blockIdx.x] * block_bytes;
@@ -31,16 +31,16 @@ __global__ void k_kv_copy(unsigned char *const *pools, size_t block_bytes, const
         to[i] = from[i];
 }
 
-extern "C" void sol_cuda_kv_write(void *k_pool, void *v_pool, int f16, int row, const float *k,
-                                  const float *v, const int32_t *slots, int n, void *stream) {
+extern "C" void SOL_CUDA_FN(kv_write)(void *k_pool, void *v_pool, int f16, int row, const float *k,
+                                      const float *v, const int32_t *slots, int n, void *stream) {
     if (n > 0)
         SOL_LAUNCH(k_kv_write, dim3((unsigned)n), dim3(KV_THREADS), 0, (cudaStream_t)stream,
                    (unsigned char *)k_pool, (unsigned char *)v_pool, f16, row, k, v, slots);
 }
 
-extern "C" void sol_cuda_kv_copy_blocks(void *const *pools, int count_pools, size_t block_bytes,
-                                        const int32_t *src, const int32_t *dst, int count,
-                                        void *stream) {
+extern "C" void SOL_CUDA_FN(kv_copy_blocks)(void *const *pools, int count_pools, size_t block_bytes,
+                                            const int32_t *src, const int32_t *dst, int count,
+                                            void *stream) {
     if (count > 0 && count_pools > 0)
         SOL_LAUNCH(k_kv_copy, dim3((unsigned)count, (unsigned)count_pools), dim3(KV_THREADS), 0,
                    (cudaStream_t)stream, (unsigned char *const *)pools, block_bytes, src, dst);

@@ -5,7 +5,7 @@
 
 enum { NORM_THREADS = 256 };
 
-__global__ void k_rmsnorm(const float *x, const float *w, float *out, int dim, float eps) {
+static __global__ void k_rmsnorm(const float *x, const float *w, float *out, int dim, float eps) {
     __shared__ float scratch[32];
     const float *xr = x + (size_t)blockIdx.x * dim;
     float *o = out + (size_t)blockIdx.x * dim;
@@ -17,8 +17,8 @@ __global__ void k_rmsnorm(const float *x, const float *w, float *out, int dim, f
         o[i] = xr[i] * scale * w[i];
 }
 
-extern "C" void sol_cuda_rmsnorm(const float *x, const float *w, float *out, int n, int dim,
-                                 float eps, void *stream) {
+extern "C" void SOL_CUDA_FN(rmsnorm)(const float *x, const float *w, float *out, int n, int dim,
+                                     float eps, void *stream) {
     if (n > 0)
         SOL_LAUNCH(k_rmsnorm, dim3((unsigned)n), dim3(NORM_THREADS), 0, (cudaStream_t)stream, x, w,
                    out, dim, eps);

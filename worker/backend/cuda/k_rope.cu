@@ -6,7 +6,7 @@
 
 enum { ROPE_THREADS = 128 };
 
-__device__ double rope_inv_freq(const sol_cuda_rope_args &p, int i, int head_dim) {
+static __device__ double rope_inv_freq(const sol_cuda_rope_args &p, int i, int head_dim) {
     double f = pow((double)p.freq_base, -2.0 * i / head_dim);
     if (p.freq_scale > 0.0f) f *= p.freq_scale;
     if (p.scaling_factor <= 0.0f || p.orig_ctx <= 0) return f;
@@ -20,8 +20,8 @@ __device__ double rope_inv_freq(const sol_cuda_rope_args &p, int i, int head_dim
     return (1.0 - smooth) * f / p.scaling_factor + smooth * f;
 }
 
-__global__ void k_rope(float *x, const int32_t *pos, int n, int heads, int head_dim,
-                       sol_cuda_rope_args p) {
+static __global__ void k_rope(float *x, const int32_t *pos, int n, int heads, int head_dim,
+                              sol_cuda_rope_args p) {
     int half = head_dim / 2;
     int64_t id = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (id >= (int64_t)n * heads * half) return;
@@ -37,8 +37,8 @@ __global__ void k_rope(float *x, const int32_t *pos, int n, int heads, int head_
     v[i * step + off] = x0 * s + x1 * c;
 }
 
-extern "C" void sol_cuda_rope(float *x, const int32_t *pos, int n, int heads, int head_dim,
-                              sol_cuda_rope_args p, void *stream) {
+extern "C" void SOL_CUDA_FN(rope)(float *x, const int32_t *pos, int n, int heads, int head_dim,
+                                  sol_cuda_rope_args p, void *stream) {
     int64_t total = (int64_t)n * heads * (head_dim / 2);
     if (total > 0)
         SOL_LAUNCH(k_rope, dim3((unsigned)((total + ROPE_THREADS - 1) / ROPE_THREADS)),

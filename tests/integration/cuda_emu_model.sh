@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Promise: a whole model runs on the CUDA kernels through the host emulation (backend cuda-emu)
+# as on the CPU backend: the same 24 greedy ids for an F32 model, and for Q8_0, Q4_K (a qwen3 shape
+# with q/k norms) the last prompt position's logits within 1e-3 relative L2 (the kernels sum in
+# other orders). The emulation runs a fiber per GPU thread: small models only.
+set -euo pipefail
+B=${SOL_BUILD:?}; S=${SOL_SOURCE:?}
+. "$S/tests/peer/compare.sh"
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+P=1,15,27,300,42,7,99
+"$B/tools/sol-mkmodel" -o "$work/f32.gguf" --preset tiny --seed 3 >/dev/null 2>&1
+"$B/tools/sol-mkmodel" -o "$work/q8.gguf" --preset tiny --seed 4 --type q8_0 >/dev/null 2>&1
+"$B/tools/sol-mkmodel" -o "$work/qwen3.gguf" --arch qwen3 --dim 256 --heads 4 --kv-heads 2 \
+  --head-dim 64 --ffn 512 --layers 2 --vocab 600 --ctx 128 --seed 5 --type f16 >/dev/null 2>&1
+"$B/tools/sol-quantize" "$work/qwen3.gguf" "$work/q4k.gguf" --type q4_k_m --quiet 2>/dev/null
+fail=0
+for m in f32 q8 q4k; do
+  for be in cpu cuda-emu; do
+    "$B/tools/sol-generate" -m "$work/$m.gguf" --backend "$be" --prompt-tokens "$P" -n 24 --temp 0 \
+      --tokens --threads 1 --logits "$work/$m.$be.json" >"$work/$m.$be.ids" 2>"$work/err" ||
+      { echo "FAIL $m on $be: $(tail -3 "$work/err")"; exit 1; }
+  done
+  ids=$(same_prefix "$work/$m.cuda-emu.ids" "$work/$m.cpu.ids")
+  rel=$(relL2 "$work/$m.cuda-emu.json" "$work/$m.cpu.json")
+  line="$m: cuda-emu $ids/24 ids of the CPU's, logits $rel apart (limit 1e-3)"
+  if ! within "$rel" 1e-3 || { [ "$m" = f32 ] && [ "$ids" -lt 24 ]; }; then
+    echo "FAIL $line"; fail=1
+  else
+    echo "ok   $line"
+  fi
+done
+exit $fail
