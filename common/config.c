@@ -20,7 +20,7 @@ _Static_assert(sizeof(sol_backend_kind) == sizeof(int), "enum fields are written
 _Static_assert(sizeof(sol_log_level) == sizeof(int), "enum fields are written through int *");
 
 static const char *const k_levels[] = {"debug", "info", "warn", "error", "off", NULL};
-static const char *const k_backends[] = {"cpu", "cuda", "sim", NULL};
+static const char *const k_backends[] = {"cpu", "cuda", "sim", "cuda-emu", NULL};
 static const char *const k_dtypes[] = {"f16", "f32", NULL};
 static const char *const k_methods[] = {"off", "draft", "ngram", NULL};
 
@@ -589,7 +589,7 @@ int sol_config_print(const sol_config *cfg, FILE *f, int which) {
 }
 
 const char *sol_backend_kind_name(sol_backend_kind b) {
-    return (b >= SOL_BACKEND_CPU && b <= SOL_BACKEND_SIM) ? k_backends[b] : "?";
+    return (b >= SOL_BACKEND_CPU && b <= SOL_BACKEND_CUDA_EMU) ? k_backends[b] : "?";
 }
 
 const char *sol_kv_dtype_name(sol_kv_dtype d) {

@@ -13,7 +13,13 @@
 /* Which sections sol_config_print and sol_config_validate look at (`log:` is always included). */
 enum { SOL_CONFIG_ROUTER = 1, SOL_CONFIG_WORKER = 2, SOL_CONFIG_BOTH = 3 };
 
-typedef enum { SOL_BACKEND_CPU = 0, SOL_BACKEND_CUDA, SOL_BACKEND_SIM } sol_backend_kind;
+/* cuda-emu: the CUDA kernels on the CPU through the host emulation (tests, no GPU needed). */
+typedef enum {
+    SOL_BACKEND_CPU = 0,
+    SOL_BACKEND_CUDA,
+    SOL_BACKEND_SIM,
+    SOL_BACKEND_CUDA_EMU
+} sol_backend_kind;
 typedef enum { SOL_KV_F16 = 0, SOL_KV_F32 } sol_kv_dtype;
 typedef enum { SOL_SPEC_OFF = 0, SOL_SPEC_DRAFT, SOL_SPEC_NGRAM } sol_spec_method;
 

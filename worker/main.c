@@ -24,7 +24,7 @@ static const sol_cli_flag k_worker_flags[] = {
     {"--draft-model", "PATH", SOL_FLAG_SET, "worker.speculative.draft_model",
      "GGUF draft model for speculative decoding", NULL},
     {"--threads", "N", SOL_FLAG_SET, "worker.threads", "CPU threads (0 = all cores)", NULL},
-    {"--backend", "cpu|cuda|sim", SOL_FLAG_SET, "worker.backend",
+    {"--backend", "cpu|cuda|sim|cuda-emu", SOL_FLAG_SET, "worker.backend",
      "compute backend; sim is a SIMULATION that runs no model and streams made-up words at "
      "worker.sim.ttft_ms / worker.sim.tokens_per_s (for router benchmarks only)",
      NULL},

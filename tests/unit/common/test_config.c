@@ -150,9 +150,10 @@ static void test_out_of_range_fraction(void **state) {
 }
 
 static void test_bad_enum(void **state) {
-    expect_load_error(*state, "worker:\n  backend: cdua\n",
-                      "2:12: worker.backend: expected one of cpu, cuda, sim; found \"cdua\" (did "
-                      "you mean \"cuda\"?)");
+    expect_load_error(
+        *state, "worker:\n  backend: cdua\n",
+        "2:12: worker.backend: expected one of cpu, cuda, sim, cuda-emu; found \"cdua\" (did "
+        "you mean \"cuda\"?)");
 }
 
 static void test_duplicate_key(void **state) {
