@@ -76,8 +76,12 @@ static int cpu_rmsnorm(sol_backend *be, const float *x, const float *w, float *o
         const float *xr = x + (size_t)t * dim;
         float *o = out + (size_t)t * dim;
         double ss = 0.0;
-        for (int i = 0; i < dim; i++)
-            ss += lc ? (double)(xr[i] * xr[i]) : (double)xr[i] * xr[i];
+        if (lc) /* llama.cpp squares in float */
+            for (int i = 0; i < dim; i++)
+                ss += (double)(xr[i] * xr[i]);
+        else
+            for (int i = 0; i < dim; i++)
+                ss += (double)xr[i] * xr[i];
         /* llama.cpp (SOL_CPU_ATTN=llamacpp): float squares, the mean and the root in float */
         float scale =
             lc ? 1.0f / sqrtf((float)(ss / dim) + eps) : (float)(1.0 / sqrt(ss / dim + eps));
@@ -182,17 +186,29 @@ typedef struct {
     act_kind kind;
 } act_job;
 
+/* The kind is chosen once per slice, outside the element loop (SiLU runs in every FFN). */
 static void act_task(void *ctx, int task, int n_tasks) {
     const act_job *j = ctx;
     int64_t lo = j->n * task / n_tasks, hi = j->n * (task + 1) / n_tasks;
-    for (int64_t i = lo; i < hi; i++) {
-        float g = j->gate[i];
-        /* llama.cpp's SiLU: its vectorized expf (cpu_ggml_expf) */
-        float a = j->kind == ACT_SILU            ? g / (1.0f + expf(-g))
-                  : j->kind == ACT_SILU_LLAMACPP ? g / (1.0f + cpu_ggml_expf(-g))
-                  : j->kind == ACT_GELU          ? gelu_fast(g)
-                                                 : gelu_llamacpp(g);
-        j->out[i] = a * j->up[i];
+    const float *g = j->gate, *u = j->up;
+    float *o = j->out;
+    switch (j->kind) {
+    case ACT_SILU:
+        for (int64_t i = lo; i < hi; i++)
+            o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        break;
+    case ACT_SILU_LLAMACPP: /* llama.cpp's SiLU: its vectorized expf (cpu_ggml_expf) */
+        for (int64_t i = lo; i < hi; i++)
+            o[i] = g[i] / (1.0f + cpu_ggml_expf(-g[i])) * u[i];
+        break;
+    case ACT_GELU:
+        for (int64_t i = lo; i < hi; i++)
+            o[i] = gelu_fast(g[i]) * u[i];
+        break;
+    case ACT_GELU_LLAMACPP:
+        for (int64_t i = lo; i < hi; i++)
+            o[i] = gelu_llamacpp(g[i]) * u[i];
+        break;
     }
 }
 
