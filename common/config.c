@@ -432,6 +432,11 @@ static int validate_worker(const sol_config *cfg, sol_err *err) {
         return vfail(cfg, err, "worker.speculative.draft_model",
                      "required when worker.speculative.method is draft (or use method ngram, "
                      "which needs no model)");
+    if (w->threads > 0 && w->backend == SOL_BACKEND_CUDA_EMU)
+        return vfail(cfg, err, "worker.threads",
+                     "%d applies to backend cpu; cuda-emu runs each kernel launch on the calling "
+                     "thread (leave it 0)",
+                     w->threads);
     if (w->tensor_parallel > 1 && w->backend != SOL_BACKEND_CUDA)
         return vfail(cfg, err, "worker.tensor_parallel", "%d needs worker.backend cuda, found %s",
                      w->tensor_parallel, sol_backend_kind_name(w->backend));

@@ -208,6 +208,11 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
                 "sol-generate: need -m MODEL and -p TEXT or --prompt-tokens (try --help)\n");
         return -EINVAL;
     }
+    if (o->threads > 0 && o->backend && strncmp(o->backend, "cuda-emu", 8) == 0) {
+        fprintf(stderr, "sol-generate: --threads applies to the cpu backend; cuda-emu runs each "
+                        "kernel launch on the calling thread\n");
+        return 2;
+    }
     if (o->n_predict < 0 || o->chunk < 1 || o->threads < 0 || o->ctx < 0) {
         fprintf(stderr, "sol-generate: -n, --batch, --threads and --ctx must be positive\n");
         return -EINVAL;

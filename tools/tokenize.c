@@ -229,9 +229,14 @@ static int read_message(chat_input *in, size_t i, chat_tool_call **calls, const 
 static json_t *load_array(const char *path, const char *what) {
     json_error_t je;
     json_t *a = json_load_file(path, 0, &je);
-    if (!a || !json_is_array(a)) {
+    if (!a) {
         fprintf(stderr, "sol-tokenize: %s:%d:%d: expected a JSON array of %s: %s\n", path, je.line,
-                je.column, what, a ? "found another value" : je.text);
+                je.column, what, je.text);
+        return NULL;
+    }
+    if (!json_is_array(a)) {
+        fprintf(stderr, "sol-tokenize: %s: expected a JSON array of %s, found a JSON %s\n", path,
+                what, json_is_object(a) ? "object" : "value that is not an array");
         json_decref(a);
         return NULL;
     }

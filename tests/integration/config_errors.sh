@@ -52,6 +52,7 @@ expect 2 "unknown flag --lisen \(did you mean --listen\?\)" "$ROUTER" --lisen 1.
 expect 2 "--threads x: worker\.threads: expected an integer" "$WORKER" --threads x
 expect 2 "--backend gpu: worker\.backend: expected one of cpu, cuda, sim" "$WORKER" --backend gpu
 expect 2 "worker\.model: required" "$WORKER"
+expect 2 "worker\.threads: 2 applies to backend cpu" "$WORKER" --backend cuda-emu --threads 2 --model m.gguf
 
 # A good configuration is accepted (serving itself is covered by the cluster tests).
 expect 0 "" "$ROUTER" --config "$SOL_SOURCE/deploy/config/local.yaml" --print-config
