@@ -3,8 +3,10 @@
  *
  * Conventions shared by every op:
  * - Activations are float32, row-major, one row per token of a flattened batch (`n` tokens that
- *   may come from many sequences). Pointers passed to ops are backend buffers: on the CPU any
- *   host pointer; on a device backend, memory from buf_alloc (upload/download move data).
+ *   may come from many sequences). Activation pointers passed to ops are backend buffers: on the
+ *   CPU any host pointer; on a device backend, memory from buf_alloc (upload/download move
+ *   data), and weights and norm vectors as weight_prepare rewrote them. Index arrays (token ids,
+ *   positions, slots, block tables, rows) are host memory: a device backend stages them.
  * - Ops may run asynchronously on a device backend; synchronize() waits and reports errors.
  *   The CPU backend is synchronous.
  * - Ops return 0, or a negative errno-style code with the message in be->err (bad shapes or
@@ -15,6 +17,7 @@
 #ifndef SOL_BACKEND_H
 #define SOL_BACKEND_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -113,6 +116,10 @@ typedef struct sol_backend_ops {
     int (*add)(sol_backend *be, const float *a, const float *b, float *out, int64_t n_elems);
     /* out[t] = row ids[t] of table, dequantized to float (n x table->cols). ids are checked. */
     int (*embed)(sol_backend *be, const sol_weight *table, const int32_t *ids, int n, float *out);
+    /* dst[i] = src[rows[i]] for rows of `width` floats (src has src_rows rows): the rows that
+     * sample, gathered before the LM head. rows is host memory and checked. */
+    int (*get_rows)(sol_backend *be, const float *src, int64_t width, const int32_t *rows, int n,
+                    int64_t src_rows, float *dst);
 
     /* KV cache. dtype is SOL_DT_F16 or SOL_DT_F32. Returns NULL with be->err set on failure. */
     sol_kv *(*kv_alloc)(sol_backend *be, int n_layers, int num_blocks, int block_size,
@@ -139,6 +146,9 @@ typedef struct sol_backend_ops {
     int (*allreduce)(sol_backend *be, float *x, int64_t n_elems);
     /* Wait for queued work; returns the first error since the last call. */
     int (*synchronize)(sol_backend *be);
+    /* Optional, device backends: free and total device memory, for sizing the KV pool. NULL:
+     * the backend computes in host memory (the engine reads MemAvailable). */
+    int (*mem_info)(sol_backend *be, size_t *free_bytes, size_t *total_bytes);
 } sol_backend_ops;
 
 /* The common head of every backend; implementations embed it first in their own struct. */
@@ -154,6 +164,11 @@ struct sol_backend {
  * so that asking for it gives the reason instead of "unknown backend". */
 typedef struct sol_backend_opts {
     int threads; /* cpu: worker threads, 0 = all online cores */
+    int device;  /* cuda: device index when the spec names none (--device) */
+    /* cuda: 1 = matmul never changes kernels with the token count (GEMV tiles for prefill too),
+     * so a token's logits do not depend on its batch; 0 = prefill through the F16 GEMM. The CPU
+     * backend is always batch-invariant. */
+    int batch_invariant;
 } sol_backend_opts;
 
 #define SOL_BACKEND_VARIANT_MAX 24
@@ -261,6 +276,15 @@ static inline int sol_add(sol_backend *be, const float *a, const float *b, float
 static inline int sol_embed(sol_backend *be, const sol_weight *table, const int32_t *ids, int n,
                             float *out) {
     return be->ops->embed(be, table, ids, n, out);
+}
+static inline int sol_get_rows(sol_backend *be, const float *src, int64_t width,
+                               const int32_t *rows, int n, int64_t src_rows, float *dst) {
+    return be->ops->get_rows(be, src, width, rows, n, src_rows, dst);
+}
+/* Free/total device memory; -ENOTSUP for a host backend. */
+static inline int sol_mem_info(sol_backend *be, size_t *free_bytes, size_t *total_bytes) {
+    if (!be->ops->mem_info) return -ENOTSUP;
+    return be->ops->mem_info(be, free_bytes, total_bytes);
 }
 static inline int sol_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k,
                                const float *v, const int32_t *slots, int n) {

@@ -6,10 +6,7 @@
 
 #include "backend.h"
 #include "backend_cpu.h"
-#include "backend_cuda_emu.h"
-#ifdef SOL_HAVE_CUDA
 #include "backend_cuda.h"
-#endif
 
 #ifndef SOL_HAVE_CUDA
 /* A build without the CUDA toolchain still knows the name, so asking for it says why. */
@@ -34,13 +31,13 @@ static const sol_backend_entry k_backends[] = {
     {"cpu", "CPU: AVX-512 (VNNI), AVX2 or scalar kernels, threads over the cores",
      sol_backend_cpu_variants, sol_backend_cpu_create},
 #ifdef SOL_HAVE_CUDA
-    {"cuda", "NVIDIA GPUs through CUDA (device discovery only until its kernels land)",
+    {"cuda", "NVIDIA GPUs through CUDA: cuBLAS prefill, Sol's decode kernels",
      sol_backend_cuda_variants, sol_backend_cuda_create},
 #else
     {"cuda", "NVIDIA GPUs through CUDA (not in this build)", cuda_absent_variants,
      cuda_absent_create},
 #endif
-    {"cuda-emu", "the CUDA kernels run on the CPU through a host emulation (tests; slow)",
+    {"cuda-emu", "the CUDA backend run on the CPU through a host emulation (tests; slow)",
      sol_backend_cuda_emu_variants, sol_backend_cuda_emu_create},
 };
 

@@ -283,7 +283,13 @@ static int bind_norm(model *m, const char *name, int64_t dim, const float **out,
     int rc;
     if ((rc = gguf_expect_tensor(m->gguf, name, 1, dim, 1, err))) return rc;
     if ((rc = gguf_expect_type(m->gguf, name, GGUF_TYPE_BIT(SOL_DT_F32), err))) return rc;
-    *out = gguf_tensor_find(m->gguf, name)->data;
+    /* As a 1 x dim weight, so a device backend uploads it like the matrices (the CPU backend
+     * leaves F32 where it lies). */
+    sol_weight w = {SOL_DT_F32, 1, dim, gguf_tensor_find(m->gguf, name)->data,
+                    (size_t)dim * sizeof(float), 0};
+    if ((rc = sol_weight_prepare(m->be, &w)))
+        return sol_err_set(err, rc, "%s: tensor %s: %s", gguf_path(m->gguf), name, m->be->err.msg);
+    *out = w.data;
     return 0;
 }
 
@@ -604,12 +610,10 @@ static int head(model *m, const model_batch *b, float *logits) {
     const model_hparams *hp = &m->hp;
     model_scratch *s = &m->s;
     sol_backend *be = m->be;
-    size_t row = (size_t)hp->dim * sizeof(float);
     /* Gather first: the head is the biggest matmul, and only the rows that sample need it. */
-    for (int i = 0; i < b->n_logits; i++)
-        memcpy(s->xl + (size_t)i * hp->dim, s->x + (size_t)b->logit_rows[i] * hp->dim, row);
     int rc;
-    if ((rc = sol_rmsnorm(be, s->xl, m->output_norm, s->xl, b->n_logits, hp->dim, hp->eps)) ||
+    if ((rc = sol_get_rows(be, s->x, hp->dim, b->logit_rows, b->n_logits, b->n, s->xl)) ||
+        (rc = sol_rmsnorm(be, s->xl, m->output_norm, s->xl, b->n_logits, hp->dim, hp->eps)) ||
         (rc = sol_matmul(be, &m->output, s->xl, s->logits, b->n_logits)) ||
         (rc = sol_synchronize(be)))
         return rc;

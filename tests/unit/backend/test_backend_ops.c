@@ -55,7 +55,10 @@ static double nmse(const float *got, const double *ref, size_t n) {
 /* spec: a registry spec ("cpu:avx2", "cuda:0"). */
 static sol_backend *backend_for(const char *spec, int threads) {
     sol_err e = {0};
-    sol_backend *be = sol_backend_new(spec, &(sol_backend_opts){.threads = threads}, &e);
+    /* batch_invariant: the GEMV kernels for every n, which the exact cases below expect; the
+     * CUDA prefill GEMM has its own test (test_cuda_backend). */
+    sol_backend *be =
+        sol_backend_new(spec, &(sol_backend_opts){.threads = threads, .batch_invariant = 1}, &e);
     if (!be) fail_msg("backend %s: %s", spec, e.msg);
     return be;
 }
@@ -90,7 +93,8 @@ static sol_backend *cpu_best(int threads) {
 
 typedef struct {
     sol_weight w;
-    float *deq; /* rows x cols, the exact values the weight stands for */
+    float *deq;  /* rows x cols, the exact values the weight stands for */
+    void *owned; /* the host bytes (a device backend's weight_prepare repoints w.data) */
 } test_weight;
 
 /* Random bytes for the types sol_quantize_row does not write, with small positive scales so the
@@ -142,11 +146,12 @@ static test_weight make_weight(sol_dtype t, int64_t rows, int64_t cols) {
     }
     free(src);
     tw.w = (sol_weight){t, rows, cols, data, rb, 0};
+    tw.owned = data;
     return tw;
 }
 
 static void free_weight(test_weight *tw) {
-    free((void *)tw->w.data);
+    free(tw->owned);
     free(tw->deq);
 }
 

@@ -275,6 +275,21 @@ static int cpu_embed(sol_backend *be, const sol_weight *table, const int32_t *id
     return 0;
 }
 
+static int cpu_get_rows(sol_backend *be, const float *src, int64_t width, const int32_t *rows,
+                        int n, int64_t src_rows, float *dst) {
+    if (width <= 0 || n < 0)
+        return sol_err_set(&be->err, -EINVAL, "cpu get_rows: width %lld and n %d",
+                           (long long)width, n);
+    for (int i = 0; i < n; i++) {
+        if (rows[i] < 0 || rows[i] >= src_rows)
+            return sol_err_set(&be->err, -EINVAL, "cpu get_rows: row %d is %d, outside [0, %lld)",
+                               i, rows[i], (long long)src_rows);
+        memmove(dst + (size_t)i * width, src + (size_t)rows[i] * width,
+                sizeof(float) * (size_t)width);
+    }
+    return 0;
+}
+
 static int cpu_allreduce(sol_backend *be, float *x, int64_t n_elems) {
     (void)be, (void)x, (void)n_elems;
     return 0;
@@ -303,6 +318,7 @@ static const sol_backend_ops cpu_ops = {
     .scale = cpu_scale,
     .add = cpu_add,
     .embed = cpu_embed,
+    .get_rows = cpu_get_rows,
     .kv_alloc = cpu_kv_alloc,
     .kv_free = cpu_kv_free,
     .kv_write = cpu_kv_write,

@@ -1,9 +1,19 @@
-// Device discovery and the NCCL link for tensor parallelism.
+// cuda_rt: the CUDA runtime and cuBLAS behind cuda_rt.h for the GPU backend; device discovery
+// with the driver's reason, and the NCCL link for tensor parallelism.
 #include "cuda_rt.h"
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <errno.h>
 #include <nccl.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+struct sol_cuda_dev {
+    int index;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+};
 
 extern "C" int sol_cuda_device_count(void) {
     int n = 0;
@@ -28,4 +38,122 @@ extern "C" int sol_cuda_nccl_version(void) {
     int v = 0;
     if (ncclGetVersion(&v) != ncclSuccess) return -1;
     return v;
+}
+
+static int say(cudaError_t rc, const char *what, char *why, size_t cap) {
+    if (rc == cudaSuccess) return 0;
+    if (why) snprintf(why, cap, "%s: %s (%s)", what, cudaGetErrorName(rc), cudaGetErrorString(rc));
+    return rc == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
+}
+
+extern "C" int sol_cuda_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out, char *why,
+                                 size_t cap) {
+    (void)mem_bytes;
+    sol_cuda_dev *d = (sol_cuda_dev *)calloc(1, sizeof *d);
+    if (!d) return -ENOMEM;
+    d->index = index;
+    int rc = say(cudaSetDevice(index), "cudaSetDevice", why, cap);
+    if (!rc) rc = say(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking),
+                      "cudaStreamCreate", why, cap);
+    if (!rc && cublasCreate(&d->blas) != CUBLAS_STATUS_SUCCESS) {
+        snprintf(why, cap, "cublasCreate failed");
+        rc = -EIO;
+    }
+    if (!rc && cublasSetStream(d->blas, d->stream) != CUBLAS_STATUS_SUCCESS) {
+        snprintf(why, cap, "cublasSetStream failed");
+        rc = -EIO;
+    }
+    if (rc) {
+        sol_cuda_dev_close(d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
+extern "C" void sol_cuda_dev_close(sol_cuda_dev *d) {
+    if (!d) return;
+    if (d->blas) cublasDestroy(d->blas);
+    if (d->stream) cudaStreamDestroy(d->stream);
+    free(d);
+}
+
+extern "C" void sol_cuda_dev_name(sol_cuda_dev *d, char *out, size_t cap) {
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, d->index) == cudaSuccess)
+        snprintf(out, cap, "%s (sm_%d%d, %.1f GiB)", p.name, p.major, p.minor,
+                 p.totalGlobalMem / 1073741824.0);
+    else
+        snprintf(out, cap, "CUDA device %d", d->index);
+}
+
+extern "C" void *sol_cuda_dev_stream(sol_cuda_dev *d) {
+    return d->stream;
+}
+
+extern "C" void *sol_cuda_dev_malloc(sol_cuda_dev *d, size_t bytes) {
+    (void)d;
+    void *p = NULL;
+    return cudaMalloc(&p, bytes ? bytes : 1) == cudaSuccess ? p : NULL;
+}
+
+extern "C" void sol_cuda_dev_free(sol_cuda_dev *d, void *p) {
+    (void)d;
+    if (p) cudaFree(p);
+}
+
+extern "C" void *sol_cuda_dev_host_malloc(sol_cuda_dev *d, size_t bytes) {
+    (void)d;
+    void *p = NULL;
+    return cudaMallocHost(&p, bytes ? bytes : 1) == cudaSuccess ? p : NULL;
+}
+
+extern "C" void sol_cuda_dev_host_free(sol_cuda_dev *d, void *p) {
+    (void)d;
+    if (p) cudaFreeHost(p);
+}
+
+extern "C" int sol_cuda_dev_owns(sol_cuda_dev *d, const void *p, size_t bytes) {
+    (void)d, (void)p, (void)bytes;
+    return 1;
+}
+
+extern "C" int sol_cuda_dev_copy(sol_cuda_dev *d, void *dst, const void *src, size_t bytes,
+                                 int kind) {
+    cudaMemcpyKind k = kind == SOL_CUDA_H2D   ? cudaMemcpyHostToDevice
+                       : kind == SOL_CUDA_D2H ? cudaMemcpyDeviceToHost
+                                              : cudaMemcpyDeviceToDevice;
+    if (!bytes) return 0;
+    return cudaMemcpyAsync(dst, src, bytes, k, d->stream) == cudaSuccess ? 0 : -EIO;
+}
+
+extern "C" int sol_cuda_dev_memset(sol_cuda_dev *d, void *p, int value, size_t bytes) {
+    return cudaMemsetAsync(p, value, bytes, d->stream) == cudaSuccess ? 0 : -EIO;
+}
+
+extern "C" int sol_cuda_dev_last_error(sol_cuda_dev *d, char *why, size_t cap) {
+    (void)d;
+    return say(cudaGetLastError(), "launch", why, cap);
+}
+
+extern "C" int sol_cuda_dev_sync(sol_cuda_dev *d, char *why, size_t cap) {
+    int rc = say(cudaStreamSynchronize(d->stream), "cudaStreamSynchronize", why, cap);
+    return rc ? rc : say(cudaGetLastError(), "a queued kernel", why, cap);
+}
+
+extern "C" int sol_cuda_dev_mem_info(sol_cuda_dev *d, size_t *free_bytes, size_t *total_bytes) {
+    (void)d;
+    return cudaMemGetInfo(free_bytes, total_bytes) == cudaSuccess ? 0 : -EIO;
+}
+
+// cuBLAS is column-major: y^T (M x n, ld ldy) = W (M x K as K x M transposed) . x^T (K x n).
+extern "C" int sol_cuda_dev_gemm_f16(sol_cuda_dev *d, const void *w, const void *x, float *y,
+                                     int M, int n, int K, int ldy, char *why, size_t cap) {
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t st = cublasGemmEx(d->blas, CUBLAS_OP_T, CUBLAS_OP_N, M, n, K, &one, w,
+                                     CUDA_R_16F, K, x, CUDA_R_16F, K, &zero, y, CUDA_R_32F, ldy,
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st == CUBLAS_STATUS_SUCCESS) return 0;
+    snprintf(why, cap, "cublasGemmEx (%d x %d x %d): %s", M, n, K, cublasGetStatusString(st));
+    return -EIO;
 }

@@ -1,9 +1,16 @@
-/* cuda_rt: the C-callable surface of the CUDA runtime that the backend needs (device discovery
- * with the driver's reason when there is none, NCCL version); no CUDA header reaches C code. */
+/* cuda_rt: the CUDA runtime as the CUDA backend uses it (discovery, memory, async copies on one
+ * stream, errors, the F16 GEMM), callable from C; no CUDA header reaches C code.
+ *
+ * Device discovery and NCCL are real-only (cuda_rt.cu). The dev_* calls exist twice, named by
+ * SOL_CUDA_FN: sol_cuda_dev_* (cuda_rt.cu: CUDA runtime + cuBLAS) and sol_emu_dev_* (cuda_rt_emu.cc:
+ * host memory and a host GEMM), so the one backend source (backend_cuda.c) is the GPU backend
+ * and, built with SOL_CUDA_EMU, the cuda-emu backend that CI runs. */
 #ifndef SOL_CUDA_RT_H
 #define SOL_CUDA_RT_H
 
 #include <stddef.h>
+
+#include "cuda_kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,6 +25,45 @@ int sol_cuda_probe(char *why, size_t cap);
 
 /* NCCL library version as major*10000+minor*100+patch, or a negative code. */
 int sol_cuda_nccl_version(void);
+
+/* One opened device: its stream and GEMM handle. Every call below queues on that stream (in
+ * order) unless it says it waits. */
+typedef struct sol_cuda_dev sol_cuda_dev;
+
+/* Opens device `index` (current on the calling thread) with a stream and a cuBLAS handle.
+ * mem_bytes: the emulation's pretend device size (0: 2 GiB); ignored on a GPU. 0, or a negative
+ * code with the runtime's reason in why. */
+int SOL_CUDA_FN(dev_open)(int index, size_t mem_bytes, sol_cuda_dev **out, char *why, size_t cap);
+void SOL_CUDA_FN(dev_close)(sol_cuda_dev *d);
+/* The device's name ("NVIDIA H200", "host emulation") and the stream, for kernel launches. */
+void SOL_CUDA_FN(dev_name)(sol_cuda_dev *d, char *out, size_t cap);
+void *SOL_CUDA_FN(dev_stream)(sol_cuda_dev *d);
+
+/* Device memory (NULL when out of memory) and page-locked host memory for staging. */
+void *SOL_CUDA_FN(dev_malloc)(sol_cuda_dev *d, size_t bytes);
+void SOL_CUDA_FN(dev_free)(sol_cuda_dev *d, void *p);
+void *SOL_CUDA_FN(dev_host_malloc)(sol_cuda_dev *d, size_t bytes);
+void SOL_CUDA_FN(dev_host_free)(sol_cuda_dev *d, void *p);
+/* 1 when [p, p + bytes) lies inside one dev_malloc allocation. The emulation checks; on a GPU it
+ * always says 1 (the runtime faults instead). */
+int SOL_CUDA_FN(dev_owns)(sol_cuda_dev *d, const void *p, size_t bytes);
+
+enum { SOL_CUDA_H2D = 1, SOL_CUDA_D2H = 2, SOL_CUDA_D2D = 3 };
+/* Queued copy; from pageable host memory it returns once the source was read. */
+int SOL_CUDA_FN(dev_copy)(sol_cuda_dev *d, void *dst, const void *src, size_t bytes, int kind);
+int SOL_CUDA_FN(dev_memset)(sol_cuda_dev *d, void *p, int value, size_t bytes);
+
+/* The error a launch or copy left (does not wait), and: wait for the stream, then its first
+ * error. 0 or a negative code, the runtime's name and message in why. */
+int SOL_CUDA_FN(dev_last_error)(sol_cuda_dev *d, char *why, size_t cap);
+int SOL_CUDA_FN(dev_sync)(sol_cuda_dev *d, char *why, size_t cap);
+/* Free and total device memory in bytes. */
+int SOL_CUDA_FN(dev_mem_info)(sol_cuda_dev *d, size_t *free_bytes, size_t *total_bytes);
+
+/* y[t][m] = sum_k x[t][k] w[m][k] for t < n, m < M: w is M x K and x n x K, both F16 (IEEE half
+ * bits), y float with row stride ldy; float accumulation (tensor cores on a GPU: cuBLAS). */
+int SOL_CUDA_FN(dev_gemm_f16)(sol_cuda_dev *d, const void *w, const void *x, float *y, int M,
+                              int n, int K, int ldy, char *why, size_t cap);
 
 #ifdef __cplusplus
 }

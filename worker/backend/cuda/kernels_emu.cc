@@ -2,6 +2,7 @@
  * launchers named sol_emu_* (SOL_CUDA_EMU), for the cuda-emu backend (backend_cuda_emu.c). */
 #define SOL_CUDA_EMU 1
 #include "k_attention.cu"
+#include "k_convert.cu"
 #include "k_elementwise.cu"
 #include "k_embed.cu"
 #include "k_gemv.cu"

@@ -1,0 +1,148 @@
+// cuda_rt_emu: cuda_rt.h's dev_* calls on the host for the cuda-emu backend: "device" memory is
+// host memory in tracked allocations (so the backend's pointer checks can tell a device buffer
+// from a host one), copies are memmove, the stream runs everything at once, the GEMM is a loop.
+#define SOL_CUDA_EMU 1
+#include "cuda_rt.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "half_bits.cuh"
+
+namespace {
+struct alloc {
+    const unsigned char *p;
+    size_t bytes;
+};
+} // namespace
+
+struct sol_cuda_dev {
+    size_t total, used;
+    alloc *allocs;
+    int n_allocs, cap_allocs;
+};
+
+extern "C" int sol_emu_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out, char *why,
+                                size_t cap) {
+    if (index != 0) {
+        snprintf(why, cap, "the emulation has one device, 0");
+        return -ENODEV;
+    }
+    sol_cuda_dev *d = (sol_cuda_dev *)calloc(1, sizeof *d);
+    if (!d) return -ENOMEM;
+    d->total = mem_bytes ? mem_bytes : (size_t)2 << 30;
+    *out = d;
+    return 0;
+}
+
+extern "C" void sol_emu_dev_close(sol_cuda_dev *d) {
+    if (!d) return;
+    for (int i = 0; i < d->n_allocs; i++)
+        free((void *)d->allocs[i].p);
+    free(d->allocs);
+    free(d);
+}
+
+extern "C" void sol_emu_dev_name(sol_cuda_dev *d, char *out, size_t cap) {
+    snprintf(out, cap, "host emulation (%.1f GiB pretend device)", d->total / 1073741824.0);
+}
+
+extern "C" void *sol_emu_dev_stream(sol_cuda_dev *d) {
+    (void)d;
+    return NULL;
+}
+
+extern "C" void *sol_emu_dev_malloc(sol_cuda_dev *d, size_t bytes) {
+    if (bytes > d->total - d->used) return NULL;
+    if (d->n_allocs == d->cap_allocs) {
+        int c = d->cap_allocs ? 2 * d->cap_allocs : 64;
+        alloc *a = (alloc *)realloc(d->allocs, sizeof *a * (size_t)c);
+        if (!a) return NULL;
+        d->allocs = a, d->cap_allocs = c;
+    }
+    // Exactly `bytes` (rounded to the alignment): ASan then catches a kernel reading past the end.
+    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64 + (bytes ? 0 : 64));
+    if (!p) return NULL;
+    d->allocs[d->n_allocs++] = alloc{(const unsigned char *)p, bytes};
+    d->used += bytes;
+    return p;
+}
+
+extern "C" void sol_emu_dev_free(sol_cuda_dev *d, void *p) {
+    for (int i = 0; p && i < d->n_allocs; i++)
+        if (d->allocs[i].p == p) {
+            d->used -= d->allocs[i].bytes;
+            d->allocs[i] = d->allocs[--d->n_allocs];
+            free(p);
+            return;
+        }
+}
+
+extern "C" void *sol_emu_dev_host_malloc(sol_cuda_dev *d, size_t bytes) {
+    (void)d;
+    return malloc(bytes ? bytes : 1);
+}
+
+extern "C" void sol_emu_dev_host_free(sol_cuda_dev *d, void *p) {
+    (void)d;
+    free(p);
+}
+
+extern "C" int sol_emu_dev_owns(sol_cuda_dev *d, const void *p, size_t bytes) {
+    const unsigned char *q = (const unsigned char *)p;
+    for (int i = 0; i < d->n_allocs; i++)
+        if (q >= d->allocs[i].p && q + bytes <= d->allocs[i].p + d->allocs[i].bytes) return 1;
+    return 0;
+}
+
+extern "C" int sol_emu_dev_copy(sol_cuda_dev *d, void *dst, const void *src, size_t bytes,
+                                int kind) {
+    (void)d, (void)kind;
+    if (bytes) memmove(dst, src, bytes);
+    return 0;
+}
+
+extern "C" int sol_emu_dev_memset(sol_cuda_dev *d, void *p, int value, size_t bytes) {
+    (void)d;
+    memset(p, value, bytes);
+    return 0;
+}
+
+extern "C" int sol_emu_dev_last_error(sol_cuda_dev *d, char *why, size_t cap) {
+    (void)d, (void)why, (void)cap;
+    return 0; // an emulated kernel that goes wrong aborts (deadlock) or trips ASan at once
+}
+
+extern "C" int sol_emu_dev_sync(sol_cuda_dev *d, char *why, size_t cap) {
+    return sol_emu_dev_last_error(d, why, cap);
+}
+
+extern "C" int sol_emu_dev_mem_info(sol_cuda_dev *d, size_t *free_bytes, size_t *total_bytes) {
+    *free_bytes = d->total - d->used;
+    *total_bytes = d->total;
+    return 0;
+}
+
+// The products of halves are exact in float; the sum runs in k order.
+extern "C" int sol_emu_dev_gemm_f16(sol_cuda_dev *d, const void *w, const void *x, float *y, int M,
+                                    int n, int K, int ldy, char *why, size_t cap) {
+    (void)d, (void)why, (void)cap;
+    const uint16_t *wh = (const uint16_t *)w, *xh = (const uint16_t *)x;
+    float *xf = (float *)malloc(sizeof(float) * (size_t)K);
+    if (!xf) return -ENOMEM;
+    for (int t = 0; t < n; t++) {
+        for (int k = 0; k < K; k++)
+            xf[k] = sol_f16_to_f32(xh[(size_t)t * K + k]);
+        for (int m = 0; m < M; m++) {
+            const uint16_t *wr = wh + (size_t)m * K;
+            float s = 0.0f;
+            for (int k = 0; k < K; k++)
+                s += sol_f16_to_f32(wr[k]) * xf[k];
+            y[(size_t)t * ldy + m] = s;
+        }
+    }
+    free(xf);
+    return 0;
+}

@@ -1,0 +1,35 @@
+/* k_convert: the F16 operands of the prefill GEMM: activations rounded to F16 and weight rows
+ * dequantized to F16 (a tile of rows at a time, so the scratch stays small). */
+#include <errno.h>
+
+#include "dequant.cuh"
+
+enum { CONVERT_THREADS = 256 };
+
+static __global__ void k_to_f16(const float *x, uint16_t *out, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = sol_f32_to_f16(x[i]);
+}
+
+static __global__ void k_dequant_f16(int type, const unsigned char *w, size_t row_bytes, int K,
+                                     uint16_t *out) {
+    const unsigned char *row = w + (size_t)blockIdx.x * row_bytes;
+    for (int k = threadIdx.x; k < K; k += blockDim.x)
+        out[(size_t)blockIdx.x * K + k] = sol_f32_to_f16(sol_dequant_elem(type, row, k));
+}
+
+extern "C" void SOL_CUDA_FN(to_f16)(const float *x, void *out, int64_t n, void *stream) {
+    if (n > 0)
+        SOL_LAUNCH(k_to_f16, dim3((unsigned)((n + CONVERT_THREADS - 1) / CONVERT_THREADS)),
+                   dim3(CONVERT_THREADS), 0, (cudaStream_t)stream, x, (uint16_t *)out, n);
+}
+
+extern "C" int SOL_CUDA_FN(dequant_f16)(int type, const void *w, size_t row_bytes, int rows, int K,
+                                        void *out, void *stream) {
+    if (!sol_cuda_type_known(type)) return -ENOTSUP;
+    if (rows > 0)
+        SOL_LAUNCH(k_dequant_f16, dim3((unsigned)rows), dim3(CONVERT_THREADS), 0,
+                   (cudaStream_t)stream, type, (const unsigned char *)w, row_bytes, K,
+                   (uint16_t *)out);
+    return 0;
+}
