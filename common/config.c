@@ -58,6 +58,8 @@ static const cfg_key k_keys[] = {
     KEY(worker.id, T_STR, .check = CHK_ID),
     KEY(worker.backend, T_ENUM, .names = k_backends),
     KINT(worker.threads, 0, 1024),
+    KINT(worker.device, 0, 63),
+    KEY(worker.batch_invariant, T_BOOL),
     KINT(worker.tensor_parallel, 1, 8),
     KEY(worker.mmap, T_BOOL),
     KEY(worker.mlock, T_BOOL),
@@ -437,9 +439,14 @@ static int validate_worker(const sol_config *cfg, sol_err *err) {
                      "%d applies to backend cpu; cuda-emu runs each kernel launch on the calling "
                      "thread (leave it 0)",
                      w->threads);
-    if (w->tensor_parallel > 1 && w->backend != SOL_BACKEND_CUDA)
-        return vfail(cfg, err, "worker.tensor_parallel", "%d needs worker.backend cuda, found %s",
-                     w->tensor_parallel, sol_backend_kind_name(w->backend));
+    if (w->tensor_parallel > 1)
+        return vfail(cfg, err, "worker.tensor_parallel",
+                     "%d: tensor parallelism is not implemented yet (one device per worker); "
+                     "leave it 1",
+                     w->tensor_parallel);
+    if (w->device > 0 && w->backend != SOL_BACKEND_CUDA && w->backend != SOL_BACKEND_CUDA_EMU)
+        return vfail(cfg, err, "worker.device", "%d applies to backend cuda, found %s", w->device,
+                     sol_backend_kind_name(w->backend));
     if (w->scheduler.max_batched_tokens < w->scheduler.max_num_seqs)
         return vfail(cfg, err, "worker.scheduler.max_batched_tokens",
                      "%d is below worker.scheduler.max_num_seqs (%d): each running sequence "

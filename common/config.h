@@ -86,7 +86,9 @@ typedef struct sol_worker_config {
     char *model; /* GGUF path; NULL allowed only with backend sim */
     char *id;    /* "": derived from host name and pid */
     sol_backend_kind backend;
-    int threads; /* 0: all cores */
+    int threads;          /* 0: all cores */
+    int device;           /* cuda: the GPU index */
+    bool batch_invariant; /* cuda: GEMV kernels for prefill too (cpu: always) */
     int tensor_parallel;
     bool mmap;
     bool mlock;

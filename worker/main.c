@@ -28,6 +28,16 @@ static const sol_cli_flag k_worker_flags[] = {
      "compute backend; sim is a SIMULATION that runs no model and streams made-up words at "
      "worker.sim.ttft_ms / worker.sim.tokens_per_s (for router benchmarks only)",
      NULL},
+    {"--device", "N", SOL_FLAG_SET, "worker.device", "GPU index for backend cuda (default 0)",
+     NULL},
+    {"--gpu-memory-utilization", "F", SOL_FLAG_SET, "worker.kv.memory_fraction",
+     "share of the device memory left after weights and workspace that the KV pool takes "
+     "(as vLLM's flag; RAM for cpu)",
+     NULL},
+    {"--batch-invariant", NULL, SOL_FLAG_TRUE, "worker.batch_invariant",
+     "cuda: prefill through the decode kernels, so a token's logits never depend on its batch "
+     "(slower prefill; the cpu backend always is)",
+     NULL},
     {"--no-mmap", NULL, SOL_FLAG_FALSE, "worker.mmap", "read weights into memory, no mmap", NULL},
     {"--mlock", NULL, SOL_FLAG_TRUE, "worker.mlock", "lock weights in RAM", NULL},
     {"--id", "ID", SOL_FLAG_SET, "worker.id",
@@ -61,7 +71,8 @@ static void sim_model_name(const sol_worker_config *w, char *buf, size_t cap) {
 /* The compute backend worker.backend names, through the registry. A backend this build or
  * machine cannot run is a configuration error: the message names the key and the reason. */
 static int make_backend(const sol_worker_config *w, sol_backend **out, sol_err *e) {
-    sol_backend_opts o = {.threads = w->threads};
+    sol_backend_opts o = {
+        .threads = w->threads, .device = w->device, .batch_invariant = w->batch_invariant};
     *out = sol_backend_new(sol_backend_kind_name(w->backend), &o, e);
     if (*out) return 0;
     sol_err_wrap(e, "worker.backend: ");

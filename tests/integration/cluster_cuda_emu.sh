@@ -24,3 +24,30 @@ a=$(echo "$gpu" | json_get 'd["choices"][0]["text"]')
 b=$(echo "$cpu" | json_get 'd["choices"][0]["text"]')
 [ -n "$a" ] && [ "$a" = "$b" ] || fail "cuda-emu text '$a' differs from the CPU's '$b'"
 ok "the same greedy text from the cuda-emu and the CPU worker"
+
+# The KV pool is sized from the device's free memory after weights and activations; when one
+# max_model_len sequence does not fit, start-up fails with the figures (a pretend 12 MiB device).
+mkmodel "$T_DIR/long.gguf" --preset tiny --ctx 32768 --seed 2
+out=$(SOL_CUDA_EMU_MEMORY_MB=12 timeout 60 "$WORKER_BIN" --backend cuda-emu --pool p \
+    --router "$ZMQ_EP" --model "$T_DIR/long.gguf" --set worker.kv.max_model_len=32768 2>&1) &&
+    fail "a KV pool too small for max_model_len started"
+echo "$out" | grep -q "KV pool: 0.90 of .* MiB free device memory (after weights and workspace)" ||
+    fail "no device-memory figures in: $out"
+echo "$out" | grep -q "needs 2048 blocks, 8.0 MiB" || fail "the needed size is not named: $out"
+out=$(SOL_CUDA_EMU_MEMORY_MB=12 timeout 60 "$WORKER_BIN" --backend cuda-emu --pool p \
+    --router "$ZMQ_EP" --model "$T_DIR/long.gguf" --set worker.kv.max_model_len=32768 \
+    --gpu-memory-utilization 0.1 2>&1) && fail "--gpu-memory-utilization 0.1 started"
+echo "$out" | grep -q "KV pool: 0.10 of" || fail "--gpu-memory-utilization is not the KV share: $out"
+ok "a device too small for one max_model_len sequence is a start-up error with the figures"
+
+# Device choice: the emulation has device 0 only; worker.device is a cuda-only key.
+out=$("$WORKER_BIN" --backend cuda-emu --device 1 --pool p --router "$ZMQ_EP" \
+    --model "$T_DIR/m.gguf" 2>&1) && fail "--device 1 on cuda-emu started"
+echo "$out" | grep -q "the emulation has one device, 0" || fail "--device 1: $out"
+out=$("$WORKER_BIN" --backend cpu --device 1 --pool p --router "$ZMQ_EP" \
+    --model "$T_DIR/m.gguf" 2>&1) && fail "--device 1 on cpu started"
+echo "$out" | grep -q "worker.device.*applies to backend cuda" || fail "--device with cpu: $out"
+out=$("$WORKER_BIN" --backend cuda-emu --pool p --router "$ZMQ_EP" --model "$T_DIR/m.gguf" \
+    --set worker.tensor_parallel=2 2>&1) && fail "tensor_parallel 2 started"
+echo "$out" | grep -q "worker.tensor_parallel.*not implemented" || fail "tensor_parallel: $out"
+ok "--device and tensor_parallel are refused where they cannot apply"

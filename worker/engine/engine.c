@@ -379,31 +379,40 @@ static int size_pool(engine *e, sol_err *err) {
     size_t per_token = model_kv_bytes_per_token(e->m, c->kv_dtype);
     size_t per_block = per_token * (size_t)c->block_size;
     int64_t avail = -1;
+    size_t dev_free = 0, dev_total = 0;
+    int device = sol_mem_info(model_backend(e->m), &dev_free, &dev_total) == 0;
+    const char *what =
+        device ? "free device memory (after weights and workspace)" : "available memory";
     if (c->num_blocks == 0) {
-        avail = mem_available_bytes();
+        avail = device ? (int64_t)dev_free : mem_available_bytes();
         if (avail < 0)
             return sol_err_set(err, -EIO,
                                "cannot read MemAvailable from /proc/meminfo: set "
                                "worker.kv.num_blocks explicitly");
         double blocks = c->memory_fraction * (double)avail / (double)per_block;
+        double most = (double)INT32_MAX / c->block_size;
         /* Unlike a GPU, host memory is shared with other workers on the machine: take no more
          * than running sequences can ever fill, twice over (the second half keeps prefixes). */
         double useful = 2.0 * c->max_num_seqs * ((seq_tokens + c->block_size - 1) / c->block_size);
-        double most = (double)INT32_MAX / c->block_size;
-        if (useful < most) most = useful;
+        if (!device && useful < most) most = useful;
         c->num_blocks = (int32_t)(blocks < most ? blocks : most);
+        if (device)
+            LOG_INFO("engine",
+                     "device memory: %.1f MiB free of %.1f MiB after weights and workspace",
+                     dev_free / 1048576.0, dev_total / 1048576.0);
     }
     int64_t tokens = (int64_t)c->num_blocks * c->block_size;
     int32_t need = (seq_tokens + c->block_size - 1) / c->block_size;
     if (tokens < seq_tokens) {
         if (avail >= 0)
             return sol_err_set(err, -ENOSPC,
-                               "KV pool: %.2f of %.1f MiB available memory (worker.kv."
-                               "memory_fraction) gives %d blocks = %lld tokens at %zu bytes per "
+                               "KV pool: %.2f of %.1f MiB %s (worker.kv.memory_fraction, "
+                               "--gpu-memory-utilization) gives %d blocks = %lld tokens at %zu "
+                               "bytes per "
                                "token, less than one sequence of worker.kv.max_model_len = %d "
                                "(needs %d blocks, %.1f MiB): raise worker.kv.memory_fraction, set "
                                "worker.kv.num_blocks, or lower worker.kv.max_model_len",
-                               c->memory_fraction, avail / 1048576.0, c->num_blocks,
+                               c->memory_fraction, avail / 1048576.0, what, c->num_blocks,
                                (long long)tokens, per_token, c->max_model_len, need,
                                need * (double)per_block / 1048576.0);
         return sol_err_set(err, -ENOSPC,
@@ -443,6 +452,9 @@ static int start(engine *e, sol_err *err) {
         e->cfg.max_model_len = hp->ctx_len;
     }
     int rc;
+    /* The activations first, so a device's free memory, which the pool is sized from, already
+     * excludes them (speculation's extra logit rows are added below, once it is set up). */
+    if ((rc = model_reserve(e->m, e->cfg.max_batched_tokens, e->cfg.max_num_seqs, err))) return rc;
     if ((rc = size_pool(e, err))) return rc;
     if (!(e->kv = kv_cache_new(e->cfg.num_blocks, e->cfg.block_size, e->cfg.prefix_caching, err)))
         return err->code ? err->code : -ENOMEM;

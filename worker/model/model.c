@@ -285,8 +285,8 @@ static int bind_norm(model *m, const char *name, int64_t dim, const float **out,
     if ((rc = gguf_expect_type(m->gguf, name, GGUF_TYPE_BIT(SOL_DT_F32), err))) return rc;
     /* As a 1 x dim weight, so a device backend uploads it like the matrices (the CPU backend
      * leaves F32 where it lies). */
-    sol_weight w = {SOL_DT_F32, 1, dim, gguf_tensor_find(m->gguf, name)->data,
-                    (size_t)dim * sizeof(float), 0};
+    sol_weight w = {
+        SOL_DT_F32, 1, dim, gguf_tensor_find(m->gguf, name)->data, (size_t)dim * sizeof(float), 0};
     if ((rc = sol_weight_prepare(m->be, &w)))
         return sol_err_set(err, rc, "%s: tensor %s: %s", gguf_path(m->gguf), name, m->be->err.msg);
     *out = w.data;
@@ -475,7 +475,13 @@ int model_reserve(model *m, int max_tokens, int max_logits, sol_err *err) {
     if (!s->x || !s->xb || !s->xb2 || !s->q || !s->att || !s->k || !s->v || !s->hb || !s->hb2 ||
         !s->xl || !s->logits) {
         scratch_free(m);
-        return sol_err_set(err, -ENOMEM, "out of memory for activations of %d tokens", max_tokens);
+        return sol_err_set(err, -ENOMEM,
+                           "out of %s memory for activations of %d tokens (%.1f MiB): lower "
+                           "worker.scheduler.max_batched_tokens",
+                           sol_backend_name(be), max_tokens,
+                           (double)(n * (3 * hp->dim + 2 * hp->q_dim + 2 * kv_dim + 2 * hp->ffn) +
+                                    (size_t)max_logits * (hp->dim + hp->n_vocab)) *
+                               f / 1048576.0);
     }
     s->cap_tokens = max_tokens;
     s->cap_logits = max_logits;

@@ -315,7 +315,8 @@ static void test_print_round_trip(void **state) {
         "  model: \"models/x: y.gguf\"\n"
         "  id: w-1\n"
         "  backend: cuda\n"
-        "  tensor_parallel: 2\n"
+        "  device: 1\n"
+        "  batch_invariant: true\n"
         "  kv: {memory_fraction: 0.85, num_blocks: 1000}\n"
         "  speculative: {method: draft, draft_model: d.gguf, adaptive: true}\n"
         "  sim: {tokens_per_s: 33.3}\n");
@@ -337,7 +338,8 @@ static void test_print_round_trip(void **state) {
     assert_int_equal(back.router.routing.rules.items[1].prompt_chars_above, 10);
     assert_string_equal(back.router.routing.rules.items[0].model, "m1");
     assert_null(back.router.routing.rules.items[3].tag);
-    assert_int_equal(back.worker.tensor_parallel, 2);
+    assert_int_equal(back.worker.device, 1);
+    assert_true(back.worker.batch_invariant);
     assert_true(back.worker.speculative.adaptive);
     /* Printing one section leaves the other out. */
     char *router_only = print_to_string(&back, SOL_CONFIG_ROUTER);

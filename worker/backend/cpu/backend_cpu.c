@@ -278,8 +278,8 @@ static int cpu_embed(sol_backend *be, const sol_weight *table, const int32_t *id
 static int cpu_get_rows(sol_backend *be, const float *src, int64_t width, const int32_t *rows,
                         int n, int64_t src_rows, float *dst) {
     if (width <= 0 || n < 0)
-        return sol_err_set(&be->err, -EINVAL, "cpu get_rows: width %lld and n %d",
-                           (long long)width, n);
+        return sol_err_set(&be->err, -EINVAL, "cpu get_rows: width %lld and n %d", (long long)width,
+                           n);
     for (int i = 0; i < n; i++) {
         if (rows[i] < 0 || rows[i] >= src_rows)
             return sol_err_set(&be->err, -EINVAL, "cpu get_rows: row %d is %d, outside [0, %lld)",

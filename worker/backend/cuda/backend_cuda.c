@@ -39,7 +39,7 @@ typedef struct dev_buf { /* device scratch that grows */
 struct sol_kv {
     int n_layers, num_blocks, block_size, kv_heads, head_dim, f16;
     size_t pool_bytes;
-    void **pools;  /* host array: K of layer l at 2l, V at 2l + 1 (device pointers) */
+    void **pools;   /* host array: K of layer l at 2l, V at 2l + 1 (device pointers) */
     void **pools_d; /* the same array in device memory, for kv_copy_blocks */
     struct sol_kv *next;
 };
@@ -48,8 +48,8 @@ typedef struct cuda_backend {
     sol_backend base;
     sol_cuda_dev *dev;
     void *stream;
-    int strict;         /* refuse activations that are not device buffers */
-    int sync_each;      /* SOL_CUDA_SYNC=1: wait after every op, so an error names its op */
+    int strict;          /* refuse activations that are not device buffers */
+    int sync_each;       /* SOL_CUDA_SYNC=1: wait after every op, so an error names its op */
     int batch_invariant; /* never switch matmul kernels with n (sol_backend_opts) */
     const char *last_op;
     dev_buf qscratch, xh, wh; /* GEMV quantized activations; GEMM F16 x and weight tile */
@@ -299,8 +299,9 @@ static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, flo
     int tile = (int)(b->wh.bytes / 2 / (size_t)K);
     for (int m0 = 0; m0 < M; m0 += tile) {
         int rows = M - m0 < tile ? M - m0 : tile;
-        SOL_CUDA_FN(dequant_f16)((int)w->type, (const char *)w->data + (size_t)m0 * w->row_bytes,
-                                 w->row_bytes, rows, K, b->wh.p, b->stream);
+        SOL_CUDA_FN(dequant_f16)
+        ((int)w->type, (const char *)w->data + (size_t)m0 * w->row_bytes, w->row_bytes, rows, K,
+         b->wh.p, b->stream);
         if ((rc = SOL_CUDA_FN(dev_gemm_f16)(b->dev, b->wh.p, b->xh.p, y + m0, rows, n, K, M, why,
                                             sizeof why)))
             return fail(b, rc, "matmul", "%s", why);
@@ -319,8 +320,8 @@ static int matmul_gemv(cuda_backend *b, const sol_weight *w, const float *x, flo
                                x + (size_t)t0 * w->cols, y + (size_t)t0 * w->rows, cnt,
                                b->qscratch.p, b->stream);
         if (rc)
-            return fail(b, rc, "matmul", "%s weights, %d tokens: refused",
-                        sol_dtype_name(w->type), cnt);
+            return fail(b, rc, "matmul", "%s weights, %d tokens: refused", sol_dtype_name(w->type),
+                        cnt);
     }
     return after(b, "matmul");
 }
@@ -342,7 +343,8 @@ static int cuda_matmul(sol_backend *be, const sol_weight *w, const float *x, flo
 static int cuda_matmul_many(sol_backend *be, const sol_weight *const *ws, float *const *ys,
                             int count, const float *x, int n) {
     cuda_backend *b = cb(be);
-    if (count < 1 || !ws || !ys) return fail(b, -EINVAL, "matmul_many", "need weights, got %d", count);
+    if (count < 1 || !ws || !ys)
+        return fail(b, -EINVAL, "matmul_many", "need weights, got %d", count);
     for (int i = 0; i < count; i++) {
         int rc = check_weight(b, ws[i], "matmul_many");
         if (rc) return rc;
@@ -362,15 +364,18 @@ static int cuda_reserve(sol_backend *be, int max_tokens, int64_t max_dim) {
     if (max_tokens < 1 || max_dim < 1) return 0;
     size_t q = SOL_CUDA_FN(gemv_scratch_bytes)(SOL_CUDA_GEMV_MAX_TOKENS, (int)max_dim);
     int rc = grow(b, &b->qscratch, q, "reserve");
+    /* The GEMM's weight tile now (its size is fixed); its F16 copy of x (n x K, at most tens of
+     * MiB) on first use: max_dim may be the vocabulary, an M no x ever has as K. Both fit in
+     * the share of device memory the KV pool leaves (worker.kv.memory_fraction < 1). */
     if (!rc && !b->batch_invariant && max_tokens >= GEMM_MIN_TOKENS)
-        rc = reserve_gemm(b, max_tokens, max_dim, max_dim);
+        rc = grow(b, &b->wh, GEMM_TILE_ELEMS * 2, "reserve");
     return rc;
 }
 
 /* ---- elementwise, norm, rope, embed ---- */
 
-static int cuda_rmsnorm(sol_backend *be, const float *x, const float *w, float *out, int n,
-                        int dim, float eps) {
+static int cuda_rmsnorm(sol_backend *be, const float *x, const float *w, float *out, int n, int dim,
+                        float eps) {
     cuda_backend *b = cb(be);
     if (n < 0 || dim <= 0)
         return fail(b, -EINVAL, "rmsnorm", "expected n >= 0 and dim > 0, got %d, %d", n, dim);
@@ -402,8 +407,12 @@ static int cuda_rope(sol_backend *be, float *x, const int32_t *pos, int n, int h
     if (rc) return rc;
     const int32_t *pos_d = stage(b, pos, sizeof(int32_t) * (size_t)n, &rc);
     if (rc) return rc;
-    sol_cuda_rope_args a = {p->freq_base,      p->scaling_factor, p->low_freq_factor,
-                            p->high_freq_factor, p->freq_scale,    p->orig_ctx,
+    sol_cuda_rope_args a = {p->freq_base,
+                            p->scaling_factor,
+                            p->low_freq_factor,
+                            p->high_freq_factor,
+                            p->freq_scale,
+                            p->orig_ctx,
                             p->neox};
     SOL_CUDA_FN(rope)(x, pos_d, n, heads, head_dim, a, b->stream);
     return after(b, "rope");
@@ -533,15 +542,15 @@ static sol_kv *cuda_kv_alloc(sol_backend *be, int n_layers, int num_blocks, int 
             SOL_CUDA_FN(dev_memset)(b->dev, kv->pools[i], 0, kv->pool_bytes))
             goto oom;
     if (!(kv->pools_d = SOL_CUDA_FN(dev_malloc)(b->dev, ptrs)) ||
-        SOL_CUDA_FN(dev_copy)(b->dev, kv->pools_d, kv->pools, ptrs, SOL_CUDA_H2D) ||
-        wait_quiet(b))
+        SOL_CUDA_FN(dev_copy)(b->dev, kv->pools_d, kv->pools, ptrs, SOL_CUDA_H2D) || wait_quiet(b))
         goto oom;
     return kv;
 oom:
     cuda_kv_free(be, kv);
     fail(b, -ENOMEM, "kv_alloc", "out of device memory for %d layers x 2 pools of %.1f MiB",
-         n_layers, (double)num_blocks * block_size * n_kv_heads * head_dim *
-                       (dtype == SOL_DT_F16 ? 2 : 4) / 1048576.0);
+         n_layers,
+         (double)num_blocks * block_size * n_kv_heads * head_dim * (dtype == SOL_DT_F16 ? 2 : 4) /
+             1048576.0);
     return NULL;
 }
 
@@ -727,8 +736,8 @@ static const sol_backend_ops cuda_ops = {
 };
 
 /* Opens the device and the backend on it; `strict` as backend_cuda.h says. */
-static sol_backend *open_backend(int index, size_t mem_bytes, int strict,
-                                 const sol_backend_opts *o, sol_err *err) {
+static sol_backend *open_backend(int index, size_t mem_bytes, int strict, const sol_backend_opts *o,
+                                 sol_err *err) {
     cuda_backend *b = calloc(1, sizeof *b);
     if (!b) {
         sol_err_set(err, -ENOMEM, BE ": out of memory");
@@ -758,7 +767,7 @@ int sol_backend_cuda_emu_variants(char out[][SOL_BACKEND_VARIANT_MAX], int cap) 
     return 1;
 }
 
-/* SOL_CUDA_EMU_MEMORY_MB: the pretend device's size (tests of the KV sizing; default 2 GiB). */
+/* SOL_CUDA_EMU_MEMORY_MB: the pretend device's size (tests of the KV sizing; default 256 MiB). */
 sol_backend *sol_backend_cuda_emu_create(const char *variant, const sol_backend_opts *o,
                                          sol_err *err) {
     if (variant && *variant && strcmp(variant, "host") != 0) {

@@ -53,8 +53,9 @@ extern "C" int sol_cuda_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out
     if (!d) return -ENOMEM;
     d->index = index;
     int rc = say(cudaSetDevice(index), "cudaSetDevice", why, cap);
-    if (!rc) rc = say(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking),
-                      "cudaStreamCreate", why, cap);
+    if (!rc)
+        rc = say(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking), "cudaStreamCreate",
+                 why, cap);
     if (!rc && cublasCreate(&d->blas) != CUBLAS_STATUS_SUCCESS) {
         snprintf(why, cap, "cublasCreate failed");
         rc = -EIO;
@@ -147,8 +148,8 @@ extern "C" int sol_cuda_dev_mem_info(sol_cuda_dev *d, size_t *free_bytes, size_t
 }
 
 // cuBLAS is column-major: y^T (M x n, ld ldy) = W (M x K as K x M transposed) . x^T (K x n).
-extern "C" int sol_cuda_dev_gemm_f16(sol_cuda_dev *d, const void *w, const void *x, float *y,
-                                     int M, int n, int K, int ldy, char *why, size_t cap) {
+extern "C" int sol_cuda_dev_gemm_f16(sol_cuda_dev *d, const void *w, const void *x, float *y, int M,
+                                     int n, int K, int ldy, char *why, size_t cap) {
     const float one = 1.0f, zero = 0.0f;
     cublasStatus_t st = cublasGemmEx(d->blas, CUBLAS_OP_T, CUBLAS_OP_N, M, n, K, &one, w,
                                      CUDA_R_16F, K, x, CUDA_R_16F, K, &zero, y, CUDA_R_32F, ldy,

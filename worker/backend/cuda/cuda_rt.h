@@ -2,9 +2,9 @@
  * stream, errors, the F16 GEMM), callable from C; no CUDA header reaches C code.
  *
  * Device discovery and NCCL are real-only (cuda_rt.cu). The dev_* calls exist twice, named by
- * SOL_CUDA_FN: sol_cuda_dev_* (cuda_rt.cu: CUDA runtime + cuBLAS) and sol_emu_dev_* (cuda_rt_emu.cc:
- * host memory and a host GEMM), so the one backend source (backend_cuda.c) is the GPU backend
- * and, built with SOL_CUDA_EMU, the cuda-emu backend that CI runs. */
+ * SOL_CUDA_FN: sol_cuda_dev_* (cuda_rt.cu: CUDA runtime + cuBLAS) and sol_emu_dev_*
+ * (cuda_rt_emu.cc: host memory and a host GEMM), so the one backend source (backend_cuda.c) is the
+ * GPU backend and, built with SOL_CUDA_EMU, the cuda-emu backend that CI runs. */
 #ifndef SOL_CUDA_RT_H
 #define SOL_CUDA_RT_H
 
@@ -31,7 +31,7 @@ int sol_cuda_nccl_version(void);
 typedef struct sol_cuda_dev sol_cuda_dev;
 
 /* Opens device `index` (current on the calling thread) with a stream and a cuBLAS handle.
- * mem_bytes: the emulation's pretend device size (0: 2 GiB); ignored on a GPU. 0, or a negative
+ * mem_bytes: the emulation's pretend device size (0: 256 MiB); ignored on a GPU. 0, or a negative
  * code with the runtime's reason in why. */
 int SOL_CUDA_FN(dev_open)(int index, size_t mem_bytes, sol_cuda_dev **out, char *why, size_t cap);
 void SOL_CUDA_FN(dev_close)(sol_cuda_dev *d);
@@ -62,8 +62,8 @@ int SOL_CUDA_FN(dev_mem_info)(sol_cuda_dev *d, size_t *free_bytes, size_t *total
 
 /* y[t][m] = sum_k x[t][k] w[m][k] for t < n, m < M: w is M x K and x n x K, both F16 (IEEE half
  * bits), y float with row stride ldy; float accumulation (tensor cores on a GPU: cuBLAS). */
-int SOL_CUDA_FN(dev_gemm_f16)(sol_cuda_dev *d, const void *w, const void *x, float *y, int M,
-                              int n, int K, int ldy, char *why, size_t cap);
+int SOL_CUDA_FN(dev_gemm_f16)(sol_cuda_dev *d, const void *w, const void *x, float *y, int M, int n,
+                              int K, int ldy, char *why, size_t cap);
 
 #ifdef __cplusplus
 }

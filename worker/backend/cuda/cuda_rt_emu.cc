@@ -32,7 +32,7 @@ extern "C" int sol_emu_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out,
     }
     sol_cuda_dev *d = (sol_cuda_dev *)calloc(1, sizeof *d);
     if (!d) return -ENOMEM;
-    d->total = mem_bytes ? mem_bytes : (size_t)2 << 30;
+    d->total = mem_bytes ? mem_bytes : (size_t)256 << 20; /* small: the KV pool is memset */
     *out = d;
     return 0;
 }

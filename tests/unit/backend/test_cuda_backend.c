@@ -1,0 +1,351 @@
+/* Promise: the CUDA backend, used as a GPU must be used (activations in buf_alloc buffers that
+ * upload/download fill and read, weights through weight_prepare, index arrays from the host),
+ * computes every op as the CPU backend does, its prefill GEMM within F16 rounding, and refuses a
+ * host pointer where a device buffer belongs. CI runs it on "cuda-emu" (this very backend code
+ * on the emulated runtime); tests/gpu/run.sh runs it on a GPU with SOL_TEST_CUDA_SPEC=cuda. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "backend.h"
+#include "dtype.h"
+
+static uint64_t rng = 0x243F6A8885A308D3ull;
+
+static float rnd_f(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((double)(uint32_t)(rng >> 16) / 4294967296.0 * 2.0 - 1.0);
+}
+
+static float *rnd_vec(size_t n) {
+    float *p = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++)
+        p[i] = rnd_f();
+    return p;
+}
+
+static const char *spec(void) {
+    const char *s = getenv("SOL_TEST_CUDA_SPEC");
+    return s && *s ? s : "cuda-emu";
+}
+
+static sol_backend *open_be(const char *name, int batch_invariant) {
+    sol_err e = {0};
+    sol_backend *be =
+        sol_backend_new(name, &(sol_backend_opts){.batch_invariant = batch_invariant}, &e);
+    if (!be) fail_msg("backend %s: %s", name, e.msg);
+    return be;
+}
+
+/* A device buffer holding a copy of host (bytes), or uninitialised when host is NULL. */
+static void *put(sol_backend *be, const void *host, size_t bytes) {
+    void *d = sol_buf_alloc(be, bytes);
+    assert_non_null(d);
+    if (host) assert_int_equal(sol_upload(be, d, host, bytes), 0);
+    return d;
+}
+
+static float *get(sol_backend *be, const void *dev, size_t n) {
+    float *h = malloc(sizeof(float) * n);
+    assert_int_equal(sol_synchronize(be), 0);
+    assert_int_equal(sol_download(be, h, dev, sizeof(float) * n), 0);
+    return h;
+}
+
+static double rel_l2(const float *a, const float *b, size_t n) {
+    double e = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(b[i])) return INFINITY;
+        e += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        r += (double)b[i] * b[i];
+    }
+    return sqrt(e / (r > 0 ? r : 1));
+}
+
+static void expect_close(const char *what, const float *got, const float *want, size_t n,
+                         double tol) {
+    double d = rel_l2(got, want, n);
+    print_message("  %-34s relative L2 %.2e (limit %.0e)\n", what, d, tol);
+    if (!(d <= tol)) fail_msg("%s on %s: relative L2 %g (limit %g)", what, spec(), d, tol);
+}
+
+static const sol_dtype k_types[] = {SOL_DT_F32,  SOL_DT_F16,  SOL_DT_BF16, SOL_DT_Q8_0,
+                                    SOL_DT_Q4_0, SOL_DT_Q5_0, SOL_DT_Q5_1, SOL_DT_Q4_K,
+                                    SOL_DT_Q5_K, SOL_DT_Q6_K};
+
+/* Rows quantized from random floats (the K-quant quantizers included); Q5_0/Q5_1, which Sol
+ * does not write, as random quants under small scales. Host memory. */
+static void *make_rows(sol_dtype t, int64_t rows, int64_t cols) {
+    size_t rb = sol_dtype_row_bytes(t, cols);
+    unsigned char *w = malloc(rb * (size_t)rows);
+    if (t == SOL_DT_Q5_0 || t == SOL_DT_Q5_1) {
+        size_t bb = sol_dtype_block_bytes(t);
+        for (size_t i = 0; i < rb * (size_t)rows; i++)
+            w[i] = (unsigned char)(rnd_f() * 128.0f + 128.0f);
+        for (size_t b = 0; b < rb * (size_t)rows / bb; b++) {
+            uint16_t d = sol_fp32_to_fp16(0.01f + 0.005f * rnd_f()),
+                     m = sol_fp32_to_fp16(0.01f * rnd_f());
+            memcpy(w + b * bb, &d, 2);
+            if (t == SOL_DT_Q5_1) memcpy(w + b * bb + 2, &m, 2);
+        }
+        return w;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        float *src = rnd_vec((size_t)cols);
+        assert_int_equal(sol_quantize_row(t, src, w + (size_t)r * rb, cols), 0);
+        free(src);
+    }
+    return w;
+}
+
+/* y = x W^T in double from the dequantized rows: what the F16 GEMM approximates. */
+static void exact_matmul(sol_dtype t, const void *rows, int64_t M, int64_t K, const float *x, int n,
+                         float *y) {
+    size_t rb = sol_dtype_row_bytes(t, K);
+    float *wr = malloc(sizeof(float) * (size_t)K);
+    for (int64_t m = 0; m < M; m++) {
+        sol_dequantize_row(t, (const char *)rows + (size_t)m * rb, wr, K);
+        for (int i = 0; i < n; i++) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; k++)
+                acc += (double)wr[k] * x[(size_t)i * K + k];
+            y[(size_t)i * M + m] = (float)acc;
+        }
+    }
+    free(wr);
+}
+
+/* Matmul of one type and n on the device. GEMV sizes (n <= 16) quantize x as the CPU backend
+ * does: within 1e-5 of it. The GEMM (n > 16, not F32) rounds x and the weights to F16 and is
+ * checked against the exact product: 1e-3 (measured ~2e-4; the CPU's Q8 activations are
+ * ~4e-3 from it). */
+static void check_matmul(sol_backend *cpu, sol_backend *be, sol_dtype t, int64_t M, int64_t K,
+                         int n) {
+    void *rows = make_rows(t, M, K);
+    size_t rb = sol_dtype_row_bytes(t, K), bytes = rb * (size_t)M;
+    void *copy = malloc(bytes);
+    memcpy(copy, rows, bytes);
+    sol_weight wc = {t, M, K, rows, rb, 0}, wd = {t, M, K, copy, rb, 0};
+    float *x = rnd_vec((size_t)n * K), *want = malloc(sizeof(float) * (size_t)n * M);
+    int gemm = n > 16 && t != SOL_DT_F32;
+    if (gemm) {
+        exact_matmul(t, rows, M, K, x, n, want);
+    } else {
+        assert_int_equal(sol_weight_prepare(cpu, &wc), 0);
+        assert_int_equal(sol_matmul(cpu, &wc, x, want, n), 0);
+    }
+    assert_int_equal(sol_weight_prepare(be, &wd), 0);
+    float *xd = put(be, x, sizeof(float) * (size_t)n * K);
+    float *yd = put(be, NULL, sizeof(float) * (size_t)n * M);
+    assert_int_equal(sol_matmul(be, &wd, xd, yd, n), 0);
+    float *got = get(be, yd, (size_t)n * M);
+    char what[96];
+    snprintf(what, sizeof what, "matmul %s %lldx%lld n=%d", sol_dtype_name(t), (long long)M,
+             (long long)K, n);
+    expect_close(what, got, want, (size_t)n * M, gemm ? 1e-3 : 1e-5);
+    sol_buf_free(be, xd), sol_buf_free(be, yd);
+    free(x), free(want), free(got), free(rows), free(copy);
+}
+
+static void test_matmul(void **state) {
+    (void)state;
+    sol_backend *cpu = open_be("cpu", 0), *be = open_be(spec(), 0);
+    for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++) {
+        int64_t K = sol_dtype_block_elems(k_types[i]) == 256 ? 512 : 128;
+        check_matmul(cpu, be, k_types[i], 37, K, 1);
+        check_matmul(cpu, be, k_types[i], 37, K, 16);
+        check_matmul(cpu, be, k_types[i], 300, K, 40); /* the GEMM, several weight tiles */
+    }
+    sol_backend_free(cpu);
+    sol_backend_free(be);
+}
+
+/* rmsnorm, the activations, add, scale, rope and embed/get_rows against the CPU backend. */
+static void test_elementwise(void **state) {
+    (void)state;
+    sol_backend *cpu = open_be("cpu", 0), *be = open_be(spec(), 0);
+    enum { N = 5, D = 256, H = 4, HD = 64 };
+    float *a = rnd_vec(N * D), *b = rnd_vec(N * D), *w = rnd_vec(D), want[N * D];
+    float *ad = put(be, a, sizeof a[0] * N * D), *bd = put(be, b, sizeof b[0] * N * D);
+    float *od = put(be, NULL, sizeof(float) * N * D);
+    sol_weight wv = {SOL_DT_F32, 1, D, w, sizeof(float) * D, 0};
+    assert_int_equal(sol_weight_prepare(be, &wv), 0);
+    const float *wd = wv.data;
+    /* each op on the CPU into want, on the device into od, then compared */
+#define OP(name, cpu_call, dev_call)                                                               \
+    do {                                                                                           \
+        assert_int_equal(cpu_call, 0);                                                             \
+        assert_int_equal(dev_call, 0);                                                             \
+        float *got = get(be, od, N * D);                                                           \
+        expect_close(name, got, want, N *D, 2e-6);                                                 \
+        free(got);                                                                                 \
+    } while (0)
+    OP("rmsnorm", sol_rmsnorm(cpu, a, w, want, N, D, 1e-5f),
+       sol_rmsnorm(be, ad, wd, od, N, D, 1e-5f));
+    OP("silu_mul", sol_silu_mul(cpu, a, b, want, N * D), sol_silu_mul(be, ad, bd, od, N * D));
+    OP("gelu_mul", sol_gelu_mul(cpu, a, b, want, N * D), sol_gelu_mul(be, ad, bd, od, N * D));
+    OP("add", sol_add(cpu, a, b, want, N * D), sol_add(be, ad, bd, od, N * D));
+    OP("scale", sol_scale(cpu, a, 1.7f, want, N * D), sol_scale(be, ad, 1.7f, od, N * D));
+#undef OP
+    /* rope: llama-3 scaling, NORM then NEOX pairs, two position arrays in one step (staging
+     * must keep them apart) */
+    const int32_t pos1[N] = {0, 7, 300, 4000, 9000}, pos2[N] = {1, 2, 3, 4, 5};
+    sol_rope_params p = {500000.0f, 8.0f, 1.0f, 4.0f, 8192, 0, 0};
+    memcpy(want, a, sizeof want);
+    assert_int_equal(sol_upload(be, od, a, sizeof want), 0);
+    for (int pass = 0; pass < 2; pass++) {
+        p.neox = pass;
+        assert_int_equal(sol_rope(cpu, want, pos1, N, H, HD, &p), 0);
+        assert_int_equal(sol_rope(cpu, want, pos2, N, H, HD, &p), 0);
+        assert_int_equal(sol_rope(be, od, pos1, N, H, HD, &p), 0);
+        assert_int_equal(sol_rope(be, od, pos2, N, H, HD, &p), 0);
+    }
+    float *got = get(be, od, N * D);
+    expect_close("rope", got, want, N * D, 1e-5);
+    free(got);
+    /* embed, then get_rows of the embedded rows */
+    const int32_t ids[N] = {36, 0, 5, 5, 20}, rows[3] = {4, 0, 2};
+    void *tbl = make_rows(SOL_DT_Q4_K, 37, D),
+         *tbl2 = malloc(sol_dtype_row_bytes(SOL_DT_Q4_K, D) * 37);
+    memcpy(tbl2, tbl, sol_dtype_row_bytes(SOL_DT_Q4_K, D) * 37);
+    sol_weight tc = {SOL_DT_Q4_K, 37, D, tbl, sol_dtype_row_bytes(SOL_DT_Q4_K, D), 0}, td = tc;
+    td.data = tbl2;
+    assert_int_equal(sol_weight_prepare(be, &td), 0);
+    assert_int_equal(sol_embed(cpu, &tc, ids, N, want), 0);
+    assert_int_equal(sol_embed(be, &td, ids, N, od), 0);
+    got = get(be, od, N * D);
+    expect_close("embed", got, want, N * D, 0);
+    free(got);
+    float rows_want[3 * D];
+    assert_int_equal(sol_get_rows(cpu, want, D, rows, 3, N, rows_want), 0);
+    assert_int_equal(sol_get_rows(be, od, D, rows, 3, N, ad), 0);
+    got = get(be, ad, 3 * D);
+    expect_close("get_rows", got, rows_want, 3 * D, 0);
+    free(got);
+    const int32_t bad_row = N;
+    assert_int_equal(sol_get_rows(be, od, D, &bad_row, 1, N, ad), -EINVAL);
+    assert_non_null(strstr(be->err.msg, "outside"));
+    sol_buf_free(be, ad), sol_buf_free(be, bd), sol_buf_free(be, od);
+    free(a), free(b), free(w), free(tbl), free(tbl2);
+    sol_backend_free(cpu);
+    sol_backend_free(be);
+}
+
+/* KV writes, a copy-on-write block copy and paged attention (GQA, a sliding window) through
+ * block tables, against the CPU backend. */
+static void test_attention(void **state) {
+    (void)state;
+    sol_backend *cpu = open_be("cpu", 0), *be = open_be(spec(), 0);
+    enum { L = 2, BLOCKS = 12, BS = 4, KVH = 2, H = 4, HD = 64, CTX = 19 };
+    sol_kv *kc = sol_kv_alloc(cpu, L, BLOCKS, BS, KVH, HD, SOL_DT_F16);
+    sol_kv *kd = sol_kv_alloc(be, L, BLOCKS, BS, KVH, HD, SOL_DT_F16);
+    assert_non_null(kc);
+    assert_non_null(kd);
+    const int32_t table[5] = {7, 2, 9, 0, 4};
+    int32_t slots[CTX];
+    for (int t = 0; t < CTX; t++)
+        slots[t] = table[t / BS] * BS + t % BS;
+    float *k = rnd_vec(CTX * KVH * HD), *v = rnd_vec(CTX * KVH * HD);
+    float *kdv = put(be, k, sizeof(float) * CTX * KVH * HD);
+    float *vdv = put(be, v, sizeof(float) * CTX * KVH * HD);
+    for (int l = 0; l < L; l++) {
+        assert_int_equal(sol_kv_write(cpu, kc, l, k, v, slots, CTX), 0);
+        assert_int_equal(sol_kv_write(be, kd, l, kdv, vdv, slots, CTX), 0);
+    }
+    /* fork block 9 into 11 and let the last sequence read the copy */
+    const int32_t src = 9, dst = 11, forked[5] = {7, 2, 11, 0, 4};
+    assert_int_equal(sol_kv_copy_blocks(cpu, kc, &src, &dst, 1), 0);
+    assert_int_equal(sol_kv_copy_blocks(be, kd, &src, &dst, 1), 0);
+    enum { N = 3 };
+    sol_attn_seq seqs[N] = {{table, 1}, {table, 11}, {forked, CTX}};
+    float *q = rnd_vec(N * H * HD), want[N * H * HD];
+    float *qd = put(be, q, sizeof(float) * N * H * HD), *od = put(be, NULL, sizeof want);
+    for (int window = 0; window <= 6; window += 6) {
+        assert_int_equal(
+            sol_paged_attention_swa(cpu, kc, 1, q, want, N, H, KVH, HD, 0.125f, window, seqs), 0);
+        assert_int_equal(
+            sol_paged_attention_swa(be, kd, 1, qd, od, N, H, KVH, HD, 0.125f, window, seqs), 0);
+        float *got = get(be, od, N * H * HD);
+        expect_close(window ? "paged_attention window 6" : "paged_attention", got, want, N * H * HD,
+                     1e-5);
+        free(got);
+    }
+    sol_buf_free(be, kdv), sol_buf_free(be, vdv), sol_buf_free(be, qd), sol_buf_free(be, od);
+    free(k), free(v), free(q);
+    sol_kv_free(cpu, kc);
+    sol_kv_free(be, kd); /* the other cache stays for sol_backend_free to release */
+    assert_non_null(sol_kv_alloc(be, 1, 2, 4, 1, 8, SOL_DT_F32));
+    sol_backend_free(cpu);
+    sol_backend_free(be);
+}
+
+/* The GPU's rules: a host pointer where a device buffer belongs, or a weight that skipped
+ * weight_prepare, is refused with its name (only the emulation can tell; a GPU faults). */
+static void test_host_pointers_refused(void **state) {
+    (void)state;
+    if (strncmp(spec(), "cuda-emu", 8) != 0) skip();
+    sol_backend *be = open_be("cuda-emu", 0);
+    float host[64] = {0}, w[64] = {0};
+    float *d = put(be, host, sizeof host);
+    assert_int_equal(sol_rmsnorm(be, host, d, d, 1, 64, 1e-5f), -EFAULT);
+    assert_non_null(strstr(be->err.msg, "x (256 bytes) is not inside a device buffer"));
+    assert_int_equal(sol_add(be, d, d, host, 64), -EFAULT);
+    assert_non_null(strstr(be->err.msg, "out"));
+    sol_weight raw = {SOL_DT_F32, 2, 32, w, 128, 0};
+    assert_int_equal(sol_matmul(be, &raw, d, d, 1), -EFAULT);
+    assert_non_null(strstr(be->err.msg, "weight"));
+    /* a buffer too small for the shape is caught as well (it would read past the end) */
+    assert_int_equal(sol_silu_mul(be, d, d, d, 65), -EFAULT);
+    sol_buf_free(be, d);
+    sol_backend_free(be);
+    /* the "host" variant, which the op tests use with host arrays, accepts them */
+    be = open_be("cuda-emu:host", 0);
+    assert_int_equal(sol_add(be, host, host, host, 64), 0);
+    sol_backend_free(be);
+}
+
+/* Device memory is reported and runs out with a message, not a crash; the pretend device's size
+ * comes from SOL_CUDA_EMU_MEMORY_MB. */
+static void test_memory(void **state) {
+    (void)state;
+    if (strncmp(spec(), "cuda-emu", 8) != 0) skip();
+    setenv("SOL_CUDA_EMU_MEMORY_MB", "8", 1);
+    sol_backend *be = open_be("cuda-emu", 0);
+    size_t free0 = 0, total = 0, free1 = 0;
+    assert_int_equal(sol_mem_info(be, &free0, &total), 0);
+    assert_int_equal(total, (size_t)8 << 20);
+    void *p = sol_buf_alloc(be, 1 << 20);
+    assert_non_null(p);
+    assert_int_equal(sol_mem_info(be, &free1, &total), 0);
+    assert_int_equal(free0 - free1, 1 << 20);
+    assert_null(sol_buf_alloc(be, 16 << 20));
+    assert_non_null(strstr(be->err.msg, "out of device memory"));
+    assert_null(sol_kv_alloc(be, 4, 1024, 16, 8, 64, SOL_DT_F16));
+    assert_non_null(strstr(be->err.msg, "kv_alloc"));
+    sol_buf_free(be, p);
+    sol_backend_free(be);
+    setenv("SOL_CUDA_EMU_MEMORY_MB", "lots", 1);
+    sol_err e = {0};
+    assert_null(sol_backend_new("cuda-emu", NULL, &e));
+    assert_non_null(strstr(e.msg, "SOL_CUDA_EMU_MEMORY_MB=lots"));
+    unsetenv("SOL_CUDA_EMU_MEMORY_MB");
+    sol_backend *cpu = open_be("cpu", 0);
+    assert_int_equal(sol_mem_info(cpu, &free0, &total), -ENOTSUP);
+    sol_backend_free(cpu);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul),    cmocka_unit_test(test_elementwise),
+        cmocka_unit_test(test_attention), cmocka_unit_test(test_host_pointers_refused),
+        cmocka_unit_test(test_memory),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
