@@ -286,6 +286,57 @@ static void test_attention(void **state) {
     sol_backend_free(be);
 }
 
+/* Long windows are split along the context (flash-decoding): still the CPU's result, and a
+ * token's bits are the same alone as in any batch (its split count follows its own context), also
+ * past the 64-token groups the split scratch is used in. */
+static void test_long_context_attention(void **state) {
+    (void)state;
+    sol_backend *cpu = open_be("cpu", 0), *be = open_be(spec(), 0);
+    enum { BLOCKS = 80, BS = 16, KVH = 1, H = 2, HD = 32, CTX = 1100, N = 67 };
+    sol_kv *kc = sol_kv_alloc(cpu, 1, BLOCKS, BS, KVH, HD, SOL_DT_F32);
+    sol_kv *kd = sol_kv_alloc(be, 1, BLOCKS, BS, KVH, HD, SOL_DT_F32);
+    int32_t table[BLOCKS], slots[CTX];
+    for (int i = 0; i < BLOCKS; i++)
+        table[i] = (i * 37) % BLOCKS; /* a permutation: 37 and 80 are coprime */
+    for (int p = 0; p < CTX; p++)
+        slots[p] = table[p / BS] * BS + p % BS;
+    float *k = rnd_vec(CTX * HD), *v = rnd_vec(CTX * HD);
+    float *kdv = put(be, k, sizeof(float) * CTX * HD), *vdv = put(be, v, sizeof(float) * CTX * HD);
+    assert_int_equal(sol_kv_write(cpu, kc, 0, k, v, slots, CTX), 0);
+    assert_int_equal(sol_kv_write(be, kd, 0, kdv, vdv, slots, CTX), 0);
+    sol_attn_seq seqs[N];
+    for (int t = 0; t < N; t++) /* 1100 (5 splits), then short and medium windows */
+        seqs[t] = (sol_attn_seq){table, t == 0 ? CTX : t % 3 == 0 ? 300 + t : 1 + t};
+    float *q = rnd_vec(N * H * HD), *want = malloc(sizeof(float) * N * H * HD);
+    float *qd = put(be, q, sizeof(float) * N * H * HD);
+    float *od = put(be, NULL, sizeof(float) * N * H * HD);
+    for (int window = 0; window <= 700; window += 700) {
+        assert_int_equal(
+            sol_paged_attention_swa(cpu, kc, 0, q, want, N, H, KVH, HD, 0.17f, window, seqs), 0);
+        assert_int_equal(
+            sol_paged_attention_swa(be, kd, 0, qd, od, N, H, KVH, HD, 0.17f, window, seqs), 0);
+        float *batch = get(be, od, N * H * HD);
+        expect_close(window ? "split attention, window 700" : "split attention", batch, want,
+                     N * H * HD, 1e-5);
+        for (int t = 0; t < N; t += 11) {
+            assert_int_equal(sol_paged_attention_swa(be, kd, 0, qd + t * H * HD, od, 1, H, KVH, HD,
+                                                     0.17f, window, seqs + t),
+                             0);
+            float *alone = get(be, od, H * HD);
+            if (memcmp(alone, batch + t * H * HD, sizeof(float) * H * HD))
+                fail_msg("token %d (context %d, window %d) alone differs from its batch row", t,
+                         seqs[t].n_ctx, window);
+            free(alone);
+        }
+        free(batch);
+    }
+    sol_buf_free(be, kdv), sol_buf_free(be, vdv), sol_buf_free(be, qd), sol_buf_free(be, od);
+    free(k), free(v), free(q), free(want);
+    sol_kv_free(cpu, kc);
+    sol_backend_free(cpu);
+    sol_backend_free(be);
+}
+
 /* The GPU's rules: a host pointer where a device buffer belongs, or a weight that skipped
  * weight_prepare, is refused with its name (only the emulation can tell; a GPU faults). */
 static void test_host_pointers_refused(void **state) {
@@ -344,7 +395,8 @@ static void test_memory(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul),    cmocka_unit_test(test_elementwise),
-        cmocka_unit_test(test_attention), cmocka_unit_test(test_host_pointers_refused),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_long_context_attention), cmocka_unit_test(test_host_pointers_refused),
         cmocka_unit_test(test_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -249,7 +249,7 @@ static void test_kv_and_attention(void **state) {
                                                  HD, 0.125f, window, per),
                          0);
         sol_emu_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), N, HEADS, KVH,
-                                HD, 0.125f, window, &flat[0][0], MAXB, n_ctx, nullptr);
+                                HD, 0.125f, window, &flat[0][0], MAXB, n_ctx, 37, nullptr, nullptr);
         double e = rel_err(got.data(), want.data(), N * HEADS * HD);
         if (!(e < 1e-5)) fail_msg("attention window %d: %g", window, e);
     }
@@ -263,7 +263,7 @@ static void test_kv_and_attention(void **state) {
     assert_int_equal(
         sol_paged_attention(be, kv, 0, q.data(), want.data(), 1, HEADS, KVH, HD, 0.125f, per), 0);
     sol_emu_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), 1, HEADS, KVH, HD,
-                            0.125f, 0, &flat[0][0], MAXB, n_ctx, nullptr);
+                            0.125f, 0, &flat[0][0], MAXB, n_ctx, 37, nullptr, nullptr);
     assert_true(rel_err(got.data(), want.data(), HEADS * HD) < 1e-5);
     sol_backend_free(be);
 }

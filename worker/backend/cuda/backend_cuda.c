@@ -24,7 +24,7 @@
 #endif
 
 /* Tokens from which matmul takes the F16 GEMM (prefill) instead of Sol's GEMV kernels. */
-enum { GEMM_MIN_TOKENS = SOL_CUDA_GEMV_MAX_TOKENS + 1, STAGE_RECENT = 8 };
+enum { GEMM_MIN_TOKENS = SOL_CUDA_GEMV_MAX_TOKENS + 1, STAGE_RECENT = 8, ATT_GROUP = 64 };
 
 typedef struct upload {
     void *dev;
@@ -53,6 +53,7 @@ typedef struct cuda_backend {
     int batch_invariant; /* never switch matmul kernels with n (sol_backend_opts) */
     const char *last_op;
     dev_buf qscratch, xh, wh; /* GEMV quantized activations; GEMM F16 x and weight tile */
+    dev_buf att_ws;           /* split attention's partial states */
     /* Staging: host index arrays go up through one pinned buffer, each array once per step
      * (a copy whose bytes equal a recent one is reused: positions serve every layer's rope). */
     unsigned char *stage_h, *stage_d;
@@ -622,6 +623,36 @@ static int check_attention(cuda_backend *b, const sol_kv *kv, int layer, int n, 
     return 0;
 }
 
+/* Long windows are split along the context (flash-decoding) through the ws scratch, in groups
+ * of ATT_GROUP tokens so that the scratch stays a few MiB; a token's bits do not depend on the
+ * grouping (k_attention.cu). */
+static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float *out, int n,
+                  int heads, int head_dim, float scale, int window, const int32_t *tables,
+                  int stride, const sol_attn_seq *seq) {
+    int max_len = 1, rc;
+    for (int t = 0; t < n; t++) {
+        int len = window > 0 && seq[t].n_ctx > window ? window : seq[t].n_ctx;
+        max_len = len > max_len ? len : max_len;
+    }
+    int group = max_len > SOL_CUDA_ATT_SPLIT_MIN ? ATT_GROUP : n;
+    float *ws = NULL;
+    if (group < n || max_len > SOL_CUDA_ATT_SPLIT_MIN) {
+        size_t floats = SOL_CUDA_FN(attention_ws_floats)(group, heads, head_dim);
+        if ((rc = grow(b, &b->att_ws, floats * sizeof(float), "paged_attention"))) return rc;
+        ws = b->att_ws.p;
+    }
+    size_t qrow = (size_t)heads * head_dim;
+    const int32_t *ctx = tables + (size_t)n * stride;
+    for (int t0 = 0; t0 < n; t0 += group) {
+        int cnt = n - t0 < group ? n - t0 : group;
+        SOL_CUDA_FN(paged_attention)
+        (kv->pools[2 * layer], kv->pools[2 * layer + 1], kv->f16, kv->block_size, q + t0 * qrow,
+         out + t0 * qrow, cnt, heads, kv->kv_heads, head_dim, scale, window,
+         tables + (size_t)t0 * stride, stride, ctx + t0, max_len, ws, b->stream);
+    }
+    return after(b, "paged_attention");
+}
+
 /* The block tables go up as one n x stride array followed by the n contexts: one staged copy
  * per step, since every layer's call carries the same bytes. */
 static int cuda_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out,
@@ -657,10 +688,7 @@ static int cuda_paged_attention(sol_backend *be, sol_kv *kv, int layer, const fl
     }
     const int32_t *d = stage(b, b->tables, sizeof(int32_t) * need, &rc);
     if (rc) return rc;
-    SOL_CUDA_FN(paged_attention)
-    (kv->pools[2 * layer], kv->pools[2 * layer + 1], kv->f16, kv->block_size, q, out, n, heads,
-     kv_heads, head_dim, scale, window, d, stride, d + (size_t)n * stride, b->stream);
-    return after(b, "paged_attention");
+    return attend(b, kv, layer, q, out, n, heads, head_dim, scale, window, d, stride, seq);
 }
 
 /* ---- the rest ---- */
@@ -695,8 +723,8 @@ static void cuda_free(sol_backend *be) {
         cuda_kv_free(be, b->kvs);
     for (int i = 0; i < b->n_ups; i++)
         SOL_CUDA_FN(dev_free)(b->dev, b->ups[i].dev);
-    dev_buf *bufs[] = {&b->qscratch, &b->xh, &b->wh};
-    for (int i = 0; i < 3; i++)
+    dev_buf *bufs[] = {&b->qscratch, &b->xh, &b->wh, &b->att_ws};
+    for (int i = 0; i < 4; i++)
         SOL_CUDA_FN(dev_free)(b->dev, bufs[i]->p);
     SOL_CUDA_FN(dev_free)(b->dev, b->stage_d);
     SOL_CUDA_FN(dev_host_free)(b->dev, b->stage_h);
