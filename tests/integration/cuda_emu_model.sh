@@ -5,6 +5,7 @@
 # prompt position's logits within 1e-3 relative L2 (the kernels sum in other orders). A 40-token
 # prompt takes the prefill GEMM (x and weights in F16 instead of the CPU's Q8 activations): its
 # logits within 2e-2. The emulation runs a fiber per GPU thread: small models only.
+# SOL_TEST_CUDA_SPEC=cuda runs the same comparisons on a GPU (tests/gpu/run.sh).
 set -euo pipefail
 B=${SOL_BUILD:?}; S=${SOL_SOURCE:?}
 . "$S/tests/peer/compare.sh"
@@ -15,17 +16,18 @@ P=1,15,27,300,42,7,99
 "$B/tools/sol-mkmodel" -o "$work/qwen3.gguf" --arch qwen3 --dim 256 --heads 4 --kv-heads 2 \
   --head-dim 64 --ffn 512 --layers 2 --vocab 600 --ctx 128 --seed 5 --type f16 >/dev/null 2>&1
 "$B/tools/sol-quantize" "$work/qwen3.gguf" "$work/q4k.gguf" --type q4_k_m --quiet 2>/dev/null
+DEV=${SOL_TEST_CUDA_SPEC:-cuda-emu}
 fail=0
 for m in f32 q8 q4k; do
-  for be in cpu cuda-emu; do
+  for be in cpu "$DEV"; do
     th=(); [ "$be" = cpu ] && th=(--threads 1) # cuda-emu refuses --threads: it has none
     "$B/tools/sol-generate" -m "$work/$m.gguf" --backend "$be" --prompt-tokens "$P" -n 24 --temp 0 \
       --tokens "${th[@]}" --logits "$work/$m.$be.json" >"$work/$m.$be.ids" 2>"$work/err" ||
       { echo "FAIL $m on $be: $(tail -3 "$work/err")"; exit 1; }
   done
-  ids=$(same_prefix "$work/$m.cuda-emu.ids" "$work/$m.cpu.ids")
-  rel=$(relL2 "$work/$m.cuda-emu.json" "$work/$m.cpu.json")
-  line="$m: cuda-emu $ids/24 ids of the CPU's, logits $rel apart (limit 1e-3)"
+  ids=$(same_prefix "$work/$m.$DEV.ids" "$work/$m.cpu.ids")
+  rel=$(relL2 "$work/$m.$DEV.json" "$work/$m.cpu.json")
+  line="$m: $DEV $ids/24 ids of the CPU's, logits $rel apart (limit 1e-3)"
   if ! within "$rel" 1e-3 || { [ "$m" = f32 ] && [ "$ids" -lt 24 ]; }; then
     echo "FAIL $line"; fail=1
   else
@@ -35,14 +37,21 @@ done
 # The prefill GEMM: prompts of more than 16 tokens.
 L=$(seq -s, 3 3 120)
 for m in q8 q4k; do
-  for be in cpu cuda-emu; do
+  for be in cpu "$DEV"; do
     th=(); [ "$be" = cpu ] && th=(--threads 1)
     "$B/tools/sol-generate" -m "$work/$m.gguf" --backend "$be" --prompt-tokens "$L" -n 1 --temp 0 \
       --tokens "${th[@]}" --logits "$work/$m.long.$be.json" >/dev/null 2>"$work/err" ||
       { echo "FAIL long prompt $m on $be: $(tail -3 "$work/err")"; exit 1; }
   done
-  rel=$(relL2 "$work/$m.long.cuda-emu.json" "$work/$m.long.cpu.json")
+  rel=$(relL2 "$work/$m.long.$DEV.json" "$work/$m.long.cpu.json")
   line="$m, 40-token prompt (GEMM): logits $rel apart (limit 2e-2)"
   if within "$rel" 2e-2; then echo "ok   $line"; else echo "FAIL $line"; fail=1; fi
 done
+# The benchmark GPU runs use works on the backend (no timing is checked).
+"$B/bench/bench_decode" -m "$work/q4k.gguf" --backend "$DEV" --batch 1,3 --ctx 8 --steps 1 \
+  --prefill 20 --measure-membw 1 >"$work/bench" 2>&1 ||
+  { echo "FAIL bench_decode on $DEV: $(tail -3 "$work/bench")"; exit 1; }
+grep -q "decode batch   3" "$work/bench" && grep -q "prefill 20 tokens" "$work/bench" ||
+  { echo "FAIL bench_decode printed: $(cat "$work/bench")"; exit 1; }
+echo "ok   bench_decode runs on $DEV"
 exit $fail

@@ -1,0 +1,243 @@
+/* bench_decode: decode and prefill throughput of one model on one backend, at several batch
+ * sizes, through model_forward as the engine drives it (paged KV, one token per sequence per
+ * step). tests/gpu/run.sh prints its figures for a GPU; it runs on any backend.
+ *
+ *   bench_decode -m MODEL.gguf [--backend SPEC] [--batch 1,8,64] [--ctx 128] [--steps 32]
+ *                [--prefill 512] [--membw GB/s | --measure-membw MiB] [--batch-invariant]
+ *
+ * Decode at batch B: B sequences holding --ctx tokens each (written once, untimed), then --steps
+ * timed steps of B tokens. Prefill: one --prefill-token prompt in one forward pass. With
+ * --membw, each decode line also gives the weight-streaming roofline: weight bytes per step /
+ * bandwidth, and the share of it reached; --measure-membw measures that bandwidth first with a
+ * device-to-device copy of a MiB-sized buffer through the backend (get_rows of one wide row):
+ * bytes read + bytes written per second. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "gguf.h"
+#include "model.h"
+
+typedef struct opts {
+    const char *model, *backend;
+    int batches[16], n_batches, ctx, steps, prefill, batch_invariant;
+    double membw; /* GB/s, 0 = not given */
+    int measure_mib;
+} opts;
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: bench_decode -m MODEL.gguf [--backend SPEC] [--batch 1,8,64] [--ctx N]\n"
+            "                    [--steps N] [--prefill N] [--membw GB/s | --measure-membw MiB]\n"
+            "                    [--batch-invariant]\n"
+            "Decode tok/s at each batch size (sequences of --ctx tokens, --steps timed steps)\n"
+            "and prefill tok/s of one --prefill-token prompt, through model_forward.\n"
+            "defaults: --backend cpu --batch 1,8,64 --ctx 128 --steps 32 --prefill 512\n");
+}
+
+static int parse_batches(opts *o, const char *s) {
+    o->n_batches = 0;
+    for (char *end; *s && o->n_batches < 16; s = *end ? end + 1 : end) {
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1 || v > 4096 || (*end && *end != ',')) return -1;
+        o->batches[o->n_batches++] = (int)v;
+    }
+    return o->n_batches ? 0 : -1;
+}
+
+static int parse(int argc, char **argv, opts *o) {
+    *o = (opts){.backend = "cpu",
+                .batches = {1, 8, 64},
+                .n_batches = 3,
+                .ctx = 128,
+                .steps = 32,
+                .prefill = 512};
+    static const struct option lo[] = {{"model", 1, 0, 'm'},
+                                       {"backend", 1, 0, 'b'},
+                                       {"batch", 1, 0, 'B'},
+                                       {"ctx", 1, 0, 'c'},
+                                       {"steps", 1, 0, 's'},
+                                       {"prefill", 1, 0, 'p'},
+                                       {"membw", 1, 0, 'w'},
+                                       {"measure-membw", 1, 0, 'M'},
+                                       {"batch-invariant", 0, 0, 'i'},
+                                       {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "m:h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            o->model = optarg;
+            break;
+        case 'b':
+            o->backend = optarg;
+            break;
+        case 'B':
+            if (parse_batches(o, optarg))
+                return fprintf(stderr, "--batch %s: expected N,N,...\n", optarg), 2;
+            break;
+        case 'c':
+            o->ctx = atoi(optarg);
+            break;
+        case 's':
+            o->steps = atoi(optarg);
+            break;
+        case 'p':
+            o->prefill = atoi(optarg);
+            break;
+        case 'w':
+            o->membw = atof(optarg);
+            break;
+        case 'M':
+            o->measure_mib = atoi(optarg);
+            break;
+        case 'i':
+            o->batch_invariant = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) return fprintf(stderr, "unexpected argument %s\n", argv[optind]), 2;
+    if (!o->model) return usage(stderr), 2;
+    if (o->ctx < 1 || o->steps < 1 || o->prefill < 0)
+        return fprintf(stderr, "--ctx and --steps must be positive, --prefill >= 0\n"), 2;
+    return -1;
+}
+
+/* Runs n tokens: token t of sequence s (t_per_seq tokens each, starting at position p0) reads
+ * blocks s * bps ... of its sequence. Logits for the last token of each sequence. */
+static int step(model *m, sol_kv *kv, int seqs, int t_per_seq, int p0, int bs, int bps,
+                int32_t *tables, float *logits, sol_err *err) {
+    int n = seqs * t_per_seq;
+    int32_t *buf = malloc(sizeof(int32_t) * (size_t)n * 3 + sizeof(int32_t) * (size_t)seqs);
+    sol_attn_seq *attn = malloc(sizeof *attn * (size_t)n);
+    if (!buf || !attn) return free(buf), free(attn), -ENOMEM;
+    int32_t *tok = buf, *pos = buf + n, *slot = buf + 2 * n, *rows = buf + 3 * n;
+    for (int s = 0; s < seqs; s++) {
+        for (int i = 0; i < t_per_seq; i++) {
+            int t = s * t_per_seq + i, p = p0 + i;
+            tok[t] = (s * 31 + p * 7) % 97 + 3;
+            pos[t] = p;
+            slot[t] = tables[s * bps + p / bs] * bs + p % bs;
+            attn[t] = (sol_attn_seq){tables + s * bps, p + 1};
+        }
+        rows[s] = s * t_per_seq + t_per_seq - 1;
+    }
+    model_batch b = {n, tok, pos, slot, attn, seqs, rows};
+    int rc = model_forward(m, kv, &b, logits, err);
+    free(buf), free(attn);
+    return rc;
+}
+
+/* Copy bandwidth of the backend's memory: one buffer copied into another, 10 times. */
+static double measure_membw(sol_backend *be, int mib) {
+    size_t bytes = (size_t)mib << 20;
+    float *a = sol_buf_alloc(be, bytes), *b = sol_buf_alloc(be, bytes);
+    const int32_t row0 = 0;
+    double gbs = 0;
+    if (a && b && sol_get_rows(be, a, (int64_t)(bytes / 4), &row0, 1, 1, b) == 0 &&
+        sol_synchronize(be) == 0) {
+        double t0 = now_s();
+        for (int i = 0; i < 10; i++)
+            sol_get_rows(be, i % 2 ? b : a, (int64_t)(bytes / 4), &row0, 1, 1, i % 2 ? a : b);
+        sol_synchronize(be);
+        gbs = 2.0 * 10 * (double)bytes / (now_s() - t0) / 1e9;
+    }
+    sol_buf_free(be, a);
+    sol_buf_free(be, b);
+    return gbs;
+}
+
+static int run(const opts *o) {
+    sol_err err = {0};
+    sol_backend *be = sol_backend_new(
+        o->backend, &(sol_backend_opts){.batch_invariant = o->batch_invariant}, &err);
+    if (!be) return fprintf(stderr, "bench_decode: %s\n", err.msg), 1;
+    double membw = o->membw;
+    if (o->measure_mib > 0) {
+        membw = measure_membw(be, o->measure_mib);
+        printf("memory bandwidth (copy of %d MiB, read + write): %.1f GB/s\n", o->measure_mib,
+               membw);
+    }
+    fprintf(stderr, "loading %s on %s...\n", o->model, o->backend);
+    model *m = model_load(o->model, 0, be, &err);
+    if (!m) return fprintf(stderr, "bench_decode: %s\n", err.msg), sol_backend_free(be), 1;
+    const model_hparams *hp = model_get_hparams(m);
+    char desc[256];
+    model_describe(m, desc, sizeof desc);
+    double wbytes = 0;
+    const gguf_file *g = model_gguf(m);
+    /* what a decode step streams: every tensor, less token_embd when the head has its own
+     * (then only B embedding rows are read) */
+    int untied = gguf_tensor_find(g, "output.weight") != NULL;
+    for (int i = 0; i < gguf_n_tensors(g); i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        if (!(untied && strcmp(t->name, "token_embd.weight") == 0)) wbytes += (double)t->nbytes;
+    }
+    printf("model: %s (%.1f MiB of weights per step), backend %s\n", desc, wbytes / 1048576.0,
+           o->backend);
+    int maxb = 1, rc = 0, bs = 16;
+    for (int i = 0; i < o->n_batches; i++)
+        maxb = o->batches[i] > maxb ? o->batches[i] : maxb;
+    int need = o->ctx + o->steps, bps = (need + bs - 1) / bs;
+    int pbps = (o->prefill + bs - 1) / bs, blocks = maxb * bps > pbps ? maxb * bps : pbps;
+    sol_kv *kv = model_kv_new(m, blocks, bs, SOL_DT_F16, &err);
+    int32_t *tables = malloc(sizeof(int32_t) * (size_t)blocks);
+    float *logits = malloc(sizeof(float) * (size_t)hp->n_vocab * (size_t)maxb);
+    if (!kv || !tables || !logits) {
+        fprintf(stderr, "bench_decode: %s\n", kv ? "out of memory" : err.msg);
+        rc = 1;
+        goto out;
+    }
+    for (int i = 0; i < blocks; i++)
+        tables[i] = i;
+    for (int i = 0; i < o->n_batches && !rc; i++) {
+        int B = o->batches[i];
+        if ((rc = step(m, kv, B, o->ctx, 0, bs, bps, tables, logits, &err))) break;
+        double t0 = now_s();
+        for (int s = 0; s < o->steps && !rc; s++)
+            rc = step(m, kv, B, 1, o->ctx + s, bs, bps, tables, logits, &err);
+        double dt = now_s() - t0, tps = (double)B * o->steps / dt;
+        printf("decode batch %3d, context %d: %9.1f tok/s (%.2f ms per step)", B, o->ctx, tps,
+               dt * 1e3 / o->steps);
+        if (membw > 0)
+            printf(", %5.1f%% of the %.0f GB/s weight roofline",
+                   100.0 * (wbytes / (membw * 1e9)) / (dt / o->steps), membw);
+        printf("\n");
+        fflush(stdout);
+    }
+    if (!rc && o->prefill > 0) {
+        double t0 = now_s();
+        rc = step(m, kv, 1, o->prefill, 0, bs, pbps, tables, logits, &err);
+        double dt = now_s() - t0;
+        printf("prefill %d tokens: %.1f tok/s (%.1f ms)\n", o->prefill, o->prefill / dt, dt * 1e3);
+    }
+    if (rc) fprintf(stderr, "bench_decode: %s\n", err.msg);
+out:
+    free(tables), free(logits);
+    model_kv_free(m, kv);
+    model_free(m);
+    sol_backend_free(be);
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+    opts o;
+    int rc = parse(argc, argv, &o);
+    return rc >= 0 ? rc : run(&o);
+}
