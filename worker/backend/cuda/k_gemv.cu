@@ -1,5 +1,6 @@
-/* k_gemv: matmul for decode and verify sizes (n <= 16 tokens), a warp per output row. Float
- * weights: each lane takes every 32nd element, fused multiply-adds, a warp sum per token.
+/* k_gemv: matmul for decode and verify sizes (n <= 16 tokens), a warp per output row. F16/BF16
+ * weights: each lane takes 8 consecutive elements per 128-bit load, every 256th group; F32 (and
+ * unaligned rows): every 32nd element; fused multiply-adds, a warp sum per token.
  * Q8_0/Q4_0: x is first quantized to Q8_0 exactly as the CPU backend does; each lane takes every
  * 32nd block and its integer dot, scaled by the two block scales. */
 #include <errno.h>
@@ -49,6 +50,43 @@ static __global__ void k_gemv_float(int type, const unsigned char *w, size_t row
         float wv = sol_dequant_elem(type, wr, k);
         for (int t = 0; t < n; t++)
             acc[t] = fmaf(wv, x[(size_t)t * K + k], acc[t]);
+    }
+    gemv_store(acc, n, y, rows, row, lane);
+}
+
+/* 16 bytes from a 16-byte aligned address: one 128-bit load on the GPU. */
+__device__ __forceinline__ void load16(void *dst, const void *src) {
+#ifdef __CUDACC__
+    *(uint4 *)dst = __ldg((const uint4 *)src);
+#else
+    memcpy(dst, src, 16);
+#endif
+}
+
+/* F16/BF16 rows with 128-bit loads: lane l takes elements 8(l + 32i) .. +7 of the row and of
+ * each token's x (two 128-bit loads of floats), converted in registers. Needs K % 8 == 0 and
+ * 16-byte aligned rows and x (the launcher checks, else k_gemv_float). */
+static __global__ void k_gemv_h16(int type, const unsigned char *w, size_t row_bytes, int rows,
+                                  int K, const float *x, float *y, int n) {
+    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    const unsigned char *wr = w + (size_t)row * row_bytes;
+    float acc[SOL_CUDA_GEMV_MAX_TOKENS] = {};
+    for (int g = lane; g < K / 8; g += 32) {
+        alignas(16) uint16_t h[8];
+        float wv[8];
+        load16(h, wr + (size_t)g * 16);
+        for (int j = 0; j < 8; j++)
+            wv[j] = type == SOL_CUDA_F16 ? sol_f16_to_f32(h[j]) : sol_bf16_to_f32(h[j]);
+        for (int t = 0; t < n; t++) {
+            alignas(16) float xv[8];
+            load16(xv, x + (size_t)t * K + (size_t)g * 8);
+            load16(xv + 4, x + (size_t)t * K + (size_t)g * 8 + 4);
+            float a = acc[t];
+            for (int j = 0; j < 8; j++)
+                a = fmaf(wv[j], xv[j], a);
+            acc[t] = a;
+        }
     }
     gemv_store(acc, n, y, rows, row, lane);
 }
@@ -207,6 +245,12 @@ extern "C" int SOL_CUDA_FN(gemv)(int type, const void *w, size_t row_bytes, int 
     cudaStream_t st = (cudaStream_t)stream;
     dim3 grid((unsigned)((rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(32 * GEMV_WARPS);
     const unsigned char *wb = (const unsigned char *)w;
+    int aligned =
+        K % 8 == 0 && row_bytes % 16 == 0 && (uintptr_t)w % 16 == 0 && (uintptr_t)x % 16 == 0;
+    if ((type == SOL_CUDA_F16 || type == SOL_CUDA_BF16) && aligned) {
+        SOL_LAUNCH(k_gemv_h16, grid, block, 0, st, type, wb, row_bytes, rows, K, x, y, n);
+        return 0;
+    }
     if (type == SOL_CUDA_F32 || type == SOL_CUDA_F16 || type == SOL_CUDA_BF16) {
         SOL_LAUNCH(k_gemv_float, grid, block, 0, st, type, wb, row_bytes, rows, K, x, y, n);
         return 0;
