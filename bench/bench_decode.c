@@ -4,6 +4,7 @@
  *
  *   bench_decode -m MODEL.gguf [--backend SPEC] [--batch 1,8,64] [--ctx 128] [--steps 32]
  *                [--prefill 512] [--membw GB/s | --measure-membw MiB] [--batch-invariant]
+ *                [--enforce-eager]
  *
  * Decode at batch B: B sequences holding --ctx tokens each (written once, untimed), then --steps
  * timed steps of B tokens. Prefill: one --prefill-token prompt in one forward pass. With
@@ -24,7 +25,7 @@
 
 typedef struct opts {
     const char *model, *backend;
-    int batches[16], n_batches, ctx, steps, prefill, batch_invariant;
+    int batches[16], n_batches, ctx, steps, prefill, batch_invariant, enforce_eager;
     double membw; /* GB/s, 0 = not given */
     int measure_mib;
 } opts;
@@ -62,17 +63,11 @@ static int parse(int argc, char **argv, opts *o) {
                 .ctx = 128,
                 .steps = 32,
                 .prefill = 512};
-    static const struct option lo[] = {{"model", 1, 0, 'm'},
-                                       {"backend", 1, 0, 'b'},
-                                       {"batch", 1, 0, 'B'},
-                                       {"ctx", 1, 0, 'c'},
-                                       {"steps", 1, 0, 's'},
-                                       {"prefill", 1, 0, 'p'},
-                                       {"membw", 1, 0, 'w'},
-                                       {"measure-membw", 1, 0, 'M'},
-                                       {"batch-invariant", 0, 0, 'i'},
-                                       {"help", 0, 0, 'h'},
-                                       {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"model", 1, 0, 'm'},         {"backend", 1, 0, 'b'},       {"batch", 1, 0, 'B'},
+        {"ctx", 1, 0, 'c'},           {"steps", 1, 0, 's'},         {"prefill", 1, 0, 'p'},
+        {"membw", 1, 0, 'w'},         {"measure-membw", 1, 0, 'M'}, {"batch-invariant", 0, 0, 'i'},
+        {"enforce-eager", 0, 0, 'e'}, {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "m:h", lo, NULL)) != -1) {
         switch (c) {
@@ -100,6 +95,9 @@ static int parse(int argc, char **argv, opts *o) {
             break;
         case 'M':
             o->measure_mib = atoi(optarg);
+            break;
+        case 'e':
+            o->enforce_eager = 1;
             break;
         case 'i':
             o->batch_invariant = 1;
@@ -165,8 +163,10 @@ static double measure_membw(sol_backend *be, int mib) {
 
 static int run(const opts *o) {
     sol_err err = {0};
-    sol_backend *be = sol_backend_new(
-        o->backend, &(sol_backend_opts){.batch_invariant = o->batch_invariant}, &err);
+    sol_backend *be = sol_backend_new(o->backend,
+                                      &(sol_backend_opts){.batch_invariant = o->batch_invariant,
+                                                          .enforce_eager = o->enforce_eager},
+                                      &err);
     if (!be) return fprintf(stderr, "bench_decode: %s\n", err.msg), 1;
     double membw = o->membw;
     if (o->measure_mib > 0) {
@@ -227,6 +227,8 @@ static int run(const opts *o) {
         double dt = now_s() - t0;
         printf("prefill %d tokens: %.1f tok/s (%.1f ms)\n", o->prefill, o->prefill / dt, dt * 1e3);
     }
+    char stats[256];
+    if (!rc && sol_backend_stats(be, stats, sizeof stats) == 0) printf("%s\n", stats);
     if (rc) fprintf(stderr, "bench_decode: %s\n", err.msg);
 out:
     free(tables), free(logits);

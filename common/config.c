@@ -60,6 +60,7 @@ static const cfg_key k_keys[] = {
     KINT(worker.threads, 0, 1024),
     KINT(worker.device, 0, 63),
     KEY(worker.batch_invariant, T_BOOL),
+    KEY(worker.enforce_eager, T_BOOL),
     KINT(worker.tensor_parallel, 1, 8),
     KEY(worker.mmap, T_BOOL),
     KEY(worker.mlock, T_BOOL),

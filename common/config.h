@@ -89,6 +89,7 @@ typedef struct sol_worker_config {
     int threads;          /* 0: all cores */
     int device;           /* cuda: the GPU index */
     bool batch_invariant; /* cuda: GEMV kernels for prefill too (cpu: always) */
+    bool enforce_eager;   /* cuda: no CUDA graphs */
     int tensor_parallel;
     bool mmap;
     bool mlock;

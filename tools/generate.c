@@ -24,7 +24,7 @@ typedef struct gen_opts {
     int n_predict, threads, chunk, ctx;
     int print_tokens, tokenize_only, no_mmap, mlock, eos_mode; /* eos_mode: -1 auto, 0, 1 */
     const char *draft_model, *spec; /* spec: NULL (none), "ngram" or "draft" */
-    int spec_k, spec_adaptive;
+    int spec_k, spec_adaptive, enforce_eager;
     sampler_params sp;
 } gen_opts;
 
@@ -41,7 +41,8 @@ static void usage(FILE *f) {
           "      --seed N            sampling seed (default 1)\n"
           "  -t, --threads N         CPU threads (default: all cores)\n"
           "      --backend NAME      compute backend: cpu (default), cpu:scalar|avx2|avx512,\n"
-          "                          cuda, cuda:DEVICE\n"
+          "                          cuda, cuda:DEVICE, cuda-emu\n"
+          "      --enforce-eager     cuda: never replay decode steps as CUDA graphs\n"
           "      --batch N           prompt tokens per forward pass (default 512)\n"
           "      --ctx N             context size (default: prompt + n-predict)\n"
           "      --tokens            print generated ids, one per line, instead of text\n"
@@ -84,7 +85,8 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
         O_SPEC,
         O_SPECK,
         O_SPECA,
-        O_BACKEND
+        O_BACKEND,
+        O_EAGER
     };
     static const struct option longs[] = {{"model", 1, 0, 'm'},
                                           {"prompt", 1, 0, 'p'},
@@ -112,6 +114,7 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
                                           {"spec-k", 1, 0, O_SPECK},
                                           {"spec-adaptive", 0, 0, O_SPECA},
                                           {"backend", 1, 0, O_BACKEND},
+                                          {"enforce-eager", 0, 0, O_EAGER},
                                           {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "m:p:n:t:h", longs, NULL)) != -1) {
@@ -133,6 +136,9 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
             exit(0);
         case O_BACKEND:
             o->backend = optarg;
+            break;
+        case O_EAGER:
+            o->enforce_eager = 1;
             break;
         case O_PT:
             o->prompt_tokens = optarg;
@@ -465,7 +471,9 @@ static void spec_free(spec_run *sp) {
 }
 
 static int run(const gen_opts *o, sol_err *err) {
-    sol_backend *be = sol_backend_new(o->backend, &(sol_backend_opts){.threads = o->threads}, err);
+    sol_backend *be = sol_backend_new(
+        o->backend, &(sol_backend_opts){.threads = o->threads, .enforce_eager = o->enforce_eager},
+        err);
     if (!be) return err->code ? err->code : -ENOMEM;
     int flags = (o->no_mmap ? GGUF_OPEN_NO_MMAP : 0) | (o->mlock ? GGUF_OPEN_MLOCK : 0);
     gen_run r = {0};
@@ -526,6 +534,8 @@ static int run(const gen_opts *o, sol_err *err) {
             dt > 0 ? n_prompt / dt : 0.0);
     if (o->logits_file && (rc = write_logits(o->logits_file, r.logits, hp->n_vocab, err))) goto out;
     rc = generate(&r, o, o->spec ? &sp : NULL, tok, n_prompt, err);
+    char stats[256];
+    if (!rc && sol_backend_stats(be, stats, sizeof stats) == 0) fprintf(stderr, "%s\n", stats);
 out:
     spec_free(&sp);
     free(prompt);

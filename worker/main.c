@@ -38,6 +38,8 @@ static const sol_cli_flag k_worker_flags[] = {
      "cuda: prefill through the decode kernels, so a token's logits never depend on its batch "
      "(slower prefill; the cpu backend always is)",
      NULL},
+    {"--enforce-eager", NULL, SOL_FLAG_TRUE, "worker.enforce_eager",
+     "cuda: never replay decode steps as CUDA graphs (as vLLM's flag)", NULL},
     {"--no-mmap", NULL, SOL_FLAG_FALSE, "worker.mmap", "read weights into memory, no mmap", NULL},
     {"--mlock", NULL, SOL_FLAG_TRUE, "worker.mlock", "lock weights in RAM", NULL},
     {"--id", "ID", SOL_FLAG_SET, "worker.id",
@@ -71,8 +73,10 @@ static void sim_model_name(const sol_worker_config *w, char *buf, size_t cap) {
 /* The compute backend worker.backend names, through the registry. A backend this build or
  * machine cannot run is a configuration error: the message names the key and the reason. */
 static int make_backend(const sol_worker_config *w, sol_backend **out, sol_err *e) {
-    sol_backend_opts o = {
-        .threads = w->threads, .device = w->device, .batch_invariant = w->batch_invariant};
+    sol_backend_opts o = {.threads = w->threads,
+                          .device = w->device,
+                          .batch_invariant = w->batch_invariant,
+                          .enforce_eager = w->enforce_eager};
     *out = sol_backend_new(sol_backend_kind_name(w->backend), &o, e);
     if (*out) return 0;
     sol_err_wrap(e, "worker.backend: ");

@@ -10,8 +10,9 @@
 #      (tests/integration/cuda_emu_model.sh with SOL_TEST_CUDA_SPEC=cuda);
 #   4. the timing table: device copy bandwidth, then decode tok/s at batch 1, 8 and 64 and
 #      prefill tok/s for the 1b preset in F16, Q4_0 and Q4_K_M, each decode line with its share
-#      of the weight-streaming roofline; batch-invariant mode (GEMV prefill) for comparison.
-# CUDA graphs are not implemented yet: the table says so instead of a graph on/off row.
+#      of the weight-streaming roofline and the graph counters; then Q4_0 with --enforce-eager
+#      (CUDA graphs off: the launch overhead graphs save) and with --batch-invariant (GEMV
+#      prefill).
 # The report (summary.txt, the logs) goes to $OUT (default /tmp/sol-gpu). Exit status: 0 when
 # every check passed.
 set -uo pipefail
@@ -77,7 +78,10 @@ say "### q4_0, --batch-invariant (prefill through the GEMV kernels)"
 "$B/bench/bench_decode" -m "$W/1b-q4_0.gguf" --backend cuda --batch-invariant --batch 1 --ctx 512 \
   --steps 16 --prefill 2048 2>>"$OUT/bench.log" | tee -a "$S" ||
   { status=1; say "FAIL bench_decode --batch-invariant: $(tail -1 "$OUT/bench.log")"; }
-say "CUDA graphs: not implemented yet (no on/off row)"
+say "### q4_0, --enforce-eager (no CUDA graphs: compare the decode rows with q4_0's above)"
+"$B/bench/bench_decode" -m "$W/1b-q4_0.gguf" --backend cuda --enforce-eager --batch 1,8,64 \
+  --ctx 512 --steps 64 --prefill 0 ${bw:+--membw "$bw"} 2>>"$OUT/bench.log" | tee -a "$S" ||
+  { status=1; say "FAIL bench_decode --enforce-eager: $(tail -1 "$OUT/bench.log")"; }
 say ""
 say "result: $([ $status = 0 ] && echo 'all checks passed' || echo 'FAILURES above')"
 exit $status

@@ -47,6 +47,24 @@ for m in q8 q4k; do
   line="$m, 40-token prompt (GEMM): logits $rel apart (limit 2e-2)"
   if within "$rel" 2e-2; then echo "ok   $line"; else echo "FAIL $line"; fail=1; fi
 done
+# CUDA graphs (on by default) against --enforce-eager: the same ids and logits, bit for bit; the
+# decode steps were replayed as graphs.
+for m in f32 q4k; do
+  "$B/tools/sol-generate" -m "$work/$m.gguf" --backend "$DEV" --prompt-tokens "$P" -n 12 --temp 0 \
+    --tokens --enforce-eager --logits "$work/$m.eager.json" >"$work/$m.eager.ids" 2>"$work/eager.err" ||
+    { echo "FAIL --enforce-eager $m: $(tail -3 "$work/eager.err")"; exit 1; }
+  "$B/tools/sol-generate" -m "$work/$m.gguf" --backend "$DEV" --prompt-tokens "$P" -n 12 --temp 0 \
+    --tokens --logits "$work/$m.graph.json" >"$work/$m.graph.ids" 2>"$work/graph.err" ||
+    { echo "FAIL graphs $m: $(tail -3 "$work/graph.err")"; exit 1; }
+  steps=$(sed -n 's/.*cuda graphs on: \([0-9]*\) steps replayed.*/\1/p' "$work/graph.err")
+  if cmp -s "$work/$m.eager.ids" "$work/$m.graph.ids" && cmp -s "$work/$m.eager.json" "$work/$m.graph.json" &&
+     [ "${steps:-0}" -ge 11 ]; then
+    echo "ok   $m: CUDA graphs ($steps decode steps replayed) give the eager run's ids and logits"
+  else
+    echo "FAIL $m: graphs vs eager: $(grep 'cuda graphs' "$work/graph.err")"; fail=1
+  fi
+done
+
 # The benchmark GPU runs use works on the backend (no timing is checked).
 "$B/bench/bench_decode" -m "$work/q4k.gguf" --backend "$DEV" --batch 1,3 --ctx 8 --steps 1 \
   --prefill 20 --measure-membw 1 >"$work/bench" 2>&1 ||

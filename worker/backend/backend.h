@@ -149,6 +149,13 @@ typedef struct sol_backend_ops {
     /* Optional, device backends: free and total device memory, for sizing the KV pool. NULL:
      * the backend computes in host memory (the engine reads MemAvailable). */
     int (*mem_info)(sol_backend *be, size_t *free_bytes, size_t *total_bytes);
+    /* Optional: a forward pass starts; it ends with synchronize. graph_key > 0 (the model passes
+     * the token count of a decode or verify step) lets a device backend record the pass as a
+     * CUDA graph and replay it, updated, for later passes of the same key; 0: run eagerly. */
+    int (*step_begin)(sol_backend *be, int graph_key);
+    /* Optional: one line of counters for logs and benchmarks ("cuda graphs: ..."); 0 or
+     * -ENOTSUP. */
+    int (*stats)(sol_backend *be, char *buf, size_t cap);
 } sol_backend_ops;
 
 /* The common head of every backend; implementations embed it first in their own struct. */
@@ -169,6 +176,9 @@ typedef struct sol_backend_opts {
      * so a token's logits do not depend on its batch; 0 = prefill through the F16 GEMM. The CPU
      * backend is always batch-invariant. */
     int batch_invariant;
+    /* cuda: 1 = never record CUDA graphs (vLLM's --enforce-eager); 0 = decode steps replay
+     * graphs. */
+    int enforce_eager;
 } sol_backend_opts;
 
 #define SOL_BACKEND_VARIANT_MAX 24
@@ -285,6 +295,12 @@ static inline int sol_get_rows(sol_backend *be, const float *src, int64_t width,
 static inline int sol_mem_info(sol_backend *be, size_t *free_bytes, size_t *total_bytes) {
     if (!be->ops->mem_info) return -ENOTSUP;
     return be->ops->mem_info(be, free_bytes, total_bytes);
+}
+static inline int sol_step_begin(sol_backend *be, int graph_key) {
+    return be->ops->step_begin ? be->ops->step_begin(be, graph_key) : 0;
+}
+static inline int sol_backend_stats(sol_backend *be, char *buf, size_t cap) {
+    return be->ops->stats ? be->ops->stats(be, buf, cap) : -ENOTSUP;
 }
 static inline int sol_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k,
                                const float *v, const int32_t *slots, int n) {

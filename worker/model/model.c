@@ -511,6 +511,10 @@ size_t model_kv_bytes_per_token(const model *m, sol_dtype dtype) {
 
 /* ---- forward ---------------------------------------------------------------------------- */
 
+/* Largest decode/verify step recorded as a CUDA graph (vLLM captures up to 512 by default; Sol's
+ * steps are smaller: max_num_seqs x (1 + speculative k)). */
+enum { MODEL_GRAPH_MAX_TOKENS = 256 };
+
 /* y[t] += bias for each of n rows of len (the q/k/v biases of ARCH_QKV_BIAS). */
 static int add_rows(sol_backend *be, float *y, const float *bias, int n, int len) {
     int rc = 0;
@@ -636,6 +640,10 @@ int model_forward(model *m, sol_kv *kv, const model_batch *b, float *logits, sol
     if (rc) return rc;
     if ((rc = model_reserve(m, b->n, b->n_logits > 0 ? b->n_logits : 1, err))) return rc;
     sol_backend *be = m->be;
+    /* Decode and verify steps (every row samples, few rows) may be replayed as a CUDA graph
+     * keyed by their size; prefill chunks run eagerly. */
+    int key = b->n_logits == b->n && b->n <= MODEL_GRAPH_MAX_TOKENS ? b->n : 0;
+    if ((rc = sol_step_begin(be, key))) goto fail;
     if ((rc = sol_embed(be, &m->tok_embd, b->tokens, b->n, m->s.x))) goto fail;
     if ((m->hp.arch->flags & ARCH_EMBD_SCALE) &&
         (rc = sol_scale(be, m->s.x, sqrtf((float)m->hp.dim), m->s.x, (int64_t)b->n * m->hp.dim)))
@@ -646,5 +654,7 @@ int model_forward(model *m, sol_kv *kv, const model_batch *b, float *logits, sol
     if (b->n_logits == 0 && (rc = sol_synchronize(be))) goto fail;
     return 0;
 fail:
-    return sol_err_set(err, rc, "forward pass: %s", be->err.msg);
+    sol_err_set(err, rc, "forward pass: %s", be->err.msg);
+    sol_synchronize(be); /* closes a graph capture the step left open */
+    return rc;
 }

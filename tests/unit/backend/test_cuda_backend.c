@@ -337,6 +337,90 @@ static void test_long_context_attention(void **state) {
     sol_backend_free(be);
 }
 
+/* The backend's graph counters: steps replayed, updated in place, instantiated, cut short. */
+static void graph_stats(sol_backend *be, unsigned long c[4]) {
+    char buf[256];
+    assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
+    const char *p = strchr(buf, ':');
+    assert_non_null(p);
+    if (sscanf(p, ": %lu steps replayed (%lu updated in place, %lu instantiated), %lu cut short",
+               &c[0], &c[1], &c[2], &c[3]) != 4)
+        fail_msg("unexpected stats line: %s", buf);
+}
+
+/* CUDA graphs: steps begun with a key are recorded once and replayed, updated with each step's
+ * staged positions, slots and block tables; the results are the eager backend's bits, step after
+ * step. A scratch allocation inside a step (a wider matmul) cuts the capture short instead of
+ * breaking it. */
+static void test_graphs(void **state) {
+    (void)state;
+    if (strncmp(spec(), "cuda-emu", 8) != 0) skip(); /* the counters are the emulation's */
+    sol_backend *bes[2] = {open_be(spec(), 0), NULL};
+    sol_err e = {0};
+    bes[1] = sol_backend_new(spec(), &(sol_backend_opts){.enforce_eager = 1}, &e);
+    assert_non_null(bes[1]);
+    enum { N = 3, H = 2, HD = 32, D = H * HD, STEPS = 5 };
+    float *x0 = rnd_vec(N * D), *y0 = rnd_vec(N * D), *out[2][STEPS];
+    void *wide = make_rows(SOL_DT_Q8_0, 8, 2048), *small = make_rows(SOL_DT_Q8_0, D, D);
+    size_t ws_bytes = sol_dtype_row_bytes(SOL_DT_Q8_0, D) * D;
+    for (int i = 0; i < 2; i++) {
+        sol_backend *be = bes[i];
+        sol_kv *kv = sol_kv_alloc(be, 1, 8, 4, H, HD, SOL_DT_F16);
+        float *xd = put(be, x0, sizeof(float) * N * D), *yd = put(be, y0, sizeof(float) * N * D);
+        float *od = put(be, NULL, sizeof(float) * N * D), *big = put(be, NULL, 4 * 2048 * N);
+        sol_weight w = {SOL_DT_Q8_0, 8, 2048, wide, sol_dtype_row_bytes(SOL_DT_Q8_0, 2048), 0};
+        void *copy = malloc(w.row_bytes * 8);
+        memcpy(copy, wide, w.row_bytes * 8);
+        w.data = copy;
+        assert_int_equal(sol_weight_prepare(be, &w), 0);
+        void *scopy = malloc(ws_bytes);
+        memcpy(scopy, small, ws_bytes);
+        sol_weight ws = {SOL_DT_Q8_0, D, D, scopy, sol_dtype_row_bytes(SOL_DT_Q8_0, D), 0};
+        assert_int_equal(sol_weight_prepare(be, &ws), 0);
+        const int32_t table[3] = {5, 2, 7};
+        for (int s = 0; s < STEPS; s++) {
+            int32_t pos[N], slots[N];
+            sol_attn_seq seq[N];
+            for (int t = 0; t < N; t++) {
+                pos[t] = 2 * s + t;
+                slots[t] = table[pos[t] / 4] * 4 + pos[t] % 4;
+                seq[t] = (sol_attn_seq){table, pos[t] + 1};
+            }
+            sol_rope_params rp = {10000.0f, 0, 0, 0, 0, 0, 0};
+            assert_int_equal(sol_step_begin(be, N), 0);
+            assert_int_equal(sol_rope(be, xd, pos, N, H, HD, &rp), 0);
+            assert_int_equal(sol_add(be, xd, yd, xd, N * D), 0);
+            assert_int_equal(sol_kv_write(be, kv, 0, xd, yd, slots, N), 0);
+            assert_int_equal(sol_paged_attention(be, kv, 0, xd, od, N, H, H, HD, 0.3f, seq), 0);
+            /* a small matmul queued, then (step 3) a wide one that grows the scratch the small
+             * one reads: the capture must end (and run) before the old scratch is freed */
+            assert_int_equal(sol_matmul(be, &ws, xd, od, N), 0);
+            if (s == 3) assert_int_equal(sol_matmul(be, &w, big, big, 1), 0);
+            assert_int_equal(sol_add(be, xd, od, xd, N * D), 0);
+            out[i][s] = get(be, xd, N * D);
+        }
+        sol_buf_free(be, xd), sol_buf_free(be, yd), sol_buf_free(be, od), sol_buf_free(be, big);
+        free(copy), free(scopy);
+    }
+    for (int s = 0; s < STEPS; s++) {
+        if (memcmp(out[0][s], out[1][s], sizeof(float) * N * D))
+            fail_msg("step %d: the replayed graph differs from the eager run", s);
+        free(out[0][s]), free(out[1][s]);
+    }
+    unsigned long on[4], off[4];
+    graph_stats(bes[0], on);
+    graph_stats(bes[1], off);
+    print_message("  graphs: %lu steps, %lu updated, %lu instantiated, %lu cut short\n", on[0],
+                  on[1], on[2], on[3]);
+    assert_int_equal(on[0], STEPS);
+    assert_int_equal(on[3], 2); /* step 0 sizes the scratch, step 3 grows it */
+    assert_true(on[1] >= 2);
+    assert_int_equal(off[0], 0);
+    free(x0), free(y0), free(wide), free(small);
+    sol_backend_free(bes[0]);
+    sol_backend_free(bes[1]);
+}
+
 /* The GPU's rules: a host pointer where a device buffer belongs, or a weight that skipped
  * weight_prepare, is refused with its name (only the emulation can tell; a GPU faults). */
 static void test_host_pointers_refused(void **state) {
@@ -395,8 +479,8 @@ static void test_memory(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul),    cmocka_unit_test(test_elementwise),
-        cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_long_context_attention), cmocka_unit_test(test_host_pointers_refused),
+        cmocka_unit_test(test_attention), cmocka_unit_test(test_long_context_attention),
+        cmocka_unit_test(test_graphs),    cmocka_unit_test(test_host_pointers_refused),
         cmocka_unit_test(test_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

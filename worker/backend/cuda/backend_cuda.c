@@ -24,7 +24,18 @@
 #endif
 
 /* Tokens from which matmul takes the F16 GEMM (prefill) instead of Sol's GEMV kernels. */
-enum { GEMM_MIN_TOKENS = SOL_CUDA_GEMV_MAX_TOKENS + 1, STAGE_RECENT = 8, ATT_GROUP = 64 };
+enum {
+    GEMM_MIN_TOKENS = SOL_CUDA_GEMV_MAX_TOKENS + 1,
+    STAGE_RECENT = 8,
+    ATT_GROUP = 64,
+    GRAPH_SLOTS = 8 /* graphs kept, one per key (token count), least recently used replaced */
+};
+
+typedef struct graph_slot {
+    int key;
+    void *exec;
+    unsigned long used;
+} graph_slot;
 
 typedef struct upload {
     void *dev;
@@ -59,6 +70,7 @@ typedef struct cuda_backend {
     unsigned char *stage_h, *stage_d;
     size_t stage_cap, stage_used;
     struct {
+        const void *host;
         size_t off, bytes;
     } recent[STAGE_RECENT];
     int n_recent, next_recent;
@@ -67,6 +79,11 @@ typedef struct cuda_backend {
     upload *ups;
     int n_ups, cap_ups;
     sol_kv *kvs;
+    /* CUDA graphs: a step_begin with a key opens a capture that synchronize closes and launches
+     * (docs/backend.md, "CUDA graphs") */
+    int graphs_on, capturing, key;
+    graph_slot graphs[GRAPH_SLOTS];
+    unsigned long tick, steps, updated, instantiated, flushed;
 } cuda_backend;
 
 static cuda_backend *cb(sol_backend *be) {
@@ -106,11 +123,54 @@ static int need_dev(cuda_backend *b, const void *p, size_t bytes, const char *op
     return 0;
 }
 
+/* ---- CUDA graphs ---- */
+
+static graph_slot *graph_for(cuda_backend *b, int key) {
+    graph_slot *lru = &b->graphs[0];
+    for (int i = 0; i < GRAPH_SLOTS; i++) {
+        if (b->graphs[i].key == key && b->graphs[i].exec) return &b->graphs[i];
+        if (b->graphs[i].used < lru->used) lru = &b->graphs[i];
+    }
+    SOL_CUDA_FN(dev_graph_free)(b->dev, lru->exec);
+    *lru = (graph_slot){key, NULL, 0};
+    return lru;
+}
+
+/* Closes an open capture and launches what it recorded (the step so far); ops then run eagerly
+ * until the next step_begin. Everything that waits for the stream or allocates calls this
+ * first: a capture must never see those. */
+static int end_capture(cuda_backend *b, int whole) {
+    if (!b->capturing) return 0;
+    b->capturing = 0;
+    /* A step cut short runs as a throwaway graph: the cached one stays the whole step's. */
+    void *tmp = NULL, **exec = &tmp;
+    if (whole) {
+        graph_slot *g = graph_for(b, b->key);
+        g->used = ++b->tick;
+        exec = &g->exec;
+    }
+    char why[256] = "";
+    int how = 0, rc = SOL_CUDA_FN(dev_capture_end_launch)(b->dev, exec, &how, why, sizeof why);
+    if (!whole) SOL_CUDA_FN(dev_graph_free)(b->dev, tmp); /* freed once it has run */
+    if (rc) return sol_err_set(&b->base.err, rc, BE " graph: %s", why);
+    b->steps++;
+    if (how == 1) b->updated++;
+    if (how == 2) b->instantiated++;
+    return 0;
+}
+
+static int flush_capture(cuda_backend *b) {
+    if (b->capturing) b->flushed++;
+    return end_capture(b, 0);
+}
+
 /* ---- staging of host index arrays ---- */
 
 static int stage_grow(cuda_backend *b, size_t need) {
     char why[256] = "";
-    int rc = SOL_CUDA_FN(dev_sync)(b->dev, why, sizeof why); /* queued copies read the old ones */
+    int rc = flush_capture(b);
+    if (rc) return rc;
+    rc = SOL_CUDA_FN(dev_sync)(b->dev, why, sizeof why); /* queued copies read the old ones */
     if (rc) return fail(b, rc, "stage", "%s", why);
     size_t cap = b->stage_cap ? b->stage_cap : 64 * 1024;
     while (cap < need)
@@ -120,16 +180,20 @@ static int stage_grow(cuda_backend *b, size_t need) {
     b->stage_h = SOL_CUDA_FN(dev_host_malloc)(b->dev, cap);
     b->stage_d = SOL_CUDA_FN(dev_malloc)(b->dev, cap);
     b->stage_cap = b->stage_h && b->stage_d ? cap : 0;
-    b->stage_used = 0, b->n_recent = 0;
+    b->stage_used = 0, b->n_recent = 0, b->next_recent = 0;
     return b->stage_cap ? 0 : fail(b, -ENOMEM, "stage", "no memory for %zu staging bytes", cap);
 }
 
-/* The device copy of `bytes` of host memory, valid until the next synchronize. */
+/* The device copy of `bytes` of host memory, valid until the next synchronize. The same array
+ * (same address, same bytes) staged again in one step is not sent again; matching on the
+ * address as well keeps a step's copies the same from one step to the next, as a replayed CUDA
+ * graph needs (equal bytes of different arrays come and go). */
 static const void *stage(cuda_backend *b, const void *host, size_t bytes, int *rc) {
     *rc = 0;
     if (!bytes) bytes = 4;
     for (int i = 0; i < b->n_recent; i++)
-        if (b->recent[i].bytes == bytes && !memcmp(b->stage_h + b->recent[i].off, host, bytes))
+        if (b->recent[i].host == host && b->recent[i].bytes == bytes &&
+            !memcmp(b->stage_h + b->recent[i].off, host, bytes))
             return b->stage_d + b->recent[i].off;
     size_t off = (b->stage_used + 63) / 64 * 64;
     if (off + bytes > b->stage_cap) {
@@ -143,6 +207,7 @@ static const void *stage(cuda_backend *b, const void *host, size_t bytes, int *r
         return NULL;
     }
     b->stage_used = off + bytes;
+    b->recent[b->next_recent].host = host;
     b->recent[b->next_recent].off = off, b->recent[b->next_recent].bytes = bytes;
     b->next_recent = (b->next_recent + 1) % STAGE_RECENT;
     if (b->n_recent < STAGE_RECENT) b->n_recent++;
@@ -157,6 +222,8 @@ static int wait_quiet(cuda_backend *b) {
 
 static int grow(cuda_backend *b, dev_buf *d, size_t need, const char *op) {
     if (need <= d->bytes) return 0;
+    int rc = flush_capture(b);
+    if (rc) return rc;
     SOL_CUDA_FN(dev_free)(b->dev, d->p); /* cudaFree waits for kernels still using it */
     d->p = SOL_CUDA_FN(dev_malloc)(b->dev, need);
     d->bytes = d->p ? need : 0;
@@ -215,6 +282,7 @@ static upload *find_upload(cuda_backend *b, const void *p) {
  * upload (tied embeddings copy the prepared token_embd) stays as it is. */
 static int cuda_weight_prepare(sol_backend *be, sol_weight *w) {
     cuda_backend *b = cb(be);
+    if (flush_capture(b)) return b->base.err.code;
     int strict = b->strict;
     b->strict = 0; /* the host bytes are what is being uploaded */
     int rc = check_weight(b, w, "weight_prepare");
@@ -249,19 +317,23 @@ static int cuda_weight_prepare(sol_backend *be, sol_weight *w) {
 /* ---- buffers ---- */
 
 static void *cuda_buf_alloc(sol_backend *be, size_t bytes) {
+    if (flush_capture(cb(be))) return NULL;
     void *p = SOL_CUDA_FN(dev_malloc)(cb(be)->dev, bytes);
     if (!p) fail(cb(be), -ENOMEM, "buf_alloc", "out of device memory for %zu bytes", bytes);
     return p;
 }
 
 static void cuda_buf_free(sol_backend *be, void *buf) {
+    flush_capture(cb(be));
     SOL_CUDA_FN(dev_free)(cb(be)->dev, buf);
 }
 
 static int cuda_upload(sol_backend *be, void *dst, const void *src, size_t bytes) {
     cuda_backend *b = cb(be);
     char why[256] = "";
-    int rc = need_dev(b, dst, bytes, "upload", "the destination");
+    int rc = flush_capture(b);
+    if (rc) return rc;
+    rc = need_dev(b, dst, bytes, "upload", "the destination");
     if (!rc && bytes) rc = SOL_CUDA_FN(dev_copy)(b->dev, dst, src, bytes, SOL_CUDA_H2D);
     if (!rc) rc = SOL_CUDA_FN(dev_sync)(b->dev, why, sizeof why);
     return rc && !b->base.err.code ? fail(b, rc, "upload", "%s", why) : rc;
@@ -270,7 +342,9 @@ static int cuda_upload(sol_backend *be, void *dst, const void *src, size_t bytes
 static int cuda_download(sol_backend *be, void *dst, const void *src, size_t bytes) {
     cuda_backend *b = cb(be);
     char why[256] = "";
-    int rc = need_dev(b, src, bytes, "download", "the source");
+    int rc = flush_capture(b);
+    if (rc) return rc;
+    rc = need_dev(b, src, bytes, "download", "the source");
     if (!rc && bytes) rc = SOL_CUDA_FN(dev_copy)(b->dev, dst, src, bytes, SOL_CUDA_D2H);
     if (!rc) rc = SOL_CUDA_FN(dev_sync)(b->dev, why, sizeof why);
     return rc && !b->base.err.code ? fail(b, rc, "download", "%s", why) : rc;
@@ -504,6 +578,7 @@ static int cuda_get_rows(sol_backend *be, const float *src, int64_t width, const
 static void cuda_kv_free(sol_backend *be, sol_kv *kv) {
     cuda_backend *b = cb(be);
     if (!kv) return;
+    flush_capture(b);
     for (sol_kv **p = &b->kvs; *p; p = &(*p)->next)
         if (*p == kv) {
             *p = kv->next;
@@ -527,6 +602,7 @@ static sol_kv *cuda_kv_alloc(sol_backend *be, int n_layers, int num_blocks, int 
              sol_dtype_name(dtype), n_layers, num_blocks, block_size, n_kv_heads, head_dim);
         return NULL;
     }
+    if (flush_capture(b)) return NULL;
     sol_kv *kv = calloc(1, sizeof *kv);
     if (!kv || !(kv->pools = calloc((size_t)n_layers * 2, sizeof *kv->pools))) {
         free(kv);
@@ -702,13 +778,38 @@ static int cuda_allreduce(sol_backend *be, float *x, int64_t n) {
 static int cuda_synchronize(sol_backend *be) {
     cuda_backend *b = cb(be);
     char why[256] = "";
-    int rc = SOL_CUDA_FN(dev_sync)(b->dev, why, sizeof why);
-    b->stage_used = 0, b->n_recent = 0;
+    int rc = end_capture(b, 1);
+    if (rc) return rc;
+    rc = SOL_CUDA_FN(dev_sync)(b->dev, why, sizeof why);
+    b->stage_used = 0, b->n_recent = 0, b->next_recent = 0;
     if (!rc) return 0;
     return fail(b, rc, "synchronize",
                 "%s; the last op queued was %s (SOL_CUDA_SYNC=1 waits after every op, so the "
                 "error names the op that failed)",
                 why, b->last_op ? b->last_op : "none");
+}
+
+/* Decode and verify steps (key = their token count) are recorded on their first pass and
+ * replayed afterwards, the recorded graph updated with the step's arguments. */
+static int cuda_step_begin(sol_backend *be, int graph_key) {
+    cuda_backend *b = cb(be);
+    int rc = flush_capture(b); /* a step that never reached synchronize (an error path) */
+    if (rc || !b->graphs_on || graph_key <= 0) return rc;
+    char why[256] = "";
+    if (SOL_CUDA_FN(dev_capture_begin)(b->dev, why, sizeof why)) return 0; /* run eagerly */
+    b->capturing = 1;
+    b->key = graph_key;
+    return 0;
+}
+
+static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
+    cuda_backend *b = cb(be);
+    snprintf(buf, cap,
+             "cuda graphs %s: %lu steps replayed (%lu updated in place, %lu instantiated), %lu "
+             "cut short by an allocation",
+             b->graphs_on ? "on" : "off (--enforce-eager)", b->steps, b->updated, b->instantiated,
+             b->flushed);
+    return 0;
 }
 
 static int cuda_mem_info(sol_backend *be, size_t *free_bytes, size_t *total_bytes) {
@@ -718,7 +819,10 @@ static int cuda_mem_info(sol_backend *be, size_t *free_bytes, size_t *total_byte
 
 static void cuda_free(sol_backend *be) {
     cuda_backend *b = cb(be);
+    flush_capture(b);
     if (b->dev) wait_quiet(b);
+    for (int i = 0; i < GRAPH_SLOTS; i++)
+        SOL_CUDA_FN(dev_graph_free)(b->dev, b->graphs[i].exec);
     while (b->kvs)
         cuda_kv_free(be, b->kvs);
     for (int i = 0; i < b->n_ups; i++)
@@ -761,6 +865,8 @@ static const sol_backend_ops cuda_ops = {
     .allreduce = cuda_allreduce,
     .synchronize = cuda_synchronize,
     .mem_info = cuda_mem_info,
+    .step_begin = cuda_step_begin,
+    .stats = cuda_stats,
 };
 
 /* Opens the device and the backend on it; `strict` as backend_cuda.h says. */
@@ -784,6 +890,12 @@ static sol_backend *open_backend(int index, size_t mem_bytes, int strict, const 
     b->batch_invariant = o && o->batch_invariant;
     const char *s = getenv("SOL_CUDA_SYNC");
     b->sync_each = s && strcmp(s, "1") == 0;
+    b->graphs_on = !(o && o->enforce_eager) && !b->sync_each; /* a capture cannot wait */
+    if (stage_grow(b, 64 * 1024)) { /* now, not inside the first captured step */
+        sol_err_set(err, b->base.err.code, "%s", b->base.err.msg);
+        cuda_free(&b->base);
+        return NULL;
+    }
     return &b->base;
 }
 

@@ -18,7 +18,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <ucontext.h>
+#include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SOL_EMU_ASAN 1
@@ -219,6 +221,21 @@ inline void launch(dim3 grid, dim3 dim, size_t smem, void (*body)(void *), void 
     delete[] b.dyn_smem;
 }
 
+/* A stream: launches run at once, unless a capture is open (a CUDA graph being recorded, see
+ * cuda_rt_emu.cc), in which case they are kept, with their arguments, to run when the graph is
+ * launched. A NULL stream never captures. */
+struct stream {
+    std::vector<std::function<void()>> *capture = nullptr;
+};
+
+inline void submit(void *s, std::function<void()> work) {
+    stream *st = static_cast<stream *>(s);
+    if (st && st->capture)
+        st->capture->push_back(std::move(work));
+    else
+        work();
+}
+
 /* A lane's value in its warp's exchange: publish, wait for the warp, read, wait again (so no
  * lane overwrites its slot before every lane has read). */
 template <class T> inline T shuffle(T v, int src_of_lane(int lane, int arg), int arg, int width) {
@@ -314,11 +331,14 @@ inline float __fdividef(float a, float b) {
 /* kernel<<<grid, block, smem, stream>>>(args...) written portably. */
 #define SOL_LAUNCH(kernel, grid, block, smem, stream, ...)                                         \
     do {                                                                                           \
-        (void)(stream);                                                                            \
-        auto sol_emu_body = [&]() { kernel(__VA_ARGS__); };                                        \
-        sol_emu::launch((grid), (block), (smem),                                                   \
-                        [](void *f) { (*static_cast<decltype(sol_emu_body) *>(f))(); },            \
-                        &sol_emu_body);                                                            \
+        auto sol_emu_body = [=]() { kernel(__VA_ARGS__); };                                        \
+        dim3 sol_emu_g = (grid), sol_emu_b = (block);                                              \
+        size_t sol_emu_s = (smem);                                                                 \
+        sol_emu::submit((void *)(stream), [=]() mutable {                                          \
+            sol_emu::launch(                                                                       \
+                sol_emu_g, sol_emu_b, sol_emu_s,                                                   \
+                [](void *f) { (*static_cast<decltype(sol_emu_body) *>(f))(); }, &sol_emu_body);    \
+        });                                                                                        \
     } while (0)
 
 /* extern __shared__ T name[] written portably. */

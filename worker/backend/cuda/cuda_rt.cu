@@ -13,7 +13,10 @@ struct sol_cuda_dev {
     int index;
     cudaStream_t stream;
     cublasHandle_t blas;
+    void *blas_ws; // cuBLAS's workspace, set by us: it may not allocate inside a graph capture
 };
+
+enum { BLAS_WS_BYTES = 32 << 20 };
 
 extern "C" int sol_cuda_device_count(void) {
     int n = 0;
@@ -64,6 +67,11 @@ extern "C" int sol_cuda_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out
         snprintf(why, cap, "cublasSetStream failed");
         rc = -EIO;
     }
+    if (!rc) rc = say(cudaMalloc(&d->blas_ws, BLAS_WS_BYTES), "cuBLAS workspace", why, cap);
+    if (!rc && cublasSetWorkspace(d->blas, d->blas_ws, BLAS_WS_BYTES) != CUBLAS_STATUS_SUCCESS) {
+        snprintf(why, cap, "cublasSetWorkspace failed");
+        rc = -EIO;
+    }
     if (rc) {
         sol_cuda_dev_close(d);
         return rc;
@@ -75,6 +83,7 @@ extern "C" int sol_cuda_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out
 extern "C" void sol_cuda_dev_close(sol_cuda_dev *d) {
     if (!d) return;
     if (d->blas) cublasDestroy(d->blas);
+    if (d->blas_ws) cudaFree(d->blas_ws);
     if (d->stream) cudaStreamDestroy(d->stream);
     free(d);
 }
@@ -157,4 +166,38 @@ extern "C" int sol_cuda_dev_gemm_f16(sol_cuda_dev *d, const void *w, const void 
     if (st == CUBLAS_STATUS_SUCCESS) return 0;
     snprintf(why, cap, "cublasGemmEx (%d x %d x %d): %s", M, n, K, cublasGetStatusString(st));
     return -EIO;
+}
+
+extern "C" int sol_cuda_dev_capture_begin(sol_cuda_dev *d, char *why, size_t cap) {
+    return say(cudaStreamBeginCapture(d->stream, cudaStreamCaptureModeThreadLocal),
+               "cudaStreamBeginCapture", why, cap);
+}
+
+extern "C" int sol_cuda_dev_capture_end_launch(sol_cuda_dev *d, void **exec, int *how, char *why,
+                                               size_t cap) {
+    cudaGraph_t g = NULL;
+    int rc = say(cudaStreamEndCapture(d->stream, &g), "cudaStreamEndCapture", why, cap);
+    if (rc) return rc;
+    cudaGraphExec_t e = (cudaGraphExec_t)*exec;
+    *how = 1;
+    if (e) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(e, g, &info) != cudaSuccess) {
+            cudaGetLastError(); // a failed update is an answer, not an error to report later
+            cudaGraphExecDestroy(e);
+            e = NULL;
+        }
+    }
+    if (!e) {
+        *how = 2;
+        rc = say(cudaGraphInstantiate(&e, g, 0), "cudaGraphInstantiate", why, cap);
+    }
+    cudaGraphDestroy(g);
+    *exec = rc ? NULL : (void *)e;
+    return rc ? rc : say(cudaGraphLaunch(e, d->stream), "cudaGraphLaunch", why, cap);
+}
+
+extern "C" void sol_cuda_dev_graph_free(sol_cuda_dev *d, void *exec) {
+    (void)d;
+    if (exec) cudaGraphExecDestroy((cudaGraphExec_t)exec);
 }

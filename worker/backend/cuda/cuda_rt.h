@@ -65,6 +65,16 @@ int SOL_CUDA_FN(dev_mem_info)(sol_cuda_dev *d, size_t *free_bytes, size_t *total
 int SOL_CUDA_FN(dev_gemm_f16)(sol_cuda_dev *d, const void *w, const void *x, float *y, int M, int n,
                               int K, int ldy, char *why, size_t cap);
 
+/* CUDA graphs. capture_begin: from now on the stream records instead of running (kernels,
+ * copies, memsets, GEMMs) until capture_end_launch, which turns the record into *exec — updated
+ * in place when an existing *exec has the same topology (cudaGraphExecUpdate: only kernel
+ * arguments and copy addresses differ), else re-instantiated — and launches it. *how: 1 updated,
+ * 2 instantiated. Nothing may wait for the stream or allocate while a capture is open. */
+int SOL_CUDA_FN(dev_capture_begin)(sol_cuda_dev *d, char *why, size_t cap);
+int SOL_CUDA_FN(dev_capture_end_launch)(sol_cuda_dev *d, void **exec, int *how, char *why,
+                                        size_t cap);
+void SOL_CUDA_FN(dev_graph_free)(sol_cuda_dev *d, void *exec);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,6 +11,9 @@
 
 #include "half_bits.cuh"
 
+#include <functional>
+#include <vector>
+
 namespace {
 struct alloc {
     const unsigned char *p;
@@ -22,7 +25,22 @@ struct sol_cuda_dev {
     size_t total, used;
     alloc *allocs;
     int n_allocs, cap_allocs;
+    sol_emu::stream stream; // kernels launched on it are recorded while a capture is open
 };
+
+namespace {
+// An emulated graph: the recorded work, run in order at each launch. The copies read their
+// source when the graph runs, as a GPU's memcpy nodes do: staged host bytes written after the
+// capture are what a replay sends.
+struct graph {
+    std::vector<std::function<void()>> work;
+};
+
+// Work on the stream: at once, or into the open capture.
+void on_stream(sol_cuda_dev *d, std::function<void()> w) {
+    sol_emu::submit(&d->stream, std::move(w));
+}
+} // namespace
 
 extern "C" int sol_emu_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out, char *why,
                                 size_t cap) {
@@ -39,6 +57,7 @@ extern "C" int sol_emu_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out,
 
 extern "C" void sol_emu_dev_close(sol_cuda_dev *d) {
     if (!d) return;
+    delete d->stream.capture;
     for (int i = 0; i < d->n_allocs; i++)
         free((void *)d->allocs[i].p);
     free(d->allocs);
@@ -50,8 +69,7 @@ extern "C" void sol_emu_dev_name(sol_cuda_dev *d, char *out, size_t cap) {
 }
 
 extern "C" void *sol_emu_dev_stream(sol_cuda_dev *d) {
-    (void)d;
-    return NULL;
+    return &d->stream;
 }
 
 extern "C" void *sol_emu_dev_malloc(sol_cuda_dev *d, size_t bytes) {
@@ -99,14 +117,13 @@ extern "C" int sol_emu_dev_owns(sol_cuda_dev *d, const void *p, size_t bytes) {
 
 extern "C" int sol_emu_dev_copy(sol_cuda_dev *d, void *dst, const void *src, size_t bytes,
                                 int kind) {
-    (void)d, (void)kind;
-    if (bytes) memmove(dst, src, bytes);
+    (void)kind;
+    if (bytes) on_stream(d, [=] { memmove(dst, src, bytes); });
     return 0;
 }
 
 extern "C" int sol_emu_dev_memset(sol_cuda_dev *d, void *p, int value, size_t bytes) {
-    (void)d;
-    memset(p, value, bytes);
+    on_stream(d, [=] { memset(p, value, bytes); });
     return 0;
 }
 
@@ -126,12 +143,9 @@ extern "C" int sol_emu_dev_mem_info(sol_cuda_dev *d, size_t *free_bytes, size_t 
 }
 
 // The products of halves are exact in float; the sum runs in k order.
-extern "C" int sol_emu_dev_gemm_f16(sol_cuda_dev *d, const void *w, const void *x, float *y, int M,
-                                    int n, int K, int ldy, char *why, size_t cap) {
-    (void)d, (void)why, (void)cap;
-    const uint16_t *wh = (const uint16_t *)w, *xh = (const uint16_t *)x;
-    float *xf = (float *)malloc(sizeof(float) * (size_t)K);
-    if (!xf) return -ENOMEM;
+static void gemm_f16(const uint16_t *wh, const uint16_t *xh, float *y, int M, int n, int K,
+                     int ldy) {
+    std::vector<float> xf((size_t)K);
     for (int t = 0; t < n; t++) {
         for (int k = 0; k < K; k++)
             xf[k] = sol_f16_to_f32(xh[(size_t)t * K + k]);
@@ -143,6 +157,46 @@ extern "C" int sol_emu_dev_gemm_f16(sol_cuda_dev *d, const void *w, const void *
             y[(size_t)t * ldy + m] = s;
         }
     }
-    free(xf);
+}
+
+extern "C" int sol_emu_dev_gemm_f16(sol_cuda_dev *d, const void *w, const void *x, float *y, int M,
+                                    int n, int K, int ldy, char *why, size_t cap) {
+    (void)why, (void)cap;
+    const uint16_t *wh = (const uint16_t *)w, *xh = (const uint16_t *)x;
+    on_stream(d, [=] { gemm_f16(wh, xh, y, M, n, K, ldy); });
     return 0;
+}
+
+extern "C" int sol_emu_dev_capture_begin(sol_cuda_dev *d, char *why, size_t cap) {
+    if (d->stream.capture) {
+        snprintf(why, cap, "a capture is already open");
+        return -EBUSY;
+    }
+    d->stream.capture = new std::vector<std::function<void()>>();
+    return 0;
+}
+
+// "Update" when the record has as many steps as the graph it replaces (the emulation keeps no
+// node types to compare), else "instantiate": the counts a test can check.
+extern "C" int sol_emu_dev_capture_end_launch(sol_cuda_dev *d, void **exec, int *how, char *why,
+                                              size_t cap) {
+    if (!d->stream.capture) {
+        snprintf(why, cap, "no capture is open");
+        return -EINVAL;
+    }
+    graph *g = (graph *)*exec;
+    *how = g && g->work.size() == d->stream.capture->size() ? 1 : 2;
+    if (!g) g = new graph();
+    g->work = std::move(*d->stream.capture);
+    delete d->stream.capture;
+    d->stream.capture = nullptr;
+    *exec = g;
+    for (auto &w : g->work)
+        w();
+    return 0;
+}
+
+extern "C" void sol_emu_dev_graph_free(sol_cuda_dev *d, void *exec) {
+    (void)d;
+    delete (graph *)exec;
 }
