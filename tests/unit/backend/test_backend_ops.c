@@ -1,9 +1,9 @@
 /* Promise: every op of every backend this build registers (each variant the machine runs: the
  * CPU's ISA paths, the CUDA backend's code as cuda-emu:host) matches a double-precision
- * reference, and each token's matmul/attention result is bit-identical whatever the batch, tiling or thread count. A new
- * backend joins these cases by registering (worker/backend/registry.c), as in ggml's
- * test-backend-ops. Inputs are host pointers, so a GPU backend is left to test_cuda_backend (which
- * moves data as a GPU needs); its code runs here as cuda-emu:host. */
+ * reference, and each token's matmul/attention result is bit-identical whatever the batch, tiling
+ * or thread count. A new backend joins these cases by registering (worker/backend/registry.c), as
+ * in ggml's test-backend-ops. Inputs are host pointers, so a GPU backend is left to
+ * test_cuda_backend (which moves data as a GPU needs); its code runs here as cuda-emu:host. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
