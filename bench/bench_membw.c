@@ -53,7 +53,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_membw: cannot allocate %zu MiB\n", mib);
         return 1;
     }
-    for (size_t i = 0; i < words; i++) buf[i] = i; /* touch every page */
+    for (size_t i = 0; i < words; i++)
+        buf[i] = i; /* touch every page */
     double gbs[101];
     uint64_t check = 0;
     for (int r = 0; r < runs; r++) {
