@@ -313,6 +313,13 @@ template <class T> inline T atomicMax(T *p, T v) {
     return old;
 }
 
+/* The four signed byte products of a and b added to c (sm_61+). */
+inline int __dp4a(int a, int b, int c) {
+    for (int i = 0; i < 4; i++)
+        c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+    return c;
+}
+
 /* Device math the kernels use (fast-math intrinsics map to the exact functions: tests compare
  * with tolerances that cover the difference). */
 inline float rsqrtf(float x) {

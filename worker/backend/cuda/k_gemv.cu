@@ -93,17 +93,33 @@ static __global__ void k_gemv_h16(int type, const unsigned char *w, size_t row_b
 
 /* Integer dot of one Q8_0/Q4_0/Q5_0/Q5_1 weight block with a token's Q8_0 block; the offsets
  * of Q4_0 (8) and Q5_0 (16) are removed through the block's sum of quants (xs). */
+/* Four weight bytes at an even address (blocks are 18 or 34 bytes: their quants start 2-byte
+ * aligned) as one word, from two 16-bit loads. */
+__device__ __forceinline__ int load_q4(const unsigned char *p) {
+    return (int)((uint32_t)sol_load_u16(p) | (uint32_t)sol_load_u16(p + 2) << 16);
+}
+
+/* Four activation quants: xq blocks are 32 bytes, 4-byte aligned. */
+__device__ __forceinline__ int load_x4(const int8_t *p) {
+    int v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
 __device__ __forceinline__ int32_t q_block_dot(int type, const unsigned char *b, const int8_t *xq,
                                                int32_t xs) {
     int32_t dot = 0;
     switch (type) {
-    case SOL_CUDA_Q8_0:
-        for (int j = 0; j < 32; j++)
-            dot += (int8_t)b[2 + j] * xq[j];
+    case SOL_CUDA_Q8_0: /* 8 words of signed quants against 8 words of x: dp4a */
+        for (int i = 0; i < 8; i++)
+            dot = __dp4a(load_q4(b + 2 + 4 * i), load_x4(xq + 4 * i), dot);
         return dot;
-    case SOL_CUDA_Q4_0:
-        for (int j = 0; j < 16; j++)
-            dot += (b[2 + j] & 0xF) * xq[j] + (b[2 + j] >> 4) * xq[j + 16];
+    case SOL_CUDA_Q4_0: /* low nibbles meet x[0..16), high nibbles x[16..32) */
+        for (int i = 0; i < 4; i++) {
+            int v = load_q4(b + 2 + 4 * i);
+            dot = __dp4a(v & 0x0F0F0F0F, load_x4(xq + 4 * i), dot);
+            dot = __dp4a((v >> 4) & 0x0F0F0F0F, load_x4(xq + 16 + 4 * i), dot);
+        }
         return dot - 8 * xs;
     case SOL_CUDA_Q5_0:
         for (int j = 0; j < 32; j++)
