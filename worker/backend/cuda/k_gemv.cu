@@ -194,7 +194,75 @@ static __global__ void k_quantize_q8_k(const float *x, int n_blocks, int8_t *kq,
     if (lane == 0) kd[blk] = amax != 0.0f ? 1.0f / iscale : 0.0f;
 }
 
-/* A lane per super-block; one float term per super-block as the CPU's cpu_kq_term. */
+/* Q4_K/Q5_K: a lane per (super-block, pair of 32-element sub-blocks), so a row of K = 2048
+ * (8 super-blocks) keeps all 32 lanes busy; quants dotted as 32-bit words through __dp4a (the
+ * 128 quant bytes start 16 bytes into a 144/176-byte block: 4-byte aligned). The integers are
+ * kq_dot.h's, split per pair and added back per super-block across four lanes. */
+__device__ __forceinline__ int load_w4(const unsigned char *p) {
+    int v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static __global__ void k_gemv_kq45(int type, const unsigned char *w, size_t row_bytes, int rows,
+                                   int K, const int8_t *kq, const float *kd, const int16_t *ks,
+                                   float *y, int n) {
+    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
+    if (row >= rows) return; /* whole warps: row depends on the warp only */
+    int nb = K / 256, q5 = type == SOL_CUDA_Q5_K;
+    size_t bb = q5 ? 176 : 144;
+    const unsigned char *wr = w + (size_t)row * row_bytes;
+    float acc[SOL_CUDA_GEMV_MAX_TOKENS] = {};
+    for (int base = 0; base < nb * 4; base += 32) { /* every lane runs each round: shuffles */
+        int it = base + lane, on = it < nb * 4, b = it / 4, c = it % 4, sc1 = 0, m1 = 0, sc2 = 0,
+            m2 = 0;
+        const unsigned char *blk = wr + (size_t)b * bb;
+        int lo[8], hi[8];
+        float d = 0.0f, dmin = 0.0f;
+        if (on) {
+            const unsigned char *qs = blk + (q5 ? 48 : 16) + 32 * c, *qh = blk + 16;
+            sol_kq_scale_min(2 * c, blk + 4, &sc1, &m1);
+            sol_kq_scale_min(2 * c + 1, blk + 4, &sc2, &m2);
+            d = sol_f16_to_f32(sol_load_u16(blk));
+            dmin = sol_f16_to_f32(sol_load_u16(blk + 2));
+            for (int i = 0; i < 8; i++) {
+                int v = load_w4(qs + 4 * i);
+                lo[i] = v & 0x0F0F0F0F;
+                hi[i] = (v >> 4) & 0x0F0F0F0F;
+                if (q5) { /* bits 2c (low nibbles) and 2c + 1 (high) of each qh byte, to bit 4 */
+                    int h = load_w4(qh + 4 * i);
+                    lo[i] |= ((h >> (2 * c)) & 0x01010101) << 4;
+                    hi[i] |= ((h >> (2 * c + 1)) & 0x01010101) << 4;
+                }
+            }
+        }
+        for (int t = 0; t < n; t++) {
+            size_t tb = (size_t)t * nb + b;
+            int is = 0, ms = 0;
+            if (on) {
+                const int8_t *q = kq + tb * 256 + 64 * c;
+                const int16_t *bs = ks + tb * 16 + 4 * c;
+                int s1 = 0, s2 = 0;
+                for (int i = 0; i < 8; i++) {
+                    s1 = __dp4a(lo[i], load_x4(q + 4 * i), s1);
+                    s2 = __dp4a(hi[i], load_x4(q + 32 + 4 * i), s2);
+                }
+                is = sc1 * s1 + sc2 * s2;
+                ms = m1 * (bs[0] + bs[1]) + m2 * (bs[2] + bs[3]);
+            }
+            /* the four pairs of a super-block sit in four neighbouring lanes: exact integer
+             * sums, then the super-block's one float term, as the CPU's cpu_kq_term */
+            for (int o = 1; o < 4; o <<= 1) {
+                is += __shfl_xor_sync(0xffffffffu, is, o);
+                ms += __shfl_xor_sync(0xffffffffu, ms, o);
+            }
+            if (on && c == 0) acc[t] += kd[tb] * (d * (float)is - dmin * (float)ms);
+        }
+    }
+    gemv_store(acc, n, y, rows, row, lane);
+}
+
+/* Q6_K: a lane per super-block; one float term per super-block as the CPU's cpu_kq_term. */
 static __global__ void k_gemv_kq(int type, const unsigned char *w, size_t row_bytes, int rows,
                                  int K, const int8_t *kq, const float *kd, const int16_t *ks,
                                  float *y, int n) {
@@ -275,8 +343,12 @@ extern "C" int SOL_CUDA_FN(gemv)(int type, const void *w, size_t row_bytes, int 
     dim3 qgrid((unsigned)((a.n_blocks + QUANT_WARPS - 1) / QUANT_WARPS)), qblock(32 * QUANT_WARPS);
     if (is_kquant(type)) {
         SOL_LAUNCH(k_quantize_q8_k, qgrid, qblock, 0, st, x, a.n_blocks, a.q, a.d, (int16_t *)a.s);
-        SOL_LAUNCH(k_gemv_kq, grid, block, 0, st, type, wb, row_bytes, rows, K, a.q, a.d,
-                   (const int16_t *)a.s, y, n);
+        if (type == SOL_CUDA_Q6_K)
+            SOL_LAUNCH(k_gemv_kq, grid, block, 0, st, type, wb, row_bytes, rows, K, a.q, a.d,
+                       (const int16_t *)a.s, y, n);
+        else
+            SOL_LAUNCH(k_gemv_kq45, grid, block, 0, st, type, wb, row_bytes, rows, K, a.q, a.d,
+                       (const int16_t *)a.s, y, n);
     } else {
         SOL_LAUNCH(k_quantize_q8_0, qgrid, qblock, 0, st, x, a.n_blocks, a.q, a.d, (int32_t *)a.s);
         SOL_LAUNCH(k_gemv_q, grid, block, 0, st, type, wb, row_bytes, rows, K, a.q, a.d,
