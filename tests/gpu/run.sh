@@ -7,7 +7,8 @@
 #   1. build (Release, SOL_CUDA=ON, sm_80 + sm_90) into build-gpu/, unless it is already built;
 #   2. the op test on the GPU against the CPU backend (test_cuda_backend, SOL_TEST_CUDA_SPEC=cuda);
 #   3. whole models on the GPU against the CPU backend: greedy ids and logits
-#      (tests/integration/cuda_emu_model.sh with SOL_TEST_CUDA_SPEC=cuda);
+#      (tests/integration/cuda_emu_model.sh with SOL_TEST_CUDA_SPEC=cuda), and CUDA graphs against
+#      --enforce-eager (cuda_emu_graphs.sh);
 #   4. the timing table: device copy bandwidth, then decode tok/s at batch 1, 8 and 64 and
 #      prefill tok/s for the 1b preset in F16, Q4_0 and Q4_K_M, each decode line with its share
 #      of the weight-streaming roofline and the graph counters; then Q4_0 with --enforce-eager
@@ -55,6 +56,8 @@ fi
 check op_test env SOL_TEST_CUDA_SPEC=cuda "$B/tests/test_cuda_backend"
 check models_vs_cpu env SOL_TEST_CUDA_SPEC=cuda SOL_BUILD="$PWD/$B" SOL_SOURCE="$PWD" \
   bash tests/integration/cuda_emu_model.sh
+check graphs_vs_eager env SOL_TEST_CUDA_SPEC=cuda SOL_BUILD="$PWD/$B" SOL_SOURCE="$PWD" \
+  bash tests/integration/cuda_emu_graphs.sh
 
 # The timing table.
 W="$OUT/models"; mkdir -p "$W"

@@ -5,7 +5,8 @@
 # prompt position's logits within 1e-3 relative L2 (the kernels sum in other orders). A 40-token
 # prompt takes the prefill GEMM (x and weights in F16 instead of the CPU's Q8 activations): its
 # logits within 2e-2. The emulation runs a fiber per GPU thread: small models only.
-# SOL_TEST_CUDA_SPEC=cuda runs the same comparisons on a GPU (tests/gpu/run.sh).
+# SOL_TEST_CUDA_SPEC=cuda runs the same comparisons on a GPU (tests/gpu/run.sh). CUDA graphs and
+# bench_decode: cuda_emu_graphs.sh.
 set -euo pipefail
 B=${SOL_BUILD:?}; S=${SOL_SOURCE:?}
 . "$S/tests/peer/compare.sh"
@@ -47,29 +48,4 @@ for m in q8 q4k; do
   line="$m, 40-token prompt (GEMM): logits $rel apart (limit 2e-2)"
   if within "$rel" 2e-2; then echo "ok   $line"; else echo "FAIL $line"; fail=1; fi
 done
-# CUDA graphs (on by default) against --enforce-eager: the same ids and logits, bit for bit; the
-# decode steps were replayed as graphs.
-for m in f32 q4k; do
-  "$B/tools/sol-generate" -m "$work/$m.gguf" --backend "$DEV" --prompt-tokens "$P" -n 12 --temp 0 \
-    --tokens --enforce-eager --logits "$work/$m.eager.json" >"$work/$m.eager.ids" 2>"$work/eager.err" ||
-    { echo "FAIL --enforce-eager $m: $(tail -3 "$work/eager.err")"; exit 1; }
-  "$B/tools/sol-generate" -m "$work/$m.gguf" --backend "$DEV" --prompt-tokens "$P" -n 12 --temp 0 \
-    --tokens --logits "$work/$m.graph.json" >"$work/$m.graph.ids" 2>"$work/graph.err" ||
-    { echo "FAIL graphs $m: $(tail -3 "$work/graph.err")"; exit 1; }
-  steps=$(sed -n 's/.*cuda graphs on: \([0-9]*\) steps replayed.*/\1/p' "$work/graph.err")
-  if cmp -s "$work/$m.eager.ids" "$work/$m.graph.ids" && cmp -s "$work/$m.eager.json" "$work/$m.graph.json" &&
-     [ "${steps:-0}" -ge 11 ]; then
-    echo "ok   $m: CUDA graphs ($steps decode steps replayed) give the eager run's ids and logits"
-  else
-    echo "FAIL $m: graphs vs eager: $(grep 'cuda graphs' "$work/graph.err")"; fail=1
-  fi
-done
-
-# The benchmark GPU runs use works on the backend (no timing is checked).
-"$B/bench/bench_decode" -m "$work/q4k.gguf" --backend "$DEV" --batch 1,3 --ctx 8 --steps 1 \
-  --prefill 20 --measure-membw 1 >"$work/bench" 2>&1 ||
-  { echo "FAIL bench_decode on $DEV: $(tail -3 "$work/bench")"; exit 1; }
-grep -q "decode batch   3" "$work/bench" && grep -q "prefill 20 tokens" "$work/bench" ||
-  { echo "FAIL bench_decode printed: $(cat "$work/bench")"; exit 1; }
-echo "ok   bench_decode runs on $DEV"
 exit $fail
