@@ -248,8 +248,9 @@ static void test_kv_and_attention(void **state) {
         assert_int_equal(sol_paged_attention_swa(be, kv, 0, q.data(), want.data(), N, HEADS, KVH,
                                                  HD, 0.125f, window, per),
                          0);
-        sol_emu_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), N, HEADS, KVH,
-                                HD, 0.125f, window, &flat[0][0], MAXB, n_ctx, 37, nullptr, nullptr);
+        sol_emu_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), N, nullptr, 0, N,
+                                HEADS, KVH, HD, 0.125f, window, &flat[0][0], MAXB, n_ctx, 37,
+                                nullptr, nullptr);
         double e = rel_err(got.data(), want.data(), N * HEADS * HD);
         if (!(e < 1e-5)) fail_msg("attention window %d: %g", window, e);
     }
@@ -262,8 +263,9 @@ static void test_kv_and_attention(void **state) {
     per[0].block_table = flat[0];
     assert_int_equal(
         sol_paged_attention(be, kv, 0, q.data(), want.data(), 1, HEADS, KVH, HD, 0.125f, per), 0);
-    sol_emu_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), 1, HEADS, KVH, HD,
-                            0.125f, 0, &flat[0][0], MAXB, n_ctx, 37, nullptr, nullptr);
+    sol_emu_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), 1, nullptr, 0, 1,
+                            HEADS, KVH, HD, 0.125f, 0, &flat[0][0], MAXB, n_ctx, 37, nullptr,
+                            nullptr);
     assert_true(rel_err(got.data(), want.data(), HEADS * HD) < 1e-5);
     sol_backend_free(be);
 }

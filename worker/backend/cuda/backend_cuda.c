@@ -699,12 +699,26 @@ static int check_attention(cuda_backend *b, const sol_kv *kv, int layer, int n, 
     return 0;
 }
 
+/* Tiles of up to SOL_CUDA_ATT_TILE consecutive tokens that share a block table (a prefill
+ * chunk's), never across a group of ATT_GROUP: their starts and an end entry into tiles (n + 1
+ * entries at most); returns how many. */
+static int make_tiles(const sol_attn_seq *seq, int n, int32_t *tiles) {
+    int k = 0;
+    for (int t = 0; t < n; t++)
+        if (t == 0 || t % ATT_GROUP == 0 || t - tiles[k - 1] == SOL_CUDA_ATT_TILE ||
+            seq[t].block_table != seq[t - 1].block_table)
+            tiles[k++] = t;
+    tiles[k] = n;
+    return k;
+}
+
 /* Long windows are split along the context (flash-decoding) through the ws scratch, in groups
- * of ATT_GROUP tokens so that the scratch stays a few MiB; a token's bits do not depend on the
- * grouping (k_attention.cu). */
+ * of ATT_GROUP tokens so that the scratch stays a few MiB; queries are tiled (make_tiles). A
+ * token's bits depend on neither (k_attention.cu). tiles_d: the staged tiles, n_tiles of them. */
 static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float *out, int n,
                   int heads, int head_dim, float scale, int window, const int32_t *tables,
-                  int stride, const sol_attn_seq *seq) {
+                  int stride, const sol_attn_seq *seq, const int32_t *tiles_h,
+                  const int32_t *tiles_d, int n_tiles) {
     int max_len = 1, rc;
     for (int t = 0; t < n; t++) {
         int len = window > 0 && seq[t].n_ctx > window ? window : seq[t].n_ctx;
@@ -712,19 +726,21 @@ static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float 
     }
     int group = max_len > SOL_CUDA_ATT_SPLIT_MIN ? ATT_GROUP : n;
     float *ws = NULL;
-    if (group < n || max_len > SOL_CUDA_ATT_SPLIT_MIN) {
+    if (max_len > SOL_CUDA_ATT_SPLIT_MIN) {
         size_t floats = SOL_CUDA_FN(attention_ws_floats)(group, heads, head_dim);
         if ((rc = grow(b, &b->att_ws, floats * sizeof(float), "paged_attention"))) return rc;
         ws = b->att_ws.p;
     }
-    size_t qrow = (size_t)heads * head_dim;
     const int32_t *ctx = tables + (size_t)n * stride;
-    for (int t0 = 0; t0 < n; t0 += group) {
-        int cnt = n - t0 < group ? n - t0 : group;
+    for (int t0 = 0, ti = 0; t0 < n; t0 += group) {
+        int cnt = n - t0 < group ? n - t0 : group, tj = ti;
+        while (tj < n_tiles && tiles_h[tj] < t0 + cnt)
+            tj++;
         SOL_CUDA_FN(paged_attention)
-        (kv->pools[2 * layer], kv->pools[2 * layer + 1], kv->f16, kv->block_size, q + t0 * qrow,
-         out + t0 * qrow, cnt, heads, kv->kv_heads, head_dim, scale, window,
-         tables + (size_t)t0 * stride, stride, ctx + t0, max_len, ws, b->stream);
+        (kv->pools[2 * layer], kv->pools[2 * layer + 1], kv->f16, kv->block_size, q, out, tj - ti,
+         tiles_d + ti, t0, cnt, heads, kv->kv_heads, head_dim, scale, window, tables, stride, ctx,
+         max_len, ws, b->stream);
+        ti = tj;
     }
     return after(b, "paged_attention");
 }
@@ -746,7 +762,7 @@ static int cuda_paged_attention(sol_backend *be, sol_kv *kv, int layer, const fl
         int nb = (seq[t].n_ctx + kv->block_size - 1) / kv->block_size;
         stride = nb > stride ? nb : stride;
     }
-    size_t need = (size_t)n * (size_t)stride + (size_t)n;
+    size_t need = (size_t)n * (size_t)stride + (size_t)n + (size_t)n + 1; /* tables, ctx, tiles */
     if (need > b->tables_cap) {
         int32_t *p = realloc(b->tables, sizeof(int32_t) * need);
         if (!p) return fail(b, -ENOMEM, "paged_attention", "out of host memory");
@@ -754,17 +770,24 @@ static int cuda_paged_attention(sol_backend *be, sol_kv *kv, int layer, const fl
     }
     memset(b->tables, 0, sizeof(int32_t) * need);
     int32_t *ctx = b->tables + (size_t)n * stride;
-    for (int t = 0; t < n; t++) {
+    int32_t *tiles = ctx + n;
+    int n_tiles = make_tiles(seq, n, tiles);
+    /* Token t's entries go to its own row and to its tile's first row, which the tile's block
+     * reads: the union of the tile's windows (they share one block table). Entries before a
+     * window may be stale (freed blocks): never copied, left 0. */
+    for (int ti = 0, t = 0; t < n; t++) {
+        if (ti + 1 < n_tiles && t == tiles[ti + 1]) ti++;
         int nb = (seq[t].n_ctx + kv->block_size - 1) / kv->block_size;
         int lo = window > 0 && seq[t].n_ctx > window ? (seq[t].n_ctx - window) / kv->block_size : 0;
-        /* entries before the window may be stale (freed blocks): never copied, left 0 */
-        memcpy(b->tables + (size_t)t * stride + lo, seq[t].block_table + lo,
-               sizeof(int32_t) * (size_t)(nb - lo));
+        size_t bytes = sizeof(int32_t) * (size_t)(nb - lo);
+        memcpy(b->tables + (size_t)t * stride + lo, seq[t].block_table + lo, bytes);
+        memcpy(b->tables + (size_t)tiles[ti] * stride + lo, seq[t].block_table + lo, bytes);
         ctx[t] = seq[t].n_ctx;
     }
     const int32_t *d = stage(b, b->tables, sizeof(int32_t) * need, &rc);
     if (rc) return rc;
-    return attend(b, kv, layer, q, out, n, heads, head_dim, scale, window, d, stride, seq);
+    return attend(b, kv, layer, q, out, n, heads, head_dim, scale, window, d, stride, seq, tiles,
+                  d + (size_t)n * stride + n, n_tiles);
 }
 
 /* ---- the rest ---- */

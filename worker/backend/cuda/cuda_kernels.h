@@ -84,21 +84,26 @@ void SOL_CUDA_FN(kv_write)(void *k_pool, void *v_pool, int f16, int row, const f
 void SOL_CUDA_FN(kv_copy_blocks)(void *const *pools, int count_pools, size_t block_bytes,
                                  const int32_t *src, const int32_t *dst, int count, void *stream);
 
-/* k_attention.cu: paged attention through block tables, a block of threads per (token, query
- * head, context split): out[t][h] = softmax(scale * q . K[lo..n_ctx)) V with lo = 0 or, for a
- * sliding window, max(0, n_ctx - window); query head h reads KV head h / (heads / kv_heads).
- * tables holds token t's block table at tables + t * table_stride; head_dim <= 256. max_len: the
- * longest window (n_ctx - lo) of the batch; windows longer than SOL_CUDA_ATT_SPLIT_MIN are split
- * along the context (flash-decoding) into ws (sol_cuda_attention_ws_floats(n, heads, head_dim)
- * floats; NULL: never split). A token's result depends on its own context only. */
+/* k_attention.cu: paged attention through block tables: out[t][h] = softmax(scale * q . K[lo..
+ * n_ctx)) V with lo = 0 or, for a sliding window, max(0, n_ctx - window); query head h reads KV
+ * head h / (heads / kv_heads). tables holds token t's block table at tables + t * table_stride;
+ * head_dim <= 256. The call covers tokens [t_base, t_base + n) (q, out, tables, n_ctx indexed
+ * by absolute token). tiles: NULL (a block per token), or the starts of n_tiles tiles of up to
+ * 4 consecutive tokens that share a block table, plus one end entry: with head_dim <= 128 a
+ * tile's queries share each K/V load (prefill chunks). max_len: the longest window of these
+ * tokens; windows longer than SOL_CUDA_ATT_SPLIT_MIN are split along the context
+ * (flash-decoding) into ws (sol_cuda_attention_ws_floats(n, heads, head_dim) floats; NULL:
+ * never split). A token's result depends on its own context only, not on tiles or splits of
+ * others. */
 #define SOL_CUDA_ATT_SPLIT_MIN 256
 #define SOL_CUDA_ATT_MAX_SPLITS 32
+#define SOL_CUDA_ATT_TILE 4
 size_t SOL_CUDA_FN(attention_ws_floats)(int n, int heads, int head_dim);
 void SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_pool, int f16, int block_size,
-                                  const float *q, float *out, int n, int heads, int kv_heads,
-                                  int head_dim, float scale, int window, const int32_t *tables,
-                                  int table_stride, const int32_t *n_ctx, int max_len, float *ws,
-                                  void *stream);
+                                  const float *q, float *out, int n_tiles, const int32_t *tiles,
+                                  int t_base, int n, int heads, int kv_heads, int head_dim,
+                                  float scale, int window, const int32_t *tables, int table_stride,
+                                  const int32_t *n_ctx, int max_len, float *ws, void *stream);
 
 #ifdef __cplusplus
 }
