@@ -981,8 +981,12 @@ sol_backend *sol_backend_cuda_create(const char *variant, const sol_backend_opts
         if (*end) dev = -1;
     }
     if (dev < 0 || dev >= n) {
-        sol_err_set(err, -EINVAL, "cuda: device %s%ld: expected an index from 0 to %d",
-                    variant && *variant ? "" : "", dev, n - 1);
+        if (variant && *variant)
+            sol_err_set(err, -EINVAL, "cuda:%s: expected a device index from 0 to %d", variant,
+                        n - 1);
+        else
+            sol_err_set(err, -EINVAL, "worker.device %ld: expected a device index from 0 to %d",
+                        dev, n - 1);
         return NULL;
     }
     return open_backend((int)dev, 0, 0, o, err);
