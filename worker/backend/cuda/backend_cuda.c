@@ -184,7 +184,8 @@ static int stage_grow(cuda_backend *b, size_t need) {
     return b->stage_cap ? 0 : fail(b, -ENOMEM, "stage", "no memory for %zu staging bytes", cap);
 }
 
-/* The device copy of `bytes` of host memory, valid until the next synchronize. The same array
+/* The device copy of `bytes` of host memory, valid until the next synchronize or the next
+ * stage() call (which may grow the ring: one op stages one array). The same array
  * (same address, same bytes) staged again in one step is not sent again; matching on the
  * address as well keeps a step's copies the same from one step to the next, as a replayed CUDA
  * graph needs (equal bytes of different arrays come and go). */
@@ -664,11 +665,16 @@ static int cuda_kv_copy_blocks(sol_backend *be, sol_kv *kv, const int32_t *src, 
             return fail(b, -EINVAL, "kv_copy_blocks", "pair %d (%d -> %d) outside [0, %d)", i,
                         src[i], dst[i], kv->num_blocks);
     if (count <= 0) return 0;
+    /* One staged array: a second stage() may grow the ring and free the first's copy. */
     int rc;
-    const int32_t *src_d = stage(b, src, sizeof(int32_t) * (size_t)count, &rc);
+    int32_t *pairs = malloc(sizeof(int32_t) * 2 * (size_t)count);
+    if (!pairs) return fail(b, -ENOMEM, "kv_copy_blocks", "out of host memory");
+    memcpy(pairs, src, sizeof(int32_t) * (size_t)count);
+    memcpy(pairs + count, dst, sizeof(int32_t) * (size_t)count);
+    const int32_t *src_d = stage(b, pairs, sizeof(int32_t) * 2 * (size_t)count, &rc);
+    free(pairs);
     if (rc) return rc;
-    const int32_t *dst_d = stage(b, dst, sizeof(int32_t) * (size_t)count, &rc);
-    if (rc) return rc;
+    const int32_t *dst_d = src_d + count;
     SOL_CUDA_FN(kv_copy_blocks)
     ((void *const *)kv->pools_d, 2 * kv->n_layers, kv->pool_bytes / (size_t)kv->num_blocks, src_d,
      dst_d, count, b->stream);
