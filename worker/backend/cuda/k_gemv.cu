@@ -217,7 +217,7 @@ static __global__ void k_gemv_kq45(int type, const unsigned char *w, size_t row_
         int it = base + lane, on = it < nb * 4, b = it / 4, c = it % 4, sc1 = 0, m1 = 0, sc2 = 0,
             m2 = 0;
         const unsigned char *blk = wr + (size_t)b * bb;
-        int lo[8], hi[8];
+        int lo[8] = {0}, hi[8] = {0};
         float d = 0.0f, dmin = 0.0f;
         if (on) {
             const unsigned char *qs = blk + (q5 ? 48 : 16) + 32 * c, *qh = blk + 16;
