@@ -12,89 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_rt.h"
-
-#ifdef SOL_CUDA_EMU
-#define BE "cuda-emu"
-/* Small weight tiles in the emulation, so the test models cross tile boundaries. */
-#define GEMM_TILE_ELEMS ((size_t)1 << 15)
-#else
-#define BE "cuda"
-#define GEMM_TILE_ELEMS ((size_t)1 << 24)
-#endif
-
-/* Tokens from which matmul takes the F16 GEMM (prefill) instead of Sol's GEMV kernels. */
-enum {
-    GEMM_MIN_TOKENS = SOL_CUDA_GEMV_MAX_TOKENS + 1,
-    STAGE_RECENT = 8,
-    ATT_GROUP = 64,
-    GRAPH_SLOTS = 8 /* graphs kept, one per key (token count), least recently used replaced */
-};
-
-typedef struct graph_slot {
-    int key;
-    void *exec;
-    unsigned long used;
-} graph_slot;
-
-typedef struct upload {
-    void *dev;
-    size_t bytes;
-} upload;
-
-typedef struct dev_buf { /* device scratch that grows */
-    void *p;
-    size_t bytes;
-} dev_buf;
-
-struct sol_kv {
-    int n_layers, num_blocks, block_size, kv_heads, head_dim, f16;
-    size_t pool_bytes;
-    void **pools;   /* host array: K of layer l at 2l, V at 2l + 1 (device pointers) */
-    void **pools_d; /* the same array in device memory, for kv_copy_blocks */
-    struct sol_kv *next;
-};
-
-typedef struct cuda_backend {
-    sol_backend base;
-    sol_cuda_dev *dev;
-    void *stream;
-    int strict;          /* refuse activations that are not device buffers */
-    int sync_each;       /* SOL_CUDA_SYNC=1: wait after every op, so an error names its op */
-    int batch_invariant; /* never switch matmul kernels with n (sol_backend_opts) */
-    const char *last_op;
-    dev_buf qscratch, xh, wh; /* GEMV quantized activations; GEMM F16 x and weight tile */
-    dev_buf att_ws;           /* split attention's partial states */
-    /* Staging: host index arrays go up through one pinned buffer, each array once per step
-     * (a copy whose bytes equal a recent one is reused: positions serve every layer's rope). */
-    unsigned char *stage_h, *stage_d;
-    size_t stage_cap, stage_used;
-    struct {
-        const void *host;
-        size_t off, bytes;
-    } recent[STAGE_RECENT];
-    int n_recent, next_recent;
-    int32_t *tables; /* host scratch: attention block tables as one n x stride array */
-    size_t tables_cap;
-    upload *ups;
-    int n_ups, cap_ups;
-    sol_kv *kvs;
-    /* CUDA graphs: a step_begin with a key opens a capture that synchronize closes and launches
-     * (docs/backend.md, "CUDA graphs") */
-    int graphs_on, capturing, key;
-    graph_slot graphs[GRAPH_SLOTS];
-    unsigned long tick, steps, updated, instantiated, flushed;
-} cuda_backend;
-
-static cuda_backend *cb(sol_backend *be) {
-    return (cuda_backend *)be;
-}
+#include "backend_cuda_internal.h"
 
 /* ---- errors and pointer checks ---- */
 
-static int fail(cuda_backend *b, int rc, const char *op, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(cuda_backend *b, int rc, const char *op, const char *fmt, ...) {
+int cbe_fail(cuda_backend *b, int rc, const char *op, const char *fmt, ...) {
     char msg[400];
     va_list ap;
     va_start(ap, fmt);
@@ -104,22 +26,21 @@ static int fail(cuda_backend *b, int rc, const char *op, const char *fmt, ...) {
 }
 
 /* After queuing op: a launch error now, or with sync_each the op's execution error. */
-static int after(cuda_backend *b, const char *op) {
+int cbe_after(cuda_backend *b, const char *op) {
     char why[256] = "";
     b->last_op = op;
     int rc = SOL_CUDA_FN(dev_last_error)(b->dev, why, sizeof why);
     if (!rc && b->sync_each) rc = SOL_CUDA_FN(dev_sync)(b->dev, why, sizeof why);
-    return rc ? fail(b, rc, op, "%s", why) : 0;
+    return rc ? cbe_fail(b, rc, op, "%s", why) : 0;
 }
 
-static int need_dev(cuda_backend *b, const void *p, size_t bytes, const char *op,
-                    const char *what) {
-    if (!p) return fail(b, -EINVAL, op, "%s is NULL", what);
+int cbe_need_dev(cuda_backend *b, const void *p, size_t bytes, const char *op, const char *what) {
+    if (!p) return cbe_fail(b, -EINVAL, op, "%s is NULL", what);
     if (b->strict && !SOL_CUDA_FN(dev_owns)(b->dev, p, bytes))
-        return fail(b, -EFAULT, op,
-                    "%s (%zu bytes) is not inside a device buffer: pass memory from buf_alloc "
-                    "(and weights through weight_prepare)",
-                    what, bytes);
+        return cbe_fail(b, -EFAULT, op,
+                        "%s (%zu bytes) is not inside a device buffer: pass memory from buf_alloc "
+                        "(and weights through weight_prepare)",
+                        what, bytes);
     return 0;
 }
 
@@ -159,7 +80,7 @@ static int end_capture(cuda_backend *b, int whole) {
     return 0;
 }
 
-static int flush_capture(cuda_backend *b) {
+int cbe_flush_capture(cuda_backend *b) {
     if (b->capturing) b->flushed++;
     return end_capture(b, 0);
 }
@@ -168,10 +89,10 @@ static int flush_capture(cuda_backend *b) {
 
 static int stage_grow(cuda_backend *b, size_t need) {
     char why[256] = "";
-    int rc = flush_capture(b);
+    int rc = cbe_flush_capture(b);
     if (rc) return rc;
     rc = SOL_CUDA_FN(dev_sync)(b->dev, why, sizeof why); /* queued copies read the old ones */
-    if (rc) return fail(b, rc, "stage", "%s", why);
+    if (rc) return cbe_fail(b, rc, "stage", "%s", why);
     size_t cap = b->stage_cap ? b->stage_cap : 64 * 1024;
     while (cap < need)
         cap *= 2;
@@ -181,15 +102,15 @@ static int stage_grow(cuda_backend *b, size_t need) {
     b->stage_d = SOL_CUDA_FN(dev_malloc)(b->dev, cap);
     b->stage_cap = b->stage_h && b->stage_d ? cap : 0;
     b->stage_used = 0, b->n_recent = 0, b->next_recent = 0;
-    return b->stage_cap ? 0 : fail(b, -ENOMEM, "stage", "no memory for %zu staging bytes", cap);
+    return b->stage_cap ? 0 : cbe_fail(b, -ENOMEM, "stage", "no memory for %zu staging bytes", cap);
 }
 
 /* The device copy of `bytes` of host memory, valid until the next synchronize or the next
- * stage() call (which may grow the ring: one op stages one array). The same array
+ * cbe_stage() call (which may cbe_grow the ring: one op stages one array). The same array
  * (same address, same bytes) staged again in one step is not sent again; matching on the
  * address as well keeps a step's copies the same from one step to the next, as a replayed CUDA
  * graph needs (equal bytes of different arrays come and go). */
-static const void *stage(cuda_backend *b, const void *host, size_t bytes, int *rc) {
+const void *cbe_stage(cuda_backend *b, const void *host, size_t bytes, int *rc) {
     *rc = 0;
     if (!bytes) bytes = 4;
     for (int i = 0; i < b->n_recent; i++)
@@ -204,7 +125,7 @@ static const void *stage(cuda_backend *b, const void *host, size_t bytes, int *r
     memcpy(b->stage_h + off, host, bytes);
     if ((*rc = SOL_CUDA_FN(dev_copy)(b->dev, b->stage_d + off, b->stage_h + off, bytes,
                                      SOL_CUDA_H2D))) {
-        fail(b, *rc, "stage", "copy of %zu bytes to the device failed", bytes);
+        cbe_fail(b, *rc, "stage", "copy of %zu bytes to the device failed", bytes);
         return NULL;
     }
     b->stage_used = off + bytes;
@@ -216,19 +137,20 @@ static const void *stage(cuda_backend *b, const void *host, size_t bytes, int *r
 }
 
 /* Waits for the stream; an error is left for the caller to word. */
-static int wait_quiet(cuda_backend *b) {
+int cbe_wait_quiet(cuda_backend *b) {
     char why[256];
     return SOL_CUDA_FN(dev_sync)(b->dev, why, sizeof why);
 }
 
-static int grow(cuda_backend *b, dev_buf *d, size_t need, const char *op) {
+int cbe_grow(cuda_backend *b, dev_buf *d, size_t need, const char *op) {
     if (need <= d->bytes) return 0;
-    int rc = flush_capture(b);
+    int rc = cbe_flush_capture(b);
     if (rc) return rc;
     SOL_CUDA_FN(dev_free)(b->dev, d->p); /* cudaFree waits for kernels still using it */
     d->p = SOL_CUDA_FN(dev_malloc)(b->dev, need);
     d->bytes = d->p ? need : 0;
-    return d->p ? 0 : fail(b, -ENOMEM, op, "out of device memory for %zu bytes of scratch", need);
+    return d->p ? 0
+                : cbe_fail(b, -ENOMEM, op, "out of device memory for %zu bytes of scratch", need);
 }
 
 /* ---- weights ---- */
@@ -252,24 +174,27 @@ static int type_ok(sol_dtype t) {
 }
 
 static int check_weight(cuda_backend *b, const sol_weight *w, const char *op) {
-    if (!w || !w->data) return fail(b, -EINVAL, op, "weight has no data");
+    if (!w || !w->data) return cbe_fail(b, -EINVAL, op, "weight has no data");
     if (!type_ok(w->type))
-        return fail(b, -ENOTSUP, op,
-                    "weight type %u is not supported (expected f32, f16, bf16, q8_0, q4_0, q5_0, "
-                    "q5_1, q4_k, q5_k or q6_k)",
-                    (unsigned)w->type);
+        return cbe_fail(
+            b, -ENOTSUP, op,
+            "weight type %u is not supported (expected f32, f16, bf16, q8_0, q4_0, q5_0, "
+            "q5_1, q4_k, q5_k or q6_k)",
+            (unsigned)w->type);
     if (w->rows <= 0 || w->cols <= 0)
-        return fail(b, -EINVAL, op, "weight shape %lld x %lld is empty", (long long)w->rows,
-                    (long long)w->cols);
+        return cbe_fail(b, -EINVAL, op, "weight shape %lld x %lld is empty", (long long)w->rows,
+                        (long long)w->cols);
     size_t per = sol_dtype_block_elems(w->type), bb = sol_dtype_block_bytes(w->type);
     if (w->cols % (int64_t)per != 0)
-        return fail(b, -EINVAL, op, "weight has %lld columns, expected a multiple of %zu for %s",
-                    (long long)w->cols, per, sol_dtype_name(w->type));
+        return cbe_fail(b, -EINVAL, op,
+                        "weight has %lld columns, expected a multiple of %zu for %s",
+                        (long long)w->cols, per, sol_dtype_name(w->type));
     if (w->row_bytes < (size_t)w->cols / per * bb)
-        return fail(b, -EINVAL, op, "row_bytes %zu is too small for %s", w->row_bytes,
-                    sol_dtype_name(w->type));
-    if (w->layout != 0) return fail(b, -EINVAL, op, "weight layout %u is not ggml's", w->layout);
-    return need_dev(b, w->data, w->row_bytes * (size_t)w->rows, op, "the weight's data");
+        return cbe_fail(b, -EINVAL, op, "row_bytes %zu is too small for %s", w->row_bytes,
+                        sol_dtype_name(w->type));
+    if (w->layout != 0)
+        return cbe_fail(b, -EINVAL, op, "weight layout %u is not ggml's", w->layout);
+    return cbe_need_dev(b, w->data, w->row_bytes * (size_t)w->rows, op, "the weight's data");
 }
 
 /* By device address only: host memory may be freed and its address reused for other bytes. */
@@ -283,7 +208,7 @@ static upload *find_upload(cuda_backend *b, const void *p) {
  * upload (tied embeddings copy the prepared token_embd) stays as it is. */
 static int cuda_weight_prepare(sol_backend *be, sol_weight *w) {
     cuda_backend *b = cb(be);
-    if (flush_capture(b)) return b->base.err.code;
+    if (cbe_flush_capture(b)) return b->base.err.code;
     int strict = b->strict;
     b->strict = 0; /* the host bytes are what is being uploaded */
     int rc = check_weight(b, w, "weight_prepare");
@@ -295,20 +220,20 @@ static int cuda_weight_prepare(sol_backend *be, sol_weight *w) {
     if (b->n_ups == b->cap_ups) {
         int c = b->cap_ups ? 2 * b->cap_ups : 64;
         upload *a = realloc(b->ups, sizeof *a * (size_t)c);
-        if (!a) return fail(b, -ENOMEM, "weight_prepare", "out of host memory");
+        if (!a) return cbe_fail(b, -ENOMEM, "weight_prepare", "out of host memory");
         b->ups = a, b->cap_ups = c;
     }
     void *d = SOL_CUDA_FN(dev_malloc)(b->dev, bytes);
     if (!d)
-        return fail(b, -ENOMEM, "weight_prepare",
-                    "out of device memory for a %lld x %lld %s weight (%.1f MiB)",
-                    (long long)w->rows, (long long)w->cols, sol_dtype_name(w->type),
-                    bytes / 1048576.0);
+        return cbe_fail(b, -ENOMEM, "weight_prepare",
+                        "out of device memory for a %lld x %lld %s weight (%.1f MiB)",
+                        (long long)w->rows, (long long)w->cols, sol_dtype_name(w->type),
+                        bytes / 1048576.0);
     char why[256] = "";
     if ((rc = SOL_CUDA_FN(dev_copy)(b->dev, d, w->data, bytes, SOL_CUDA_H2D)) ||
         (rc = SOL_CUDA_FN(dev_sync)(b->dev, why, sizeof why))) {
         SOL_CUDA_FN(dev_free)(b->dev, d);
-        return fail(b, rc, "weight_prepare", "upload failed: %s", why);
+        return cbe_fail(b, rc, "weight_prepare", "upload failed: %s", why);
     }
     b->ups[b->n_ups++] = (upload){d, bytes};
     w->data = d;
@@ -318,37 +243,37 @@ static int cuda_weight_prepare(sol_backend *be, sol_weight *w) {
 /* ---- buffers ---- */
 
 static void *cuda_buf_alloc(sol_backend *be, size_t bytes) {
-    if (flush_capture(cb(be))) return NULL;
+    if (cbe_flush_capture(cb(be))) return NULL;
     void *p = SOL_CUDA_FN(dev_malloc)(cb(be)->dev, bytes);
-    if (!p) fail(cb(be), -ENOMEM, "buf_alloc", "out of device memory for %zu bytes", bytes);
+    if (!p) cbe_fail(cb(be), -ENOMEM, "buf_alloc", "out of device memory for %zu bytes", bytes);
     return p;
 }
 
 static void cuda_buf_free(sol_backend *be, void *buf) {
-    flush_capture(cb(be));
+    cbe_flush_capture(cb(be));
     SOL_CUDA_FN(dev_free)(cb(be)->dev, buf);
 }
 
 static int cuda_upload(sol_backend *be, void *dst, const void *src, size_t bytes) {
     cuda_backend *b = cb(be);
     char why[256] = "";
-    int rc = flush_capture(b);
+    int rc = cbe_flush_capture(b);
     if (rc) return rc;
-    rc = need_dev(b, dst, bytes, "upload", "the destination");
+    rc = cbe_need_dev(b, dst, bytes, "upload", "the destination");
     if (!rc && bytes) rc = SOL_CUDA_FN(dev_copy)(b->dev, dst, src, bytes, SOL_CUDA_H2D);
     if (!rc) rc = SOL_CUDA_FN(dev_sync)(b->dev, why, sizeof why);
-    return rc && !b->base.err.code ? fail(b, rc, "upload", "%s", why) : rc;
+    return rc && !b->base.err.code ? cbe_fail(b, rc, "upload", "%s", why) : rc;
 }
 
 static int cuda_download(sol_backend *be, void *dst, const void *src, size_t bytes) {
     cuda_backend *b = cb(be);
     char why[256] = "";
-    int rc = flush_capture(b);
+    int rc = cbe_flush_capture(b);
     if (rc) return rc;
-    rc = need_dev(b, src, bytes, "download", "the source");
+    rc = cbe_need_dev(b, src, bytes, "download", "the source");
     if (!rc && bytes) rc = SOL_CUDA_FN(dev_copy)(b->dev, dst, src, bytes, SOL_CUDA_D2H);
     if (!rc) rc = SOL_CUDA_FN(dev_sync)(b->dev, why, sizeof why);
-    return rc && !b->base.err.code ? fail(b, rc, "download", "%s", why) : rc;
+    return rc && !b->base.err.code ? cbe_fail(b, rc, "download", "%s", why) : rc;
 }
 
 /* ---- matmul ---- */
@@ -357,8 +282,8 @@ static int reserve_gemm(cuda_backend *b, int n, int64_t K, int64_t M) {
     size_t tile = GEMM_TILE_ELEMS / (size_t)K;
     if (tile < 1) tile = 1;
     if (tile > (size_t)M) tile = (size_t)M;
-    int rc = grow(b, &b->xh, (size_t)n * (size_t)K * 2, "matmul");
-    return rc ? rc : grow(b, &b->wh, tile * (size_t)K * 2, "matmul");
+    int rc = cbe_grow(b, &b->xh, (size_t)n * (size_t)K * 2, "matmul");
+    return rc ? rc : cbe_grow(b, &b->wh, tile * (size_t)K * 2, "matmul");
 }
 
 /* x rounded to F16 once; the weight dequantized to F16 a tile of rows at a time (F16 weights
@@ -370,7 +295,7 @@ static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, flo
     char why[256] = "";
     if (w->type == SOL_DT_F16 && w->row_bytes == (size_t)K * 2) {
         rc = SOL_CUDA_FN(dev_gemm_f16)(b->dev, w->data, b->xh.p, y, M, n, K, M, why, sizeof why);
-        return rc ? fail(b, rc, "matmul", "%s", why) : after(b, "matmul");
+        return rc ? cbe_fail(b, rc, "matmul", "%s", why) : cbe_after(b, "matmul");
     }
     int tile = (int)(b->wh.bytes / 2 / (size_t)K);
     for (int m0 = 0; m0 < M; m0 += tile) {
@@ -380,15 +305,15 @@ static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, flo
          b->wh.p, b->stream);
         if ((rc = SOL_CUDA_FN(dev_gemm_f16)(b->dev, b->wh.p, b->xh.p, y + m0, rows, n, K, M, why,
                                             sizeof why)))
-            return fail(b, rc, "matmul", "%s", why);
+            return cbe_fail(b, rc, "matmul", "%s", why);
     }
-    return after(b, "matmul");
+    return cbe_after(b, "matmul");
 }
 
 /* Tokens in groups of SOL_CUDA_GEMV_MAX_TOKENS: a token's sums never depend on its group. */
 static int matmul_gemv(cuda_backend *b, const sol_weight *w, const float *x, float *y, int n) {
     size_t need = SOL_CUDA_FN(gemv_scratch_bytes)(SOL_CUDA_GEMV_MAX_TOKENS, (int)w->cols);
-    int rc = grow(b, &b->qscratch, need, "matmul");
+    int rc = cbe_grow(b, &b->qscratch, need, "matmul");
     if (rc) return rc;
     for (int t0 = 0; t0 < n; t0 += SOL_CUDA_GEMV_MAX_TOKENS) {
         int cnt = n - t0 < SOL_CUDA_GEMV_MAX_TOKENS ? n - t0 : SOL_CUDA_GEMV_MAX_TOKENS;
@@ -396,19 +321,19 @@ static int matmul_gemv(cuda_backend *b, const sol_weight *w, const float *x, flo
                                x + (size_t)t0 * w->cols, y + (size_t)t0 * w->rows, cnt,
                                b->qscratch.p, b->stream);
         if (rc)
-            return fail(b, rc, "matmul", "%s weights, %d tokens: refused", sol_dtype_name(w->type),
-                        cnt);
+            return cbe_fail(b, rc, "matmul", "%s weights, %d tokens: refused",
+                            sol_dtype_name(w->type), cnt);
     }
-    return after(b, "matmul");
+    return cbe_after(b, "matmul");
 }
 
 static int cuda_matmul(sol_backend *be, const sol_weight *w, const float *x, float *y, int n) {
     cuda_backend *b = cb(be);
     int rc = check_weight(b, w, "matmul");
     if (rc) return rc;
-    if (n <= 0) return fail(b, -EINVAL, "matmul", "need n >= 1 tokens, got n=%d", n);
-    if ((rc = need_dev(b, x, sizeof(float) * (size_t)n * (size_t)w->cols, "matmul", "x")) ||
-        (rc = need_dev(b, y, sizeof(float) * (size_t)n * (size_t)w->rows, "matmul", "y")))
+    if (n <= 0) return cbe_fail(b, -EINVAL, "matmul", "need n >= 1 tokens, got n=%d", n);
+    if ((rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n * (size_t)w->cols, "matmul", "x")) ||
+        (rc = cbe_need_dev(b, y, sizeof(float) * (size_t)n * (size_t)w->rows, "matmul", "y")))
         return rc;
     /* Float weights (test models) stay on the GEMV kernels, which sum as the CPU does. */
     if (!b->batch_invariant && n >= GEMM_MIN_TOKENS && w->type != SOL_DT_F32)
@@ -420,13 +345,14 @@ static int cuda_matmul_many(sol_backend *be, const sol_weight *const *ws, float 
                             int count, const float *x, int n) {
     cuda_backend *b = cb(be);
     if (count < 1 || !ws || !ys)
-        return fail(b, -EINVAL, "matmul_many", "need weights, got %d", count);
+        return cbe_fail(b, -EINVAL, "matmul_many", "need weights, got %d", count);
     for (int i = 0; i < count; i++) {
         int rc = check_weight(b, ws[i], "matmul_many");
         if (rc) return rc;
         if (ws[i]->cols != ws[0]->cols)
-            return fail(b, -EINVAL, "matmul_many", "weight %d has %lld columns, weight 0 has %lld",
-                        i, (long long)ws[i]->cols, (long long)ws[0]->cols);
+            return cbe_fail(b, -EINVAL, "matmul_many",
+                            "weight %d has %lld columns, weight 0 has %lld", i,
+                            (long long)ws[i]->cols, (long long)ws[0]->cols);
     }
     for (int i = 0; i < count; i++) {
         int rc = cuda_matmul(be, ws[i], x, ys[i], n);
@@ -439,12 +365,12 @@ static int cuda_reserve(sol_backend *be, int max_tokens, int64_t max_dim) {
     cuda_backend *b = cb(be);
     if (max_tokens < 1 || max_dim < 1) return 0;
     size_t q = SOL_CUDA_FN(gemv_scratch_bytes)(SOL_CUDA_GEMV_MAX_TOKENS, (int)max_dim);
-    int rc = grow(b, &b->qscratch, q, "reserve");
+    int rc = cbe_grow(b, &b->qscratch, q, "reserve");
     /* The GEMM's weight tile now (its size is fixed); its F16 copy of x (n x K, at most tens of
      * MiB) on first use: max_dim may be the vocabulary, an M no x ever has as K. Both fit in
      * the share of device memory the KV pool leaves (worker.kv.memory_fraction < 1). */
     if (!rc && !b->batch_invariant && max_tokens >= GEMM_MIN_TOKENS)
-        rc = grow(b, &b->wh, GEMM_TILE_ELEMS * 2, "reserve");
+        rc = cbe_grow(b, &b->wh, GEMM_TILE_ELEMS * 2, "reserve");
     return rc;
 }
 
@@ -454,34 +380,34 @@ static int cuda_rmsnorm(sol_backend *be, const float *x, const float *w, float *
                         float eps) {
     cuda_backend *b = cb(be);
     if (n < 0 || dim <= 0)
-        return fail(b, -EINVAL, "rmsnorm", "expected n >= 0 and dim > 0, got %d, %d", n, dim);
+        return cbe_fail(b, -EINVAL, "rmsnorm", "expected n >= 0 and dim > 0, got %d, %d", n, dim);
     size_t bytes = sizeof(float) * (size_t)n * (size_t)dim;
     int rc;
     if (n == 0) return 0;
-    if ((rc = need_dev(b, x, bytes, "rmsnorm", "x")) ||
-        (rc = need_dev(b, out, bytes, "rmsnorm", "out")) ||
-        (rc = need_dev(b, w, sizeof(float) * (size_t)dim, "rmsnorm", "the norm weight")))
+    if ((rc = cbe_need_dev(b, x, bytes, "rmsnorm", "x")) ||
+        (rc = cbe_need_dev(b, out, bytes, "rmsnorm", "out")) ||
+        (rc = cbe_need_dev(b, w, sizeof(float) * (size_t)dim, "rmsnorm", "the norm weight")))
         return rc;
     SOL_CUDA_FN(rmsnorm)(x, w, out, n, dim, eps, b->stream);
-    return after(b, "rmsnorm");
+    return cbe_after(b, "rmsnorm");
 }
 
 static int cuda_rope(sol_backend *be, float *x, const int32_t *pos, int n, int heads, int head_dim,
                      const sol_rope_params *p) {
     cuda_backend *b = cb(be);
     if (heads <= 0 || head_dim <= 0 || head_dim % 2 || head_dim > 1024 || !p || p->freq_base <= 0)
-        return fail(b, -EINVAL, "rope",
-                    "expected heads > 0, even head_dim <= 1024 and freq_base > 0, got heads=%d "
-                    "head_dim=%d",
-                    heads, head_dim);
+        return cbe_fail(b, -EINVAL, "rope",
+                        "expected heads > 0, even head_dim <= 1024 and freq_base > 0, got heads=%d "
+                        "head_dim=%d",
+                        heads, head_dim);
     if (p->scaling_factor > 0 && p->orig_ctx > 0 && p->high_freq_factor <= p->low_freq_factor)
-        return fail(b, -EINVAL, "rope",
-                    "llama-3 scaling needs high_freq_factor > low_freq_factor, got %g and %g",
-                    p->high_freq_factor, p->low_freq_factor);
+        return cbe_fail(b, -EINVAL, "rope",
+                        "llama-3 scaling needs high_freq_factor > low_freq_factor, got %g and %g",
+                        p->high_freq_factor, p->low_freq_factor);
     if (n <= 0) return 0;
-    int rc = need_dev(b, x, sizeof(float) * (size_t)n * heads * head_dim, "rope", "x");
+    int rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n * heads * head_dim, "rope", "x");
     if (rc) return rc;
-    const int32_t *pos_d = stage(b, pos, sizeof(int32_t) * (size_t)n, &rc);
+    const int32_t *pos_d = cbe_stage(b, pos, sizeof(int32_t) * (size_t)n, &rc);
     if (rc) return rc;
     sol_cuda_rope_args a = {p->freq_base,
                             p->scaling_factor,
@@ -491,17 +417,17 @@ static int cuda_rope(sol_backend *be, float *x, const int32_t *pos, int n, int h
                             p->orig_ctx,
                             p->neox};
     SOL_CUDA_FN(rope)(x, pos_d, n, heads, head_dim, a, b->stream);
-    return after(b, "rope");
+    return cbe_after(b, "rope");
 }
 
 /* Checks the three operands of an elementwise op (b may be NULL). */
 static int ew_check(cuda_backend *b, const float *x, const float *y, const float *out, int64_t n,
                     const char *op) {
     size_t bytes = sizeof(float) * (size_t)(n > 0 ? n : 0);
-    if (n < 0) return fail(b, -EINVAL, op, "negative element count %lld", (long long)n);
-    int rc = need_dev(b, x, bytes, op, "the first input");
-    if (!rc && y) rc = need_dev(b, y, bytes, op, "the second input");
-    if (!rc) rc = need_dev(b, out, bytes, op, "out");
+    if (n < 0) return cbe_fail(b, -EINVAL, op, "negative element count %lld", (long long)n);
+    int rc = cbe_need_dev(b, x, bytes, op, "the first input");
+    if (!rc && y) rc = cbe_need_dev(b, y, bytes, op, "the second input");
+    if (!rc) rc = cbe_need_dev(b, out, bytes, op, "out");
     return rc;
 }
 
@@ -509,28 +435,28 @@ static int cuda_silu_mul(sol_backend *be, const float *g, const float *u, float 
     int rc = ew_check(cb(be), g, u, o, n, "silu_mul");
     if (rc || !n) return rc;
     SOL_CUDA_FN(silu_mul)(g, u, o, n, cb(be)->stream);
-    return after(cb(be), "silu_mul");
+    return cbe_after(cb(be), "silu_mul");
 }
 
 static int cuda_gelu_mul(sol_backend *be, const float *g, const float *u, float *o, int64_t n) {
     int rc = ew_check(cb(be), g, u, o, n, "gelu_mul");
     if (rc || !n) return rc;
     SOL_CUDA_FN(gelu_mul)(g, u, o, n, cb(be)->stream);
-    return after(cb(be), "gelu_mul");
+    return cbe_after(cb(be), "gelu_mul");
 }
 
 static int cuda_scale(sol_backend *be, const float *x, float s, float *o, int64_t n) {
     int rc = ew_check(cb(be), x, NULL, o, n, "scale");
     if (rc || !n) return rc;
     SOL_CUDA_FN(scale)(x, s, o, n, cb(be)->stream);
-    return after(cb(be), "scale");
+    return cbe_after(cb(be), "scale");
 }
 
 static int cuda_add(sol_backend *be, const float *a, const float *y, float *o, int64_t n) {
     int rc = ew_check(cb(be), a, y, o, n, "add");
     if (rc || !n) return rc;
     SOL_CUDA_FN(add)(a, y, o, n, cb(be)->stream);
-    return after(cb(be), "add");
+    return cbe_after(cb(be), "add");
 }
 
 static int cuda_embed(sol_backend *be, const sol_weight *table, const int32_t *ids, int n,
@@ -540,17 +466,18 @@ static int cuda_embed(sol_backend *be, const sol_weight *table, const int32_t *i
     if (rc) return rc;
     for (int t = 0; t < n; t++)
         if (ids[t] < 0 || ids[t] >= table->rows)
-            return fail(b, -EINVAL, "embed", "token %d has id %d outside [0, %lld)", t, ids[t],
-                        (long long)table->rows);
+            return cbe_fail(b, -EINVAL, "embed", "token %d has id %d outside [0, %lld)", t, ids[t],
+                            (long long)table->rows);
     if (n <= 0) return 0;
-    if ((rc = need_dev(b, out, sizeof(float) * (size_t)n * (size_t)table->cols, "embed", "out")))
+    if ((rc =
+             cbe_need_dev(b, out, sizeof(float) * (size_t)n * (size_t)table->cols, "embed", "out")))
         return rc;
-    const int32_t *ids_d = stage(b, ids, sizeof(int32_t) * (size_t)n, &rc);
+    const int32_t *ids_d = cbe_stage(b, ids, sizeof(int32_t) * (size_t)n, &rc);
     if (rc) return rc;
     rc = SOL_CUDA_FN(embed)((int)table->type, table->data, table->row_bytes, (int)table->cols,
                             ids_d, n, out, b->stream);
-    return rc ? fail(b, rc, "embed", "%s tables are not read", sol_dtype_name(table->type))
-              : after(b, "embed");
+    return rc ? cbe_fail(b, rc, "embed", "%s tables are not read", sol_dtype_name(table->type))
+              : cbe_after(b, "embed");
 }
 
 static int cuda_get_rows(sol_backend *be, const float *src, int64_t width, const int32_t *rows,
@@ -559,241 +486,19 @@ static int cuda_get_rows(sol_backend *be, const float *src, int64_t width, const
     size_t row = sizeof(float) * (size_t)width;
     int rc;
     if (width <= 0 || n < 0)
-        return fail(b, -EINVAL, "get_rows", "width %lld and n %d", (long long)width, n);
+        return cbe_fail(b, -EINVAL, "get_rows", "width %lld and n %d", (long long)width, n);
     for (int i = 0; i < n; i++)
         if (rows[i] < 0 || rows[i] >= src_rows)
-            return fail(b, -EINVAL, "get_rows", "row %d is %d, outside [0, %lld)", i, rows[i],
-                        (long long)src_rows);
+            return cbe_fail(b, -EINVAL, "get_rows", "row %d is %d, outside [0, %lld)", i, rows[i],
+                            (long long)src_rows);
     if (n == 0) return 0;
-    if ((rc = need_dev(b, src, row * (size_t)src_rows, "get_rows", "src")) ||
-        (rc = need_dev(b, dst, row * (size_t)n, "get_rows", "dst")))
+    if ((rc = cbe_need_dev(b, src, row * (size_t)src_rows, "get_rows", "src")) ||
+        (rc = cbe_need_dev(b, dst, row * (size_t)n, "get_rows", "dst")))
         return rc;
     for (int i = 0; i < n && !rc; i++)
         rc = SOL_CUDA_FN(dev_copy)(b->dev, dst + (size_t)i * width, src + (size_t)rows[i] * width,
                                    row, SOL_CUDA_D2D);
-    return rc ? fail(b, rc, "get_rows", "device copy failed") : after(b, "get_rows");
-}
-
-/* ---- KV cache ---- */
-
-static void cuda_kv_free(sol_backend *be, sol_kv *kv) {
-    cuda_backend *b = cb(be);
-    if (!kv) return;
-    flush_capture(b);
-    for (sol_kv **p = &b->kvs; *p; p = &(*p)->next)
-        if (*p == kv) {
-            *p = kv->next;
-            break;
-        }
-    for (int i = 0; kv->pools && i < 2 * kv->n_layers; i++)
-        SOL_CUDA_FN(dev_free)(b->dev, kv->pools[i]);
-    SOL_CUDA_FN(dev_free)(b->dev, kv->pools_d);
-    free(kv->pools);
-    free(kv);
-}
-
-static sol_kv *cuda_kv_alloc(sol_backend *be, int n_layers, int num_blocks, int block_size,
-                             int n_kv_heads, int head_dim, sol_dtype dtype) {
-    cuda_backend *b = cb(be);
-    if ((dtype != SOL_DT_F16 && dtype != SOL_DT_F32) || n_layers < 1 || num_blocks < 1 ||
-        block_size < 1 || n_kv_heads < 1 || head_dim < 1 || head_dim > 256) {
-        fail(b, -EINVAL, "kv_alloc",
-             "expected f16/f32, positive sizes and head_dim <= 256, got %s, layers %d, blocks "
-             "%d x %d, %d heads of %d",
-             sol_dtype_name(dtype), n_layers, num_blocks, block_size, n_kv_heads, head_dim);
-        return NULL;
-    }
-    if (flush_capture(b)) return NULL;
-    sol_kv *kv = calloc(1, sizeof *kv);
-    if (!kv || !(kv->pools = calloc((size_t)n_layers * 2, sizeof *kv->pools))) {
-        free(kv);
-        fail(b, -ENOMEM, "kv_alloc", "out of host memory");
-        return NULL;
-    }
-    *kv = (sol_kv){n_layers, num_blocks, block_size, n_kv_heads, head_dim, dtype == SOL_DT_F16,
-                   0,        kv->pools,  NULL,       b->kvs};
-    b->kvs = kv;
-    kv->pool_bytes = (size_t)num_blocks * block_size * n_kv_heads * head_dim * (kv->f16 ? 2 : 4);
-    size_t ptrs = sizeof(void *) * 2 * (size_t)n_layers;
-    for (int i = 0; i < 2 * n_layers; i++)
-        if (!(kv->pools[i] = SOL_CUDA_FN(dev_malloc)(b->dev, kv->pool_bytes)) ||
-            SOL_CUDA_FN(dev_memset)(b->dev, kv->pools[i], 0, kv->pool_bytes))
-            goto oom;
-    if (!(kv->pools_d = SOL_CUDA_FN(dev_malloc)(b->dev, ptrs)) ||
-        SOL_CUDA_FN(dev_copy)(b->dev, kv->pools_d, kv->pools, ptrs, SOL_CUDA_H2D) || wait_quiet(b))
-        goto oom;
-    return kv;
-oom:
-    cuda_kv_free(be, kv);
-    fail(b, -ENOMEM, "kv_alloc", "out of device memory for %d layers x 2 pools of %.1f MiB",
-         n_layers,
-         (double)num_blocks * block_size * n_kv_heads * head_dim * (dtype == SOL_DT_F16 ? 2 : 4) /
-             1048576.0);
-    return NULL;
-}
-
-static int cuda_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k, const float *v,
-                         const int32_t *slots, int n) {
-    cuda_backend *b = cb(be);
-    if (!kv || layer < 0 || layer >= kv->n_layers)
-        return fail(b, -EINVAL, "kv_write", "layer %d outside [0, %d)", layer,
-                    kv ? kv->n_layers : 0);
-    long long cap = (long long)kv->num_blocks * kv->block_size;
-    for (int t = 0; t < n; t++)
-        if (slots[t] < 0 || slots[t] >= cap)
-            return fail(b, -EINVAL, "kv_write", "token %d slot %d outside [0, %lld)", t, slots[t],
-                        cap);
-    if (n <= 0) return 0;
-    size_t bytes = sizeof(float) * (size_t)n * kv->kv_heads * kv->head_dim;
-    int rc;
-    if ((rc = need_dev(b, k, bytes, "kv_write", "k")) ||
-        (rc = need_dev(b, v, bytes, "kv_write", "v")))
-        return rc;
-    const int32_t *slots_d = stage(b, slots, sizeof(int32_t) * (size_t)n, &rc);
-    if (rc) return rc;
-    SOL_CUDA_FN(kv_write)
-    (kv->pools[2 * layer], kv->pools[2 * layer + 1], kv->f16, kv->kv_heads * kv->head_dim, k, v,
-     slots_d, n, b->stream);
-    return after(b, "kv_write");
-}
-
-static int cuda_kv_copy_blocks(sol_backend *be, sol_kv *kv, const int32_t *src, const int32_t *dst,
-                               int count) {
-    cuda_backend *b = cb(be);
-    for (int i = 0; i < count; i++)
-        if (src[i] < 0 || src[i] >= kv->num_blocks || dst[i] < 0 || dst[i] >= kv->num_blocks)
-            return fail(b, -EINVAL, "kv_copy_blocks", "pair %d (%d -> %d) outside [0, %d)", i,
-                        src[i], dst[i], kv->num_blocks);
-    if (count <= 0) return 0;
-    /* One staged array: a second stage() may grow the ring and free the first's copy. */
-    int rc;
-    int32_t *pairs = malloc(sizeof(int32_t) * 2 * (size_t)count);
-    if (!pairs) return fail(b, -ENOMEM, "kv_copy_blocks", "out of host memory");
-    memcpy(pairs, src, sizeof(int32_t) * (size_t)count);
-    memcpy(pairs + count, dst, sizeof(int32_t) * (size_t)count);
-    const int32_t *src_d = stage(b, pairs, sizeof(int32_t) * 2 * (size_t)count, &rc);
-    free(pairs);
-    if (rc) return rc;
-    const int32_t *dst_d = src_d + count;
-    SOL_CUDA_FN(kv_copy_blocks)
-    ((void *const *)kv->pools_d, 2 * kv->n_layers, kv->pool_bytes / (size_t)kv->num_blocks, src_d,
-     dst_d, count, b->stream);
-    return after(b, "kv_copy_blocks");
-}
-
-static int check_attention(cuda_backend *b, const sol_kv *kv, int layer, int n, int heads,
-                           int kv_heads, int head_dim, int window, const sol_attn_seq *seq) {
-    const char *op = "paged_attention";
-    if (!kv || layer < 0 || layer >= kv->n_layers)
-        return fail(b, -EINVAL, op, "layer %d outside [0, %d)", layer, kv ? kv->n_layers : 0);
-    if (kv_heads != kv->kv_heads || head_dim != kv->head_dim || heads <= 0 || heads % kv_heads)
-        return fail(b, -EINVAL, op,
-                    "heads=%d kv_heads=%d head_dim=%d for a cache of %d, %d (heads must be a "
-                    "multiple of kv_heads)",
-                    heads, kv_heads, head_dim, kv->kv_heads, kv->head_dim);
-    if (window < 0) return fail(b, -EINVAL, op, "window=%d (expected 0 = none, or > 0)", window);
-    for (int t = 0; t < n; t++) {
-        int ctx = seq[t].n_ctx, lo = window > 0 && ctx > window ? ctx - window : 0;
-        if (ctx <= 0 || !seq[t].block_table)
-            return fail(b, -EINVAL, op, "token %d has n_ctx=%d (expected >= 1) or no block table",
-                        t, ctx);
-        for (int i = lo / kv->block_size; i < (ctx + kv->block_size - 1) / kv->block_size; i++)
-            if (seq[t].block_table[i] < 0 || seq[t].block_table[i] >= kv->num_blocks)
-                return fail(b, -EINVAL, op, "token %d block_table[%d]=%d outside [0, %d)", t, i,
-                            seq[t].block_table[i], kv->num_blocks);
-    }
-    return 0;
-}
-
-/* Tiles of up to SOL_CUDA_ATT_TILE consecutive tokens that share a block table (a prefill
- * chunk's), never across a group of ATT_GROUP: their starts and an end entry into tiles (n + 1
- * entries at most); returns how many. */
-static int make_tiles(const sol_attn_seq *seq, int n, int32_t *tiles) {
-    int k = 0;
-    for (int t = 0; t < n; t++)
-        if (t == 0 || t % ATT_GROUP == 0 || t - tiles[k - 1] == SOL_CUDA_ATT_TILE ||
-            seq[t].block_table != seq[t - 1].block_table)
-            tiles[k++] = t;
-    tiles[k] = n;
-    return k;
-}
-
-/* Long windows are split along the context (flash-decoding) through the ws scratch, in groups
- * of ATT_GROUP tokens so that the scratch stays a few MiB; queries are tiled (make_tiles). A
- * token's bits depend on neither (k_attention.cu). tiles_d: the staged tiles, n_tiles of them. */
-static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float *out, int n,
-                  int heads, int head_dim, float scale, int window, const int32_t *tables,
-                  int stride, const sol_attn_seq *seq, const int32_t *tiles_h,
-                  const int32_t *tiles_d, int n_tiles) {
-    int max_len = 1, rc;
-    for (int t = 0; t < n; t++) {
-        int len = window > 0 && seq[t].n_ctx > window ? window : seq[t].n_ctx;
-        max_len = len > max_len ? len : max_len;
-    }
-    int group = max_len > SOL_CUDA_ATT_SPLIT_MIN ? ATT_GROUP : n;
-    float *ws = NULL;
-    if (max_len > SOL_CUDA_ATT_SPLIT_MIN) {
-        size_t floats = SOL_CUDA_FN(attention_ws_floats)(group, heads, head_dim);
-        if ((rc = grow(b, &b->att_ws, floats * sizeof(float), "paged_attention"))) return rc;
-        ws = b->att_ws.p;
-    }
-    const int32_t *ctx = tables + (size_t)n * stride;
-    for (int t0 = 0, ti = 0; t0 < n; t0 += group) {
-        int cnt = n - t0 < group ? n - t0 : group, tj = ti;
-        while (tj < n_tiles && tiles_h[tj] < t0 + cnt)
-            tj++;
-        SOL_CUDA_FN(paged_attention)
-        (kv->pools[2 * layer], kv->pools[2 * layer + 1], kv->f16, kv->block_size, q, out, tj - ti,
-         tiles_d + ti, t0, cnt, heads, kv->kv_heads, head_dim, scale, window, tables, stride, ctx,
-         max_len, ws, b->stream);
-        ti = tj;
-    }
-    return after(b, "paged_attention");
-}
-
-/* The block tables go up as one n x stride array followed by the n contexts: one staged copy
- * per step, since every layer's call carries the same bytes. */
-static int cuda_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out,
-                                int n, int heads, int kv_heads, int head_dim, float scale,
-                                int window, const sol_attn_seq *seq) {
-    cuda_backend *b = cb(be);
-    int rc = check_attention(b, kv, layer, n, heads, kv_heads, head_dim, window, seq);
-    if (rc || n <= 0) return rc;
-    size_t qbytes = sizeof(float) * (size_t)n * heads * head_dim;
-    if ((rc = need_dev(b, q, qbytes, "paged_attention", "q")) ||
-        (rc = need_dev(b, out, qbytes, "paged_attention", "out")))
-        return rc;
-    int stride = 1;
-    for (int t = 0; t < n; t++) {
-        int nb = (seq[t].n_ctx + kv->block_size - 1) / kv->block_size;
-        stride = nb > stride ? nb : stride;
-    }
-    size_t need = (size_t)n * (size_t)stride + (size_t)n + (size_t)n + 1; /* tables, ctx, tiles */
-    if (need > b->tables_cap) {
-        int32_t *p = realloc(b->tables, sizeof(int32_t) * need);
-        if (!p) return fail(b, -ENOMEM, "paged_attention", "out of host memory");
-        b->tables = p, b->tables_cap = need;
-    }
-    memset(b->tables, 0, sizeof(int32_t) * need);
-    int32_t *ctx = b->tables + (size_t)n * stride;
-    int32_t *tiles = ctx + n;
-    int n_tiles = make_tiles(seq, n, tiles);
-    /* Token t's entries go to its own row and to its tile's first row, which the tile's block
-     * reads: the union of the tile's windows (they share one block table). Entries before a
-     * window may be stale (freed blocks): never copied, left 0. */
-    for (int ti = 0, t = 0; t < n; t++) {
-        if (ti + 1 < n_tiles && t == tiles[ti + 1]) ti++;
-        int nb = (seq[t].n_ctx + kv->block_size - 1) / kv->block_size;
-        int lo = window > 0 && seq[t].n_ctx > window ? (seq[t].n_ctx - window) / kv->block_size : 0;
-        size_t bytes = sizeof(int32_t) * (size_t)(nb - lo);
-        memcpy(b->tables + (size_t)t * stride + lo, seq[t].block_table + lo, bytes);
-        memcpy(b->tables + (size_t)tiles[ti] * stride + lo, seq[t].block_table + lo, bytes);
-        ctx[t] = seq[t].n_ctx;
-    }
-    const int32_t *d = stage(b, b->tables, sizeof(int32_t) * need, &rc);
-    if (rc) return rc;
-    return attend(b, kv, layer, q, out, n, heads, head_dim, scale, window, d, stride, seq, tiles,
-                  d + (size_t)n * stride + n, n_tiles);
+    return rc ? cbe_fail(b, rc, "get_rows", "device copy failed") : cbe_after(b, "get_rows");
 }
 
 /* ---- the rest ---- */
@@ -812,17 +517,18 @@ static int cuda_synchronize(sol_backend *be) {
     rc = SOL_CUDA_FN(dev_sync)(b->dev, why, sizeof why);
     b->stage_used = 0, b->n_recent = 0, b->next_recent = 0;
     if (!rc) return 0;
-    return fail(b, rc, "synchronize",
-                "%s; the last op queued was %s (SOL_CUDA_SYNC=1 waits after every op, so the "
-                "error names the op that failed)",
-                why, b->last_op ? b->last_op : "none");
+    return cbe_fail(
+        b, rc, "synchronize",
+        "%s; the last op queued was %s (SOL_CUDA_SYNC=1 waits cbe_after every op, so the "
+        "error names the op that failed)",
+        why, b->last_op ? b->last_op : "none");
 }
 
 /* Decode and verify steps (key = their token count) are recorded on their first pass and
  * replayed afterwards, the recorded graph updated with the step's arguments. */
 static int cuda_step_begin(sol_backend *be, int graph_key) {
     cuda_backend *b = cb(be);
-    int rc = flush_capture(b); /* a step that never reached synchronize (an error path) */
+    int rc = cbe_flush_capture(b); /* a step that never reached synchronize (an error path) */
     if (rc || !b->graphs_on || graph_key <= 0) return rc;
     char why[256] = "";
     if (SOL_CUDA_FN(dev_capture_begin)(b->dev, why, sizeof why)) return 0; /* run eagerly */
@@ -843,17 +549,17 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
 
 static int cuda_mem_info(sol_backend *be, size_t *free_bytes, size_t *total_bytes) {
     int rc = SOL_CUDA_FN(dev_mem_info)(cb(be)->dev, free_bytes, total_bytes);
-    return rc ? fail(cb(be), rc, "mem_info", "the runtime could not say") : 0;
+    return rc ? cbe_fail(cb(be), rc, "mem_info", "the runtime could not say") : 0;
 }
 
 static void cuda_free(sol_backend *be) {
     cuda_backend *b = cb(be);
-    flush_capture(b);
-    if (b->dev) wait_quiet(b);
+    cbe_flush_capture(b);
+    if (b->dev) cbe_wait_quiet(b);
     for (int i = 0; i < GRAPH_SLOTS; i++)
         SOL_CUDA_FN(dev_graph_free)(b->dev, b->graphs[i].exec);
     while (b->kvs)
-        cuda_kv_free(be, b->kvs);
+        cbe_kv_free(be, b->kvs);
     for (int i = 0; i < b->n_ups; i++)
         SOL_CUDA_FN(dev_free)(b->dev, b->ups[i].dev);
     dev_buf *bufs[] = {&b->qscratch, &b->xh, &b->wh, &b->att_ws};
@@ -886,11 +592,11 @@ static const sol_backend_ops cuda_ops = {
     .add = cuda_add,
     .embed = cuda_embed,
     .get_rows = cuda_get_rows,
-    .kv_alloc = cuda_kv_alloc,
-    .kv_free = cuda_kv_free,
-    .kv_write = cuda_kv_write,
-    .kv_copy_blocks = cuda_kv_copy_blocks,
-    .paged_attention = cuda_paged_attention,
+    .kv_alloc = cbe_kv_alloc,
+    .kv_free = cbe_kv_free,
+    .kv_write = cbe_kv_write,
+    .kv_copy_blocks = cbe_kv_copy_blocks,
+    .paged_attention = cbe_paged_attention,
     .allreduce = cuda_allreduce,
     .synchronize = cuda_synchronize,
     .mem_info = cuda_mem_info,

@@ -1,0 +1,129 @@
+/* backend_cuda_internal: what backend_cuda.c and cuda_kv.c share: the backend's struct and its
+ * helpers. Both files build twice (GPU and emulation), so shared names go through SOL_CUDA_FN. */
+#ifndef SOL_BACKEND_CUDA_INTERNAL_H
+#define SOL_BACKEND_CUDA_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "cuda_rt.h"
+
+#ifdef SOL_CUDA_EMU
+#define BE "cuda-emu"
+/* Small weight tiles in the emulation, so the test models cross tile boundaries. */
+#define GEMM_TILE_ELEMS ((size_t)1 << 15)
+#else
+#define BE "cuda"
+#define GEMM_TILE_ELEMS ((size_t)1 << 24)
+#endif
+
+/* Tokens from which matmul takes the F16 GEMM (prefill) instead of Sol's GEMV kernels. */
+enum {
+    GEMM_MIN_TOKENS = SOL_CUDA_GEMV_MAX_TOKENS + 1,
+    STAGE_RECENT = 8,
+    ATT_GROUP = 64,
+    GRAPH_SLOTS = 8 /* graphs kept, one per key (token count), least recently used replaced */
+};
+
+typedef struct graph_slot {
+    int key;
+    void *exec;
+    unsigned long used;
+} graph_slot;
+
+typedef struct upload {
+    void *dev;
+    size_t bytes;
+} upload;
+
+typedef struct dev_buf { /* device scratch that grows */
+    void *p;
+    size_t bytes;
+} dev_buf;
+
+struct sol_kv {
+    int n_layers, num_blocks, block_size, kv_heads, head_dim, f16;
+    size_t pool_bytes;
+    void **pools;   /* host array: K of layer l at 2l, V at 2l + 1 (device pointers) */
+    void **pools_d; /* the same array in device memory, for kv_copy_blocks */
+    struct sol_kv *next;
+};
+
+typedef struct cuda_backend {
+    sol_backend base;
+    sol_cuda_dev *dev;
+    void *stream;
+    int strict;          /* refuse activations that are not device buffers */
+    int sync_each;       /* SOL_CUDA_SYNC=1: wait after every op, so an error names its op */
+    int batch_invariant; /* never switch matmul kernels with n (sol_backend_opts) */
+    const char *last_op;
+    dev_buf qscratch, xh, wh; /* GEMV quantized activations; GEMM F16 x and weight tile */
+    dev_buf att_ws;           /* split attention's partial states */
+    /* Staging: host index arrays go up through one pinned buffer, each array once per step
+     * (a copy whose bytes equal a recent one is reused: positions serve every layer's rope). */
+    unsigned char *stage_h, *stage_d;
+    size_t stage_cap, stage_used;
+    struct {
+        const void *host;
+        size_t off, bytes;
+    } recent[STAGE_RECENT];
+    int n_recent, next_recent;
+    int32_t *tables; /* host scratch: attention block tables as one n x stride array */
+    size_t tables_cap;
+    upload *ups;
+    int n_ups, cap_ups;
+    sol_kv *kvs;
+    /* CUDA graphs: a step_begin with a key opens a capture that synchronize closes and launches
+     * (docs/backend.md, "CUDA graphs") */
+    int graphs_on, capturing, key;
+    graph_slot graphs[GRAPH_SLOTS];
+    unsigned long tick, steps, updated, instantiated, flushed;
+} cuda_backend;
+
+static inline cuda_backend *cb(sol_backend *be) {
+    return (cuda_backend *)be;
+}
+
+#define cbe_fail SOL_CUDA_FN(be_fail)
+#define cbe_after SOL_CUDA_FN(be_after)
+#define cbe_need_dev SOL_CUDA_FN(be_need_dev)
+#define cbe_stage SOL_CUDA_FN(be_stage)
+#define cbe_grow SOL_CUDA_FN(be_grow)
+#define cbe_flush_capture SOL_CUDA_FN(be_flush_capture)
+#define cbe_wait_quiet SOL_CUDA_FN(be_wait_quiet)
+#define cbe_kv_free SOL_CUDA_FN(be_kv_free)
+#define cbe_kv_alloc SOL_CUDA_FN(be_kv_alloc)
+#define cbe_kv_write SOL_CUDA_FN(be_kv_write)
+#define cbe_kv_copy_blocks SOL_CUDA_FN(be_kv_copy_blocks)
+#define cbe_paged_attention SOL_CUDA_FN(be_paged_attention)
+
+/* Sets be->err to "BE op: message" and returns rc. */
+int cbe_fail(cuda_backend *b, int rc, const char *op, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* After queuing op: a launch error now, or with SOL_CUDA_SYNC=1 the op's execution error. */
+int cbe_after(cuda_backend *b, const char *op);
+/* 0, or -EFAULT naming `what` when strict and [p, p + bytes) is not device memory. */
+int cbe_need_dev(cuda_backend *b, const void *p, size_t bytes, const char *op, const char *what);
+/* The device copy of host bytes (backend_cuda.c says for how long). */
+const void *cbe_stage(cuda_backend *b, const void *host, size_t bytes, int *rc);
+/* Grows d to at least need bytes (ending an open graph capture first). */
+int cbe_grow(cuda_backend *b, dev_buf *d, size_t need, const char *op);
+/* Ends an open capture and runs what it recorded; ops then run eagerly. */
+int cbe_flush_capture(cuda_backend *b);
+/* Waits for the stream; an error is left for the caller to word. */
+int cbe_wait_quiet(cuda_backend *b);
+
+/* The KV and attention ops (cuda_kv.c). */
+void cbe_kv_free(sol_backend *be, sol_kv *kv);
+sol_kv *cbe_kv_alloc(sol_backend *be, int n_layers, int num_blocks, int block_size, int n_kv_heads,
+                     int head_dim, sol_dtype dtype);
+int cbe_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k, const float *v,
+                 const int32_t *slots, int n);
+int cbe_kv_copy_blocks(sol_backend *be, sol_kv *kv, const int32_t *src, const int32_t *dst,
+                       int count);
+int cbe_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out, int n,
+                        int heads, int kv_heads, int head_dim, float scale, int window,
+                        const sol_attn_seq *seq);
+
+#endif

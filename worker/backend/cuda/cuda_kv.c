@@ -1,0 +1,230 @@
+/* cuda_kv: the CUDA backend's KV cache and paged attention: pools per layer in device memory,
+ * block tables flattened, tiled and staged once per step, long windows split (flash-decoding).
+ * Part of backend_cuda (backend_cuda_internal.h); built twice like it. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_cuda_internal.h"
+
+void cbe_kv_free(sol_backend *be, sol_kv *kv) {
+    cuda_backend *b = cb(be);
+    if (!kv) return;
+    cbe_flush_capture(b);
+    for (sol_kv **p = &b->kvs; *p; p = &(*p)->next)
+        if (*p == kv) {
+            *p = kv->next;
+            break;
+        }
+    for (int i = 0; kv->pools && i < 2 * kv->n_layers; i++)
+        SOL_CUDA_FN(dev_free)(b->dev, kv->pools[i]);
+    SOL_CUDA_FN(dev_free)(b->dev, kv->pools_d);
+    free(kv->pools);
+    free(kv);
+}
+
+sol_kv *cbe_kv_alloc(sol_backend *be, int n_layers, int num_blocks, int block_size, int n_kv_heads,
+                     int head_dim, sol_dtype dtype) {
+    cuda_backend *b = cb(be);
+    if ((dtype != SOL_DT_F16 && dtype != SOL_DT_F32) || n_layers < 1 || num_blocks < 1 ||
+        block_size < 1 || n_kv_heads < 1 || head_dim < 1 || head_dim > 256) {
+        cbe_fail(b, -EINVAL, "kv_alloc",
+                 "expected f16/f32, positive sizes and head_dim <= 256, got %s, layers %d, blocks "
+                 "%d x %d, %d heads of %d",
+                 sol_dtype_name(dtype), n_layers, num_blocks, block_size, n_kv_heads, head_dim);
+        return NULL;
+    }
+    if (cbe_flush_capture(b)) return NULL;
+    sol_kv *kv = calloc(1, sizeof *kv);
+    if (!kv || !(kv->pools = calloc((size_t)n_layers * 2, sizeof *kv->pools))) {
+        free(kv);
+        cbe_fail(b, -ENOMEM, "kv_alloc", "out of host memory");
+        return NULL;
+    }
+    *kv = (sol_kv){n_layers, num_blocks, block_size, n_kv_heads, head_dim, dtype == SOL_DT_F16,
+                   0,        kv->pools,  NULL,       b->kvs};
+    b->kvs = kv;
+    kv->pool_bytes = (size_t)num_blocks * block_size * n_kv_heads * head_dim * (kv->f16 ? 2 : 4);
+    size_t ptrs = sizeof(void *) * 2 * (size_t)n_layers;
+    for (int i = 0; i < 2 * n_layers; i++)
+        if (!(kv->pools[i] = SOL_CUDA_FN(dev_malloc)(b->dev, kv->pool_bytes)) ||
+            SOL_CUDA_FN(dev_memset)(b->dev, kv->pools[i], 0, kv->pool_bytes))
+            goto oom;
+    if (!(kv->pools_d = SOL_CUDA_FN(dev_malloc)(b->dev, ptrs)) ||
+        SOL_CUDA_FN(dev_copy)(b->dev, kv->pools_d, kv->pools, ptrs, SOL_CUDA_H2D) ||
+        cbe_wait_quiet(b))
+        goto oom;
+    return kv;
+oom:
+    cbe_kv_free(be, kv);
+    cbe_fail(b, -ENOMEM, "kv_alloc", "out of device memory for %d layers x 2 pools of %.1f MiB",
+             n_layers,
+             (double)num_blocks * block_size * n_kv_heads * head_dim *
+                 (dtype == SOL_DT_F16 ? 2 : 4) / 1048576.0);
+    return NULL;
+}
+
+int cbe_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k, const float *v,
+                 const int32_t *slots, int n) {
+    cuda_backend *b = cb(be);
+    if (!kv || layer < 0 || layer >= kv->n_layers)
+        return cbe_fail(b, -EINVAL, "kv_write", "layer %d outside [0, %d)", layer,
+                        kv ? kv->n_layers : 0);
+    long long cap = (long long)kv->num_blocks * kv->block_size;
+    for (int t = 0; t < n; t++)
+        if (slots[t] < 0 || slots[t] >= cap)
+            return cbe_fail(b, -EINVAL, "kv_write", "token %d slot %d outside [0, %lld)", t,
+                            slots[t], cap);
+    if (n <= 0) return 0;
+    size_t bytes = sizeof(float) * (size_t)n * kv->kv_heads * kv->head_dim;
+    int rc;
+    if ((rc = cbe_need_dev(b, k, bytes, "kv_write", "k")) ||
+        (rc = cbe_need_dev(b, v, bytes, "kv_write", "v")))
+        return rc;
+    const int32_t *slots_d = cbe_stage(b, slots, sizeof(int32_t) * (size_t)n, &rc);
+    if (rc) return rc;
+    SOL_CUDA_FN(kv_write)
+    (kv->pools[2 * layer], kv->pools[2 * layer + 1], kv->f16, kv->kv_heads * kv->head_dim, k, v,
+     slots_d, n, b->stream);
+    return cbe_after(b, "kv_write");
+}
+
+int cbe_kv_copy_blocks(sol_backend *be, sol_kv *kv, const int32_t *src, const int32_t *dst,
+                       int count) {
+    cuda_backend *b = cb(be);
+    for (int i = 0; i < count; i++)
+        if (src[i] < 0 || src[i] >= kv->num_blocks || dst[i] < 0 || dst[i] >= kv->num_blocks)
+            return cbe_fail(b, -EINVAL, "kv_copy_blocks", "pair %d (%d -> %d) outside [0, %d)", i,
+                            src[i], dst[i], kv->num_blocks);
+    if (count <= 0) return 0;
+    /* One staged array: a second cbe_stage() may cbe_grow the ring and free the first's copy. */
+    int rc;
+    int32_t *pairs = malloc(sizeof(int32_t) * 2 * (size_t)count);
+    if (!pairs) return cbe_fail(b, -ENOMEM, "kv_copy_blocks", "out of host memory");
+    memcpy(pairs, src, sizeof(int32_t) * (size_t)count);
+    memcpy(pairs + count, dst, sizeof(int32_t) * (size_t)count);
+    const int32_t *src_d = cbe_stage(b, pairs, sizeof(int32_t) * 2 * (size_t)count, &rc);
+    free(pairs);
+    if (rc) return rc;
+    const int32_t *dst_d = src_d + count;
+    SOL_CUDA_FN(kv_copy_blocks)
+    ((void *const *)kv->pools_d, 2 * kv->n_layers, kv->pool_bytes / (size_t)kv->num_blocks, src_d,
+     dst_d, count, b->stream);
+    return cbe_after(b, "kv_copy_blocks");
+}
+
+static int check_attention(cuda_backend *b, const sol_kv *kv, int layer, int n, int heads,
+                           int kv_heads, int head_dim, int window, const sol_attn_seq *seq) {
+    const char *op = "paged_attention";
+    if (!kv || layer < 0 || layer >= kv->n_layers)
+        return cbe_fail(b, -EINVAL, op, "layer %d outside [0, %d)", layer, kv ? kv->n_layers : 0);
+    if (kv_heads != kv->kv_heads || head_dim != kv->head_dim || heads <= 0 || heads % kv_heads)
+        return cbe_fail(b, -EINVAL, op,
+                        "heads=%d kv_heads=%d head_dim=%d for a cache of %d, %d (heads must be a "
+                        "multiple of kv_heads)",
+                        heads, kv_heads, head_dim, kv->kv_heads, kv->head_dim);
+    if (window < 0)
+        return cbe_fail(b, -EINVAL, op, "window=%d (expected 0 = none, or > 0)", window);
+    for (int t = 0; t < n; t++) {
+        int ctx = seq[t].n_ctx, lo = window > 0 && ctx > window ? ctx - window : 0;
+        if (ctx <= 0 || !seq[t].block_table)
+            return cbe_fail(b, -EINVAL, op,
+                            "token %d has n_ctx=%d (expected >= 1) or no block table", t, ctx);
+        for (int i = lo / kv->block_size; i < (ctx + kv->block_size - 1) / kv->block_size; i++)
+            if (seq[t].block_table[i] < 0 || seq[t].block_table[i] >= kv->num_blocks)
+                return cbe_fail(b, -EINVAL, op, "token %d block_table[%d]=%d outside [0, %d)", t, i,
+                                seq[t].block_table[i], kv->num_blocks);
+    }
+    return 0;
+}
+
+/* Tiles of up to SOL_CUDA_ATT_TILE consecutive tokens that share a block table (a prefill
+ * chunk's), never across a group of ATT_GROUP: their starts and an end entry into tiles (n + 1
+ * entries at most); returns how many. */
+static int make_tiles(const sol_attn_seq *seq, int n, int32_t *tiles) {
+    int k = 0;
+    for (int t = 0; t < n; t++)
+        if (t == 0 || t % ATT_GROUP == 0 || t - tiles[k - 1] == SOL_CUDA_ATT_TILE ||
+            seq[t].block_table != seq[t - 1].block_table)
+            tiles[k++] = t;
+    tiles[k] = n;
+    return k;
+}
+
+/* Long windows are split along the context (flash-decoding) through the ws scratch, in groups
+ * of ATT_GROUP tokens so that the scratch stays a few MiB; queries are tiled (make_tiles). A
+ * token's bits depend on neither (k_attention.cu). tiles_d: the staged tiles, n_tiles of them. */
+static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float *out, int n,
+                  int heads, int head_dim, float scale, int window, const int32_t *tables,
+                  int stride, const sol_attn_seq *seq, const int32_t *tiles_h,
+                  const int32_t *tiles_d, int n_tiles) {
+    int max_len = 1, rc;
+    for (int t = 0; t < n; t++) {
+        int len = window > 0 && seq[t].n_ctx > window ? window : seq[t].n_ctx;
+        max_len = len > max_len ? len : max_len;
+    }
+    int group = max_len > SOL_CUDA_ATT_SPLIT_MIN ? ATT_GROUP : n;
+    float *ws = NULL;
+    if (max_len > SOL_CUDA_ATT_SPLIT_MIN) {
+        size_t floats = SOL_CUDA_FN(attention_ws_floats)(group, heads, head_dim);
+        if ((rc = cbe_grow(b, &b->att_ws, floats * sizeof(float), "paged_attention"))) return rc;
+        ws = b->att_ws.p;
+    }
+    const int32_t *ctx = tables + (size_t)n * stride;
+    for (int t0 = 0, ti = 0; t0 < n; t0 += group) {
+        int cnt = n - t0 < group ? n - t0 : group, tj = ti;
+        while (tj < n_tiles && tiles_h[tj] < t0 + cnt)
+            tj++;
+        SOL_CUDA_FN(paged_attention)
+        (kv->pools[2 * layer], kv->pools[2 * layer + 1], kv->f16, kv->block_size, q, out, tj - ti,
+         tiles_d + ti, t0, cnt, heads, kv->kv_heads, head_dim, scale, window, tables, stride, ctx,
+         max_len, ws, b->stream);
+        ti = tj;
+    }
+    return cbe_after(b, "paged_attention");
+}
+
+/* The block tables go up as one n x stride array followed by the n contexts: one staged copy
+ * per step, since every layer's call carries the same bytes. */
+int cbe_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out, int n,
+                        int heads, int kv_heads, int head_dim, float scale, int window,
+                        const sol_attn_seq *seq) {
+    cuda_backend *b = cb(be);
+    int rc = check_attention(b, kv, layer, n, heads, kv_heads, head_dim, window, seq);
+    if (rc || n <= 0) return rc;
+    size_t qbytes = sizeof(float) * (size_t)n * heads * head_dim;
+    if ((rc = cbe_need_dev(b, q, qbytes, "paged_attention", "q")) ||
+        (rc = cbe_need_dev(b, out, qbytes, "paged_attention", "out")))
+        return rc;
+    int stride = 1;
+    for (int t = 0; t < n; t++) {
+        int nb = (seq[t].n_ctx + kv->block_size - 1) / kv->block_size;
+        stride = nb > stride ? nb : stride;
+    }
+    size_t need = (size_t)n * (size_t)stride + (size_t)n + (size_t)n + 1; /* tables, ctx, tiles */
+    if (need > b->tables_cap) {
+        int32_t *p = realloc(b->tables, sizeof(int32_t) * need);
+        if (!p) return cbe_fail(b, -ENOMEM, "paged_attention", "out of host memory");
+        b->tables = p, b->tables_cap = need;
+    }
+    memset(b->tables, 0, sizeof(int32_t) * need);
+    int32_t *ctx = b->tables + (size_t)n * stride;
+    int32_t *tiles = ctx + n;
+    int n_tiles = make_tiles(seq, n, tiles);
+    /* Token t's entries go to its own row and to its tile's first row, which the tile's block
+     * reads: the union of the tile's windows (they share one block table). Entries before a
+     * window may be stale (freed blocks): never copied, left 0. */
+    for (int ti = 0, t = 0; t < n; t++) {
+        if (ti + 1 < n_tiles && t == tiles[ti + 1]) ti++;
+        int nb = (seq[t].n_ctx + kv->block_size - 1) / kv->block_size;
+        int lo = window > 0 && seq[t].n_ctx > window ? (seq[t].n_ctx - window) / kv->block_size : 0;
+        size_t bytes = sizeof(int32_t) * (size_t)(nb - lo);
+        memcpy(b->tables + (size_t)t * stride + lo, seq[t].block_table + lo, bytes);
+        memcpy(b->tables + (size_t)tiles[ti] * stride + lo, seq[t].block_table + lo, bytes);
+        ctx[t] = seq[t].n_ctx;
+    }
+    const int32_t *d = cbe_stage(b, b->tables, sizeof(int32_t) * need, &rc);
+    if (rc) return rc;
+    return attend(b, kv, layer, q, out, n, heads, head_dim, scale, window, d, stride, seq, tiles,
+                  d + (size_t)n * stride + n, n_tiles);
+}
