@@ -56,6 +56,20 @@ static int parse_batches(opts *o, const char *s) {
     return o->n_batches ? 0 : -1;
 }
 
+/* A whole number (or, with real, any number) in [lo, hi] from the flag's text, else 0 with the
+ * flag named on stderr: "--ctx x" is an error, not a 0. */
+static int number(const char *flag, const char *text, double lo, double hi, int real, double *out) {
+    char *end = NULL;
+    double v = strtod(text, &end);
+    if (end == text || *end || v < lo || v > hi || (!real && v != (double)(long)v)) {
+        fprintf(stderr, "bench_decode: %s %s: expected %s from %.15g to %.15g\n", flag, text,
+                real ? "a number" : "an integer", lo, hi);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
 static int parse(int argc, char **argv, opts *o) {
     *o = (opts){.backend = "cpu",
                 .batches = {1, 8, 64},
@@ -69,6 +83,7 @@ static int parse(int argc, char **argv, opts *o) {
         {"membw", 1, 0, 'w'},         {"measure-membw", 1, 0, 'M'}, {"batch-invariant", 0, 0, 'i'},
         {"enforce-eager", 0, 0, 'e'}, {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
     int c;
+    double v = 0;
     while ((c = getopt_long(argc, argv, "m:h", lo, NULL)) != -1) {
         switch (c) {
         case 'm':
@@ -82,19 +97,24 @@ static int parse(int argc, char **argv, opts *o) {
                 return fprintf(stderr, "--batch %s: expected N,N,...\n", optarg), 2;
             break;
         case 'c':
-            o->ctx = atoi(optarg);
+            if (!number("--ctx", optarg, 1, 1048576, 0, &v)) return 2;
+            o->ctx = (int)v;
             break;
         case 's':
-            o->steps = atoi(optarg);
+            if (!number("--steps", optarg, 1, 1000000, 0, &v)) return 2;
+            o->steps = (int)v;
             break;
         case 'p':
-            o->prefill = atoi(optarg);
+            if (!number("--prefill", optarg, 0, 1048576, 0, &v)) return 2;
+            o->prefill = (int)v;
             break;
         case 'w':
-            o->membw = atof(optarg);
+            if (!number("--membw", optarg, 0.001, 1000000.0, 1, &v)) return 2;
+            o->membw = v;
             break;
         case 'M':
-            o->measure_mib = atoi(optarg);
+            if (!number("--measure-membw", optarg, 1, 1048576, 0, &v)) return 2;
+            o->measure_mib = (int)v;
             break;
         case 'e':
             o->enforce_eager = 1;
@@ -112,8 +132,8 @@ static int parse(int argc, char **argv, opts *o) {
     }
     if (optind < argc) return fprintf(stderr, "unexpected argument %s\n", argv[optind]), 2;
     if (!o->model) return usage(stderr), 2;
-    if (o->ctx < 1 || o->steps < 1 || o->prefill < 0)
-        return fprintf(stderr, "--ctx and --steps must be positive, --prefill >= 0\n"), 2;
+    if (o->membw > 0 && o->measure_mib > 0)
+        return fprintf(stderr, "bench_decode: give --membw or --measure-membw, not both\n"), 2;
     return -1;
 }
 

@@ -112,7 +112,6 @@ static int stage_grow(cuda_backend *b, size_t need) {
  * graph needs (equal bytes of different arrays come and go). */
 const void *cbe_stage(cuda_backend *b, const void *host, size_t bytes, int *rc) {
     *rc = 0;
-    if (!bytes) bytes = 4;
     for (int i = 0; i < b->n_recent; i++)
         if (b->recent[i].host == host && b->recent[i].bytes == bytes &&
             !memcmp(b->stage_h + b->recent[i].off, host, bytes))
