@@ -139,7 +139,7 @@ static int parse(int argc, char **argv, opts *o) {
 
 /* Runs n tokens: token t of sequence s (t_per_seq tokens each, starting at position p0) reads
  * blocks s * bps ... of its sequence. Logits for the last token of each sequence. */
-static int step(model *m, sol_kv *kv, int seqs, int t_per_seq, int p0, int bs, int bps,
+static int step(model *m, model_kv *kv, int seqs, int t_per_seq, int p0, int bs, int bps,
                 int32_t *tables, float *logits, sol_err *err) {
     int n = seqs * t_per_seq;
     int32_t *buf = malloc(sizeof(int32_t) * (size_t)n * 3 + sizeof(int32_t) * (size_t)seqs);
@@ -216,7 +216,7 @@ static int run(const opts *o) {
         maxb = o->batches[i] > maxb ? o->batches[i] : maxb;
     int need = o->ctx + o->steps, bps = (need + bs - 1) / bs;
     int pbps = (o->prefill + bs - 1) / bs, blocks = maxb * bps > pbps ? maxb * bps : pbps;
-    sol_kv *kv = model_kv_new(m, blocks, bs, SOL_DT_F16, &err);
+    model_kv *kv = model_kv_new(m, blocks, bs, SOL_DT_F16, &err);
     int32_t *tables = malloc(sizeof(int32_t) * (size_t)blocks);
     float *logits = malloc(sizeof(float) * (size_t)hp->n_vocab * (size_t)maxb);
     if (!kv || !tables || !logits) {

@@ -44,7 +44,7 @@ static int log_softmax(float *x, int n) {
 }
 
 /* All logits of tokens[0, n) from a fresh context (positions 0..n-1). */
-static int score(model *m, sol_kv *kv, const int32_t *tokens, int n, float *logits) {
+static int score(model *m, model_kv *kv, const int32_t *tokens, int n, float *logits) {
     int32_t *pos = malloc(sizeof(int32_t) * 3 * (size_t)n), *rows = pos + n, *table = pos + 2 * n;
     sol_attn_seq *attn = malloc(sizeof *attn * (size_t)n);
     for (int i = 0; i < n; i++)
@@ -101,8 +101,8 @@ int main(int argc, char **argv) {
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)need);
     int n_tok = tokenizer_encode(tok, text, len, 1, 0, ids, need);
     int nb = (ctx + 15) / 16;
-    sol_kv *kr = model_kv_new(ref, nb, 16, SOL_DT_F16, &e),
-           *kt = model_kv_new(test, nb, 16, SOL_DT_F16, &e);
+    model_kv *kr = model_kv_new(ref, nb, 16, SOL_DT_F16, &e),
+             *kt = model_kv_new(test, nb, 16, SOL_DT_F16, &e);
     float *lr = malloc(sizeof(float) * (size_t)ctx * nv),
           *lt = malloc(sizeof(float) * (size_t)ctx * nv);
     qstats s = {0};

@@ -22,6 +22,8 @@ _Static_assert(sizeof(sol_log_level) == sizeof(int), "enum fields are written th
 static const char *const k_levels[] = {"debug", "info", "warn", "error", "off", NULL};
 static const char *const k_backends[] = {"cpu", "cuda", "sim", "cuda-emu", NULL};
 static const char *const k_dtypes[] = {"f16", "f32", NULL};
+/* worker.dtype (vLLM's --dtype): weights compute in the GGUF file's own types. */
+static const char *const k_model_dtypes[] = {"auto", NULL};
 static const char *const k_methods[] = {"off", "draft", "ngram", NULL};
 
 #define OFF(m) offsetof(sol_config, m)
@@ -62,6 +64,8 @@ static const cfg_key k_keys[] = {
     KEY(worker.batch_invariant, T_BOOL),
     KEY(worker.enforce_eager, T_BOOL),
     KINT(worker.tensor_parallel, 1, 8),
+    KINT(worker.tp_timeout_ms, 100, 3600000),
+    KEY(worker.dtype, T_ENUM, .names = k_model_dtypes),
     KEY(worker.mmap, T_BOOL),
     KEY(worker.mlock, T_BOOL),
     KINT(worker.heartbeat_ms, 10, 60000),
@@ -154,6 +158,7 @@ void sol_config_defaults(sol_config *cfg) {
     w->id = cfg_strdup("");
     w->backend = SOL_BACKEND_CPU;
     w->tensor_parallel = 1;
+    w->tp_timeout_ms = 60000;
     w->mmap = true;
     w->heartbeat_ms = 1000;
     w->kv.block_size = 16;
@@ -440,11 +445,15 @@ static int validate_worker(const sol_config *cfg, sol_err *err) {
                      "%d applies to backend cpu; cuda-emu runs each kernel launch on the calling "
                      "thread (leave it 0)",
                      w->threads);
-    if (w->tensor_parallel > 1)
+    if (w->tensor_parallel > 1 && w->backend == SOL_BACKEND_SIM)
         return vfail(cfg, err, "worker.tensor_parallel",
-                     "%d: tensor parallelism is not implemented yet (one device per worker); "
-                     "leave it 1",
+                     "%d applies to backends cpu, cuda and cuda-emu; backend sim runs no model",
                      w->tensor_parallel);
+    if (w->backend == SOL_BACKEND_CUDA_EMU && w->device + w->tensor_parallel > 8)
+        return vfail(cfg, err, "worker.device",
+                     "%d with worker.tensor_parallel %d needs emulated devices up to %d; the "
+                     "emulation has 0..7",
+                     w->device, w->tensor_parallel, w->device + w->tensor_parallel - 1);
     if (w->device > 0 && w->backend != SOL_BACKEND_CUDA && w->backend != SOL_BACKEND_CUDA_EMU)
         return vfail(cfg, err, "worker.device", "%d applies to backend cuda, found %s", w->device,
                      sol_backend_kind_name(w->backend));

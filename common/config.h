@@ -90,7 +90,9 @@ typedef struct sol_worker_config {
     int device;           /* cuda: the GPU index */
     bool batch_invariant; /* cuda: GEMV kernels for prefill too (cpu: always) */
     bool enforce_eager;   /* cuda: no CUDA graphs */
-    int tensor_parallel;
+    int tensor_parallel;  /* ranks the model is sharded over (one thread, one device each) */
+    int tp_timeout_ms;    /* a rank or collective slower than this: the worker is unhealthy */
+    int dtype;            /* vLLM's --dtype: only 0 = auto (the file's types) */
     bool mmap;
     bool mlock;
     int heartbeat_ms;

@@ -7,6 +7,10 @@
 
 #define SOL_ERR_MSG_MAX 512
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct sol_err {
     int code;                  /* negative errno-style code of the last failure, 0 when clear */
     char msg[SOL_ERR_MSG_MAX]; /* human-readable: what was expected, what was found, and where */
@@ -20,5 +24,9 @@ int sol_err_set(sol_err *e, int code, const char *fmt, ...) __attribute__((forma
 int sol_err_wrap(sol_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 void sol_err_clear(sol_err *e);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

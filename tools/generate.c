@@ -25,6 +25,7 @@ typedef struct gen_opts {
     int print_tokens, tokenize_only, no_mmap, mlock, eos_mode; /* eos_mode: -1 auto, 0, 1 */
     const char *draft_model, *spec; /* spec: NULL (none), "ngram" or "draft" */
     int spec_k, spec_adaptive, enforce_eager;
+    int tp; /* --tensor-parallel-size */
     sampler_params sp;
 } gen_opts;
 
@@ -43,6 +44,8 @@ static void usage(FILE *f) {
           "      --backend NAME      compute backend: cpu (default), cpu:scalar|avx2|avx512,\n"
           "                          cuda, cuda:DEVICE, cuda-emu\n"
           "      --enforce-eager     cuda: never replay decode steps as CUDA graphs\n"
+          "      --tensor-parallel-size N  shard the model over N ranks (1..8), one thread\n"
+          "                          each (cpu: the threads divided; cuda: devices 0..N-1)\n"
           "      --batch N           prompt tokens per forward pass (default 512)\n"
           "      --ctx N             context size (default: prompt + n-predict)\n"
           "      --tokens            print generated ids, one per line, instead of text\n"
@@ -86,7 +89,8 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
         O_SPECK,
         O_SPECA,
         O_BACKEND,
-        O_EAGER
+        O_EAGER,
+        O_TP
     };
     static const struct option longs[] = {{"model", 1, 0, 'm'},
                                           {"prompt", 1, 0, 'p'},
@@ -115,6 +119,7 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
                                           {"spec-adaptive", 0, 0, O_SPECA},
                                           {"backend", 1, 0, O_BACKEND},
                                           {"enforce-eager", 0, 0, O_EAGER},
+                                          {"tensor-parallel-size", 1, 0, O_TP},
                                           {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "m:p:n:t:h", longs, NULL)) != -1) {
@@ -139,6 +144,9 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
             break;
         case O_EAGER:
             o->enforce_eager = 1;
+            break;
+        case O_TP:
+            o->tp = atoi(optarg);
             break;
         case O_PT:
             o->prompt_tokens = optarg;
@@ -219,6 +227,17 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
                         "kernel launch on the calling thread\n");
         return 2;
     }
+    if (o->tp < 1 || o->tp > 8) {
+        fprintf(stderr, "sol-generate: --tensor-parallel-size must be 1..8, got %d\n", o->tp);
+        return 2;
+    }
+    if (o->tp > 1 && o->backend && strchr(o->backend, ':') && strncmp(o->backend, "cpu", 3)) {
+        fprintf(stderr,
+                "sol-generate: --tensor-parallel-size with --backend %s: name no device "
+                "(ranks take devices 0..N-1)\n",
+                o->backend);
+        return 2;
+    }
     if (o->n_predict < 0 || o->chunk < 1 || o->threads < 0 || o->ctx < 0) {
         fprintf(stderr, "sol-generate: -n, --batch, --threads and --ctx must be positive\n");
         return -EINVAL;
@@ -295,7 +314,7 @@ static int write_logits(const char *path, const float *logits, int n, sol_err *e
 /* The single-sequence run: a contiguous KV cache is a block table of consecutive blocks. */
 typedef struct gen_run {
     model *m;
-    sol_kv *kv;
+    model_kv *kv;
     int32_t *table, *hist;
     int n_hist, ctx;
     float *logits;
@@ -471,9 +490,11 @@ static void spec_free(spec_run *sp) {
 }
 
 static int run(const gen_opts *o, sol_err *err) {
-    sol_backend *be = sol_backend_new(
-        o->backend, &(sol_backend_opts){.threads = o->threads, .enforce_eager = o->enforce_eager},
-        err);
+    sol_backend_opts bo = {.threads = model_tp_rank_threads(o->threads, o->tp),
+                           .enforce_eager = o->enforce_eager};
+    if (o->tp == 1) bo.threads = o->threads;
+    sol_backend *be = sol_backend_new(o->backend, &bo, err);
+    model_tp_config tp = {o->tp, 60000, o->backend ? o->backend : "cpu", bo};
     if (!be) return err->code ? err->code : -ENOMEM;
     int flags = (o->no_mmap ? GGUF_OPEN_NO_MMAP : 0) | (o->mlock ? GGUF_OPEN_MLOCK : 0);
     gen_run r = {0};
@@ -482,7 +503,7 @@ static int run(const gen_opts *o, sol_err *err) {
     int32_t *prompt = NULL;
     int n_prompt = 0, rc = 0;
     double t0 = sol_now_s();
-    r.m = model_load(o->model, flags, be, err);
+    r.m = model_load_tp(o->model, flags, be, &tp, err);
     if (!r.m) {
         rc = err->code ? err->code : -EINVAL;
         goto out;
@@ -550,7 +571,7 @@ out:
 }
 
 int main(int argc, char **argv) {
-    gen_opts o = {.n_predict = 128, .chunk = 512, .eos_mode = -1, .spec_k = 4};
+    gen_opts o = {.n_predict = 128, .chunk = 512, .eos_mode = -1, .spec_k = 4, .tp = 1};
     o.sp = sampler_params_default();
     o.sp.temperature = 0.8f;
     o.sp.top_k = 40;

@@ -28,7 +28,24 @@ static const sol_cli_flag k_worker_flags[] = {
      "compute backend; sim is a SIMULATION that runs no model and streams made-up words at "
      "worker.sim.ttft_ms / worker.sim.tokens_per_s (for router benchmarks only)",
      NULL},
-    {"--device", "N", SOL_FLAG_SET, "worker.device", "GPU index for backend cuda (default 0)",
+    {"--device", "N", SOL_FLAG_SET, "worker.device",
+     "GPU index for backend cuda (default 0); with --tensor-parallel-size N, ranks use N..N+n-1",
+     NULL},
+    {"--tensor-parallel-size", "N", SOL_FLAG_SET, "worker.tensor_parallel",
+     "shard the model over N ranks, one thread and one GPU (cpu: a share of the cores) each, as "
+     "vLLM's flag",
+     NULL},
+    {"--max-model-len", "N", SOL_FLAG_SET, "worker.kv.max_model_len",
+     "longest sequence (prompt + output) in tokens, as vLLM's flag", NULL},
+    {"--max-num-seqs", "N", SOL_FLAG_SET, "worker.scheduler.max_num_seqs",
+     "sequences batched at once, as vLLM's flag", NULL},
+    {"--enable-prefix-caching", NULL, SOL_FLAG_TRUE, "worker.scheduler.prefix_caching",
+     "reuse the KV of shared prompt prefixes (the default), as vLLM's flag", NULL},
+    {"--no-enable-prefix-caching", NULL, SOL_FLAG_FALSE, "worker.scheduler.prefix_caching",
+     "never reuse KV across requests, as vLLM's flag", NULL},
+    {"--dtype", "auto", SOL_FLAG_SET, "worker.dtype",
+     "as vLLM's flag; only auto: weights compute in the GGUF file's types (make another file "
+     "with sol-quantize)",
      NULL},
     {"--gpu-memory-utilization", "F", SOL_FLAG_SET, "worker.kv.memory_fraction",
      "share of the device memory left after weights and workspace that the KV pool takes "
@@ -73,7 +90,9 @@ static void sim_model_name(const sol_worker_config *w, char *buf, size_t cap) {
 /* The compute backend worker.backend names, through the registry. A backend this build or
  * machine cannot run is a configuration error: the message names the key and the reason. */
 static int make_backend(const sol_worker_config *w, sol_backend **out, sol_err *e) {
-    sol_backend_opts o = {.threads = w->threads,
+    sol_backend_opts o = {.threads = w->tensor_parallel > 1
+                                         ? model_tp_rank_threads(w->threads, w->tensor_parallel)
+                                         : w->threads,
                           .device = w->device,
                           .batch_invariant = w->batch_invariant,
                           .enforce_eager = w->enforce_eager};
@@ -120,6 +139,13 @@ static int make_executor(void *zctx, const sol_worker_config *w, sol_backend *be
         .draft_model = w->speculative.draft_model,
         .spec_k = w->speculative.k,
         .spec_adaptive = w->speculative.adaptive,
+        .tp = {.n = w->tensor_parallel,
+               .timeout_ms = w->tp_timeout_ms,
+               .backend = sol_backend_kind_name(w->backend),
+               .opts = {.threads = model_tp_rank_threads(w->threads, w->tensor_parallel),
+                        .device = w->device,
+                        .batch_invariant = w->batch_invariant,
+                        .enforce_eager = w->enforce_eager}},
     };
     if (w->speculative.method == SOL_SPEC_OFF && w->speculative.draft_model)
         LOG_INFO("worker", "worker.speculative.draft_model is set: speculative decoding with it "

@@ -23,6 +23,7 @@
 
 #include "dtype.h"
 #include "err.h"
+#include "tp_comm.h"
 
 /* A 2-D weight matrix, borrowed (mmap'd GGUF data or anonymous memory); never freed by the
  * backend. Row r (an output feature) starts at (const char *)data + r * row_bytes and holds
@@ -142,8 +143,10 @@ typedef struct sol_backend_ops {
                            int n, int heads, int kv_heads, int head_dim, float scale, int window,
                            const sol_attn_seq *per_token);
 
-    /* Sum x (n_elems floats) across tensor-parallel ranks in place; a no-op on one CPU. */
-    int (*allreduce)(sol_backend *be, float *x, int64_t n_elems);
+    /* Sum x (n_elems floats) in place across the ranks of `comm` (this backend is rank `rank`),
+     * in stream order on a device backend: CPU ranks through the communicator's shared memory,
+     * CUDA ranks through NCCL. The model calls it only when it is sharded. */
+    int (*allreduce)(sol_backend *be, sol_tp_comm *comm, int rank, float *x, int64_t n_elems);
     /* Wait for queued work; returns the first error since the last call. */
     int (*synchronize)(sol_backend *be);
     /* Optional, device backends: free and total device memory, for sizing the KV pool. NULL:
@@ -238,8 +241,9 @@ static inline int sol_kv_copy_blocks(sol_backend *be, sol_kv *kv, const int32_t 
                                      const int32_t *dst_block_ids, int count) {
     return be->ops->kv_copy_blocks(be, kv, src_block_ids, dst_block_ids, count);
 }
-static inline int sol_allreduce(sol_backend *be, float *x, int64_t n_elems) {
-    return be->ops->allreduce(be, x, n_elems);
+static inline int sol_allreduce(sol_backend *be, sol_tp_comm *comm, int rank, float *x,
+                                int64_t n_elems) {
+    return be->ops->allreduce(be, comm, rank, x, n_elems);
 }
 static inline int sol_synchronize(sol_backend *be) {
     return be->ops->synchronize(be);

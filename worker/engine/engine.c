@@ -273,10 +273,10 @@ static bool step(engine *e) {
     }
     uint64_t sched_ns = sol_now_ns() - t_draft;
     if (b.n_tokens == 0) return false;
-    sol_backend *be = model_backend(e->m);
     for (int32_t i = 0; i < b.n_copies; i++)
-        if (sol_kv_copy_blocks(be, e->kv_data, &b.copies[i].src_block, &b.copies[i].dst_block, 1)) {
-            fail_batch(e, &b, be->err.msg);
+        if (model_kv_copy_blocks(e->m, e->kv_data, &b.copies[i].src_block, &b.copies[i].dst_block,
+                                 1, &err)) {
+            fail_batch(e, &b, err.msg);
             return true;
         }
     model_batch mb = {b.n_tokens, b.tokens, b.pos, b.slots, b.attn, b.n_logits, b.logit_rows};

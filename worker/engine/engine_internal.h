@@ -43,7 +43,7 @@ struct engine {
     chat_template_family chat_family;
     int32_t n_vocab;
     kv_cache *kv;
-    sol_kv *kv_data;
+    model_kv *kv_data;
     sched *sched;
     sampler *smp;
     float *logits; /* max_num_seqs x n_vocab */

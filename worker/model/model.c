@@ -1,48 +1,17 @@
-/* model: the decoder forward pass. Reads like the math (llama2.c's shape): embed, then per layer
- * attention and SwiGLU FFN with pre-RMSNorm and residuals, then the final norm and the head; the
- * architecture's description (arch.h) adds q/k/v biases, q/k norms and the RoPE pairing.
- * All activation buffers live in `model_scratch`, sized up front. */
-#include "model.h"
+/* model: loading a GGUF decoder (whole, or one tensor-parallel rank's shard of it), its
+ * activation scratch (sized up front) and its KV caches. The forward pass is model_forward.c,
+ * the rank group model_tp.c. */
+#include "model_internal.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "arch.h"
 #include "log.h"
-
-typedef struct layer_weights {
-    const float *attn_norm, *ffn_norm;
-    const float *attn_post_norm, *ffn_post_norm; /* ARCH_POST_NORMS */
-    const float *bq, *bk, *bv;                   /* ARCH_QKV_BIAS */
-    const float *q_norm, *k_norm;                /* ARCH_QK_NORM: head_dim each */
-    sol_weight wq, wk, wv, wo;
-    sol_weight w_gate, w_up, w_down;
-} layer_weights;
-
-typedef struct model_scratch {
-    int cap_tokens, cap_logits;
-    float *x, *xb, *xb2; /* n x dim */
-    float *q, *att;      /* n x q_dim (heads x head_dim) */
-    float *k, *v;        /* n x kv_dim */
-    float *hb, *hb2;     /* n x ffn */
-    float *xl;           /* n_logits x dim: rows that want logits */
-    float *logits;       /* n_logits x vocab, on the backend */
-} model_scratch;
-
-struct model {
-    gguf_file *gguf;
-    sol_backend *be;
-    model_hparams hp;
-    char name[128];
-    sol_weight tok_embd, output;
-    const float *output_norm;
-    layer_weights *layers;
-    uint8_t *swa; /* per layer: 1 = sliding-window attention (ARCH_SWA), NULL = none */
-    model_scratch s;
-};
 
 /* ---- loading ---------------------------------------------------------------------------- */
 
@@ -257,9 +226,79 @@ static int load_hparams(model *m, sol_err *err) {
      GGUF_TYPE_BIT(SOL_DT_Q5_1) | GGUF_TYPE_BIT(SOL_DT_Q4_K) | GGUF_TYPE_BIT(SOL_DT_Q5_K) |        \
      GGUF_TYPE_BIT(SOL_DT_Q6_K))
 
-/* A 2-D weight [cols, rows] in GGUF terms (ne0 = cols). */
-static int bind_weight(model *m, const char *name, int64_t cols, int64_t rows, sol_weight *w,
-                       sol_err *err) {
+/* Rank `rank` of `n`: which heads, FFN columns and vocabulary rows it holds. The shapes must
+ * divide; else the key and the numbers. */
+static int plan_shard(model *m, int rank, int n, sol_tp_comm *comm, sol_err *err) {
+    const model_hparams *hp = &m->hp;
+    model_shard *sh = &m->sh;
+    const char *f = gguf_path(m->gguf), *a = hp->arch->name;
+    if (hp->n_heads % n)
+        return sol_err_set(err, -EINVAL,
+                           "%s: worker.tensor_parallel %d does not divide %s.attention.head_count "
+                           "%d",
+                           f, n, a, hp->n_heads);
+    if (hp->n_kv_heads % n && n % hp->n_kv_heads)
+        return sol_err_set(err, -EINVAL,
+                           "%s: worker.tensor_parallel %d neither divides "
+                           "%s.attention.head_count_kv %d nor is a multiple of it",
+                           f, n, a, hp->n_kv_heads);
+    if (hp->ffn % n)
+        return sol_err_set(
+            err, -EINVAL, "%s: worker.tensor_parallel %d does not divide %s.feed_forward_length %d",
+            f, n, a, hp->ffn);
+    *sh = (model_shard){.rank = rank, .n = n, .comm = n > 1 ? comm : NULL};
+    sh->heads = hp->n_heads / n;
+    sh->head0 = rank * sh->heads;
+    /* Fewer KV heads than ranks: each rank keeps the one KV head its query heads read. */
+    sh->kv_heads = hp->n_kv_heads % n == 0 ? hp->n_kv_heads / n : 1;
+    sh->kv_head0 =
+        hp->n_kv_heads % n == 0 ? rank * sh->kv_heads : sh->head0 / (hp->n_heads / hp->n_kv_heads);
+    sh->q_dim = sh->heads * hp->head_dim;
+    sh->kv_dim = sh->kv_heads * hp->head_dim;
+    sh->ffn = hp->ffn / n;
+    sh->ffn0 = rank * sh->ffn;
+    sh->vocab0 = (int)((int64_t)hp->n_vocab * rank / n);
+    sh->vocab = (int)((int64_t)hp->n_vocab * (rank + 1) / n) - sh->vocab0;
+    return 0;
+}
+
+/* A part of a weight: rows [row0, row0 + nrows) and columns [col0, col0 + ncols). */
+typedef struct slice {
+    int64_t row0, nrows, col0, ncols;
+    int copy; /* 1: copy even a whole-column slice (the tied head: the embedding is repacked) */
+} slice;
+
+/* Columns of a row-major block layout are not contiguous: the slice is copied out, row by row,
+ * into memory the model owns. */
+static int copy_slice(model *m, const char *name, sol_weight *w, const slice *sl, sol_err *err) {
+    size_t rb = sol_dtype_row_bytes(w->type, sl->ncols);
+    size_t off = sol_dtype_row_bytes(w->type, sl->col0);
+    if (rb == 0 || (sl->col0 && off == 0))
+        return sol_err_set(err, -EINVAL,
+                           "%s: tensor %s: worker.tensor_parallel %d splits its %lld columns into "
+                           "parts of %lld, not a multiple of the %s block of %zu",
+                           gguf_path(m->gguf), name, m->sh.n, (long long)w->cols,
+                           (long long)sl->ncols, sol_dtype_name(w->type),
+                           sol_dtype_block_elems(w->type));
+    void **grown = realloc(m->owned, sizeof *grown * (size_t)(m->n_owned + 1));
+    if (!grown) return sol_err_set(err, -ENOMEM, "out of memory for %s", name);
+    m->owned = grown;
+    size_t bytes = (rb * (size_t)sl->nrows + 63) / 64 * 64;
+    char *dst = aligned_alloc(64, bytes ? bytes : 64);
+    if (!dst) return sol_err_set(err, -ENOMEM, "out of memory for a shard of %s", name);
+    m->owned[m->n_owned++] = dst;
+    for (int64_t r = 0; r < sl->nrows; r++)
+        memcpy(dst + (size_t)r * rb, (const char *)w->data + (size_t)r * w->row_bytes + off, rb);
+    w->data = dst;
+    w->cols = sl->ncols;
+    w->row_bytes = rb;
+    return 0;
+}
+
+/* A 2-D weight [cols, rows] in GGUF terms (ne0 = cols); sl: the part this rank holds (NULL:
+ * all of it). Row slices point into the file; column slices are copied. */
+static int bind_weight(model *m, const char *name, int64_t cols, int64_t rows, const slice *sl,
+                       sol_weight *w, sol_err *err) {
     int rc;
     if ((rc = gguf_expect_tensor(m->gguf, name, 2, cols, rows, err))) return rc;
     if ((rc = gguf_expect_type(m->gguf, name, MODEL_WEIGHT_TYPES, err))) return rc;
@@ -274,63 +313,80 @@ static int bind_weight(model *m, const char *name, int64_t cols, int64_t rows, s
                            "%s: tensor %s: row of %lld elements is not a whole number of %s "
                            "blocks",
                            gguf_path(m->gguf), name, (long long)cols, sol_dtype_name(t->type));
+    if (sl) {
+        w->data = (const char *)w->data + (size_t)sl->row0 * w->row_bytes;
+        w->rows = sl->nrows;
+        if ((sl->ncols < cols || sl->copy) && (rc = copy_slice(m, name, w, sl, err))) return rc;
+    }
     if ((rc = sol_weight_prepare(m->be, w)))
         return sol_err_set(err, rc, "%s: tensor %s: %s", gguf_path(m->gguf), name, m->be->err.msg);
     return 0;
 }
 
-static int bind_norm(model *m, const char *name, int64_t dim, const float **out, sol_err *err) {
+/* An F32 vector of `dim`, elements [off, off + len) of it (a bias shard; else off 0, len dim). */
+static int bind_vec(model *m, const char *name, int64_t dim, int64_t off, int64_t len,
+                    const float **out, sol_err *err) {
     int rc;
     if ((rc = gguf_expect_tensor(m->gguf, name, 1, dim, 1, err))) return rc;
     if ((rc = gguf_expect_type(m->gguf, name, GGUF_TYPE_BIT(SOL_DT_F32), err))) return rc;
-    /* As a 1 x dim weight, so a device backend uploads it like the matrices (the CPU backend
+    /* As a 1 x len weight, so a device backend uploads it like the matrices (the CPU backend
      * leaves F32 where it lies). */
-    sol_weight w = {
-        SOL_DT_F32, 1, dim, gguf_tensor_find(m->gguf, name)->data, (size_t)dim * sizeof(float), 0};
+    const float *data = (const float *)gguf_tensor_find(m->gguf, name)->data + off;
+    sol_weight w = {SOL_DT_F32, 1, len, data, (size_t)len * sizeof(float), 0};
     if ((rc = sol_weight_prepare(m->be, &w)))
         return sol_err_set(err, rc, "%s: tensor %s: %s", gguf_path(m->gguf), name, m->be->err.msg);
     *out = w.data;
     return 0;
 }
 
+static int bind_norm(model *m, const char *name, int64_t dim, const float **out, sol_err *err) {
+    return bind_vec(m, name, dim, 0, dim, out, err);
+}
+
 static int bind_layer(model *m, int l, sol_err *err) {
     const model_hparams *hp = &m->hp;
+    const model_shard *sh = &m->sh;
     layer_weights *L = &m->layers[l];
-    int64_t kv_dim = (int64_t)hp->n_kv_heads * hp->head_dim;
+    int64_t kv_dim = (int64_t)hp->n_kv_heads * hp->head_dim, hd = hp->head_dim;
+    /* Rows: this rank's heads and FFN columns; columns: the same ranges as inputs. */
+    slice q = {sh->head0 * hd, sh->q_dim, 0, hp->dim, 0};
+    slice kv = {sh->kv_head0 * hd, sh->kv_dim, 0, hp->dim, 0};
+    slice o = {0, hp->dim, sh->head0 * hd, sh->q_dim, 0};
+    slice up = {sh->ffn0, sh->ffn, 0, hp->dim, 0}, down = {0, hp->dim, sh->ffn0, sh->ffn, 0};
     char n[GGUF_MAX_NAME + 1];
     int rc;
-#define W(suffix, cols, rows, dst)                                                                 \
+#define W(suffix, cols, rows, sl, dst)                                                             \
     do {                                                                                           \
         snprintf(n, sizeof n, "blk.%d." suffix ".weight", l);                                      \
-        if ((rc = bind_weight(m, n, cols, rows, dst, err))) return rc;                             \
+        if ((rc = bind_weight(m, n, cols, rows, sl, dst, err))) return rc;                         \
     } while (0)
-    W("attn_q", hp->dim, hp->q_dim, &L->wq);
-    W("attn_k", hp->dim, kv_dim, &L->wk);
-    W("attn_v", hp->dim, kv_dim, &L->wv);
-    W("attn_output", hp->q_dim, hp->dim, &L->wo);
-    W("ffn_gate", hp->dim, hp->ffn, &L->w_gate);
-    W("ffn_up", hp->dim, hp->ffn, &L->w_up);
-    W("ffn_down", hp->ffn, hp->dim, &L->w_down);
+    W("attn_q", hp->dim, hp->q_dim, &q, &L->wq);
+    W("attn_k", hp->dim, kv_dim, &kv, &L->wk);
+    W("attn_v", hp->dim, kv_dim, &kv, &L->wv);
+    W("attn_output", hp->q_dim, hp->dim, &o, &L->wo);
+    W("ffn_gate", hp->dim, hp->ffn, &up, &L->w_gate);
+    W("ffn_up", hp->dim, hp->ffn, &up, &L->w_up);
+    W("ffn_down", hp->ffn, hp->dim, &down, &L->w_down);
 #undef W
-#define V(suffix, len, dst)                                                                        \
+#define V(suffix, len, off, part, dst)                                                             \
     do {                                                                                           \
         snprintf(n, sizeof n, "blk.%d." suffix, l);                                                \
-        if ((rc = bind_norm(m, n, len, dst, err))) return rc;                                      \
+        if ((rc = bind_vec(m, n, len, off, part, dst, err))) return rc;                            \
     } while (0)
-    V("attn_norm.weight", hp->dim, &L->attn_norm);
-    V("ffn_norm.weight", hp->dim, &L->ffn_norm);
+    V("attn_norm.weight", hp->dim, 0, hp->dim, &L->attn_norm);
+    V("ffn_norm.weight", hp->dim, 0, hp->dim, &L->ffn_norm);
     if (hp->arch->flags & ARCH_QKV_BIAS) {
-        V("attn_q.bias", hp->q_dim, &L->bq);
-        V("attn_k.bias", kv_dim, &L->bk);
-        V("attn_v.bias", kv_dim, &L->bv);
+        V("attn_q.bias", hp->q_dim, q.row0, q.nrows, &L->bq);
+        V("attn_k.bias", kv_dim, kv.row0, kv.nrows, &L->bk);
+        V("attn_v.bias", kv_dim, kv.row0, kv.nrows, &L->bv);
     }
     if (hp->arch->flags & ARCH_QK_NORM) {
-        V("attn_q_norm.weight", hp->head_dim, &L->q_norm);
-        V("attn_k_norm.weight", hp->head_dim, &L->k_norm);
+        V("attn_q_norm.weight", hd, 0, hd, &L->q_norm);
+        V("attn_k_norm.weight", hd, 0, hd, &L->k_norm);
     }
     if (hp->arch->flags & ARCH_POST_NORMS) {
-        V("post_attention_norm.weight", hp->dim, &L->attn_post_norm);
-        V("post_ffw_norm.weight", hp->dim, &L->ffn_post_norm);
+        V("post_attention_norm.weight", hp->dim, 0, hp->dim, &L->attn_post_norm);
+        V("post_ffw_norm.weight", hp->dim, 0, hp->dim, &L->ffn_post_norm);
     }
 #undef V
     return 0;
@@ -350,19 +406,28 @@ static void set_name(model *m, const char *path) {
     if (dot) *dot = '\0';
 }
 
+/* The head: this rank's vocabulary rows of output.weight, or of the embedding when tied (copied
+ * out before the embedding is prepared when sharded: a backend may repack it in place). */
+static int bind_head(model *m, sol_err *err) {
+    const model_hparams *hp = &m->hp;
+    const model_shard *sh = &m->sh;
+    slice v = {sh->vocab0, sh->vocab, 0, hp->dim, 0};
+    if (gguf_tensor_find(m->gguf, "output.weight"))
+        return bind_weight(m, "output.weight", hp->dim, hp->n_vocab, &v, &m->output, err);
+    m->hp.tied_output = 1;
+    if (sh->n == 1) return 0; /* the embedding itself, once it is bound */
+    v.copy = 1;
+    return bind_weight(m, "token_embd.weight", hp->dim, hp->n_vocab, &v, &m->output, err);
+}
+
 static int bind_all(model *m, sol_err *err) {
     const model_hparams *hp = &m->hp;
     int rc;
-    if ((rc = bind_weight(m, "token_embd.weight", hp->dim, hp->n_vocab, &m->tok_embd, err)))
+    if ((rc = bind_head(m, err)) ||
+        (rc = bind_weight(m, "token_embd.weight", hp->dim, hp->n_vocab, NULL, &m->tok_embd, err)))
         return rc;
+    if (m->hp.tied_output && m->sh.n == 1) m->output = m->tok_embd;
     m->hp.weight_type = m->tok_embd.type;
-    if (gguf_tensor_find(m->gguf, "output.weight")) {
-        if ((rc = bind_weight(m, "output.weight", hp->dim, hp->n_vocab, &m->output, err)))
-            return rc;
-    } else {
-        m->output = m->tok_embd; /* tied embeddings */
-        m->hp.tied_output = 1;
-    }
     if ((rc = bind_norm(m, "output_norm.weight", hp->dim, &m->output_norm, err))) return rc;
     m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
     if (!m->layers) return sol_err_set(err, -ENOMEM, "out of memory for layer table");
@@ -372,7 +437,8 @@ static int bind_all(model *m, sol_err *err) {
     return 0;
 }
 
-model *model_load(const char *path, int gguf_flags, sol_backend *be, sol_err *err) {
+model *model_load_rank(const char *path, int gguf_flags, sol_backend *be, int rank, int n,
+                       sol_tp_comm *comm, sol_err *err) {
     model *m = calloc(1, sizeof *m);
     if (!m) {
         sol_err_set(err, -ENOMEM, "out of memory");
@@ -380,12 +446,50 @@ model *model_load(const char *path, int gguf_flags, sol_backend *be, sol_err *er
     }
     m->be = be;
     m->gguf = gguf_open(path, gguf_flags, err);
-    if (!m->gguf || load_hparams(m, err) || bind_all(m, err)) {
+    if (!m->gguf || load_hparams(m, err) || plan_shard(m, rank, n, comm, err) || bind_all(m, err)) {
         model_free(m);
         return NULL;
     }
     set_name(m, path);
     return m;
+}
+
+model *model_load(const char *path, int gguf_flags, sol_backend *be, sol_err *err) {
+    return model_load_rank(path, gguf_flags, be, 0, 1, NULL, err);
+}
+
+model *model_load_tp(const char *path, int gguf_flags, sol_backend *be, const model_tp_config *tp,
+                     sol_err *err) {
+    if (!tp || tp->n <= 1) return model_load(path, gguf_flags, be, err);
+    sol_tp_comm *comm = NULL;
+    if (sol_tp_comm_new(tp->n, tp->timeout_ms, &comm, err)) return NULL;
+    model *m = model_load_rank(path, gguf_flags, be, 0, tp->n, comm, err);
+    if (!m) {
+        sol_tp_comm_free(comm);
+        return NULL;
+    }
+    /* The group owns the communicator from here (also when it fails). */
+    if (!(m->grp = tp_group_new(m, path, gguf_flags, tp, comm, err))) {
+        model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+int model_tp_rank_threads(int threads, int n) {
+    if (threads <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = c > 0 ? (int)c : 1;
+    }
+    return threads / n > 0 ? threads / n : 1;
+}
+
+int model_tp_size(const model *m) {
+    return m->sh.n;
+}
+
+int model_health(const model *m, char *why, size_t cap) {
+    return m->grp ? tp_health(m, why, cap) : 0;
 }
 
 static void scratch_free(model *m) {
@@ -401,7 +505,11 @@ static void scratch_free(model *m) {
 
 void model_free(model *m) {
     if (!m) return;
+    tp_group_free(m->grp); /* the other ranks first: they may still hold the communicator */
     if (m->be) scratch_free(m);
+    for (int i = 0; i < m->n_owned; i++)
+        free(m->owned[i]);
+    free(m->owned);
     free(m->layers);
     free(m->swa);
     gguf_close(m->gguf);
@@ -449,7 +557,7 @@ void model_describe(const model *m, char *buf, size_t cap) {
                  local, m->hp.n_layers);
 }
 
-int model_reserve(model *m, int max_tokens, int max_logits, sol_err *err) {
+int model_reserve_rank(model *m, int max_tokens, int max_logits, sol_err *err) {
     if (max_tokens <= m->s.cap_tokens && max_logits <= m->s.cap_logits) return 0;
     if (max_tokens < m->s.cap_tokens) max_tokens = m->s.cap_tokens;
     if (max_logits < m->s.cap_logits) max_logits = m->s.cap_logits;
@@ -457,21 +565,21 @@ int model_reserve(model *m, int max_tokens, int max_logits, sol_err *err) {
         return sol_err_set(err, -EINVAL, "model_reserve: bad sizes %d/%d", max_tokens, max_logits);
     scratch_free(m);
     const model_hparams *hp = &m->hp;
-    size_t n = (size_t)max_tokens, f = sizeof(float);
-    size_t kv_dim = (size_t)hp->n_kv_heads * hp->head_dim;
+    const model_shard *sh = &m->sh;
+    size_t n = (size_t)max_tokens, f = sizeof(float), kv_dim = (size_t)sh->kv_dim;
     sol_backend *be = m->be;
     model_scratch *s = &m->s;
     s->x = sol_buf_alloc(be, n * hp->dim * f);
     s->xb = sol_buf_alloc(be, n * hp->dim * f);
     s->xb2 = sol_buf_alloc(be, n * hp->dim * f);
-    s->q = sol_buf_alloc(be, n * hp->q_dim * f);
-    s->att = sol_buf_alloc(be, n * hp->q_dim * f);
+    s->q = sol_buf_alloc(be, n * sh->q_dim * f);
+    s->att = sol_buf_alloc(be, n * sh->q_dim * f);
     s->k = sol_buf_alloc(be, n * kv_dim * f);
     s->v = sol_buf_alloc(be, n * kv_dim * f);
-    s->hb = sol_buf_alloc(be, n * hp->ffn * f);
-    s->hb2 = sol_buf_alloc(be, n * hp->ffn * f);
+    s->hb = sol_buf_alloc(be, n * sh->ffn * f);
+    s->hb2 = sol_buf_alloc(be, n * sh->ffn * f);
     s->xl = sol_buf_alloc(be, (size_t)max_logits * hp->dim * f);
-    s->logits = sol_buf_alloc(be, (size_t)max_logits * hp->n_vocab * f);
+    s->logits = sol_buf_alloc(be, (size_t)max_logits * sh->vocab * f);
     if (!s->x || !s->xb || !s->xb2 || !s->q || !s->att || !s->k || !s->v || !s->hb || !s->hb2 ||
         !s->xl || !s->logits) {
         scratch_free(m);
@@ -479,182 +587,74 @@ int model_reserve(model *m, int max_tokens, int max_logits, sol_err *err) {
                            "out of %s memory for activations of %d tokens (%.1f MiB): lower "
                            "worker.scheduler.max_batched_tokens",
                            sol_backend_name(be), max_tokens,
-                           (double)(n * (3 * hp->dim + 2 * hp->q_dim + 2 * kv_dim + 2 * hp->ffn) +
-                                    (size_t)max_logits * (hp->dim + hp->n_vocab)) *
+                           (double)(n * (3 * hp->dim + 2 * sh->q_dim + 2 * kv_dim + 2 * sh->ffn) +
+                                    (size_t)max_logits * (hp->dim + sh->vocab)) *
                                f / 1048576.0);
     }
     s->cap_tokens = max_tokens;
     s->cap_logits = max_logits;
-    int64_t max_dim = hp->ffn > hp->n_vocab ? hp->ffn : hp->n_vocab;
+    int64_t max_dim = sh->ffn > sh->vocab ? sh->ffn : sh->vocab;
     if (max_dim < hp->dim) max_dim = hp->dim;
-    if (max_dim < hp->q_dim) max_dim = hp->q_dim;
+    if (max_dim < sh->q_dim) max_dim = sh->q_dim;
     if (sol_reserve(be, max_tokens, max_dim))
         return sol_err_set(err, -ENOMEM, "backend scratch: %s", be->err.msg);
     return 0;
 }
 
-sol_kv *model_kv_new(model *m, int num_blocks, int block_size, sol_dtype dtype, sol_err *err) {
-    sol_kv *kv = sol_kv_alloc(m->be, m->hp.n_layers, num_blocks, block_size, m->hp.n_kv_heads,
-                              m->hp.head_dim, dtype);
-    if (!kv) sol_err_set(err, -ENOMEM, "KV cache: %s", m->be->err.msg);
+/* Ranks 0..n-1 of m's group (rank 0 is m itself). */
+static model *rank_of(model *m, int r) {
+    return r == 0 ? m : tp_rank(m->grp, r);
+}
+
+int model_reserve(model *m, int max_tokens, int max_logits, sol_err *err) {
+    int rc = 0;
+    for (int r = 0; r < m->sh.n && !rc; r++)
+        if ((rc = model_reserve_rank(rank_of(m, r), max_tokens, max_logits, err)) && r)
+            sol_err_wrap(err, "tensor-parallel rank %d: ", r);
+    return rc;
+}
+
+model_kv *model_kv_new(model *m, int num_blocks, int block_size, sol_dtype dtype, sol_err *err) {
+    model_kv *kv = calloc(1, sizeof *kv);
+    if (!kv) {
+        sol_err_set(err, -ENOMEM, "out of memory for the KV cache");
+        return NULL;
+    }
+    for (int r = 0; r < m->sh.n; r++) {
+        model *mr = rank_of(m, r);
+        kv->r[r] = sol_kv_alloc(mr->be, mr->hp.n_layers, num_blocks, block_size, mr->sh.kv_heads,
+                                mr->hp.head_dim, dtype);
+        if (!kv->r[r]) {
+            sol_err_set(err, -ENOMEM, "KV cache%s: %s", r ? " of a tensor-parallel rank" : "",
+                        mr->be->err.msg);
+            model_kv_free(m, kv);
+            return NULL;
+        }
+        kv->n = r + 1;
+    }
     return kv;
 }
 
-void model_kv_free(model *m, sol_kv *kv) {
-    if (kv) sol_kv_free(m->be, kv);
+void model_kv_free(model *m, model_kv *kv) {
+    if (!kv) return;
+    for (int r = 0; r < kv->n; r++)
+        sol_kv_free(rank_of(m, r)->be, kv->r[r]);
+    free(kv);
+}
+
+int model_kv_copy_blocks(model *m, model_kv *kv, const int32_t *src, const int32_t *dst, int count,
+                         sol_err *err) {
+    for (int r = 0; r < kv->n; r++) {
+        sol_backend *be = rank_of(m, r)->be;
+        int rc = sol_kv_copy_blocks(be, kv->r[r], src, dst, count);
+        if (rc) return sol_err_set(err, rc, "KV block copy: %s", be->err.msg);
+    }
+    return 0;
 }
 
 size_t model_kv_bytes_per_token(const model *m, sol_dtype dtype) {
-    size_t elem = dtype == SOL_DT_F32 ? 4 : 2;
-    return 2 * (size_t)m->hp.n_layers * m->hp.n_kv_heads * m->hp.head_dim * elem;
-}
-
-/* ---- forward ---------------------------------------------------------------------------- */
-
-/* Largest decode/verify step recorded as a CUDA graph (vLLM captures up to 512 by default; Sol's
- * steps are smaller: max_num_seqs x (1 + speculative k)). */
-enum { MODEL_GRAPH_MAX_TOKENS = 256 };
-
-/* y[t] += bias for each of n rows of len (the q/k/v biases of ARCH_QKV_BIAS). */
-static int add_rows(sol_backend *be, float *y, const float *bias, int n, int len) {
-    int rc = 0;
-    for (int t = 0; t < n && !rc; t++)
-        rc = sol_add(be, y + (size_t)t * len, bias, y + (size_t)t * len, len);
-    return rc;
-}
-
-/* q, k and v of the batch: projections, then the architecture's biases and per-head norms. */
-static int qkv(model *m, const layer_weights *L, int n) {
-    const model_hparams *hp = &m->hp;
-    model_scratch *s = &m->s;
-    sol_backend *be = m->be;
-    int kv_dim = hp->n_kv_heads * hp->head_dim, rc;
-    if ((rc = sol_matmul_many(be, (const sol_weight *[]){&L->wq, &L->wk, &L->wv},
-                              (float *[]){s->q, s->k, s->v}, 3, s->xb, n)))
-        return rc;
-    if (L->bq && ((rc = add_rows(be, s->q, L->bq, n, hp->q_dim)) ||
-                  (rc = add_rows(be, s->k, L->bk, n, kv_dim)) ||
-                  (rc = add_rows(be, s->v, L->bv, n, kv_dim))))
-        return rc;
-    if (L->q_norm &&
-        ((rc = sol_rmsnorm(be, s->q, L->q_norm, s->q, n * hp->n_heads, hp->head_dim, hp->eps)) ||
-         (rc = sol_rmsnorm(be, s->k, L->k_norm, s->k, n * hp->n_kv_heads, hp->head_dim, hp->eps))))
-        return rc;
-    return 0;
-}
-
-/* x += post_norm(xb2) (ARCH_POST_NORMS), else x += xb2: a block's output joins the stream. */
-static int residual(model *m, const float *post_norm, int n) {
-    const model_hparams *hp = &m->hp;
-    model_scratch *s = &m->s;
-    int rc;
-    if (post_norm && (rc = sol_rmsnorm(m->be, s->xb2, post_norm, s->xb2, n, hp->dim, hp->eps)))
-        return rc;
-    return sol_add(m->be, s->x, s->xb2, s->x, (int64_t)n * hp->dim);
-}
-
-/* Attention block of layer l: x += Wo · attn(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x)). */
-static int attention(model *m, sol_kv *kv, int l, const model_batch *b) {
-    const model_hparams *hp = &m->hp;
-    const layer_weights *L = &m->layers[l];
-    model_scratch *s = &m->s;
-    sol_backend *be = m->be;
-    int n = b->n, rc, slides = m->swa && m->swa[l];
-    const sol_rope_params *rope = slides ? &hp->rope_swa : &hp->rope;
-    if ((rc = sol_rmsnorm(be, s->x, L->attn_norm, s->xb, n, hp->dim, hp->eps)) ||
-        (rc = qkv(m, L, n)) ||
-        (rc = sol_rope(be, s->q, b->pos, n, hp->n_heads, hp->head_dim, rope)) ||
-        (rc = sol_rope(be, s->k, b->pos, n, hp->n_kv_heads, hp->head_dim, rope)) ||
-        (rc = sol_kv_write(be, kv, l, s->k, s->v, b->slots, n)))
-        return rc;
-    if ((rc = sol_paged_attention_swa(be, kv, l, s->q, s->att, n, hp->n_heads, hp->n_kv_heads,
-                                      hp->head_dim, hp->attn_scale, slides ? hp->swa_window : 0,
-                                      b->attn)) ||
-        (rc = sol_matmul(be, &L->wo, s->att, s->xb2, n)) ||
-        (rc = sol_allreduce(be, s->xb2, (int64_t)n * hp->dim)))
-        return rc;
-    return residual(m, L->attn_post_norm, n);
-}
-
-/* Gated FFN: x += W_down · (act(W_gate·norm(x)) * W_up·norm(x)), act = SiLU or GELU (Gemma). */
-static int feed_forward(model *m, int l, int n) {
-    const model_hparams *hp = &m->hp;
-    const layer_weights *L = &m->layers[l];
-    model_scratch *s = &m->s;
-    sol_backend *be = m->be;
-    int rc;
-    if ((rc = sol_rmsnorm(be, s->x, L->ffn_norm, s->xb, n, hp->dim, hp->eps)) ||
-        (rc = sol_matmul_many(be, (const sol_weight *[]){&L->w_gate, &L->w_up},
-                              (float *[]){s->hb, s->hb2}, 2, s->xb, n)) ||
-        (rc = (hp->arch->flags & ARCH_GELU)
-                  ? sol_gelu_mul(be, s->hb, s->hb2, s->hb, (int64_t)n * hp->ffn)
-                  : sol_silu_mul(be, s->hb, s->hb2, s->hb, (int64_t)n * hp->ffn)) ||
-        (rc = sol_matmul(be, &L->w_down, s->hb, s->xb2, n)) ||
-        (rc = sol_allreduce(be, s->xb2, (int64_t)n * hp->dim)))
-        return rc;
-    return residual(m, L->ffn_post_norm, n);
-}
-
-static int check_batch(const model *m, const model_batch *b, sol_err *err) {
-    if (b->n < 1 || !b->tokens || !b->pos || !b->slots || !b->attn)
-        return sol_err_set(err, -EINVAL, "model_forward: empty or incomplete batch");
-    if (b->n_logits < 0 || b->n_logits > b->n || (b->n_logits && !b->logit_rows))
-        return sol_err_set(err, -EINVAL, "model_forward: bad logit rows (%d of %d)", b->n_logits,
-                           b->n);
-    for (int t = 0; t < b->n; t++) {
-        if (b->tokens[t] < 0 || b->tokens[t] >= m->hp.n_vocab)
-            return sol_err_set(err, -EINVAL, "token id %d is outside the vocabulary (0..%d)",
-                               b->tokens[t], m->hp.n_vocab - 1);
-        if (b->pos[t] < 0 || b->attn[t].n_ctx < 1 || b->attn[t].n_ctx > b->pos[t] + 1)
-            return sol_err_set(err, -EINVAL, "token %d: position %d with n_ctx %d", t, b->pos[t],
-                               b->attn[t].n_ctx);
-    }
-    for (int i = 0; i < b->n_logits; i++)
-        if (b->logit_rows[i] < 0 || b->logit_rows[i] >= b->n)
-            return sol_err_set(err, -EINVAL, "logit row %d is outside the batch of %d",
-                               b->logit_rows[i], b->n);
-    return 0;
-}
-
-static int head(model *m, const model_batch *b, float *logits) {
-    const model_hparams *hp = &m->hp;
-    model_scratch *s = &m->s;
-    sol_backend *be = m->be;
-    /* Gather first: the head is the biggest matmul, and only the rows that sample need it. */
-    int rc;
-    if ((rc = sol_get_rows(be, s->x, hp->dim, b->logit_rows, b->n_logits, b->n, s->xl)) ||
-        (rc = sol_rmsnorm(be, s->xl, m->output_norm, s->xl, b->n_logits, hp->dim, hp->eps)) ||
-        (rc = sol_matmul(be, &m->output, s->xl, s->logits, b->n_logits)) ||
-        (rc = sol_synchronize(be)))
-        return rc;
-    size_t count = (size_t)b->n_logits * hp->n_vocab;
-    if ((rc = sol_download(be, logits, s->logits, count * sizeof(float)))) return rc;
-    if (hp->softcap > 0.0f) /* on the host: a few vocab rows, after the download */
-        for (size_t i = 0; i < count; i++)
-            logits[i] = hp->softcap * tanhf(logits[i] / hp->softcap);
-    return 0;
-}
-
-int model_forward(model *m, sol_kv *kv, const model_batch *b, float *logits, sol_err *err) {
-    int rc = check_batch(m, b, err);
-    if (rc) return rc;
-    if ((rc = model_reserve(m, b->n, b->n_logits > 0 ? b->n_logits : 1, err))) return rc;
-    sol_backend *be = m->be;
-    /* Decode and verify steps (every row samples, few rows) may be replayed as a CUDA graph
-     * keyed by their size; prefill chunks run eagerly. */
-    int key = b->n_logits == b->n && b->n <= MODEL_GRAPH_MAX_TOKENS ? b->n : 0;
-    if ((rc = sol_step_begin(be, key))) goto fail;
-    if ((rc = sol_embed(be, &m->tok_embd, b->tokens, b->n, m->s.x))) goto fail;
-    if ((m->hp.arch->flags & ARCH_EMBD_SCALE) &&
-        (rc = sol_scale(be, m->s.x, sqrtf((float)m->hp.dim), m->s.x, (int64_t)b->n * m->hp.dim)))
-        goto fail;
-    for (int l = 0; l < m->hp.n_layers; l++)
-        if ((rc = attention(m, kv, l, b)) || (rc = feed_forward(m, l, b->n))) goto fail;
-    if (b->n_logits > 0 && (rc = head(m, b, logits))) goto fail;
-    if (b->n_logits == 0 && (rc = sol_synchronize(be))) goto fail;
-    return 0;
-fail:
-    sol_err_set(err, rc, "forward pass: %s", be->err.msg);
-    sol_synchronize(be); /* closes a graph capture the step left open */
-    return rc;
+    size_t elem = dtype == SOL_DT_F32 ? 4 : 2, free_b, total_b;
+    size_t rank = 2 * (size_t)m->hp.n_layers * m->sh.kv_dim * elem;
+    /* Device ranks each hold their heads in their own memory; CPU ranks share the host's. */
+    return sol_mem_info(m->be, &free_b, &total_b) == 0 ? rank : rank * (size_t)m->sh.n;
 }

@@ -41,11 +41,38 @@ typedef struct model_hparams {
 
 typedef struct model model;
 
+/* The KV cache of a model: one backend cache per tensor-parallel rank, one block table. */
+typedef struct model_kv model_kv;
+
+/* Tensor parallelism (worker.tensor_parallel): the model sharded over n ranks, one backend and
+ * one thread each, in lock-step with an all-reduce after attn_output and ffn_down. */
+typedef struct model_tp_config {
+    int n;               /* ranks, 1..8; 1 = not sharded */
+    int timeout_ms;      /* a rank or collective slower than this fails the step (tp_timeout_ms) */
+    const char *backend; /* backend spec for ranks 1..n-1 ("cpu", "cuda", "cuda-emu") */
+    sol_backend_opts opts; /* their options; rank r gets device opts.device + r */
+} model_tp_config;
+
 /* Opens `path` (gguf_flags: GGUF_OPEN_NO_MMAP / GGUF_OPEN_MLOCK), checks every key and tensor the
  * architecture needs ("m.gguf: tensor blk.3.attn_q.weight: expected shape ..."), and prepares the
  * weights on `be` (borrowed: it must outlive the model). Caller owns the result. */
 model *model_load(const char *path, int gguf_flags, sol_backend *be, sol_err *err);
 void model_free(model *m); /* NULL is a no-op */
+
+/* model_load sharded over tp->n ranks: rank 0 on `be` (borrowed), ranks 1..n-1 on backends the
+ * model creates and owns. The shapes must divide: head_count, head_count_kv (or n by it), the
+ * FFN width and the quantization blocks of the split columns; else an error naming the key and
+ * the numbers. tp->n = 1 is model_load. */
+model *model_load_tp(const char *path, int gguf_flags, sol_backend *be, const model_tp_config *tp,
+                     sol_err *err);
+/* CPU threads for each of n ranks when the worker has `threads` (0: all online cores): the
+ * cores divided between the ranks, at least one each. */
+int model_tp_rank_threads(int threads, int n);
+/* Ranks the model is sharded over (1 when not). */
+int model_tp_size(const model *m);
+/* 0, or (after a rank or collective missed tp_timeout_ms: the group is stuck and every later
+ * forward fails at once) a negative code with the reason in why. */
+int model_health(const model *m, char *why, size_t cap);
 
 const model_hparams *model_get_hparams(const model *m);
 const gguf_file *model_gguf(const model *m);
@@ -61,11 +88,17 @@ void model_describe(const model *m, char *buf, size_t cap);
  * logits. Called once at start-up (model_forward grows scratch itself if it was not). */
 int model_reserve(model *m, int max_tokens, int max_logits, sol_err *err);
 
-/* A KV cache for this model's shape on its backend (num_blocks blocks of block_size tokens). */
-sol_kv *model_kv_new(model *m, int num_blocks, int block_size, sol_dtype dtype, sol_err *err);
-void model_kv_free(model *m, sol_kv *kv);
+/* A KV cache for this model's shape on its backend(s) (num_blocks blocks of block_size tokens;
+ * each rank holds its KV heads). */
+model_kv *model_kv_new(model *m, int num_blocks, int block_size, sol_dtype dtype, sol_err *err);
+void model_kv_free(model *m, model_kv *kv);
+/* Copy whole blocks dst[i] <- src[i] on every rank (copy-on-write forks). */
+int model_kv_copy_blocks(model *m, model_kv *kv, const int32_t *src, const int32_t *dst, int count,
+                         sol_err *err);
 
-/* Bytes one token of context takes in a KV cache of `dtype` (all layers, K and V). */
+/* Bytes one token of context takes in a KV cache of `dtype` (all layers, K and V) in the memory
+ * the pool is sized from: one device's (a rank's heads) when the backend has device memory, else
+ * host memory (all ranks' heads). */
 size_t model_kv_bytes_per_token(const model *m, sol_dtype dtype);
 
 /* One forward step. Token t is tokens[t] at position pos[t] of its sequence; its K/V are written
@@ -83,6 +116,6 @@ typedef struct model_batch {
 } model_batch;
 
 /* Writes n_logits x n_vocab floats to `logits` (host memory). Returns 0 or a negative code. */
-int model_forward(model *m, sol_kv *kv, const model_batch *b, float *logits, sol_err *err);
+int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, sol_err *err);
 
 #endif

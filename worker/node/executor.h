@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "err.h"
+#include "model.h"
 #include "sol.pb-c.h"
 
 /* What a worker announces in Register; filled by the executor because only it knows the model. */
@@ -95,6 +96,9 @@ typedef struct exec_engine_config {
     const char *draft_model;
     int spec_k;
     bool spec_adaptive;
+    /* worker.tensor_parallel: be is rank 0; tp.backend/tp.opts make ranks 1..n-1. The draft
+     * model runs unsharded on rank 0's backend. */
+    model_tp_config tp;
 } exec_engine_config;
 
 typedef struct exec_events exec_events;

@@ -273,16 +273,16 @@ static int load(eng_exec *x, const exec_engine_config *w, sol_err *e) {
              w->mlock ? ", mlock" : "", sol_backend_name(w->be));
     x->be = w->be;
     int flags = (w->mmap ? 0 : GGUF_OPEN_NO_MMAP) | (w->mlock ? GGUF_OPEN_MLOCK : 0);
-    if (!(x->m = model_load(w->model, flags, x->be, e))) return e->code ? e->code : -EIO;
+    if (!(x->m = model_load_tp(w->model, flags, x->be, &w->tp, e))) return e->code ? e->code : -EIO;
     if (!(x->tok = tokenizer_from_gguf(model_gguf(x->m), e))) return e->code ? e->code : -EIO;
     const model_hparams *hp = model_get_hparams(x->m);
     char desc[256];
     model_describe(x->m, desc, sizeof desc);
     LOG_INFO("engine",
              "model %s: %s; %d layers, dim %d, %d heads (%d kv, %d dims), vocab %d, context %d; "
-             "loaded in %" PRIu64 " ms",
+             "tensor parallel %d; loaded in %" PRIu64 " ms",
              model_name(x->m), desc, hp->n_layers, hp->dim, hp->n_heads, hp->n_kv_heads,
-             hp->head_dim, hp->n_vocab, hp->ctx_len, sol_now_ms() - t0);
+             hp->head_dim, hp->n_vocab, hp->ctx_len, model_tp_size(x->m), sol_now_ms() - t0);
     engine_config ec = engine_config_default();
     ec.block_size = w->block_size;
     ec.num_blocks = w->num_blocks;

@@ -14,7 +14,7 @@ typedef struct {
     drafter base;
     model *m;
     kv_cache *mgr;
-    sol_kv *kv;
+    model_kv *kv;
     sampler *smp;
     int max_seqs, max_ctx;
     int32_t n_vocab;
@@ -60,10 +60,8 @@ static int sync_slot(dmodel *d, const drafter_req *r, sol_err *err) {
     kv_copy cp[KV_MAX_COPIES];
     int32_t n_cp = 0;
     if (!rc) rc = kv_seq_reserve(s, r->n_history - c + r->k - 1, cp, &n_cp, err);
-    if (!rc && n_cp) {
-        sol_backend *be = model_backend(d->m);
-        rc = sol_kv_copy_blocks(be, d->kv, &cp[0].src_block, &cp[0].dst_block, 1);
-    }
+    if (!rc && n_cp)
+        rc = model_kv_copy_blocks(d->m, d->kv, &cp[0].src_block, &cp[0].dst_block, 1, err);
     memcpy(d->hist + (size_t)r->slot * (d->max_ctx + SPEC_MAX_K), r->history,
            sizeof(int32_t) * (size_t)r->n_history);
     return rc ? rc : r->n_history - c;

@@ -50,7 +50,7 @@ static int32_t argmax(const float *x, int n) {
 static void reference(const int32_t *prompt, int n_prompt, int32_t *out) {
     const model_hparams *hp = model_get_hparams(F.m);
     sol_err e = {0};
-    sol_kv *kv = model_kv_new(F.m, MAX_LEN / BS, BS, SOL_DT_F32, &e);
+    model_kv *kv = model_kv_new(F.m, MAX_LEN / BS, BS, SOL_DT_F32, &e);
     assert_non_null(kv);
     static int32_t table[MAX_LEN / BS], toks[MAX_LEN], pos[MAX_LEN];
     static sol_attn_seq attn[MAX_LEN];

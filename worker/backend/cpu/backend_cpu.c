@@ -290,9 +290,8 @@ static int cpu_get_rows(sol_backend *be, const float *src, int64_t width, const 
     return 0;
 }
 
-static int cpu_allreduce(sol_backend *be, float *x, int64_t n_elems) {
-    (void)be, (void)x, (void)n_elems;
-    return 0;
+static int cpu_allreduce(sol_backend *be, sol_tp_comm *comm, int rank, float *x, int64_t n_elems) {
+    return sol_tp_allreduce(comm, rank, x, n_elems, &be->err);
 }
 
 static int cpu_synchronize(sol_backend *be) {

@@ -320,8 +320,11 @@ static int matmul_gemv(cuda_backend *b, const sol_weight *w, const float *x, flo
                                x + (size_t)t0 * w->cols, y + (size_t)t0 * w->rows, cnt,
                                b->qscratch.p, b->stream);
         if (rc)
-            return cbe_fail(b, rc, "matmul", "%s weights, %d tokens: refused",
-                            sol_dtype_name(w->type), cnt);
+            return cbe_fail(b, rc, "matmul",
+                            "%s weights of %lld columns, %d tokens: refused (the GEMV kernels "
+                            "take 1..%d tokens and a multiple of 32 columns, 256 for K-quants)",
+                            sol_dtype_name(w->type), (long long)w->cols, cnt,
+                            SOL_CUDA_GEMV_MAX_TOKENS);
     }
     return cbe_after(b, "matmul");
 }
@@ -502,9 +505,16 @@ static int cuda_get_rows(sol_backend *be, const float *src, int64_t width, const
 
 /* ---- the rest ---- */
 
-static int cuda_allreduce(sol_backend *be, float *x, int64_t n) {
-    (void)be, (void)x, (void)n; /* one rank: tensor parallelism is its own issue */
-    return 0;
+/* Tensor parallelism: the rank's sum over its group, on the stream. The first call of a group
+ * makes the NCCL communicator and waits for every rank, so it must not sit inside a capture. */
+static int cuda_allreduce(sol_backend *be, sol_tp_comm *comm, int rank, float *x, int64_t n) {
+    cuda_backend *b = cb(be);
+    char why[256] = "";
+    int rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n, "allreduce", "x");
+    if (rc) return rc;
+    if (!SOL_CUDA_FN(dev_allreduce_ready)(b->dev, comm) && (rc = cbe_flush_capture(b))) return rc;
+    rc = SOL_CUDA_FN(dev_allreduce)(b->dev, comm, rank, x, n, why, sizeof why);
+    return rc ? cbe_fail(b, rc, "allreduce", "%s", why) : cbe_after(b, "allreduce");
 }
 
 /* Waits for the step; the staging buffer is free again afterwards. */
@@ -648,9 +658,12 @@ sol_backend *sol_backend_cuda_emu_create(const char *variant, const sol_backend_
         sol_err_set(err, -EINVAL, "cuda-emu:%s: expected the variant host (or none)", variant);
         return NULL;
     }
-    if (o && o->device > 0) {
-        sol_err_set(err, -EINVAL, "cuda-emu: device %d: the emulation has one device, 0",
-                    o->device);
+    /* Devices 0..7, each its own pretend memory: the ranks of an emulated tensor-parallel
+     * group open one each, as on a GPU node. */
+    int dev = o ? o->device : 0;
+    if (dev < 0 || dev >= SOL_TP_MAX) {
+        sol_err_set(err, -EINVAL, "cuda-emu: device %d: the emulation has devices 0..%d", dev,
+                    SOL_TP_MAX - 1);
         return NULL;
     }
     size_t mem = 0;
@@ -664,7 +677,7 @@ sol_backend *sol_backend_cuda_emu_create(const char *variant, const sol_backend_
         }
         mem = (size_t)mb << 20;
     }
-    return open_backend(0, mem, !(variant && *variant), o, err);
+    return open_backend(dev, mem, !(variant && *variant), o, err);
 }
 
 #else

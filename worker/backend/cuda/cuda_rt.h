@@ -10,7 +10,10 @@
 
 #include <stddef.h>
 
+#include <stdint.h>
+
 #include "cuda_kernels.h"
+#include "tp_comm.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -64,6 +67,16 @@ int SOL_CUDA_FN(dev_mem_info)(sol_cuda_dev *d, size_t *free_bytes, size_t *total
  * bits), y float with row stride ldy; float accumulation (tensor cores on a GPU: cuBLAS). */
 int SOL_CUDA_FN(dev_gemm_f16)(sol_cuda_dev *d, const void *w, const void *x, float *y, int M, int n,
                               int K, int ldy, char *why, size_t cap);
+
+/* Sum x (n floats) in place across the ranks of `comm` (this device is rank `rank`), queued on
+ * the stream. GPU: NCCL, with the rank's communicator made on first use (rank 0's unique id goes
+ * to the others through comm; that first call waits for every rank, so it must not be made
+ * inside a capture: allreduce_ready says whether it was). Emulation: the shared-memory
+ * all-reduce of tp_comm, queued like a kernel (inside a graph it runs at each replay); a failure
+ * there is reported by the next last_error/sync. */
+int SOL_CUDA_FN(dev_allreduce)(sol_cuda_dev *d, sol_tp_comm *comm, int rank, float *x, int64_t n,
+                               char *why, size_t cap);
+int SOL_CUDA_FN(dev_allreduce_ready)(sol_cuda_dev *d, const sol_tp_comm *comm);
 
 /* CUDA graphs. capture_begin: from now on the stream records instead of running (kernels,
  * copies, memsets, GEMMs) until capture_end_launch, which turns the record into *exec — updated

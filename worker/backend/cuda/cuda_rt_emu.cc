@@ -26,6 +26,8 @@ struct sol_cuda_dev {
     alloc *allocs;
     int n_allocs, cap_allocs;
     sol_emu::stream stream; // kernels launched on it are recorded while a capture is open
+    int err;                // the first failure of queued work (an all-reduce), until sync
+    char why[256];
 };
 
 namespace {
@@ -44,8 +46,10 @@ void on_stream(sol_cuda_dev *d, std::function<void()> w) {
 
 extern "C" int sol_emu_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out, char *why,
                                 size_t cap) {
-    if (index != 0) {
-        snprintf(why, cap, "the emulation has one device, 0");
+    // One pretend device per tensor-parallel rank (each its own memory), so the ranks of an
+    // emulated TP group open devices 0..n-1 as they do on a GPU node.
+    if (index < 0 || index >= SOL_TP_MAX) {
+        snprintf(why, cap, "the emulation has devices 0..%d", SOL_TP_MAX - 1);
         return -ENODEV;
     }
     sol_cuda_dev *d = (sol_cuda_dev *)calloc(1, sizeof *d);
@@ -127,9 +131,13 @@ extern "C" int sol_emu_dev_memset(sol_cuda_dev *d, void *p, int value, size_t by
     return 0;
 }
 
+// An emulated kernel that goes wrong aborts (deadlock) or trips ASan at once; only a queued
+// all-reduce fails softly (a rank that did not arrive), and is reported here once.
 extern "C" int sol_emu_dev_last_error(sol_cuda_dev *d, char *why, size_t cap) {
-    (void)d, (void)why, (void)cap;
-    return 0; // an emulated kernel that goes wrong aborts (deadlock) or trips ASan at once
+    int rc = d->err;
+    if (rc) snprintf(why, cap, "%s", d->why);
+    d->err = 0;
+    return rc;
 }
 
 extern "C" int sol_emu_dev_sync(sol_cuda_dev *d, char *why, size_t cap) {
@@ -165,6 +173,25 @@ extern "C" int sol_emu_dev_gemm_f16(sol_cuda_dev *d, const void *w, const void *
     const uint16_t *wh = (const uint16_t *)w, *xh = (const uint16_t *)x;
     on_stream(d, [=] { gemm_f16(wh, xh, y, M, n, K, ldy); });
     return 0;
+}
+
+extern "C" int sol_emu_dev_allreduce(sol_cuda_dev *d, sol_tp_comm *comm, int rank, float *x,
+                                     int64_t n, char *why, size_t cap) {
+    (void)why, (void)cap;
+    on_stream(d, [=] {
+        sol_err e = {0, ""};
+        int rc = sol_tp_allreduce(comm, rank, x, n, &e);
+        if (rc && !d->err) {
+            d->err = rc;
+            snprintf(d->why, sizeof d->why, "%s", e.msg);
+        }
+    });
+    return 0;
+}
+
+extern "C" int sol_emu_dev_allreduce_ready(sol_cuda_dev *d, const sol_tp_comm *comm) {
+    (void)d, (void)comm;
+    return 1;
 }
 
 extern "C" int sol_emu_dev_capture_begin(sol_cuda_dev *d, char *why, size_t cap) {

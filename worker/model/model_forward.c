@@ -1,0 +1,185 @@
+/* model_forward: one rank's decoder forward pass. Reads like the math (llama2.c's shape): embed,
+ * then per layer attention and the gated FFN with pre-RMSNorm and residuals, then the final norm
+ * and the head; the architecture (arch.h) adds q/k/v biases, q/k norms and the RoPE pairing. A
+ * sharded rank computes its heads and FFN slice and all-reduces after attn_output and ffn_down;
+ * every rank then holds the whole residual stream. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "arch.h"
+#include "model_internal.h"
+
+/* Largest decode/verify step recorded as a CUDA graph (vLLM captures up to 512 by default; Sol's
+ * steps are smaller: max_num_seqs x (1 + speculative k)). */
+enum { MODEL_GRAPH_MAX_TOKENS = 256 };
+
+/* y[t] += bias for each of n rows of len (the q/k/v biases of ARCH_QKV_BIAS). */
+static int add_rows(sol_backend *be, float *y, const float *bias, int n, int len) {
+    int rc = 0;
+    for (int t = 0; t < n && !rc; t++)
+        rc = sol_add(be, y + (size_t)t * len, bias, y + (size_t)t * len, len);
+    return rc;
+}
+
+/* q, k and v of the batch: projections, then the architecture's biases and per-head norms. */
+static int qkv(model *m, const layer_weights *L, int n) {
+    const model_hparams *hp = &m->hp;
+    const model_shard *sh = &m->sh;
+    model_scratch *s = &m->s;
+    sol_backend *be = m->be;
+    int kv_dim = sh->kv_dim, rc;
+    if ((rc = sol_matmul_many(be, (const sol_weight *[]){&L->wq, &L->wk, &L->wv},
+                              (float *[]){s->q, s->k, s->v}, 3, s->xb, n)))
+        return rc;
+    if (L->bq && ((rc = add_rows(be, s->q, L->bq, n, sh->q_dim)) ||
+                  (rc = add_rows(be, s->k, L->bk, n, kv_dim)) ||
+                  (rc = add_rows(be, s->v, L->bv, n, kv_dim))))
+        return rc;
+    if (L->q_norm &&
+        ((rc = sol_rmsnorm(be, s->q, L->q_norm, s->q, n * sh->heads, hp->head_dim, hp->eps)) ||
+         (rc = sol_rmsnorm(be, s->k, L->k_norm, s->k, n * sh->kv_heads, hp->head_dim, hp->eps))))
+        return rc;
+    return 0;
+}
+
+/* A sharded rank's partial sums of attn_output / ffn_down become the whole on every rank. */
+static int allreduce(model *m, float *x, int64_t n) {
+    return m->sh.n > 1 ? sol_allreduce(m->be, m->sh.comm, m->sh.rank, x, n) : 0;
+}
+
+/* x += post_norm(xb2) (ARCH_POST_NORMS), else x += xb2: a block's output joins the stream. */
+static int residual(model *m, const float *post_norm, int n) {
+    const model_hparams *hp = &m->hp;
+    model_scratch *s = &m->s;
+    int rc;
+    if (post_norm && (rc = sol_rmsnorm(m->be, s->xb2, post_norm, s->xb2, n, hp->dim, hp->eps)))
+        return rc;
+    return sol_add(m->be, s->x, s->xb2, s->x, (int64_t)n * hp->dim);
+}
+
+/* Attention block of layer l: x += Wo · attn(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x)). */
+static int attention(model *m, sol_kv *kv, int l, const model_batch *b) {
+    const model_hparams *hp = &m->hp;
+    const model_shard *sh = &m->sh;
+    const layer_weights *L = &m->layers[l];
+    model_scratch *s = &m->s;
+    sol_backend *be = m->be;
+    int n = b->n, rc, slides = m->swa && m->swa[l];
+    const sol_rope_params *rope = slides ? &hp->rope_swa : &hp->rope;
+    if ((rc = sol_rmsnorm(be, s->x, L->attn_norm, s->xb, n, hp->dim, hp->eps)) ||
+        (rc = qkv(m, L, n)) ||
+        (rc = sol_rope(be, s->q, b->pos, n, sh->heads, hp->head_dim, rope)) ||
+        (rc = sol_rope(be, s->k, b->pos, n, sh->kv_heads, hp->head_dim, rope)) ||
+        (rc = sol_kv_write(be, kv, l, s->k, s->v, b->slots, n)))
+        return rc;
+    if ((rc = sol_paged_attention_swa(be, kv, l, s->q, s->att, n, sh->heads, sh->kv_heads,
+                                      hp->head_dim, hp->attn_scale, slides ? hp->swa_window : 0,
+                                      b->attn)) ||
+        (rc = sol_matmul(be, &L->wo, s->att, s->xb2, n)) ||
+        (rc = allreduce(m, s->xb2, (int64_t)n * hp->dim)))
+        return rc;
+    return residual(m, L->attn_post_norm, n);
+}
+
+/* Gated FFN: x += W_down · (act(W_gate·norm(x)) * W_up·norm(x)), act = SiLU or GELU (Gemma). */
+static int feed_forward(model *m, int l, int n) {
+    const model_hparams *hp = &m->hp;
+    const layer_weights *L = &m->layers[l];
+    model_scratch *s = &m->s;
+    sol_backend *be = m->be;
+    int64_t width = (int64_t)n * m->sh.ffn;
+    int rc;
+    if ((rc = sol_rmsnorm(be, s->x, L->ffn_norm, s->xb, n, hp->dim, hp->eps)) ||
+        (rc = sol_matmul_many(be, (const sol_weight *[]){&L->w_gate, &L->w_up},
+                              (float *[]){s->hb, s->hb2}, 2, s->xb, n)) ||
+        (rc = (hp->arch->flags & ARCH_GELU) ? sol_gelu_mul(be, s->hb, s->hb2, s->hb, width)
+                                            : sol_silu_mul(be, s->hb, s->hb2, s->hb, width)) ||
+        (rc = sol_matmul(be, &L->w_down, s->hb, s->xb2, n)) ||
+        (rc = allreduce(m, s->xb2, (int64_t)n * hp->dim)))
+        return rc;
+    return residual(m, L->ffn_post_norm, n);
+}
+
+static int check_batch(const model *m, const model_batch *b, sol_err *err) {
+    if (b->n < 1 || !b->tokens || !b->pos || !b->slots || !b->attn)
+        return sol_err_set(err, -EINVAL, "model_forward: empty or incomplete batch");
+    if (b->n_logits < 0 || b->n_logits > b->n || (b->n_logits && !b->logit_rows))
+        return sol_err_set(err, -EINVAL, "model_forward: bad logit rows (%d of %d)", b->n_logits,
+                           b->n);
+    for (int t = 0; t < b->n; t++) {
+        if (b->tokens[t] < 0 || b->tokens[t] >= m->hp.n_vocab)
+            return sol_err_set(err, -EINVAL, "token id %d is outside the vocabulary (0..%d)",
+                               b->tokens[t], m->hp.n_vocab - 1);
+        if (b->pos[t] < 0 || b->attn[t].n_ctx < 1 || b->attn[t].n_ctx > b->pos[t] + 1)
+            return sol_err_set(err, -EINVAL, "token %d: position %d with n_ctx %d", t, b->pos[t],
+                               b->attn[t].n_ctx);
+    }
+    for (int i = 0; i < b->n_logits; i++)
+        if (b->logit_rows[i] < 0 || b->logit_rows[i] >= b->n)
+            return sol_err_set(err, -EINVAL, "logit row %d is outside the batch of %d",
+                               b->logit_rows[i], b->n);
+    return 0;
+}
+
+/* This rank's vocabulary columns of the sampling rows, straight into the host rows (the gather
+ * of a vocabulary-split head is the download itself). */
+static int head(model *m, const model_batch *b, float *logits) {
+    const model_hparams *hp = &m->hp;
+    const model_shard *sh = &m->sh;
+    model_scratch *s = &m->s;
+    sol_backend *be = m->be;
+    /* Gather first: the head is the biggest matmul, and only the rows that sample need it. */
+    int rc;
+    if ((rc = sol_get_rows(be, s->x, hp->dim, b->logit_rows, b->n_logits, b->n, s->xl)) ||
+        (rc = sol_rmsnorm(be, s->xl, m->output_norm, s->xl, b->n_logits, hp->dim, hp->eps)) ||
+        (rc = sol_matmul(be, &m->output, s->xl, s->logits, b->n_logits)) ||
+        (rc = sol_synchronize(be)))
+        return rc;
+    size_t v = (size_t)sh->vocab;
+    if (sh->n == 1) {
+        rc = sol_download(be, logits, s->logits, (size_t)b->n_logits * v * sizeof(float));
+    } else {
+        for (int i = 0; i < b->n_logits && !rc; i++)
+            rc = sol_download(be, logits + (size_t)i * hp->n_vocab + sh->vocab0,
+                              s->logits + (size_t)i * v, v * sizeof(float));
+    }
+    if (rc) return rc;
+    if (hp->softcap > 0.0f) /* on the host: a few vocab rows, after the download */
+        for (int i = 0; i < b->n_logits; i++) {
+            float *row = logits + (size_t)i * hp->n_vocab + sh->vocab0;
+            for (size_t j = 0; j < v; j++)
+                row[j] = hp->softcap * tanhf(row[j] / hp->softcap);
+        }
+    return 0;
+}
+
+int model_forward_rank(model *m, sol_kv *kv, const model_batch *b, float *logits, sol_err *err) {
+    sol_backend *be = m->be;
+    /* Decode and verify steps (every row samples, few rows) may be replayed as a CUDA graph
+     * keyed by their size; prefill chunks run eagerly. */
+    int key = b->n_logits == b->n && b->n <= MODEL_GRAPH_MAX_TOKENS ? b->n : 0, rc;
+    if ((rc = sol_step_begin(be, key))) goto fail;
+    if ((rc = sol_embed(be, &m->tok_embd, b->tokens, b->n, m->s.x))) goto fail;
+    if ((m->hp.arch->flags & ARCH_EMBD_SCALE) &&
+        (rc = sol_scale(be, m->s.x, sqrtf((float)m->hp.dim), m->s.x, (int64_t)b->n * m->hp.dim)))
+        goto fail;
+    for (int l = 0; l < m->hp.n_layers; l++)
+        if ((rc = attention(m, kv, l, b)) || (rc = feed_forward(m, l, b->n))) goto fail;
+    if (b->n_logits > 0 && (rc = head(m, b, logits))) goto fail;
+    if (b->n_logits == 0 && (rc = sol_synchronize(be))) goto fail;
+    return 0;
+fail:
+    sol_err_set(err, rc, "forward pass: %s", be->err.msg);
+    sol_synchronize(be); /* closes a graph capture the step left open */
+    return rc;
+}
+
+int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, sol_err *err) {
+    int rc = check_batch(m, b, err);
+    if (rc) return rc;
+    if ((rc = model_reserve(m, b->n, b->n_logits > 0 ? b->n_logits : 1, err))) return rc;
+    if (m->grp) return tp_forward(m, kv, b, logits, err);
+    return model_forward_rank(m, kv->r[0], b, logits, err);
+}

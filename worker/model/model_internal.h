@@ -1,0 +1,83 @@
+/* model_internal: the model's private structures, shared by its three files: model.c (loading,
+ * sharding, scratch, KV), model_forward.c (the forward pass of one rank) and model_tp.c (the
+ * tensor-parallel rank group: one thread per rank in lock-step). Nothing outside worker/model
+ * includes it. */
+#ifndef SOL_MODEL_INTERNAL_H
+#define SOL_MODEL_INTERNAL_H
+
+#include "model.h"
+#include "tp_comm.h"
+
+typedef struct layer_weights {
+    const float *attn_norm, *ffn_norm;
+    const float *attn_post_norm, *ffn_post_norm; /* ARCH_POST_NORMS */
+    const float *bq, *bk, *bv;                   /* ARCH_QKV_BIAS */
+    const float *q_norm, *k_norm;                /* ARCH_QK_NORM: head_dim each */
+    sol_weight wq, wk, wv, wo;
+    sol_weight w_gate, w_up, w_down;
+} layer_weights;
+
+typedef struct model_scratch {
+    int cap_tokens, cap_logits;
+    float *x, *xb, *xb2; /* n x dim */
+    float *q, *att;      /* n x q_dim (this rank's heads x head_dim) */
+    float *k, *v;        /* n x kv_dim (this rank's KV heads) */
+    float *hb, *hb2;     /* n x ffn (this rank's slice) */
+    float *xl;           /* n_logits x dim: rows that want logits */
+    float *logits;       /* n_logits x vocab (this rank's slice), on the backend */
+} model_scratch;
+
+/* This rank's part of the model (Megatron-style). With n = 1 it is the whole model. q/k/v and
+ * gate/up are split by output rows (whole heads; KV heads replicated when kv_heads < n),
+ * attn_output and ffn_down by input columns (followed by the all-reduce), the head by vocabulary
+ * rows; embeddings and norms are replicated. */
+typedef struct model_shard {
+    int rank, n;
+    int heads, kv_heads, head0, kv_head0;
+    int q_dim, kv_dim, ffn, ffn0;
+    int vocab, vocab0;
+    sol_tp_comm *comm; /* borrowed from the group; NULL when n = 1 */
+} model_shard;
+
+typedef struct model_group model_group; /* model_tp.c */
+
+struct model {
+    gguf_file *gguf;
+    sol_backend *be;
+    model_hparams hp; /* the whole model's sizes; the shard says what this rank holds */
+    model_shard sh;
+    char name[128];
+    sol_weight tok_embd, output;
+    const float *output_norm;
+    layer_weights *layers;
+    uint8_t *swa; /* per layer: 1 = sliding-window attention (ARCH_SWA), NULL = none */
+    model_scratch s;
+    void **owned; /* column slices copied out of the file (attn_output, ffn_down) */
+    int n_owned;
+    model_group *grp; /* rank 0 of a tensor-parallel group: the other ranks; else NULL */
+};
+
+/* One rank's KV caches: per rank the heads it holds, one block table for all. */
+struct model_kv {
+    int n;
+    sol_kv *r[SOL_TP_MAX];
+};
+
+/* model.c: one rank of `n` (rank 0 of 1: the whole model) on `be`, sharing nothing. */
+model *model_load_rank(const char *path, int gguf_flags, sol_backend *be, int rank, int n,
+                       sol_tp_comm *comm, sol_err *err);
+int model_reserve_rank(model *m, int max_tokens, int max_logits, sol_err *err);
+
+/* model_forward.c: this rank's forward pass; its logits columns [vocab0, vocab0 + vocab) of
+ * each row go to `logits` (n_logits x n_vocab, host). */
+int model_forward_rank(model *m, sol_kv *kv, const model_batch *b, float *logits, sol_err *err);
+
+/* model_tp.c: the group behind rank 0 (grp != NULL). */
+model_group *tp_group_new(model *rank0, const char *path, int gguf_flags, const model_tp_config *tp,
+                          sol_tp_comm *comm, sol_err *err);
+void tp_group_free(model_group *g);
+model *tp_rank(model_group *g, int r); /* r in 1..n-1 */
+int tp_forward(model *m, model_kv *kv, const model_batch *b, float *logits, sol_err *err);
+int tp_health(const model *m, char *why, size_t cap);
+
+#endif
