@@ -76,6 +76,25 @@ static void on_register(broker *b, const zmq_util_identity *from, const Sol__Reg
         bw_pump(b, (int)p);
 }
 
+/* A worker whose engine cannot step keeps heartbeating (its link thread is fine): take it out of
+ * dispatch and fail its requests over at once, token-exactly, as if it had died; it stays
+ * listed, unhealthy with its reason, and comes back if it reports healthy again. */
+static void note_health(broker *b, bk_worker *w, const Sol__Heartbeat *hb) {
+    bool was = w->unhealthy;
+    w->unhealthy = hb->unhealthy;
+    snprintf(w->unhealthy_why, sizeof w->unhealthy_why, "%s",
+             hb->unhealthy && hb->unhealthy_reason ? hb->unhealthy_reason : "");
+    if (!w->unhealthy || was) return;
+    char why[320];
+    snprintf(why, sizeof why, "the worker is unhealthy: %s", w->unhealthy_why);
+    LOG_WARN(MOD, "worker %s (pool %s): %s; failing over %u requests", w->id, w->pool,
+             why, w->inflight);
+    for (size_t i = 0; i < b->inf.cap; i++) {
+        bk_req *r = b->inf.slots[i];
+        if (r && r->worker == w) bw_failover(b, r, why);
+    }
+}
+
 static void on_heartbeat(broker *b, bk_worker *w, const Sol__Heartbeat *hb) {
     w->hb_running = hb->running;
     w->hb_waiting = hb->waiting;
@@ -94,6 +113,7 @@ static void on_heartbeat(broker *b, bk_worker *w, const Sol__Heartbeat *hb) {
     if (hb->draining && !w->draining)
         LOG_INFO(MOD, "worker %s is draining: no new work goes to it", w->id);
     w->draining = w->draining || hb->draining;
+    note_health(b, w, hb);
     metrics_worker_load load = {
         .running = hb->running,
         .waiting = hb->waiting,

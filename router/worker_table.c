@@ -69,7 +69,7 @@ bk_worker *wt_find_id(const worker_table *t, const char *id) {
 size_t wt_live_in_pool(const worker_table *t, const char *pool) {
     size_t n = 0;
     for (size_t i = 0; i < t->n; i++)
-        n += !t->w[i]->draining && !strcmp(t->w[i]->pool, pool);
+        n += !t->w[i]->draining && !t->w[i]->unhealthy && !strcmp(t->w[i]->pool, pool);
     return n;
 }
 
@@ -93,7 +93,7 @@ uint64_t wt_prefix_hash(const char *s, size_t len, size_t max_chars) {
 }
 
 static bool eligible(const bk_worker *w, const char *pool) {
-    return !w->draining && w->inflight < w->capacity && !strcmp(w->pool, pool);
+    return !w->draining && !w->unhealthy && w->inflight < w->capacity && !strcmp(w->pool, pool);
 }
 
 static bk_worker *least_loaded(worker_table *t, const char *pool, const bk_worker *avoid) {
@@ -126,7 +126,7 @@ static bk_worker *affinity_worker(const worker_table *t, const char *pool, uint6
     memset(v, 0, sizeof *v);
     for (size_t i = 0; i < t->n; i++) {
         bk_worker *w = t->w[i];
-        if (w->draining || strcmp(w->pool, pool)) continue;
+        if (w->draining || w->unhealthy || strcmp(w->pool, pool)) continue;
         double l = wt_load(w);
         v->busy += l * w->capacity;
         v->cap += w->capacity;

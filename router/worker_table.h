@@ -36,6 +36,8 @@ typedef struct bk_worker {
     uint64_t served; /* requests finished here (any finish reason except failover) */
     uint64_t failed_over;
     bool draining;
+    bool unhealthy;          /* its heartbeat says the engine cannot step: no new work */
+    char unhealthy_why[256]; /* the worker's reason, for /admin/workers */
 } bk_worker;
 
 /* Owns its workers. */

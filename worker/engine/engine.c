@@ -257,9 +257,20 @@ static void update_stats(engine *e, const sched_batch *b, uint64_t t0, uint64_t 
 }
 
 /* One step; returns false when there was nothing to run. */
+/* The model cannot step any more (model_health): say so in the stats, which the heartbeat
+ * carries, and leave every request in place for the router to fail over. */
+static void mark_unhealthy(engine *e, const char *why) {
+    LOG_ERROR("engine", "unhealthy, no more steps: %s", why);
+    pthread_mutex_lock(&e->mu);
+    snprintf(e->stats.unhealthy, sizeof e->stats.unhealthy, "%s", why);
+    pthread_mutex_unlock(&e->mu);
+    e->unhealthy = true;
+}
+
 static bool step(engine *e) {
     uint64_t t0 = sol_now_ns();
     take_commands(e);
+    if (e->unhealthy) return false;
     e->step_emitted = 0;
     espec_propose(e); /* drafter time is not scheduling time: taken out of sched_ns below */
     uint64_t t_draft = sol_now_ns();
@@ -282,6 +293,11 @@ static bool step(engine *e) {
     model_batch mb = {b.n_tokens, b.tokens, b.pos, b.slots, b.attn, b.n_logits, b.logit_rows};
     uint64_t t_fwd = sol_now_ns();
     if (model_forward(e->m, e->kv_data, &mb, e->logits, &err)) {
+        char why[256];
+        if (model_health(e->m, why, sizeof why)) {
+            mark_unhealthy(e, why);
+            return false;
+        }
         fail_batch(e, &b, err.msg);
         return true;
     }

@@ -131,6 +131,9 @@ typedef struct engine_stats {
     double spec_acceptance;      /* accepted / drafted */
     double spec_tokens_per_step; /* emitted / verify steps */
     bool speculative;            /* a drafter is configured */
+    /* "" while healthy; else why the engine stopped stepping (the model's rank group is stuck:
+     * model_health). Its requests stay where they are for the router to fail over. */
+    char unhealthy[256];
 } engine_stats;
 
 typedef struct engine engine;

@@ -38,6 +38,7 @@ typedef struct ereq {
 
 struct engine {
     engine_config cfg;
+    bool unhealthy; /* the model cannot step (engine thread only; stats.unhealthy says why) */
     model *m;
     tokenizer *tok;
     chat_template_family chat_family;

@@ -32,6 +32,7 @@ typedef struct exec_stats {
      * proposed and accepted, tokens emitted by verify steps, drafter and verify time */
     uint64_t spec_steps, spec_drafted, spec_accepted, spec_emitted;
     double spec_draft_seconds, spec_verify_seconds;
+    char unhealthy[256]; /* "": healthy; else why the executor cannot step (engine_stats) */
 } exec_stats;
 
 /* The operations, all called from ONE thread (the link's). They only hand work to the

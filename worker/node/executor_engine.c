@@ -216,6 +216,7 @@ static void eng_stats(void *self, exec_stats *out) {
     out->spec_emitted = st.spec.emitted;
     out->spec_draft_seconds = (double)st.spec.draft_ns / 1e9;
     out->spec_verify_seconds = (double)st.spec.verify_ns / 1e9;
+    snprintf(out->unhealthy, sizeof out->unhealthy, "%s", st.unhealthy);
 }
 
 static bool eng_idle(void *self) {

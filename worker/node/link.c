@@ -168,6 +168,8 @@ static void send_heartbeats(worker_link *l) {
     hb.spec_draft_seconds = st.spec_draft_seconds;
     hb.spec_verify_seconds = st.spec_verify_seconds;
     hb.draining = l->draining;
+    hb.unhealthy = st.unhealthy[0] != '\0';
+    hb.unhealthy_reason = st.unhealthy;
     Sol__Envelope env;
     frame_wrap_heartbeat(&env, &hb);
     for (size_t i = 0; i < l->n_routers; i++)
