@@ -25,7 +25,7 @@
 
 typedef struct opts {
     const char *model, *backend;
-    int batches[16], n_batches, ctx, steps, prefill, batch_invariant, enforce_eager;
+    int batches[16], n_batches, ctx, steps, prefill, batch_invariant, enforce_eager, tp, threads;
     double membw; /* GB/s, 0 = not given */
     int measure_mib;
 } opts;
@@ -40,9 +40,11 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: bench_decode -m MODEL.gguf [--backend SPEC] [--batch 1,8,64] [--ctx N]\n"
             "                    [--steps N] [--prefill N] [--membw GB/s | --measure-membw MiB]\n"
-            "                    [--batch-invariant]\n"
+            "                    [--batch-invariant] [--tensor-parallel-size N] [--threads N]\n"
             "Decode tok/s at each batch size (sequences of --ctx tokens, --steps timed steps)\n"
             "and prefill tok/s of one --prefill-token prompt, through model_forward.\n"
+            "--tensor-parallel-size N shards the model over N ranks (cpu: --threads divided\n"
+            "between them) and reports the all-reduce's share of the time.\n"
             "defaults: --backend cpu --batch 1,8,64 --ctx 128 --steps 32 --prefill 512\n");
 }
 
@@ -76,12 +78,22 @@ static int parse(int argc, char **argv, opts *o) {
                 .n_batches = 3,
                 .ctx = 128,
                 .steps = 32,
-                .prefill = 512};
-    static const struct option lo[] = {
-        {"model", 1, 0, 'm'},         {"backend", 1, 0, 'b'},       {"batch", 1, 0, 'B'},
-        {"ctx", 1, 0, 'c'},           {"steps", 1, 0, 's'},         {"prefill", 1, 0, 'p'},
-        {"membw", 1, 0, 'w'},         {"measure-membw", 1, 0, 'M'}, {"batch-invariant", 0, 0, 'i'},
-        {"enforce-eager", 0, 0, 'e'}, {"help", 0, 0, 'h'},          {0, 0, 0, 0}};
+                .prefill = 512,
+                .tp = 1};
+    static const struct option lo[] = {{"model", 1, 0, 'm'},
+                                       {"backend", 1, 0, 'b'},
+                                       {"batch", 1, 0, 'B'},
+                                       {"ctx", 1, 0, 'c'},
+                                       {"steps", 1, 0, 's'},
+                                       {"prefill", 1, 0, 'p'},
+                                       {"membw", 1, 0, 'w'},
+                                       {"measure-membw", 1, 0, 'M'},
+                                       {"batch-invariant", 0, 0, 'i'},
+                                       {"enforce-eager", 0, 0, 'e'},
+                                       {"help", 0, 0, 'h'},
+                                       {"tensor-parallel-size", 1, 0, 'T'},
+                                       {"threads", 1, 0, 't'},
+                                       {0, 0, 0, 0}};
     int c;
     double v = 0;
     while ((c = getopt_long(argc, argv, "m:h", lo, NULL)) != -1) {
@@ -118,6 +130,14 @@ static int parse(int argc, char **argv, opts *o) {
             break;
         case 'e':
             o->enforce_eager = 1;
+            break;
+        case 'T':
+            if (!number("--tensor-parallel-size", optarg, 1, 8, 0, &v)) return 2;
+            o->tp = (int)v;
+            break;
+        case 't':
+            if (!number("--threads", optarg, 0, 1024, 0, &v)) return 2;
+            o->threads = (int)v;
             break;
         case 'i':
             o->batch_invariant = 1;
@@ -183,10 +203,10 @@ static double measure_membw(sol_backend *be, int mib) {
 
 static int run(const opts *o) {
     sol_err err = {0};
-    sol_backend *be = sol_backend_new(o->backend,
-                                      &(sol_backend_opts){.batch_invariant = o->batch_invariant,
-                                                          .enforce_eager = o->enforce_eager},
-                                      &err);
+    sol_backend_opts bo = {.threads = model_tp_rank_threads(o->threads, o->tp),
+                           .batch_invariant = o->batch_invariant,
+                           .enforce_eager = o->enforce_eager};
+    sol_backend *be = sol_backend_new(o->backend, &bo, &err);
     if (!be) return fprintf(stderr, "bench_decode: %s\n", err.msg), 1;
     double membw = o->membw;
     if (o->measure_mib > 0) {
@@ -195,7 +215,8 @@ static int run(const opts *o) {
                membw);
     }
     fprintf(stderr, "loading %s on %s...\n", o->model, o->backend);
-    model *m = model_load(o->model, 0, be, &err);
+    model_tp_config tp = {o->tp, 600000, o->backend, bo};
+    model *m = model_load_tp(o->model, 0, be, &tp, &err);
     if (!m) return fprintf(stderr, "bench_decode: %s\n", err.msg), sol_backend_free(be), 1;
     const model_hparams *hp = model_get_hparams(m);
     char desc[256];
@@ -209,8 +230,9 @@ static int run(const opts *o) {
         const gguf_tensor *t = gguf_tensor_at(g, i);
         if (!(untied && strcmp(t->name, "token_embd.weight") == 0)) wbytes += (double)t->nbytes;
     }
-    printf("model: %s (%.1f MiB of weights per step), backend %s\n", desc, wbytes / 1048576.0,
-           o->backend);
+    printf("model: %s (%.1f MiB of weights per step), backend %s, tensor parallel %d (%d threads "
+           "each)\n",
+           desc, wbytes / 1048576.0, o->backend, o->tp, bo.threads);
     int maxb = 1, rc = 0, bs = 16;
     for (int i = 0; i < o->n_batches; i++)
         maxb = o->batches[i] > maxb ? o->batches[i] : maxb;
@@ -230,6 +252,8 @@ static int run(const opts *o) {
         int B = o->batches[i];
         if ((rc = step(m, kv, B, o->ctx, 0, bs, bps, tables, logits, &err))) break;
         double t0 = now_s();
+        uint64_t c0, ns0, c1, ns1;
+        model_tp_time(m, &c0, &ns0);
         for (int s = 0; s < o->steps && !rc; s++)
             rc = step(m, kv, B, 1, o->ctx + s, bs, bps, tables, logits, &err);
         double dt = now_s() - t0, tps = (double)B * o->steps / dt;
@@ -238,14 +262,21 @@ static int run(const opts *o) {
         if (membw > 0)
             printf(", %5.1f%% of the %.0f GB/s weight roofline",
                    100.0 * (wbytes / (membw * 1e9)) / (dt / o->steps), membw);
+        model_tp_time(m, &c1, &ns1);
+        if (o->tp > 1) printf(", all-reduce %.1f%% of it", 100.0 * (double)(ns1 - ns0) / 1e9 / dt);
         printf("\n");
         fflush(stdout);
     }
     if (!rc && o->prefill > 0) {
+        uint64_t c0, ns0, c1, ns1;
+        model_tp_time(m, &c0, &ns0);
         double t0 = now_s();
         rc = step(m, kv, 1, o->prefill, 0, bs, pbps, tables, logits, &err);
         double dt = now_s() - t0;
-        printf("prefill %d tokens: %.1f tok/s (%.1f ms)\n", o->prefill, o->prefill / dt, dt * 1e3);
+        model_tp_time(m, &c1, &ns1);
+        printf("prefill %d tokens: %.1f tok/s (%.1f ms)", o->prefill, o->prefill / dt, dt * 1e3);
+        if (o->tp > 1) printf(", all-reduce %.1f%% of it", 100.0 * (double)(ns1 - ns0) / 1e9 / dt);
+        printf("\n");
     }
     char stats[256];
     if (!rc && sol_backend_stats(be, stats, sizeof stats) == 0) printf("%s\n", stats);

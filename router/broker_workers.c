@@ -87,8 +87,8 @@ static void note_health(broker *b, bk_worker *w, const Sol__Heartbeat *hb) {
     if (!w->unhealthy || was) return;
     char why[320];
     snprintf(why, sizeof why, "the worker is unhealthy: %s", w->unhealthy_why);
-    LOG_WARN(MOD, "worker %s (pool %s): %s; failing over %u requests", w->id, w->pool,
-             why, w->inflight);
+    LOG_WARN(MOD, "worker %s (pool %s): %s; failing over %u requests", w->id, w->pool, why,
+             w->inflight);
     for (size_t i = 0; i < b->inf.cap; i++) {
         bk_req *r = b->inf.slots[i];
         if (r && r->worker == w) bw_failover(b, r, why);

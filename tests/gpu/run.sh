@@ -13,7 +13,10 @@
 #      prefill tok/s for the 1b preset in F16, Q4_0 and Q4_K_M, each decode line with its share
 #      of the weight-streaming roofline and the graph counters; then Q4_0 with --enforce-eager
 #      (CUDA graphs off: the launch overhead graphs save) and with --batch-invariant (GEMV
-#      prefill).
+#      prefill);
+#   5. tensor parallelism over the GPUs present: greedy ids and logits of the 1b Q4_0 model at
+#      TP = 2, 4, 8 (as many as there are GPUs) against TP 1 (sol-generate --tensor-parallel-size)
+#      and its decode/prefill timing with the all-reduce's share; one GPU: "TP 1 only", said so.
 # The report (summary.txt, the logs) goes to $OUT (default /tmp/sol-gpu). Exit status: 0 when
 # every check passed.
 set -uo pipefail
@@ -85,6 +88,30 @@ say "### q4_0, --enforce-eager (no CUDA graphs: compare the decode rows with q4_
 "$B/bench/bench_decode" -m "$W/1b-q4_0.gguf" --backend cuda --enforce-eager --batch 1,8,64 \
   --ctx 512 --steps 64 --prefill 0 ${bw:+--membw "$bw"} 2>>"$OUT/bench.log" | tee -a "$S" ||
   { status=1; say "FAIL bench_decode --enforce-eager: $(tail -1 "$OUT/bench.log")"; }
+say ""
+say "## Tensor parallelism"
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ "${ngpu:-0}" -lt 2 ]; then
+  say "${ngpu:-0} GPU(s): TP 1 only (tensor parallelism needs 2 or more; NCCL ranks not run)"
+else
+  gen() { # TP: greedy ids of a fixed prompt, logits to $OUT/tp$1.json
+    "$B/tools/sol-generate" -m "$W/1b-q4_0.gguf" --backend cuda --tensor-parallel-size "$1" \
+      --prompt-tokens 1,15043,3186,29892,590 -n 16 --temp 0 --tokens --logits "$OUT/tp$1.json"
+  }
+  gen 1 >"$OUT/tp1.ids" 2>>"$OUT/tp.log"
+  for tp in 2 4 8; do
+    [ "$tp" -le "$ngpu" ] || break
+    if gen "$tp" >"$OUT/tp$tp.ids" 2>>"$OUT/tp.log" && cmp -s "$OUT/tp1.ids" "$OUT/tp$tp.ids"; then
+      d=$(python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); print('%.3g' % max(abs(x-y) for x,y in zip(a,b)))" "$OUT/tp1.json" "$OUT/tp$tp.json")
+      say "ok   tp$tp: greedy ids equal to TP 1, max |logit diff| $d"
+    else
+      say "FAIL tp$tp: ids differ from TP 1 or the run failed (see $OUT/tp.log)"; status=1
+    fi
+    "$B/bench/bench_decode" -m "$W/1b-q4_0.gguf" --backend cuda --tensor-parallel-size "$tp" \
+      --batch 1,8,64 --ctx 512 --steps 32 --prefill 2048 2>>"$OUT/bench.log" | tee -a "$S" ||
+      { status=1; say "FAIL bench_decode tp$tp: $(tail -1 "$OUT/bench.log")"; }
+  done
+fi
 say ""
 say "result: $([ $status = 0 ] && echo 'all checks passed' || echo 'FAILURES above')"
 exit $status

@@ -40,14 +40,15 @@ out=$(SOL_CUDA_EMU_MEMORY_MB=12 timeout 60 "$WORKER_BIN" --backend cuda-emu --po
 echo "$out" | grep -q "KV pool: 0.10 of" || fail "--gpu-memory-utilization is not the KV share: $out"
 ok "a device too small for one max_model_len sequence is a start-up error with the figures"
 
-# Device choice: the emulation has device 0 only; worker.device is a cuda-only key.
-out=$("$WORKER_BIN" --backend cuda-emu --device 1 --pool p --router "$ZMQ_EP" \
-    --model "$T_DIR/m.gguf" 2>&1) && fail "--device 1 on cuda-emu started"
-echo "$out" | grep -q "the emulation has one device, 0" || fail "--device 1: $out"
+# Device choice: the emulation has devices 0..7 (one per tensor-parallel rank); worker.device is a
+# cuda-only key.
+out=$("$WORKER_BIN" --backend cuda-emu --device 8 --pool p --router "$ZMQ_EP" \
+    --model "$T_DIR/m.gguf" 2>&1) && fail "--device 8 on cuda-emu started"
+echo "$out" | grep -q "worker.device" || fail "--device 8: $out"
 out=$("$WORKER_BIN" --backend cpu --device 1 --pool p --router "$ZMQ_EP" \
     --model "$T_DIR/m.gguf" 2>&1) && fail "--device 1 on cpu started"
 echo "$out" | grep -q "worker.device.*applies to backend cuda" || fail "--device with cpu: $out"
-out=$("$WORKER_BIN" --backend cuda-emu --pool p --router "$ZMQ_EP" --model "$T_DIR/m.gguf" \
-    --set worker.tensor_parallel=2 2>&1) && fail "tensor_parallel 2 started"
-echo "$out" | grep -q "worker.tensor_parallel.*not implemented" || fail "tensor_parallel: $out"
+out=$("$WORKER_BIN" --backend cuda-emu --device 7 --pool p --router "$ZMQ_EP" --model "$T_DIR/m.gguf" \
+    --tensor-parallel-size 2 2>&1) && fail "devices 7..8 started"
+echo "$out" | grep -q "worker.device.*emulation has 0..7" || fail "tensor_parallel: $out"
 ok "--device and tensor_parallel are refused where they cannot apply"

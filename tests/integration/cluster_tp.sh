@@ -85,3 +85,14 @@ out=$("$WORKER_BIN" --backend cpu --model "$M" --router "$ZMQ_EP" --dtype float1
     fail "--dtype float16 started"
 echo "$out" | grep -q "worker.dtype" || fail "--dtype: $out"
 ok "refused at start: a head count tensor parallel 3 does not divide, sim + tp, --dtype float16"
+
+cfg=$("$WORKER_BIN" --print-config --model "$M" --tensor-parallel-size 4 --max-model-len 512 \
+    --max-num-seqs 8 --no-enable-prefix-caching --gpu-memory-utilization 0.5 --dtype auto) ||
+    fail "--print-config with the vLLM flags failed"
+for want in "tensor_parallel: 4" "max_model_len: 512" "max_num_seqs: 8" "prefix_caching: false" \
+    "memory_fraction: 0.5" "dtype: auto" "tp_timeout_ms: 60000"; do
+    echo "$cfg" | grep -q "$want" || fail "--print-config lacks '$want'"
+done
+cfg=$("$WORKER_BIN" --print-config --model "$M" --enable-prefix-caching)
+echo "$cfg" | grep -q "prefix_caching: true" || fail "--enable-prefix-caching"
+ok "vLLM-style flags set their keys (--print-config)"

@@ -484,6 +484,11 @@ int model_tp_rank_threads(int threads, int n) {
     return threads / n > 0 ? threads / n : 1;
 }
 
+void model_tp_time(const model *m, uint64_t *calls, uint64_t *ns) {
+    *calls = *ns = 0;
+    if (m->sh.comm) sol_tp_comm_time(m->sh.comm, 0, calls, ns);
+}
+
 int model_tp_size(const model *m) {
     return m->sh.n;
 }

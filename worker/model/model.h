@@ -68,6 +68,9 @@ model *model_load_tp(const char *path, int gguf_flags, sol_backend *be, const mo
 /* CPU threads for each of n ranks when the worker has `threads` (0: all online cores): the
  * cores divided between the ranks, at least one each. */
 int model_tp_rank_threads(int threads, int n);
+/* Rank 0's all-reduces since load and the time in them (waits for the other ranks included);
+ * 0 and 0 when not sharded. */
+void model_tp_time(const model *m, uint64_t *calls, uint64_t *ns);
 /* Ranks the model is sharded over (1 when not). */
 int model_tp_size(const model *m);
 /* 0, or (after a rank or collective missed tp_timeout_ms: the group is stuck and every later

@@ -317,6 +317,9 @@ static void test_print_round_trip(void **state) {
         "  backend: cuda\n"
         "  device: 1\n"
         "  batch_invariant: true\n"
+        "  tensor_parallel: 4\n"
+        "  tp_timeout_ms: 2500\n"
+        "  dtype: auto\n"
         "  kv: {memory_fraction: 0.85, num_blocks: 1000}\n"
         "  speculative: {method: draft, draft_model: d.gguf, adaptive: true}\n"
         "  sim: {tokens_per_s: 33.3}\n");
@@ -340,6 +343,8 @@ static void test_print_round_trip(void **state) {
     assert_null(back.router.routing.rules.items[3].tag);
     assert_int_equal(back.worker.device, 1);
     assert_true(back.worker.batch_invariant);
+    assert_int_equal(back.worker.tensor_parallel, 4);
+    assert_int_equal(back.worker.tp_timeout_ms, 2500);
     assert_true(back.worker.speculative.adaptive);
     /* Printing one section leaves the other out. */
     char *router_only = print_to_string(&back, SOL_CONFIG_ROUTER);

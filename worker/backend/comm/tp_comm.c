@@ -20,6 +20,7 @@ struct sol_tp_comm {
     char why[SOL_ERR_MSG_MAX / 2];
     float *bufs[SOL_TP_MAX]; /* published before a barrier, read after it */
     unsigned char blob[256];
+    uint64_t calls[SOL_TP_MAX], ns[SOL_TP_MAX]; /* each written by its own rank only */
 };
 
 int sol_tp_comm_new(int n_ranks, int timeout_ms, sol_tp_comm **out, sol_err *err) {
@@ -101,8 +102,7 @@ int sol_tp_barrier(sol_tp_comm *c, int rank, sol_err *err) {
 
 /* Reduce-scatter then all-gather through the published buffers: rank r sums chunk r of every
  * rank's x (rank order) into its own x, then copies the other chunks from their owners. */
-int sol_tp_allreduce(sol_tp_comm *c, int rank, float *x, int64_t n, sol_err *err) {
-    if (c->n == 1) return 0;
+static int allreduce(sol_tp_comm *c, int rank, float *x, int64_t n, sol_err *err) {
     c->bufs[rank] = x;
     int rc = sol_tp_barrier(c, rank, err);
     if (rc) return rc;
@@ -120,6 +120,20 @@ int sol_tp_allreduce(sol_tp_comm *c, int rank, float *x, int64_t n, sol_err *err
         memcpy(x + a, c->bufs[r] + a, sizeof(float) * (size_t)(b - a));
     }
     return sol_tp_barrier(c, rank, err); /* nobody reuses its x while others still read it */
+}
+
+int sol_tp_allreduce(sol_tp_comm *c, int rank, float *x, int64_t n, sol_err *err) {
+    if (c->n == 1) return 0;
+    uint64_t t0 = sol_now_ns();
+    int rc = allreduce(c, rank, x, n, err);
+    c->calls[rank]++;
+    c->ns[rank] += sol_now_ns() - t0;
+    return rc;
+}
+
+void sol_tp_comm_time(const sol_tp_comm *c, int rank, uint64_t *calls, uint64_t *ns) {
+    *calls = c->calls[rank];
+    *ns = c->ns[rank];
 }
 
 int sol_tp_broadcast(sol_tp_comm *c, int rank, void *buf, int bytes, sol_err *err) {

@@ -39,6 +39,10 @@ int sol_tp_barrier(sol_tp_comm *c, int rank, sol_err *err);
 /* Rank 0's `bytes` bytes of buf are copied into every other rank's buf (bytes <= 256). */
 int sol_tp_broadcast(sol_tp_comm *c, int rank, void *buf, int bytes, sol_err *err);
 
+/* All-reduces rank `rank` made and the time it spent in them (waiting for the others included),
+ * since the communicator was made: for benchmarks. */
+void sol_tp_comm_time(const sol_tp_comm *c, int rank, uint64_t *calls, uint64_t *ns);
+
 /* A rank failed: every rank waiting now or later returns -ECANCELED with `why`, until reset. */
 void sol_tp_comm_abort(sol_tp_comm *c, const char *why);
 
