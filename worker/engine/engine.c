@@ -256,7 +256,6 @@ static void update_stats(engine *e, const sched_batch *b, uint64_t t0, uint64_t 
     pthread_mutex_unlock(&e->mu);
 }
 
-/* One step; returns false when there was nothing to run. */
 /* The model cannot step any more (model_health): say so in the stats, which the heartbeat
  * carries, and leave every request in place for the router to fail over. */
 static void mark_unhealthy(engine *e, const char *why) {
@@ -267,6 +266,7 @@ static void mark_unhealthy(engine *e, const char *why) {
     e->unhealthy = true;
 }
 
+/* One step; returns false when there was nothing to run. */
 static bool step(engine *e) {
     uint64_t t0 = sol_now_ns();
     take_commands(e);

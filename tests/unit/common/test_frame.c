@@ -63,6 +63,8 @@ static void fill_register_heartbeat(fixture *f) {
     f->hb.spec_emitted = (1ull << 34) + (1ull << 33) + 4;
     f->hb.spec_draft_seconds = 12.5;
     f->hb.spec_verify_seconds = 40.25;
+    f->hb.unhealthy = 1;
+    f->hb.unhealthy_reason = "tensor-parallel rank 1 is stuck";
 }
 
 static void fill_generate(fixture *f) {
