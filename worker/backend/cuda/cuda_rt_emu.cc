@@ -27,7 +27,7 @@ struct sol_cuda_dev {
     int n_allocs, cap_allocs;
     sol_emu::stream stream; // kernels launched on it are recorded while a capture is open
     int err;                // the first failure of queued work (an all-reduce), until sync
-    char why[256];
+    char why[SOL_ERR_MSG_MAX];
 };
 
 namespace {
