@@ -173,22 +173,31 @@ inline void run_block(block *b) {
 }
 
 /* Fibers with their stacks, kept per OS thread and reused by every launch (allocating
- * MAX_THREADS stacks per launch made the op tests spend most of their time in mmap). Never freed:
- * a test instrument, reachable until exit. */
-inline fiber *fibers(int n) {
-    static thread_local fiber *pool = nullptr;
-    static thread_local int have = 0;
-    if (n > have) {
-        fiber *grown = new fiber[n];
+ * MAX_THREADS stacks per launch made the op tests spend most of their time in mmap); freed when
+ * the thread exits (tensor-parallel rank threads come and go). */
+struct fiber_pool {
+    fiber *f = nullptr;
+    int have = 0;
+    ~fiber_pool() {
         for (int i = 0; i < have; i++)
-            grown[i] = pool[i];
-        for (int i = have; i < n; i++)
-            grown[i].stack = new unsigned char[STACK_BYTES];
-        delete[] pool;
-        pool = grown;
-        have = n;
+            delete[] f[i].stack;
+        delete[] f;
     }
-    return pool;
+};
+
+inline fiber *fibers(int n) {
+    static thread_local fiber_pool pool;
+    if (n > pool.have) {
+        fiber *grown = new fiber[n];
+        for (int i = 0; i < pool.have; i++)
+            grown[i] = pool.f[i];
+        for (int i = pool.have; i < n; i++)
+            grown[i].stack = new unsigned char[STACK_BYTES];
+        delete[] pool.f;
+        pool.f = grown;
+        pool.have = n;
+    }
+    return pool.f;
 }
 
 /* Runs body(arg) for every thread of every block. */

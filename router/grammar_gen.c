@@ -1,0 +1,638 @@
+/* grammar_gen: JSON Schema, regexes and choices to GBNF text. One rule per schema node
+ * ("s1", "s2", ...), the JSON building blocks (json-string, json-number, ...) appended once. */
+#include "grammar_gen.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { USE_STRING = 1, USE_NUMBER = 2, USE_INT = 4, USE_VALUE = 8, USE_WS = 16, USE_CHAR = 32 };
+
+typedef struct gg {
+    strbuf *out;
+    sol_err *err;
+    const json_t *root;
+    int n_rules;
+    unsigned used;
+    char refs[64][96]; /* $ref targets already made into rules */
+    int n_refs;
+} gg;
+
+static int bad(gg *c, const char *path, const char *what) {
+    return sol_err_set(c->err, -EINVAL, "%s: %s", path, what);
+}
+
+/* A GBNF string literal of n bytes. */
+static void literal(strbuf *o, const char *s, size_t n) {
+    strbuf_putc(o, '"');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\')
+            strbuf_putc(o, '\\'), strbuf_putc(o, (char)ch);
+        else if (ch == '\n')
+            strbuf_puts(o, "\\n");
+        else if (ch < 0x20 || ch == 0x7f)
+            strbuf_printf(o, "\\x%02x", ch);
+        else
+            strbuf_putc(o, (char)ch);
+    }
+    strbuf_putc(o, '"');
+}
+
+/* A JSON value's compact text as a literal (const, enum, property names). */
+static int json_literal(gg *c, strbuf *o, const json_t *v, const char *path) {
+    char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
+    if (!text) return bad(c, path, "cannot encode the value");
+    literal(o, text, strlen(text));
+    free(text);
+    return 0;
+}
+
+static void common_rules(gg *c) {
+    strbuf *o = c->out;
+    if (c->used & USE_VALUE) {
+        c->used |= USE_STRING | USE_NUMBER | USE_WS;
+        strbuf_puts(o, "json-value ::= json-obj | json-arr | json-string | json-number | \"true\" "
+                       "| \"false\" | \"null\"\n"
+                       "json-obj ::= \"{\" ws ( json-string \":\" ws json-value ( \",\" ws "
+                       "json-string \":\" ws json-value )* )? \"}\"\n"
+                       "json-arr ::= \"[\" ws ( json-value ( \",\" ws json-value )* )? \"]\"\n");
+    }
+    if (c->used & USE_NUMBER) {
+        c->used |= USE_INT;
+        strbuf_puts(o, "json-number ::= json-int ( \".\" [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,2} "
+                       ")?\n");
+    }
+    if (c->used & USE_INT) strbuf_puts(o, "json-int ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n");
+    if (c->used & USE_STRING) {
+        c->used |= USE_CHAR;
+        strbuf_puts(o, "json-string ::= \"\\\"\" json-char* \"\\\"\"\n");
+    }
+    if (c->used & USE_CHAR)
+        /* \u escapes of lone surrogates (D800-DFFF) are left out: many parsers reject them */
+        strbuf_puts(o, "json-char ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" ( "
+                       "[0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} ) )\n");
+    if (c->used & USE_WS) strbuf_puts(o, "ws ::= \" \"?\n");
+}
+
+static int schema_rule(gg *c, const json_t *s, const char *path, char *name, int depth);
+
+static bool in_list(const char *k, const char *const *list) {
+    for (; *list; list++)
+        if (!strcmp(k, *list)) return true;
+    return false;
+}
+
+static const char *const k_annotations[] = {
+    "title",      "description", "default",   "examples", "$schema",     "$id", "$comment",
+    "deprecated", "readOnly",    "writeOnly", "$defs",    "definitions", NULL};
+static const char *const k_keywords[] = {
+    "type",    "properties",  "required",  "additionalProperties",
+    "items",   "prefixItems", "minItems",  "maxItems",
+    "enum",    "const",       "anyOf",     "oneOf",
+    "allOf",   "$ref",        "minLength", "maxLength",
+    "pattern", "strict",      NULL};
+
+static int check_keywords(gg *c, const json_t *s, const char *path) {
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)s, k, v) {
+        (void)v;
+        if (in_list(k, k_annotations) || in_list(k, k_keywords)) continue;
+        char where[300];
+        snprintf(where, sizeof where, "%.200s.%.64s", path, k);
+        return bad(c, where, "unsupported JSON Schema keyword (docs/api.md lists the subset)");
+    }
+    return 0;
+}
+
+static int get_count(gg *c, const json_t *s, const char *key, const char *path, int def, int *out) {
+    const json_t *v = json_object_get(s, key);
+    *out = def;
+    if (!v) return 0;
+    char where[300];
+    snprintf(where, sizeof where, "%.200s.%.60s", path, key);
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000)
+        return bad(c, where, "must be an integer from 0 to 1000");
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+/* " {m,n}" or "*" for a repetition count pair (max < 0: unbounded). */
+static void repeat_suffix(strbuf *o, int min, int max) {
+    if (min == 0 && max < 0)
+        strbuf_puts(o, "*");
+    else if (max < 0)
+        strbuf_printf(o, "{%d,}", min);
+    else
+        strbuf_printf(o, "{%d,%d}", min, max);
+}
+
+static int regex_to(gg *c, strbuf *b, const char *re, bool json_string, const char *path);
+
+static int string_rule(gg *c, strbuf *o, const json_t *s, const char *path) {
+    int min, max, rc;
+    if ((rc = get_count(c, s, "minLength", path, 0, &min)) ||
+        (rc = get_count(c, s, "maxLength", path, -1, &max)))
+        return rc;
+    if (max >= 0 && max < min) return bad(c, path, "maxLength is below minLength");
+    const json_t *pat = json_object_get(s, "pattern");
+    if (pat) {
+        if (!json_is_string(pat)) return bad(c, path, "pattern must be a string");
+        if (min || max >= 0) return bad(c, path, "pattern with minLength/maxLength");
+        strbuf_puts(o, "\"\\\"\" ");
+        if ((rc = regex_to(c, o, json_string_value(pat), true, path))) return rc;
+        strbuf_puts(o, " \"\\\"\"");
+        return 0;
+    }
+    c->used |= USE_CHAR;
+    strbuf_puts(o, "\"\\\"\" json-char");
+    repeat_suffix(o, min, max);
+    strbuf_puts(o, " \"\\\"\"");
+    return 0;
+}
+
+static int array_rule(gg *c, strbuf *o, const json_t *s, const char *path, int depth) {
+    int min, max, rc;
+    if ((rc = get_count(c, s, "minItems", path, 0, &min)) ||
+        (rc = get_count(c, s, "maxItems", path, -1, &max)))
+        return rc;
+    if (max >= 0 && max < min) return bad(c, path, "maxItems is below minItems");
+    const json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
+    char item[32] = "json-value", where[300];
+    c->used |= USE_WS;
+    if (items) {
+        snprintf(where, sizeof where, "%.200s.items", path);
+        if ((rc = schema_rule(c, items, where, item, depth + 1))) return rc;
+    } else {
+        c->used |= USE_VALUE;
+    }
+    strbuf tail; /* the rule text is built aside: sub-schemas append their own rules */
+    strbuf_init(&tail);
+    strbuf_puts(&tail, "\"[\" ws ");
+    size_t n_prefix = prefix ? json_array_size(prefix) : 0;
+    if (prefix && !json_is_array(prefix)) rc = bad(c, path, "prefixItems must be an array");
+    for (size_t i = 0; i < n_prefix && !rc; i++) {
+        char p[32];
+        snprintf(where, sizeof where, "%.200s.prefixItems[%zu]", path, i);
+        if ((rc = schema_rule(c, json_array_get(prefix, i), where, p, depth + 1))) break;
+        strbuf_printf(&tail, "%s%s ", i ? "\",\" ws " : "", p);
+    }
+    if (!rc && n_prefix) {
+        strbuf_printf(&tail, "( \",\" ws %s )", item);
+        int lo = min > (int)n_prefix ? min - (int)n_prefix : 0;
+        repeat_suffix(&tail, lo, max < 0 ? -1 : (max > (int)n_prefix ? max - (int)n_prefix : 0));
+    } else if (!rc && (max < 0 || max > 0)) {
+        if (min == 0)
+            strbuf_printf(&tail, "( %s ( \",\" ws %s )", item, item);
+        else
+            strbuf_printf(&tail, "%s ( \",\" ws %s )", item, item);
+        repeat_suffix(&tail, min > 0 ? min - 1 : 0, max < 0 ? -1 : max - 1);
+        if (min == 0) strbuf_puts(&tail, " )?");
+    }
+    strbuf_puts(&tail, " \"]\"");
+    if (!rc) strbuf_append(o, tail.data, tail.len);
+    strbuf_free(&tail);
+    return rc;
+}
+
+/* Properties in the schema's order: the required ones, then each optional one maybe. */
+static int object_rule(gg *c, strbuf *o, const json_t *s, const char *path, int depth) {
+    const json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
+    const json_t *extra = json_object_get(s, "additionalProperties");
+    if (props && !json_is_object(props)) return bad(c, path, "properties must be an object");
+    if (req && !json_is_array(req)) return bad(c, path, "required must be an array");
+    if (extra && !json_is_boolean(extra) && !json_is_object(extra))
+        return bad(c, path, "additionalProperties must be a boolean or a schema");
+    for (size_t i = 0; req && i < json_array_size(req); i++) {
+        const json_t *r = json_array_get(req, i);
+        if (!json_is_string(r) || !json_object_get(props, json_string_value(r)))
+            return bad(c, path, "required names a property that properties does not define");
+    }
+    c->used |= USE_WS;
+    strbuf kv[2]; /* [0] required "k": v parts, [1] optional ones, each rule name per line */
+    strbuf_init(&kv[0]), strbuf_init(&kv[1]);
+    int rc = 0, n_req = 0, n_opt = 0;
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)props, k, v) {
+        bool required = false;
+        for (size_t i = 0; req && i < json_array_size(req); i++)
+            required |= !strcmp(json_string_value(json_array_get(req, i)), k);
+        char where[300], sub[32];
+        snprintf(where, sizeof where, "%.200s.properties.%.64s", path, k);
+        if ((rc = schema_rule(c, v, where, sub, depth + 1))) break;
+        strbuf *b = &kv[required ? 0 : 1];
+        json_t *key = json_string(k);
+        json_literal(c, b, key, where);
+        json_decref(key);
+        strbuf_printf(b, " \":\" ws %s\n", sub);
+        required ? n_req++ : n_opt++;
+    }
+    char extra_rule[32] = "";
+    if (!rc && extra && !json_is_false(extra)) {
+        char where[300];
+        snprintf(where, sizeof where, "%.200s.additionalProperties", path);
+        if (json_is_true(extra))
+            c->used |= USE_VALUE, strcpy(extra_rule, "json-value");
+        else
+            rc = schema_rule(c, extra, where, extra_rule, depth + 1);
+        c->used |= USE_STRING;
+    }
+    if (rc) {
+        strbuf_free(&kv[0]), strbuf_free(&kv[1]);
+        return rc;
+    }
+    /* Optional ones: tail_i ::= kv_i ( "," ws tail_i+1 )? | tail_i+1, tail_last ::= kv_last */
+    int tail0 = c->n_rules + 1;
+    c->n_rules += n_opt;
+    strbuf rules;
+    strbuf_init(&rules);
+    char *line = kv[1].data;
+    for (int i = 0; i < n_opt; i++) {
+        char *nl = strchr(line, '\n');
+        *nl = 0;
+        strbuf_printf(&rules, "s%d ::= %s", tail0 + i, line);
+        if (i + 1 < n_opt)
+            strbuf_printf(&rules, " ( \",\" ws s%d )? | s%d", tail0 + i + 1, tail0 + i + 1);
+        strbuf_putc(&rules, '\n');
+        line = nl + 1;
+    }
+    strbuf_puts(o, "\"{\" ws ");
+    line = kv[0].data;
+    for (int i = 0; i < n_req; i++) {
+        char *nl = strchr(line, '\n');
+        *nl = 0;
+        strbuf_printf(o, "%s%s ", i ? "\",\" ws " : "", line);
+        line = nl + 1;
+    }
+    if (n_opt) strbuf_printf(o, n_req ? "( \",\" ws s%d )? " : "s%d? ", tail0);
+    if (extra_rule[0])
+        strbuf_printf(o, "( %sjson-string \":\" ws %s )* ", n_req || n_opt ? "\",\" ws " : "",
+                      extra_rule);
+    strbuf_puts(o, "\"}\"");
+    strbuf_append(c->out, rules.data ? rules.data : "", rules.len);
+    strbuf_free(&rules), strbuf_free(&kv[0]), strbuf_free(&kv[1]);
+    return 0;
+}
+
+/* "#/$defs/name" or "#/definitions/name": the rule "def-N" (made once; recursion allowed). */
+static int ref_rule(gg *c, const char *ref, const char *path, char *name, int depth) {
+    const char *key = NULL;
+    const json_t *defs = NULL;
+    if (!strncmp(ref, "#/$defs/", 8))
+        key = ref + 8, defs = json_object_get(c->root, "$defs");
+    else if (!strncmp(ref, "#/definitions/", 14))
+        key = ref + 14, defs = json_object_get(c->root, "definitions");
+    const json_t *target = key && defs ? json_object_get(defs, key) : NULL;
+    if (!target) return bad(c, path, "$ref must name an entry of $defs or definitions");
+    for (int i = 0; i < c->n_refs; i++)
+        if (!strcmp(c->refs[i], ref)) return snprintf(name, 32, "def-%d", i), 0;
+    if (c->n_refs == 64) return bad(c, path, "more than 64 $ref targets");
+    snprintf(c->refs[c->n_refs], sizeof c->refs[0], "%s", ref);
+    int id = c->n_refs++;
+    snprintf(name, 32, "def-%d", id);
+    char sub[32], where[300];
+    snprintf(where, sizeof where, "%.200s", ref);
+    int rc = schema_rule(c, target, where, sub, depth + 1);
+    if (!rc) strbuf_printf(c->out, "def-%d ::= %s\n", id, sub);
+    return rc;
+}
+
+static int one_type(gg *c, strbuf *b, const json_t *s, const char *t, const char *path, int depth) {
+    if (!strcmp(t, "string")) return string_rule(c, b, s, path);
+    if (!strcmp(t, "object")) return object_rule(c, b, s, path, depth);
+    if (!strcmp(t, "array")) return array_rule(c, b, s, path, depth);
+    if (!strcmp(t, "integer")) return c->used |= USE_INT, strbuf_puts(b, "json-int"), 0;
+    if (!strcmp(t, "number")) return c->used |= USE_NUMBER, strbuf_puts(b, "json-number"), 0;
+    if (!strcmp(t, "boolean")) return strbuf_puts(b, "( \"true\" | \"false\" )"), 0;
+    if (!strcmp(t, "null")) return strbuf_puts(b, "\"null\""), 0;
+    return bad(c, path, "type must be string, number, integer, boolean, object, array or null");
+}
+
+/* anyOf / oneOf / enum members as alternatives. */
+static int alternatives(gg *c, strbuf *b, const json_t *list, const char *kw, const char *path,
+                        int depth) {
+    char where[300];
+    snprintf(where, sizeof where, "%.200s.%s", path, kw);
+    if (!json_is_array(list) || !json_array_size(list))
+        return bad(c, where, "must be a non-empty array");
+    if (json_array_size(list) > 1000) return bad(c, where, "more than 1000 members");
+    strbuf_puts(b, "( ");
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        if (i) strbuf_puts(b, " | ");
+        int rc;
+        if (!strcmp(kw, "enum")) {
+            rc = json_literal(c, b, json_array_get(list, i), where);
+        } else {
+            char sub[32], w[320];
+            snprintf(w, sizeof w, "%.280s[%zu]", where, i);
+            rc = schema_rule(c, json_array_get(list, i), w, sub, depth + 1);
+            if (!rc) strbuf_puts(b, sub);
+        }
+        if (rc) return rc;
+    }
+    strbuf_puts(b, " )");
+    return 0;
+}
+
+static int schema_body(gg *c, strbuf *b, const json_t *s, const char *path, int depth) {
+    const json_t *v;
+    if ((v = json_object_get(s, "$ref"))) {
+        char name[32];
+        if (!json_is_string(v)) return bad(c, path, "$ref must be a string");
+        int rc = ref_rule(c, json_string_value(v), path, name, depth);
+        return rc ? rc : (strbuf_puts(b, name), 0);
+    }
+    if ((v = json_object_get(s, "const"))) return json_literal(c, b, v, path);
+    if ((v = json_object_get(s, "enum"))) return alternatives(c, b, v, "enum", path, depth);
+    if ((v = json_object_get(s, "anyOf"))) return alternatives(c, b, v, "anyOf", path, depth);
+    if ((v = json_object_get(s, "oneOf"))) return alternatives(c, b, v, "oneOf", path, depth);
+    if ((v = json_object_get(s, "allOf"))) {
+        if (!json_is_array(v) || json_array_size(v) != 1)
+            return bad(c, path, "allOf is supported with exactly one member");
+        char sub[32];
+        int rc = schema_rule(c, json_array_get(v, 0), path, sub, depth + 1);
+        return rc ? rc : (strbuf_puts(b, sub), 0);
+    }
+    const json_t *t = json_object_get(s, "type");
+    if (json_is_string(t)) return one_type(c, b, s, json_string_value(t), path, depth);
+    if (json_is_array(t) && json_array_size(t)) {
+        strbuf_puts(b, "( ");
+        for (size_t i = 0; i < json_array_size(t); i++) {
+            const json_t *x = json_array_get(t, i);
+            if (!json_is_string(x)) return bad(c, path, "type list members must be strings");
+            if (i) strbuf_puts(b, " | ");
+            int rc = one_type(c, b, s, json_string_value(x), path, depth);
+            if (rc) return rc;
+        }
+        strbuf_puts(b, " )");
+        return 0;
+    }
+    if (t) return bad(c, path, "type must be a string or a list of strings");
+    if (json_object_get(s, "properties")) return object_rule(c, b, s, path, depth);
+    if (json_object_get(s, "items") || json_object_get(s, "prefixItems"))
+        return array_rule(c, b, s, path, depth);
+    c->used |= USE_VALUE; /* {}: any JSON value */
+    strbuf_puts(b, "json-value");
+    return 0;
+}
+
+/* A rule "sN ::= ..." for schema s (its name into name); sub-schemas' rules come first. */
+static int schema_rule(gg *c, const json_t *s, const char *path, char *name, int depth) {
+    if (depth > GG_MAX_DEPTH) return bad(c, path, "schema nested more than 32 deep");
+    if (c->out->len > GG_MAX_BYTES) return bad(c, path, "schema too large");
+    if (json_is_true(s)) return c->used |= USE_VALUE, strcpy(name, "json-value"), 0;
+    if (!json_is_object(s)) return bad(c, path, "a schema must be an object (or true)");
+    int rc = check_keywords(c, s, path);
+    if (rc) return rc;
+    int id = ++c->n_rules;
+    strbuf b;
+    strbuf_init(&b);
+    rc = schema_body(c, &b, s, path, depth);
+    if (!rc) strbuf_printf(c->out, "s%d ::= %s\n", id, b.data ? b.data : "");
+    strbuf_free(&b);
+    snprintf(name, 32, "s%d", id);
+    return rc;
+}
+
+static int finish(gg *c, const char *root_rule) {
+    strbuf_printf(c->out, "root ::= %s\n", root_rule);
+    common_rules(c);
+    if (c->out->oom) return sol_err_set(c->err, -ENOMEM, "out of memory for the grammar");
+    if (c->out->len > GG_MAX_BYTES)
+        return sol_err_set(c->err, -EINVAL, "the grammar would exceed %d bytes", GG_MAX_BYTES);
+    return 0;
+}
+
+int gg_json_schema(const json_t *schema, strbuf *out, sol_err *err) {
+    gg c = {.out = out, .err = err, .root = schema};
+    char name[32];
+    int rc = schema_rule(&c, schema, "schema", name, 0);
+    return rc ? rc : finish(&c, name);
+}
+
+int gg_json_object(strbuf *out, sol_err *err) {
+    gg c = {.out = out, .err = err, .used = USE_VALUE};
+    return finish(&c, "json-obj");
+}
+
+int gg_choice(const char *const *choices, size_t n, strbuf *out, sol_err *err) {
+    if (n == 0) return sol_err_set(err, -EINVAL, "guided_choice: needs at least one choice");
+    strbuf_puts(out, "root ::= ");
+    for (size_t i = 0; i < n; i++) {
+        if (i) strbuf_puts(out, " | ");
+        literal(out, choices[i], strlen(choices[i]));
+    }
+    strbuf_putc(out, '\n');
+    if (out->oom) return sol_err_set(err, -ENOMEM, "out of memory for the grammar");
+    if (out->len > GG_MAX_BYTES)
+        return sol_err_set(err, -EINVAL, "guided_choice: the choices exceed %d bytes",
+                           GG_MAX_BYTES);
+    return 0;
+}
+
+/* ---- regular expressions -------------------------------------------------------------- */
+
+typedef struct re_ctx {
+    gg *c;
+    strbuf *b;
+    const char *p, *start;
+    bool json; /* inside a JSON string: " and \ are written escaped, classes exclude them */
+    const char *path;
+} re_ctx;
+
+static int re_bad(re_ctx *r, const char *what) {
+    char where[300];
+    snprintf(where, sizeof where, "%.200s (at offset %d of the regex)", r->path,
+             (int)(r->p - r->start));
+    return bad(r->c, where, what);
+}
+
+static int re_alt(re_ctx *r);
+
+/* \d \w \s (and their negations) as class members; 0 when esc is not one of them. */
+static const char *class_escape(char esc) {
+    switch (esc) {
+    case 'd':
+        return "0-9";
+    case 'w':
+        return "a-zA-Z0-9_";
+    case 's':
+        return " \\t\\n\\r\\x0b\\x0c";
+    default:
+        return NULL;
+    }
+}
+
+static void re_char(re_ctx *r, char ch) {
+    if (r->json && (ch == '"' || ch == '\\')) {
+        char esc[2] = {'\\', ch};
+        literal(r->b, esc, 2);
+    } else {
+        literal(r->b, &ch, 1);
+    }
+}
+
+static int re_class(re_ctx *r) {
+    const char *at = r->p++;
+    bool neg = *r->p == '^';
+    if (neg) r->p++;
+    strbuf_puts(r->b, neg ? "[^" : "[");
+    if (neg && r->json) strbuf_puts(r->b, "\"\\\\\\x00-\\x1f");
+    for (bool first = true; *r->p && (*r->p != ']' || first); first = false) {
+        char ch = *r->p++;
+        if (ch == '\\') {
+            char e = *r->p++;
+            const char *cls = class_escape(e);
+            if (cls)
+                strbuf_puts(r->b, cls);
+            else if (e == 'n')
+                strbuf_puts(r->b, "\\n");
+            else if (e == 't')
+                strbuf_puts(r->b, "\\t");
+            else if (e && strchr("\\]^-[.", e))
+                strbuf_putc(r->b, '\\'), strbuf_putc(r->b, e);
+            else if (e &&
+                     !((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9')))
+                strbuf_putc(r->b, e);
+            else
+                return r->p = at, re_bad(r, "unsupported escape in a class");
+            if (r->json && e == '\\') return re_bad(r, "a class with \\ inside a JSON string");
+            continue;
+        }
+        if (r->json && ch == '"') return re_bad(r, "a class with \" inside a JSON string");
+        if (ch == '"')
+            strbuf_puts(r->b, "\\\"");
+        else
+            strbuf_putc(r->b, ch);
+    }
+    if (*r->p != ']') return r->p = at, re_bad(r, "unterminated class");
+    r->p++;
+    strbuf_putc(r->b, ']');
+    return 0;
+}
+
+static int re_atom(re_ctx *r) {
+    char ch = *r->p;
+    if (ch == '(') {
+        r->p++;
+        if (r->p[0] == '?') {
+            if (r->p[1] != ':') return re_bad(r, "lookaround and named groups are not supported");
+            r->p += 2;
+        }
+        strbuf_puts(r->b, "( ");
+        int rc = re_alt(r);
+        if (rc) return rc;
+        if (*r->p != ')') return re_bad(r, "expected )");
+        r->p++;
+        strbuf_puts(r->b, " )");
+        return 0;
+    }
+    if (ch == '[') return re_class(r);
+    if (ch == '.') {
+        r->p++;
+        strbuf_puts(r->b, r->json ? "[^\"\\\\\\x00-\\x1f]" : "[^\\n\\x00]");
+        return 0;
+    }
+    if (ch == '\\') {
+        char e = r->p[1];
+        r->p += 2;
+        const char *cls = class_escape(e);
+        if (cls) return strbuf_printf(r->b, "[%s]", cls), 0;
+        if (e == 'D' || e == 'W' || e == 'S') {
+            strbuf_printf(r->b, "[^%s%s]", class_escape((char)(e + 32)),
+                          r->json ? "\"\\\\\\x00-\\x1f" : "");
+            return 0;
+        }
+        if (e == 'n') return re_char(r, '\n'), 0;
+        if (e == 't') return re_char(r, '\t'), 0;
+        if (e && !((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9')))
+            return re_char(r, e), 0;
+        return re_bad(r, "unsupported escape (backreferences, \\b and the like)");
+    }
+    if (strchr("*+?{", ch)) return re_bad(r, "a quantifier follows nothing");
+    r->p++;
+    re_char(r, ch);
+    return 0;
+}
+
+static int re_quant(re_ctx *r) {
+    char ch = *r->p;
+    if (ch == '*' || ch == '+' || ch == '?') {
+        r->p++;
+        strbuf_putc(r->b, ch);
+    } else if (ch == '{') {
+        const char *q = r->p;
+        int m = 0, n = -1, k = 0;
+        if (sscanf(q, "{%d,%d}%n", &m, &n, &k) == 2 && k) {
+        } else if (sscanf(q, "{%d,}%n", &m, &k) == 1 && k) {
+            n = -1;
+        } else if (sscanf(q, "{%d}%n", &m, &k) == 1 && k) {
+            n = m;
+        } else {
+            return re_bad(r, "bad {m,n}");
+        }
+        if (m < 0 || m > 1000 || n > 1000 || (n >= 0 && n < m))
+            return re_bad(r, "repetition counts must be 0..1000, m <= n");
+        r->p += k;
+        repeat_suffix(r->b, m, n);
+    } else {
+        return 0;
+    }
+    if (*r->p == '?' || *r->p == '+') return re_bad(r, "lazy and possessive quantifiers");
+    return 0;
+}
+
+static int re_seq(re_ctx *r) {
+    bool any = false;
+    while (*r->p && *r->p != '|' && *r->p != ')') {
+        if (*r->p == '^' && r->p == r->start) { /* the match is anchored anyway */
+            r->p++;
+            continue;
+        }
+        if (*r->p == '$' && (r->p[1] == 0)) {
+            r->p++;
+            continue;
+        }
+        if (any) strbuf_putc(r->b, ' ');
+        int rc = re_atom(r);
+        if (!rc) rc = re_quant(r);
+        if (rc) return rc;
+        any = true;
+    }
+    if (!any) strbuf_puts(r->b, "\"\"");
+    return 0;
+}
+
+static int re_alt(re_ctx *r) {
+    int rc = re_seq(r);
+    while (!rc && *r->p == '|') {
+        r->p++;
+        strbuf_puts(r->b, " | ");
+        rc = re_seq(r);
+    }
+    return rc;
+}
+
+/* A whole regex as a GBNF expression into b (the whole text must match: ^ and $ are implied). */
+static int regex_to(gg *c, strbuf *b, const char *re, bool json_string, const char *path) {
+    re_ctx r = {c, b, re, re, json_string, path};
+    strbuf_puts(b, "( ");
+    int rc = re_alt(&r);
+    if (!rc && *r.p) rc = re_bad(&r, "unbalanced )");
+    strbuf_puts(b, " )");
+    return rc;
+}
+
+int gg_regex(const char *re, strbuf *out, sol_err *err) {
+    gg c = {.out = out, .err = err};
+    strbuf body;
+    strbuf_init(&body);
+    int rc = regex_to(&c, &body, re, false, "guided_regex");
+    if (!rc) strbuf_printf(out, "root ::= %s\n", body.data);
+    strbuf_free(&body);
+    return rc;
+}

@@ -1,0 +1,344 @@
+/* Promise: JSON schemas, regexes and choice lists become GBNF grammars whose every complete
+ * output is valid: random walks through a byte-level vocabulary (the worst case: a model with no
+ * idea of JSON) end in texts that parse as JSON and satisfy the schema (types, required and
+ * optional properties in order, enums, consts, arrays with bounds, $ref recursion, anyOf,
+ * patterns), match the regex, or equal a choice; unsupported keywords and schema bombs are
+ * refused naming where. */
+#include <errno.h>
+#include <jansson.h>
+#include <locale.h>
+#include <math.h>
+#include <regex.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "gbnf.h"
+#include "grammar.h"
+#include "grammar_gen.h"
+#include "strbuf.h"
+
+/* Every byte as a token, a few multi-byte ones, and the end of generation. */
+#define N_VOCAB (256 + 6 + 1)
+#define EOS (N_VOCAB - 1)
+static char g_piece[N_VOCAB][8];
+static const char *g_ptr[N_VOCAB];
+static size_t g_len[N_VOCAB];
+static uint8_t g_kind[N_VOCAB];
+static grammar_vocab *g_vocab;
+
+static int setup(void **state) {
+    (void)state;
+    const char *extra[] = {"\"name\"", "true", "null", "\":", "\xc3\xa9", "12"};
+    for (int i = 0; i < 256; i++)
+        g_piece[i][0] = (char)i, g_len[i] = 1;
+    for (int i = 0; i < 6; i++)
+        g_len[256 + i] = strlen(extra[i]), memcpy(g_piece[256 + i], extra[i], g_len[256 + i]);
+    g_kind[EOS] = 1;
+    for (int i = 0; i < N_VOCAB; i++)
+        g_ptr[i] = g_piece[i];
+    sol_err e = {0};
+    g_vocab = grammar_vocab_new(N_VOCAB, g_ptr, g_len, g_kind, &e);
+    return g_vocab ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    grammar_vocab_free(g_vocab);
+    return 0;
+}
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void) {
+    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+    return (uint32_t)g_rng;
+}
+
+/* One walk: uniform over allowed tokens, but the end of generation and closing bytes are
+ * favoured once allowed (a random model at temperature 1 still stops sometimes). Returns 1 and
+ * the text when it ended within max_tokens. */
+static int walk(grammar *g, int max_tokens, char *out, size_t cap) {
+    static float logits[N_VOCAB];
+    size_t used = 0;
+    for (int n = 0; n < max_tokens; n++) {
+        for (int i = 0; i < N_VOCAB; i++)
+            logits[i] = 0;
+        sol_err e = {0};
+        assert_int_equal(grammar_apply(g, logits, &e), 0);
+        int allowed[N_VOCAB], k = 0;
+        for (int i = 0; i < N_VOCAB; i++)
+            if (logits[i] == 0) allowed[k++] = i;
+        int32_t t = allowed[rnd() % (uint32_t)k];
+        if (logits[EOS] == 0 && rnd() % 3 == 0) t = EOS;
+        for (int i = 0; i < k && rnd() % 4 == 0; i++) /* prefer closers */
+            if (g_len[allowed[i]] == 1 && g_piece[allowed[i]][0] &&
+                strchr("\"]}", g_piece[allowed[i]][0]))
+                t = allowed[i];
+        assert_int_equal(grammar_accept(g, t, &e), 0);
+        if (t == EOS) {
+            out[used] = 0;
+            return 1;
+        }
+        assert_true(used + g_len[t] < cap);
+        memcpy(out + used, g_piece[t], g_len[t]), used += g_len[t];
+    }
+    out[used] = 0;
+    return 0;
+}
+
+static grammar *compile_schema(const char *schema_text, strbuf *gb) {
+    json_error_t je;
+    json_t *s = json_loads(schema_text, 0, &je);
+    assert_non_null(s);
+    sol_err e = {0};
+    strbuf_init(gb);
+    if (gg_json_schema(s, gb, &e)) fail_msg("%s: %s", schema_text, e.msg);
+    json_decref(s);
+    grammar *g = grammar_new(gb->data, gb->len, g_vocab, &e);
+    if (!g) fail_msg("%s\n%s", e.msg, gb->data);
+    return g;
+}
+
+typedef void (*checker)(const json_t *v);
+
+static void run_schema(const char *schema, checker check, int walks, int max_tokens) {
+    strbuf gb;
+    int ended = 0;
+    for (int w = 0; w < walks; w++) {
+        grammar *g = compile_schema(schema, &gb);
+        char out[8192];
+        if (walk(g, max_tokens, out, sizeof out)) {
+            ended++;
+            json_error_t je;
+            json_t *v = json_loads(out, JSON_DECODE_ANY, &je);
+            if (!v) fail_msg("not JSON (%s): %s\ngrammar:\n%s", je.text, out, gb.data);
+            check(v);
+            json_decref(v);
+        }
+        grammar_free(g);
+        strbuf_free(&gb);
+    }
+    printf("%d of %d walks ended: %.60s\n", ended, walks, schema);
+    assert_true(ended >= walks / 4);
+}
+
+static size_t code_points(const char *s) {
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+static void check_person(const json_t *v) {
+    assert_true(json_is_object(v));
+    const json_t *name = json_object_get(v, "name"), *age = json_object_get(v, "age");
+    assert_true(json_is_string(name) && code_points(json_string_value(name)) <= 8);
+    assert_true(json_is_integer(age));
+    const json_t *role = json_object_get(v, "role");
+    if (role) {
+        const char *r = json_string_value(role);
+        assert_true(r && (!strcmp(r, "admin") || !strcmp(r, "user")));
+    }
+    const json_t *tags = json_object_get(v, "tags");
+    if (tags) {
+        assert_true(json_is_array(tags) && json_array_size(tags) <= 3);
+        for (size_t i = 0; i < json_array_size(tags); i++)
+            assert_true(json_is_boolean(json_array_get(tags, i)));
+    }
+    const char *k;
+    const json_t *x;
+    json_object_foreach((json_t *)v, k, x) {
+        (void)x;
+        assert_true(!strcmp(k, "name") || !strcmp(k, "age") || !strcmp(k, "role") ||
+                    !strcmp(k, "tags"));
+    }
+}
+
+static void test_object_schema(void **state) {
+    (void)state;
+    run_schema(
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":8},"
+        "\"age\":{\"type\":\"integer\"},\"role\":{\"enum\":[\"admin\",\"user\"]},"
+        "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"boolean\"},\"maxItems\":3}},"
+        "\"required\":[\"name\",\"age\"],\"additionalProperties\":false}",
+        check_person, 50, 400);
+}
+
+static int tree_depth(const json_t *v) {
+    assert_true(json_is_object(v));
+    assert_true(json_is_number(json_object_get(v, "v")) || json_is_null(json_object_get(v, "v")));
+    const json_t *kids = json_object_get(v, "kids");
+    int d = 0;
+    for (size_t i = 0; kids && i < json_array_size(kids); i++) {
+        int k = tree_depth(json_array_get(kids, i));
+        d = k > d ? k : d;
+    }
+    return d + 1;
+}
+
+static void check_tree(const json_t *v) {
+    assert_true(tree_depth(v) >= 1);
+}
+
+static void test_ref_recursion_anyof(void **state) {
+    (void)state;
+    run_schema("{\"$ref\":\"#/$defs/node\",\"$defs\":{\"node\":{\"type\":\"object\","
+               "\"properties\":{\"v\":{\"anyOf\":[{\"type\":\"number\"},{\"type\":\"null\"}]},"
+               "\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"},"
+               "\"maxItems\":2}},\"required\":[\"v\"]}}}",
+               check_tree, 50, 400);
+}
+
+static void check_const_pattern(const json_t *v) {
+    assert_true(json_is_object(v));
+    assert_string_equal(json_string_value(json_object_get(v, "kind")), "point");
+    const char *id = json_string_value(json_object_get(v, "id"));
+    assert_non_null(id);
+    regex_t re;
+    assert_int_equal(regcomp(&re, "^[A-Z]{2}-[0-9]{3}$", REG_EXTENDED | REG_NOSUB), 0);
+    assert_int_equal(regexec(&re, id, 0, NULL, 0), 0);
+    regfree(&re);
+    const json_t *xy = json_object_get(v, "xy");
+    assert_true(json_is_array(xy) && json_array_size(xy) >= 2);
+    assert_true(json_is_number(json_array_get(xy, 0)) && json_is_number(json_array_get(xy, 1)));
+}
+
+static void test_const_pattern_prefix(void **state) {
+    (void)state;
+    run_schema("{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"point\"},"
+               "\"id\":{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d{3}$\"},"
+               "\"xy\":{\"type\":\"array\",\"prefixItems\":[{\"type\":\"number\"},"
+               "{\"type\":\"number\"}],\"maxItems\":2}},\"required\":[\"kind\",\"id\",\"xy\"]}",
+               check_const_pattern, 50, 300);
+}
+
+static void check_any_object(const json_t *v) {
+    assert_true(json_is_object(v));
+}
+
+static void test_json_object(void **state) {
+    (void)state;
+    strbuf gb;
+    strbuf_init(&gb);
+    sol_err e = {0};
+    assert_int_equal(gg_json_object(&gb, &e), 0);
+    int ended = 0;
+    for (int w = 0; w < 50; w++) {
+        grammar *g = grammar_new(gb.data, gb.len, g_vocab, &e);
+        assert_non_null(g);
+        char out[8192];
+        if (walk(g, 300, out, sizeof out)) {
+            ended++;
+            json_error_t je;
+            json_t *v = json_loads(out, 0, &je);
+            if (!v) fail_msg("not JSON: %s", out);
+            check_any_object(v);
+            json_decref(v);
+        }
+        grammar_free(g);
+    }
+    printf("json_object: %d of 50 walks ended\n", ended);
+    assert_true(ended > 10);
+    strbuf_free(&gb);
+}
+
+static void test_regex_and_choice(void **state) {
+    (void)state;
+    const char *res[] = {"(cat|dog)s?", "[a-c]{2,4}x*", "\\d+(\\.\\d{1,2})?", "a.b", "(?:ab)+"};
+    const char *posix[] = {"^(cat|dog)s?$", "^[a-c]{2,4}x*$", "^[0-9]+(\\.[0-9]{1,2})?$", "^a.b$",
+                           "^(ab)+$"};
+    for (int i = 0; i < 5; i++) {
+        strbuf gb;
+        strbuf_init(&gb);
+        sol_err e = {0};
+        if (gg_regex(res[i], &gb, &e)) fail_msg("%s: %s", res[i], e.msg);
+        regex_t re;
+        assert_int_equal(regcomp(&re, posix[i], REG_EXTENDED | REG_NOSUB), 0);
+        int ended = 0;
+        for (int w = 0; w < 50; w++) {
+            grammar *g = grammar_new(gb.data, gb.len, g_vocab, &e);
+            if (!g) fail_msg("%s: %s\n%s", res[i], e.msg, gb.data);
+            char out[4096];
+            if (walk(g, 60, out, sizeof out)) {
+                ended++;
+                if (regexec(&re, out, 0, NULL, 0)) fail_msg("'%s' does not match %s", out, res[i]);
+            }
+            grammar_free(g);
+        }
+        printf("regex %s: %d of 50 ended\n", res[i], ended);
+        assert_true(ended > 10);
+        regfree(&re);
+        strbuf_free(&gb);
+    }
+    const char *choices[] = {"red", "green", "blue \"sky\""};
+    strbuf gb;
+    strbuf_init(&gb);
+    sol_err e = {0};
+    assert_int_equal(gg_choice(choices, 3, &gb, &e), 0);
+    for (int w = 0; w < 30; w++) {
+        grammar *g = grammar_new(gb.data, gb.len, g_vocab, &e);
+        assert_non_null(g);
+        char out[256];
+        assert_int_equal(walk(g, 40, out, sizeof out), 1);
+        assert_true(!strcmp(out, "red") || !strcmp(out, "green") || !strcmp(out, "blue \"sky\""));
+        grammar_free(g);
+    }
+    strbuf_free(&gb);
+}
+
+static void expect_refused(const char *schema, const char *needle) {
+    json_error_t je;
+    json_t *s = json_loads(schema, 0, &je);
+    assert_non_null(s);
+    strbuf gb;
+    strbuf_init(&gb);
+    sol_err e = {0};
+    assert_int_equal(gg_json_schema(s, &gb, &e), -EINVAL);
+    printf("refused: %s\n", e.msg);
+    if (!strstr(e.msg, needle)) fail_msg("'%s' not in '%s'", needle, e.msg);
+    json_decref(s);
+    strbuf_free(&gb);
+}
+
+static void test_refusals(void **state) {
+    (void)state;
+    expect_refused("{\"type\":\"string\",\"format\":\"date\"}", "schema.format: unsupported");
+    expect_refused("{\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":3}}}",
+                   "schema.properties.a.minimum: unsupported");
+    expect_refused("{\"$ref\":\"#/nowhere\"}", "$ref must name an entry");
+    expect_refused("{\"type\":\"object\",\"required\":[\"x\"]}", "required names a property");
+    expect_refused("{\"type\":\"strin\"}", "type must be");
+    /* A bomb: 40 levels of nesting. */
+    strbuf deep;
+    strbuf_init(&deep);
+    for (int i = 0; i < 40; i++)
+        strbuf_puts(&deep, "{\"type\":\"array\",\"items\":");
+    strbuf_puts(&deep, "{\"type\":\"null\"}");
+    for (int i = 0; i < 40; i++)
+        strbuf_putc(&deep, '}');
+    expect_refused(deep.data, "nested more than 32 deep");
+    strbuf_free(&deep);
+    sol_err e = {0};
+    strbuf gb;
+    strbuf_init(&gb);
+    assert_int_equal(gg_regex("(a", &gb, &e), -EINVAL);
+    assert_int_equal(gg_regex("a(?=b)", &gb, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "lookaround"));
+    assert_int_equal(gg_regex("(a)\\1", &gb, &e), -EINVAL);
+    strbuf_free(&gb);
+}
+
+int main(void) {
+    setlocale(LC_ALL, "C.UTF-8"); /* regexec's '.' is then one character, as the grammar's */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_object_schema),        cmocka_unit_test(test_ref_recursion_anyof),
+        cmocka_unit_test(test_const_pattern_prefix), cmocka_unit_test(test_json_object),
+        cmocka_unit_test(test_regex_and_choice),     cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,427 @@
+/* grammar: the matcher (stacks of grammar positions), the vocabulary trie and the masks. */
+#include "grammar.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gbnf.h"
+
+#define MAX_DEPTH 1024   /* nesting a stack may reach (deeper: that path is dropped) */
+#define MAX_STACKS 4096  /* stacks in one state (an ambiguity bomb beyond) */
+#define MAX_STEPS 200000 /* expansion steps for one byte */
+#define CACHE_SLOTS 32   /* masks kept per grammar */
+#define MAX_LEVEL 2000   /* nested rule references expanded for one stack */
+
+/* ---- the vocabulary trie -------------------------------------------------------------- */
+
+typedef struct tnode {
+    uint32_t child0, n_child; /* children: nodes child0 .. +n_child, bytes in edge[] */
+    uint32_t tok0, n_tok;     /* tokens whose bytes end here: toks[tok0 .. +n_tok] */
+} tnode;
+
+struct grammar_vocab {
+    int32_t n_vocab;
+    tnode *nodes;
+    uint8_t *edge; /* edge[n]: the byte leading into node n */
+    int32_t *toks;
+    int32_t *eog;
+    int n_nodes, n_eog;
+    char **piece;
+    size_t *len;
+    uint8_t *kind;
+};
+
+static int cmp_piece(const void *a, const void *b, void *ctx) {
+    const grammar_vocab *v = ctx;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    size_t n = v->len[x] < v->len[y] ? v->len[x] : v->len[y];
+    int c = memcmp(v->piece[x], v->piece[y], n);
+    if (c) return c;
+    return v->len[x] < v->len[y] ? -1 : v->len[x] > v->len[y] ? 1 : x - y;
+}
+
+/* Node `node` holds tokens ids[lo, hi), which share their first `depth` bytes (sorted). */
+static void build(grammar_vocab *v, const int32_t *ids, int lo, int hi, size_t depth, int node,
+                  int *next) {
+    int k = lo;
+    v->nodes[node].tok0 = (uint32_t)lo;
+    while (k < hi && v->len[ids[k]] == depth)
+        k++;
+    v->nodes[node].n_tok = (uint32_t)(k - lo);
+    int groups = 0;
+    for (int i = k; i < hi; i++)
+        groups += i == k || v->piece[ids[i]][depth] != v->piece[ids[i - 1]][depth];
+    v->nodes[node].child0 = (uint32_t)*next;
+    v->nodes[node].n_child = (uint32_t)groups;
+    int first = *next;
+    *next += groups;
+    for (int i = k, c = 0; i < hi; c++) {
+        int j = i;
+        uint8_t byte = (uint8_t)v->piece[ids[i]][depth];
+        while (j < hi && (uint8_t)v->piece[ids[j]][depth] == byte)
+            j++;
+        v->edge[first + c] = byte;
+        build(v, ids, i, j, depth + 1, first + c, next);
+        i = j;
+    }
+}
+
+grammar_vocab *grammar_vocab_new(int32_t n_vocab, const char *const *piece, const size_t *len,
+                                 const uint8_t *kind, sol_err *err) {
+    grammar_vocab *v = calloc(1, sizeof *v);
+    size_t total = 0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        total += kind[i] == 0 ? len[i] : 0;
+    if (v) {
+        v->n_vocab = n_vocab;
+        v->piece = calloc((size_t)n_vocab, sizeof *v->piece);
+        v->len = calloc((size_t)n_vocab, sizeof *v->len);
+        v->kind = malloc((size_t)n_vocab);
+        v->toks = malloc(sizeof *v->toks * (size_t)n_vocab);
+        v->eog = malloc(sizeof *v->eog * (size_t)n_vocab);
+        v->nodes = calloc(total + 1, sizeof *v->nodes);
+        v->edge = calloc(total + 1, 1);
+    }
+    if (!v || !v->piece || !v->len || !v->kind || !v->toks || !v->eog || !v->nodes || !v->edge) {
+        grammar_vocab_free(v);
+        sol_err_set(err, -ENOMEM, "out of memory for the grammar vocabulary");
+        return NULL;
+    }
+    int n = 0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        v->kind[i] = kind[i] == 0 && len[i] == 0 ? 2 : kind[i];
+        if (v->kind[i] == 1) v->eog[v->n_eog++] = i;
+        if (v->kind[i] != 0) continue;
+        v->len[i] = len[i];
+        if (!(v->piece[i] = malloc(len[i]))) {
+            grammar_vocab_free(v);
+            sol_err_set(err, -ENOMEM, "out of memory for the grammar vocabulary");
+            return NULL;
+        }
+        memcpy(v->piece[i], piece[i], len[i]);
+        v->toks[n++] = i;
+    }
+    qsort_r(v->toks, (size_t)n, sizeof *v->toks, cmp_piece, v);
+    int next = 1;
+    build(v, v->toks, 0, n, 0, 0, &next);
+    v->n_nodes = next;
+    return v;
+}
+
+void grammar_vocab_free(grammar_vocab *v) {
+    if (!v) return;
+    for (int32_t i = 0; v->piece && i < v->n_vocab; i++)
+        free(v->piece[i]);
+    free(v->piece), free(v->len), free(v->kind), free(v->toks), free(v->eog), free(v->nodes);
+    free(v->edge);
+    free(v);
+}
+
+/* ---- states --------------------------------------------------------------------------- */
+
+/* A state: stacks of element positions, each stored as [depth, pos_0 .. pos_depth-1] (the top
+ * last; the entries below the top are where to continue when the rule above ends). Depth 0:
+ * the grammar is complete. */
+typedef struct gstate {
+    uint32_t *w;
+    uint32_t len, n_stacks;
+} gstate;
+
+typedef struct wbuf {
+    uint32_t *w;
+    size_t len, cap;
+} wbuf;
+
+static int wbuf_need(wbuf *b, size_t more) {
+    if (b->len + more <= b->cap) return 0;
+    size_t c = b->cap ? b->cap * 2 : 1024;
+    while (c < b->len + more)
+        c *= 2;
+    uint32_t *w = realloc(b->w, c * sizeof *w);
+    if (!w) return -ENOMEM;
+    b->w = w, b->cap = c;
+    return 0;
+}
+
+typedef struct mask_slot {
+    uint64_t hash;
+    uint32_t *key;
+    uint32_t key_len;
+    uint64_t *bits;
+} mask_slot;
+
+struct grammar {
+    gbnf *g;
+    const grammar_vocab *v;
+    wbuf cur; /* the current state's words */
+    uint32_t cur_stacks;
+    wbuf build; /* a state being built by advance() */
+    wbuf tmp;   /* expansion scratch */
+    wbuf arena; /* states of the trie walk, last in first out */
+    long steps;
+    int overflow;
+    uint64_t *mask; /* n_vocab bits: the last mask */
+    mask_slot cache[CACHE_SLOTS];
+    int next_slot;
+    uint64_t computed, cached;
+};
+
+static bool is_set(const gbnf *g, uint32_t pos, uint8_t byte) {
+    const gelem *e = &g->elems[pos];
+    return e->type == GE_SET && (g->sets[e->arg][byte >> 3] >> (byte & 7) & 1);
+}
+
+/* Appends the stack to the state being built unless it is there already. */
+static int add_stack(grammar *m, const uint32_t *stk, uint32_t depth, uint32_t *n_stacks,
+                     size_t start) {
+    for (size_t i = start; i < m->build.len; i += 1 + m->build.w[i])
+        if (m->build.w[i] == depth && !memcmp(m->build.w + i + 1, stk, depth * sizeof *stk))
+            return 0;
+    if (*n_stacks >= MAX_STACKS || wbuf_need(&m->build, depth + 1)) return -E2BIG;
+    m->build.w[m->build.len++] = depth;
+    memcpy(m->build.w + m->build.len, stk, depth * sizeof *stk);
+    m->build.len += depth;
+    ++*n_stacks;
+    return 0;
+}
+
+/* Expands the stack at m->tmp.w[off..] until its top is a byte set (or it is empty), into the
+ * state being built: a rule reference becomes one stack per alternative (the reference's
+ * continuation below, left out when the reference ends its alternative: tail calls keep
+ * repetitions flat); an ended alternative pops. Only references write, into a copy: the
+ * caller's stack stays intact. Offsets, not pointers: tmp may move as it grows. */
+static int expand(grammar *m, size_t off, uint32_t depth, uint32_t *n_stacks, size_t start,
+                  int level) {
+    const gbnf *g = m->g;
+    if (++m->steps > MAX_STEPS || level > MAX_LEVEL) return -E2BIG;
+    const uint32_t *stk = m->tmp.w + off;
+    while (depth > 0 && g->elems[stk[depth - 1]].type == GE_END)
+        depth--; /* pop: below the top is where the finished rule continues */
+    if (depth == 0 || g->elems[stk[depth - 1]].type == GE_SET)
+        return add_stack(m, stk, depth, n_stacks, start);
+    if (depth >= MAX_DEPTH) return 0; /* too deep: this path is dropped */
+    uint32_t p = stk[depth - 1], rule = g->elems[p].arg;
+    size_t at = m->tmp.len;
+    if (wbuf_need(&m->tmp, depth + 1)) return -ENOMEM;
+    stk = m->tmp.w + off;
+    uint32_t *copy = m->tmp.w + at, d = depth - 1;
+    memcpy(copy, stk, d * sizeof *stk);
+    if (g->elems[p + 1].type != GE_END) copy[d++] = p + 1;
+    m->tmp.len += d + 1;
+    int rc = 0;
+    for (uint32_t a = 0; a < g->rule_n_alts[rule] && !rc; a++) {
+        m->tmp.w[at + d] = g->alt_start[g->rule_alt0[rule] + a];
+        rc = expand(m, at, d + 1, n_stacks, start, level + 1);
+    }
+    m->tmp.len = at;
+    return rc;
+}
+
+/* The state after `byte` from state (w, len words), built in m->build from `start`. Returns the
+ * stack count (0: the byte is not allowed) or a negative code. w must not live in tmp or
+ * build. */
+static int advance(grammar *m, const uint32_t *w, uint32_t len, uint8_t byte, size_t start) {
+    uint32_t n = 0;
+    m->build.len = start;
+    m->steps = 0;
+    for (uint32_t i = 0; i < len; i += 1 + w[i]) {
+        uint32_t depth = w[i];
+        if (depth == 0 || !is_set(m->g, w[i + depth], byte)) continue;
+        size_t at = m->tmp.len;
+        if (wbuf_need(&m->tmp, depth)) return -ENOMEM;
+        memcpy(m->tmp.w + at, w + i + 1, depth * sizeof *w);
+        m->tmp.w[at + depth - 1]++; /* past the matched set */
+        m->tmp.len += depth;
+        int rc = expand(m, at, depth, &n, start, 0);
+        m->tmp.len = at;
+        if (rc) return rc;
+    }
+    return (int)n;
+}
+
+static bool complete(const uint32_t *w, uint32_t len) {
+    for (uint32_t i = 0; i < len; i += 1 + w[i])
+        if (w[i] == 0) return true;
+    return false;
+}
+
+/* ---- masks ---------------------------------------------------------------------------- */
+
+static void set_bit(uint64_t *bits, int32_t i) {
+    bits[i >> 6] |= 1ull << (i & 63);
+}
+
+/* Marks every token whose bytes the state at arena[off, off + len) can consume, walking the
+ * trie below `node` and skipping children no stack's next byte set admits. */
+static int walk(grammar *m, int node, size_t off, uint32_t len) {
+    const grammar_vocab *v = m->v;
+    const gbnf *g = m->g;
+    uint8_t any[32] = {0};
+    const uint32_t *w = m->arena.w + off;
+    for (uint32_t i = 0; i < len; i += 1 + w[i])
+        if (w[i] > 0) {
+            const uint8_t *set = g->sets[g->elems[w[i + w[i]]].arg];
+            for (int k = 0; k < 32; k++)
+                any[k] |= set[k];
+        }
+    const tnode *t = &v->nodes[node];
+    for (uint32_t c = 0; c < t->n_child; c++) {
+        uint32_t child = t->child0 + c;
+        uint8_t byte = v->edge[child];
+        if (!(any[byte >> 3] >> (byte & 7) & 1)) continue;
+        int n = advance(m, m->arena.w + off, len, byte, 0);
+        if (n < 0) return n;
+        if (n == 0) continue;
+        const tnode *ct = &v->nodes[child];
+        for (uint32_t k = 0; k < ct->n_tok; k++)
+            set_bit(m->mask, v->toks[ct->tok0 + k]);
+        if (!ct->n_child) continue;
+        size_t at = m->arena.len;
+        if (wbuf_need(&m->arena, m->build.len)) return -ENOMEM;
+        memcpy(m->arena.w + at, m->build.w, m->build.len * sizeof *m->build.w);
+        m->arena.len += m->build.len;
+        int rc = walk(m, (int)child, at, (uint32_t)m->build.len);
+        m->arena.len = at;
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static uint64_t hash_words(const uint32_t *w, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ w[i]) * 1099511628211ull;
+    return h;
+}
+
+/* m->mask for the current state: from the cache, else walked and cached. */
+static int compute_mask(grammar *m) {
+    size_t words = ((size_t)m->v->n_vocab + 63) / 64;
+    uint64_t h = hash_words(m->cur.w, m->cur.len);
+    for (int i = 0; i < CACHE_SLOTS; i++) {
+        mask_slot *s = &m->cache[i];
+        if (s->bits && s->hash == h && s->key_len == m->cur.len &&
+            !memcmp(s->key, m->cur.w, m->cur.len * sizeof *s->key)) {
+            memcpy(m->mask, s->bits, words * sizeof *m->mask);
+            m->cached++;
+            return 0;
+        }
+    }
+    memset(m->mask, 0, words * sizeof *m->mask);
+    m->arena.len = 0;
+    if (wbuf_need(&m->arena, m->cur.len)) return -ENOMEM;
+    memcpy(m->arena.w, m->cur.w, m->cur.len * sizeof *m->cur.w);
+    m->arena.len = m->cur.len;
+    int rc = walk(m, 0, 0, (uint32_t)m->cur.len);
+    if (rc) return rc;
+    if (complete(m->cur.w, (uint32_t)m->cur.len))
+        for (int i = 0; i < m->v->n_eog; i++)
+            set_bit(m->mask, m->v->eog[i]);
+    m->computed++;
+    mask_slot *s = &m->cache[m->next_slot];
+    m->next_slot = (m->next_slot + 1) % CACHE_SLOTS;
+    uint32_t *key = realloc(s->key, (m->cur.len ? m->cur.len : 1) * sizeof *key);
+    if (!key) return 0; /* not cached: still correct */
+    s->key = key;
+    if (!s->bits && !(s->bits = malloc(words * sizeof *s->bits))) return 0;
+    memcpy(s->key, m->cur.w, m->cur.len * sizeof *key);
+    memcpy(s->bits, m->mask, words * sizeof *s->bits);
+    s->key_len = (uint32_t)m->cur.len, s->hash = h;
+    return 0;
+}
+
+static int mask_error(int rc, sol_err *err) {
+    return sol_err_set(err, rc, "grammar: %s",
+                       rc == -ENOMEM ? "out of memory"
+                                     : "the grammar is too ambiguous or too deeply nested here");
+}
+
+int grammar_apply(grammar *g, float *logits, sol_err *err) {
+    int rc = compute_mask(g);
+    if (rc) return mask_error(rc, err);
+    bool any = false;
+    for (int32_t i = 0; i < g->v->n_vocab; i++) {
+        if (g->mask[i >> 6] >> (i & 63) & 1)
+            any = true;
+        else
+            logits[i] = -INFINITY;
+    }
+    if (!any)
+        return sol_err_set(err, -ENOENT, "grammar: no token of the vocabulary can continue it");
+    return 0;
+}
+
+bool grammar_allows(grammar *g, int32_t token) {
+    if (token < 0 || token >= g->v->n_vocab || compute_mask(g)) return false;
+    return g->mask[token >> 6] >> (token & 63) & 1;
+}
+
+bool grammar_complete(const grammar *g) {
+    return complete(g->cur.w, (uint32_t)g->cur.len);
+}
+
+int grammar_accept(grammar *g, int32_t token, sol_err *err) {
+    const grammar_vocab *v = g->v;
+    if (token < 0 || token >= v->n_vocab || v->kind[token] == 2 ||
+        (v->kind[token] == 1 && !grammar_complete(g)))
+        return sol_err_set(err, -EINVAL, "grammar: token %d is not allowed here", token);
+    if (v->kind[token] == 1) return 0;
+    for (size_t i = 0; i < v->len[token]; i++) {
+        int n = advance(g, g->cur.w, (uint32_t)g->cur.len, (uint8_t)v->piece[token][i], 0);
+        if (n <= 0)
+            return n < 0
+                       ? mask_error(n, err)
+                       : sol_err_set(err, -EINVAL, "grammar: token %d is not allowed here", token);
+        wbuf t = g->cur;
+        g->cur = g->build, g->build = t;
+    }
+    return 0;
+}
+
+void grammar_counters(const grammar *g, uint64_t *computed, uint64_t *cached) {
+    *computed = g->computed, *cached = g->cached;
+}
+
+grammar *grammar_new(const char *text, size_t len, const grammar_vocab *v, sol_err *err) {
+    grammar *m = calloc(1, sizeof *m);
+    if (!m) {
+        sol_err_set(err, -ENOMEM, "out of memory for the grammar");
+        return NULL;
+    }
+    m->v = v;
+    int rc = gbnf_parse(text, len, &m->g, err);
+    if (!rc && !(m->mask = malloc(((size_t)v->n_vocab + 63) / 64 * sizeof *m->mask)))
+        rc = sol_err_set(err, -ENOMEM, "out of memory for the grammar");
+    uint32_t n = 0;
+    const gbnf *g = m->g;
+    for (uint32_t a = 0; !rc && a < g->rule_n_alts[g->root]; a++) {
+        size_t at = m->tmp.len;
+        if (wbuf_need(&m->tmp, 1)) rc = -ENOMEM;
+        if (rc) break;
+        m->tmp.w[at] = g->alt_start[g->rule_alt0[g->root] + a];
+        m->tmp.len++;
+        rc = expand(m, at, 1, &n, 0, 0);
+        m->tmp.len = at;
+        if (rc) mask_error(rc, err);
+    }
+    if (!rc) {
+        wbuf t = m->cur;
+        m->cur = m->build, m->build = t;
+    }
+    if (rc) {
+        grammar_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void grammar_free(grammar *m) {
+    if (!m) return;
+    gbnf_free(m->g);
+    free(m->cur.w), free(m->build.w), free(m->tmp.w), free(m->arena.w), free(m->mask);
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        free(m->cache[i].key), free(m->cache[i].bits);
+    free(m);
+}

@@ -1,0 +1,48 @@
+/* grammar: grammar-constrained decoding. A request's GBNF grammar (gbnf.h: what JSON schemas,
+ * regexes and choice lists are compiled to) is matched over the bytes of the tokens it emits;
+ * before each draw the tokens that cannot continue a valid text get -inf logits.
+ *
+ * The matcher's state is a set of stacks of grammar positions (a pushdown automaton run on all
+ * alternatives at once, as llama.cpp's grammar sampler does). The mask walks a trie of the
+ * vocabulary's byte strings (grammar_vocab, built once per model) with the state, pruning every
+ * subtree no stack can enter; masks are cached per state, so the steps of a long string or a
+ * number, whose states repeat, cost a lookup. End-of-generation tokens are allowed exactly when
+ * the grammar is complete, and are the only choice once nothing may follow. */
+#ifndef SOL_GRAMMAR_H
+#define SOL_GRAMMAR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+/* The vocabulary as bytes: piece[i] (len[i] bytes) is what token i prints; kind[i]: 0 a text
+ * token, 1 end of generation (allowed when the grammar is complete), 2 never allowed (control
+ * tokens, empty pieces). Copied; caller owns the result. */
+typedef struct grammar_vocab grammar_vocab;
+grammar_vocab *grammar_vocab_new(int32_t n_vocab, const char *const *piece, const size_t *len,
+                                 const uint8_t *kind, sol_err *err);
+void grammar_vocab_free(grammar_vocab *v);
+
+typedef struct grammar grammar;
+
+/* Compiles GBNF text for one request; v is borrowed (it must outlive the grammar). */
+grammar *grammar_new(const char *gbnf_text, size_t len, const grammar_vocab *v, sol_err *err);
+void grammar_free(grammar *g);
+
+/* logits[i] = -inf for every token the grammar does not allow next. -ENOENT when no token is
+ * allowed (the grammar cannot continue with this vocabulary). */
+int grammar_apply(grammar *g, float *logits, sol_err *err);
+/* Whether token may come next (the same answer as the mask). */
+bool grammar_allows(grammar *g, int32_t token);
+/* Advances over token (an end-of-generation token leaves the state as it is). -EINVAL when the
+ * grammar does not allow it. */
+int grammar_accept(grammar *g, int32_t token, sol_err *err);
+/* The text so far is a complete match (end of generation is allowed). */
+bool grammar_complete(const grammar *g);
+
+/* Counters for tests and benchmarks: masks computed and masks served from the cache. */
+void grammar_counters(const grammar *g, uint64_t *computed, uint64_t *cached);
+
+#endif
