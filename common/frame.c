@@ -323,6 +323,8 @@ static int validate_generate(const Sol__Generate *g, sol_err *e) {
         return at_field(e, rc, "generate.resume_tokens");
     if ((rc = check_string(g->cache_salt, SOL_FRAME_MAX_NAME_BYTES, 0, e)) < 0)
         return at_field(e, rc, "generate.cache_salt");
+    if ((rc = check_string(g->grammar, SOL_FRAME_MAX_GRAMMAR_BYTES, 0, e)) < 0)
+        return at_field(e, rc, "generate.grammar");
     return 0;
 }
 

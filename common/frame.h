@@ -21,15 +21,16 @@
 #define SOL_FRAME_MAX_BYTES (4u << 20)
 
 /* Per-field bounds checked on both encode and decode (see docs/protocol.md, "Limits"). */
-#define SOL_FRAME_MAX_ID_BYTES 128           /* request_id, worker_id: printable ASCII */
-#define SOL_FRAME_MAX_NAME_BYTES 256         /* pool, model, backend, chat_template, role */
-#define SOL_FRAME_MAX_STOP 256               /* Generate.stop */
-#define SOL_FRAME_MAX_STOP_BYTES 1024        /* one stop string */
-#define SOL_FRAME_MAX_TAGS 64                /* Generate.tags */
-#define SOL_FRAME_MAX_MESSAGES 4096          /* Generate.messages */
-#define SOL_FRAME_MAX_TOKENS (1u << 20)      /* resume_tokens, token_ids, logprobs entries */
-#define SOL_FRAME_MAX_TOP_LOGPROBS 20        /* SamplingParams.logprobs, TokenLogprob.top */
-#define SOL_FRAME_MAX_SUBMESSAGES (1u << 17) /* nested messages + repeated strings per frame */
+#define SOL_FRAME_MAX_ID_BYTES 128             /* request_id, worker_id: printable ASCII */
+#define SOL_FRAME_MAX_NAME_BYTES 256           /* pool, model, backend, chat_template, role */
+#define SOL_FRAME_MAX_STOP 256                 /* Generate.stop */
+#define SOL_FRAME_MAX_STOP_BYTES 1024          /* one stop string */
+#define SOL_FRAME_MAX_TAGS 64                  /* Generate.tags */
+#define SOL_FRAME_MAX_MESSAGES 4096            /* Generate.messages */
+#define SOL_FRAME_MAX_TOKENS (1u << 20)        /* resume_tokens, token_ids, logprobs entries */
+#define SOL_FRAME_MAX_TOP_LOGPROBS 20          /* SamplingParams.logprobs, TokenLogprob.top */
+#define SOL_FRAME_MAX_GRAMMAR_BYTES (1u << 20) /* Generate.grammar (GBNF) */
+#define SOL_FRAME_MAX_SUBMESSAGES (1u << 17)   /* nested messages + repeated strings per frame */
 #define SOL_FRAME_MAX_TEMPERATURE 100.0f
 
 /* Error.code values (HTTP-like) used on the wire. */

@@ -23,6 +23,7 @@ int genmsg_encode(const oai_request *req, const char *request_id, uint8_t **out,
     g.n_tags = req->n_tags;
     g.add_bos = 1;
     g.cache_salt = req->cache_salt ? req->cache_salt : "";
+    g.grammar = req->grammar ? req->grammar : "";
     Sol__ChatMessage *msgs = NULL;
     Sol__ChatMessage **ptrs = NULL;
     if (req->kind == OAI_CHAT) {

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "log.h"
+#include "oai_constraint.h"
 #include "utf8.h"
 
 #define MOD "openai"
@@ -410,6 +411,7 @@ static int parse_field(oai_request *r, const char *key, const json_t *v, oai_err
     if ((rc = reject_unsupported(r->kind, key, v, err)) <= 0) return rc;
     if ((rc = parse_sampling(r, key, v, err)) <= 0) return rc;
     if ((rc = parse_logprobs(r, key, v, err)) <= 0) return rc;
+    if ((rc = oai_constraint_field(key, v, &r->grammar, &r->grammar_field, err)) <= 0) return rc;
     if (!strcmp(key, "model")) return get_string(v, "model", &r->model, err);
     if (r->kind == OAI_COMPLETION && !strcmp(key, "prompt")) return parse_prompt(r, v, err);
     if (r->kind == OAI_CHAT && !strcmp(key, "messages")) return parse_messages(r, v, err);
@@ -514,6 +516,7 @@ void oai_request_free(oai_request *r) {
         free(r->tags[i]);
     free(r->user);
     free(r->cache_salt);
+    free(r->grammar);
     free(r);
 }
 

@@ -48,6 +48,8 @@ typedef struct oai_request {
     char *user;
     int32_t priority;
     char *cache_salt;
+    char *grammar;             /* GBNF of the output constraint (oai_constraint.h), or NULL */
+    const char *grammar_field; /* the request field it came from */
     char *tags[OAI_MAX_TAGS];
     size_t n_tags;
 } oai_request;

@@ -224,8 +224,11 @@ static void sample_all(engine *e, const sched_batch *b) {
         }
         sampler_result res;
         sol_err err = {0};
-        int32_t id = sampler_sample(e->smp, &r->sseq, e->logits + (size_t)i * e->n_vocab,
-                                    r->seq.tokens, r->seq.n_tokens, &res, &err);
+        float *row = e->logits + (size_t)i * e->n_vocab;
+        int32_t id = r->gram ? grammar_apply(r->gram, row, &err) : 0;
+        if (id == 0)
+            id = sampler_sample(e->smp, &r->sseq, row, r->seq.tokens, r->seq.n_tokens, &res, &err);
+        if (id >= 0 && r->gram && grammar_accept(r->gram, id, &err)) id = -EINVAL;
         if (id < 0)
             finish(e, r, ENGINE_FINISH_ERROR, err.msg);
         else
@@ -457,6 +460,28 @@ static void detect_template(engine *e) {
     e->chat_family = chat_template_detect(src);
 }
 
+/* The vocabulary as bytes for grammar-constrained requests: end-of-generation tokens may end a
+ * complete text; control, unknown and unused tokens never appear in one. */
+static int make_grammar_vocab(engine *e, sol_err *err) {
+    int32_t n = e->n_vocab;
+    const char **piece = calloc((size_t)n, sizeof *piece);
+    size_t *len = calloc((size_t)n, sizeof *len);
+    uint8_t *kind = calloc((size_t)n, 1);
+    int rc = piece && len && kind ? 0 : sol_err_set(err, -ENOMEM, "out of memory");
+    for (int32_t i = 0; i < n && !rc; i++) {
+        int type = tokenizer_token_type(e->tok, i);
+        piece[i] = tokenizer_token_piece(e->tok, i, &len[i]);
+        kind[i] = tokenizer_is_eog(e->tok, i) ? 1
+                  : type == TOK_TYPE_CONTROL || type == TOK_TYPE_UNKNOWN || type == TOK_TYPE_UNUSED
+                      ? 2
+                      : 0;
+    }
+    if (!rc && !(e->gvocab = grammar_vocab_new(n, piece, len, kind, err)))
+        rc = err->code ? err->code : -ENOMEM;
+    free(piece), free(len), free(kind);
+    return rc;
+}
+
 static int start(engine *e, sol_err *err) {
     const model_hparams *hp = model_get_hparams(e->m);
     e->n_vocab = hp->n_vocab;
@@ -480,6 +505,7 @@ static int start(engine *e, sol_err *err) {
     sched_config sc = {e->cfg.max_num_seqs, e->cfg.max_batched_tokens, hp->kv_window};
     if (!(e->sched = sched_new(&sc, e->kv, err))) return err->code ? err->code : -ENOMEM;
     if (!(e->smp = sampler_new(e->n_vocab, err))) return err->code ? err->code : -ENOMEM;
+    if (e->tok && (rc = make_grammar_vocab(e, err))) return rc;
     if ((rc = espec_init(e, err))) return rc;
     int32_t rows = espec_max_logit_rows(e);
     e->logits = malloc(sizeof(float) * (size_t)e->n_vocab * (size_t)rows);
@@ -534,6 +560,7 @@ void engine_free(engine *e) {
     kv_cache_free(e->kv);
     if (e->kv_data) model_kv_free(e->m, e->kv_data);
     sampler_free(e->smp);
+    grammar_vocab_free(e->gvocab);
     espec_free(e);
     free(e->logits);
     pthread_mutex_destroy(&e->mu);

@@ -109,6 +109,8 @@ typedef struct engine_request {
     int32_t priority;             /* lower = more important */
     uint64_t deadline_ns;         /* sol_now_ns() clock; 0 = none */
     const char *cache_salt;       /* copied; NULL/"" = shared prefix cache */
+    const char *grammar;          /* GBNF the output must match (structured outputs); NULL =
+                                     none. Needs a tokenizer; the request never speculates */
     const int32_t *resume_tokens; /* failover: ids already generated elsewhere */
     int32_t n_resume_tokens;
     void *user; /* handed back in every event */

@@ -7,6 +7,7 @@
 
 #include "engine.h"
 #include "drafter.h"
+#include "grammar.h"
 #include "kv_cache.h"
 #include "scheduler.h"
 #include "stop_strings.h"
@@ -32,6 +33,7 @@ typedef struct ereq {
     char *salt;
     stop_text stop;
     tok_stream *ts;
+    grammar *gram;                      /* the output constraint (owned), NULL = none */
     struct ereq *inbox_next;            /* submitted, not yet seen by the engine thread */
     struct ereq *live_prev, *live_next; /* every request not yet finished (guarded by mu) */
 } ereq;
@@ -47,7 +49,8 @@ struct engine {
     model_kv *kv_data;
     sched *sched;
     sampler *smp;
-    float *logits; /* max_num_seqs x n_vocab */
+    grammar_vocab *gvocab; /* the vocabulary as bytes for grammars, NULL without a tokenizer */
+    float *logits;         /* max_num_seqs x n_vocab */
     pthread_t thread;
     bool thread_started;
     /* guarded by mu */

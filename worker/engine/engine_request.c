@@ -14,6 +14,7 @@ void ereq_free(ereq *r) {
     free(r->salt);
     stop_text_free(&r->stop);
     tok_stream_free(r->ts);
+    grammar_free(r->gram);
     free(r);
 }
 
@@ -135,6 +136,20 @@ static int setup_output(const engine *e, const engine_request *q, ereq *r, sol_e
     return 0;
 }
 
+/* The request's grammar, advanced over its resume tokens (failover replays the state). */
+static int setup_grammar(const engine *e, const engine_request *q, ereq *r, sol_err *err) {
+    if (!q->grammar) return 0;
+    if (!e->gvocab)
+        return sol_err_set(err, -EINVAL, "a grammar needs the model's tokenizer (text output)");
+    if (!(r->gram = grammar_new(q->grammar, strlen(q->grammar), e->gvocab, err)))
+        return err->code ? err->code : -EINVAL;
+    for (int32_t i = 0; i < q->n_resume_tokens; i++) {
+        int rc = grammar_accept(r->gram, q->resume_tokens[i], err);
+        if (rc) return sol_err_wrap(err, "resume token %d of %d: ", i, q->n_resume_tokens);
+    }
+    return 0;
+}
+
 int ereq_build(const engine *e, const engine_request *q, ereq **out, sol_err *err) {
     *out = NULL;
     if (!q) return sol_err_set(err, -EINVAL, "engine_submit: NULL request");
@@ -173,11 +188,12 @@ int ereq_build(const engine *e, const engine_request *q, ereq **out, sol_err *er
     r->seq.priority = q->priority;
     r->n_generated = q->n_resume_tokens;
     r->ignore_eos = q->ignore_eos;
-    r->no_spec = q->no_speculation || q->sampling.want_logprobs; /* verify yields no logprobs */
+    /* Verify yields no logprobs, and drafts are not checked against a grammar yet. */
+    r->no_spec = q->no_speculation || q->sampling.want_logprobs || q->grammar;
     r->spec_slot = -1;
     r->deadline_ns = q->deadline_ns;
     r->user = q->user;
-    if ((rc = setup_output(e, q, r, err))) goto fail;
+    if ((rc = setup_output(e, q, r, err)) || (rc = setup_grammar(e, q, r, err))) goto fail;
     *out = r;
     return 0;
 fail:

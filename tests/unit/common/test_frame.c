@@ -113,6 +113,7 @@ static void fill_generate(fixture *f) {
     g->resume_tokens = f->resume;
     g->add_bos = 1;
     g->cache_salt = "salt-a";
+    g->grammar = "root ::= \"yes\" | \"no\"";
     g->echo_prompt_tokens = 1;
 }
 

@@ -1,0 +1,123 @@
+# Promise: with a random-weight model (which never writes JSON by itself) at temperature 1, every
+# response_format json_schema output that ends with finish_reason "stop" parses and satisfies its
+# schema (nested objects, arrays, enums, $ref), json_object outputs are objects, guided_regex
+# outputs match, guided_choice returns a choice, GBNF grammars hold; the same inside a batch of
+# 16 concurrent mixed requests on a worker that speculates for the others, on both endpoints;
+# bad constraints are 400s naming the field.
+. "$(dirname "$0")/lib.sh"
+
+M=$T_DIR/m.gguf
+mkmodel "$M" --seed 21
+mkmodel "$T_DIR/draft.gguf" --draft-of "$M" --layers 1
+start_router
+start_worker wf fast 1 1000
+start_cpu_worker w precise "$M" --draft-model "$T_DIR/draft.gguf"
+wait_ready
+wait_worker w
+
+python3 - "$BASE" <<'PY' || fail "structured outputs: see above"
+import json, re, sys, threading, urllib.request, urllib.error
+base = sys.argv[1]
+
+def post(path, body):
+    req = urllib.request.Request(base + path, json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+person = {"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 10},
+    "age": {"type": "integer"},
+    "role": {"enum": ["admin", "user", "guest"]},
+    "pets": {"type": "array", "items": {"$ref": "#/$defs/pet"}, "maxItems": 2}},
+    "required": ["name", "age", "role"], "additionalProperties": False,
+    "$defs": {"pet": {"type": "object", "properties": {"kind": {"enum": ["cat", "dog"]},
+              "legs": {"type": "integer"}}, "required": ["kind"]}}}
+
+def check_person(v):
+    assert isinstance(v, dict) and set(v) <= {"name", "age", "role", "pets"}, v
+    assert isinstance(v["name"], str) and len(v["name"]) <= 10, v
+    assert isinstance(v["age"], int) and v["role"] in ("admin", "user", "guest"), v
+    for p in v.get("pets", []):
+        assert p["kind"] in ("cat", "dog") and set(p) <= {"kind", "legs"}, p
+        assert isinstance(p.get("legs", 0), int), p
+
+def completion(kind, seed, extra):
+    body = {"model": "precise", "max_tokens": 160, "temperature": 1, "seed": seed}
+    body.update(extra)
+    if kind == "chat":
+        body["messages"] = [{"role": "user", "content": "Describe a person as JSON."}]
+        st, r = post("/v1/chat/completions", body)
+        c = r["choices"][0] if st == 200 else None
+        return st, r, (c["message"]["content"] if c else None), (c["finish_reason"] if c else None)
+    body["prompt"] = "A person as JSON:"
+    st, r = post("/v1/completions", body)
+    c = r["choices"][0] if st == 200 else None
+    return st, r, (c["text"] if c else None), (c["finish_reason"] if c else None)
+
+schema_fmt = {"response_format": {"type": "json_schema",
+              "json_schema": {"name": "person", "schema": person, "strict": True}}}
+stops = {}
+def run(name, kind, seed, extra, check):
+    st, r, text, fin = completion(kind, seed, extra)
+    assert st == 200, (name, st, r)
+    stops.setdefault(name, [0, 0])[0] += 1
+    if fin == "stop":
+        stops[name][1] += 1
+        check(text)
+    else:
+        assert fin == "length", (name, fin)
+
+cases = [
+    ("json_schema", schema_fmt, lambda t: check_person(json.loads(t))),
+    ("json_object", {"response_format": {"type": "json_object"}},
+     lambda t: isinstance(json.loads(t), dict) or (_ for _ in ()).throw(AssertionError(t))),
+    ("guided_regex", {"guided_regex": "(yes|no), [0-9]{2,3}!"},
+     lambda t: re.fullmatch(r"(yes|no), [0-9]{2,3}!", t) or (_ for _ in ()).throw(AssertionError(t))),
+    ("guided_choice", {"guided_choice": ["red", "green", "blue"]},
+     lambda t: t in ("red", "green", "blue") or (_ for _ in ()).throw(AssertionError(t))),
+    ("grammar", {"grammar": 'root ::= "[" [a-c]{1,3} ("," [a-c]{1,3})* "]"'},
+     lambda t: re.fullmatch(r"\[[a-c]{1,3}(,[a-c]{1,3})*\]", t) or (_ for _ in ()).throw(AssertionError(t))),
+    ("guided_json", {"guided_json": person}, lambda t: check_person(json.loads(t))),
+]
+for name, extra, check in cases:
+    for seed in range(1, 51 if name == "json_schema" else 11):
+        run(name, "chat" if seed % 2 else "completion", seed, extra, check)
+# 16 concurrent mixed requests (constrained and not; the worker speculates for the plain ones)
+errors = []
+def one(i):
+    try:
+        name, extra, check = cases[i % len(cases)]
+        if i % 4 == 3:
+            st, r = post("/v1/completions", {"model": "precise", "prompt": "plain", "max_tokens": 30,
+                                             "temperature": 0})
+            assert st == 200, r
+        else:
+            run(name + "-batch", "chat" if i % 2 else "completion", 100 + i, extra, check)
+    except Exception as e:
+        errors.append(repr(e))
+ts = [threading.Thread(target=one, args=(i,)) for i in range(16)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+assert not errors, errors
+for name, (n, ok) in sorted(stops.items()):
+    print(f"  {name}: {ok} of {n} ended with stop, all valid")
+assert stops["json_schema"][1] >= 25, stops["json_schema"]
+
+def bad(body, needle, path="/v1/chat/completions"):
+    body.setdefault("messages", [{"role": "user", "content": "x"}])
+    st, r = post(path, body)
+    assert st == 400 and needle in r["error"]["message"], (st, r)
+    print("  400:", r["error"]["message"][:110])
+bad({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema":
+     {"type": "string", "format": "email"}}}}, "schema.format: unsupported")
+bad({"response_format": {"type": "json_object"}, "guided_regex": "a"}, "cannot be combined")
+bad({"grammar": "root ::= undefined-rule"}, "never defined")
+bad({"guided_regex": "a(?=b)"}, "lookaround")
+bad({"response_format": {"type": "xml"}}, "response_format.type")
+bad({"guided_choice": []}, "guided_choice")
+PY
+ok "structured outputs: every output that stopped is valid (random weights, temperature 1)"
