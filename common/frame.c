@@ -325,6 +325,15 @@ static int validate_generate(const Sol__Generate *g, sol_err *e) {
         return at_field(e, rc, "generate.cache_salt");
     if ((rc = check_string(g->grammar, SOL_FRAME_MAX_GRAMMAR_BYTES, 0, e)) < 0)
         return at_field(e, rc, "generate.grammar");
+    if ((rc = check_count(g->n_bias_tokens, g->bias_tokens, SOL_FRAME_MAX_LOGIT_BIAS, e)) < 0)
+        return at_field(e, rc, "generate.bias_tokens");
+    if (g->n_bias_values != g->n_bias_tokens)
+        return sol_err_set(e, -EINVAL, "generate.bias_values: %zu values for %zu tokens",
+                           g->n_bias_values, g->n_bias_tokens);
+    for (size_t i = 0; i < g->n_bias_values; i++)
+        if (!(g->bias_values[i] >= -100.0f && g->bias_values[i] <= 100.0f))
+            return sol_err_set(e, -EINVAL, "generate.bias_values[%zu]: %g is outside [-100, 100]",
+                               i, (double)g->bias_values[i]);
     return 0;
 }
 

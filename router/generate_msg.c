@@ -24,6 +24,10 @@ int genmsg_encode(const oai_request *req, const char *request_id, uint8_t **out,
     g.add_bos = 1;
     g.cache_salt = req->cache_salt ? req->cache_salt : "";
     g.grammar = req->grammar ? req->grammar : "";
+    g.bias_tokens = req->bias_tokens;
+    g.n_bias_tokens = req->n_bias;
+    g.bias_values = req->bias_values;
+    g.n_bias_values = req->n_bias;
     Sol__ChatMessage *msgs = NULL;
     Sol__ChatMessage **ptrs = NULL;
     if (req->kind == OAI_CHAT) {

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "log.h"
+#include "frame.h"
 #include "oai_constraint.h"
 #include "utf8.h"
 
@@ -406,6 +407,65 @@ static int parse_logprobs(oai_request *r, const char *key, const json_t *v, oai_
     return 1;
 }
 
+/* logit_bias: {"token id": bias in [-100, 100]} as OpenAI takes it. */
+static int parse_logit_bias(oai_request *r, const json_t *v, oai_error *err) {
+    if (!json_is_object(v))
+        return BAD(err, "logit_bias", "'logit_bias' must be an object of token id: bias"), -EINVAL;
+    size_t n = json_object_size(v), i = 0;
+    if (n > SOL_FRAME_MAX_LOGIT_BIAS)
+        return BAD(err, "logit_bias", "'logit_bias' has %zu entries (at most %d)", n,
+                   SOL_FRAME_MAX_LOGIT_BIAS),
+               -EINVAL;
+    free(r->bias_tokens), free(r->bias_values);
+    r->bias_tokens = calloc(n ? n : 1, sizeof *r->bias_tokens);
+    r->bias_values = calloc(n ? n : 1, sizeof *r->bias_values);
+    r->n_bias = 0;
+    if (!r->bias_tokens || !r->bias_values) return -ENOMEM;
+    const char *k;
+    const json_t *x;
+    json_object_foreach((json_t *)v, k, x) {
+        char *end = NULL;
+        unsigned long id = strtoul(k, &end, 10);
+        if (!*k || *end || k[0] == '-' || id > 0x7fffffffUL)
+            return BAD(err, "logit_bias", "'logit_bias' key \"%.32s\" is not a token id", k),
+                   -EINVAL;
+        if (!json_is_number(x) || json_number_value(x) < -100 || json_number_value(x) > 100)
+            return BAD(err, "logit_bias",
+                       "'logit_bias' value of token %lu must be a number in "
+                       "[-100, 100]",
+                       id),
+                   -EINVAL;
+        r->bias_tokens[i] = (uint32_t)id;
+        r->bias_values[i++] = (float)json_number_value(x);
+    }
+    r->n_bias = i;
+    return 0;
+}
+
+/* Every other field: OpenAI's own that this server does not implement are refused with the
+ * reason; anything else is refused as OpenAI does ("Unrecognized request argument"). */
+static int refuse_field(oai_kind kind, const char *key, const json_t *v, oai_error *err) {
+    static const struct {
+        const char *key, *why;
+    } known[] = {
+        {"store", "stored completions are not supported"},
+        {"metadata", "metadata is only stored with 'store', which is not supported"},
+        {"audio", "audio output is not supported"},
+        {"modalities", "only text output is supported (leave 'modalities' out)"},
+        {"prediction", "predicted outputs are not supported"},
+        {"reasoning_effort", "no reasoning models are served here"},
+        {"web_search_options", "web search is not supported"},
+        {"parallel_tool_calls", "this server has no tool calling"},
+        {"service_tier", "service tiers are not supported"},
+    };
+    if (json_is_null(v)) return 0; /* null means "not given" */
+    if (!strcmp(key, "store") && json_is_false(v)) return 0;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (kind == OAI_CHAT && !strcmp(key, known[i].key))
+            return BAD(err, key, "'%s' is not supported: %s", key, known[i].why), -EINVAL;
+    return BAD(err, key, "Unrecognized request argument supplied: %.64s", key), -EINVAL;
+}
+
 static int parse_field(oai_request *r, const char *key, const json_t *v, oai_error *err) {
     int rc;
     if ((rc = reject_unsupported(r->kind, key, v, err)) <= 0) return rc;
@@ -430,8 +490,8 @@ static int parse_field(oai_request *r, const char *key, const json_t *v, oai_err
         r->priority = (int32_t)i;
         return 0;
     }
-    LOG_DEBUG(MOD, "ignoring unknown request field '%.64s'", key);
-    return 0;
+    if (!strcmp(key, "logit_bias")) return parse_logit_bias(r, v, err);
+    return refuse_field(r->kind, key, v, err);
 }
 
 static oai_request *request_defaults(oai_kind kind) {
@@ -517,6 +577,8 @@ void oai_request_free(oai_request *r) {
     free(r->user);
     free(r->cache_salt);
     free(r->grammar);
+    free(r->bias_tokens);
+    free(r->bias_values);
     free(r);
 }
 

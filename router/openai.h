@@ -50,6 +50,9 @@ typedef struct oai_request {
     char *cache_salt;
     char *grammar;             /* GBNF of the output constraint (oai_constraint.h), or NULL */
     const char *grammar_field; /* the request field it came from */
+    uint32_t *bias_tokens;     /* logit_bias, n_bias entries (token ids checked by the worker) */
+    float *bias_values;
+    size_t n_bias;
     char *tags[OAI_MAX_TAGS];
     size_t n_tags;
 } oai_request;

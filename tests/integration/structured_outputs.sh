@@ -3,7 +3,8 @@
 # schema (nested objects, arrays, enums, $ref), json_object outputs are objects, guided_regex
 # outputs match, guided_choice returns a choice, GBNF grammars hold; the same inside a batch of
 # 16 concurrent mixed requests on a worker that speculates for the others, on both endpoints;
-# bad constraints are 400s naming the field.
+# bad constraints are 400s naming the field; logit_bias steers the draw and an id outside the
+# vocabulary is a 400; unknown request fields are refused.
 . "$(dirname "$0")/lib.sh"
 
 M=$T_DIR/m.gguf
@@ -119,5 +120,12 @@ bad({"grammar": "root ::= undefined-rule"}, "never defined")
 bad({"guided_regex": "a(?=b)"}, "lookaround")
 bad({"response_format": {"type": "xml"}}, "response_format.type")
 bad({"guided_choice": []}, "guided_choice")
+bad({"logit_bias": {"999999": 5}}, "outside the vocabulary")
+bad({"frobnicate": 1}, "Unrecognized request argument supplied: frobnicate")
+# logit_bias: +100 on the byte token "A" (id 3 + 65 in the synthetic vocabulary) wins every draw
+st, r = post("/v1/completions", {"model": "precise", "prompt": "x", "max_tokens": 5,
+                                 "temperature": 1, "seed": 3, "logit_bias": {"68": 100}})
+assert st == 200 and r["choices"][0]["text"] == "AAAAA", r
+print("  logit_bias {68: 100}:", r["choices"][0]["text"])
 PY
 ok "structured outputs: every output that stopped is valid (random weights, temperature 1)"

@@ -225,6 +225,8 @@ static void sample_all(engine *e, const sched_batch *b) {
         sampler_result res;
         sol_err err = {0};
         float *row = e->logits + (size_t)i * e->n_vocab;
+        for (int32_t k = 0; k < r->n_bias; k++)
+            row[r->bias_tokens[k]] += r->bias_values[k];
         int32_t id = r->gram ? grammar_apply(r->gram, row, &err) : 0;
         if (id == 0)
             id = sampler_sample(e->smp, &r->sseq, row, r->seq.tokens, r->seq.n_tokens, &res, &err);

@@ -104,11 +104,14 @@ typedef struct engine_request {
     int32_t max_tokens;      /* <= 0: up to max_model_len */
     const char *const *stop; /* stop strings (copied), detected on the text */
     size_t n_stop;
-    bool ignore_eos;              /* keep generating past end-of-generation tokens */
-    bool no_speculation;          /* never draft for this request (logprobs requests never do) */
-    int32_t priority;             /* lower = more important */
-    uint64_t deadline_ns;         /* sol_now_ns() clock; 0 = none */
-    const char *cache_salt;       /* copied; NULL/"" = shared prefix cache */
+    bool ignore_eos;            /* keep generating past end-of-generation tokens */
+    bool no_speculation;        /* never draft for this request (logprobs requests never do) */
+    int32_t priority;           /* lower = more important */
+    uint64_t deadline_ns;       /* sol_now_ns() clock; 0 = none */
+    const char *cache_salt;     /* copied; NULL/"" = shared prefix cache */
+    const int32_t *bias_tokens; /* logit_bias: added to these tokens' logits before sampling */
+    const float *bias_values;
+    int32_t n_bias;
     const char *grammar;          /* GBNF the output must match (structured outputs); NULL =
                                      none. Needs a tokenizer; the request never speculates */
     const int32_t *resume_tokens; /* failover: ids already generated elsewhere */

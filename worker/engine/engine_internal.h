@@ -33,7 +33,10 @@ typedef struct ereq {
     char *salt;
     stop_text stop;
     tok_stream *ts;
-    grammar *gram;                      /* the output constraint (owned), NULL = none */
+    grammar *gram;        /* the output constraint (owned), NULL = none */
+    int32_t *bias_tokens; /* logit_bias (owned), n_bias entries */
+    float *bias_values;
+    int32_t n_bias;
     struct ereq *inbox_next;            /* submitted, not yet seen by the engine thread */
     struct ereq *live_prev, *live_next; /* every request not yet finished (guarded by mu) */
 } ereq;

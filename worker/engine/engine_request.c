@@ -15,6 +15,7 @@ void ereq_free(ereq *r) {
     stop_text_free(&r->stop);
     tok_stream_free(r->ts);
     grammar_free(r->gram);
+    free(r->bias_tokens), free(r->bias_values);
     free(r);
 }
 
@@ -136,6 +137,23 @@ static int setup_output(const engine *e, const engine_request *q, ereq *r, sol_e
     return 0;
 }
 
+/* logit_bias, its token ids checked against the vocabulary. */
+static int setup_bias(const engine *e, const engine_request *q, ereq *r, sol_err *err) {
+    if (q->n_bias <= 0) return 0;
+    for (int32_t i = 0; i < q->n_bias; i++)
+        if (q->bias_tokens[i] < 0 || q->bias_tokens[i] >= e->n_vocab)
+            return sol_err_set(err, -EINVAL,
+                               "logit_bias: token id %d is outside the vocabulary (0..%d)",
+                               q->bias_tokens[i], e->n_vocab - 1);
+    r->bias_tokens = malloc(sizeof *r->bias_tokens * (size_t)q->n_bias);
+    r->bias_values = malloc(sizeof *r->bias_values * (size_t)q->n_bias);
+    if (!r->bias_tokens || !r->bias_values) return sol_err_set(err, -ENOMEM, "out of memory");
+    memcpy(r->bias_tokens, q->bias_tokens, sizeof *r->bias_tokens * (size_t)q->n_bias);
+    memcpy(r->bias_values, q->bias_values, sizeof *r->bias_values * (size_t)q->n_bias);
+    r->n_bias = q->n_bias;
+    return 0;
+}
+
 /* The request's grammar, advanced over its resume tokens (failover replays the state). */
 static int setup_grammar(const engine *e, const engine_request *q, ereq *r, sol_err *err) {
     if (!q->grammar) return 0;
@@ -188,12 +206,14 @@ int ereq_build(const engine *e, const engine_request *q, ereq **out, sol_err *er
     r->seq.priority = q->priority;
     r->n_generated = q->n_resume_tokens;
     r->ignore_eos = q->ignore_eos;
-    /* Verify yields no logprobs, and drafts are not checked against a grammar yet. */
-    r->no_spec = q->no_speculation || q->sampling.want_logprobs || q->grammar;
+    /* Verify yields no logprobs, and drafts are not checked against a grammar or biased yet. */
+    r->no_spec = q->no_speculation || q->sampling.want_logprobs || q->grammar || q->n_bias;
     r->spec_slot = -1;
     r->deadline_ns = q->deadline_ns;
     r->user = q->user;
-    if ((rc = setup_output(e, q, r, err)) || (rc = setup_grammar(e, q, r, err))) goto fail;
+    if ((rc = setup_output(e, q, r, err)) || (rc = setup_bias(e, q, r, err)) ||
+        (rc = setup_grammar(e, q, r, err)))
+        goto fail;
     *out = r;
     return 0;
 fail:

@@ -164,6 +164,9 @@ static int eng_submit(void *self, const Sol__Generate *g, sol_err *e) {
     q.deadline_ns = g->deadline_ms ? sol_now_ns() + g->deadline_ms * 1000000ull : 0;
     q.cache_salt = g->cache_salt;
     q.grammar = g->grammar && g->grammar[0] ? g->grammar : NULL;
+    q.bias_tokens = (const int32_t *)g->bias_tokens; /* checked against the vocabulary */
+    q.bias_values = g->bias_values;
+    q.n_bias = (int32_t)g->n_bias_tokens;
     q.resume_tokens = (const int32_t *)g->resume_tokens; /* ids fit in int32 (vocab size) */
     q.n_resume_tokens = (int32_t)g->n_resume_tokens;
     q.user = r;

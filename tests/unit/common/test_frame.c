@@ -24,6 +24,8 @@ typedef struct fixture {
     char *stop[2];
     char *tags[2];
     uint32_t resume[3];
+    uint32_t bias_ids[2];
+    float bias_vals[2];
     Sol__Generate gen;
     Sol__TopLogprob top[2];
     Sol__TopLogprob *topp[2];
@@ -94,6 +96,8 @@ static void fill_generate(fixture *f) {
     f->resume[0] = 1;
     f->resume[1] = 29871;
     f->resume[2] = 4000000000u;
+    f->bias_ids[0] = 7, f->bias_ids[1] = 31999;
+    f->bias_vals[0] = -100.0f, f->bias_vals[1] = 2.5f;
     Sol__Generate *g = &f->gen;
     sol__generate__init(g);
     g->request_id = "req-0001";
@@ -114,6 +118,10 @@ static void fill_generate(fixture *f) {
     g->add_bos = 1;
     g->cache_salt = "salt-a";
     g->grammar = "root ::= \"yes\" | \"no\"";
+    g->bias_tokens = f->bias_ids;
+    g->n_bias_tokens = 2;
+    g->bias_values = f->bias_vals;
+    g->n_bias_values = 2;
     g->echo_prompt_tokens = 1;
 }
 

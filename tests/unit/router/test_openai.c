@@ -44,7 +44,8 @@ static void test_completion_defaults_and_fields(void **st) {
            "{\"model\":\"m\",\"prompt\":[\"x\"],\"max_tokens\":5,\"temperature\":0,\"top_p\":0.5,"
            "\"top_k\":40,\"min_p\":0.1,\"stop\":[\"a\",\"b\"],\"seed\":7,\"stream\":true,"
            "\"stream_options\":{\"include_usage\":true},\"logprobs\":3,\"priority\":-2,"
-           "\"cache_salt\":\"t1\",\"tags\":[\"fast\"],\"user\":\"u\",\"unknown_x\":{\"y\":1},"
+           "\"cache_salt\":\"t1\",\"tags\":[\"fast\"],\"user\":\"u\",\"logit_bias\":{\"5\":-100,"
+           "\"9\":2.5},"
            "\"n\":1,\"echo\":false,\"presence_penalty\":null}");
     assert_string_equal(r->prompt, "x");
     assert_int_equal(r->max_tokens, 5);
@@ -55,6 +56,8 @@ static void test_completion_defaults_and_fields(void **st) {
     assert_true(r->stream && r->include_usage && r->sampling.want_logprobs);
     assert_int_equal(r->sampling.n_logprobs, 3);
     assert_int_equal(r->priority, -2);
+    assert_int_equal(r->n_bias, 2);
+    assert_true(r->bias_tokens[0] == 5 && r->bias_values[0] == -100.0f && r->bias_tokens[1] == 9);
     assert_string_equal(r->cache_salt, "t1");
     assert_string_equal(r->tags[0], "fast");
     oai_request_free(r);
@@ -99,6 +102,30 @@ static void test_completion_errors(void **st) {
     bad(OAI_COMPLETION, utf, sizeof utf - 1, "", "not valid UTF-8");
     const char nul[] = "{\"model\":\"m\",\"prompt\":\"a\\u0000b\"}";
     bad(OAI_COMPLETION, nul, sizeof nul - 1, "", "invalid JSON");
+}
+
+/* No field is silently ignored: unknown ones are refused as OpenAI does, OpenAI's own that this
+ * server lacks with the reason, bad logit_bias entries and constraint mixes by name. */
+static void test_field_audit(void **st) {
+    (void)st;
+    BAD(OAI_COMPLETION, "{\"prompt\":\"x\",\"unknown_x\":1}", "unknown_x",
+        "Unrecognized request argument supplied: unknown_x");
+    BAD(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"store\":true}", "store",
+        "stored completions");
+    BAD(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"audio\":{}}", "audio",
+        "audio output");
+    BAD(OAI_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\"-3\":1}}", "logit_bias",
+        "is not a token id");
+    BAD(OAI_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\"3\":101}}", "logit_bias",
+        "[-100, 100]");
+    BAD(OAI_COMPLETION, "{\"prompt\":\"x\",\"guided_regex\":\"a\",\"guided_choice\":[\"b\"]}",
+        "guided_choice", "cannot be combined");
+    oai_request *r = ok(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                                  "\"store\":false,\"metadata\":null,"
+                                  "\"response_format\":{\"type\":\"json_object\"}}");
+    assert_non_null(r->grammar);
+    assert_string_equal(r->grammar_field, "response_format");
+    oai_request_free(r);
 }
 
 static void test_chat(void **st) {
@@ -251,6 +278,7 @@ int main(void) {
         cmocka_unit_test(test_completion_defaults_and_fields),
         cmocka_unit_test(test_completion_errors),
         cmocka_unit_test(test_chat),
+        cmocka_unit_test(test_field_audit),
         cmocka_unit_test(test_responses),
         cmocka_unit_test(test_sse),
         cmocka_unit_test(test_error_body),
