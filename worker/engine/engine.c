@@ -215,6 +215,32 @@ static int32_t verify_one(engine *e, ereq *r, int32_t i) {
     return rows;
 }
 
+/* A grammar-constrained draw, sample first (as llama.cpp does): the unconstrained draw is tried
+ * against the grammar (microseconds); only when the grammar refuses it is the whole mask computed
+ * (milliseconds on a 32k vocabulary inside a string) and the draw made again among the allowed
+ * tokens, from a separate position of the request's random stream. For plain temperature
+ * sampling that is exactly the distribution restricted to the allowed tokens, and the argmax over
+ * them when greedy; with top-k/top-p/min-p the truncation is applied before the grammar on the
+ * first try. With logprobs the mask comes first, so they describe the constrained row. */
+static int32_t sample_constrained(engine *e, ereq *r, float *row, sampler_result *res,
+                                  sol_err *err) {
+    uint64_t pos = r->sseq.pos;
+    int32_t id;
+    if (!r->sseq.params.want_logprobs) {
+        memcpy(e->row_copy, row, sizeof(float) * (size_t)e->n_vocab);
+        id =
+            sampler_sample(e->smp, &r->sseq, e->row_copy, r->seq.tokens, r->seq.n_tokens, res, err);
+        if (id < 0 || grammar_accept(r->gram, id, err) == 0) return id;
+        sampler_seq_set_position(&r->sseq, pos | (1ull << 62)); /* an independent draw */
+    }
+    int rc = grammar_apply(r->gram, row, err);
+    if (rc) return rc;
+    id = sampler_sample(e->smp, &r->sseq, row, r->seq.tokens, r->seq.n_tokens, res, err);
+    sampler_seq_set_position(&r->sseq, pos + 1);
+    if (id >= 0 && grammar_accept(r->gram, id, err)) return -EINVAL;
+    return id;
+}
+
 static void sample_all(engine *e, const sched_batch *b) {
     for (int32_t i = 0; i < b->n_logits; i++) {
         ereq *r = req_of(b->logit_seqs[i]);
@@ -227,10 +253,9 @@ static void sample_all(engine *e, const sched_batch *b) {
         float *row = e->logits + (size_t)i * e->n_vocab;
         for (int32_t k = 0; k < r->n_bias; k++)
             row[r->bias_tokens[k]] += r->bias_values[k];
-        int32_t id = r->gram ? grammar_apply(r->gram, row, &err) : 0;
-        if (id == 0)
-            id = sampler_sample(e->smp, &r->sseq, row, r->seq.tokens, r->seq.n_tokens, &res, &err);
-        if (id >= 0 && r->gram && grammar_accept(r->gram, id, &err)) id = -EINVAL;
+        int32_t id = r->gram ? sample_constrained(e, r, row, &res, &err)
+                             : sampler_sample(e->smp, &r->sseq, row, r->seq.tokens, r->seq.n_tokens,
+                                              &res, &err);
         if (id < 0)
             finish(e, r, ENGINE_FINISH_ERROR, err.msg);
         else
@@ -511,6 +536,8 @@ static int start(engine *e, sol_err *err) {
     if ((rc = espec_init(e, err))) return rc;
     int32_t rows = espec_max_logit_rows(e);
     e->logits = malloc(sizeof(float) * (size_t)e->n_vocab * (size_t)rows);
+    e->row_copy = malloc(sizeof(float) * (size_t)e->n_vocab);
+    if (!e->row_copy) return sol_err_set(err, -ENOMEM, "out of memory for logits");
     if (!e->logits) return sol_err_set(err, -ENOMEM, "out of memory for logits");
     if ((rc = model_reserve(e->m, e->cfg.max_batched_tokens, rows, err))) return rc;
     detect_template(e);
@@ -565,6 +592,7 @@ void engine_free(engine *e) {
     grammar_vocab_free(e->gvocab);
     espec_free(e);
     free(e->logits);
+    free(e->row_copy);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->wake);
     pthread_cond_destroy(&e->idle);

@@ -54,6 +54,7 @@ struct engine {
     sampler *smp;
     grammar_vocab *gvocab; /* the vocabulary as bytes for grammars, NULL without a tokenizer */
     float *logits;         /* max_num_seqs x n_vocab */
+    float *row_copy;       /* one row: a constrained request's first, unconstrained draw */
     pthread_t thread;
     bool thread_started;
     /* guarded by mu */

@@ -158,6 +158,7 @@ struct grammar {
     wbuf cur; /* the current state's words */
     uint32_t cur_stacks;
     wbuf build; /* a state being built by advance() */
+    wbuf spare; /* grammar_accept's state between bytes */
     wbuf tmp;   /* expansion scratch */
     wbuf arena; /* states of the trie walk, last in first out */
     long steps;
@@ -368,15 +369,20 @@ int grammar_accept(grammar *g, int32_t token, sol_err *err) {
         (v->kind[token] == 1 && !grammar_complete(g)))
         return sol_err_set(err, -EINVAL, "grammar: token %d is not allowed here", token);
     if (v->kind[token] == 1) return 0;
+    /* Byte by byte between two spare buffers: the current state changes only on success. */
+    const wbuf *src = &g->cur;
     for (size_t i = 0; i < v->len[token]; i++) {
-        int n = advance(g, g->cur.w, (uint32_t)g->cur.len, (uint8_t)v->piece[token][i], 0);
+        int n = advance(g, src->w, (uint32_t)src->len, (uint8_t)v->piece[token][i], 0);
         if (n <= 0)
             return n < 0
                        ? mask_error(n, err)
                        : sol_err_set(err, -EINVAL, "grammar: token %d is not allowed here", token);
-        wbuf t = g->cur;
-        g->cur = g->build, g->build = t;
+        wbuf t = g->spare;
+        g->spare = g->build, g->build = t;
+        src = &g->spare;
     }
+    wbuf t = g->cur;
+    g->cur = g->spare, g->spare = t;
     return 0;
 }
 
@@ -420,7 +426,8 @@ grammar *grammar_new(const char *text, size_t len, const grammar_vocab *v, sol_e
 void grammar_free(grammar *m) {
     if (!m) return;
     gbnf_free(m->g);
-    free(m->cur.w), free(m->build.w), free(m->tmp.w), free(m->arena.w), free(m->mask);
+    free(m->cur.w), free(m->build.w), free(m->spare.w), free(m->tmp.w), free(m->arena.w);
+    free(m->mask);
     for (int i = 0; i < CACHE_SLOTS; i++)
         free(m->cache[i].key), free(m->cache[i].bits);
     free(m);

@@ -168,6 +168,13 @@ static void test_choice(void **state) {
         assert_true(i == EOS ? logits[i] == 0 : isinf(logits[i]));
     assert_false(grammar_allows(g, CTRL));
     grammar_free(g);
+    /* A token failing at its second byte leaves the state where it was. */
+    g = compile("root ::= \"a\" \"z\"");
+    assert_int_equal(grammar_accept(g, tok("ab"), &e), -EINVAL);
+    assert_true(grammar_allows(g, tok("a")) && !grammar_allows(g, tok("z")));
+    assert_int_equal(grammar_accept(g, tok("a"), &e), 0);
+    assert_true(grammar_allows(g, tok("z")));
+    grammar_free(g);
 }
 
 /* A JSON-like list of numbers; the walks' texts are checked by hand. */
