@@ -66,6 +66,7 @@ static const cfg_key k_keys[] = {
     KINT(worker.tensor_parallel, 1, 8),
     KINT(worker.tp_timeout_ms, 100, 3600000),
     KEY(worker.dtype, T_ENUM, .names = k_model_dtypes),
+    KEY(worker.chat_template, T_STR),
     KEY(worker.mmap, T_BOOL),
     KEY(worker.mlock, T_BOOL),
     KINT(worker.heartbeat_ms, 10, 60000),
@@ -159,6 +160,7 @@ void sol_config_defaults(sol_config *cfg) {
     w->backend = SOL_BACKEND_CPU;
     w->tensor_parallel = 1;
     w->tp_timeout_ms = 60000;
+    w->chat_template = cfg_strdup("");
     w->mmap = true;
     w->heartbeat_ms = 1000;
     w->kv.block_size = 16;

@@ -93,6 +93,7 @@ typedef struct sol_worker_config {
     int tensor_parallel;  /* ranks the model is sharded over (one thread, one device each) */
     int tp_timeout_ms;    /* a rank or collective slower than this: the worker is unhealthy */
     int dtype;            /* vLLM's --dtype: only 0 = auto (the file's types) */
+    char *chat_template;  /* a family name overriding the GGUF's template; "" = detect */
     bool mmap;
     bool mlock;
     int heartbeat_ms;

@@ -299,7 +299,22 @@ static int validate_messages(const Sol__Generate *g, sol_err *e) {
             return at_item(e, rc, "generate.messages", i, ".role");
         if ((rc = check_string(m->content, SIZE_MAX, 0, e)) < 0)
             return at_item(e, rc, "generate.messages", i, ".content");
+        if ((rc = check_string(m->tool_call_id, SOL_FRAME_MAX_NAME_BYTES, 0, e)) < 0)
+            return at_item(e, rc, "generate.messages", i, ".tool_call_id");
+        if ((rc = check_count(m->n_tool_calls, m->tool_calls, SOL_FRAME_MAX_TOOLS, e)) < 0)
+            return at_item(e, rc, "generate.messages", i, ".tool_calls");
+        for (size_t j = 0; j < m->n_tool_calls; j++) {
+            const Sol__ToolCall *c = m->tool_calls[j];
+            if (!c || (rc = check_string(c->id, SOL_FRAME_MAX_NAME_BYTES, 0, e)) < 0 ||
+                (rc = check_string(c->name, SOL_FRAME_MAX_NAME_BYTES, STR_REQUIRED, e)) < 0 ||
+                (rc = check_string(c->arguments, SIZE_MAX, 0, e)) < 0)
+                return at_item(e, c ? rc : sol_err_set(e, -EINVAL, "is NULL"), "generate.messages",
+                               i, ".tool_calls");
+        }
     }
+    if ((rc = check_strings(g->tools, g->n_tools, SOL_FRAME_MAX_TOOLS, SIZE_MAX, 0,
+                            "generate.tools", e)) < 0)
+        return rc;
     return 0;
 }
 

@@ -30,18 +30,38 @@ int genmsg_encode(const oai_request *req, const char *request_id, uint8_t **out,
     g.n_bias_values = req->n_bias;
     Sol__ChatMessage *msgs = NULL;
     Sol__ChatMessage **ptrs = NULL;
+    Sol__ToolCall *calls = NULL, **call_ptrs = NULL;
+    if (oai_tools_active(&req->tools)) {
+        g.tools = (char **)req->tools.json;
+        g.n_tools = req->tools.n;
+    }
     if (req->kind == OAI_CHAT) {
+        size_t n_calls = 0;
+        for (size_t i = 0; i < req->n_messages; i++)
+            n_calls += req->messages[i].n_calls;
         msgs = calloc(req->n_messages ? req->n_messages : 1, sizeof *msgs);
         ptrs = calloc(req->n_messages ? req->n_messages : 1, sizeof *ptrs);
-        if (!msgs || !ptrs) {
-            free(msgs);
-            free(ptrs);
+        calls = calloc(n_calls ? n_calls : 1, sizeof *calls);
+        call_ptrs = calloc(n_calls ? n_calls : 1, sizeof *call_ptrs);
+        if (!msgs || !ptrs || !calls || !call_ptrs) {
+            free(msgs), free(ptrs), free(calls), free(call_ptrs);
             return sol_err_set(e, -ENOMEM, "out of memory building the request");
         }
-        for (size_t i = 0; i < req->n_messages; i++) {
+        for (size_t i = 0, c = 0; i < req->n_messages; i++) {
+            const oai_message *m = &req->messages[i];
             sol__chat_message__init(&msgs[i]);
-            msgs[i].role = req->messages[i].role;
-            msgs[i].content = req->messages[i].content ? req->messages[i].content : "";
+            msgs[i].role = m->role;
+            msgs[i].content = m->content ? m->content : "";
+            msgs[i].tool_call_id = m->tool_call_id ? m->tool_call_id : "";
+            msgs[i].tool_calls = call_ptrs + c;
+            msgs[i].n_tool_calls = m->n_calls;
+            for (size_t j = 0; j < m->n_calls; j++, c++) {
+                sol__tool_call__init(&calls[c]);
+                calls[c].id = m->calls[j].id;
+                calls[c].name = m->calls[j].name;
+                calls[c].arguments = m->calls[j].arguments;
+                call_ptrs[c] = &calls[c];
+            }
             ptrs[i] = &msgs[i];
         }
         g.messages = ptrs;
@@ -55,5 +75,6 @@ int genmsg_encode(const oai_request *req, const char *request_id, uint8_t **out,
     int rc = frame_encode(&env, out, len, e);
     free(msgs);
     free(ptrs);
+    free(calls), free(call_ptrs);
     return rc;
 }

@@ -18,6 +18,7 @@ typedef struct gg {
     unsigned used;
     char refs[64][96]; /* $ref targets already made into rules */
     int n_refs;
+    int def_base; /* rule number of refs[0]: several schemas (tools) share one grammar */
 } gg;
 
 static int bad(gg *c, const char *path, const char *what) {
@@ -289,10 +290,10 @@ static int ref_rule(gg *c, const char *ref, const char *path, char *name, int de
     const json_t *target = key && defs ? json_object_get(defs, key) : NULL;
     if (!target) return bad(c, path, "$ref must name an entry of $defs or definitions");
     for (int i = 0; i < c->n_refs; i++)
-        if (!strcmp(c->refs[i], ref)) return snprintf(name, 32, "def-%d", i), 0;
+        if (!strcmp(c->refs[i], ref)) return snprintf(name, 32, "def-%d", c->def_base + i), 0;
     if (c->n_refs == 64) return bad(c, path, "more than 64 $ref targets");
     snprintf(c->refs[c->n_refs], sizeof c->refs[0], "%s", ref);
-    int id = c->n_refs++;
+    int id = c->def_base + c->n_refs++;
     snprintf(name, 32, "def-%d", id);
     char sub[32], where[300];
     snprintf(where, sizeof where, "%.200s", ref);
@@ -412,6 +413,42 @@ int gg_json_schema(const json_t *schema, strbuf *out, sol_err *err) {
     char name[32];
     int rc = schema_rule(&c, schema, "schema", name, 0);
     return rc ? rc : finish(&c, name);
+}
+
+int gg_tool_calls(const char *const *names, const json_t *const *params, size_t n, bool parallel,
+                  strbuf *out, sol_err *err) {
+    gg c = {.out = out, .err = err};
+    strbuf alts;
+    strbuf_init(&alts);
+    int rc = n ? 0 : sol_err_set(err, -EINVAL, "tool calls: no tools");
+    for (size_t i = 0; i < n && !rc; i++) {
+        char args[32] = "json-obj", path[64];
+        snprintf(path, sizeof path, "tools[%zu].function.parameters", i);
+        c.root = params[i], c.def_base += c.n_refs, c.n_refs = 0;
+        if (params[i])
+            rc = schema_rule(&c, params[i], path, args, 0);
+        else
+            c.used |= USE_VALUE;
+        if (rc) break;
+        char head[256];
+        json_t *name = json_string(names[i]);
+        char *quoted = json_dumps(name, JSON_ENCODE_ANY);
+        snprintf(head, sizeof head, "<tool_call>\n{\"name\": %s, \"arguments\": ", quoted);
+        free(quoted), json_decref(name);
+        if (i) strbuf_puts(&alts, " | ");
+        strbuf_puts(&alts, "( ");
+        literal(&alts, head, strlen(head));
+        strbuf_printf(&alts, " %s ", args);
+        literal(&alts, "}\n</tool_call>", strlen("}\n</tool_call>"));
+        strbuf_puts(&alts, " )");
+    }
+    if (!rc) {
+        c.used |= USE_WS;
+        strbuf_printf(out, "tool-call ::= %s\n", alts.data);
+        rc = finish(&c, parallel ? "tool-call ( \"\\n\" tool-call )*" : "tool-call");
+    }
+    strbuf_free(&alts);
+    return rc;
 }
 
 int gg_json_object(strbuf *out, sol_err *err) {

@@ -274,19 +274,30 @@ static enum MHD_Result start_generation(http_server *s, struct MHD_Connection *c
 }
 
 static enum MHD_Result respond_full(struct MHD_Connection *c, http_stream *st) {
+    strbuf content; /* with tools: the text less the calls read out of it */
+    strbuf_init(&content);
+    if (st->tools) {
+        oai_call_parser_feed(&st->calls, st->text.data ? st->text.data : "", st->text.len,
+                             &content);
+        oai_call_parser_flush(&st->calls, &content);
+        if (st->calls.n_calls && st->finish == OAI_FINISH_STOP) st->finish = OAI_FINISH_TOOL_CALLS;
+    }
     oai_response r = {st->req->kind,
                       st->sse.id,
                       st->sse.created,
                       st->req->model,
-                      st->text.data,
-                      st->text.len,
+                      st->tools ? content.data : st->text.data,
+                      st->tools ? content.len : st->text.len,
                       st->req->sampling.want_logprobs ? st->lp : NULL,
                       st->n_lp,
                       st->finish,
-                      st->usage};
+                      st->usage,
+                      st->calls.calls,
+                      st->calls.n_calls};
     strbuf b;
     strbuf_init(&b);
     oai_response_json(&b, &r);
+    strbuf_free(&content);
     return send_buf(c, 200, "application/json", &b, st->request_id, st->pool, st->reason, 0);
 }
 

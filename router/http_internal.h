@@ -52,6 +52,8 @@ struct http_stream {
     oai_usage usage;
     oai_finish finish;
     uint64_t t_start, t_first, t_last;
+    bool tools;            /* chat with tools offered: calls are read out of the text */
+    oai_call_parser calls; /* the calls so far (streaming: sent as they complete) */
 };
 
 http_stream *http_stream_new(http_server *srv, struct MHD_Connection *conn, oai_request *req,

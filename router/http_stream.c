@@ -36,6 +36,7 @@ void http_stream_unref(http_stream *s) {
     pthread_mutex_destroy(&s->mu);
     strbuf_free(&s->out);
     strbuf_free(&s->text);
+    oai_call_parser_free(&s->calls);
     free_logprobs(s);
     oai_request_free(s->req);
     free(s);
@@ -63,6 +64,8 @@ http_stream *http_stream_new(http_server *srv, struct MHD_Connection *conn, oai_
     oai_stream_init(&s->sse, req, id, (int64_t)(time(NULL)));
     strbuf_init(&s->out);
     strbuf_init(&s->text);
+    s->tools = req->kind == OAI_CHAT && oai_tools_active(&req->tools);
+    oai_call_parser_init(&s->calls, request_id);
     return s;
 }
 
@@ -101,13 +104,34 @@ static void observe_timing(http_stream *s, const http_chunk *c) {
     s->t_last = now;
 }
 
+/* With tools: the text goes through the call parser; content is sent as it comes, each call when
+ * it is complete, and the last chunk says tool_calls when the model made any. */
+static void format_tools(http_stream *s, const http_chunk *c) {
+    strbuf content;
+    strbuf_init(&content);
+    size_t from = s->calls.n_calls;
+    oai_call_parser_feed(&s->calls, c->text ? c->text : "", c->text_len, &content);
+    if (c->finish != OAI_FINISH_NONE) oai_call_parser_flush(&s->calls, &content);
+    if (content.len || c->n_logprobs)
+        oai_sse_chunk(&s->out, &s->sse, content.data, content.len, c->logprobs, c->n_logprobs,
+                      OAI_FINISH_NONE);
+    if (s->calls.n_calls > from)
+        oai_sse_tool_calls(&s->out, &s->sse, s->calls.calls, from, s->calls.n_calls);
+    oai_finish f =
+        c->finish == OAI_FINISH_STOP && s->calls.n_calls ? OAI_FINISH_TOOL_CALLS : c->finish;
+    if (f != OAI_FINISH_NONE) oai_sse_chunk(&s->out, &s->sse, "", 0, NULL, 0, f);
+    strbuf_free(&content);
+}
+
 static void format_stream(http_stream *s, const http_chunk *c) {
     if (c->error) {
         oai_sse_error(&s->out, c->error);
         oai_sse_done(&s->out);
         return;
     }
-    if (c->text_len || c->n_logprobs || c->finish != OAI_FINISH_NONE)
+    if (s->tools)
+        format_tools(s, c);
+    else if (c->text_len || c->n_logprobs || c->finish != OAI_FINISH_NONE)
         oai_sse_chunk(&s->out, &s->sse, c->text, c->text_len, c->logprobs, c->n_logprobs,
                       c->finish);
     if (c->finish == OAI_FINISH_NONE) return;

@@ -268,6 +268,90 @@ static int parse_content(const json_t *v, size_t idx, char **out, oai_error *err
     return 0;
 }
 
+/* An assistant message's tool_calls: [{"id", "type": "function", "function": {"name",
+ * "arguments"}}]; arguments is the JSON text the model produced (OpenAI's shape). */
+static int parse_msg_calls(oai_message *dst, const json_t *v, size_t i, oai_error *err) {
+    char param[64];
+    snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
+    if (!json_is_array(v) || json_array_size(v) > OAI_MAX_TOOLS)
+        return BAD(err, param, "'%s' must be an array", param), -EINVAL;
+    dst->calls = calloc(json_array_size(v) + 1, sizeof *dst->calls);
+    if (!dst->calls) return -ENOMEM;
+    for (size_t j = 0; j < json_array_size(v); j++) {
+        const json_t *c = json_array_get(v, j), *fn = json_object_get(c, "function");
+        const char *id = json_string_value(json_object_get(c, "id"));
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        const json_t *args = json_object_get(fn, "arguments");
+        if (!id || !name || !json_is_string(args))
+            return BAD(err, param,
+                       "'%s[%zu]' needs id, function.name and function.arguments "
+                       "(a string of JSON)",
+                       param, j),
+                   -EINVAL;
+        oai_msg_call *d = &dst->calls[dst->n_calls++];
+        d->id = strdup(id), d->name = strdup(name), d->arguments = strdup(json_string_value(args));
+        if (!d->id || !d->name || !d->arguments) return -ENOMEM;
+    }
+    return 0;
+}
+
+static int parse_message(oai_message *dst, size_t i, const json_t *m, oai_error *err) {
+    char param[64];
+    snprintf(param, sizeof param, "messages[%zu]", i);
+    if (!json_is_object(m))
+        return BAD(err, param, "'%s' must be an object, got %s", param, json_type_name(m)), -EINVAL;
+    const char *k;
+    const json_t *x;
+    json_object_foreach((json_t *)m, k, x) {
+        (void)x;
+        if (strcmp(k, "role") && strcmp(k, "content") && strcmp(k, "tool_calls") &&
+            strcmp(k, "tool_call_id"))
+            return BAD(err, param,
+                       "'%s.%s' is not supported (role, content, tool_calls, "
+                       "tool_call_id)",
+                       param, k),
+                   -EINVAL;
+    }
+    const json_t *role = json_object_get(m, "role");
+    snprintf(param, sizeof param, "messages[%zu].role", i);
+    if (!json_is_string(role))
+        return BAD(err, param, "'%s' must be a string, got %s", param,
+                   role ? json_type_name(role) : "nothing"),
+               -EINVAL;
+    const char *rs = json_string_value(role);
+    if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") &&
+        strcmp(rs, "developer") && strcmp(rs, "tool"))
+        return BAD(err, param, "'%s' must be one of system, user, assistant, tool; got \"%.40s\"",
+                   param, rs),
+               -EINVAL;
+    /* "developer" is OpenAI's newer name for the system role */
+    dst->role = strdup(!strcmp(rs, "developer") ? "system" : rs);
+    if (!dst->role) return -ENOMEM;
+    const json_t *calls = json_object_get(m, "tool_calls"),
+                 *tid = json_object_get(m, "tool_call_id");
+    int rc;
+    if (calls && !json_is_null(calls)) {
+        if (strcmp(rs, "assistant"))
+            return BAD(err, param, "messages[%zu]: only assistant messages carry tool_calls", i),
+                   -EINVAL;
+        if ((rc = parse_msg_calls(dst, calls, i, err))) return rc;
+    }
+    if (!strcmp(rs, "tool")) {
+        if (!json_is_string(tid))
+            return BAD(err, param, "messages[%zu]: a tool message needs tool_call_id", i), -EINVAL;
+        if (!(dst->tool_call_id = strdup(json_string_value(tid)))) return -ENOMEM;
+    } else if (tid) {
+        return BAD(err, param, "messages[%zu]: tool_call_id belongs to tool messages", i), -EINVAL;
+    }
+    const json_t *content = json_object_get(m, "content");
+    if ((!content || json_is_null(content)) && dst->n_calls) return 0; /* calls, no text */
+    if (!content || json_is_null(content)) {
+        snprintf(param, sizeof param, "messages[%zu].content", i);
+        return BAD(err, param, "'%s' is required", param), -EINVAL;
+    }
+    return parse_content(content, i, &dst->content, err);
+}
+
 static int parse_messages(oai_request *r, const json_t *v, oai_error *err) {
     if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > OAI_MAX_MESSAGES)
         return BAD(err, "messages", "'messages' must be a non-empty array (at most %d), got %s",
@@ -276,36 +360,7 @@ static int parse_messages(oai_request *r, const json_t *v, oai_error *err) {
     r->messages = calloc(json_array_size(v), sizeof *r->messages);
     if (!r->messages) return -ENOMEM;
     for (size_t i = 0; i < json_array_size(v); i++) {
-        const json_t *m = json_array_get(v, i);
-        char param[48];
-        snprintf(param, sizeof param, "messages[%zu]", i);
-        if (!json_is_object(m))
-            return BAD(err, param, "'%s' must be an object, got %s", param, json_type_name(m)),
-                   -EINVAL;
-        oai_message *dst = &r->messages[r->n_messages++];
-        const json_t *role = json_object_get(m, "role");
-        snprintf(param, sizeof param, "messages[%zu].role", i);
-        if (!json_is_string(role))
-            return BAD(err, param, "'%s' must be a string, got %s", param,
-                       role ? json_type_name(role) : "nothing"),
-                   -EINVAL;
-        const char *rs = json_string_value(role);
-        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") &&
-            strcmp(rs, "developer"))
-            return BAD(err, param, "'%s' must be one of system, user, assistant; got \"%.40s\"%s",
-                       param, rs,
-                       !strcmp(rs, "tool") || !strcmp(rs, "function") ? " (tools are not supported)"
-                                                                      : ""),
-                   -EINVAL;
-        /* "developer" is OpenAI's newer name for the system role */
-        dst->role = strdup(!strcmp(rs, "developer") ? "system" : rs);
-        if (!dst->role) return -ENOMEM;
-        const json_t *content = json_object_get(m, "content");
-        if (!content || json_is_null(content)) {
-            snprintf(param, sizeof param, "messages[%zu].content", i);
-            return BAD(err, param, "'%s' is required", param), -EINVAL;
-        }
-        int rc = parse_content(content, i, &dst->content, err);
+        int rc = parse_message(&r->messages[r->n_messages++], i, json_array_get(v, i), err);
         if (rc) return rc;
     }
     return 0;
@@ -331,9 +386,9 @@ static int reject_unsupported(oai_kind kind, const char *key, const json_t *v, o
     }
     if (kind == OAI_COMPLETION && !strcmp(key, "suffix"))
         return BAD(err, "suffix", "'suffix' is not supported"), -EINVAL;
-    if (kind == OAI_CHAT && (!strcmp(key, "tools") || !strcmp(key, "functions") ||
-                             !strcmp(key, "tool_choice") || !strcmp(key, "function_call")))
-        return BAD(err, key, "'%s' is not supported: this server has no tool calling", key),
+    if (kind == OAI_CHAT && (!strcmp(key, "functions") || !strcmp(key, "function_call")))
+        return BAD(err, key, "'%s' (the legacy form) is not supported: use tools and tool_choice",
+                   key),
                -EINVAL;
     return 1; /* not an unsupported field */
 }
@@ -455,7 +510,6 @@ static int refuse_field(oai_kind kind, const char *key, const json_t *v, oai_err
         {"prediction", "predicted outputs are not supported"},
         {"reasoning_effort", "no reasoning models are served here"},
         {"web_search_options", "web search is not supported"},
-        {"parallel_tool_calls", "this server has no tool calling"},
         {"service_tier", "service tiers are not supported"},
     };
     if (json_is_null(v)) return 0; /* null means "not given" */
@@ -472,6 +526,7 @@ static int parse_field(oai_request *r, const char *key, const json_t *v, oai_err
     if ((rc = parse_sampling(r, key, v, err)) <= 0) return rc;
     if ((rc = parse_logprobs(r, key, v, err)) <= 0) return rc;
     if ((rc = oai_constraint_field(key, v, &r->grammar, &r->grammar_field, err)) <= 0) return rc;
+    if (r->kind == OAI_CHAT && (rc = oai_tools_field(&r->tools, key, v, err)) <= 0) return rc;
     if (!strcmp(key, "model")) return get_string(v, "model", &r->model, err);
     if (r->kind == OAI_COMPLETION && !strcmp(key, "prompt")) return parse_prompt(r, v, err);
     if (r->kind == OAI_CHAT && !strcmp(key, "messages")) return parse_messages(r, v, err);
@@ -498,13 +553,16 @@ static oai_request *request_defaults(oai_kind kind) {
     oai_request *r = calloc(1, sizeof *r);
     if (!r) return NULL;
     r->kind = kind;
+    oai_tools_init(&r->tools);
     r->max_tokens = kind == OAI_COMPLETION ? OAI_DEFAULT_MAX_TOKENS : 0;
     r->sampling = sol_sampling_default();
     r->sampling.top_k = -1; /* OpenAI's "off"; 0 on the wire */
     return r;
 }
 
-static int check_required(const oai_request *r, oai_error *err) {
+static int check_required(oai_request *r, oai_error *err) {
+    int rc = oai_tools_finish(&r->tools, &r->grammar, &r->grammar_field, err);
+    if (rc) return rc;
     /* `model` may be left out: classification then picks the pool (docs/api.md). */
     if (r->kind == OAI_COMPLETION && !r->prompt)
         return BAD(err, "prompt", "'prompt' is required"), -EINVAL;
@@ -566,9 +624,13 @@ void oai_request_free(oai_request *r) {
     free(r->model);
     free(r->prompt);
     for (size_t i = 0; i < r->n_messages; i++) {
-        free(r->messages[i].role);
-        free(r->messages[i].content);
+        oai_message *m = &r->messages[i];
+        free(m->role), free(m->content), free(m->tool_call_id);
+        for (size_t j = 0; j < m->n_calls; j++)
+            free(m->calls[j].id), free(m->calls[j].name), free(m->calls[j].arguments);
+        free(m->calls);
     }
+    oai_tools_free(&r->tools);
     free(r->messages);
     for (size_t i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
@@ -607,6 +669,8 @@ const char *oai_finish_name(oai_finish f) {
         return "stop";
     case OAI_FINISH_LENGTH:
         return "length";
+    case OAI_FINISH_TOOL_CALLS:
+        return "tool_calls";
     default:
         return NULL;
     }
@@ -720,7 +784,14 @@ int oai_response_json(strbuf *out, const oai_response *r) {
         put_header(out, r->id, "chat.completion", r->created, r->model);
         strbuf_puts(out, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
                          "\"content\":");
-        strbuf_json_str(out, r->text ? r->text : "", r->text ? r->text_len : 0);
+        if (r->n_calls && !r->text_len)
+            strbuf_puts(out, "null"); /* OpenAI's shape when the answer is only calls */
+        else
+            strbuf_json_str(out, r->text ? r->text : "", r->text ? r->text_len : 0);
+        if (r->n_calls) {
+            strbuf_putc(out, ',');
+            oai_put_tool_calls(out, r->calls, 0, r->n_calls, false);
+        }
         strbuf_puts(out, "},\"logprobs\":");
         if (r->logprobs)
             put_chat_logprobs(out, r->logprobs, r->n_logprobs);
@@ -782,6 +853,20 @@ int oai_sse_chunk(strbuf *out, oai_stream *s, const char *text, size_t len,
     put_finish(out, finish);
     strbuf_puts(out, "}]");
     /* with include_usage every chunk carries "usage": null except the last, as OpenAI does */
+    if (s->include_usage) strbuf_puts(out, ",\"usage\":null");
+    return strbuf_puts(out, "}\n\n");
+}
+
+int oai_sse_tool_calls(strbuf *out, oai_stream *s, const oai_call *calls, size_t from, size_t n) {
+    strbuf_puts(out, "data: ");
+    put_header(out, s->id, "chat.completion.chunk", s->created, s->model);
+    strbuf_puts(out, ",\"choices\":[{\"index\":0,\"delta\":{");
+    if (!s->role_sent) {
+        strbuf_puts(out, "\"role\":\"assistant\",\"content\":null,");
+        s->role_sent = true;
+    }
+    oai_put_tool_calls(out, calls, from, n, true);
+    strbuf_puts(out, "},\"logprobs\":null,\"finish_reason\":null}]");
     if (s->include_usage) strbuf_puts(out, ",\"usage\":null");
     return strbuf_puts(out, "}\n\n");
 }

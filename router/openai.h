@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "oai_tools.h"
 #include "sampling.h"
 #include "strbuf.h"
 
@@ -23,11 +24,19 @@ typedef enum {
     OAI_FINISH_NONE = 0, /* more follows: serialized as null */
     OAI_FINISH_STOP,
     OAI_FINISH_LENGTH,
+    OAI_FINISH_TOOL_CALLS, /* the model called tools (chat) */
 } oai_finish;
 
+typedef struct oai_msg_call {
+    char *id, *name, *arguments; /* arguments: the JSON text the client sent */
+} oai_msg_call;
+
 typedef struct oai_message {
-    char *role;    /* system | user | assistant */
-    char *content; /* text parts joined (array content is concatenated without separator) */
+    char *role;          /* system | user | assistant | tool */
+    char *content;       /* text parts joined (array content is concatenated without separator) */
+    oai_msg_call *calls; /* assistant: tool_calls */
+    size_t n_calls;
+    char *tool_call_id; /* tool: the call this answers */
 } oai_message;
 
 /* A validated request. Every string is owned by the struct; free with oai_request_free. */
@@ -50,6 +59,7 @@ typedef struct oai_request {
     char *cache_salt;
     char *grammar;             /* GBNF of the output constraint (oai_constraint.h), or NULL */
     const char *grammar_field; /* the request field it came from */
+    oai_tools tools;           /* chat: tools, tool_choice, parallel_tool_calls */
     uint32_t *bias_tokens;     /* logit_bias, n_bias entries (token ids checked by the worker) */
     float *bias_values;
     size_t n_bias;
@@ -118,6 +128,8 @@ typedef struct oai_response {
     size_t n_logprobs;
     oai_finish finish;
     oai_usage usage;
+    const oai_call *calls; /* chat: tool calls read out of the text (which is then the rest) */
+    size_t n_calls;
 } oai_response;
 
 int oai_response_json(strbuf *out, const oai_response *r);
@@ -139,6 +151,8 @@ void oai_stream_init(oai_stream *s, const oai_request *req, const char *id, int6
  * finish_reason. For chat the first chunk also carries delta.role = "assistant". */
 int oai_sse_chunk(strbuf *out, oai_stream *s, const char *text, size_t len,
                   const oai_token_logprob *lp, size_t n_lp, oai_finish finish);
+/* A chunk whose delta carries tool calls[from, n) (each whole: id, name, all the arguments). */
+int oai_sse_tool_calls(strbuf *out, oai_stream *s, const oai_call *calls, size_t from, size_t n);
 /* The usage chunk (choices: []) sent after the final chunk when include_usage is set. */
 int oai_sse_usage(strbuf *out, const oai_stream *s, const oai_usage *u);
 /* An error in the middle of a stream: `data: {"error":{...}}\n\n`. */

@@ -43,6 +43,10 @@ static const sol_cli_flag k_worker_flags[] = {
      "reuse the KV of shared prompt prefixes (the default), as vLLM's flag", NULL},
     {"--no-enable-prefix-caching", NULL, SOL_FLAG_FALSE, "worker.scheduler.prefix_caching",
      "never reuse KV across requests, as vLLM's flag", NULL},
+    {"--chat-template", "NAME", SOL_FLAG_SET, "worker.chat_template",
+     "chat template family instead of the GGUF's (chatml, llama2, llama3, llama3.1, llama3.2, "
+     "mistral, zephyr, qwen2.5, qwen3, gemma); unlike vLLM's flag, a name, not a Jinja file",
+     NULL},
     {"--dtype", "auto", SOL_FLAG_SET, "worker.dtype",
      "as vLLM's flag; only auto: weights compute in the GGUF file's types (make another file "
      "with sol-quantize)",
@@ -131,6 +135,7 @@ static int make_executor(void *zctx, const sol_worker_config *w, sol_backend *be
         .max_num_seqs = w->scheduler.max_num_seqs,
         .max_batched_tokens = w->scheduler.max_batched_tokens,
         .prefix_caching = w->scheduler.prefix_caching,
+        .chat_template = w->chat_template,
         /* A draft model with the method left at its default means "speculate with it": that
          * is what `--draft-model PATH` alone asks for (the fixed command line of the issue). */
         .spec_method = (int)(w->speculative.method == SOL_SPEC_OFF && w->speculative.draft_model

@@ -478,13 +478,18 @@ static int size_pool(engine *e, sol_err *err) {
     return 0;
 }
 
-static void detect_template(engine *e) {
+static int detect_template(engine *e, sol_err *err) {
+    if (e->cfg.chat_template && e->cfg.chat_template[0]) {
+        int rc = chat_template_from_name(e->cfg.chat_template, &e->chat_family, err);
+        return rc ? sol_err_wrap(err, "worker.chat_template: ") : 0;
+    }
     const char *src = NULL;
     sol_err ignore = {0};
     const gguf_file *g = model_gguf(e->m);
     if (g && gguf_get_kv(g, "tokenizer.chat_template"))
         gguf_get_str(g, "tokenizer.chat_template", &src, &ignore);
     e->chat_family = chat_template_detect(src);
+    return 0;
 }
 
 /* The vocabulary as bytes for grammar-constrained requests: end-of-generation tokens may end a
@@ -540,7 +545,7 @@ static int start(engine *e, sol_err *err) {
     if (!e->row_copy) return sol_err_set(err, -ENOMEM, "out of memory for logits");
     if (!e->logits) return sol_err_set(err, -ENOMEM, "out of memory for logits");
     if ((rc = model_reserve(e->m, e->cfg.max_batched_tokens, rows, err))) return rc;
-    detect_template(e);
+    if ((rc = detect_template(e, err))) return rc;
     e->stats.total_blocks = e->cfg.num_blocks;
     e->stats.free_blocks = e->cfg.num_blocks;
     e->stats.block_size = e->cfg.block_size;

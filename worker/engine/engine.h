@@ -76,6 +76,8 @@ typedef struct engine_config {
     int32_t max_num_seqs;
     int32_t max_batched_tokens;
     bool prefix_caching;
+    const char *chat_template; /* worker.chat_template: a family name overriding the GGUF's
+                                * template ("" / NULL: detect it) */
     /* worker.speculative (docs/speculative.md, "In the engine") */
     engine_spec_method spec_method;
     model *draft_model;     /* ENGINE_SPEC_DRAFT: borrowed, same vocabulary, same backend */
@@ -99,6 +101,8 @@ typedef struct engine_request {
     const char *prompt_text;
     const chat_message *messages; /* rendered with the GGUF's tokenizer.chat_template */
     size_t n_messages;
+    const char *const *tools; /* chat: functions offered (JSON texts), rendered by the template */
+    size_t n_tools;
     int add_bos; /* -1: the vocabulary's default, 0/1: force (for text and messages) */
     sampler_params sampling;
     int32_t max_tokens;      /* <= 0: up to max_model_len */

@@ -62,8 +62,8 @@ static int prompt_ids(const engine *e, const engine_request *q, int32_t extra, i
     int add_special = q->add_bos != 0;
     if (q->prompt_text) return encode(e, q->prompt_text, add_special, 0, extra, ids, n, err);
     char *text = NULL;
-    int rc =
-        chat_template_apply(e->chat_family, q->messages, q->n_messages, true, &text, NULL, err);
+    int rc = chat_template_apply_tools(e->chat_family, q->messages, q->n_messages,
+                                       &(chat_tools){q->tools, q->n_tools}, true, &text, NULL, err);
     if (rc) return rc;
     /* The template writes special-token spellings that must become their ids. */
     rc = encode(e, text, add_special, 1, extra, ids, n, err);

@@ -146,8 +146,24 @@ static int eng_submit(void *self, const Sol__Generate *g, sol_err *e) {
         return sol_err_set(e, -ENOMEM, "out of memory for request %s", g->request_id);
     }
     snprintf(r->id, sizeof r->id, "%s", g->request_id);
+    size_t n_calls = 0;
     for (size_t i = 0; i < g->n_messages; i++)
-        msgs[i] = (chat_message){.role = g->messages[i]->role, .content = g->messages[i]->content};
+        n_calls += g->messages[i]->n_tool_calls;
+    chat_tool_call *calls = n_calls ? calloc(n_calls, sizeof *calls) : NULL;
+    if (n_calls && !calls) {
+        free(r), free(msgs);
+        return sol_err_set(e, -ENOMEM, "out of memory for request %s", g->request_id);
+    }
+    for (size_t i = 0, c = 0; i < g->n_messages; i++) {
+        const Sol__ChatMessage *m = g->messages[i];
+        msgs[i] = (chat_message){.role = m->role, .content = m->content};
+        msgs[i].tool_calls = calls + c;
+        msgs[i].n_tool_calls = m->n_tool_calls;
+        /* OpenAI sends arguments as JSON-encoded text: printed as they are */
+        for (size_t j = 0; j < m->n_tool_calls; j++)
+            calls[c++] =
+                (chat_tool_call){m->tool_calls[j]->name, m->tool_calls[j]->arguments, true};
+    }
     engine_request q = {0};
     if (g->n_messages) {
         q.messages = msgs;
@@ -163,6 +179,8 @@ static int eng_submit(void *self, const Sol__Generate *g, sol_err *e) {
     q.priority = g->priority;
     q.deadline_ns = g->deadline_ms ? sol_now_ns() + g->deadline_ms * 1000000ull : 0;
     q.cache_salt = g->cache_salt;
+    q.tools = (const char *const *)g->tools;
+    q.n_tools = g->n_tools;
     q.grammar = g->grammar && g->grammar[0] ? g->grammar : NULL;
     q.bias_tokens = (const int32_t *)g->bias_tokens; /* checked against the vocabulary */
     q.bias_values = g->bias_values;
@@ -173,6 +191,7 @@ static int eng_submit(void *self, const Sol__Generate *g, sol_err *e) {
     atomic_fetch_add(&x->inflight, 1);
     int64_t id = engine_submit(x->eng, &q, e);
     free(msgs);
+    free(calls);
     if (id < 0) {
         atomic_fetch_sub(&x->inflight, 1);
         free(r);
@@ -297,6 +316,7 @@ static int load(eng_exec *x, const exec_engine_config *w, sol_err *e) {
     ec.max_num_seqs = w->max_num_seqs;
     ec.max_batched_tokens = w->max_batched_tokens;
     ec.prefix_caching = w->prefix_caching;
+    ec.chat_template = w->chat_template;
     int rc = load_spec(x, w, flags, &ec, e);
     if (rc) return rc;
     ec.on_event = on_event;

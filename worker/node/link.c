@@ -291,9 +291,11 @@ static void on_generate(worker_link *l, link_router *r, const Sol__Generate *g) 
     int rc = exec_submit(l->exec, g, &err);
     if (rc < 0) {
         LOG_WARN("link", "request %s refused: %s", g->request_id, err.msg);
-        send_error(l, r,
-                   rc == -EINVAL || rc == -ERANGE ? SOL_ERROR_BAD_REQUEST : SOL_ERROR_OVERLOADED,
-                   err.msg, g->request_id);
+        /* Only a lack of room is worth another worker; anything else (a bad parameter, a
+         * feature this worker's model lacks) would be refused everywhere: the client's 400. */
+        bool busy = rc == -EAGAIN || rc == -EBUSY || rc == -ENOMEM || rc == -ENOSPC;
+        send_error(l, r, busy ? SOL_ERROR_OVERLOADED : SOL_ERROR_BAD_REQUEST, err.msg,
+                   g->request_id);
         return;
     }
     table_insert(l, g->request_id, (uint16_t)(r - l->routers));

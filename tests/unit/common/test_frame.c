@@ -20,6 +20,8 @@ typedef struct fixture {
     Sol__Heartbeat hb;
     Sol__ChatMessage msg[2];
     Sol__ChatMessage *msgp[2];
+    Sol__ToolCall call, *callp[1];
+    char *tools[1];
     Sol__SamplingParams sp;
     char *stop[2];
     char *tags[2];
@@ -75,8 +77,15 @@ static void fill_generate(fixture *f) {
         sol__chat_message__init(&f->msg[i]);
         f->msg[i].role = (char *)roles[i];
         f->msg[i].content = (char *)texts[i];
+        f->msg[i].tool_call_id = "call_1";
+        f->msg[i].tool_calls = f->callp;
+        f->msg[i].n_tool_calls = 1;
         f->msgp[i] = &f->msg[i];
     }
+    sol__tool_call__init(&f->call);
+    f->call.id = "call_1", f->call.name = "get_weather", f->call.arguments = "{\"city\": \"Oslo\"}";
+    f->callp[0] = &f->call;
+    f->tools[0] = "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}";
     sol__sampling_params__init(&f->sp);
     f->sp.temperature = 0.7f;
     f->sp.top_p = 0.9f;
@@ -100,6 +109,8 @@ static void fill_generate(fixture *f) {
     f->bias_vals[0] = -100.0f, f->bias_vals[1] = 2.5f;
     Sol__Generate *g = &f->gen;
     sol__generate__init(g);
+    g->tools = f->tools;
+    g->n_tools = 1;
     g->request_id = "req-0001";
     g->prompt = "Once upon a time";
     g->n_messages = 2;

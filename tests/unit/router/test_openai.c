@@ -160,8 +160,38 @@ static void test_chat(void **st) {
         "}",
         "messages[0].content", "only text");
     BAD(OAI_CHAT,
-        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[]}",
-        "tools", "not supported");
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"functions\":[]}",
+        "functions", "use tools");
+    BAD(OAI_CHAT,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}",
+        "tool_choice", "needs 'tools'");
+    BAD(OAI_CHAT, "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", "messages[0].role",
+        "tool_call_id");
+    BAD(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"name\":\"bob\"}]}",
+        "messages[0]", "messages[0].name' is not supported");
+    BAD(OAI_CHAT,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+        "\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\","
+        "\"function\":{\"name\":\"g\"}}}",
+        "tool_choice", "not in 'tools'");
+    r = ok(OAI_CHAT,
+           "{\"messages\":[{\"role\":\"user\",\"content\":\"w?\"},{\"role\":\"assistant\","
+           "\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":"
+           "{\"name\":\"get\",\"arguments\":\"{\\\"a\\\": 1}\"}}]},{\"role\":\"tool\","
+           "\"tool_call_id\":\"c1\",\"content\":\"sunny\"}],\"tools\":[{\"type\":\"function\","
+           "\"function\":{\"name\":\"get\",\"parameters\":{\"type\":\"object\",\"properties\":"
+           "{\"a\":{\"type\":\"integer\"}}}}}],\"tool_choice\":\"required\"}");
+    assert_int_equal(r->tools.n, 1);
+    assert_string_equal(r->tools.json[0],
+                        "{\"type\": \"function\", \"function\": {\"name\": \"get\", "
+                        "\"parameters\": {\"type\": \"object\", \"properties\": {\"a\": "
+                        "{\"type\": \"integer\"}}}}}");
+    assert_int_equal(r->messages[1].n_calls, 1);
+    assert_string_equal(r->messages[1].calls[0].arguments, "{\"a\": 1}");
+    assert_string_equal(r->messages[2].tool_call_id, "c1");
+    assert_non_null(r->grammar); /* required: the calls are constrained */
+    assert_string_equal(r->grammar_field, "tool_choice");
+    oai_request_free(r);
     BAD(OAI_CHAT,
         "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":1}",
         "logprobs", "boolean");
@@ -178,8 +208,8 @@ static void test_responses(void **st) {
     (void)st;
     oai_top_logprob top[2] = {{"a", -0.1f}, {"b\"", -2.5f}};
     oai_token_logprob lp[2] = {{"a", -0.1f, top, 2}, {"\xc3\xa9", -1.0f, NULL, 0}};
-    oai_response r = {OAI_COMPLETION,    "cmpl-1", 1700000000, "m", "a\xc3\xa9", 3, lp, 2,
-                      OAI_FINISH_LENGTH, {4, 2, 0}};
+    oai_response r = {OAI_COMPLETION,    "cmpl-1",  1700000000, "m", "a\xc3\xa9", 3, lp, 2,
+                      OAI_FINISH_LENGTH, {4, 2, 0}, NULL,       0};
     strbuf b;
     strbuf_init(&b);
     assert_int_equal(oai_response_json(&b, &r), 0);

@@ -1,0 +1,125 @@
+# Promise: chat tool calling through the router on a worker with a tool-capable template
+# (--chat-template qwen2.5): tool_choice "required" and a named function always give calls that
+# parse (random weights, temperature 1: the grammar makes them), with finish_reason "tool_calls",
+# arguments valid against the function's parameters, streamed as delta.tool_calls pieces that
+# assemble to the same calls; "auto" and "none" answer; a tool result round trip renders; a
+# template without a tool format refuses tools with a 400 naming it.
+. "$(dirname "$0")/lib.sh"
+
+M=$T_DIR/m.gguf
+mkmodel "$M" --seed 23 --ctx 2048
+start_router
+start_cpu_worker w precise "$M" --chat-template qwen2.5
+start_cpu_worker plain fast "$M" # the synthetic model's own template (llama-2) has no tool format
+wait_ready
+wait_worker w
+
+python3 - "$BASE" <<'PY' || { cp "$T_DIR"/*.log /tmp/tc_logs/; fail "tool calls: see above"; }
+import json, sys, urllib.request, urllib.error
+base = sys.argv[1]
+
+def post(body, stream=False):
+    req = urllib.request.Request(base + "/v1/chat/completions", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            if not stream:
+                return r.status, json.load(r)
+            events = [json.loads(l[6:]) for l in r.read().decode().split("\n")
+                      if l.startswith("data: ") and l != "data: [DONE]"]
+            return r.status, events
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather now",
+          "parameters": {"type": "object", "properties": {
+              "city": {"type": "string", "maxLength": 12},
+              "unit": {"enum": ["c", "f"]}}, "required": ["city", "unit"],
+              "additionalProperties": False}}},
+         {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+          "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+          "required": ["a", "b"]}}}]
+
+def check_call(c):
+    assert c["type"] == "function" and c["id"], c
+    args = json.loads(c["function"]["arguments"])
+    if c["function"]["name"] == "get_weather":
+        assert set(args) == {"city", "unit"} and args["unit"] in ("c", "f"), args
+        assert len(args["city"]) <= 12, args
+    else:
+        assert c["function"]["name"] == "add" and set(args) == {"a", "b"}, c
+        assert isinstance(args["a"], int) and isinstance(args["b"], int), args
+
+msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
+n_stop = 0
+for seed in range(1, 21):
+    st, r = post({"model": "precise", "messages": msgs, "tools": tools, "tool_choice": "required",
+                  "temperature": 1, "seed": seed, "max_tokens": 120})
+    assert st == 200, r
+    ch = r["choices"][0]
+    if ch["finish_reason"] == "length":
+        continue
+    n_stop += 1
+    assert ch["finish_reason"] == "tool_calls", ch
+    assert ch["message"]["tool_calls"], ch
+    for c in ch["message"]["tool_calls"]:
+        check_call(c)
+print(f"  required: {n_stop} of 20 ended with tool_calls, all valid")
+assert n_stop >= 10
+
+# a named function: only that one is called
+st, r = post({"model": "precise", "messages": msgs, "tools": tools, "temperature": 1, "seed": 5,
+              "tool_choice": {"type": "function", "function": {"name": "add"}}, "max_tokens": 120})
+assert st == 200, r
+calls = r["choices"][0]["message"].get("tool_calls") or []
+assert r["choices"][0]["finish_reason"] == "length" or (calls and all(
+    c["function"]["name"] == "add" for c in calls)), r
+[check_call(c) for c in calls]
+print("  named:", [c["function"]["arguments"] for c in calls])
+
+# streamed: the pieces assemble as the official client does it
+for seed in range(1, 6):
+    st, ev = post({"model": "precise", "messages": msgs, "tools": tools, "tool_choice": "required",
+                   "temperature": 1, "seed": seed, "max_tokens": 120, "stream": True}, stream=True)
+    assert st == 200, ev
+    got, fin = {}, None
+    for e in ev:
+        d = e["choices"][0]["delta"] if e["choices"] else {}
+        for tc in d.get("tool_calls") or []:
+            slot = got.setdefault(tc["index"], {"id": "", "type": "function",
+                                               "function": {"name": "", "arguments": ""}})
+            slot["id"] += tc.get("id", "")
+            slot["function"]["name"] += tc.get("function", {}).get("name", "")
+            slot["function"]["arguments"] += tc.get("function", {}).get("arguments", "")
+        if e["choices"] and e["choices"][0]["finish_reason"]:
+            fin = e["choices"][0]["finish_reason"]
+    if fin == "length":
+        continue
+    assert fin == "tool_calls" and got, (fin, got)
+    [check_call(c) for c in got.values()]
+    st, r = post({"model": "precise", "messages": msgs, "tools": tools, "tool_choice": "required",
+                  "temperature": 1, "seed": seed, "max_tokens": 120})
+    assert [c["function"] for c in r["choices"][0]["message"]["tool_calls"]] == \
+        [got[i]["function"] for i in sorted(got)], (r, got)
+print("  streamed tool calls assemble to the non-streamed ones")
+
+# auto and none answer; a tool result round trip renders
+for choice in ("auto", "none"):
+    st, r = post({"model": "precise", "messages": msgs, "tools": tools, "tool_choice": choice,
+                  "max_tokens": 8, "temperature": 0})
+    assert st == 200 and r["choices"][0]["finish_reason"] in ("stop", "length", "tool_calls"), r
+history = msgs + [{"role": "assistant", "content": None, "tool_calls": [{"id": "call_1",
+          "type": "function", "function": {"name": "get_weather",
+          "arguments": "{\"city\": \"Paris\", \"unit\": \"c\"}"}}]},
+          {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 21}"}]
+st, r = post({"model": "precise", "messages": history, "tools": tools, "max_tokens": 8,
+              "temperature": 0})
+assert st == 200, r
+print("  tool result round trip: 200,", r["choices"][0]["finish_reason"])
+
+# a template with no tool format refuses tools by name
+st, r = post({"model": "fast", "messages": msgs, "tools": tools, "max_tokens": 4})
+assert st == 400 and "no tool format" in r["error"]["message"], r
+print("  400:", r["error"]["message"][:100])
+PY
+ok "tool calls: required/named always parse, streamed deltas assemble, round trip renders"
