@@ -14,7 +14,7 @@ start_cpu_worker plain fast "$M" # the synthetic model's own template (llama-2) 
 wait_ready
 wait_worker w
 
-python3 - "$BASE" <<'PY' || { cp "$T_DIR"/*.log /tmp/tc_logs/; fail "tool calls: see above"; }
+python3 - "$BASE" <<'PY' || fail "tool calls: see above"
 import json, sys, urllib.request, urllib.error
 base = sys.argv[1]
 
