@@ -1,0 +1,63 @@
+// The official openai npm client and tool calling against sol-router + a CPU worker with random
+// weights and a tool-capable template: tool_choice required and named (always parseable: the
+// worker's grammar), the stream helper assembling delta.tool_calls, and a tool result round trip.
+import OpenAI from "openai";
+
+const base = process.argv[2];
+const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: "none", maxRetries: 0 });
+let failures = 0;
+function check(cond, what) {
+  if (!cond) { failures++; console.error(`FAIL: ${what}`); } else console.log(`ok   ${what}`);
+}
+const tools = [{
+  type: "function",
+  function: {
+    name: "get_weather", description: "Current weather",
+    parameters: { type: "object", properties: { city: { type: "string", maxLength: 12 },
+                  unit: { enum: ["c", "f"] } }, required: ["city", "unit"], additionalProperties: false },
+  },
+}];
+const messages = [{ role: "user", content: "Weather in Oslo?" }];
+const valid = (call) => {
+  const a = JSON.parse(call.function.arguments);
+  return call.type === "function" && call.id && call.function.name === "get_weather" &&
+    typeof a.city === "string" && ["c", "f"].includes(a.unit);
+};
+
+let stopped = 0, good = 0;
+for (let seed = 1; seed <= 6; seed++) {
+  const r = await client.chat.completions.create({ model: "precise", messages, tools, tool_choice: "required",
+                                                   parallel_tool_calls: false, temperature: 1, seed,
+                                                   max_tokens: 120 });
+  const ch = r.choices[0];
+  if (ch.finish_reason === "length") continue;
+  stopped++;
+  if (ch.finish_reason === "tool_calls" && ch.message.tool_calls?.length === 1 && valid(ch.message.tool_calls[0])) good++;
+}
+check(stopped >= 3 && good === stopped,
+      `tool_choice required, parallel_tool_calls false: ${good} of ${stopped} finished answers are one valid call`);
+
+const named = await client.chat.completions.create({ model: "precise", messages, tools, seed: 2, max_tokens: 120,
+  tool_choice: { type: "function", function: { name: "get_weather" } } });
+check(named.choices[0].finish_reason === "length" ||
+      (named.choices[0].message.tool_calls || []).every(valid), "named tool_choice");
+
+// The stream helper assembles the delta.tool_calls pieces into the final message.
+const runner = client.chat.completions.stream({ model: "precise", messages, tools, tool_choice: "required",
+                                                temperature: 1, seed: 3, max_tokens: 120 });
+const final = await runner.finalChatCompletion();
+const plain = await client.chat.completions.create({ model: "precise", messages, tools, tool_choice: "required",
+                                                     temperature: 1, seed: 3, max_tokens: 120 });
+const fc = final.choices[0], pc = plain.choices[0];
+check(fc.finish_reason === pc.finish_reason &&
+      JSON.stringify((fc.message.tool_calls || []).map((c) => c.function)) ===
+      JSON.stringify((pc.message.tool_calls || []).map((c) => c.function)),
+      "stream helper: assembled tool_calls equal the non-streamed ones");
+
+const call = pc.message.tool_calls?.[0] ?? { id: "call_0", type: "function",
+  function: { name: "get_weather", arguments: "{\"city\": \"Oslo\", \"unit\": \"c\"}" } };
+const next = await client.chat.completions.create({ model: "precise", max_tokens: 6, temperature: 0, tools,
+  messages: [...messages, { role: "assistant", content: null, tool_calls: [call] },
+             { role: "tool", tool_call_id: call.id, content: "{\"temp\": 3}" }] });
+check(next.choices[0].message.role === "assistant", "tool result round trip answers");
+process.exit(failures ? 1 : 0);
