@@ -99,13 +99,15 @@ static walk_stats walk(const strbuf *gb, const grammar_vocab *v, const tokenizer
 int main(int argc, char **argv) {
     const char *model = NULL;
     int tokens = 2000;
-    for (int c; (c = getopt(argc, argv, "m:n:h")) != -1;) {
+    static const struct option longs[] = {
+        {"model", 1, 0, 'm'}, {"tokens", 1, 0, 'n'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    for (int c; (c = getopt_long(argc, argv, "m:n:h", longs, NULL)) != -1;) {
         if (c == 'm')
             model = optarg;
         else if (c == 'n')
             tokens = atoi(optarg);
         else {
-            printf("usage: bench_grammar -m MODEL.gguf [-n TOKENS]\n"
+            printf("usage: bench_grammar -m MODEL.gguf [-n|--tokens N]\n"
                    "Times compiling a tool-call schema and the grammar mask per token over the "
                    "model's vocabulary (tokens: how many to walk, default 2000).\n");
             return c == 'h' ? 0 : 2;

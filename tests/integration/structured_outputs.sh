@@ -2,7 +2,8 @@
 # response_format json_schema output that ends with finish_reason "stop" parses and satisfies its
 # schema (nested objects, arrays, enums, $ref), json_object outputs are objects, guided_regex
 # outputs match, guided_choice returns a choice, GBNF grammars hold; the same inside a batch of
-# 16 concurrent mixed requests on a worker that speculates for the others, on both endpoints;
+# 16 concurrent mixed requests on a worker that speculates (drafts verified against the grammar),
+# on both endpoints;
 # bad constraints are 400s naming the field; logit_bias steers the draw and an id outside the
 # vocabulary is a 400; unknown request fields are refused.
 . "$(dirname "$0")/lib.sh"
@@ -87,7 +88,15 @@ cases = [
 for name, extra, check in cases:
     for seed in range(1, 51 if name == "json_schema" else 11):
         run(name, "chat" if seed % 2 else "completion", seed, extra, check)
-# 16 concurrent mixed requests (constrained and not; the worker speculates for the plain ones)
+# Constrained requests speculate too: their drafts were verified against the grammar's masks.
+import time
+time.sleep(0.6)  # a heartbeat carries the counters
+m = urllib.request.urlopen(base + "/metrics").read().decode()
+steps = sum(float(l.split()[-1]) for l in m.splitlines()
+            if l.startswith("sol_worker_spec_verify_steps_total{"))
+assert steps > 0, "no verify step ran for the constrained requests"
+print(f"  constrained requests alone: {steps:.0f} speculative verify steps")
+# 16 concurrent mixed requests (constrained and not)
 errors = []
 def one(i):
     try:

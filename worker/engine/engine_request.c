@@ -206,8 +206,9 @@ int ereq_build(const engine *e, const engine_request *q, ereq **out, sol_err *er
     r->seq.priority = q->priority;
     r->n_generated = q->n_resume_tokens;
     r->ignore_eos = q->ignore_eos;
-    /* Verify yields no logprobs, and drafts are not checked against a grammar or biased yet. */
-    r->no_spec = q->no_speculation || q->sampling.want_logprobs || q->grammar || q->n_bias;
+    /* Verify yields no logprobs; grammars and logit_bias constrain the verify rows
+     * (engine_spec.c). */
+    r->no_spec = q->no_speculation || q->sampling.want_logprobs;
     r->spec_slot = -1;
     r->deadline_ns = q->deadline_ns;
     r->user = q->user;

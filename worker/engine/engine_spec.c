@@ -188,13 +188,36 @@ static void adapt(engine *e, ereq *r, int k, int j) {
     r->win_drafted = r->win_accepted = 0;
 }
 
+/* The request's constraints on its k + 1 verify rows: logit_bias on each; the grammar's mask on
+ * row j at the state after drafts 0..j-1, so a draft the grammar refuses has target probability 0
+ * and is never accepted, and the resampled or bonus token is always allowed. Rows after a refused
+ * draft are never reached. The grammar is walked through the drafts, then rewound. */
+static int constrain_rows(engine *e, ereq *r, float *logits, const int32_t *draft, int k,
+                          sol_err *err) {
+    for (int j = 0; j <= k; j++)
+        for (int32_t b = 0; b < r->n_bias; b++)
+            logits[(size_t)j * e->n_vocab + r->bias_tokens[b]] += r->bias_values[b];
+    if (!r->gram) return 0;
+    int rc = grammar_mark(r->gram);
+    if (rc) return sol_err_set(err, rc, "out of memory for the grammar");
+    for (int j = 0; j <= k && !rc; j++) {
+        rc = grammar_apply(r->gram, logits + (size_t)j * e->n_vocab, err);
+        sol_err ignore = {0};
+        if (!rc && j < k && grammar_accept(r->gram, draft[j], &ignore)) break;
+    }
+    grammar_reset_to_mark(r->gram);
+    return rc;
+}
+
 int espec_verify(engine *e, ereq *r, float *logits, int32_t *out, sol_err *err) {
     uint64_t t0 = sol_now_ns();
     sched_seq *s = &r->seq;
     int k = s->n_spec, j = 0;
     int32_t n_hist = s->n_tokens - k;
     const int32_t *draft = s->tokens + n_hist;
-    int rc = spec_target_probs(e->smp, &r->sseq, logits, k, s->tokens, n_hist, e->spec_p, err);
+    int rc = constrain_rows(e, r, logits, draft, k, err);
+    if (rc) return rc;
+    rc = spec_target_probs(e->smp, &r->sseq, logits, k, s->tokens, n_hist, e->spec_p, err);
     if (rc) return rc;
     const float *q = drafter_one_hot(e->drafter) ? NULL : e->spec_q;
     if (q) /* this request's q rows: its index among this step's candidates */
@@ -203,6 +226,8 @@ int espec_verify(engine *e, ereq *r, float *logits, int32_t *out, sol_err *err) 
     int n = spec_verify(&r->sseq, e->spec_p, draft, q, k, e->n_vocab, spec_accept_exact,
                         e->spec_scratch, out, &j, err);
     if (n < 0) return n;
+    for (int t = 0; r->gram && t < n; t++) /* what was emitted, into the grammar */
+        if ((rc = grammar_accept(r->gram, out[t], err))) return rc;
     if ((rc = sched_spec_resolve(s, j, err))) return rc;
     spec_stats_add(&e->spec, k, j, 0, sol_now_ns() - t0);
     adapt(e, r, k, j);

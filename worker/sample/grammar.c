@@ -157,10 +157,11 @@ struct grammar {
     const grammar_vocab *v;
     wbuf cur; /* the current state's words */
     uint32_t cur_stacks;
-    wbuf build; /* a state being built by advance() */
-    wbuf spare; /* grammar_accept's state between bytes */
-    wbuf tmp;   /* expansion scratch */
-    wbuf arena; /* states of the trie walk, last in first out */
+    wbuf build;  /* a state being built by advance() */
+    wbuf spare;  /* grammar_accept's state between bytes */
+    wbuf marked; /* grammar_mark's copy of the state */
+    wbuf tmp;    /* expansion scratch */
+    wbuf arena;  /* states of the trie walk, last in first out */
     long steps;
     int overflow;
     uint64_t *mask; /* n_vocab bits: the last mask */
@@ -386,6 +387,19 @@ int grammar_accept(grammar *g, int32_t token, sol_err *err) {
     return 0;
 }
 
+int grammar_mark(grammar *g) {
+    g->marked.len = 0;
+    if (wbuf_need(&g->marked, g->cur.len)) return -ENOMEM;
+    memcpy(g->marked.w, g->cur.w, g->cur.len * sizeof *g->cur.w);
+    g->marked.len = g->cur.len;
+    return 0;
+}
+
+void grammar_reset_to_mark(grammar *g) {
+    wbuf t = g->cur;
+    g->cur = g->marked, g->marked = t;
+}
+
 void grammar_counters(const grammar *g, uint64_t *computed, uint64_t *cached) {
     *computed = g->computed, *cached = g->cached;
 }
@@ -426,7 +440,8 @@ grammar *grammar_new(const char *text, size_t len, const grammar_vocab *v, sol_e
 void grammar_free(grammar *m) {
     if (!m) return;
     gbnf_free(m->g);
-    free(m->cur.w), free(m->build.w), free(m->spare.w), free(m->tmp.w), free(m->arena.w);
+    free(m->cur.w), free(m->build.w), free(m->spare.w), free(m->marked.w), free(m->tmp.w);
+    free(m->arena.w);
     free(m->mask);
     for (int i = 0; i < CACHE_SLOTS; i++)
         free(m->cache[i].key), free(m->cache[i].bits);

@@ -39,6 +39,11 @@ bool grammar_allows(grammar *g, int32_t token);
 /* Advances over token (an end-of-generation token leaves the state as it is). -EINVAL when the
  * grammar does not allow it. */
 int grammar_accept(grammar *g, int32_t token, sol_err *err);
+/* Remember the current state, and go back to it (speculative verification walks the drafts
+ * through the grammar to mask each verify row, then rewinds). One mark at a time. */
+int grammar_mark(grammar *g);
+void grammar_reset_to_mark(grammar *g);
+
 /* The text so far is a complete match (end of generation is allowed). */
 bool grammar_complete(const grammar *g);
 
