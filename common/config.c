@@ -65,6 +65,7 @@ static const cfg_key k_keys[] = {
     KEY(worker.enforce_eager, T_BOOL),
     KINT(worker.tensor_parallel, 1, 8),
     KINT(worker.tp_timeout_ms, 100, 3600000),
+    KINT(worker.stall_after_ms, 0, 3600000),
     KEY(worker.dtype, T_ENUM, .names = k_model_dtypes),
     KEY(worker.chat_template, T_STR),
     KEY(worker.mmap, T_BOOL),
@@ -160,6 +161,7 @@ void sol_config_defaults(sol_config *cfg) {
     w->backend = SOL_BACKEND_CPU;
     w->tensor_parallel = 1;
     w->tp_timeout_ms = 60000;
+    w->stall_after_ms = 60000;
     w->chat_template = cfg_strdup("");
     w->mmap = true;
     w->heartbeat_ms = 1000;

@@ -92,6 +92,7 @@ typedef struct sol_worker_config {
     bool enforce_eager;   /* cuda: no CUDA graphs */
     int tensor_parallel;  /* ranks the model is sharded over (one thread, one device each) */
     int tp_timeout_ms;    /* a rank or collective slower than this: the worker is unhealthy */
+    int stall_after_ms;   /* work but no engine step for this long: unhealthy; 0 = off */
     int dtype;            /* vLLM's --dtype: only 0 = auto (the file's types) */
     char *chat_template;  /* a family name overriding the GGUF's template; "" = detect */
     bool mmap;

@@ -126,6 +126,7 @@ static void on_heartbeat(broker *b, bk_worker *w, const Sol__Heartbeat *hb) {
         .spec_emitted = hb->spec_emitted,
         .spec_draft_seconds = hb->spec_draft_seconds,
         .spec_verify_seconds = hb->spec_verify_seconds,
+        .unhealthy = w->unhealthy,
     };
     metrics_set_worker(b->cfg.metrics, w->id, w->pool, &load);
     b->dirty = true;

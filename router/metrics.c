@@ -221,7 +221,8 @@ enum {
     W_SPEC_ACCEPTED,
     W_SPEC_EMITTED,
     W_SPEC_DRAFT_S,
-    W_SPEC_VERIFY_S
+    W_SPEC_VERIFY_S,
+    W_UNHEALTHY
 };
 
 static uint64_t worker_count(const metrics_worker_load *l, int which) {
@@ -236,6 +237,8 @@ static uint64_t worker_count(const metrics_worker_load *l, int which) {
         return l->spec_drafted;
     case W_SPEC_ACCEPTED:
         return l->spec_accepted;
+    case W_UNHEALTHY:
+        return l->unhealthy;
     default:
         return l->spec_emitted;
     }
@@ -260,7 +263,7 @@ static double worker_real(const metrics_worker_load *l, int which) {
 
 /* Integer series print exactly (a double holds only 53 bits); the rest with 9 digits. */
 static void put_worker_value(strbuf *o, const metrics_worker_load *l, int which) {
-    if (which == W_RUNNING || which == W_WAITING ||
+    if (which == W_RUNNING || which == W_WAITING || which == W_UNHEALTHY ||
         (which >= W_SPEC_STEPS && which <= W_SPEC_EMITTED))
         strbuf_printf(o, " %llu\n", (unsigned long long)worker_count(l, which));
     else
@@ -361,6 +364,10 @@ int metrics_render(metrics *m, strbuf *o) {
     render_gauge(o, m, "sol_worker_kv_usage", "Fraction of KV-cache blocks in use (0..1).", W_KV,
                  0);
     render_gauge(o, m, "sol_worker_prefix_hit_rate", "Prefix-cache hit rate (0..1).", W_PREFIX, 0);
+    render_gauge(o, m, "sol_worker_unhealthy",
+                 "1 when the worker reports it cannot step (engine watchdog, stuck tensor-parallel "
+                 "rank): it gets no work.",
+                 W_UNHEALTHY, 0);
     render_spec(o, m);
     render_gauge(o, m, "vllm:num_requests_running", "Requests running on the worker.", W_RUNNING,
                  1);

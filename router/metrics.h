@@ -31,6 +31,7 @@ typedef struct metrics_worker_load {
     uint64_t spec_accepted; /* of those, accepted */
     uint64_t spec_emitted;  /* tokens emitted by verify steps */
     double spec_draft_seconds, spec_verify_seconds;
+    uint32_t unhealthy; /* 1: the worker reports it cannot step (watchdog, stuck TP rank) */
 } metrics_worker_load;
 
 /* `model_name` labels the vllm:* series (vLLM's `model_name` label). Thread-safe throughout. */

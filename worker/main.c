@@ -217,6 +217,7 @@ static int worker_run(const sol_config *cfg) {
         .worker_id = id,
         .pool = w->pool,
         .heartbeat_ms = w->heartbeat_ms,
+        .stall_after_ms = w->stall_after_ms,
     };
     if (w->backend != SOL_BACKEND_SIM && make_backend(w, &be, &err) < 0) {
         LOG_ERROR("worker", "%s", err.msg);

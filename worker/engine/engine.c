@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "engine_internal.h"
@@ -296,11 +297,29 @@ static void mark_unhealthy(engine *e, const char *why) {
     e->unhealthy = true;
 }
 
+/* The test-only fault SOL_TEST_ENGINE_STALL=N: the engine thread stops before its N-th step and
+ * stays stopped (as a hung device would) until the engine is freed. */
+static void test_stall(engine *e) {
+    LOG_WARN("engine", "SOL_TEST_ENGINE_STALL: stalling before step %llu (a test-only fault)",
+             (unsigned long long)e->stall_at);
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        bool stop = e->stop;
+        pthread_mutex_unlock(&e->mu);
+        if (stop) return;
+        usleep(10000);
+    }
+}
+
 /* One step; returns false when there was nothing to run. */
 static bool step(engine *e) {
     uint64_t t0 = sol_now_ns();
     take_commands(e);
     if (e->unhealthy) return false;
+    if (e->stall_at && e->stats.steps + 1 == e->stall_at) {
+        test_stall(e);
+        return false;
+    }
     e->step_emitted = 0;
     espec_propose(e); /* drafter time is not scheduling time: taken out of sched_ns below */
     uint64_t t_draft = sol_now_ns();
@@ -569,6 +588,8 @@ engine *engine_new(const engine_config *cfg, model *m, tokenizer *tok, sol_err *
     e->m = m;
     e->tok = tok;
     e->next_id = 1;
+    const char *stall = getenv("SOL_TEST_ENGINE_STALL");
+    e->stall_at = stall ? strtoull(stall, NULL, 10) : 0;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->wake, NULL);
     pthread_cond_init(&e->idle, NULL);

@@ -43,7 +43,8 @@ typedef struct ereq {
 
 struct engine {
     engine_config cfg;
-    bool unhealthy; /* the model cannot step (engine thread only; stats.unhealthy says why) */
+    bool unhealthy;    /* the model cannot step (engine thread only; stats.unhealthy says why) */
+    uint64_t stall_at; /* SOL_TEST_ENGINE_STALL: stop stepping before this step (test only) */
     model *m;
     tokenizer *tok;
     chat_template_family chat_family;

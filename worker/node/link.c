@@ -71,6 +71,9 @@ struct worker_link {
     bool draining;
     int exit_status; /* >= 0: leave the loop with it */
     uint64_t next_beat_ms;
+    int stall_after_ms;   /* the engine watchdog (link_config) */
+    uint64_t seen_steps;  /* engine_steps at the last heartbeat that saw it move */
+    uint64_t still_since; /* when the engine, with work, was last seen stepping; 0 = moving */
 };
 
 /* ---- in-flight table: open addressing, linear probing, backward-shift deletion ------------ */
@@ -147,6 +150,28 @@ static void send_register(worker_link *l, link_router *r) {
              r->endpoint, l->worker_id, l->pool, info.model, info.capacity, info.max_context);
 }
 
+/* The engine watchdog: work waiting or running but the step counter not moving for
+ * stall_after_ms (a hung GPU, a deadlock) makes the heartbeat say unhealthy, so the router fails
+ * the requests over; the link thread itself keeps beating, which is why it must check. */
+static void watch_engine(worker_link *l, exec_stats *st) {
+    uint64_t now = sol_now_ms();
+    if (l->stall_after_ms <= 0 || st->engine_steps != l->seen_steps ||
+        st->running + st->waiting == 0) {
+        l->seen_steps = st->engine_steps;
+        l->still_since = 0;
+        return;
+    }
+    if (!l->still_since) l->still_since = now;
+    uint64_t still = now - l->still_since;
+    if (still < (uint64_t)l->stall_after_ms || st->unhealthy[0]) return;
+    snprintf(st->unhealthy, sizeof st->unhealthy,
+             "the engine has not stepped for %llu ms with %u requests running and %u waiting "
+             "(worker.stall_after_ms %d)",
+             (unsigned long long)still, st->running, st->waiting, l->stall_after_ms);
+    if (still < (uint64_t)l->stall_after_ms + (uint64_t)l->heartbeat_ms) /* once */
+        LOG_ERROR("link", "%s", st->unhealthy);
+}
+
 static void send_heartbeats(worker_link *l) {
     exec_stats st;
     exec_stats_get(l->exec, &st);
@@ -168,6 +193,7 @@ static void send_heartbeats(worker_link *l) {
     hb.spec_draft_seconds = st.spec_draft_seconds;
     hb.spec_verify_seconds = st.spec_verify_seconds;
     hb.draining = l->draining;
+    watch_engine(l, &st);
     hb.unhealthy = st.unhealthy[0] != '\0';
     hb.unhealthy_reason = st.unhealthy;
     Sol__Envelope env;
@@ -499,6 +525,7 @@ static int link_setup(worker_link *l, const link_config *cfg, sol_err *e) {
     snprintf(l->worker_id, sizeof l->worker_id, "%s", cfg->worker_id);
     snprintf(l->pool, sizeof l->pool, "%s", cfg->pool ? cfg->pool : "");
     l->heartbeat_ms = cfg->heartbeat_ms;
+    l->stall_after_ms = cfg->stall_after_ms;
     exec_info info;
     exec_info_get(l->exec, &info);
     l->max_inflight = cfg->max_inflight ? cfg->max_inflight : 4 * info.capacity + 16;

@@ -19,6 +19,7 @@ typedef struct link_config {
     const char *worker_id; /* printable ASCII; see link_default_id */
     const char *pool;
     int heartbeat_ms;      /* > 0 */
+    int stall_after_ms;    /* engine watchdog: work but no step for this long = unhealthy; 0 off */
     unsigned max_inflight; /* requests accepted at once (running + waiting); 0: 4 * capacity */
 } link_config;
 
