@@ -161,7 +161,7 @@ void sol_config_defaults(sol_config *cfg) {
     w->backend = SOL_BACKEND_CPU;
     w->tensor_parallel = 1;
     w->tp_timeout_ms = 60000;
-    w->stall_after_ms = 60000;
+    w->stall_after_ms = 120000;
     w->chat_template = cfg_strdup("");
     w->mmap = true;
     w->heartbeat_ms = 1000;
