@@ -255,8 +255,10 @@ static int cb_dispatch(void *ctx, const http_dispatch_info *info, http_stream *s
         return -1;
     }
     snprintf(c.id, sizeof c.id, "%s", info->request_id);
+    c.choice = info->choice;
     sol_err e = {0};
-    if (genmsg_encode(info->req, info->request_id, &c.generate, &c.generate_len, &e)) {
+    if (genmsg_encode(info->req, info->request_id, info->choice, &c.generate, &c.generate_len,
+                      &e)) {
         oai_error_set(err, e.code == -ENOMEM ? 500 : 400, "invalid_request_error", NULL, NULL, "%s",
                       e.msg);
         return -1;

@@ -26,6 +26,7 @@ typedef struct bk_cmd {
     uint8_t *generate;   /* BK_DISPATCH: encoded Generate envelope (malloc'd) */
     size_t generate_len;
     char id[SOL_FRAME_MAX_ID_BYTES + 1]; /* request id (DISPATCH, CANCEL) or worker id (DRAIN) */
+    uint32_t choice;                     /* BK_DISPATCH: which of the request's n samples */
 } bk_cmd;
 
 struct broker {

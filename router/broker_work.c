@@ -127,7 +127,7 @@ void bw_fail(broker *b, bk_req *r, int status, const char *msg, int retry_after_
     oai_error err;
     oai_error_status(&err, status, msg);
     err.retry_after_s = retry_after_s;
-    http_chunk c = {.error = &err};
+    http_chunk c = {.error = &err, .index = r->choice};
     http_stream_push(r->stream, &c);
     detach(b, r);
     inflight_release(&b->inf, r);
@@ -207,6 +207,7 @@ void bw_on_dispatch(broker *b, bk_cmd *c) {
         return;
     }
     r->stream = c->stream;
+    r->choice = c->choice;
     r->msg = env;
     r->received_ns = c->received_ns;
     r->queued_ms = sol_now_ms();

@@ -214,7 +214,9 @@ static void on_chunk(broker *b, bk_worker *w, const Sol__TokenChunk *c) {
     default:
         break;
     }
-    http_chunk hc = {.text = c->text ? c->text : "", .text_len = c->text ? strlen(c->text) : 0};
+    http_chunk hc = {.text = c->text ? c->text : "",
+                     .text_len = c->text ? strlen(c->text) : 0,
+                     .index = r->choice};
     if (c->n_logprobs && !convert_logprobs(b, c)) {
         hc.logprobs = b->lp;
         hc.n_logprobs = c->n_logprobs;

@@ -7,12 +7,14 @@
 
 #include "frame.h"
 
-int genmsg_encode(const oai_request *req, const char *request_id, uint8_t **out, size_t *len,
-                  sol_err *e) {
+int genmsg_encode(const oai_request *req, const char *request_id, uint32_t choice, uint8_t **out,
+                  size_t *len, sol_err *e) {
     *out = NULL;
     Sol__Generate g = SOL__GENERATE__INIT;
     Sol__SamplingParams sp = SOL__SAMPLING_PARAMS__INIT;
-    sol_sampling_to_msg(&req->sampling, &sp);
+    sol_sampling s = req->sampling;
+    s.seed += choice; /* each of the n samples its own stream; without a seed the worker picks */
+    sol_sampling_to_msg(&s, &sp);
     g.request_id = (char *)request_id;
     g.sampling = &sp;
     g.max_tokens = req->max_tokens; /* chat without max_tokens: 0 = up to the context */

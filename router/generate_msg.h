@@ -11,7 +11,7 @@
 
 /* Encode a Generate envelope for `req` with `request_id` into a new malloc'd buffer (the caller
  * frees *out). Errors (a field the wire refuses) come back as -EINVAL with the reason. */
-int genmsg_encode(const oai_request *req, const char *request_id, uint8_t **out, size_t *len,
-                  sol_err *e);
+int genmsg_encode(const oai_request *req, const char *request_id, uint32_t choice, uint8_t **out,
+                  size_t *len, sol_err *e);
 
 #endif

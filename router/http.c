@@ -258,13 +258,23 @@ static enum MHD_Result start_generation(http_server *s, struct MHD_Connection *c
         return send_status(c, 500, cc->request_id, "out of memory%s", NULL);
     }
     snprintf(st->reason, sizeof st->reason, "%s", route.reason);
-    http_dispatch_info info = {req,          cc->request_id, route.pool,
-                               route.reason, cc->client_key, cc->t_start};
+    http_dispatch_info info = {
+        req, cc->request_id, route.pool, route.reason, cc->client_key, cc->t_start, 0};
     cc->stream = st;
     cc->dispatched = true;
     link_stream(s, st);
-    if (s->cfg.backend.dispatch(s->cfg.backend.ctx, &info, st, &e)) {
+    /* n > 1: one dispatch per sample into this stream (each its own seed and worker, sharing the
+     * prompt's KV through the prefix cache when they land together); a refusal part-way cancels
+     * the ones already sent. */
+    for (uint32_t i = 0; i < req->n; i++) {
+        info.choice = i;
+        if (s->cfg.backend.dispatch(s->cfg.backend.ctx, &info, st, &e) == 0) continue;
+        pthread_mutex_lock(&st->mu);
         st->done = true;
+        st->client_gone = i > 0; /* the broker drops the samples already sent */
+        pthread_mutex_unlock(&st->mu);
+        if (i > 0 && s->cfg.backend.cancel)
+            s->cfg.backend.cancel(s->cfg.backend.ctx, cc->request_id);
         metrics_count_request(s->cfg.metrics, route.pool, e.status);
         return send_error(c, &e, cc->request_id, route.pool, route.reason);
     }
@@ -293,7 +303,21 @@ static enum MHD_Result respond_full(struct MHD_Connection *c, http_stream *st) {
                       st->finish,
                       st->usage,
                       st->calls.calls,
-                      st->calls.n_calls};
+                      st->calls.n_calls,
+                      NULL,
+                      NULL,
+                      NULL,
+                      0};
+    const char *more_text[OAI_MAX_N];
+    size_t more_len[OAI_MAX_N];
+    for (uint32_t i = 0; i + 1 < st->n_choices; i++) {
+        more_text[i] = st->more_text[i].data;
+        more_len[i] = st->more_text[i].len;
+    }
+    if (st->n_choices > 1) {
+        r.more_text = more_text, r.more_len = more_len, r.more_finish = st->more_finish;
+        r.n_more = st->n_choices - 1;
+    }
     strbuf b;
     strbuf_init(&b);
     oai_response_json(&b, &r);

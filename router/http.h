@@ -33,6 +33,7 @@ typedef struct http_chunk {
     oai_finish finish;      /* != OAI_FINISH_NONE: this is the last chunk */
     const oai_usage *usage; /* with the last chunk */
     const oai_error *error; /* non-NULL: the request failed; this is the last chunk */
+    uint32_t index;         /* which of the request's n samples (choices[].index) */
 } http_chunk;
 
 /* Deliver a chunk (copied). Returns 0, -EPIPE when the client is gone (stop generating; the
@@ -50,6 +51,7 @@ typedef struct http_dispatch_info {
     const char *route_reason; /* model | tag | rule:N | classifier:P | default */
     const char *client_key;   /* API key or client address: a tenant identity */
     uint64_t received_ns;     /* sol_now_ns() when the body was complete */
+    uint32_t choice;          /* n > 1: one dispatch per sample, 0..n-1, into the same stream */
 } http_dispatch_info;
 
 /* The broker plugs in here. Every callback may be NULL except dispatch. Callbacks run on HTTP

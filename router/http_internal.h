@@ -52,6 +52,10 @@ struct http_stream {
     oai_usage usage;
     oai_finish finish;
     uint64_t t_start, t_first, t_last;
+    uint32_t n_choices;              /* the request's n: one dispatch per sample into this stream */
+    uint32_t n_finished;             /* choices whose last chunk arrived */
+    strbuf more_text[OAI_MAX_N - 1]; /* non-streaming: choices 1..n-1 */
+    oai_finish more_finish[OAI_MAX_N - 1];
     bool tools;            /* chat with tools offered: calls are read out of the text */
     oai_call_parser calls; /* the calls so far (streaming: sent as they complete) */
 };

@@ -36,6 +36,8 @@ void http_stream_unref(http_stream *s) {
     pthread_mutex_destroy(&s->mu);
     strbuf_free(&s->out);
     strbuf_free(&s->text);
+    for (size_t i = 0; i + 1 < OAI_MAX_N; i++)
+        strbuf_free(&s->more_text[i]);
     oai_call_parser_free(&s->calls);
     free_logprobs(s);
     oai_request_free(s->req);
@@ -65,6 +67,9 @@ http_stream *http_stream_new(http_server *srv, struct MHD_Connection *conn, oai_
     strbuf_init(&s->out);
     strbuf_init(&s->text);
     s->tools = req->kind == OAI_CHAT && oai_tools_active(&req->tools);
+    s->n_choices = req->n ? req->n : 1;
+    for (size_t i = 0; i + 1 < OAI_MAX_N; i++)
+        strbuf_init(&s->more_text[i]);
     oai_call_parser_init(&s->calls, request_id);
     return s;
 }
@@ -123,20 +128,30 @@ static void format_tools(http_stream *s, const http_chunk *c) {
     strbuf_free(&content);
 }
 
-static void format_stream(http_stream *s, const http_chunk *c) {
+static void format_stream(http_stream *s, const http_chunk *c, int last) {
     if (c->error) {
         oai_sse_error(&s->out, c->error);
         oai_sse_done(&s->out);
         return;
     }
+    s->sse.index = c->index;
     if (s->tools)
         format_tools(s, c);
     else if (c->text_len || c->n_logprobs || c->finish != OAI_FINISH_NONE)
         oai_sse_chunk(&s->out, &s->sse, c->text, c->text_len, c->logprobs, c->n_logprobs,
                       c->finish);
-    if (c->finish == OAI_FINISH_NONE) return;
+    if (!last) return; /* n > 1: usage and [DONE] after the last choice ends */
     if (s->sse.include_usage) oai_sse_usage(&s->out, &s->sse, &s->usage);
     oai_sse_done(&s->out);
+}
+
+/* A choice's final usage: the prompt once, the completions summed over the n choices. */
+static void add_usage(http_stream *s, const oai_usage *u) {
+    if (s->n_choices == 1 || s->n_finished == 1) {
+        s->usage = *u;
+        return;
+    }
+    s->usage.completion_tokens += u->completion_tokens;
 }
 
 int http_stream_push(http_stream *s, const http_chunk *c) {
@@ -150,23 +165,30 @@ int http_stream_push(http_stream *s, const http_chunk *c) {
         rc = -EALREADY;
         goto out;
     }
-    int last = c->error || c->finish != OAI_FINISH_NONE;
+    if (c->index >= s->n_choices) {
+        rc = -EINVAL;
+        goto out;
+    }
+    if (c->finish != OAI_FINISH_NONE) s->n_finished++;
+    int last = c->error || (c->finish != OAI_FINISH_NONE && s->n_finished == s->n_choices);
     observe_timing(s, c);
-    if (c->usage) s->usage = *c->usage;
+    if (c->usage) add_usage(s, c->usage);
     if (c->error && !s->headers_sent) {
         s->err = *c->error; /* nothing sent yet: the client gets a real HTTP error status */
         s->failed = true;
     } else if (s->streaming) {
         if (c->error) s->failed_mid_stream = true;
-        format_stream(s, c);
+        format_stream(s, c, last);
+    } else if (c->index > 0) {
+        strbuf_append(&s->more_text[c->index - 1], c->text ? c->text : "",
+                      c->text ? c->text_len : 0);
+        if (c->finish != OAI_FINISH_NONE) s->more_finish[c->index - 1] = c->finish;
     } else {
         strbuf_append(&s->text, c->text ? c->text : "", c->text ? c->text_len : 0);
         if (s->req->sampling.want_logprobs) keep_logprobs(s, c->logprobs, c->n_logprobs);
     }
-    if (last) {
-        s->done = true;
-        s->finish = c->finish;
-    }
+    if (c->index == 0 && c->finish != OAI_FINISH_NONE) s->finish = c->finish;
+    if (last) s->done = true;
     /* non-streaming responses wake the connection only once, when complete */
     if (s->suspended && (last || s->streaming)) {
         s->suspended = false;

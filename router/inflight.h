@@ -34,6 +34,7 @@ typedef struct bk_req {
     size_t n_toks, cap_toks;
     unsigned attempts;
     bool dispatched_once; /* queue time observed */
+    uint32_t choice;      /* which of the client request's n samples (the chunks' index) */
     struct bk_req *qnext; /* pool queue link */
 } bk_req;
 

@@ -368,12 +368,7 @@ static int parse_messages(oai_request *r, const json_t *v, oai_error *err) {
 
 /* Fields whose presence alone is a 400 on this server. */
 static int reject_unsupported(oai_kind kind, const char *key, const json_t *v, oai_error *err) {
-    if (!strcmp(key, "n")) {
-        json_int_t n = 0;
-        if (get_int(v, "n", 1, INT32_MAX, &n, err)) return -EINVAL;
-        if (n > 1) return BAD(err, "n", "n > 1 is not supported"), -EINVAL;
-        return 0;
-    }
+
     if (!strcmp(key, "best_of")) {
         json_int_t n = 0;
         if (get_int(v, "best_of", 1, INT32_MAX, &n, err)) return -EINVAL;
@@ -522,6 +517,12 @@ static int refuse_field(oai_kind kind, const char *key, const json_t *v, oai_err
 
 static int parse_field(oai_request *r, const char *key, const json_t *v, oai_error *err) {
     int rc;
+    if (!strcmp(key, "n")) {
+        json_int_t n = 1;
+        if (!json_is_null(v) && get_int(v, "n", 1, OAI_MAX_N, &n, err)) return -EINVAL;
+        r->n = (uint32_t)n;
+        return 0;
+    }
     if ((rc = reject_unsupported(r->kind, key, v, err)) <= 0) return rc;
     if ((rc = parse_sampling(r, key, v, err)) <= 0) return rc;
     if ((rc = parse_logprobs(r, key, v, err)) <= 0) return rc;
@@ -554,6 +555,7 @@ static oai_request *request_defaults(oai_kind kind) {
     if (!r) return NULL;
     r->kind = kind;
     oai_tools_init(&r->tools);
+    r->n = 1;
     r->max_tokens = kind == OAI_COMPLETION ? OAI_DEFAULT_MAX_TOKENS : 0;
     r->sampling = sol_sampling_default();
     r->sampling.top_k = -1; /* OpenAI's "off"; 0 on the wire */
@@ -563,6 +565,10 @@ static oai_request *request_defaults(oai_kind kind) {
 static int check_required(oai_request *r, oai_error *err) {
     int rc = oai_tools_finish(&r->tools, &r->grammar, &r->grammar_field, err);
     if (rc) return rc;
+    if (r->n > 1 && (r->sampling.want_logprobs || oai_tools_active(&r->tools)))
+        return BAD(err, "n", "n > 1 with %s is not supported yet",
+                   r->sampling.want_logprobs ? "logprobs" : "tools"),
+               -EINVAL;
     /* `model` may be left out: classification then picks the pool (docs/api.md). */
     if (r->kind == OAI_COMPLETION && !r->prompt)
         return BAD(err, "prompt", "'prompt' is required"), -EINVAL;
@@ -808,7 +814,17 @@ int oai_response_json(strbuf *out, const oai_response *r) {
             strbuf_puts(out, "null");
     }
     put_finish(out, r->finish);
-    strbuf_puts(out, "}],\"usage\":");
+    strbuf_putc(out, '}');
+    for (size_t i = 0; i < r->n_more; i++) { /* n > 1: no logprobs, no tools */
+        strbuf_printf(out, ",{\"index\":%zu,", i + 1);
+        strbuf_puts(out, r->kind == OAI_CHAT ? "\"message\":{\"role\":\"assistant\",\"content\":"
+                                             : "\"text\":");
+        strbuf_json_str(out, r->more_text[i] ? r->more_text[i] : "", r->more_len[i]);
+        strbuf_puts(out, r->kind == OAI_CHAT ? "},\"logprobs\":null" : ",\"logprobs\":null");
+        put_finish(out, r->more_finish[i]);
+        strbuf_putc(out, '}');
+    }
+    strbuf_puts(out, "],\"usage\":");
     put_usage(out, &r->usage);
     return strbuf_putc(out, '}');
 }
@@ -828,10 +844,14 @@ int oai_sse_chunk(strbuf *out, oai_stream *s, const char *text, size_t len,
     strbuf_puts(out, "data: ");
     if (s->kind == OAI_CHAT) {
         put_header(out, s->id, "chat.completion.chunk", s->created, s->model);
-        strbuf_puts(out, ",\"choices\":[{\"index\":0,\"delta\":{");
-        if (!s->role_sent) {
+        strbuf_printf(out, ",\"choices\":[{\"index\":%u,\"delta\":{", s->index);
+        bool first = s->index ? !(s->role_mask >> (s->index & 31) & 1) : !s->role_sent;
+        if (first) {
             strbuf_puts(out, "\"role\":\"assistant\",");
-            s->role_sent = true;
+            if (s->index)
+                s->role_mask |= 1u << (s->index & 31);
+            else
+                s->role_sent = true;
         }
         strbuf_puts(out, "\"content\":");
         strbuf_json_str(out, text ? text : "", text ? len : 0);
@@ -842,7 +862,7 @@ int oai_sse_chunk(strbuf *out, oai_stream *s, const char *text, size_t len,
             strbuf_puts(out, "null");
     } else {
         put_header(out, s->id, "text_completion", s->created, s->model);
-        strbuf_puts(out, ",\"choices\":[{\"index\":0,\"text\":");
+        strbuf_printf(out, ",\"choices\":[{\"index\":%u,\"text\":", s->index);
         strbuf_json_str(out, text ? text : "", text ? len : 0);
         strbuf_puts(out, ",\"logprobs\":");
         if (s->want_logprobs && lp)

@@ -17,6 +17,7 @@
 #define OAI_MAX_TAGS 16
 #define OAI_MAX_MESSAGES 4096
 #define OAI_DEFAULT_MAX_TOKENS 16 /* completions default, as in OpenAI */
+#define OAI_MAX_N 16              /* samples per request (`n`) */
 
 typedef enum { OAI_COMPLETION = 0, OAI_CHAT = 1 } oai_kind;
 
@@ -60,6 +61,7 @@ typedef struct oai_request {
     char *grammar;             /* GBNF of the output constraint (oai_constraint.h), or NULL */
     const char *grammar_field; /* the request field it came from */
     oai_tools tools;           /* chat: tools, tool_choice, parallel_tool_calls */
+    uint32_t n;                /* samples (choices), 1..OAI_MAX_N */
     uint32_t *bias_tokens;     /* logit_bias, n_bias entries (token ids checked by the worker) */
     float *bias_values;
     size_t n_bias;
@@ -130,6 +132,11 @@ typedef struct oai_response {
     oai_usage usage;
     const oai_call *calls; /* chat: tool calls read out of the text (which is then the rest) */
     size_t n_calls;
+    /* n > 1: the other choices' texts and finishes (choice 0 is text/finish above) */
+    const char *const *more_text;
+    const size_t *more_len;
+    const oai_finish *more_finish;
+    size_t n_more;
 } oai_response;
 
 int oai_response_json(strbuf *out, const oai_response *r);
@@ -142,7 +149,9 @@ typedef struct oai_stream {
     char model[128];
     bool include_usage;
     bool want_logprobs;
-    bool role_sent;
+    bool role_sent;     /* choice 0 (n = 1) */
+    uint32_t index;     /* the choice the next chunk is for */
+    uint32_t role_mask; /* n > 1: choices whose first chunk (with the role) went out */
     size_t text_offset; /* completions logprobs.text_offset continues across chunks */
 } oai_stream;
 

@@ -1,0 +1,69 @@
+# Promise: n > 1 returns n choices (index 0..n-1), sample i being exactly the single request with
+# seed + i; streamed, the chunks carry each choice's index and assemble to the same texts, with
+# usage counting the prompt once and every choice's tokens; n above 16 or with logprobs is a 400.
+. "$(dirname "$0")/lib.sh"
+
+M=$T_DIR/m.gguf
+mkmodel "$M" --seed 37
+start_router
+start_worker wf fast 1 1000
+start_cpu_worker w precise "$M"
+wait_ready
+wait_worker w
+
+python3 - "$BASE" <<'PY' || fail "n > 1: see above"
+import json, sys, urllib.request, urllib.error
+base = sys.argv[1]
+
+def post(path, body, stream=False):
+    req = urllib.request.Request(base + path, json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            if not stream:
+                return r.status, json.load(r)
+            return r.status, [json.loads(l[6:]) for l in r.read().decode().split("\n")
+                              if l.startswith("data: ") and l != "data: [DONE]"]
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+for path, key in (("/v1/completions", "prompt"), ("/v1/chat/completions", "messages")):
+    def body(n, seed, **kw):
+        b = {"model": "precise", "max_tokens": 12, "temperature": 1, "seed": seed, "n": n}
+        b[key] = "three samples" if key == "prompt" else [{"role": "user", "content": "three samples"}]
+        b.update(kw)
+        return b
+    text = (lambda c: c["text"]) if key == "prompt" else (lambda c: c["message"]["content"])
+    st, r = post(path, body(3, 40))
+    assert st == 200 and [c["index"] for c in r["choices"]] == [0, 1, 2], r
+    singles = []
+    for i in range(3):
+        st1, r1 = post(path, body(1, 40 + i))
+        singles.append(text(r1["choices"][0]))
+        assert text(r["choices"][i]) == singles[i], (i, r["choices"][i], singles[i])
+        assert r["choices"][i]["finish_reason"] == r1["choices"][0]["finish_reason"]
+    assert r["usage"]["completion_tokens"] == 3 * 12, r["usage"]
+    assert r["usage"]["prompt_tokens"] == r1["usage"]["prompt_tokens"], r["usage"]
+    assert len(set(singles)) > 1, singles
+    st, ev = post(path, body(3, 40, stream=True, stream_options={"include_usage": True}),
+                  stream=True)
+    assert st == 200
+    got, fins, usage = ["", "", ""], {}, None
+    for e in ev:
+        if e.get("usage"):
+            usage = e["usage"]
+        for c in e["choices"]:
+            got[c["index"]] += c["text"] if key == "prompt" else (c["delta"].get("content") or "")
+            if c["finish_reason"]:
+                fins[c["index"]] = c["finish_reason"]
+    assert got == singles and sorted(fins) == [0, 1, 2], (got, singles, fins)
+    assert usage and usage["completion_tokens"] == 36, usage
+    print(f"  {path}: n=3 equals seeds 40, 41, 42 one by one; streamed the same")
+for bad in ({"n": 17}, {"n": 2, "logprobs": 2}):
+    b = {"model": "precise", "prompt": "x", "max_tokens": 2}
+    b.update(bad)
+    st, r = post("/v1/completions", b)
+    assert st == 400 and r["error"]["param"] == "n", r
+print("  400 for n = 17 and for n > 1 with logprobs")
+PY
+ok "n > 1: choices equal their single-seed requests, streamed by index, usage summed"
