@@ -391,6 +391,11 @@ static int validate_token_chunk(const Sol__TokenChunk *c, sol_err *e) {
                            (int)c->finish_reason, SOL__FINISH_REASON__FINISH_ERROR);
     if ((rc = check_string(c->error, SIZE_MAX, 0, e)) < 0)
         return at_field(e, rc, "token_chunk.error");
+    if ((rc = check_count(c->n_embedding, c->embedding, SOL_FRAME_MAX_EMBEDDING, e)) < 0)
+        return at_field(e, rc, "token_chunk.embedding");
+    for (size_t i = 0; i < c->n_embedding; i++)
+        if (!isfinite(c->embedding[i]))
+            return sol_err_set(e, -EINVAL, "token_chunk.embedding[%zu] is not finite", i);
     bool has_error = c->error && c->error[0];
     if (has_error != (c->finish_reason == SOL__FINISH_REASON__FINISH_ERROR))
         return sol_err_set(e, -EINVAL,

@@ -32,6 +32,7 @@
 #define SOL_FRAME_MAX_GRAMMAR_BYTES (1u << 20) /* Generate.grammar (GBNF) */
 #define SOL_FRAME_MAX_LOGIT_BIAS 1024          /* Generate.bias_tokens / bias_values */
 #define SOL_FRAME_MAX_TOOLS 128                /* Generate.tools, ChatMessage.tool_calls */
+#define SOL_FRAME_MAX_EMBEDDING 65536          /* TokenChunk.embedding: floats (the model dim) */
 #define SOL_FRAME_MAX_SUBMESSAGES (1u << 17)   /* nested messages + repeated strings per frame */
 #define SOL_FRAME_MAX_TEMPERATURE 100.0f
 

@@ -172,6 +172,8 @@ static void finish_ok(broker *b, bk_req *r, const Sol__TokenChunk *c, http_chunk
     hc->finish =
         c->finish_reason == SOL__FINISH_REASON__FINISH_LENGTH ? OAI_FINISH_LENGTH : OAI_FINISH_STOP;
     hc->usage = &u;
+    hc->embedding = c->embedding;
+    hc->n_embedding = c->n_embedding;
     http_stream_push(r->stream, hc);
     bk_worker *w = r->worker;
     w->served++;

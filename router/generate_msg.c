@@ -69,6 +69,10 @@ int genmsg_encode(const oai_request *req, const char *request_id, uint32_t choic
         g.messages = ptrs;
         g.n_messages = req->n_messages;
         g.prompt = "";
+    } else if (req->kind == OAI_EMBEDDING) {
+        g.prompt = req->inputs[choice] ? req->inputs[choice] : "";
+        g.embed = 1;
+        g.max_tokens = 1; /* room for the sampling row the embedding is read at */
     } else {
         g.prompt = req->prompt ? req->prompt : "";
     }

@@ -17,7 +17,7 @@
 #define MOD "http"
 #define MAX_HEADER_TAGS 16
 
-enum endpoint { EP_NONE, EP_COMPLETIONS, EP_CHAT };
+enum endpoint { EP_NONE, EP_COMPLETIONS, EP_CHAT, EP_EMBEDDINGS };
 
 /* Per-connection request state, MHD's *req_cls. */
 typedef struct conn_ctx {
@@ -221,7 +221,9 @@ static enum MHD_Result start_generation(http_server *s, struct MHD_Connection *c
         oai_error_status(&e, 413, msg);
         return send_error(c, &e, cc->request_id, NULL, NULL);
     }
-    oai_kind kind = cc->ep == EP_CHAT ? OAI_CHAT : OAI_COMPLETION;
+    oai_kind kind = cc->ep == EP_CHAT         ? OAI_CHAT
+                    : cc->ep == EP_EMBEDDINGS ? OAI_EMBEDDING
+                                              : OAI_COMPLETION;
     if (oai_parse_request(kind, cc->body.data ? cc->body.data : "", cc->body.len, &req, &e))
         return send_error(c, &e, cc->request_id, NULL, NULL);
     strbuf text;
@@ -283,7 +285,23 @@ static enum MHD_Result start_generation(http_server *s, struct MHD_Connection *c
     return MHD_YES; /* continue_generation runs next, on this same call path */
 }
 
+static enum MHD_Result respond_embeddings(struct MHD_Connection *c, http_stream *st) {
+    strbuf b;
+    strbuf_init(&b);
+    for (uint32_t i = 0; i < st->n_choices; i++)
+        if (!st->emb[i]) { /* a worker that sent no vector: not an embedding-capable answer */
+            oai_error e;
+            oai_error_set(&e, 500, "server_error", NULL, "input",
+                          "the worker returned no embedding for input %u", i);
+            return send_error(c, &e, st->request_id, st->pool, st->reason);
+        }
+    oai_embeddings_json(&b, st->req->model, (const float *const *)st->emb, st->emb_dim,
+                        st->n_choices, st->req->base64, st->usage.prompt_tokens);
+    return send_buf(c, 200, "application/json", &b, st->request_id, st->pool, st->reason, 0);
+}
+
 static enum MHD_Result respond_full(struct MHD_Connection *c, http_stream *st) {
+    if (st->req->kind == OAI_EMBEDDING) return respond_embeddings(c, st);
     strbuf content; /* with tools: the text less the calls read out of it */
     strbuf_init(&content);
     if (st->tools) {
@@ -396,6 +414,8 @@ static enum MHD_Result first_call(http_server *s, struct MHD_Connection *c, conn
         cc->ep = EP_COMPLETIONS;
     else if (!strcmp(url, "/v1/chat/completions"))
         cc->ep = EP_CHAT;
+    else if (!strcmp(url, "/v1/embeddings"))
+        cc->ep = EP_EMBEDDINGS;
     int known = cc->ep || !strcmp(url, "/v1/models") || !strcmp(url, "/ready") ||
                 !strcmp(url, "/metrics") || !strncmp(url, "/admin/workers", 14);
     if (!known) return send_status(c, 404, rid, "no such endpoint: %s", url);

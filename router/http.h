@@ -34,6 +34,8 @@ typedef struct http_chunk {
     const oai_usage *usage; /* with the last chunk */
     const oai_error *error; /* non-NULL: the request failed; this is the last chunk */
     uint32_t index;         /* which of the request's n samples (choices[].index) */
+    const float *embedding; /* /v1/embeddings: the vector, with the last chunk */
+    size_t n_embedding;
 } http_chunk;
 
 /* Deliver a chunk (copied). Returns 0, -EPIPE when the client is gone (stop generating; the

@@ -38,6 +38,8 @@ void http_stream_unref(http_stream *s) {
     strbuf_free(&s->text);
     for (size_t i = 0; i + 1 < OAI_MAX_N; i++)
         strbuf_free(&s->more_text[i]);
+    for (size_t i = 0; i < OAI_MAX_N; i++)
+        free(s->emb[i]);
     oai_call_parser_free(&s->calls);
     free_logprobs(s);
     oai_request_free(s->req);
@@ -147,6 +149,10 @@ static void format_stream(http_stream *s, const http_chunk *c, int last) {
 
 /* A choice's final usage: the prompt once, the completions summed over the n choices. */
 static void add_usage(http_stream *s, const oai_usage *u) {
+    if (s->req->kind == OAI_EMBEDDING) { /* every input is a prompt of its own */
+        s->usage.prompt_tokens += u->prompt_tokens;
+        return;
+    }
     if (s->n_choices == 1 || s->n_finished == 1) {
         s->usage = *u;
         return;
@@ -173,6 +179,11 @@ int http_stream_push(http_stream *s, const http_chunk *c) {
     int last = c->error || (c->finish != OAI_FINISH_NONE && s->n_finished == s->n_choices);
     observe_timing(s, c);
     if (c->usage) add_usage(s, c->usage);
+    if (c->embedding && c->n_embedding && !s->emb[c->index] &&
+        (s->emb[c->index] = malloc(c->n_embedding * sizeof(float)))) {
+        memcpy(s->emb[c->index], c->embedding, c->n_embedding * sizeof(float));
+        s->emb_dim[c->index] = c->n_embedding;
+    }
     if (c->error && !s->headers_sent) {
         s->err = *c->error; /* nothing sent yet: the client gets a real HTTP error status */
         s->failed = true;

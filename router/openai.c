@@ -515,8 +515,43 @@ static int refuse_field(oai_kind kind, const char *key, const json_t *v, oai_err
     return BAD(err, key, "Unrecognized request argument supplied: %.64s", key), -EINVAL;
 }
 
+/* /v1/embeddings: input (a string or up to OAI_MAX_N strings), encoding_format, model, user. */
+static int parse_embedding_field(oai_request *r, const char *key, const json_t *v, oai_error *err) {
+    if (!strcmp(key, "model")) return get_string(v, "model", &r->model, err);
+    if (!strcmp(key, "user")) return get_string(v, "user", &r->user, err);
+    if (!strcmp(key, "encoding_format")) {
+        const char *f = json_string_value(v);
+        if (!f || (strcmp(f, "float") && strcmp(f, "base64")))
+            return BAD(err, key, "'encoding_format' must be float or base64"), -EINVAL;
+        r->base64 = !strcmp(f, "base64");
+        return 0;
+    }
+    if (!strcmp(key, "dimensions"))
+        return BAD(err, key, "'dimensions' is not supported: the model's own width is returned"),
+               -EINVAL;
+    if (strcmp(key, "input"))
+        return BAD(err, key, "Unrecognized request argument supplied: %.64s", key), -EINVAL;
+    size_t n = json_is_array(v) ? json_array_size(v) : 1;
+    if (n == 0 || n > OAI_MAX_N)
+        return BAD(err, key, "'input' must be a string or 1 to %d strings", OAI_MAX_N), -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *x = json_is_array(v) ? json_array_get(v, i) : v;
+        if (!json_is_string(x) || !json_string_length(x))
+            return BAD(err, key,
+                       "'input' must hold non-empty strings (token-id arrays are not "
+                       "supported)"),
+                   -EINVAL;
+        free(r->inputs[i]);
+        if (!(r->inputs[i] = dup_json_str(x))) return -ENOMEM;
+    }
+    r->n = (uint32_t)n;
+    return 0;
+}
+
 static int parse_field(oai_request *r, const char *key, const json_t *v, oai_error *err) {
     int rc;
+    if (r->kind == OAI_EMBEDDING)
+        return json_is_null(v) ? 0 : parse_embedding_field(r, key, v, err);
     if (!strcmp(key, "n")) {
         json_int_t n = 1;
         if (!json_is_null(v) && get_int(v, "n", 1, OAI_MAX_N, &n, err)) return -EINVAL;
@@ -570,6 +605,8 @@ static int check_required(oai_request *r, oai_error *err) {
                    r->sampling.want_logprobs ? "logprobs" : "tools"),
                -EINVAL;
     /* `model` may be left out: classification then picks the pool (docs/api.md). */
+    if (r->kind == OAI_EMBEDDING && !r->inputs[0])
+        return BAD(err, "input", "'input' is required"), -EINVAL;
     if (r->kind == OAI_COMPLETION && !r->prompt)
         return BAD(err, "prompt", "'prompt' is required"), -EINVAL;
     if (r->kind == OAI_CHAT && !r->messages)
@@ -637,6 +674,8 @@ void oai_request_free(oai_request *r) {
         free(m->calls);
     }
     oai_tools_free(&r->tools);
+    for (size_t i = 0; i < OAI_MAX_N; i++)
+        free(r->inputs[i]);
     free(r->messages);
     for (size_t i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
@@ -651,6 +690,13 @@ void oai_request_free(oai_request *r) {
 }
 
 int oai_request_text(const oai_request *r, strbuf *out) {
+    if (r->kind == OAI_EMBEDDING) {
+        for (uint32_t i = 0; i < r->n && r->inputs[i]; i++) {
+            if (i) strbuf_putc(out, '\n');
+            strbuf_puts(out, r->inputs[i]);
+        }
+        return out->oom ? -ENOMEM : 0;
+    }
     if (r->kind == OAI_COMPLETION) return strbuf_puts(out, r->prompt ? r->prompt : "");
     for (size_t i = 0; i < r->n_messages; i++) {
         if (i) strbuf_putc(out, '\n');
@@ -908,4 +954,40 @@ int oai_sse_error(strbuf *out, const oai_error *e) {
 
 int oai_sse_done(strbuf *out) {
     return strbuf_puts(out, "data: [DONE]\n\n");
+}
+
+static void put_base64(strbuf *out, const unsigned char *p, size_t n) {
+    static const char k[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    strbuf_putc(out, '"');
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+                     (i + 2 < n ? p[i + 2] : 0);
+        char q[4] = {k[v >> 18 & 63], k[v >> 12 & 63], i + 1 < n ? k[v >> 6 & 63] : '=',
+                     i + 2 < n ? k[v & 63] : '='};
+        strbuf_append(out, q, 4);
+    }
+    strbuf_putc(out, '"');
+}
+
+int oai_embeddings_json(strbuf *out, const char *model, const float *const *vec, const size_t *dim,
+                        size_t n, bool base64, uint32_t prompt_tokens) {
+    strbuf_puts(out, "{\"object\":\"list\",\"data\":[");
+    for (size_t i = 0; i < n; i++) {
+        strbuf_printf(out, "%s{\"object\":\"embedding\",\"index\":%zu,\"embedding\":", i ? "," : "",
+                      i);
+        if (base64) {
+            /* float32 little endian, as OpenAI's base64 (x86/ARM hosts are little endian) */
+            put_base64(out, (const unsigned char *)vec[i], dim[i] * sizeof(float));
+        } else {
+            strbuf_putc(out, '[');
+            for (size_t k = 0; k < dim[i]; k++)
+                strbuf_printf(out, "%s%.9g", k ? "," : "", (double)vec[i][k]);
+            strbuf_putc(out, ']');
+        }
+        strbuf_putc(out, '}');
+    }
+    strbuf_puts(out, "],\"model\":");
+    strbuf_json_str(out, model ? model : "", model ? strlen(model) : 0);
+    return strbuf_printf(out, ",\"usage\":{\"prompt_tokens\":%u,\"total_tokens\":%u}}",
+                         prompt_tokens, prompt_tokens);
 }

@@ -19,7 +19,7 @@
 #define OAI_DEFAULT_MAX_TOKENS 16 /* completions default, as in OpenAI */
 #define OAI_MAX_N 16              /* samples per request (`n`) */
 
-typedef enum { OAI_COMPLETION = 0, OAI_CHAT = 1 } oai_kind;
+typedef enum { OAI_COMPLETION = 0, OAI_CHAT = 1, OAI_EMBEDDING = 2 } oai_kind;
 
 typedef enum {
     OAI_FINISH_NONE = 0, /* more follows: serialized as null */
@@ -61,7 +61,9 @@ typedef struct oai_request {
     char *grammar;             /* GBNF of the output constraint (oai_constraint.h), or NULL */
     const char *grammar_field; /* the request field it came from */
     oai_tools tools;           /* chat: tools, tool_choice, parallel_tool_calls */
-    uint32_t n;                /* samples (choices), 1..OAI_MAX_N */
+    uint32_t n;                /* samples (choices), 1..OAI_MAX_N; embeddings: the inputs */
+    char *inputs[OAI_MAX_N];   /* embeddings: `input`, one string each */
+    bool base64;               /* embeddings: encoding_format base64 */
     uint32_t *bias_tokens;     /* logit_bias, n_bias entries (token ids checked by the worker) */
     float *bias_values;
     size_t n_bias;
@@ -140,6 +142,12 @@ typedef struct oai_response {
 } oai_response;
 
 int oai_response_json(strbuf *out, const oai_response *r);
+
+/* /v1/embeddings: {"object":"list","data":[{"object":"embedding","index":i,"embedding":...}],
+ * "model":...,"usage":{"prompt_tokens":N,"total_tokens":N}}; vectors as float arrays, or base64
+ * of little-endian float32 when asked. */
+int oai_embeddings_json(strbuf *out, const char *model, const float *const *vec, const size_t *dim,
+                        size_t n, bool base64, uint32_t prompt_tokens);
 
 /* Per-stream SSE state: remembers whether the chat role was sent and the text offset. */
 typedef struct oai_stream {

@@ -1,6 +1,7 @@
 // The official openai npm client and tool calling against sol-router + a CPU worker with random
 // weights and a tool-capable template: tool_choice required and named (always parseable: the
-// worker's grammar), the stream helper assembling delta.tool_calls, and a tool result round trip.
+// worker's grammar), the stream helper assembling delta.tool_calls, a tool result round trip;
+// and embeddings.
 import OpenAI from "openai";
 
 const base = process.argv[2];
@@ -60,4 +61,11 @@ const next = await client.chat.completions.create({ model: "precise", max_tokens
   messages: [...messages, { role: "assistant", content: null, tool_calls: [call] },
              { role: "tool", tool_call_id: call.id, content: "{\"temp\": 3}" }] });
 check(next.choices[0].message.role === "assistant", "tool result round trip answers");
+
+// Embeddings through the client (it asks for base64 and decodes it itself).
+const emb = await client.embeddings.create({ model: "precise", input: ["a cat", "a dog"] });
+const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+check(emb.data.length === 2 && emb.data.every((d, i) => d.index === i && d.embedding.length === 64 &&
+      Math.abs(norm(d.embedding) - 1) < 1e-4) && emb.usage.prompt_tokens > 0,
+      "embeddings: two normalized vectors of the model's width");
 process.exit(failures ? 1 : 0);

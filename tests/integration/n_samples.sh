@@ -11,21 +11,14 @@ start_cpu_worker w precise "$M"
 wait_ready
 wait_worker w
 
-python3 - "$BASE" <<'PY' || fail "n > 1: see above"
-import json, sys, urllib.request, urllib.error
+python3 - "$BASE" "$(dirname "$0")" <<'PY' || fail "n > 1: see above"
+import json, sys
+sys.path.insert(0, sys.argv[2])
+import oai_post
 base = sys.argv[1]
 
 def post(path, body, stream=False):
-    req = urllib.request.Request(base + path, json.dumps(body).encode(),
-                                 {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=120) as r:
-            if not stream:
-                return r.status, json.load(r)
-            return r.status, [json.loads(l[6:]) for l in r.read().decode().split("\n")
-                              if l.startswith("data: ") and l != "data: [DONE]"]
-    except urllib.error.HTTPError as e:
-        return e.code, json.load(e)
+    return oai_post.post(base, path, body, stream)
 
 for path, key in (("/v1/completions", "prompt"), ("/v1/chat/completions", "messages")):
     def body(n, seed, **kw):

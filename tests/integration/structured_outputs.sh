@@ -17,18 +17,14 @@ start_cpu_worker w precise "$M" --draft-model "$T_DIR/draft.gguf"
 wait_ready
 wait_worker w
 
-python3 - "$BASE" <<'PY' || fail "structured outputs: see above"
-import json, re, sys, threading, urllib.request, urllib.error
+python3 - "$BASE" "$(dirname "$0")" <<'PY' || fail "structured outputs: see above"
+import json, re, sys, threading, urllib.request
+sys.path.insert(0, sys.argv[2])
+import oai_post
 base = sys.argv[1]
 
 def post(path, body):
-    req = urllib.request.Request(base + path, json.dumps(body).encode(),
-                                 {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=120) as r:
-            return r.status, json.load(r)
-    except urllib.error.HTTPError as e:
-        return e.code, json.load(e)
+    return oai_post.post(base, path, body)
 
 person = {"type": "object", "properties": {
     "name": {"type": "string", "maxLength": 10},

@@ -14,22 +14,14 @@ start_cpu_worker plain fast "$M" # the synthetic model's own template (llama-2) 
 wait_ready
 wait_worker w
 
-python3 - "$BASE" <<'PY' || fail "tool calls: see above"
-import json, sys, urllib.request, urllib.error
+python3 - "$BASE" "$(dirname "$0")" <<'PY' || fail "tool calls: see above"
+import json, sys
+sys.path.insert(0, sys.argv[2])
+import oai_post
 base = sys.argv[1]
 
 def post(body, stream=False):
-    req = urllib.request.Request(base + "/v1/chat/completions", json.dumps(body).encode(),
-                                 {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=120) as r:
-            if not stream:
-                return r.status, json.load(r)
-            events = [json.loads(l[6:]) for l in r.read().decode().split("\n")
-                      if l.startswith("data: ") and l != "data: [DONE]"]
-            return r.status, events
-    except urllib.error.HTTPError as e:
-        return e.code, json.load(e)
+    return oai_post.post(base, "/v1/chat/completions", body, stream)
 
 tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather now",
           "parameters": {"type": "object", "properties": {

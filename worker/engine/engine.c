@@ -12,6 +12,7 @@
  * same K/V from the same tokens. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,7 +106,9 @@ static void finish(engine *e, ereq *r, engine_finish_reason why, const char *err
                        .token = -1,
                        .finish = why,
                        .error = error,
-                       .usage = {r->n_prompt, r->n_generated, r->seq.n_cached}};
+                       .usage = {r->n_prompt, r->n_generated, r->seq.n_cached},
+                       .embedding = r->embedding,
+                       .embedding_dim = r->embedding ? model_get_hparams(e->m)->dim : 0};
     sched_remove(e->sched, &r->seq);
     espec_release(e, r);
     emit(e, &ev);
@@ -242,9 +245,29 @@ static int32_t sample_constrained(engine *e, ereq *r, float *row, sampler_result
     return id;
 }
 
+/* An embedding request reached its sampling row: the prompt is done. Its last token's final
+ * hidden state, L2-normalized, is the answer (last-token pooling, as decoder embedding models
+ * use); nothing is generated. */
+static void finish_embedding(engine *e, ereq *r, int32_t row) {
+    int32_t dim = model_get_hparams(e->m)->dim;
+    float *h = e->hidden + (size_t)row * dim;
+    double ss = 0;
+    for (int32_t k = 0; k < dim; k++)
+        ss += (double)h[k] * h[k];
+    float inv = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
+    for (int32_t k = 0; k < dim; k++)
+        h[k] *= inv;
+    r->embedding = h;
+    finish(e, r, ENGINE_FINISH_STOP, NULL);
+}
+
 static void sample_all(engine *e, const sched_batch *b) {
     for (int32_t i = 0; i < b->n_logits; i++) {
         ereq *r = req_of(b->logit_seqs[i]);
+        if (r->embed) {
+            finish_embedding(e, r, i);
+            continue;
+        }
         if (r->seq.spec_step) {
             i += verify_one(e, r, i) - 1;
             continue;
@@ -339,7 +362,11 @@ static bool step(engine *e) {
             fail_batch(e, &b, err.msg);
             return true;
         }
-    model_batch mb = {b.n_tokens, b.tokens, b.pos, b.slots, b.attn, b.n_logits, b.logit_rows};
+    bool hidden = false;
+    for (int32_t i = 0; i < b.n_logits && !hidden; i++)
+        hidden = req_of(b.logit_seqs[i])->embed;
+    model_batch mb = {b.n_tokens, b.tokens,   b.pos,        b.slots,
+                      b.attn,     b.n_logits, b.logit_rows, hidden ? e->hidden : NULL};
     uint64_t t_fwd = sol_now_ns();
     if (model_forward(e->m, e->kv_data, &mb, e->logits, &err)) {
         char why[256];
@@ -561,6 +588,8 @@ static int start(engine *e, sol_err *err) {
     int32_t rows = espec_max_logit_rows(e);
     e->logits = malloc(sizeof(float) * (size_t)e->n_vocab * (size_t)rows);
     e->row_copy = malloc(sizeof(float) * (size_t)e->n_vocab);
+    e->hidden = malloc(sizeof(float) * (size_t)hp->dim * (size_t)rows);
+    if (!e->hidden) return sol_err_set(err, -ENOMEM, "out of memory for hidden states");
     if (!e->row_copy) return sol_err_set(err, -ENOMEM, "out of memory for logits");
     if (!e->logits) return sol_err_set(err, -ENOMEM, "out of memory for logits");
     if ((rc = model_reserve(e->m, e->cfg.max_batched_tokens, rows, err))) return rc;
@@ -619,6 +648,7 @@ void engine_free(engine *e) {
     espec_free(e);
     free(e->logits);
     free(e->row_copy);
+    free(e->hidden);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->wake);
     pthread_cond_destroy(&e->idle);

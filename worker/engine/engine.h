@@ -55,6 +55,8 @@ typedef struct engine_event {
     engine_finish_reason finish;  /* ENGINE_EV_FINISH */
     const char *error;            /* ENGINE_FINISH_ERROR: why */
     engine_usage usage;           /* ENGINE_EV_FINISH */
+    const float *embedding;       /* ENGINE_EV_FINISH of an embed request: dim floats, L2 = 1 */
+    int32_t embedding_dim;
 } engine_event;
 
 typedef void (*engine_event_fn)(void *ctx, const engine_event *ev);
@@ -108,11 +110,13 @@ typedef struct engine_request {
     int32_t max_tokens;      /* <= 0: up to max_model_len */
     const char *const *stop; /* stop strings (copied), detected on the text */
     size_t n_stop;
-    bool ignore_eos;            /* keep generating past end-of-generation tokens */
-    bool no_speculation;        /* never draft for this request (logprobs requests never do) */
-    int32_t priority;           /* lower = more important */
-    uint64_t deadline_ns;       /* sol_now_ns() clock; 0 = none */
-    const char *cache_salt;     /* copied; NULL/"" = shared prefix cache */
+    bool ignore_eos;        /* keep generating past end-of-generation tokens */
+    bool no_speculation;    /* never draft for this request (logprobs requests never do) */
+    int32_t priority;       /* lower = more important */
+    uint64_t deadline_ns;   /* sol_now_ns() clock; 0 = none */
+    const char *cache_salt; /* copied; NULL/"" = shared prefix cache */
+    bool embed; /* an embedding: prefill only, the last prompt token's final hidden state
+                 * (L2-normalized) on the finish event; nothing is generated */
     const int32_t *bias_tokens; /* logit_bias: added to these tokens' logits before sampling */
     const float *bias_values;
     int32_t n_bias;

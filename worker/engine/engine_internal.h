@@ -33,8 +33,10 @@ typedef struct ereq {
     char *salt;
     stop_text stop;
     tok_stream *ts;
-    grammar *gram;        /* the output constraint (owned), NULL = none */
-    int32_t *bias_tokens; /* logit_bias (owned), n_bias entries */
+    grammar *gram;          /* the output constraint (owned), NULL = none */
+    bool embed;             /* engine_request.embed */
+    const float *embedding; /* set just before an embed request's finish */
+    int32_t *bias_tokens;   /* logit_bias (owned), n_bias entries */
     float *bias_values;
     int32_t n_bias;
     struct ereq *inbox_next;            /* submitted, not yet seen by the engine thread */
@@ -55,7 +57,8 @@ struct engine {
     sampler *smp;
     grammar_vocab *gvocab; /* the vocabulary as bytes for grammars, NULL without a tokenizer */
     float *logits;         /* max_num_seqs x n_vocab */
-    float *row_copy;       /* one row: a constrained request's first, unconstrained draw */
+    float *hidden;   /* max logit rows x dim: final hidden states, when an embed request asks */
+    float *row_copy; /* one row: a constrained request's first, unconstrained draw */
     pthread_t thread;
     bool thread_started;
     /* guarded by mu */

@@ -212,6 +212,14 @@ int ereq_build(const engine *e, const engine_request *q, ereq **out, sol_err *er
     r->spec_slot = -1;
     r->deadline_ns = q->deadline_ns;
     r->user = q->user;
+    r->embed = q->embed;
+    r->no_spec = r->no_spec || q->embed;
+    if (q->embed && (q->n_resume_tokens || q->grammar || q->n_bias)) {
+        rc = sol_err_set(err, -EINVAL,
+                         "an embedding request takes no resume tokens, grammar or "
+                         "logit_bias");
+        goto fail;
+    }
     if ((rc = setup_output(e, q, r, err)) || (rc = setup_bias(e, q, r, err)) ||
         (rc = setup_grammar(e, q, r, err)))
         goto fail;

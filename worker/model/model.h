@@ -116,6 +116,9 @@ typedef struct model_batch {
     const sol_attn_seq *attn;
     int n_logits;
     const int32_t *logit_rows;
+    /* Optional host memory for n_logits x dim floats: the final-normed hidden state of each logit
+     * row (what the head multiplies), for embeddings. NULL: not wanted. */
+    float *hidden;
 } model_batch;
 
 /* Writes n_logits x n_vocab floats to `logits` (host memory). Returns 0 or a negative code. */

@@ -137,6 +137,9 @@ static int head(model *m, const model_batch *b, float *logits) {
         (rc = sol_matmul(be, &m->output, s->xl, s->logits, b->n_logits)) ||
         (rc = sol_synchronize(be)))
         return rc;
+    if (b->hidden && sh->rank == 0 && /* every rank holds the same hidden state */
+        (rc = sol_download(be, b->hidden, s->xl, (size_t)b->n_logits * hp->dim * sizeof(float))))
+        return rc;
     size_t v = (size_t)sh->vocab;
     if (sh->n == 1) {
         rc = sol_download(be, logits, s->logits, (size_t)b->n_logits * v * sizeof(float));

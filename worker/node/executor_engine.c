@@ -101,6 +101,8 @@ static void on_event(void *ctx, const engine_event *ev) {
         u.completion_tokens = (uint32_t)ev->usage.completion_tokens;
         u.cached_tokens = (uint32_t)ev->usage.cached_tokens;
         c.usage = &u;
+        c.embedding = (float *)ev->embedding; /* read only: the message is packed at once */
+        c.n_embedding = ev->embedding ? (size_t)ev->embedding_dim : 0;
     }
     sol_err err = {0};
     if (exec_events_push(x->events, &c, &err) < 0)
@@ -179,6 +181,7 @@ static int eng_submit(void *self, const Sol__Generate *g, sol_err *e) {
     q.priority = g->priority;
     q.deadline_ns = g->deadline_ms ? sol_now_ns() + g->deadline_ms * 1000000ull : 0;
     q.cache_salt = g->cache_salt;
+    q.embed = g->embed;
     q.tools = (const char *const *)g->tools;
     q.n_tools = g->n_tools;
     q.grammar = g->grammar && g->grammar[0] ? g->grammar : NULL;

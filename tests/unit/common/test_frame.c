@@ -27,6 +27,7 @@ typedef struct fixture {
     char *tags[2];
     uint32_t resume[3];
     uint32_t bias_ids[2];
+    float emb[2];
     float bias_vals[2];
     Sol__Generate gen;
     Sol__TopLogprob top[2];
@@ -106,6 +107,7 @@ static void fill_generate(fixture *f) {
     f->resume[1] = 29871;
     f->resume[2] = 4000000000u;
     f->bias_ids[0] = 7, f->bias_ids[1] = 31999;
+    f->emb[0] = 0.6f, f->emb[1] = -0.8f;
     f->bias_vals[0] = -100.0f, f->bias_vals[1] = 2.5f;
     Sol__Generate *g = &f->gen;
     sol__generate__init(g);
@@ -134,6 +136,7 @@ static void fill_generate(fixture *f) {
     g->bias_values = f->bias_vals;
     g->n_bias_values = 2;
     g->echo_prompt_tokens = 1;
+    g->embed = 1;
 }
 
 static void fill_chunk(fixture *f) {
@@ -170,6 +173,8 @@ static void fill_chunk(fixture *f) {
     c->logprobs = f->lpp;
     c->error = "out of KV blocks";
     c->seq = 17;
+    c->embedding = f->emb;
+    c->n_embedding = 2;
 }
 
 static void fixture_init(fixture *f) {
