@@ -325,6 +325,8 @@ static enum MHD_Result respond_full(struct MHD_Connection *c, http_stream *st) {
                       NULL,
                       NULL,
                       NULL,
+                      NULL,
+                      NULL,
                       0};
     const char *more_text[OAI_MAX_N];
     size_t more_len[OAI_MAX_N];
@@ -334,6 +336,7 @@ static enum MHD_Result respond_full(struct MHD_Connection *c, http_stream *st) {
     }
     if (st->n_choices > 1) {
         r.more_text = more_text, r.more_len = more_len, r.more_finish = st->more_finish;
+        if (st->req->sampling.want_logprobs) r.more_lp = st->more_lp, r.more_n_lp = st->more_n_lp;
         r.n_more = st->n_choices - 1;
     }
     strbuf b;

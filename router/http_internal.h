@@ -56,7 +56,9 @@ struct http_stream {
     uint32_t n_finished;             /* choices whose last chunk arrived */
     strbuf more_text[OAI_MAX_N - 1]; /* non-streaming: choices 1..n-1 */
     oai_finish more_finish[OAI_MAX_N - 1];
-    float *emb[OAI_MAX_N]; /* /v1/embeddings: each input's vector (owned) */
+    float *emb[OAI_MAX_N];                     /* /v1/embeddings: each input's vector (owned) */
+    oai_token_logprob *more_lp[OAI_MAX_N - 1]; /* non-streaming, choices 1..n-1 (owned) */
+    size_t more_n_lp[OAI_MAX_N - 1];
     size_t emb_dim[OAI_MAX_N];
     bool tools;            /* chat with tools offered: calls are read out of the text */
     oai_call_parser calls; /* the calls so far (streaming: sent as they complete) */

@@ -17,14 +17,14 @@ void http_stream_ref(http_stream *s) {
     pthread_mutex_unlock(&s->mu);
 }
 
-static void free_logprobs(http_stream *s) {
-    for (size_t i = 0; i < s->n_lp; i++) {
-        free((char *)s->lp[i].text);
-        for (size_t j = 0; j < s->lp[i].n_top; j++)
-            free((char *)s->lp[i].top[j].text);
-        free((void *)s->lp[i].top);
+static void free_logprobs(oai_token_logprob *lp, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free((char *)lp[i].text);
+        for (size_t j = 0; j < lp[i].n_top; j++)
+            free((char *)lp[i].top[j].text);
+        free((void *)lp[i].top);
     }
-    free(s->lp);
+    free(lp);
 }
 
 void http_stream_unref(http_stream *s) {
@@ -41,7 +41,9 @@ void http_stream_unref(http_stream *s) {
     for (size_t i = 0; i < OAI_MAX_N; i++)
         free(s->emb[i]);
     oai_call_parser_free(&s->calls);
-    free_logprobs(s);
+    free_logprobs(s->lp, s->n_lp);
+    for (size_t i = 0; i + 1 < OAI_MAX_N; i++)
+        free_logprobs(s->more_lp[i], s->more_n_lp[i]);
     oai_request_free(s->req);
     free(s);
 }
@@ -77,13 +79,14 @@ http_stream *http_stream_new(http_server *srv, struct MHD_Connection *conn, oai_
 }
 
 /* Non-streaming: keep owned copies of the logprobs until the final JSON is built. */
-static int keep_logprobs(http_stream *s, const oai_token_logprob *lp, size_t n) {
+static int keep_logprobs(oai_token_logprob **arr, size_t *have, const oai_token_logprob *lp,
+                         size_t n) {
     if (!lp || !n) return 0;
-    oai_token_logprob *a = realloc(s->lp, (s->n_lp + n) * sizeof *a);
+    oai_token_logprob *a = realloc(*arr, (*have + n) * sizeof *a);
     if (!a) return -ENOMEM;
-    s->lp = a;
+    *arr = a;
     for (size_t i = 0; i < n; i++) {
-        oai_token_logprob *d = &s->lp[s->n_lp++];
+        oai_token_logprob *d = &a[(*have)++];
         d->text = strdup(lp[i].text ? lp[i].text : "");
         d->logprob = lp[i].logprob;
         d->n_top = 0;
@@ -194,9 +197,13 @@ int http_stream_push(http_stream *s, const http_chunk *c) {
         strbuf_append(&s->more_text[c->index - 1], c->text ? c->text : "",
                       c->text ? c->text_len : 0);
         if (c->finish != OAI_FINISH_NONE) s->more_finish[c->index - 1] = c->finish;
+        if (s->req->sampling.want_logprobs)
+            keep_logprobs(&s->more_lp[c->index - 1], &s->more_n_lp[c->index - 1], c->logprobs,
+                          c->n_logprobs);
     } else {
         strbuf_append(&s->text, c->text ? c->text : "", c->text ? c->text_len : 0);
-        if (s->req->sampling.want_logprobs) keep_logprobs(s, c->logprobs, c->n_logprobs);
+        if (s->req->sampling.want_logprobs)
+            keep_logprobs(&s->lp, &s->n_lp, c->logprobs, c->n_logprobs);
     }
     if (c->index == 0 && c->finish != OAI_FINISH_NONE) s->finish = c->finish;
     if (last) s->done = true;

@@ -600,10 +600,8 @@ static oai_request *request_defaults(oai_kind kind) {
 static int check_required(oai_request *r, oai_error *err) {
     int rc = oai_tools_finish(&r->tools, &r->grammar, &r->grammar_field, err);
     if (rc) return rc;
-    if (r->n > 1 && (r->sampling.want_logprobs || oai_tools_active(&r->tools)))
-        return BAD(err, "n", "n > 1 with %s is not supported yet",
-                   r->sampling.want_logprobs ? "logprobs" : "tools"),
-               -EINVAL;
+    if (r->n > 1 && oai_tools_active(&r->tools))
+        return BAD(err, "n", "n > 1 with tools is not supported yet"), -EINVAL;
     /* `model` may be left out: classification then picks the pool (docs/api.md). */
     if (r->kind == OAI_EMBEDDING && !r->inputs[0])
         return BAD(err, "input", "'input' is required"), -EINVAL;
@@ -861,12 +859,19 @@ int oai_response_json(strbuf *out, const oai_response *r) {
     }
     put_finish(out, r->finish);
     strbuf_putc(out, '}');
-    for (size_t i = 0; i < r->n_more; i++) { /* n > 1: no logprobs, no tools */
+    for (size_t i = 0; i < r->n_more; i++) { /* n > 1 (no tools) */
         strbuf_printf(out, ",{\"index\":%zu,", i + 1);
         strbuf_puts(out, r->kind == OAI_CHAT ? "\"message\":{\"role\":\"assistant\",\"content\":"
                                              : "\"text\":");
         strbuf_json_str(out, r->more_text[i] ? r->more_text[i] : "", r->more_len[i]);
-        strbuf_puts(out, r->kind == OAI_CHAT ? "},\"logprobs\":null" : ",\"logprobs\":null");
+        strbuf_puts(out, r->kind == OAI_CHAT ? "},\"logprobs\":" : ",\"logprobs\":");
+        size_t off = 0;
+        if (!r->more_lp)
+            strbuf_puts(out, "null");
+        else if (r->kind == OAI_CHAT)
+            put_chat_logprobs(out, r->more_lp[i], r->more_n_lp[i]);
+        else
+            put_completion_logprobs(out, r->more_lp[i], r->more_n_lp[i], &off);
         put_finish(out, r->more_finish[i]);
         strbuf_putc(out, '}');
     }

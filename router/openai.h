@@ -138,6 +138,8 @@ typedef struct oai_response {
     const char *const *more_text;
     const size_t *more_len;
     const oai_finish *more_finish;
+    oai_token_logprob *const *more_lp; /* NULL when logprobs were not asked for */
+    const size_t *more_n_lp;
     size_t n_more;
 } oai_response;
 

@@ -1,6 +1,7 @@
 # Promise: n > 1 returns n choices (index 0..n-1), sample i being exactly the single request with
 # seed + i; streamed, the chunks carry each choice's index and assemble to the same texts, with
-# usage counting the prompt once and every choice's tokens; n above 16 or with logprobs is a 400.
+# usage counting the prompt once and every choice's tokens, logprobs per choice; n above 16 is
+# a 400.
 . "$(dirname "$0")/lib.sh"
 
 M=$T_DIR/m.gguf
@@ -52,11 +53,17 @@ for path, key in (("/v1/completions", "prompt"), ("/v1/chat/completions", "messa
     assert got == singles and sorted(fins) == [0, 1, 2], (got, singles, fins)
     assert usage and usage["completion_tokens"] == 36, usage
     print(f"  {path}: n=3 equals seeds 40, 41, 42 one by one; streamed the same")
-for bad in ({"n": 17}, {"n": 2, "logprobs": 2}):
-    b = {"model": "precise", "prompt": "x", "max_tokens": 2}
-    b.update(bad)
-    st, r = post("/v1/completions", b)
-    assert st == 400 and r["error"]["param"] == "n", r
-print("  400 for n = 17 and for n > 1 with logprobs")
+# logprobs per choice: each choice's equal the single request's
+st, r = post("/v1/completions", {"model": "precise", "prompt": "x y", "max_tokens": 4, "n": 2,
+                                 "seed": 7, "temperature": 1, "logprobs": 2})
+assert st == 200, r
+for i in range(2):
+    st1, r1 = post("/v1/completions", {"model": "precise", "prompt": "x y", "max_tokens": 4,
+                                       "seed": 7 + i, "temperature": 1, "logprobs": 2})
+    assert r["choices"][i]["logprobs"] == r1["choices"][0]["logprobs"], (i, r, r1)
+print("  n=2 with logprobs: each choice's logprobs equal its single request's")
+st, r = post("/v1/completions", {"model": "precise", "prompt": "x", "max_tokens": 2, "n": 17})
+assert st == 400 and r["error"]["param"] == "n", r
+print("  400 for n = 17")
 PY
 ok "n > 1: choices equal their single-seed requests, streamed by index, usage summed"

@@ -82,8 +82,10 @@ static void test_completion_errors(void **st) {
     BAD(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"x\",\"top_p\":0}", "top_p", "(0, 1]");
     BAD(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"x\",\"top_k\":-2}", "top_k", "-1");
     BAD(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"x\",\"n\":17}", "n", "'n'");
-    BAD(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":2,\"logprobs\":1}", "n",
-        "n > 1 with logprobs is not supported yet");
+    BAD(OAI_CHAT,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2,\"tools\":[{\"type\":"
+        "\"function\",\"function\":{\"name\":\"f\"}}]}",
+        "n", "n > 1 with tools is not supported yet");
     oai_request *n3 = ok(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":3}");
     assert_int_equal(n3->n, 3);
     oai_request_free(n3);
@@ -212,8 +214,24 @@ static void test_responses(void **st) {
     (void)st;
     oai_top_logprob top[2] = {{"a", -0.1f}, {"b\"", -2.5f}};
     oai_token_logprob lp[2] = {{"a", -0.1f, top, 2}, {"\xc3\xa9", -1.0f, NULL, 0}};
-    oai_response r = {OAI_COMPLETION,    "cmpl-1",  1700000000, "m", "a\xc3\xa9", 3,    lp,   2,
-                      OAI_FINISH_LENGTH, {4, 2, 0}, NULL,       0,   NULL,        NULL, NULL, 0};
+    oai_response r = {OAI_COMPLETION,
+                      "cmpl-1",
+                      1700000000,
+                      "m",
+                      "a\xc3\xa9",
+                      3,
+                      lp,
+                      2,
+                      OAI_FINISH_LENGTH,
+                      {4, 2, 0},
+                      NULL,
+                      0,
+                      NULL,
+                      NULL,
+                      NULL,
+                      NULL,
+                      NULL,
+                      0};
     strbuf b;
     strbuf_init(&b);
     assert_int_equal(oai_response_json(&b, &r), 0);
