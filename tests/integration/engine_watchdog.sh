@@ -35,10 +35,12 @@ why=$(workers_field stuck unhealthy_reason)
 echo "$why" | grep -q "has not stepped for .* ms .*worker.stall_after_ms" || fail "reason: '$why'"
 [ "$(workers_field stuck failed_over)" -gt 0 ] || fail "no stream of the stalled worker failed over"
 kill -0 "${W_PID[stuck]}" || fail "the stalled worker died instead of reporting"
+# (the metrics text is read whole first: grep -q closing the pipe early fails curl under pipefail)
 for _ in $(seq 30); do # metrics follow the heartbeats
-    curl -s "$BASE/metrics" | grep -q '^sol_worker_unhealthy{.*worker="stuck".*} 1' && break
+    metrics=$(curl -s "$BASE/metrics")
+    grep -q '^sol_worker_unhealthy{.*worker="stuck".*} 1' <<<"$metrics" && break
     sleep 0.1
 done
-curl -s "$BASE/metrics" | grep -q '^sol_worker_unhealthy{.*worker="stuck".*} 1' ||
-    fail "metrics: $(curl -s "$BASE/metrics" | grep sol_worker_unhealthy)"
+grep -q '^sol_worker_unhealthy{.*worker="stuck".*} 1' <<<"$metrics" ||
+    fail "metrics: $(grep sol_worker_unhealthy <<<"$metrics")"
 ok "a stalled engine: unhealthy ('$why'), $N streams complete unchanged"
