@@ -607,7 +607,8 @@ static int flatten(builder *b, gbnf *g) {
         for (int i = 0; i < b->rules[r].n_alts; i++) {
             g->alt_start[k++] = (uint32_t)e;
             const balt *a = &b->rules[r].alts[i];
-            memcpy(g->elems + e, a->e, sizeof *a->e * (size_t)a->n);
+            if (a->n) /* an empty alternative has no element array */
+                memcpy(g->elems + e, a->e, sizeof *a->e * (size_t)a->n);
             e += a->n;
             g->elems[e++] = (gelem){GE_END, 0};
         }

@@ -389,7 +389,7 @@ int grammar_accept(grammar *g, int32_t token, sol_err *err) {
 
 int grammar_mark(grammar *g) {
     g->marked.len = 0;
-    if (wbuf_need(&g->marked, g->cur.len)) return -ENOMEM;
+    if (wbuf_need(&g->marked, g->cur.len + 1)) return -ENOMEM;
     memcpy(g->marked.w, g->cur.w, g->cur.len * sizeof *g->cur.w);
     g->marked.len = g->cur.len;
     return 0;
