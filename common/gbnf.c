@@ -402,7 +402,7 @@ static int parse_count(builder *b, int *out) {
 
 static int parse_braces(builder *b, int rule, int from) {
     const char *at = b->p++;
-    int min, max, rc;
+    int min = 0, max = 0, rc;
     skip_space(b, true);
     if ((rc = parse_count(b, &min))) return rc;
     skip_space(b, true);
