@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "engine.h"
 #include "gguf.h"
 #include "grammar.h"
 #include "grammar_gen.h"
@@ -28,25 +29,6 @@ static const char k_tool_schema[] =
     "\"include\":{\"type\":\"array\",\"items\":{\"enum\":[\"wind\",\"rain\",\"uv\"]},"
     "\"maxItems\":3}},\"required\":[\"location\",\"unit\"],\"additionalProperties\":false}},"
     "\"required\":[\"name\",\"arguments\"]}";
-
-static grammar_vocab *vocab_of(const tokenizer *tok) {
-    int32_t n = tokenizer_n_vocab(tok);
-    const char **piece = calloc((size_t)n, sizeof *piece);
-    size_t *len = calloc((size_t)n, sizeof *len);
-    uint8_t *kind = calloc((size_t)n, 1);
-    for (int32_t i = 0; i < n; i++) {
-        int t = tokenizer_token_type(tok, i);
-        piece[i] = tokenizer_token_piece(tok, i, &len[i]);
-        kind[i] = tokenizer_is_eog(tok, i)                                                 ? 1
-                  : t == TOK_TYPE_CONTROL || t == TOK_TYPE_UNKNOWN || t == TOK_TYPE_UNUSED ? 2
-                                                                                           : 0;
-    }
-    sol_err e = {0};
-    grammar_vocab *v = grammar_vocab_new(n, piece, len, kind, &e);
-    if (!v) fprintf(stderr, "bench_grammar: %s\n", e.msg);
-    free(piece), free(len), free(kind);
-    return v;
-}
 
 typedef struct walk_stats {
     double ms_per_token;
@@ -119,8 +101,8 @@ int main(int argc, char **argv) {
     tokenizer *tok = g ? tokenizer_from_gguf(g, &e) : NULL;
     if (!tok) return fprintf(stderr, "bench_grammar: %s\n", e.msg), 1;
     double t0 = sol_now_ns() / 1e6;
-    grammar_vocab *v = vocab_of(tok);
-    if (!v) return 1;
+    grammar_vocab *v = engine_grammar_vocab_new(tok, &e);
+    if (!v) return fprintf(stderr, "bench_grammar: %s\n", e.msg), 1;
     printf("vocabulary: %d tokens, trie built in %.1f ms\n", tokenizer_n_vocab(tok),
            sol_now_ns() / 1e6 - t0);
     json_t *schema = json_loads(k_tool_schema, 0, NULL);

@@ -204,10 +204,9 @@ static size_t partial_tag(const strbuf *b, size_t from, const char *tag) {
 
 int oai_call_parser_feed(oai_call_parser *p, const char *text, size_t len, strbuf *content) {
     size_t before = p->n_calls;
-    /* reserve: held.data is a real buffer below, even before any text */
-    if (strbuf_reserve(&p->held, len + 1) || strbuf_append(&p->held, text, len)) return -ENOMEM;
+    if (strbuf_append(&p->held, text, len)) return -ENOMEM; /* allocates even for no text */
     for (;;) {
-        char *h = p->held.data; /* reserved in feed: never NULL */
+        char *h = p->held.data; /* never NULL: appended to above */
         if (!p->in_call) {
             char *at = strstr(h, k_open);
             size_t keep = at ? 0 : partial_tag(&p->held, 0, k_open);

@@ -540,24 +540,24 @@ static int detect_template(engine *e, sol_err *err) {
 
 /* The vocabulary as bytes for grammar-constrained requests: end-of-generation tokens may end a
  * complete text; control, unknown and unused tokens never appear in one. */
-static int make_grammar_vocab(engine *e, sol_err *err) {
-    int32_t n = e->n_vocab;
+grammar_vocab *engine_grammar_vocab_new(const tokenizer *tok, sol_err *err) {
+    int32_t n = tokenizer_n_vocab(tok);
+    grammar_vocab *v = NULL;
     const char **piece = calloc((size_t)n, sizeof *piece);
     size_t *len = calloc((size_t)n, sizeof *len);
     uint8_t *kind = calloc((size_t)n, 1);
     int rc = piece && len && kind ? 0 : sol_err_set(err, -ENOMEM, "out of memory");
     for (int32_t i = 0; i < n && !rc; i++) {
-        int type = tokenizer_token_type(e->tok, i);
-        piece[i] = tokenizer_token_piece(e->tok, i, &len[i]);
-        kind[i] = tokenizer_is_eog(e->tok, i) ? 1
+        int type = tokenizer_token_type(tok, i);
+        piece[i] = tokenizer_token_piece(tok, i, &len[i]);
+        kind[i] = tokenizer_is_eog(tok, i) ? 1
                   : type == TOK_TYPE_CONTROL || type == TOK_TYPE_UNKNOWN || type == TOK_TYPE_UNUSED
                       ? 2
                       : 0;
     }
-    if (!rc && !(e->gvocab = grammar_vocab_new(n, piece, len, kind, err)))
-        rc = err->code ? err->code : -ENOMEM;
+    if (!rc) v = grammar_vocab_new(n, piece, len, kind, err);
     free(piece), free(len), free(kind);
-    return rc;
+    return v;
 }
 
 static int start(engine *e, sol_err *err) {
@@ -583,7 +583,8 @@ static int start(engine *e, sol_err *err) {
     sched_config sc = {e->cfg.max_num_seqs, e->cfg.max_batched_tokens, hp->kv_window};
     if (!(e->sched = sched_new(&sc, e->kv, err))) return err->code ? err->code : -ENOMEM;
     if (!(e->smp = sampler_new(e->n_vocab, err))) return err->code ? err->code : -ENOMEM;
-    if (e->tok && (rc = make_grammar_vocab(e, err))) return rc;
+    if (e->tok && !(e->gvocab = engine_grammar_vocab_new(e->tok, err)))
+        return err->code ? err->code : -ENOMEM;
     if ((rc = espec_init(e, err))) return rc;
     int32_t rows = espec_max_logit_rows(e);
     e->logits = malloc(sizeof(float) * (size_t)e->n_vocab * (size_t)rows);

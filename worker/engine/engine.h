@@ -17,6 +17,7 @@
 #include "chat_template.h"
 #include "dtype.h"
 #include "err.h"
+#include "grammar.h"
 #include "model.h"
 #include "sampler.h"
 #include "spec.h"
@@ -157,6 +158,11 @@ engine *engine_new(const engine_config *cfg, model *m, tokenizer *tok, sol_err *
 
 /* Stops the thread (running requests are finished as cancelled) and frees everything. NULL no-op */
 void engine_free(engine *e);
+
+/* The vocabulary as grammar-constrained decoding sees it (grammar.h): every token's bytes;
+ * end-of-generation tokens may end a complete text; control, unknown and unused tokens never
+ * appear in one. Caller owns the result (grammar_vocab_free). */
+grammar_vocab *engine_grammar_vocab_new(const tokenizer *tok, sol_err *err);
 
 /* Validates and queues a request; returns its id (> 0) or a negative error with err filled
  * (prompt + max_tokens beyond worker.kv.max_model_len, bad sampling params, empty prompt, ...).
