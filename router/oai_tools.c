@@ -55,6 +55,7 @@ static int parse_tool(oai_tools *t, size_t i, const json_t *tool, oai_error *err
         } else if (!strcmp(k, "strict")) {
             if (!json_is_boolean(v))
                 return BAD(err, p, "'%s.function.strict' must be a boolean", p), -EINVAL;
+            t->strict = t->strict || json_is_true(v);
         } else {
             return BAD(err, p, "'%s.function.%s' is not supported", p, k), -EINVAL;
         }
@@ -106,6 +107,7 @@ int oai_tools_field(oai_tools *t, const char *key, const json_t *v, oai_error *e
         if (!json_is_boolean(v))
             return BAD(err, key, "'parallel_tool_calls' must be a boolean"), -EINVAL;
         t->parallel = json_is_true(v);
+        t->parallel_given = true;
         return 0;
     }
     if (!json_is_array(v) || json_array_size(v) > OAI_MAX_TOOLS)
@@ -125,6 +127,18 @@ bool oai_tools_active(const oai_tools *t) {
 int oai_tools_finish(oai_tools *t, char **grammar, const char **grammar_field, oai_error *err) {
     if (!t->n && t->choice_given && t->choice != OAI_TOOLS_NONE)
         return BAD(err, "tool_choice", "'tool_choice' needs 'tools'"), -EINVAL;
+    /* With auto nothing constrains the model's calls: promises that need it are refused, not
+     * silently unkept. */
+    if (t->n && t->choice == OAI_TOOLS_AUTO && t->strict)
+        return BAD(err, "tools",
+                   "'strict': true is enforced with tool_choice required or a named "
+                   "function; with auto the arguments are not constrained yet"),
+               -EINVAL;
+    if (t->n && t->choice == OAI_TOOLS_AUTO && t->parallel_given && !t->parallel)
+        return BAD(err, "parallel_tool_calls",
+                   "'parallel_tool_calls': false is enforced with "
+                   "tool_choice required or a named function; with auto it is not yet"),
+               -EINVAL;
     if (t->choice != OAI_TOOLS_REQUIRED && t->choice != OAI_TOOLS_NAMED) return 0;
     if (*grammar)
         return BAD(err, "tool_choice", "'tool_choice' %s and '%s' cannot be combined",

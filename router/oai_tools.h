@@ -28,6 +28,8 @@ typedef struct oai_tools {
     char *choice_name; /* OAI_TOOLS_NAMED */
     bool choice_given;
     bool parallel; /* parallel_tool_calls, default true */
+    bool parallel_given;
+    bool strict; /* some function asked for strict: true */
 } oai_tools;
 
 void oai_tools_init(oai_tools *t);
