@@ -145,9 +145,16 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
         case O_EAGER:
             o->enforce_eager = 1;
             break;
-        case O_TP:
-            o->tp = atoi(optarg);
+        case O_TP: {
+            char *end = NULL;
+            long v = strtol(optarg, &end, 10);
+            o->tp = end != optarg && !*end && v >= 1 && v <= 8 ? (int)v : -1;
+            if (o->tp < 0) {
+                fprintf(stderr, "sol-generate: --tensor-parallel-size %s: expected 1..8\n", optarg);
+                exit(2);
+            }
             break;
+        }
         case O_PT:
             o->prompt_tokens = optarg;
             break;
