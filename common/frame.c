@@ -235,6 +235,8 @@ static int validate_register(const Sol__Register *r, sol_err *e) {
         return at_field(e, rc, "register.backend");
     if ((rc = check_string(r->chat_template, SOL_FRAME_MAX_NAME_BYTES, 0, e)) < 0)
         return at_field(e, rc, "register.chat_template");
+    if ((rc = check_string(r->tool_format, SOL_FRAME_MAX_NAME_BYTES, 0, e)) < 0)
+        return at_field(e, rc, "register.tool_format");
     if (r->capacity == 0)
         return sol_err_set(e, -EINVAL, "register.capacity is 0; expected at least 1 sequence");
     if (r->max_context == 0)
@@ -340,6 +342,8 @@ static int validate_generate(const Sol__Generate *g, sol_err *e) {
         return at_field(e, rc, "generate.cache_salt");
     if ((rc = check_string(g->grammar, SOL_FRAME_MAX_GRAMMAR_BYTES, 0, e)) < 0)
         return at_field(e, rc, "generate.grammar");
+    if ((rc = check_string(g->tool_format, SOL_FRAME_MAX_NAME_BYTES, 0, e)) < 0)
+        return at_field(e, rc, "generate.tool_format");
     if ((rc = check_count(g->n_bias_tokens, g->bias_tokens, SOL_FRAME_MAX_LOGIT_BIAS, e)) < 0)
         return at_field(e, rc, "generate.bias_tokens");
     if (g->n_bias_values != g->n_bias_tokens)

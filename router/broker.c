@@ -37,6 +37,8 @@ static void render_worker(strbuf *o, const bk_worker *w, uint64_t now) {
     strbuf_json_str(o, w->model, strlen(w->model));
     strbuf_puts(o, ",\"backend\":");
     strbuf_json_str(o, w->backend, strlen(w->backend));
+    strbuf_puts(o, ",\"chat_template\":");
+    strbuf_json_str(o, w->chat_template, strlen(w->chat_template));
     strbuf_printf(o,
                   ",\"state\":\"%s\",\"capacity\":%u,\"max_context\":%u,\"inflight\":%u,"
                   "\"running\":%u,\"waiting\":%u,\"load\":%.4f,\"kv_usage\":%.4f,"
@@ -81,6 +83,17 @@ static void publish(broker *b) {
     }
     strbuf_printf(&json, "],\"inflight\":%zu}", b->inf.live);
     pthread_mutex_lock(&b->snap_mu);
+    for (size_t p = 0; p < b->cfg.n_pools; p++) {
+        bk_pool_tools *t = &b->snap_tools[p];
+        t->known = false;
+        for (size_t i = 0; i < b->wt.n && !t->known; i++) {
+            const bk_worker *w = b->wt.w[i];
+            if (w->draining || w->unhealthy || strcmp(w->pool, b->cfg.pools[p])) continue;
+            t->known = true;
+            snprintf(t->chat_template, sizeof t->chat_template, "%s", w->chat_template);
+            snprintf(t->tool_format, sizeof t->tool_format, "%s", w->tool_format);
+        }
+    }
     strbuf_free(&b->snap_json);
     strbuf_free(&b->snap_ids);
     b->snap_json = json;
@@ -191,6 +204,7 @@ void broker_free(broker *b) {
     if (b->zctx) zmq_ctx_term(b->zctx);
     strbuf_free(&b->snap_json);
     strbuf_free(&b->snap_ids);
+    free(b->snap_tools);
     pthread_mutex_destroy(&b->snap_mu);
     pthread_mutex_destroy(&b->push_mu);
     free(b);
@@ -212,8 +226,10 @@ int broker_new(const broker_config *cfg, broker **out, sol_err *e) {
     wt_init(&b->wt);
     inflight_init(&b->inf);
     b->queues = calloc(cfg->n_pools, sizeof *b->queues);
+    b->snap_tools = calloc(cfg->n_pools, sizeof *b->snap_tools);
     b->zctx = zmq_ctx_new();
-    int rc = !b->queues || !b->zctx ? sol_err_set(e, -ENOMEM, "out of memory") : 0;
+    int rc =
+        !b->queues || !b->snap_tools || !b->zctx ? sol_err_set(e, -ENOMEM, "out of memory") : 0;
     if (!rc) rc = open_sockets(b, e);
     if (rc) {
         broker_free(b);
@@ -324,7 +340,23 @@ static int cb_drain(void *ctx, const char *worker_id, oai_error *err) {
     return 0;
 }
 
+static int cb_pool_tools(void *ctx, const char *pool, char *chat_template, size_t tmpl_cap,
+                         char *tool_format, size_t fmt_cap) {
+    broker *b = ctx;
+    int known = 0;
+    pthread_mutex_lock(&b->snap_mu);
+    for (size_t p = 0; p < b->cfg.n_pools; p++)
+        if (!strcmp(b->cfg.pools[p], pool) && b->snap_tools[p].known) {
+            known = 1;
+            snprintf(chat_template, tmpl_cap, "%s", b->snap_tools[p].chat_template);
+            snprintf(tool_format, fmt_cap, "%s", b->snap_tools[p].tool_format);
+        }
+    pthread_mutex_unlock(&b->snap_mu);
+    return known;
+}
+
 http_backend broker_http_backend(broker *b) {
-    http_backend be = {b, cb_dispatch, cb_cancel, cb_ready, cb_workers_json, cb_drain};
+    http_backend be = {b,        cb_dispatch,  cb_cancel, cb_ready, cb_workers_json,
+                       cb_drain, cb_pool_tools};
     return be;
 }

@@ -16,6 +16,13 @@
 
 enum bk_cmd_type { BK_DISPATCH = 1, BK_CANCEL, BK_DRAIN, BK_TERM };
 
+/* A pool's chat template and tool-call format, as its first live worker registered them. */
+typedef struct bk_pool_tools {
+    bool known; /* a live worker registered */
+    char chat_template[32];
+    char tool_format[16];
+} bk_pool_tools;
+
 /* What travels through the inproc pipe from HTTP threads (copied by zmq_send). */
 typedef struct bk_cmd {
     int type;
@@ -50,7 +57,8 @@ struct broker {
     /* published for HTTP threads */
     pthread_mutex_t snap_mu;
     strbuf snap_json;
-    strbuf snap_ids; /* "\nid1\nid2\n" */
+    strbuf snap_ids;           /* "\nid1\nid2\n" */
+    bk_pool_tools *snap_tools; /* per pool: what its workers' template makes of tools */
     bool snap_ready;
 };
 

@@ -55,6 +55,8 @@ static void on_register(broker *b, const zmq_util_identity *from, const Sol__Reg
     snprintf(w->pool, sizeof w->pool, "%s", reg->pool);
     snprintf(w->model, sizeof w->model, "%s", reg->model);
     snprintf(w->backend, sizeof w->backend, "%s", reg->backend);
+    snprintf(w->chat_template, sizeof w->chat_template, "%s", reg->chat_template);
+    snprintf(w->tool_format, sizeof w->tool_format, "%s", reg->tool_format);
     w->capacity = reg->capacity;
     w->max_context = reg->max_context;
     w->draining = false;

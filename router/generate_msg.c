@@ -36,6 +36,7 @@ int genmsg_encode(const oai_request *req, const char *request_id, uint32_t choic
     if (oai_tools_active(&req->tools)) {
         g.tools = (char **)req->tools.json;
         g.n_tools = req->tools.n;
+        g.tool_format = (char *)oai_tool_format_name(req->tools.format);
     }
     if (req->kind == OAI_CHAT) {
         size_t n_calls = 0;

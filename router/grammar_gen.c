@@ -415,8 +415,13 @@ int gg_json_schema(const json_t *schema, strbuf *out, sol_err *err) {
     return rc ? rc : finish(&c, name);
 }
 
+/* A literal, or nothing for "" (GBNF has no empty literal to write). */
+static void opt_literal(strbuf *o, const char *s) {
+    if (s && *s) literal(o, s, strlen(s)), strbuf_putc(o, ' ');
+}
+
 int gg_tool_calls(const char *const *names, const json_t *const *params, size_t n, bool parallel,
-                  strbuf *out, sol_err *err) {
+                  const gg_call_shape *shape, strbuf *out, sol_err *err) {
     gg c = {.out = out, .err = err};
     strbuf alts;
     strbuf_init(&alts);
@@ -433,20 +438,35 @@ int gg_tool_calls(const char *const *names, const json_t *const *params, size_t 
         char head[256];
         json_t *name = json_string(names[i]);
         char *quoted = json_dumps(name, JSON_ENCODE_ANY);
-        snprintf(head, sizeof head, "<tool_call>\n{\"name\": %s, \"arguments\": ", quoted);
+        snprintf(head, sizeof head, "%s{\"name\": %s, \"%s\": ", shape->open, quoted,
+                 shape->args_key);
         free(quoted), json_decref(name);
         if (i) strbuf_puts(&alts, " | ");
         strbuf_puts(&alts, "( ");
         literal(&alts, head, strlen(head));
         strbuf_printf(&alts, " %s ", args);
-        literal(&alts, "}\n</tool_call>", strlen("}\n</tool_call>"));
+        char tail[64];
+        snprintf(tail, sizeof tail, "}%s", shape->close);
+        literal(&alts, tail, strlen(tail));
         strbuf_puts(&alts, " )");
     }
+    strbuf root;
+    strbuf_init(&root);
     if (!rc) {
         c.used |= USE_WS;
         strbuf_printf(out, "tool-call ::= %s\n", alts.data);
-        rc = finish(&c, parallel ? "tool-call ( \"\\n\" tool-call )*" : "tool-call");
+        opt_literal(&root, shape->begin);
+        strbuf_puts(&root, "tool-call ");
+        if (parallel) {
+            strbuf_puts(&root, "( ");
+            opt_literal(&root, shape->sep);
+            strbuf_puts(&root, "tool-call )* ");
+        }
+        opt_literal(&root, shape->end);
+        rc = root.oom ? sol_err_set(err, -ENOMEM, "out of memory for the grammar")
+                      : finish(&c, root.data);
     }
+    strbuf_free(&root);
     strbuf_free(&alts);
     return rc;
 }

@@ -27,11 +27,16 @@
  * JSON path of an unsupported keyword: "schema.properties.a.format: unsupported keyword"). */
 int gg_json_schema(const json_t *schema, strbuf *out, sol_err *err);
 int gg_json_object(strbuf *out, sol_err *err);
-/* Calls in the Hermes/Qwen format: <tool_call>\n{"name": NAME, "arguments": ARGS}\n</tool_call>,
- * one (or, parallel, several separated by newlines) of the n functions, ARGS valid against
+/* How a format writes its calls: begin, then each call as open {"name": NAME, "KEY": ARGS}
+ * close, calls joined by sep, then end. */
+typedef struct gg_call_shape {
+    const char *begin, *open, *args_key, *close, *sep, *end;
+} gg_call_shape;
+
+/* One call (or, parallel, one or more) of the n functions in that shape, ARGS valid against
  * params[i] (NULL: any object). */
 int gg_tool_calls(const char *const *names, const json_t *const *params, size_t n, bool parallel,
-                  strbuf *out, sol_err *err);
+                  const gg_call_shape *shape, strbuf *out, sol_err *err);
 int gg_regex(const char *re, strbuf *out, sol_err *err);
 int gg_choice(const char *const *choices, size_t n, strbuf *out, sol_err *err);
 

@@ -250,6 +250,15 @@ static enum MHD_Result start_generation(http_server *s, struct MHD_Connection *c
         oai_request_free(req);
         return send_error(c, &e, cc->request_id, NULL, NULL);
     }
+    char tmpl[32] = "", fmt[16] = "";
+    int known =
+        s->cfg.backend.pool_tools && s->cfg.backend.pool_tools(s->cfg.backend.ctx, route.pool, tmpl,
+                                                               sizeof tmpl, fmt, sizeof fmt);
+    if (oai_tools_bind(&req->tools, known ? fmt : NULL, tmpl, route.pool, &req->grammar,
+                       &req->grammar_field, &e)) {
+        oai_request_free(req);
+        return send_error(c, &e, cc->request_id, route.pool, route.reason);
+    }
     if (!req->model && !(req->model = strdup(route.pool))) { /* echoed as the response's model */
         oai_request_free(req);
         return send_status(c, 500, cc->request_id, "out of memory%s", NULL);
@@ -300,49 +309,64 @@ static enum MHD_Result respond_embeddings(struct MHD_Connection *c, http_stream 
     return send_buf(c, 200, "application/json", &b, st->request_id, st->pool, st->reason, 0);
 }
 
+/* With tools: a choice's text less the calls read out of it (into st->calls[i]); its finish
+ * becomes tool_calls when it made any. */
+static void read_calls(http_stream *st, uint32_t i, const strbuf *text, strbuf *content,
+                       oai_finish *finish) {
+    oai_call_parser_feed(&st->calls[i], text->data ? text->data : "", text->len, content);
+    oai_call_parser_flush(&st->calls[i], content);
+    if (st->calls[i].n_calls && *finish == OAI_FINISH_STOP) *finish = OAI_FINISH_TOOL_CALLS;
+}
+
 static enum MHD_Result respond_full(struct MHD_Connection *c, http_stream *st) {
     if (st->req->kind == OAI_EMBEDDING) return respond_embeddings(c, st);
-    strbuf content; /* with tools: the text less the calls read out of it */
-    strbuf_init(&content);
-    if (st->tools) {
-        oai_call_parser_feed(&st->calls, st->text.data ? st->text.data : "", st->text.len,
-                             &content);
-        oai_call_parser_flush(&st->calls, &content);
-        if (st->calls.n_calls && st->finish == OAI_FINISH_STOP) st->finish = OAI_FINISH_TOOL_CALLS;
+    strbuf content[OAI_MAX_N]; /* with tools: each choice's text less its calls */
+    const char *more_text[OAI_MAX_N];
+    size_t more_len[OAI_MAX_N], more_n_calls[OAI_MAX_N];
+    const oai_call *more_calls[OAI_MAX_N];
+    for (uint32_t i = 0; i < st->n_choices; i++) {
+        const strbuf *text = i ? &st->more_text[i - 1] : &st->text;
+        strbuf_init(&content[i]);
+        if (st->tools)
+            read_calls(st, i, text, &content[i], i ? &st->more_finish[i - 1] : &st->finish);
+        const strbuf *shown = st->tools ? &content[i] : text;
+        if (i) {
+            more_text[i - 1] = shown->data, more_len[i - 1] = shown->len;
+            more_calls[i - 1] = st->calls[i].calls, more_n_calls[i - 1] = st->calls[i].n_calls;
+        }
     }
+    const strbuf *first = st->tools ? &content[0] : &st->text;
     oai_response r = {st->req->kind,
                       st->sse.id,
                       st->sse.created,
                       st->req->model,
-                      st->tools ? content.data : st->text.data,
-                      st->tools ? content.len : st->text.len,
+                      first->data,
+                      first->len,
                       st->req->sampling.want_logprobs ? st->lp : NULL,
                       st->n_lp,
                       st->finish,
                       st->usage,
-                      st->calls.calls,
-                      st->calls.n_calls,
+                      st->calls[0].calls,
+                      st->calls[0].n_calls,
+                      NULL,
+                      NULL,
                       NULL,
                       NULL,
                       NULL,
                       NULL,
                       NULL,
                       0};
-    const char *more_text[OAI_MAX_N];
-    size_t more_len[OAI_MAX_N];
-    for (uint32_t i = 0; i + 1 < st->n_choices; i++) {
-        more_text[i] = st->more_text[i].data;
-        more_len[i] = st->more_text[i].len;
-    }
     if (st->n_choices > 1) {
         r.more_text = more_text, r.more_len = more_len, r.more_finish = st->more_finish;
         if (st->req->sampling.want_logprobs) r.more_lp = st->more_lp, r.more_n_lp = st->more_n_lp;
+        if (st->tools) r.more_calls = more_calls, r.more_n_calls = more_n_calls;
         r.n_more = st->n_choices - 1;
     }
     strbuf b;
     strbuf_init(&b);
     oai_response_json(&b, &r);
-    strbuf_free(&content);
+    for (uint32_t i = 0; i < st->n_choices; i++)
+        strbuf_free(&content[i]);
     return send_buf(c, 200, "application/json", &b, st->request_id, st->pool, st->reason, 0);
 }
 

@@ -71,6 +71,10 @@ typedef struct http_backend {
     int (*workers_json)(void *ctx, strbuf *out);
     /* POST /admin/workers/{id}/drain: 0, or fill *err (404 unknown worker). */
     int (*drain)(void *ctx, const char *worker_id, oai_error *err);
+    /* The chat template and tool-call format ("" = none) of `pool`'s workers: 1 when a live
+     * worker told them, 0 when none is known yet. */
+    int (*pool_tools)(void *ctx, const char *pool, char *chat_template, size_t tmpl_cap,
+                      char *tool_format, size_t fmt_cap);
 } http_backend;
 
 typedef struct http_config {

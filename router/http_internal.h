@@ -60,8 +60,9 @@ struct http_stream {
     oai_token_logprob *more_lp[OAI_MAX_N - 1]; /* non-streaming, choices 1..n-1 (owned) */
     size_t more_n_lp[OAI_MAX_N - 1];
     size_t emb_dim[OAI_MAX_N];
-    bool tools;            /* chat with tools offered: calls are read out of the text */
-    oai_call_parser calls; /* the calls so far (streaming: sent as they complete) */
+    bool tools;                       /* chat with tools offered: calls are read out of the text */
+    oai_call_parser calls[OAI_MAX_N]; /* per choice: the calls so far (streaming: sent as they
+                                       * complete) */
 };
 
 http_stream *http_stream_new(http_server *srv, struct MHD_Connection *conn, oai_request *req,

@@ -40,7 +40,8 @@ void http_stream_unref(http_stream *s) {
         strbuf_free(&s->more_text[i]);
     for (size_t i = 0; i < OAI_MAX_N; i++)
         free(s->emb[i]);
-    oai_call_parser_free(&s->calls);
+    for (size_t i = 0; i < OAI_MAX_N; i++)
+        oai_call_parser_free(&s->calls[i]);
     free_logprobs(s->lp, s->n_lp);
     for (size_t i = 0; i + 1 < OAI_MAX_N; i++)
         free_logprobs(s->more_lp[i], s->more_n_lp[i]);
@@ -74,7 +75,11 @@ http_stream *http_stream_new(http_server *srv, struct MHD_Connection *conn, oai_
     s->n_choices = req->n ? req->n : 1;
     for (size_t i = 0; i + 1 < OAI_MAX_N; i++)
         strbuf_init(&s->more_text[i]);
-    oai_call_parser_init(&s->calls, request_id);
+    for (size_t i = 0; i < OAI_MAX_N; i++) { /* ids stay unique across the n choices */
+        char base[32];
+        snprintf(base, sizeof base, i ? "%.24s_%zu" : "%.24s", request_id, i);
+        oai_call_parser_init(&s->calls[i], req->tools.format, base);
+    }
     return s;
 }
 
@@ -119,16 +124,15 @@ static void observe_timing(http_stream *s, const http_chunk *c) {
 static void format_tools(http_stream *s, const http_chunk *c) {
     strbuf content;
     strbuf_init(&content);
-    size_t from = s->calls.n_calls;
-    oai_call_parser_feed(&s->calls, c->text ? c->text : "", c->text_len, &content);
-    if (c->finish != OAI_FINISH_NONE) oai_call_parser_flush(&s->calls, &content);
+    oai_call_parser *p = &s->calls[c->index];
+    size_t from = p->n_calls;
+    oai_call_parser_feed(p, c->text ? c->text : "", c->text_len, &content);
+    if (c->finish != OAI_FINISH_NONE) oai_call_parser_flush(p, &content);
     if (content.len || c->n_logprobs)
         oai_sse_chunk(&s->out, &s->sse, content.data, content.len, c->logprobs, c->n_logprobs,
                       OAI_FINISH_NONE);
-    if (s->calls.n_calls > from)
-        oai_sse_tool_calls(&s->out, &s->sse, s->calls.calls, from, s->calls.n_calls);
-    oai_finish f =
-        c->finish == OAI_FINISH_STOP && s->calls.n_calls ? OAI_FINISH_TOOL_CALLS : c->finish;
+    if (p->n_calls > from) oai_sse_tool_calls(&s->out, &s->sse, p->calls, from, p->n_calls);
+    oai_finish f = c->finish == OAI_FINISH_STOP && p->n_calls ? OAI_FINISH_TOOL_CALLS : c->finish;
     if (f != OAI_FINISH_NONE) oai_sse_chunk(&s->out, &s->sse, "", 0, NULL, 0, f);
     strbuf_free(&content);
 }

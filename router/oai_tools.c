@@ -2,11 +2,13 @@
 #include "oai_tools.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "grammar_gen.h"
+#include "hash.h"
 #include "openai.h"
 
 #define BAD(err, param, ...)                                                                       \
@@ -124,7 +126,24 @@ bool oai_tools_active(const oai_tools *t) {
     return t->n > 0 && t->choice != OAI_TOOLS_NONE;
 }
 
-int oai_tools_finish(oai_tools *t, char **grammar, const char **grammar_field, oai_error *err) {
+static const gg_call_shape SHAPES[] = {
+    [OAI_FMT_HERMES] = {"", "<tool_call>\n", "arguments", "\n</tool_call>", "\n", ""},
+    [OAI_FMT_LLAMA3] = {"", "", "parameters", "", "; ", ""},
+    [OAI_FMT_MISTRAL] = {"[TOOL_CALLS] [", "", "arguments", "", ", ", "]"},
+};
+static const char *const FORMAT_NAMES[] = {"hermes", "llama3-json", "mistral"};
+
+int oai_tool_format_parse(const char *name, oai_tool_format *out) {
+    for (int f = 0; f < 3; f++)
+        if (name && !strcmp(name, FORMAT_NAMES[f])) return *out = (oai_tool_format)f, 0;
+    return -EINVAL;
+}
+
+const char *oai_tool_format_name(oai_tool_format f) {
+    return (unsigned)f < 3 ? FORMAT_NAMES[f] : "?";
+}
+
+int oai_tools_finish(oai_tools *t, const char *grammar, const char *grammar_field, oai_error *err) {
     if (!t->n && t->choice_given && t->choice != OAI_TOOLS_NONE)
         return BAD(err, "tool_choice", "'tool_choice' needs 'tools'"), -EINVAL;
     /* With auto nothing constrains the model's calls: promises that need it are refused, not
@@ -140,27 +159,48 @@ int oai_tools_finish(oai_tools *t, char **grammar, const char **grammar_field, o
                    "tool_choice required or a named function; with auto it is not yet"),
                -EINVAL;
     if (t->choice != OAI_TOOLS_REQUIRED && t->choice != OAI_TOOLS_NAMED) return 0;
-    if (*grammar)
+    if (grammar)
         return BAD(err, "tool_choice", "'tool_choice' %s and '%s' cannot be combined",
-                   t->choice == OAI_TOOLS_NAMED ? "naming a function" : "required", *grammar_field),
+                   t->choice == OAI_TOOLS_NAMED ? "naming a function" : "required", grammar_field),
                -EINVAL;
+    for (size_t i = 0; i < t->n; i++)
+        if (t->choice == OAI_TOOLS_REQUIRED || !strcmp(t->names[i], t->choice_name)) return 0;
+    return BAD(err, "tool_choice", "'tool_choice' names \"%s\", which is not in 'tools'",
+               t->choice_name),
+           -EINVAL;
+}
+
+int oai_tools_bind(oai_tools *t, const char *tool_format, const char *chat_template,
+                   const char *pool, char **grammar, const char **grammar_field, oai_error *err) {
+    if (!oai_tools_active(t)) return 0;
+    if (tool_format && !*tool_format)
+        return BAD(err, "tools",
+                   "pool '%s' serves a model whose chat template (%s) has no tool format; tools "
+                   "are rendered by the qwen2.5, qwen3, llama3.1, llama3.2 and mistral-v3 "
+                   "templates (worker.chat_template)",
+                   pool, chat_template && *chat_template ? chat_template : "unknown"),
+               -EINVAL;
+    t->format = OAI_FMT_HERMES;
+    if (tool_format && oai_tool_format_parse(tool_format, &t->format))
+        return oai_error_set(err, 500, "server_error", NULL, "tools",
+                             "pool '%s' reports an unknown tool format '%s'", pool, tool_format),
+               -EINVAL;
+    if (t->choice != OAI_TOOLS_REQUIRED && t->choice != OAI_TOOLS_NAMED) return 0;
     const char *names[OAI_MAX_TOOLS];
     const json_t *params[OAI_MAX_TOOLS];
     size_t n = 0;
     for (size_t i = 0; i < t->n; i++)
         if (t->choice == OAI_TOOLS_REQUIRED || !strcmp(t->names[i], t->choice_name))
             names[n] = t->names[i], params[n++] = t->params[i];
-    if (!n)
-        return BAD(err, "tool_choice", "'tool_choice' names \"%s\", which is not in 'tools'",
-                   t->choice_name),
-               -EINVAL;
     strbuf g;
     strbuf_init(&g);
     sol_err e = {0};
-    if (gg_tool_calls(names, params, n, t->parallel && t->choice == OAI_TOOLS_REQUIRED, &g, &e)) {
+    if (gg_tool_calls(names, params, n, t->parallel && t->choice == OAI_TOOLS_REQUIRED,
+                      &SHAPES[t->format], &g, &e)) {
         strbuf_free(&g);
         return BAD(err, "tools", "%s", e.msg), -EINVAL;
     }
+    free(*grammar);
     *grammar = strbuf_take(&g, NULL);
     *grammar_field = "tool_choice";
     return 0;
@@ -169,11 +209,19 @@ int oai_tools_finish(oai_tools *t, char **grammar, const char **grammar_field, o
 /* ---- output --------------------------------------------------------------------------- */
 
 static const char k_open[] = "<tool_call>", k_close[] = "</tool_call>";
+static const char k_mistral[] = "[TOOL_CALLS]", k_python[] = "<|python_tag|>";
 
-void oai_call_parser_init(oai_call_parser *p, const char *request_id) {
+/* Parser states. Hermes: OUTSIDE / INSIDE the tags. Llama 3: START (only whitespace so far),
+ * CALLS (the answer is calls), TEXT (it is not: all content). Mistral: OUTSIDE, then ARRAY
+ * after the marker. */
+enum { ST_OUTSIDE = 0, ST_INSIDE, ST_START, ST_CALLS, ST_TEXT, ST_ARRAY };
+
+void oai_call_parser_init(oai_call_parser *p, oai_tool_format fmt, const char *request_id) {
     memset(p, 0, sizeof *p);
+    p->fmt = fmt;
+    p->state = fmt == OAI_FMT_LLAMA3 ? ST_START : ST_OUTSIDE;
     strbuf_init(&p->held);
-    snprintf(p->id_base, sizeof p->id_base, "call_%.24s", request_id);
+    snprintf(p->id_base, sizeof p->id_base, "%.36s", request_id);
 }
 
 void oai_call_parser_free(oai_call_parser *p) {
@@ -183,27 +231,40 @@ void oai_call_parser_free(oai_call_parser *p) {
     strbuf_free(&p->held);
 }
 
-/* The text between the tags: {"name": "...", "arguments": {...}} -> a call; else -1. */
-static int add_call(oai_call_parser *p, const char *s, size_t n) {
-    json_error_t je;
-    json_t *o = json_loadb(s, n, 0, &je);
-    const char *name = json_string_value(json_object_get(o, "name"));
-    const json_t *args = json_object_get(o, "arguments");
-    int rc = -1;
-    if (name && (json_is_object(args) || json_is_string(args))) {
-        oai_call *c = realloc(p->calls, (p->n_calls + 1) * sizeof *c);
-        if (c) {
-            p->calls = c;
-            c += p->n_calls;
-            snprintf(c->id, sizeof c->id, "%s_%zu", p->id_base, p->n_calls);
-            c->name = strdup(name);
-            c->arguments = json_is_string(args)
-                               ? strdup(json_string_value(args))
-                               : json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER);
-            p->n_calls++;
-            rc = 0;
-        }
+/* Mistral's template takes 9 letters and digits; the others OpenAI's call_ prefix. */
+static void make_id(const oai_call_parser *p, char *id, size_t cap) {
+    if (p->fmt != OAI_FMT_MISTRAL) {
+        snprintf(id, cap, "call_%.30s_%zu", p->id_base, p->n_calls);
+        return;
     }
+    static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    uint64_t h = sol_fmix64(sol_fnv64_str(SOL_FNV64_INIT, p->id_base) + p->n_calls);
+    for (int i = 0; i < 9; i++, h /= 62)
+        id[i] = digits[h % 62];
+    id[9] = '\0';
+}
+
+/* {"name": "...", "arguments" | "parameters": {...} or "..."} -> a call; else -1. */
+static int add_call(oai_call_parser *p, const json_t *o) {
+    const char *name = json_string_value(json_object_get(o, "name"));
+    const json_t *args = json_object_get(o, p->fmt == OAI_FMT_LLAMA3 ? "parameters" : "arguments");
+    if (!args) args = json_object_get(o, p->fmt == OAI_FMT_LLAMA3 ? "arguments" : "parameters");
+    if (!name || !(json_is_object(args) || json_is_string(args))) return -1;
+    oai_call *c = realloc(p->calls, (p->n_calls + 1) * sizeof *c);
+    if (!c) return -1;
+    p->calls = c;
+    c += p->n_calls;
+    make_id(p, c->id, sizeof c->id);
+    c->name = strdup(name);
+    c->arguments = json_is_string(args) ? strdup(json_string_value(args))
+                                        : json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    p->n_calls++;
+    return 0;
+}
+
+static int add_call_text(oai_call_parser *p, const char *s, size_t n) {
+    json_t *o = json_loadb(s, n, 0, NULL);
+    int rc = add_call(p, o);
     json_decref(o);
     return rc;
 }
@@ -216,43 +277,139 @@ static size_t partial_tag(const strbuf *b, size_t from, const char *tag) {
     return 0;
 }
 
+/* Length of the complete JSON object or array at s (s[0] is '{' or '['), 0 while unfinished. */
+static size_t json_span(const char *s, size_t n) {
+    int depth = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '"') {
+            for (i++; i < n && s[i] != '"'; i++)
+                i += s[i] == '\\';
+            if (i >= n) return 0;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+static void drop(strbuf *b, size_t n) {
+    memmove(b->data, b->data + n, b->len - n + 1);
+    b->len -= n;
+}
+
+static size_t skip_ws(const strbuf *b, size_t i, const char *also) {
+    while (i < b->len && (strchr(" \t\r\n", b->data[i]) || (also && strchr(also, b->data[i]))))
+        i++;
+    return i;
+}
+
+/* Everything held is content, and (Llama 3) so is the rest of the answer. */
+static void to_content(oai_call_parser *p, strbuf *content, int next) {
+    strbuf_append(content, p->held.data, p->held.len);
+    strbuf_reset(&p->held);
+    p->state = next;
+}
+
+/* Moves text before `tag` to content; true when the tag was found (and is dropped). */
+static bool until_tag(oai_call_parser *p, const char *tag, strbuf *content) {
+    char *h = p->held.data, *at = strstr(h, tag);
+    size_t out = at ? (size_t)(at - h) : p->held.len - partial_tag(&p->held, 0, tag);
+    strbuf_append(content, h, out);
+    drop(&p->held, out);
+    if (at) drop(&p->held, strlen(tag));
+    return at != NULL;
+}
+
+static bool step_hermes(oai_call_parser *p, strbuf *content) {
+    if (p->state == ST_OUTSIDE) {
+        if (!until_tag(p, k_open, content)) return false;
+        p->state = ST_INSIDE;
+        return true;
+    }
+    char *h = p->held.data, *end = strstr(h, k_close);
+    if (!end) return false;
+    if (add_call_text(p, h, (size_t)(end - h))) { /* not a call after all: content */
+        strbuf_puts(content, k_open);
+        strbuf_append(content, h, (size_t)(end - h) + strlen(k_close));
+    }
+    drop(&p->held, (size_t)(end - h) + strlen(k_close));
+    p->state = ST_OUTSIDE;
+    return true;
+}
+
+/* Llama 3: an answer that opens with { (or <|python_tag|>) is calls joined by ';'. */
+static bool step_llama(oai_call_parser *p, strbuf *content) {
+    const strbuf *b = &p->held;
+    if (p->state == ST_TEXT) return to_content(p, content, ST_TEXT), false;
+    size_t i = skip_ws(b, 0, p->state == ST_CALLS ? ";" : NULL);
+    if (i == b->len) return false;
+    if (p->state == ST_START) {
+        size_t k = strlen(k_python), have = b->len - i < k ? b->len - i : k;
+        if (!memcmp(b->data + i, k_python, have)) {
+            if (have < k) return false;
+            drop(&p->held, i + k);
+            p->state = ST_CALLS;
+            return true;
+        }
+        if (b->data[i] != '{') return to_content(p, content, ST_TEXT), false;
+        p->state = ST_CALLS;
+    }
+    if (b->data[i] != '{') return to_content(p, content, ST_TEXT), false;
+    size_t n = json_span(b->data + i, b->len - i);
+    if (!n) return false;
+    if (add_call_text(p, b->data + i, n)) return to_content(p, content, ST_TEXT), false;
+    drop(&p->held, i + n);
+    return true;
+}
+
+/* Mistral: [TOOL_CALLS] then a JSON array of calls; text around it is content. */
+static bool step_mistral(oai_call_parser *p, strbuf *content) {
+    if (p->state == ST_OUTSIDE) {
+        if (!until_tag(p, k_mistral, content)) return false;
+        p->state = ST_ARRAY;
+        return true;
+    }
+    const strbuf *b = &p->held;
+    size_t i = skip_ws(b, 0, NULL);
+    if (i == b->len) return false;
+    size_t n = b->data[i] == '[' ? json_span(b->data + i, b->len - i) : 0;
+    if (b->data[i] == '[' && !n) return false;
+    json_t *arr = n ? json_loadb(b->data + i, n, 0, NULL) : NULL;
+    bool ok = json_is_array(arr) && json_array_size(arr) > 0;
+    for (size_t k = 0; ok && k < json_array_size(arr); k++)
+        ok = json_is_object(json_array_get(arr, k)) &&
+             json_string_value(json_object_get(json_array_get(arr, k), "name"));
+    for (size_t k = 0; ok && k < json_array_size(arr); k++)
+        add_call(p, json_array_get(arr, k));
+    json_decref(arr);
+    if (!ok)
+        strbuf_puts(content, k_mistral); /* not calls: the text stays as it was */
+    else
+        drop(&p->held, i + n);
+    p->state = ST_OUTSIDE;
+    return true;
+}
+
 int oai_call_parser_feed(oai_call_parser *p, const char *text, size_t len, strbuf *content) {
     size_t before = p->n_calls;
     if (strbuf_append(&p->held, text, len)) return -ENOMEM; /* allocates even for no text */
-    for (;;) {
-        char *h = p->held.data; /* never NULL: appended to above */
-        if (!p->in_call) {
-            char *at = strstr(h, k_open);
-            size_t keep = at ? 0 : partial_tag(&p->held, 0, k_open);
-            size_t out = at ? (size_t)(at - h) : p->held.len - keep;
-            strbuf_append(content, h, out);
-            memmove(h, h + out, p->held.len - out + 1);
-            p->held.len -= out;
-            if (!at) break;
-            memmove(h, h + strlen(k_open), p->held.len - strlen(k_open) + 1);
-            p->held.len -= strlen(k_open);
-            p->in_call = true;
-        } else {
-            char *end = strstr(h, k_close);
-            if (!end) break;
-            if (add_call(p, h, (size_t)(end - h))) { /* not a call after all: content */
-                strbuf_puts(content, k_open);
-                strbuf_append(content, h, (size_t)(end - h) + strlen(k_close));
-            }
-            size_t used = (size_t)(end - h) + strlen(k_close);
-            memmove(h, h + used, p->held.len - used + 1);
-            p->held.len -= used;
-            p->in_call = false;
-        }
-    }
+    bool more = true;
+    while (more)
+        more = p->fmt == OAI_FMT_LLAMA3    ? step_llama(p, content)
+               : p->fmt == OAI_FMT_MISTRAL ? step_mistral(p, content)
+                                           : step_hermes(p, content);
     return (int)(p->n_calls - before);
 }
 
 void oai_call_parser_flush(oai_call_parser *p, strbuf *content) {
-    if (p->in_call) strbuf_puts(content, k_open);
+    if (p->fmt == OAI_FMT_HERMES && p->state == ST_INSIDE) strbuf_puts(content, k_open);
+    if (p->fmt == OAI_FMT_MISTRAL && p->state == ST_ARRAY) strbuf_puts(content, k_mistral);
     strbuf_append(content, p->held.data ? p->held.data : "", p->held.len);
     strbuf_reset(&p->held);
-    p->in_call = false;
+    p->state = p->fmt == OAI_FMT_LLAMA3 ? ST_TEXT : ST_OUTSIDE;
 }
 
 void oai_put_tool_calls(strbuf *out, const oai_call *calls, size_t from, size_t n, bool indexed) {

@@ -1,8 +1,8 @@
 /* oai_tools: OpenAI tool calling on the router side - the `tools`, `tool_choice` and
  * `parallel_tool_calls` fields (validated; `required` and a named function become a grammar so
- * the output always parses), and the extraction of the calls from the generated text, in the
- * Hermes/Qwen format the worker's template asked for: <tool_call>\n{"name": ..., "arguments":
- * {...}}\n</tool_call>. Text outside the tags is the message's content. */
+ * the output always parses), and the extraction of the calls from the generated text in the
+ * format the pool's chat template asked for (oai_tool_format). Text outside the calls is the
+ * message's content. */
 #ifndef SOL_OAI_TOOLS_H
 #define SOL_OAI_TOOLS_H
 
@@ -18,6 +18,18 @@ struct oai_error;
 
 typedef enum { OAI_TOOLS_AUTO = 0, OAI_TOOLS_NONE, OAI_TOOLS_REQUIRED, OAI_TOOLS_NAMED } oai_choice;
 
+/* How a model family writes its calls (the worker's template says which, Register.tool_format):
+ * HERMES   <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call>, one block per call
+ *          (Qwen2.5, Qwen3, Hermes);
+ * LLAMA3   {"name": N, "parameters": {...}} as the whole answer, several joined by "; "
+ *          (Llama 3.1-3.3's JSON tool calling; an optional <|python_tag|> first);
+ * MISTRAL  [TOOL_CALLS] [{"name": N, "arguments": {...}}, ...] (Mistral v0.3). */
+typedef enum { OAI_FMT_HERMES = 0, OAI_FMT_LLAMA3, OAI_FMT_MISTRAL } oai_tool_format;
+
+/* "hermes", "llama3-json", "mistral" -> 0 with *out set; -EINVAL otherwise. */
+int oai_tool_format_parse(const char *name, oai_tool_format *out);
+const char *oai_tool_format_name(oai_tool_format f);
+
 typedef struct oai_tools {
     char *
         json[OAI_MAX_TOOLS]; /* each tool object in Python's json.dumps layout (for the template) */
@@ -29,7 +41,8 @@ typedef struct oai_tools {
     bool choice_given;
     bool parallel; /* parallel_tool_calls, default true */
     bool parallel_given;
-    bool strict; /* some function asked for strict: true */
+    bool strict;            /* some function asked for strict: true */
+    oai_tool_format format; /* set by oai_tools_bind */
 } oai_tools;
 
 void oai_tools_init(oai_tools *t);
@@ -39,10 +52,18 @@ void oai_tools_free(oai_tools *t);
 int oai_tools_field(oai_tools *t, const char *key, const json_t *v, struct oai_error *err);
 
 /* After every field: consistency (tool_choice without tools, a named function that is not among
- * them) and, for required or named, the grammar of the calls into *grammar (malloc'd GBNF;
- * refused when another output constraint is set). */
-int oai_tools_finish(oai_tools *t, char **grammar, const char **grammar_field,
+ * them, required or named together with another output constraint in *grammar). */
+int oai_tools_finish(oai_tools *t, const char *grammar, const char *grammar_field,
                      struct oai_error *err);
+
+/* Once the pool is known: the call format its workers' template writes (tool_format: a
+ * Register.tool_format; NULL when no worker has registered yet: Hermes, which a worker with
+ * another format refuses by name; "" = the template has none: a 400 naming chat_template and
+ * pool) and, for required or named, the grammar of the calls in that format into *grammar
+ * (malloc'd GBNF). Nothing to do when the request offers no tools. */
+int oai_tools_bind(oai_tools *t, const char *tool_format, const char *chat_template,
+                   const char *pool, char **grammar, const char **grammar_field,
+                   struct oai_error *err);
 
 /* Whether the request offers tools to the model (tools given and tool_choice is not none). */
 bool oai_tools_active(const oai_tools *t);
@@ -56,14 +77,17 @@ typedef struct oai_call {
 } oai_call;
 
 typedef struct oai_call_parser {
-    strbuf held;  /* text that may be the start of a tag, or a call being read */
-    bool in_call; /* between <tool_call> and </tool_call> */
+    oai_tool_format fmt;
+    strbuf held; /* text that may be the start of a marker, or calls being read */
+    int state;   /* per format: where in the text the parser is (oai_tools.c) */
     oai_call *calls;
     size_t n_calls;
     char id_base[40];
 } oai_call_parser;
 
-void oai_call_parser_init(oai_call_parser *p, const char *request_id);
+/* request_id seeds the calls' ids: call_<id>_<k>, or for Mistral 9 letters and digits (its
+ * template accepts no other ids). */
+void oai_call_parser_init(oai_call_parser *p, oai_tool_format fmt, const char *request_id);
 void oai_call_parser_free(oai_call_parser *p);
 /* Feeds generated text: content (text outside calls) is appended to `content`; calls that
  * completed are appended to p->calls. Returns the number of new calls, or -ENOMEM. */

@@ -598,10 +598,8 @@ static oai_request *request_defaults(oai_kind kind) {
 }
 
 static int check_required(oai_request *r, oai_error *err) {
-    int rc = oai_tools_finish(&r->tools, &r->grammar, &r->grammar_field, err);
+    int rc = oai_tools_finish(&r->tools, r->grammar, r->grammar_field, err);
     if (rc) return rc;
-    if (r->n > 1 && oai_tools_active(&r->tools))
-        return BAD(err, "n", "n > 1 with tools is not supported yet"), -EINVAL;
     /* `model` may be left out: classification then picks the pool (docs/api.md). */
     if (r->kind == OAI_EMBEDDING && !r->inputs[0])
         return BAD(err, "input", "'input' is required"), -EINVAL;
@@ -828,21 +826,27 @@ static void put_header(strbuf *out, const char *id, const char *object, int64_t 
     strbuf_json_str(out, model ? model : "", model ? strlen(model) : 0);
 }
 
+static void put_chat_message(strbuf *out, const char *text, size_t len, const oai_call *calls,
+                             size_t n_calls) {
+    strbuf_puts(out, "\"message\":{\"role\":\"assistant\",\"content\":");
+    if (n_calls && !len)
+        strbuf_puts(out, "null"); /* OpenAI's shape when the answer is only calls */
+    else
+        strbuf_json_str(out, text ? text : "", text ? len : 0);
+    if (n_calls) {
+        strbuf_putc(out, ',');
+        oai_put_tool_calls(out, calls, 0, n_calls, false);
+    }
+    strbuf_putc(out, '}');
+}
+
 int oai_response_json(strbuf *out, const oai_response *r) {
     size_t offset = 0;
     if (r->kind == OAI_CHAT) {
         put_header(out, r->id, "chat.completion", r->created, r->model);
-        strbuf_puts(out, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
-                         "\"content\":");
-        if (r->n_calls && !r->text_len)
-            strbuf_puts(out, "null"); /* OpenAI's shape when the answer is only calls */
-        else
-            strbuf_json_str(out, r->text ? r->text : "", r->text ? r->text_len : 0);
-        if (r->n_calls) {
-            strbuf_putc(out, ',');
-            oai_put_tool_calls(out, r->calls, 0, r->n_calls, false);
-        }
-        strbuf_puts(out, "},\"logprobs\":");
+        strbuf_puts(out, ",\"choices\":[{\"index\":0,");
+        put_chat_message(out, r->text, r->text_len, r->calls, r->n_calls);
+        strbuf_puts(out, ",\"logprobs\":");
         if (r->logprobs)
             put_chat_logprobs(out, r->logprobs, r->n_logprobs);
         else
@@ -859,12 +863,17 @@ int oai_response_json(strbuf *out, const oai_response *r) {
     }
     put_finish(out, r->finish);
     strbuf_putc(out, '}');
-    for (size_t i = 0; i < r->n_more; i++) { /* n > 1 (no tools) */
+    for (size_t i = 0; i < r->n_more; i++) { /* n > 1 */
         strbuf_printf(out, ",{\"index\":%zu,", i + 1);
-        strbuf_puts(out, r->kind == OAI_CHAT ? "\"message\":{\"role\":\"assistant\",\"content\":"
-                                             : "\"text\":");
-        strbuf_json_str(out, r->more_text[i] ? r->more_text[i] : "", r->more_len[i]);
-        strbuf_puts(out, r->kind == OAI_CHAT ? "},\"logprobs\":" : ",\"logprobs\":");
+        if (r->kind == OAI_CHAT) {
+            put_chat_message(out, r->more_text[i], r->more_len[i],
+                             r->more_calls ? r->more_calls[i] : NULL,
+                             r->more_calls ? r->more_n_calls[i] : 0);
+        } else {
+            strbuf_puts(out, "\"text\":");
+            strbuf_json_str(out, r->more_text[i] ? r->more_text[i] : "", r->more_len[i]);
+        }
+        strbuf_puts(out, ",\"logprobs\":");
         size_t off = 0;
         if (!r->more_lp)
             strbuf_puts(out, "null");
@@ -890,20 +899,23 @@ void oai_stream_init(oai_stream *s, const oai_request *req, const char *id, int6
     s->want_logprobs = req->sampling.want_logprobs;
 }
 
+/* Whether this choice's role is still to be sent (the first delta of each choice carries it). */
+static bool take_role(oai_stream *s) {
+    bool first = s->index ? !(s->role_mask >> (s->index & 31) & 1) : !s->role_sent;
+    if (first && s->index)
+        s->role_mask |= 1u << (s->index & 31);
+    else if (first)
+        s->role_sent = true;
+    return first;
+}
+
 int oai_sse_chunk(strbuf *out, oai_stream *s, const char *text, size_t len,
                   const oai_token_logprob *lp, size_t n_lp, oai_finish finish) {
     strbuf_puts(out, "data: ");
     if (s->kind == OAI_CHAT) {
         put_header(out, s->id, "chat.completion.chunk", s->created, s->model);
         strbuf_printf(out, ",\"choices\":[{\"index\":%u,\"delta\":{", s->index);
-        bool first = s->index ? !(s->role_mask >> (s->index & 31) & 1) : !s->role_sent;
-        if (first) {
-            strbuf_puts(out, "\"role\":\"assistant\",");
-            if (s->index)
-                s->role_mask |= 1u << (s->index & 31);
-            else
-                s->role_sent = true;
-        }
+        if (take_role(s)) strbuf_puts(out, "\"role\":\"assistant\",");
         strbuf_puts(out, "\"content\":");
         strbuf_json_str(out, text ? text : "", text ? len : 0);
         strbuf_puts(out, "},\"logprobs\":");
@@ -931,11 +943,8 @@ int oai_sse_chunk(strbuf *out, oai_stream *s, const char *text, size_t len,
 int oai_sse_tool_calls(strbuf *out, oai_stream *s, const oai_call *calls, size_t from, size_t n) {
     strbuf_puts(out, "data: ");
     put_header(out, s->id, "chat.completion.chunk", s->created, s->model);
-    strbuf_puts(out, ",\"choices\":[{\"index\":0,\"delta\":{");
-    if (!s->role_sent) {
-        strbuf_puts(out, "\"role\":\"assistant\",\"content\":null,");
-        s->role_sent = true;
-    }
+    strbuf_printf(out, ",\"choices\":[{\"index\":%u,\"delta\":{", s->index);
+    if (take_role(s)) strbuf_puts(out, "\"role\":\"assistant\",\"content\":null,");
     oai_put_tool_calls(out, calls, from, n, true);
     strbuf_puts(out, "},\"logprobs\":null,\"finish_reason\":null}]");
     if (s->include_usage) strbuf_puts(out, ",\"usage\":null");

@@ -140,6 +140,8 @@ typedef struct oai_response {
     const oai_finish *more_finish;
     oai_token_logprob *const *more_lp; /* NULL when logprobs were not asked for */
     const size_t *more_n_lp;
+    const oai_call *const *more_calls; /* chat with tools: each other choice's calls */
+    const size_t *more_n_calls;
     size_t n_more;
 } oai_response;
 

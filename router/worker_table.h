@@ -20,7 +20,9 @@ typedef struct bk_worker {
     char pool[SOL_FRAME_MAX_NAME_BYTES + 1];
     char model[SOL_FRAME_MAX_NAME_BYTES + 1];
     char backend[32];
-    uint32_t capacity; /* most requests the router keeps on it at once */
+    char chat_template[32]; /* the family the worker renders chat with */
+    char tool_format[16];   /* its models' tool-call format, "" = none */
+    uint32_t capacity;      /* most requests the router keeps on it at once */
     uint32_t max_context;
     uint64_t last_seen_ms; /* any message counts */
     uint64_t registered_ms;

@@ -45,7 +45,8 @@ static const sol_cli_flag k_worker_flags[] = {
      "never reuse KV across requests, as vLLM's flag", NULL},
     {"--chat-template", "NAME", SOL_FLAG_SET, "worker.chat_template",
      "chat template family instead of the GGUF's (chatml, llama2, llama3, llama3.1, llama3.2, "
-     "mistral, zephyr, qwen2.5, qwen3, gemma); unlike vLLM's flag, a name, not a Jinja file",
+     "mistral, mistral-v3, zephyr, qwen2.5, qwen3, gemma); unlike vLLM's flag, a name, not a Jinja "
+     "file",
      NULL},
     {"--dtype", "auto", SOL_FLAG_SET, "worker.dtype",
      "as vLLM's flag; only auto: weights compute in the GGUF file's types (make another file "

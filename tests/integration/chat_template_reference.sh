@@ -7,7 +7,9 @@
 # byte for byte, with and without a system message, with multi-turn history and with contents
 # that carry surrounding whitespace (some families trim it). For Qwen2.5 and Qwen3 also with tools
 # (OpenAI tool definitions, assistant tool_calls with object and string arguments, consecutive
-# tool results, a system message) and Qwen3's reasoning (<think> in history, the latest answer).
+# tool results, a system message) and Qwen3's reasoning (<think> in history, the latest answer);
+# for Llama 3.1/3.2/3.3 with tools (the functions in the first user turn, one call, an ipython
+# result). Mistral v0.3's template is not in the bundle: test_chat_template holds its renders.
 set -euo pipefail
 B=${SOL_BUILD:?}; S=${SOL_SOURCE:?}
 . "$S/tests/peer/compare.sh"
@@ -20,9 +22,9 @@ src=$B/peer/llama-src
 cases=(
   "Qwen-Qwen2.5-7B-Instruct:qwen2.5:all,tools"
   "Qwen-Qwen3-0.6B:qwen3:all,tools"
-  "meta-llama-Llama-3.1-8B-Instruct:llama3.1:all"
-  "meta-llama-Llama-3.2-3B-Instruct:llama3.2:all"
-  "meta-llama-Llama-3.3-70B-Instruct:llama3.1:all"
+  "meta-llama-Llama-3.1-8B-Instruct:llama3.1:all,ltools"
+  "meta-llama-Llama-3.2-3B-Instruct:llama3.2:all,ltools"
+  "meta-llama-Llama-3.3-70B-Instruct:llama3.1:all,ltools"
   "google-gemma-2-2b-it:gemma:nosys"
 )
 cat >"$work/user.json" <<'J'
@@ -70,7 +72,8 @@ for c in "${cases[@]}"; do
   IFS=: read -r tmpl family sets <<<"$c"
   git -C "$src" show "HEAD:models/templates/$tmpl.jinja" >"$work/$tmpl.jinja"
   msgs=(user space multi); [[ "$sets" == all* ]] && msgs+=(system system_multi)
-  [[ "$sets" == *tools ]] && msgs+=(tools:user tools:system tools:tool_call tools:tool_multi tool_call think)
+  [[ "$sets" == *,tools ]] && msgs+=(tools:user tools:system tools:tool_call tools:tool_multi tool_call think)
+  [[ "$sets" == *,ltools ]] && msgs+=(tools:user tools:system tools:tool_call tool_call)
   for mt in "${msgs[@]}"; do
     m=${mt#tools:}; tools=(); [ "$m" = "$mt" ] || tools=(--tools "$work/tools.json")
     for gen in "" --no-gen-prompt; do

@@ -1,16 +1,23 @@
-# Promise: chat tool calling through the router on a worker with a tool-capable template
-# (--chat-template qwen2.5): tool_choice "required" and a named function always give calls that
-# parse (random weights, temperature 1: the grammar makes them), with finish_reason "tool_calls",
-# arguments valid against the function's parameters, streamed as delta.tool_calls pieces that
-# assemble to the same calls; "auto" and "none" answer; a tool result round trip renders; a
+# Promise: chat tool calling through the router in each family's format - Hermes (qwen2.5),
+# Llama 3.1 JSON and Mistral v0.3 [TOOL_CALLS]: tool_choice "required" and a named function
+# always give calls that parse (random weights, temperature 1: the grammar makes them, in the
+# pool's format), with finish_reason "tool_calls", arguments valid against the function's
+# parameters, streamed as delta.tool_calls pieces that assemble to the same calls; n > 1 gives
+# each choice its own calls; "auto" and "none" answer; a tool result round trip renders; a
 # template without a tool format refuses tools with a 400 naming it.
 . "$(dirname "$0")/lib.sh"
 
 M=$T_DIR/m.gguf
 mkmodel "$M" --seed 23 --ctx 2048
-start_router
+cat >"$T_DIR/router.yaml" <<EOF
+router:
+  routing: {pools: [precise, fast, llama, mistral], default_pool: precise}
+EOF
+start_router --config "$T_DIR/router.yaml"
 start_cpu_worker w precise "$M" --chat-template qwen2.5
 start_cpu_worker plain fast "$M" # the synthetic model's own template (llama-2) has no tool format
+start_cpu_worker l31 llama "$M" --chat-template llama3.1
+start_cpu_worker m3 mistral "$M" --chat-template mistral-v3
 wait_ready
 wait_worker w
 
@@ -108,6 +115,69 @@ st, r = post({"model": "precise", "messages": history, "tools": tools, "max_toke
               "temperature": 0})
 assert st == 200, r
 print("  tool result round trip: 200,", r["choices"][0]["finish_reason"])
+
+# n > 1: each choice is its own sample with its own calls (ids unique across choices)
+st, r = post({"model": "precise", "messages": msgs, "tools": tools, "tool_choice": "required",
+              "temperature": 1, "seed": 3, "max_tokens": 120, "n": 3})
+assert st == 200 and len(r["choices"]) == 3, r
+ids = []
+for ch in r["choices"]:
+    assert ch["finish_reason"] in ("tool_calls", "length"), ch
+    for c in ch["message"].get("tool_calls") or []:
+        check_call(c)
+        ids.append(c["id"])
+assert ids and len(ids) == len(set(ids)), ids
+st, ev = post({"model": "precise", "messages": msgs, "tools": tools, "tool_choice": "required",
+               "temperature": 1, "seed": 3, "max_tokens": 120, "n": 3, "stream": True},
+              stream=True)
+assert st == 200, ev
+per = {}
+for e in ev:
+    for ch in e["choices"]:
+        for tc in ch["delta"].get("tool_calls") or []:
+            per.setdefault(ch["index"], []).append(tc["function"]["name"])
+want = {i: [c["function"]["name"] for c in ch["message"].get("tool_calls") or []]
+        for i, ch in enumerate(r["choices"])}
+assert {i: v for i, v in want.items() if v} == per, (want, per)
+print("  n=3 with tools:", {i: len(v) for i, v in per.items()}, "calls per choice")
+
+# the other families' formats: Llama 3.1 JSON and Mistral [TOOL_CALLS]
+for pool in ("llama", "mistral"):
+    n_stop, last = 0, None
+    for seed in range(1, 9):
+        # odd seeds one call (a random model rarely stops adding calls), even seeds parallel
+        st, r = post({"model": pool, "messages": msgs, "tools": tools, "tool_choice": "required",
+                      "temperature": 1, "seed": seed, "max_tokens": 120,
+                      "parallel_tool_calls": seed % 2 == 0})
+        assert st == 200, r
+        ch = r["choices"][0]
+        if ch["finish_reason"] == "length":
+            continue
+        n_stop += 1
+        assert ch["finish_reason"] == "tool_calls" and ch["message"]["tool_calls"], ch
+        assert ch["message"]["content"] is None, ch
+        for c in ch["message"]["tool_calls"]:
+            check_call(c)
+            if pool == "mistral":
+                assert len(c["id"]) == 9 and c["id"].isalnum(), c
+        last = ch["message"]["tool_calls"][0]
+    assert n_stop >= 3, (pool, n_stop)
+    st, ev = post({"model": pool, "messages": msgs, "tools": tools, "temperature": 1, "seed": 2,
+                   "tool_choice": {"type": "function", "function": {"name": "add"}},
+                   "max_tokens": 120, "stream": True}, stream=True)
+    assert st == 200, ev
+    got = {}
+    for e in ev:
+        for tc in (e["choices"][0]["delta"].get("tool_calls") or []) if e["choices"] else []:
+            got.setdefault(tc["index"], tc)
+    assert all(c["function"]["name"] == "add" for c in got.values()), got
+    history = msgs + [{"role": "assistant", "content": None, "tool_calls": [last]},
+                      {"role": "tool", "tool_call_id": last["id"], "content": "{\"temp\": 21}"}]
+    st, r = post({"model": pool, "messages": history, "tools": tools, "max_tokens": 8,
+                  "temperature": 0})
+    assert st == 200, r
+    print(f"  {pool}: {n_stop} of 8 required ended with tool_calls, all valid; named streamed;",
+          "round trip 200")
 
 # a template with no tool format refuses tools by name
 st, r = post({"model": "fast", "messages": msgs, "tools": tools, "max_tokens": 4})

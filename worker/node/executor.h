@@ -17,6 +17,7 @@ typedef struct exec_info {
     char model[256];        /* model name served */
     char backend[16];       /* cpu | cuda | sim */
     char chat_template[64]; /* template family applied to chat messages ("" when none) */
+    char tool_format[16];   /* how that family's models write tool calls ("" when none) */
     uint32_t max_context;   /* tokens */
     uint32_t capacity;      /* concurrent sequences */
     bool speculative;

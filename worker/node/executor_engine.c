@@ -38,6 +38,7 @@ typedef struct eng_exec {
     exec_events *events;
     eng_rec *recs; /* link thread */
     atomic_uint inflight;
+    chat_template_family family; /* the template chat requests are rendered with */
 } eng_exec;
 
 static Sol__FinishReason finish_of(engine_finish_reason f) {
@@ -140,6 +141,13 @@ static int eng_submit(void *self, const Sol__Generate *g, sol_err *e) {
                            "request %s: resume_text without resume_tokens; the "
                            "engine resumes from token ids",
                            g->request_id);
+    const char *want = g->tool_format, *have = chat_template_tool_format(x->family);
+    if (want && want[0] && (!have || strcmp(want, have)))
+        return sol_err_set(e, -EINVAL,
+                           "request %s: the router parses tool calls as %s, but this worker's "
+                           "chat template (%s) writes %s",
+                           g->request_id, want, chat_template_name(x->family),
+                           have ? have : "none");
     eng_rec *r = calloc(1, sizeof *r);
     chat_message *msgs = g->n_messages ? calloc(g->n_messages, sizeof *msgs) : NULL;
     if (!r || (g->n_messages && !msgs)) {
@@ -159,12 +167,13 @@ static int eng_submit(void *self, const Sol__Generate *g, sol_err *e) {
     for (size_t i = 0, c = 0; i < g->n_messages; i++) {
         const Sol__ChatMessage *m = g->messages[i];
         msgs[i] = (chat_message){.role = m->role, .content = m->content};
+        msgs[i].tool_call_id = m->tool_call_id;
         msgs[i].tool_calls = calls + c;
         msgs[i].n_tool_calls = m->n_tool_calls;
         /* OpenAI sends arguments as JSON-encoded text: printed as they are */
         for (size_t j = 0; j < m->n_tool_calls; j++)
-            calls[c++] =
-                (chat_tool_call){m->tool_calls[j]->name, m->tool_calls[j]->arguments, true};
+            calls[c++] = (chat_tool_call){m->tool_calls[j]->id, m->tool_calls[j]->name,
+                                          m->tool_calls[j]->arguments, true};
     }
     engine_request q = {0};
     if (g->n_messages) {
@@ -336,8 +345,12 @@ static int load(eng_exec *x, const exec_engine_config *w, sol_err *e) {
     sol_err ignore = {0};
     if (gguf_get_kv(model_gguf(x->m), "tokenizer.chat_template"))
         gguf_get_str(model_gguf(x->m), "tokenizer.chat_template", &src, &ignore);
-    snprintf(in->chat_template, sizeof in->chat_template, "%s",
-             chat_template_name(chat_template_detect(src)));
+    x->family = chat_template_detect(src);
+    if (w->chat_template && w->chat_template[0]) /* checked by engine_new already */
+        chat_template_from_name(w->chat_template, &x->family, &ignore);
+    snprintf(in->chat_template, sizeof in->chat_template, "%s", chat_template_name(x->family));
+    const char *fmt = chat_template_tool_format(x->family);
+    snprintf(in->tool_format, sizeof in->tool_format, "%s", fmt ? fmt : "");
     in->max_context = (uint32_t)st.max_model_len;
     in->capacity = (uint32_t)ec.max_num_seqs;
     in->speculative = st.speculative;

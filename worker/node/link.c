@@ -142,6 +142,7 @@ static void send_register(worker_link *l, link_router *r) {
     reg.backend = info.backend;
     reg.speculative = info.speculative;
     reg.chat_template = info.chat_template;
+    reg.tool_format = info.tool_format;
     Sol__Envelope env;
     frame_wrap_register(&env, &reg);
     send_env(l, r, &env);

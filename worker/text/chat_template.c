@@ -14,6 +14,8 @@
 #include <strings.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "strbuf.h"
 
 typedef enum { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL } role_t;
@@ -167,8 +169,8 @@ static void gemma_first_user(strbuf *b, const char *system, const char *user) {
 /* What a family writes before the message loop, and which message the loop starts at: Llama 3.1's
  * system block (knowledge-date header, then the trimmed system message, if any); Gemma's system
  * message, held for the first user turn. */
-static int prologue(chat_template_family f, const chat_message *msgs, size_t n, strbuf *b,
-                    size_t *first, sol_err *err) {
+static int prologue(chat_template_family f, const chat_message *msgs, size_t n, bool tools,
+                    strbuf *b, size_t *first, sol_err *err) {
     int has_system = msgs[0].role && strcmp(msgs[0].role, "system") == 0;
     *first = 0;
     if (f == CHAT_TEMPLATE_LLAMA31 || f == CHAT_TEMPLATE_LLAMA32) {
@@ -180,8 +182,9 @@ static int prologue(chat_template_family f, const chat_message *msgs, size_t n, 
             struct tm tm;
             if (localtime_r(&now, &tm)) strftime(today, sizeof today, "%d %b %Y", &tm);
         }
-        strbuf_puts(b, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
-                       "December 2023\nToday Date: ");
+        strbuf_puts(b, "<|start_header_id|>system<|end_header_id|>\n\n");
+        if (tools) strbuf_puts(b, "Environment: ipython\n");
+        strbuf_puts(b, "Cutting Knowledge Date: December 2023\nToday Date: ");
         strbuf_puts(b, today);
         strbuf_puts(b, "\n\n");
         if (has_system) put_trimmed(b, msgs[0].content ? msgs[0].content : "");
@@ -206,7 +209,7 @@ static int render_plain(chat_template_family f, const chat_message *msgs, size_t
     inst_state is = {0, 0};
     strbuf *b = out;
     size_t first = 0;
-    int rc = prologue(f, msgs, n, b, &first, err);
+    int rc = prologue(f, msgs, n, false, b, &first, err);
     for (size_t i = first; i < n && !rc; i++) {
         role_t r = ROLE_USER;
         if ((rc = parse_role(msgs[i].role, i, &r, err))) break;
@@ -425,8 +428,233 @@ static int render_qwen(chat_template_family f, const chat_message *m, size_t n,
     return 0;
 }
 
+/* ---- Llama 3.1 / 3.2 with tools (their templates, tools_in_user_message as by default) ---- */
+
+static const char LLAMA_TOOLS_HEAD[] =
+    "Given the following functions, please respond with a JSON for a function call with its "
+    "proper arguments that best answers the given prompt.\n\nRespond in the format {\"name\": "
+    "function name, \"parameters\": dictionary of argument name and its value}.Do not use "
+    "variables.\n\n";
+
+static void put_indent(strbuf *b, int depth) {
+    strbuf_putc(b, '\n');
+    for (int i = 0; i < depth; i++)
+        strbuf_puts(b, "    ");
+}
+
+/* JSON text (any layout) as Python's json.dumps(indent=4) prints it, which the template's
+ * tojson(indent=4) is: one member per line, "," at line ends, ": " after keys, {} and [] when
+ * empty. Tokens (strings, numbers) are copied as they are. */
+static void put_json_indented(strbuf *b, const char *s) {
+    int depth = 0;
+    for (; *s; s++) {
+        char c = *s;
+        if (c == '"') {
+            const char *e = s + 1;
+            while (*e && *e != '"')
+                e += e[0] == '\\' && e[1] ? 2 : 1;
+            strbuf_append(b, s, (size_t)(e - s) + (*e ? 1 : 0));
+            s = *e ? e : e - 1;
+        } else if (c == '{' || c == '[') {
+            const char *k = s + 1;
+            while (*k && strchr(" \t\r\n", *k))
+                k++;
+            if (*k == (c == '{' ? '}' : ']')) {
+                strbuf_putc(b, c), strbuf_putc(b, *k);
+                s = k;
+            } else {
+                strbuf_putc(b, c);
+                put_indent(b, ++depth);
+            }
+        } else if (c == '}' || c == ']') {
+            put_indent(b, --depth);
+            strbuf_putc(b, c);
+        } else if (c == ',') {
+            strbuf_putc(b, ',');
+            put_indent(b, depth);
+        } else if (c == ':') {
+            strbuf_puts(b, ": ");
+        } else if (!strchr(" \t\r\n", c)) {
+            strbuf_putc(b, c);
+        }
+    }
+}
+
+/* The first user turn carrying the function list (the template takes the message after the
+ * system one as that turn, so it must be the user's). */
+static int llama_tools_turn(chat_template_family f, const chat_message *m, size_t n, size_t *i,
+                            const chat_tools *tools, strbuf *b, sol_err *err) {
+    if (*i >= n || !is_role(&m[*i], ROLE_USER))
+        return sol_err_set(err, -EINVAL,
+                           "chat message %zu: the %s template puts the tools into the first "
+                           "user message, and this is not one",
+                           *i, chat_template_name(f));
+    strbuf_puts(b, "<|start_header_id|>user<|end_header_id|>\n\n");
+    strbuf_puts(b, LLAMA_TOOLS_HEAD);
+    for (size_t t = 0; t < tools->n; t++) {
+        put_json_indented(b, tools->json[t]);
+        strbuf_puts(b, "\n\n");
+    }
+    put_trimmed(b, text_of(m[*i].content));
+    strbuf_puts(b, "<|eot_id|>");
+    (*i)++;
+    return 0;
+}
+
+/* A call's arguments are printed as the object they encode (tojson of a mapping), as llama.cpp
+ * and vLLM hand them to these templates. */
+static int render_llama(chat_template_family f, const chat_message *m, size_t n,
+                        const chat_tools *tools, bool add_generation_prompt, strbuf *b,
+                        sol_err *err) {
+    bool with = tools && tools->n;
+    size_t i;
+    int rc = prologue(f, m, n, with, b, &i, err);
+    if (!rc && with) rc = llama_tools_turn(f, m, n, &i, tools, b, err);
+    for (; i < n && !rc; i++) {
+        role_t r;
+        if ((rc = parse_role(m[i].role, i, &r, err))) break;
+        if (r == ROLE_TOOL) {
+            strbuf_puts(b, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+            put_json_string(b, text_of(m[i].content)); /* a string "is iterable": tojson */
+            strbuf_puts(b, "<|eot_id|>");
+        } else if (m[i].n_tool_calls > 1) {
+            rc = sol_err_set(err, -EINVAL,
+                             "chat message %zu: the %s template takes one tool call per "
+                             "assistant message, not %zu",
+                             i, chat_template_name(f), m[i].n_tool_calls);
+        } else if (m[i].n_tool_calls) {
+            strbuf_puts(b, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"");
+            strbuf_puts(b, text_of(m[i].tool_calls[0].name));
+            strbuf_puts(b, "\", \"parameters\": ");
+            strbuf_puts(b, text_of(m[i].tool_calls[0].arguments));
+            strbuf_puts(b, "}<|eot_id|>");
+        } else {
+            render_wrapped(f, b, r, text_of(m[i].content));
+        }
+    }
+    if (!rc && add_generation_prompt) wrapped_generation_prompt(f, b);
+    return rc;
+}
+
+/* ---- Mistral v0.3 (its template: tools before the last user turn, 9-character call ids) ---- */
+
+/* The template insists on ids of 9 letters and digits; others (OpenAI's "call_...") are mapped
+ * the same way wherever they appear, so a call and its result still match: the last 9 letters
+ * and digits, left-padded with 0. */
+static void put_mistral_id(strbuf *b, const char *id) {
+    char out[10] = "000000000";
+    size_t k = 9;
+    for (size_t i = strlen(text_of(id)); i-- > 0 && k > 0;) {
+        char c = id[i];
+        if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+            out[--k] = c;
+    }
+    strbuf_puts(b, out);
+}
+
+/* [AVAILABLE_TOOLS] [{"type": "function", "function": {...}}, ...][/AVAILABLE_TOOLS]: the
+ * function's string fields are written raw, the others through tojson; "return" is left out. */
+static int mistral_tools(const chat_tools *tools, strbuf *b, sol_err *err) {
+    strbuf_puts(b, "[AVAILABLE_TOOLS] [");
+    for (size_t t = 0; t < tools->n; t++) {
+        json_t *tool = json_loads(tools->json[t], 0, NULL);
+        json_t *fn = json_object_get(tool, "function");
+        if (!json_is_object(fn)) {
+            json_decref(tool);
+            return sol_err_set(err, -EINVAL, "tools[%zu]: not a {\"type\": \"function\"} tool", t);
+        }
+        strbuf_puts(b, "{\"type\": \"function\", \"function\": {");
+        const char *key;
+        json_t *val;
+        bool first = true;
+        json_object_foreach(fn, key, val) {
+            if (!strcmp(key, "return")) continue;
+            strbuf_printf(b, "%s\"%s\": ", first ? "" : ", ", key);
+            first = false;
+            char *txt = json_is_string(val) ? NULL : json_dumps(val, JSON_ENCODE_ANY);
+            if (json_is_string(val))
+                strbuf_printf(b, "\"%s\"", json_string_value(val));
+            else
+                strbuf_puts(b, txt ? txt : "null");
+            free(txt);
+        }
+        json_decref(tool);
+        strbuf_puts(b, t + 1 < tools->n ? "}}, " : "}}]");
+    }
+    strbuf_puts(b, "[/AVAILABLE_TOOLS]");
+    return 0;
+}
+
+static void mistral_calls(const chat_message *m, strbuf *b) {
+    strbuf_puts(b, "[TOOL_CALLS] [");
+    for (size_t j = 0; j < m->n_tool_calls; j++) {
+        strbuf_puts(b, "{\"name\": ");
+        put_json_string(b, text_of(m->tool_calls[j].name));
+        strbuf_puts(b, ", \"arguments\": ");
+        strbuf_puts(b, text_of(m->tool_calls[j].arguments));
+        strbuf_puts(b, ", \"id\": \"");
+        put_mistral_id(b, m->tool_calls[j].id);
+        strbuf_puts(b, j + 1 < m->n_tool_calls ? "\"}, " : "\"}]</s>");
+    }
+}
+
+static int render_mistral_v3(const chat_message *m, size_t n, const chat_tools *tools, strbuf *b,
+                             sol_err *err) {
+    size_t first = is_role(&m[0], ROLE_SYSTEM) ? 1 : 0, last_user = n;
+    for (size_t i = n; i-- > first && last_user == n;)
+        if (is_role(&m[i], ROLE_USER)) last_user = i;
+    int rc = 0;
+    for (size_t i = first; i < n && !rc; i++) {
+        role_t r;
+        if ((rc = parse_role(m[i].role, i, &r, err))) break;
+        if (r == ROLE_USER) {
+            if (tools && tools->n && i == last_user && (rc = mistral_tools(tools, b, err))) break;
+            strbuf_puts(b, "[INST] ");
+            if (first && i + 1 == n) { /* the template gives the system message to a last turn */
+                strbuf_puts(b, text_of(m[0].content));
+                strbuf_puts(b, "\n\n");
+            }
+            strbuf_puts(b, text_of(m[i].content));
+            strbuf_puts(b, "[/INST]");
+        } else if (r == ROLE_ASSISTANT && m[i].n_tool_calls) {
+            mistral_calls(&m[i], b);
+        } else if (r == ROLE_ASSISTANT) {
+            strbuf_puts(b, " ");
+            put_trimmed(b, text_of(m[i].content));
+            strbuf_puts(b, "</s>");
+        } else if (r == ROLE_TOOL) {
+            strbuf_puts(b, "[TOOL_RESULTS] {\"content\": ");
+            strbuf_puts(b, text_of(m[i].content));
+            strbuf_puts(b, ", \"call_id\": \"");
+            put_mistral_id(b, m[i].tool_call_id);
+            strbuf_puts(b, "\"}[/TOOL_RESULTS]");
+        } else {
+            rc = sol_err_set(err, -EINVAL,
+                             "chat message %zu: the mistral-v3 template takes a system message "
+                             "only first",
+                             i);
+        }
+    }
+    return rc;
+}
+
+const char *chat_template_tool_format(chat_template_family f) {
+    switch (f) {
+    case CHAT_TEMPLATE_QWEN25:
+    case CHAT_TEMPLATE_QWEN3:
+        return "hermes";
+    case CHAT_TEMPLATE_LLAMA31:
+    case CHAT_TEMPLATE_LLAMA32:
+        return "llama3-json";
+    case CHAT_TEMPLATE_MISTRAL_V3:
+        return "mistral";
+    default:
+        return NULL;
+    }
+}
+
 bool chat_template_supports_tools(chat_template_family f) {
-    return f == CHAT_TEMPLATE_QWEN25 || f == CHAT_TEMPLATE_QWEN3;
+    return chat_template_tool_format(f) != NULL;
 }
 
 /* Tools, tool calls, tool messages or reasoning given to a family that has no place for them:
@@ -437,7 +665,7 @@ static int check_extras(chat_template_family f, const chat_message *m, size_t n,
     if (tools && tools->n && !tooling)
         return sol_err_set(err, -ENOTSUP,
                            "chat template %s has no tool format (tools are rendered by the "
-                           "qwen2.5 and qwen3 templates)",
+                           "qwen2.5, qwen3, llama3.1, llama3.2 and mistral-v3 templates)",
                            chat_template_name(f));
     for (size_t i = 0; i < n; i++) {
         const char *what = m[i].n_tool_calls && !is_role(&m[i], ROLE_ASSISTANT)
@@ -468,9 +696,14 @@ int chat_template_apply_tools(chat_template_family f, const chat_message *msgs, 
     if (rc) return rc;
     strbuf b;
     strbuf_init(&b);
-    rc = chat_template_supports_tools(f)
-             ? render_qwen(f, msgs, n, tools, add_generation_prompt, &b, err)
-             : render_plain(f, msgs, n, add_generation_prompt, &b, err);
+    if (f == CHAT_TEMPLATE_QWEN25 || f == CHAT_TEMPLATE_QWEN3)
+        rc = render_qwen(f, msgs, n, tools, add_generation_prompt, &b, err);
+    else if (f == CHAT_TEMPLATE_LLAMA31 || f == CHAT_TEMPLATE_LLAMA32)
+        rc = render_llama(f, msgs, n, tools, add_generation_prompt, &b, err);
+    else if (f == CHAT_TEMPLATE_MISTRAL_V3)
+        rc = render_mistral_v3(msgs, n, tools, &b, err); /* [/INST] is the generation prompt */
+    else
+        rc = render_plain(f, msgs, n, add_generation_prompt, &b, err);
     /* A message list of empty strings still yields a valid "" (strbuf_take allocates it). */
     char *text = rc || b.oom ? NULL : strbuf_take(&b, out_len);
     if (!text) {
@@ -504,6 +737,8 @@ bool chat_template_detect_known(const char *src, chat_template_family *out) {
                                                    : CHAT_TEMPLATE_LLAMA31;
     else if (strstr(src, "<start_of_turn>") && strstr(src, "<end_of_turn>"))
         f = CHAT_TEMPLATE_GEMMA;
+    else if (strstr(src, "[AVAILABLE_TOOLS]") && strstr(src, "[INST]"))
+        f = CHAT_TEMPLATE_MISTRAL_V3;
     else if (strstr(src, "[INST]"))
         f = strstr(src, "<<SYS>>") ? CHAT_TEMPLATE_LLAMA2 : CHAT_TEMPLATE_MISTRAL;
     else if (strstr(src, "<|user|>") && strstr(src, "<|assistant|>") && !strstr(src, "<|end|>"))
@@ -524,14 +759,23 @@ static const struct {
     const char *name;
     chat_template_family family;
 } NAMES[] = {
-    {"chatml", CHAT_TEMPLATE_CHATML},   {"qwen2", CHAT_TEMPLATE_CHATML},
-    {"llama2", CHAT_TEMPLATE_LLAMA2},   {"llama-2", CHAT_TEMPLATE_LLAMA2},
-    {"llama3", CHAT_TEMPLATE_LLAMA3},   {"llama-3", CHAT_TEMPLATE_LLAMA3},
-    {"mistral", CHAT_TEMPLATE_MISTRAL}, {"zephyr", CHAT_TEMPLATE_ZEPHYR},
-    {"qwen2.5", CHAT_TEMPLATE_QWEN25},  {"llama3.1", CHAT_TEMPLATE_LLAMA31},
-    {"gemma", CHAT_TEMPLATE_GEMMA},     {"gemma2", CHAT_TEMPLATE_GEMMA},
-    {"gemma3", CHAT_TEMPLATE_GEMMA},    {"llama3.2", CHAT_TEMPLATE_LLAMA32},
+    {"chatml", CHAT_TEMPLATE_CHATML},
+    {"qwen2", CHAT_TEMPLATE_CHATML},
+    {"llama2", CHAT_TEMPLATE_LLAMA2},
+    {"llama-2", CHAT_TEMPLATE_LLAMA2},
+    {"llama3", CHAT_TEMPLATE_LLAMA3},
+    {"llama-3", CHAT_TEMPLATE_LLAMA3},
+    {"mistral", CHAT_TEMPLATE_MISTRAL},
+    {"zephyr", CHAT_TEMPLATE_ZEPHYR},
+    {"qwen2.5", CHAT_TEMPLATE_QWEN25},
+    {"llama3.1", CHAT_TEMPLATE_LLAMA31},
+    {"gemma", CHAT_TEMPLATE_GEMMA},
+    {"gemma2", CHAT_TEMPLATE_GEMMA},
+    {"gemma3", CHAT_TEMPLATE_GEMMA},
+    {"llama3.2", CHAT_TEMPLATE_LLAMA32},
     {"qwen3", CHAT_TEMPLATE_QWEN3},
+    {"mistral-v3", CHAT_TEMPLATE_MISTRAL_V3},
+    {"mistral-v0.3", CHAT_TEMPLATE_MISTRAL_V3},
 };
 
 int chat_template_from_name(const char *name, chat_template_family *out, sol_err *err) {
@@ -543,13 +787,13 @@ int chat_template_from_name(const char *name, chat_template_family *out, sol_err
             }
     return sol_err_set(err, -EINVAL,
                        "chat template: unknown name \"%.64s\"; expected chatml, llama2, llama3, "
-                       "mistral, zephyr, qwen2.5, qwen3, llama3.1, llama3.2 or gemma",
+                       "mistral, mistral-v3, zephyr, qwen2.5, qwen3, llama3.1, llama3.2 or gemma",
                        name ? name : "(null)");
 }
 
 const char *chat_template_name(chat_template_family f) {
     static const char *const names[CHAT_TEMPLATE_COUNT] = {
-        "chatml",  "llama2",   "llama3", "mistral",  "zephyr",
-        "qwen2.5", "llama3.1", "gemma",  "llama3.2", "qwen3"};
+        "chatml",   "llama2", "llama3",   "mistral", "zephyr",    "qwen2.5",
+        "llama3.1", "gemma",  "llama3.2", "qwen3",   "mistral-v3"};
     return (unsigned)f < CHAT_TEMPLATE_COUNT ? names[f] : "?";
 }

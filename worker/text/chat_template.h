@@ -25,6 +25,7 @@ typedef enum chat_template_family {
     CHAT_TEMPLATE_GEMMA,      /* <start_of_turn>user|model\n...<end_of_turn>\n (Gemma 2, 3) */
     CHAT_TEMPLATE_LLAMA32,    /* Llama 3.2: as 3.1, with today's date (strftime_now) */
     CHAT_TEMPLATE_QWEN3,      /* ChatML with Qwen3's <think> handling of the latest turn */
+    CHAT_TEMPLATE_MISTRAL_V3, /* Mistral v0.3: [INST] ...[/INST], [AVAILABLE_TOOLS], [TOOL_CALLS] */
     CHAT_TEMPLATE_COUNT
 } chat_template_family;
 
@@ -33,6 +34,7 @@ typedef enum chat_template_family {
 
 /* A function call the assistant made (OpenAI's tool_calls[i].function). */
 typedef struct chat_tool_call {
+    const char *id; /* the call's id (Mistral v0.3 prints it); NULL = none */
     const char *name;
     /* The arguments as JSON text in Python's json.dumps layout (", " and ": " separators, the
      * keys in their order), as Jinja's tojson prints an object; or, when arguments_is_string,
@@ -48,6 +50,7 @@ typedef struct chat_message {
     const chat_tool_call *tool_calls;
     size_t n_tool_calls;
     const char *reasoning_content;
+    const char *tool_call_id; /* tool only: the call this result answers (Mistral v0.3) */
 } chat_message;
 
 /* The functions offered to the model, each as JSON text in Python's json.dumps layout (what the
@@ -64,7 +67,7 @@ chat_template_family chat_template_detect(const char *jinja_source);
 bool chat_template_detect_known(const char *jinja_source, chat_template_family *out);
 
 /* "chatml", "llama2", "llama3", "mistral", "zephyr", "qwen2.5", "llama3.1", "gemma", "llama3.2",
- * "qwen3" (also
+ * "qwen3", "mistral-v3" (also
  * "qwen2", "llama-2", "llama-3", "gemma2", "gemma3"; case-insensitive). Unknown -> -EINVAL
  * listing the accepted names. */
 int chat_template_from_name(const char *name, chat_template_family *out, sol_err *err);
@@ -79,15 +82,22 @@ const char *chat_template_name(chat_template_family f);
 int chat_template_apply(chat_template_family f, const chat_message *msgs, size_t n,
                         bool add_generation_prompt, char **out, size_t *out_len, sol_err *err);
 
-/* The same with tools: the families that define a tool format (qwen2.5, qwen3: a "# Tools"
- * system block listing `tools`, assistant tool_calls as <tool_call> JSON, "tool" messages as
- * <tool_response> user turns) render them; any other family given tools, tool_calls or a tool
- * message fails with -ENOTSUP naming the family. tools may be NULL. */
+/* The same with tools: the families that define a tool format render them, each as its own
+ * template does - qwen2.5, qwen3: a "# Tools" system block, calls as <tool_call> JSON, results
+ * as <tool_response> user turns; llama3.1, llama3.2: the functions in the first user turn, a
+ * call as {"name", "parameters"} JSON, results as ipython turns; mistral-v3: [AVAILABLE_TOOLS]
+ * before the last user turn, [TOOL_CALLS] [...] and [TOOL_RESULTS]. Any other family given
+ * tools, tool_calls or a tool message fails with -ENOTSUP naming the family. tools may be NULL. */
 int chat_template_apply_tools(chat_template_family f, const chat_message *msgs, size_t n,
                               const chat_tools *tools, bool add_generation_prompt, char **out,
                               size_t *out_len, sol_err *err);
 
-/* Whether the family has a tool-call format (qwen2.5, qwen3). */
+/* Whether the family has a tool-call format (qwen2.5, qwen3, llama3.1, llama3.2, mistral-v3). */
 bool chat_template_supports_tools(chat_template_family f);
+
+/* The shape of the calls the family's models write, as the router parses them: "hermes"
+ * (<tool_call> blocks), "llama3-json" ({"name", "parameters"} objects) or "mistral"
+ * ([TOOL_CALLS] [...]); NULL for a family without one. */
+const char *chat_template_tool_format(chat_template_family f);
 
 #endif

@@ -50,6 +50,7 @@ static void fill_register_heartbeat(fixture *f) {
     f->reg.backend = "cpu";
     f->reg.speculative = 1;
     f->reg.chat_template = "llama3";
+    f->reg.tool_format = "llama3-json";
     sol__heartbeat__init(&f->hb);
     f->hb.worker_id = "worker-1";
     f->hb.running = 3;
@@ -113,6 +114,7 @@ static void fill_generate(fixture *f) {
     sol__generate__init(g);
     g->tools = f->tools;
     g->n_tools = 1;
+    g->tool_format = "hermes";
     g->request_id = "req-0001";
     g->prompt = "Once upon a time";
     g->n_messages = 2;

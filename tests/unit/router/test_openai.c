@@ -82,10 +82,11 @@ static void test_completion_errors(void **st) {
     BAD(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"x\",\"top_p\":0}", "top_p", "(0, 1]");
     BAD(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"x\",\"top_k\":-2}", "top_k", "-1");
     BAD(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"x\",\"n\":17}", "n", "'n'");
-    BAD(OAI_CHAT,
-        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2,\"tools\":[{\"type\":"
-        "\"function\",\"function\":{\"name\":\"f\"}}]}",
-        "n", "n > 1 with tools is not supported yet");
+    oai_request *nt = ok(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                                   "\"n\":2,\"tools\":[{\"type\":\"function\",\"function\":"
+                                   "{\"name\":\"f\"}}]}");
+    assert_int_equal(nt->n, 2); /* n > 1 with tools: each choice has its own calls */
+    oai_request_free(nt);
     oai_request *n3 = ok(OAI_COMPLETION, "{\"prompt\":\"x\",\"n\":3}");
     assert_int_equal(n3->n, 3);
     oai_request_free(n3);
@@ -203,7 +204,11 @@ static void test_chat(void **st) {
     assert_int_equal(r->messages[1].n_calls, 1);
     assert_string_equal(r->messages[1].calls[0].arguments, "{\"a\": 1}");
     assert_string_equal(r->messages[2].tool_call_id, "c1");
-    assert_non_null(r->grammar); /* required: the calls are constrained */
+    assert_null(r->grammar); /* required: constrained once the pool's format is known */
+    oai_error e;
+    assert_int_equal(
+        oai_tools_bind(&r->tools, "hermes", "qwen2.5", "p", &r->grammar, &r->grammar_field, &e), 0);
+    assert_non_null(strstr(r->grammar, "<tool_call>"));
     assert_string_equal(r->grammar_field, "tool_choice");
     oai_request_free(r);
     BAD(OAI_CHAT,
@@ -234,6 +239,8 @@ static void test_responses(void **st) {
                       {4, 2, 0},
                       NULL,
                       0,
+                      NULL,
+                      NULL,
                       NULL,
                       NULL,
                       NULL,

@@ -232,6 +232,158 @@ static void test_qwen_tools(void **state) {
     assert_non_null(strstr(e.msg, "reasoning_content"));
 }
 
+/* Llama 3.1 with tools, against the model's own Jinja template rendered by jinja2 (HF's tojson):
+ * "Environment: ipython", the functions in the first user turn as tojson(indent=4), a call as
+ * {"name", "parameters"}, a tool result as an ipython turn holding the tojson of its text. */
+static void test_llama31_tools(void **state) {
+    (void)state;
+    const char *tool_json[] = {
+        "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"descript"
+        "ion\": \"Weather now\", \"parameters\": {\"type\": \"object\", \"properties\""
+        ": {\"city\": {\"type\": \"string\"}, \"e\": {}, \"l\": []}, \"required\": [\""
+        "city\"]}}}"};
+    const chat_tools tools = {tool_json, 1};
+    const chat_tool_call call = {.id = "call_1",
+                                 .name = "get_weather",
+                                 .arguments = "{\"city\": \"Paris\", \"n\": [1, 2]}",
+                                 .arguments_is_string = true};
+    const chat_message m[] = {
+        {.role = "system", .content = " Be brief. "},
+        {.role = "user", .content = "Weather in Paris?"},
+        {.role = "assistant", .tool_calls = &call, .n_tool_calls = 1},
+        {.role = "tool", .content = "{\"temp\": 21}", .tool_call_id = "call_1"},
+        {.role = "assistant", .content = "21 C."},
+        {.role = "user", .content = "Thanks"}};
+    char *out = NULL;
+    sol_err e = {0};
+    assert_int_equal(
+        chat_template_apply_tools(CHAT_TEMPLATE_LLAMA31, m, 6, &tools, true, &out, NULL, &e), 0);
+    assert_string_equal(
+        out, "<|start_header_id|>system<|end_header_id|>\n"
+             "\n"
+             "Environment: ipython\n"
+             "Cutting Knowledge Date: December 2023\n"
+             "Today Date: 26 Jul 2024\n"
+             "\n"
+             "Be brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n"
+             "\n"
+             "Given the following functions, please respond with a JSON for a function call"
+             " with its proper arguments that best answers the given prompt.\n"
+             "\n"
+             "Respond in the format {\"name\": function name, \"parameters\": dictionary of"
+             " argument name and its value}.Do not use variables.\n"
+             "\n"
+             "{\n"
+             "    \"type\": \"function\",\n"
+             "    \"function\": {\n"
+             "        \"name\": \"get_weather\",\n"
+             "        \"description\": \"Weather now\",\n"
+             "        \"parameters\": {\n"
+             "            \"type\": \"object\",\n"
+             "            \"properties\": {\n"
+             "                \"city\": {\n"
+             "                    \"type\": \"string\"\n"
+             "                },\n"
+             "                \"e\": {},\n"
+             "                \"l\": []\n"
+             "            },\n"
+             "            \"required\": [\n"
+             "                \"city\"\n"
+             "            ]\n"
+             "        }\n"
+             "    }\n"
+             "}\n"
+             "\n"
+             "Weather in Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n"
+             "\n"
+             "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"n\": [1, "
+             "2]}}<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n"
+             "\n"
+             "\"{\\\"temp\\\": 21}\"<|eot_id|><|start_header_id|>assistant<|end_header_id|>"
+             "\n"
+             "\n"
+             "21 C.<|eot_id|><|start_header_id|>user<|end_header_id|>\n"
+             "\n"
+             "Thanks<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n"
+             "\n");
+    free(out);
+    const chat_tool_call two[] = {call, call};
+    const chat_message m2[] = {{.role = "user", .content = "q"},
+                               {.role = "assistant", .tool_calls = two, .n_tool_calls = 2}};
+    assert_int_equal(
+        chat_template_apply_tools(CHAT_TEMPLATE_LLAMA32, m2, 2, &tools, true, &out, NULL, &e),
+        -EINVAL);
+    assert_non_null(strstr(e.msg, "one tool call per assistant message"));
+    const chat_message a[] = {{.role = "assistant", .content = "x"}};
+    assert_int_equal(
+        chat_template_apply_tools(CHAT_TEMPLATE_LLAMA31, a, 1, &tools, true, &out, NULL, &e),
+        -EINVAL);
+    assert_non_null(strstr(e.msg, "first user message"));
+    assert_string_equal(chat_template_tool_format(CHAT_TEMPLATE_LLAMA31), "llama3-json");
+    assert_null(chat_template_tool_format(CHAT_TEMPLATE_LLAMA3));
+}
+
+/* Mistral v0.3, against its Jinja template: [AVAILABLE_TOOLS] before the last user turn (string
+ * fields raw), the system message in that turn, [TOOL_CALLS] with 9-character ids, results in
+ * [TOOL_RESULTS] as they are; other ids are mapped to 9 letters and digits the same way in a call
+ * and in its result. */
+static void test_mistral_v3_tools(void **state) {
+    (void)state;
+    const char *tool_json[] = {
+        "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"descript"
+        "ion\": \"Weather now\", \"parameters\": {\"type\": \"object\", \"properties\""
+        ": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}}}",
+        "{\"type\": \"function\", \"function\": {\"name\": \"get_time\", \"parameters\""
+        ": {\"type\": \"object\", \"properties\": {}}}}"};
+    const chat_tools tools = {tool_json, 2};
+    const chat_tool_call calls[] = {
+        {.id = "abc123XYZ", .name = "get_weather", .arguments = "{\"city\": \"Paris\"}"},
+        {.id = "000000042", .name = "get_time", .arguments = "{}"}};
+    const chat_message m[] = {
+        {.role = "system", .content = "Be brief."},
+        {.role = "user", .content = "Weather in Paris?"},
+        {.role = "assistant", .tool_calls = calls, .n_tool_calls = 2},
+        {.role = "tool", .content = "{\"temp\": 21}", .tool_call_id = "abc123XYZ"},
+        {.role = "tool", .content = "noon", .tool_call_id = "000000042"},
+        {.role = "assistant", .content = " 21 C. "},
+        {.role = "user", .content = "Thanks"}};
+    char *out = NULL;
+    sol_err e = {0};
+    assert_int_equal(
+        chat_template_apply_tools(CHAT_TEMPLATE_MISTRAL_V3, m, 7, &tools, true, &out, NULL, &e), 0);
+    assert_string_equal(
+        out, "[INST] Weather in Paris?[/INST][TOOL_CALLS] [{\"name\": \"get_weather\", \"ar"
+             "guments\": {\"city\": \"Paris\"}, \"id\": \"abc123XYZ\"}, {\"name\": \"get_ti"
+             "me\", \"arguments\": {}, \"id\": \"000000042\"}]</s>[TOOL_RESULTS] {\"content"
+             "\": {\"temp\": 21}, \"call_id\": \"abc123XYZ\"}[/TOOL_RESULTS][TOOL_RESULTS] "
+             "{\"content\": noon, \"call_id\": \"000000042\"}[/TOOL_RESULTS] 21 C.</s>[AVAI"
+             "LABLE_TOOLS] [{\"type\": \"function\", \"function\": {\"name\": \"get_weather"
+             "\", \"description\": \"Weather now\", \"parameters\": {\"type\": \"object\", "
+             "\"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}"
+             "}}, {\"type\": \"function\", \"function\": {\"name\": \"get_time\", \"paramet"
+             "ers\": {\"type\": \"object\", \"properties\": {}}}}][/AVAILABLE_TOOLS][INST] "
+             "Be brief.\n"
+             "\n"
+             "Thanks[/INST]");
+    free(out);
+    const chat_tool_call oai = {.id = "call_ab_7", .name = "f", .arguments = "{}"};
+    const chat_message m2[] = {{.role = "user", .content = "q"},
+                               {.role = "assistant", .tool_calls = &oai, .n_tool_calls = 1},
+                               {.role = "tool", .content = "1", .tool_call_id = "call_ab_7"}};
+    assert_int_equal(
+        chat_template_apply_tools(CHAT_TEMPLATE_MISTRAL_V3, m2, 3, NULL, true, &out, NULL, &e), 0);
+    assert_string_equal(out, "[INST] q[/INST][TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {}, "
+                             "\"id\": \"00callab7\"}]</s>[TOOL_RESULTS] {\"content\": 1, "
+                             "\"call_id\": \"00callab7\"}[/TOOL_RESULTS]");
+    free(out);
+    chat_template_family f;
+    assert_true(chat_template_detect_known("{{ '[AVAILABLE_TOOLS] [' }}{{ '[INST] ' }}", &f));
+    assert_int_equal(f, CHAT_TEMPLATE_MISTRAL_V3);
+    assert_int_equal(chat_template_from_name("mistral-v3", &f, &e), 0);
+    assert_string_equal(chat_template_name(f), "mistral-v3");
+    assert_string_equal(chat_template_tool_format(f), "mistral");
+}
+
 /* Qwen3: the latest answer after the last user query shows its reasoning in <think>; earlier
  * answers lose theirs. */
 static void test_qwen3_think(void **state) {
@@ -257,6 +409,8 @@ int main(void) {
         cmocka_unit_test(test_detect_from_markers),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_qwen_tools),
+        cmocka_unit_test(test_llama31_tools),
+        cmocka_unit_test(test_mistral_v3_tools),
         cmocka_unit_test(test_qwen3_think),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

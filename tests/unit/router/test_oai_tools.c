@@ -1,0 +1,185 @@
+/* Promise: tool calls are read out of generated text in each family's format - Hermes
+ * <tool_call> blocks, Llama 3's {"name", "parameters"} answers (with <|python_tag|> or ';'
+ * between calls), Mistral's [TOOL_CALLS] [...] - the same whether the text arrives whole or a
+ * byte at a time; text that only looks like a call stays content; Mistral ids are 9 letters and
+ * digits; a pool whose template has no tool format is a 400 naming it. */
+#include <errno.h>
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "oai_tools.h"
+#include "openai.h"
+
+typedef struct parsed {
+    strbuf content;
+    oai_call_parser p;
+} parsed;
+
+/* Feeds text in pieces of `step` bytes (0: whole), then flushes. */
+static void parse(parsed *r, oai_tool_format fmt, const char *text, size_t step) {
+    strbuf_init(&r->content);
+    oai_call_parser_init(&r->p, fmt, "req42");
+    size_t n = strlen(text);
+    for (size_t i = 0; i < n;) {
+        size_t k = step && n - i > step ? step : n - i;
+        assert_true(oai_call_parser_feed(&r->p, text + i, k, &r->content) >= 0);
+        i += k;
+    }
+    oai_call_parser_flush(&r->p, &r->content);
+}
+
+static void done(parsed *r) {
+    strbuf_free(&r->content);
+    oai_call_parser_free(&r->p);
+}
+
+/* The same content and calls however the text is split. */
+static void expect(oai_tool_format fmt, const char *text, const char *content, size_t n_calls,
+                   const char *name0, const char *args0) {
+    size_t steps[] = {0, 1, 3, 7};
+    for (size_t s = 0; s < 4; s++) {
+        parsed r;
+        parse(&r, fmt, text, steps[s]);
+        if (strcmp(r.content.data ? r.content.data : "", content) || r.p.n_calls != n_calls)
+            fail_msg("%s (step %zu): content \"%s\", %zu calls", text, steps[s],
+                     r.content.data ? r.content.data : "", r.p.n_calls);
+        if (n_calls) {
+            assert_string_equal(r.p.calls[0].name, name0);
+            assert_string_equal(r.p.calls[0].arguments, args0);
+        }
+        done(&r);
+    }
+}
+
+static void test_hermes(void **state) {
+    (void)state;
+    expect(OAI_FMT_HERMES,
+           "Sure. <tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_call>",
+           "Sure. ", 1, "f", "{\"x\":1}");
+    expect(OAI_FMT_HERMES, "<tool_call>\nnot json\n</tool_call> tail",
+           "<tool_call>\nnot json\n</tool_call> tail", 0, NULL, NULL);
+    expect(OAI_FMT_HERMES, "a <tool_ca", "a <tool_ca", 0, NULL, NULL);
+}
+
+static void test_llama3(void **state) {
+    (void)state;
+    expect(OAI_FMT_LLAMA3, "{\"name\": \"get\", \"parameters\": {\"city\": \"{;}\"}}", "", 1, "get",
+           "{\"city\":\"{;}\"}");
+    expect(OAI_FMT_LLAMA3,
+           "  <|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", "
+           "\"parameters\": {\"k\": [1, 2]}}",
+           "", 2, "a", "{}");
+    expect(OAI_FMT_LLAMA3, "Hello {\"name\": \"a\", \"parameters\": {}}",
+           "Hello {\"name\": \"a\", \"parameters\": {}}", 0, NULL, NULL);
+    expect(OAI_FMT_LLAMA3, " {\"a\": 1} and more", " {\"a\": 1} and more", 0, NULL, NULL);
+    expect(OAI_FMT_LLAMA3, "{\"name\": \"a\", \"parameters\": {\"x\"",
+           "{\"name\": \"a\", "
+           "\"parameters\": {\"x\"",
+           0, NULL, NULL);
+    /* the older "arguments" spelling is read too */
+    expect(OAI_FMT_LLAMA3, "{\"name\": \"a\", \"arguments\": {\"y\": true}}", "", 1, "a",
+           "{\"y\":true}");
+    parsed r; /* two calls, both kept, in order */
+    parse(&r, OAI_FMT_LLAMA3,
+          "{\"name\": \"a\", \"parameters\": {}};{\"name\": \"b\", \"parameters\": {}}", 1);
+    assert_int_equal(r.p.n_calls, 2);
+    assert_string_equal(r.p.calls[1].name, "b");
+    assert_string_not_equal(r.p.calls[0].id, r.p.calls[1].id);
+    done(&r);
+}
+
+static void test_mistral(void **state) {
+    (void)state;
+    expect(OAI_FMT_MISTRAL,
+           "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"s\": \"]}\"}}, {\"name\": \"g\", "
+           "\"arguments\": {}}]",
+           "", 2, "f", "{\"s\":\"]}\"}");
+    expect(OAI_FMT_MISTRAL, "Let me check.[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}]",
+           "Let me check.", 1, "f", "{}");
+    expect(OAI_FMT_MISTRAL, "[TOOL_CALLS] no array", "[TOOL_CALLS] no array", 0, NULL, NULL);
+    expect(OAI_FMT_MISTRAL, "[TOOL_CALLS] [1, 2]", "[TOOL_CALLS] [1, 2]", 0, NULL, NULL);
+    expect(OAI_FMT_MISTRAL, "[TOOL_CALLS] [{\"name\": \"f\"", "[TOOL_CALLS] [{\"name\": \"f\"", 0,
+           NULL, NULL);
+    parsed r;
+    parse(&r, OAI_FMT_MISTRAL,
+          "[TOOL_CALLS] [{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": "
+          "{}}]",
+          0);
+    assert_int_equal(r.p.n_calls, 2);
+    for (size_t i = 0; i < 2; i++) {
+        assert_int_equal(strlen(r.p.calls[i].id), 9);
+        for (size_t k = 0; k < 9; k++)
+            assert_true(strchr("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+                               r.p.calls[i].id[k]));
+    }
+    assert_string_not_equal(r.p.calls[0].id, r.p.calls[1].id);
+    done(&r);
+}
+
+static oai_request *chat_with_tools(const char *extra) {
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+             "\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\"}}}]%s}",
+             extra);
+    oai_request *r = NULL;
+    oai_error e;
+    if (oai_parse_request(OAI_CHAT, body, strlen(body), &r, &e)) fail_msg("%s", e.message);
+    return r;
+}
+
+static void test_bind(void **state) {
+    (void)state;
+    oai_error e;
+    oai_request *r = chat_with_tools(",\"tool_choice\":\"required\"");
+    assert_null(r->grammar); /* the grammar waits for the pool's format */
+    assert_int_equal(oai_tools_bind(&r->tools, "mistral", "mistral-v3", "fast", &r->grammar,
+                                    &r->grammar_field, &e),
+                     0);
+    assert_int_equal(r->tools.format, OAI_FMT_MISTRAL);
+    assert_non_null(strstr(r->grammar, "[TOOL_CALLS] ["));
+    oai_request_free(r);
+
+    r = chat_with_tools(",\"tool_choice\":\"required\"");
+    assert_int_equal(oai_tools_bind(&r->tools, "llama3-json", "llama3.1", "fast", &r->grammar,
+                                    &r->grammar_field, &e),
+                     0);
+    assert_non_null(strstr(r->grammar, "parameters"));
+    assert_null(strstr(r->grammar, "tool_call"));
+    oai_request_free(r);
+
+    r = chat_with_tools(""); /* auto: no grammar; unknown pool format: Hermes */
+    assert_int_equal(
+        oai_tools_bind(&r->tools, NULL, "", "fast", &r->grammar, &r->grammar_field, &e), 0);
+    assert_null(r->grammar);
+    assert_int_equal(r->tools.format, OAI_FMT_HERMES);
+    assert_int_equal(
+        oai_tools_bind(&r->tools, "", "llama2", "fast", &r->grammar, &r->grammar_field, &e),
+        -EINVAL);
+    assert_int_equal(e.status, 400);
+    assert_non_null(strstr(e.message, "llama2"));
+    assert_non_null(strstr(e.message, "'fast'"));
+    oai_request_free(r);
+
+    oai_tool_format f;
+    assert_int_equal(oai_tool_format_parse("llama3-json", &f), 0);
+    assert_string_equal(oai_tool_format_name(f), "llama3-json");
+    assert_int_equal(oai_tool_format_parse("json", &f), -EINVAL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hermes),
+        cmocka_unit_test(test_llama3),
+        cmocka_unit_test(test_mistral),
+        cmocka_unit_test(test_bind),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
