@@ -99,12 +99,31 @@ static int assign(broker *b, bk_req *r, bk_worker *w) {
     return 0;
 }
 
+/* n > 1: the worker already holding another sample of the same request, when it can take this
+ * one too - there the samples share the prompt's KV (its engine holds a sample back while a
+ * sibling prefills the same prompt, then serves it from the prefix cache). */
+static bk_worker *sibling_worker(broker *b, const bk_req *r, const char *pool) {
+    if (r->choice == 0 || r->avoid) return NULL;
+    for (size_t i = 0; i < b->inf.cap; i++) {
+        const bk_req *o = b->inf.slots[i];
+        if (o && o != r && o->stream == r->stream && o->worker && wt_can_take(o->worker, pool))
+            return o->worker;
+    }
+    return NULL;
+}
+
+static bk_worker *pick_worker(broker *b, const bk_req *r, int pool) {
+    bk_worker *w = sibling_worker(b, r, b->cfg.pools[pool]);
+    return w ? w
+             : wt_pick(&b->wt, b->cfg.pools[pool], r->prefix_hash, b->cfg.affinity_prefix_chars > 0,
+                       r->avoid);
+}
+
 void bw_pump(broker *b, int pool) {
     bk_queue *q = &b->queues[pool];
-    bool affinity = b->cfg.affinity_prefix_chars > 0;
     for (size_t guard = q->n + 1; q->head && guard; guard--) {
         bk_req *r = q->head;
-        bk_worker *w = wt_pick(&b->wt, b->cfg.pools[pool], r->prefix_hash, affinity, r->avoid);
+        bk_worker *w = pick_worker(b, r, pool);
         if (!w) return;
         queue_pop(q);
         assign(b, r, w);
@@ -224,8 +243,7 @@ void bw_on_dispatch(broker *b, bk_cmd *c) {
     }
     bk_queue *q = &b->queues[r->pool];
     if (!q->head) {
-        bk_worker *w = wt_pick(&b->wt, b->cfg.pools[r->pool], r->prefix_hash,
-                               b->cfg.affinity_prefix_chars > 0, NULL);
+        bk_worker *w = pick_worker(b, r, r->pool);
         if (w && !assign(b, r, w)) return;
         if (w) queue_remove(q, r); /* assign put it back; queue it properly below */
     }

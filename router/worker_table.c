@@ -96,6 +96,10 @@ static bool eligible(const bk_worker *w, const char *pool) {
     return !w->draining && !w->unhealthy && w->inflight < w->capacity && !strcmp(w->pool, pool);
 }
 
+bool wt_can_take(const bk_worker *w, const char *pool) {
+    return eligible(w, pool);
+}
+
 static bk_worker *least_loaded(worker_table *t, const char *pool, const bk_worker *avoid) {
     bk_worker *best = NULL;
     double best_load = 0;

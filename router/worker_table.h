@@ -59,6 +59,10 @@ void wt_remove(worker_table *t, bk_worker *w);
 bk_worker *wt_find_ident(const worker_table *t, const zmq_util_identity *id);
 bk_worker *wt_find_id(const worker_table *t, const char *id);
 
+/* Whether w may take one more request of `pool` now (in it, healthy, not draining, below
+ * capacity). */
+bool wt_can_take(const bk_worker *w, const char *pool);
+
 /* Workers of `pool` that may receive new work (not draining). */
 size_t wt_live_in_pool(const worker_table *t, const char *pool);
 

@@ -387,12 +387,33 @@ static int admit(sched *s, sched_seq *seq, sched_batch *out, sol_err *err) {
     return place(s, seq, n, out, err);
 }
 
+static bool same_salt(const char *a, const char *b) {
+    return !strcmp(a ? a : "", b ? b : "");
+}
+
+/* A running sequence is still prefilling a prompt whose first block is seq's (the n samples of
+ * one request, or one prompt from several clients): seq waits until those blocks are written and
+ * then takes them from the prefix cache - one prefill instead of n. */
+static bool sibling_prefilling(const sched *s, const sched_seq *seq) {
+    int32_t bs = s->block_size;
+    if (!kv_cache_prefix_caching(s->kv) || seq->n_tokens <= bs) return false;
+    for (int32_t i = 0; i < s->n_running; i++) {
+        const sched_seq *r = s->running[i];
+        if (r->n_computed + 1 < r->n_tokens - r->n_spec && r->n_tokens > bs && /* prefilling */
+            same_salt(r->cache_salt, seq->cache_salt) &&
+            !memcmp(r->tokens, seq->tokens, (size_t)bs * sizeof *seq->tokens))
+            return true;
+    }
+    return false;
+}
+
 static int schedule_admissions(sched *s, sched_batch *out, sol_err *err) {
     while (s->n_running < s->cfg.max_num_seqs && s->budget > 0) {
         sched_seq *seq = next_candidate(s);
         /* Head-of-line: a sequence that does not fit blocks the ones behind it, which keeps the
-         * priority order and stops small requests from starving a large one. */
-        if (!seq || !admissible(s, seq)) break;
+         * priority order and stops small requests from starving a large one; so does one that
+         * waits for a sibling's prefill (briefly: that prefill is under way). */
+        if (!seq || !admissible(s, seq) || sibling_prefilling(s, seq)) break;
         int rc = admit(s, seq, out, err);
         if (rc) return rc;
     }

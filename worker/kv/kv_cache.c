@@ -194,6 +194,10 @@ int32_t kv_cache_block_size(const kv_cache *kv) {
     return kv->bs;
 }
 
+bool kv_cache_prefix_caching(const kv_cache *kv) {
+    return kv->caching;
+}
+
 bool kv_cache_can_allocate(const kv_cache *kv, int32_t n_blocks) {
     return n_blocks <= kv->n_free + kv->n_cached;
 }

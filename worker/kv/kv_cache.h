@@ -59,6 +59,8 @@ int32_t kv_cache_block_size(const kv_cache *kv);
 
 /* True when n_blocks fresh blocks could be handed out now (free + evictable cached). */
 bool kv_cache_can_allocate(const kv_cache *kv, int32_t n_blocks);
+/* Whether full blocks are kept for reuse (enable_prefix_caching). */
+bool kv_cache_prefix_caching(const kv_cache *kv);
 
 void kv_cache_get_stats(const kv_cache *kv, kv_cache_stats *out);
 

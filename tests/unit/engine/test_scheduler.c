@@ -1,5 +1,6 @@
 /* Promise: the scheduler keeps the token budget and sequence cap, serves decodes before prefills,
- * admits by priority, chunks prefills, and preempts the lowest-priority most recent sequence. */
+ * admits by priority, chunks prefills, preempts the lowest-priority most recent sequence, and
+ * prefills a prompt that several sequences share once. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -222,6 +223,55 @@ static void test_prefix_hit_on_admission(void **state) {
     kv_cache_free(kv);
 }
 
+/* n samples of one prompt arrive together: the second waits while the first prefills (in chunks)
+ * and is then admitted with the prompt's full blocks from the prefix cache; a different prompt
+ * and a different cache salt are not held back; without prefix caching nothing waits. */
+static void test_identical_prompts_share_one_prefill(void **state) {
+    (void)state;
+    for (int caching = 0; caching < 2; caching++) {
+        sol_err e = {0};
+        kv_cache *kv = kv_cache_new(32, BS, caching, &e);
+        sched_config cfg = {.max_num_seqs = 4, .max_batched_tokens = 16};
+        sched *s = sched_new(&cfg, kv, &e);
+        tseq a, b;
+        init_seq(&a, 1, 10, 0);
+        init_seq(&b, 1, 10, 0); /* the same prompt */
+        sched_batch bt;
+        sched_add(s, &a.seq, &e);
+        sched_add(s, &b.seq, &e);
+        run_step(s, kv, &bt, 16); /* a prefills all 10; b waits (with caching) or takes 6 */
+        assert_int_equal(step_n_of(&bt, &a.seq), 10);
+        assert_int_equal(step_n_of(&bt, &b.seq), caching ? 0 : 6);
+        assert_int_equal(b.seq.state, caching ? SCHED_WAITING : SCHED_RUNNING);
+        if (caching) {
+            run_step(s, kv, &bt, 16); /* a decodes; b comes in on a's written blocks */
+            assert_int_equal(b.seq.state, SCHED_RUNNING);
+            assert_int_equal(b.seq.n_cached, 8); /* two full blocks shared, 2 tokens computed */
+            assert_int_equal(step_n_of(&bt, &b.seq), 2);
+        }
+        sched_free(s);
+        kv_cache_free(kv);
+    }
+    /* another prompt, or the same under another salt, is admitted at once */
+    for (int salted = 0; salted < 2; salted++) {
+        sol_err e = {0};
+        kv_cache *kv = kv_cache_new(32, BS, true, &e);
+        sched_config cfg = {.max_num_seqs = 4, .max_batched_tokens = 16};
+        sched *s = sched_new(&cfg, kv, &e);
+        tseq a, b;
+        init_seq(&a, 1, 10, 0);
+        init_seq(&b, salted ? 1 : 2, 10, 0);
+        b.seq.cache_salt = salted ? "tenant-b" : NULL;
+        sched_batch bt;
+        sched_add(s, &a.seq, &e);
+        sched_add(s, &b.seq, &e);
+        run_step(s, kv, &bt, 16);
+        assert_int_equal(b.seq.state, SCHED_RUNNING);
+        sched_free(s);
+        kv_cache_free(kv);
+    }
+}
+
 static void test_stalled_prefills_make_progress(void **state) {
     (void)state;
     sol_err e = {0};
@@ -274,6 +324,7 @@ int main(void) {
         cmocka_unit_test(test_max_num_seqs_and_priority),
         cmocka_unit_test(test_preempts_lowest_priority_then_recomputes),
         cmocka_unit_test(test_prefix_hit_on_admission),
+        cmocka_unit_test(test_identical_prompts_share_one_prefill),
         cmocka_unit_test(test_stalled_prefills_make_progress),
         cmocka_unit_test(test_bad_config_and_seq),
     };
