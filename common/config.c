@@ -24,6 +24,8 @@ static const char *const k_backends[] = {"cpu", "cuda", "sim", "cuda-emu", NULL}
 static const char *const k_dtypes[] = {"f16", "f32", NULL};
 /* worker.dtype (vLLM's --dtype): weights compute in the GGUF file's own types. */
 static const char *const k_model_dtypes[] = {"auto", NULL};
+/* worker.embedding_pooling: the order of engine_pooling */
+static const char *const k_poolings[] = {"auto", "last", "mean", "cls", NULL};
 static const char *const k_methods[] = {"off", "draft", "ngram", NULL};
 
 #define OFF(m) offsetof(sol_config, m)
@@ -68,6 +70,7 @@ static const cfg_key k_keys[] = {
     KINT(worker.stall_after_ms, 0, 3600000),
     KEY(worker.dtype, T_ENUM, .names = k_model_dtypes),
     KEY(worker.chat_template, T_STR),
+    KEY(worker.embedding_pooling, T_ENUM, .names = k_poolings),
     KEY(worker.mmap, T_BOOL),
     KEY(worker.mlock, T_BOOL),
     KINT(worker.heartbeat_ms, 10, 60000),

@@ -340,7 +340,7 @@ static int feed(gen_run *r, const int32_t *tokens, int n, int chunk, sol_err *er
             attn[i] = (sol_attn_seq){r->table, pos[i] + 1};
         }
         int32_t last = k - 1;
-        model_batch b = {k, tokens + done, pos, slots, attn, done + k == n ? 1 : 0, &last, NULL};
+        model_batch b = {k, tokens + done, pos, slots, attn, done + k == n ? 1 : 0, &last, NULL, 0, NULL};
         rc = model_forward(r->m, r->kv, &b, r->logits, err);
         memcpy(r->hist + r->n_hist, tokens + done, sizeof(int32_t) * k);
         r->n_hist += k;
@@ -380,7 +380,7 @@ static int verify_forward(gen_run *r, const int32_t *draft, int k, sol_err *err)
         attn[i] = (sol_attn_seq){r->table, pos[i] + 1};
         rows[i] = i;
     }
-    model_batch b = {k + 1, tok, pos, pos, attn, k + 1, rows, NULL}; /* slot == position */
+    model_batch b = {k + 1, tok, pos, pos, attn, k + 1, rows, NULL, 0, NULL}; /* slot == position */
     return model_forward(r->m, r->kv, &b, r->logits, err);
 }
 

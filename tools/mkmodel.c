@@ -63,6 +63,7 @@ typedef struct {
     int sliding_window;     /* gemma3: --sliding-window (0 = every layer global) */
     int swa_pattern;        /* gemma3: --swa-pattern P (-1 = not written: the default 6) */
     float softcap;          /* gemma3: --softcap, 0 = not written */
+    int pooling_type;       /* --pooling-type: <arch>.pooling_type, -1 = not written */
     const char *out;
     tensor_spec *specs;
     int n_specs;
@@ -236,6 +237,7 @@ static int add_hparams(gguf_writer *w, const model *m, sol_err *e) {
     }
     if (!rc && m->softcap > 0)
         rc = gguf_writer_add_f32(w, akey(m, "final_logit_softcapping", k, sizeof k), m->softcap, e);
+    if (!rc && m->pooling_type >= 0) rc = add_u32(w, m, "pooling_type", m->pooling_type, e);
     return rc;
 }
 
@@ -299,6 +301,7 @@ static void usage(FILE *f) {
         "                   [--vocab N] [--ctx N] [--seed N] [--rope-base F] [--tied]\n"
         "                   [--depth-decay F] [--arch llama|qwen2|qwen3|gemma3] [--head-dim N]\n"
         "                   [--sliding-window N [--swa-pattern P]] [--softcap F]\n"
+        "                   [--pooling-type N]\n"
         "       sol-mkmodel --draft-of TARGET.gguf -o DRAFT.gguf [--layers N] [--type T]\n"
         "With --draft-of, writes a draft model for speculative decoding: the target's first N\n"
         "layers (default a quarter, at least 1) with its embeddings, final norm, output head and\n"
@@ -310,6 +313,8 @@ static void usage(FILE *f) {
         "and post-norms; --sliding-window N makes layers local with a window of N tokens (every\n"
         "P-th layer global, P = --swa-pattern, default 6; 0 = all local), --softcap F writes\n"
         "final_logit_softcapping.\n"
+        "--pooling-type N writes <arch>.pooling_type as llama.cpp numbers it (1 mean, 2 cls,\n"
+        "3 last): what an embedding model's GGUF says about pooling.\n"
         "presets: tiny  dim 64,   2 layers,  4 heads, 2 kv heads, ffn 192,  vocab 512,   ctx 256\n"
         "         small dim 768,  12 layers, 12 heads, 4 kv heads, ffn 2048, vocab 32000, ctx "
         "2048\n"
@@ -381,6 +386,7 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
                                          {"sliding-window", required_argument, 0, 'W'},
                                          {"swa-pattern", required_argument, 0, 'P'},
                                          {"softcap", required_argument, 0, 'C'},
+                                         {"pooling-type", required_argument, 0, 'Y'},
                                          {0, 0, 0, 0}};
     int over[8] = {0}, c, rc = 0;
     const char *preset = "tiny", *type = "f32", *arch = "llama";
@@ -388,6 +394,7 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
     m->rope_base = 10000.0f;
     m->depth_decay = 0; /* 0: the preset's */
     m->swa_pattern = -1;
+    m->pooling_type = -1;
     int gemma_opt = 0;
     while (!rc && (c = getopt_long(argc, argv, "o:p:t:s:r:Th", opts, NULL)) != -1) {
         char *end;
@@ -437,6 +444,15 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
                                    "--swa-pattern: expected an integer >= 0, found '%s'", optarg)
                      : 0;
             gemma_opt = 1;
+            break;
+        case 'Y':
+            m->pooling_type = (int)strtol(optarg, &end, 10);
+            rc = (*end || m->pooling_type < 0 || m->pooling_type > 4)
+                     ? sol_err_set(e, -EINVAL,
+                                   "--pooling-type: expected 0 to 4 (llama.cpp's numbering), "
+                                   "found '%s'",
+                                   optarg)
+                     : 0;
             break;
         case 'C':
             m->softcap = strtof(optarg, &end);

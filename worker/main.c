@@ -43,6 +43,9 @@ static const sol_cli_flag k_worker_flags[] = {
      "reuse the KV of shared prompt prefixes (the default), as vLLM's flag", NULL},
     {"--no-enable-prefix-caching", NULL, SOL_FLAG_FALSE, "worker.scheduler.prefix_caching",
      "never reuse KV across requests, as vLLM's flag", NULL},
+    {"--embedding-pooling", "auto|last|mean|cls", SOL_FLAG_SET, "worker.embedding_pooling",
+     "how /v1/embeddings pools the final hidden states (auto: the GGUF's pooling_type, else last)",
+     NULL},
     {"--chat-template", "NAME", SOL_FLAG_SET, "worker.chat_template",
      "chat template family instead of the GGUF's (chatml, llama2, llama3, llama3.1, llama3.2, "
      "mistral, mistral-v3, zephyr, qwen2.5, qwen3, gemma); unlike vLLM's flag, a name, not a Jinja "
@@ -137,6 +140,7 @@ static int make_executor(void *zctx, const sol_worker_config *w, sol_backend *be
         .max_batched_tokens = w->scheduler.max_batched_tokens,
         .prefix_caching = w->scheduler.prefix_caching,
         .chat_template = w->chat_template,
+        .embedding_pooling = w->embedding_pooling,
         /* A draft model with the method left at its default means "speculate with it": that
          * is what `--draft-model PATH` alone asks for (the fixed command line of the issue). */
         .spec_method = (int)(w->speculative.method == SOL_SPEC_OFF && w->speculative.draft_model

@@ -245,19 +245,51 @@ static int32_t sample_constrained(engine *e, ereq *r, float *row, sampler_result
     return id;
 }
 
-/* An embedding request reached its sampling row: the prompt is done. Its last token's final
- * hidden state, L2-normalized, is the answer (last-token pooling, as decoder embedding models
- * use); nothing is generated. */
-static void finish_embedding(engine *e, ereq *r, int32_t row) {
+/* Whether the row at `pos` of an embedding request's prompt feeds its pooling. */
+static bool pools_row(const engine *e, const sched_seq *s, int32_t pos) {
+    return e->pooling == ENGINE_POOL_MEAN ||
+           (e->pooling == ENGINE_POOL_CLS ? pos == 0 : pos == s->n_tokens - 1);
+}
+
+/* The batch rows whose final hidden states embedding requests need (e->hidden_rows). */
+static int32_t plan_hidden(engine *e, const sched_batch *b) {
+    int32_t n = 0, off = 0;
+    for (int32_t i = 0; i < b->n_seqs; off += b->seqs[i]->step_n, i++)
+        if (req_of(b->seqs[i])->embed)
+            for (int32_t k = 0; k < b->seqs[i]->step_n && n < e->hidden_cap; k++)
+                if (pools_row(e, b->seqs[i], b->pos[off + k])) e->hidden_rows[n++] = off + k;
+    return n;
+}
+
+/* Folds this step's hidden states into each embedding request (same walk as plan_hidden). A
+ * mean restarts at position 0: a preempted request computes its prompt again. */
+static void collect_hidden(engine *e, const sched_batch *b) {
+    int32_t dim = model_get_hparams(e->m)->dim, n = 0, off = 0;
+    for (int32_t i = 0; i < b->n_seqs; off += b->seqs[i]->step_n, i++) {
+        ereq *r = req_of(b->seqs[i]);
+        for (int32_t k = 0; r->embed && k < b->seqs[i]->step_n && n < e->hidden_cap; k++) {
+            int32_t pos = b->pos[off + k];
+            if (!pools_row(e, b->seqs[i], pos)) continue;
+            const float *h = e->hidden + (size_t)n++ * dim;
+            bool add = e->pooling == ENGINE_POOL_MEAN && pos > 0;
+            for (int32_t d = 0; d < dim; d++)
+                r->emb_acc[d] = (add ? r->emb_acc[d] : 0.0) + h[d];
+            r->emb_n = add ? r->emb_n + 1 : 1;
+        }
+    }
+}
+
+/* An embedding request reached its sampling row: the prompt is done. Its pooled final hidden
+ * state, L2-normalized, is the answer; nothing is generated. */
+static void finish_embedding(engine *e, ereq *r) {
     int32_t dim = model_get_hparams(e->m)->dim;
-    float *h = e->hidden + (size_t)row * dim;
-    double ss = 0;
+    double ss = 0, n = r->emb_n > 0 ? r->emb_n : 1;
     for (int32_t k = 0; k < dim; k++)
-        ss += (double)h[k] * h[k];
-    float inv = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
+        ss += (r->emb_acc[k] / n) * (r->emb_acc[k] / n);
+    double inv = ss > 0 ? 1.0 / sqrt(ss) : 0.0;
     for (int32_t k = 0; k < dim; k++)
-        h[k] *= inv;
-    r->embedding = h;
+        r->emb_out[k] = (float)(r->emb_acc[k] / n * inv);
+    r->embedding = r->emb_out;
     finish(e, r, ENGINE_FINISH_STOP, NULL);
 }
 
@@ -265,7 +297,7 @@ static void sample_all(engine *e, const sched_batch *b) {
     for (int32_t i = 0; i < b->n_logits; i++) {
         ereq *r = req_of(b->logit_seqs[i]);
         if (r->embed) {
-            finish_embedding(e, r, i);
+            finish_embedding(e, r);
             continue;
         }
         if (r->seq.spec_step) {
@@ -362,11 +394,10 @@ static bool step(engine *e) {
             fail_batch(e, &b, err.msg);
             return true;
         }
-    bool hidden = false;
-    for (int32_t i = 0; i < b.n_logits && !hidden; i++)
-        hidden = req_of(b.logit_seqs[i])->embed;
-    model_batch mb = {b.n_tokens, b.tokens,   b.pos,        b.slots,
-                      b.attn,     b.n_logits, b.logit_rows, hidden ? e->hidden : NULL};
+    int32_t n_hidden = plan_hidden(e, &b);
+    model_batch mb = {b.n_tokens, b.tokens,      b.pos,        b.slots,
+                      b.attn,     b.n_logits,    b.logit_rows, n_hidden ? e->hidden : NULL,
+                      n_hidden,   e->hidden_rows};
     uint64_t t_fwd = sol_now_ns();
     if (model_forward(e->m, e->kv_data, &mb, e->logits, &err)) {
         char why[256];
@@ -379,6 +410,7 @@ static bool step(engine *e) {
     }
     uint64_t t1 = sol_now_ns();
     if (e->step_verifies) e->spec.verify_ns += t1 - t_fwd; /* the whole pass: rows share it */
+    if (n_hidden) collect_hidden(e, &b);
     if (sched_commit(e->sched, &b, &err)) {
         fail_batch(e, &b, err.msg);
         return true;
@@ -560,6 +592,21 @@ grammar_vocab *engine_grammar_vocab_new(const tokenizer *tok, sol_err *err) {
     return v;
 }
 
+static const char *const POOLING_NAMES[] = {"auto", "last", "mean", "cls"};
+
+/* worker.embedding_pooling auto: what the GGUF says (llama.cpp's pooling_type), else last. */
+static void resolve_pooling(engine *e, const model_hparams *hp) {
+    e->pooling = e->cfg.pooling;
+    if (e->pooling == ENGINE_POOL_AUTO)
+        e->pooling = hp->pooling_type == 1   ? ENGINE_POOL_MEAN
+                     : hp->pooling_type == 2 ? ENGINE_POOL_CLS
+                                             : ENGINE_POOL_LAST;
+    if (e->cfg.pooling == ENGINE_POOL_AUTO && hp->pooling_type < 0) return; /* the default */
+    LOG_INFO("engine", "embeddings: %s pooling%s", POOLING_NAMES[e->pooling],
+             e->cfg.pooling == ENGINE_POOL_AUTO ? " (the model's pooling_type)"
+                                                : " (worker.embedding_pooling)");
+}
+
 static int start(engine *e, sol_err *err) {
     const model_hparams *hp = model_get_hparams(e->m);
     e->n_vocab = hp->n_vocab;
@@ -589,8 +636,15 @@ static int start(engine *e, sol_err *err) {
     int32_t rows = espec_max_logit_rows(e);
     e->logits = malloc(sizeof(float) * (size_t)e->n_vocab * (size_t)rows);
     e->row_copy = malloc(sizeof(float) * (size_t)e->n_vocab);
-    e->hidden = malloc(sizeof(float) * (size_t)hp->dim * (size_t)rows);
-    if (!e->hidden) return sol_err_set(err, -ENOMEM, "out of memory for hidden states");
+    resolve_pooling(e, hp);
+    /* last and cls pool one row per sequence; mean every prompt row of a step */
+    e->hidden_cap = e->pooling == ENGINE_POOL_MEAN && e->cfg.max_batched_tokens > rows
+                        ? e->cfg.max_batched_tokens
+                        : rows;
+    e->hidden = malloc(sizeof(float) * (size_t)hp->dim * (size_t)e->hidden_cap);
+    e->hidden_rows = malloc(sizeof(int32_t) * (size_t)e->hidden_cap);
+    if (!e->hidden || !e->hidden_rows)
+        return sol_err_set(err, -ENOMEM, "out of memory for hidden states");
     if (!e->row_copy) return sol_err_set(err, -ENOMEM, "out of memory for logits");
     if (!e->logits) return sol_err_set(err, -ENOMEM, "out of memory for logits");
     if ((rc = model_reserve(e->m, e->cfg.max_batched_tokens, rows, err))) return rc;
@@ -650,6 +704,7 @@ void engine_free(engine *e) {
     free(e->logits);
     free(e->row_copy);
     free(e->hidden);
+    free(e->hidden_rows);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->wake);
     pthread_cond_destroy(&e->idle);

@@ -68,6 +68,14 @@ typedef enum engine_spec_method {
     ENGINE_SPEC_NGRAM, /* prompt lookup: what followed the latest match of the last n tokens */
 } engine_spec_method;
 
+/* How an embedding request's final hidden states become one vector (worker.embedding_pooling). */
+typedef enum {
+    ENGINE_POOL_AUTO = 0, /* the GGUF's <arch>.pooling_type (mean, cls, last); else last */
+    ENGINE_POOL_LAST,     /* the last prompt token's (decoder embedding models) */
+    ENGINE_POOL_MEAN,     /* the mean over every prompt token (sentence-transformers style) */
+    ENGINE_POOL_CLS,      /* the first token's (BERT-style [CLS]) */
+} engine_pooling;
+
 typedef struct engine_config {
     /* worker.kv */
     int32_t block_size;     /* tokens per KV block */
@@ -81,6 +89,7 @@ typedef struct engine_config {
     bool prefix_caching;
     const char *chat_template; /* worker.chat_template: a family name overriding the GGUF's
                                 * template ("" / NULL: detect it) */
+    engine_pooling pooling;    /* worker.embedding_pooling */
     /* worker.speculative (docs/speculative.md, "In the engine") */
     engine_spec_method spec_method;
     model *draft_model;     /* ENGINE_SPEC_DRAFT: borrowed, same vocabulary, same backend */

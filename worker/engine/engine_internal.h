@@ -35,7 +35,10 @@ typedef struct ereq {
     tok_stream *ts;
     grammar *gram;          /* the output constraint (owned), NULL = none */
     bool embed;             /* engine_request.embed */
-    const float *embedding; /* set just before an embed request's finish */
+    const float *embedding; /* set just before an embed request's finish (emb_out) */
+    double *emb_acc;        /* embed: dim sums (mean) or the pooled row (last, cls) */
+    float *emb_out;         /* embed: the answer, dim floats */
+    int32_t emb_n;          /* embed, mean: rows summed into emb_acc */
     int32_t *bias_tokens;   /* logit_bias (owned), n_bias entries */
     float *bias_values;
     int32_t n_bias;
@@ -55,9 +58,12 @@ struct engine {
     model_kv *kv_data;
     sched *sched;
     sampler *smp;
-    grammar_vocab *gvocab; /* the vocabulary as bytes for grammars, NULL without a tokenizer */
-    float *logits;         /* max_num_seqs x n_vocab */
-    float *hidden;   /* max logit rows x dim: final hidden states, when an embed request asks */
+    grammar_vocab *gvocab;  /* the vocabulary as bytes for grammars, NULL without a tokenizer */
+    float *logits;          /* max_num_seqs x n_vocab */
+    engine_pooling pooling; /* resolved: never AUTO */
+    float *hidden;          /* hidden_cap x dim: final hidden states of embed requests' rows */
+    int32_t *hidden_rows;   /* hidden_cap: which batch rows those are */
+    int32_t hidden_cap;
     float *row_copy; /* one row: a constrained request's first, unconstrained draw */
     pthread_t thread;
     bool thread_started;

@@ -16,6 +16,7 @@ void ereq_free(ereq *r) {
     tok_stream_free(r->ts);
     grammar_free(r->gram);
     free(r->bias_tokens), free(r->bias_values);
+    free(r->emb_acc), free(r->emb_out);
     free(r);
 }
 
@@ -219,6 +220,17 @@ int ereq_build(const engine *e, const engine_request *q, ereq **out, sol_err *er
                          "an embedding request takes no resume tokens, grammar or "
                          "logit_bias");
         goto fail;
+    }
+    if (q->embed) {
+        size_t dim = (size_t)model_get_hparams(e->m)->dim;
+        r->emb_acc = calloc(dim, sizeof *r->emb_acc);
+        r->emb_out = calloc(dim, sizeof *r->emb_out);
+        if (!r->emb_acc || !r->emb_out) {
+            rc = sol_err_set(err, -ENOMEM, "out of memory for an embedding");
+            goto fail;
+        }
+        /* mean and cls read rows a prefix-cache hit would skip: compute them all */
+        r->seq.no_prefix_hit = e->pooling != ENGINE_POOL_LAST;
     }
     if ((rc = setup_output(e, q, r, err)) || (rc = setup_bias(e, q, r, err)) ||
         (rc = setup_grammar(e, q, r, err)))

@@ -353,8 +353,9 @@ static sched_seq *next_candidate(sched *s) {
  * blocks the hit pulls out of the free pool. */
 static bool admissible(const sched *s, const sched_seq *seq) {
     int32_t n_evict = 0, bs = s->block_size;
-    int32_t hit =
-        kv_cache_peek_prefix(s->kv, seq->cache_salt, seq->tokens, seq->n_tokens, &n_evict);
+    int32_t hit = seq->no_prefix_hit ? 0
+                                     : kv_cache_peek_prefix(s->kv, seq->cache_salt, seq->tokens,
+                                                            seq->n_tokens, &n_evict);
     if (hit < 0) hit = 0;
     int32_t need = (seq->n_tokens + bs - 1) / bs - hit / bs + n_evict;
     if (s->cfg.kv_window > 0) { /* blocks behind the window are freed as the prompt goes */
@@ -367,7 +368,8 @@ static bool admissible(const sched *s, const sched_seq *seq) {
 static int admit(sched *s, sched_seq *seq, sched_batch *out, sol_err *err) {
     seq->kv = kv_seq_new(s->kv, seq->cache_salt, err);
     if (!seq->kv) return err && err->code ? err->code : -ENOMEM;
-    int32_t hit = kv_seq_match_prefix(seq->kv, seq->tokens, seq->n_tokens, err);
+    int32_t hit =
+        seq->no_prefix_hit ? 0 : kv_seq_match_prefix(seq->kv, seq->tokens, seq->n_tokens, err);
     if (hit < 0) {
         kv_seq_free(seq->kv);
         seq->kv = NULL;
@@ -396,7 +398,7 @@ static bool same_salt(const char *a, const char *b) {
  * then takes them from the prefix cache - one prefill instead of n. */
 static bool sibling_prefilling(const sched *s, const sched_seq *seq) {
     int32_t bs = s->block_size;
-    if (!kv_cache_prefix_caching(s->kv) || seq->n_tokens <= bs) return false;
+    if (!kv_cache_prefix_caching(s->kv) || seq->no_prefix_hit || seq->n_tokens <= bs) return false;
     for (int32_t i = 0; i < s->n_running; i++) {
         const sched_seq *r = s->running[i];
         if (r->n_computed + 1 < r->n_tokens - r->n_spec && r->n_tokens > bs && /* prefilling */

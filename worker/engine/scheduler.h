@@ -43,6 +43,7 @@ typedef struct sched_seq {
     int32_t *tokens;        /* prompt followed by generated tokens */
     int32_t n_tokens;       /* valid entries in tokens; grow it with sched_seq_push */
     int32_t cap_tokens;     /* capacity of tokens (max_model_len) */
+    bool no_prefix_hit;     /* compute every token (an embedding pooled over them) */
     /* ---- scheduler state ---- */
     sched_state state;
     kv_seq *kv;           /* NULL unless RUNNING */

@@ -207,6 +207,10 @@ static int load_hparams(model *m, sol_err *err) {
         (rc = get_f32_opt(g, arch, "rope.freq_base", 10000.0f, &hp->rope.freq_base, err)))
         return rc;
     if ((rc = load_rope_scaling(m, arch, err))) return rc;
+    snprintf(key, sizeof key, "%s.pooling_type", arch);
+    uint32_t pooling = UINT32_MAX;
+    if ((rc = gguf_get_u32_def(g, key, pooling, &pooling, err))) return rc;
+    hp->pooling_type = pooling > 4 ? -1 : (int32_t)pooling;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     if ((rc = load_swa(m, arch, err)) || (rc = load_gemma_extras(m, arch, err))) return rc;
     if (gguf_tensor_find(g, "rope_freqs.weight"))

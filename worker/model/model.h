@@ -36,6 +36,8 @@ typedef struct model_hparams {
     float attn_scale;         /* softmax scale: 1/sqrt(head_dim) unless the architecture says */
     float softcap;            /* final_logit_softcapping (ARCH_SOFTCAP); 0 = none */
     int tied_output;          /* output head shares token_embd.weight */
+    int32_t pooling_type;     /* <arch>.pooling_type as llama.cpp numbers it (0 none, 1 mean,
+                                 2 cls, 3 last, 4 rank); -1 when the file does not say */
     sol_dtype weight_type;
 } model_hparams;
 
@@ -116,9 +118,11 @@ typedef struct model_batch {
     const sol_attn_seq *attn;
     int n_logits;
     const int32_t *logit_rows;
-    /* Optional host memory for n_logits x dim floats: the final-normed hidden state of each logit
-     * row (what the head multiplies), for embeddings. NULL: not wanted. */
+    /* Optional host memory for n_hidden x dim floats: the final-normed hidden states (what the
+     * head would multiply) of rows hidden_rows[0, n_hidden), for embeddings. NULL: not wanted. */
     float *hidden;
+    int n_hidden;
+    const int32_t *hidden_rows;
 } model_batch;
 
 /* Writes n_logits x n_vocab floats to `logits` (host memory). Returns 0 or a negative code. */

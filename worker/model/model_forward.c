@@ -120,7 +120,24 @@ static int check_batch(const model *m, const model_batch *b, sol_err *err) {
         if (b->logit_rows[i] < 0 || b->logit_rows[i] >= b->n)
             return sol_err_set(err, -EINVAL, "logit row %d is outside the batch of %d",
                                b->logit_rows[i], b->n);
+    if (b->n_hidden < 0 || b->n_hidden > b->n || (b->n_hidden && (!b->hidden_rows || !b->hidden)))
+        return sol_err_set(err, -EINVAL, "model_forward: bad hidden rows (%d of %d)", b->n_hidden,
+                           b->n);
+    for (int i = 0; i < b->n_hidden; i++)
+        if (b->hidden_rows[i] < 0 || b->hidden_rows[i] >= b->n)
+            return sol_err_set(err, -EINVAL, "hidden row %d is outside the batch of %d",
+                               b->hidden_rows[i], b->n);
     return 0;
+}
+
+/* Embeddings: the final-normed hidden states of the asked rows, into xb (free after the last
+ * layer; n_hidden <= n rows fit). Downloaded once the step is synchronized. */
+static int hidden_states(model *m, const model_batch *b) {
+    sol_backend *be = m->be;
+    model_scratch *s = &m->s;
+    int rc = sol_get_rows(be, s->x, m->hp.dim, b->hidden_rows, b->n_hidden, b->n, s->xb);
+    return rc ? rc
+              : sol_rmsnorm(be, s->xb, m->output_norm, s->xb, b->n_hidden, m->hp.dim, m->hp.eps);
 }
 
 /* This rank's vocabulary columns of the sampling rows, straight into the host rows (the gather
@@ -136,9 +153,6 @@ static int head(model *m, const model_batch *b, float *logits) {
         (rc = sol_rmsnorm(be, s->xl, m->output_norm, s->xl, b->n_logits, hp->dim, hp->eps)) ||
         (rc = sol_matmul(be, &m->output, s->xl, s->logits, b->n_logits)) ||
         (rc = sol_synchronize(be)))
-        return rc;
-    if (b->hidden && sh->rank == 0 && /* every rank holds the same hidden state */
-        (rc = sol_download(be, b->hidden, s->xl, (size_t)b->n_logits * hp->dim * sizeof(float))))
         return rc;
     size_t v = (size_t)sh->vocab;
     if (sh->n == 1) {
@@ -162,7 +176,7 @@ int model_forward_rank(model *m, sol_kv *kv, const model_batch *b, float *logits
     sol_backend *be = m->be;
     /* Decode and verify steps (every row samples, few rows) may be replayed as a CUDA graph
      * keyed by their size; prefill chunks run eagerly. */
-    int key = b->n_logits == b->n && b->n <= MODEL_GRAPH_MAX_TOKENS ? b->n : 0, rc;
+    int key = b->n_logits == b->n && b->n <= MODEL_GRAPH_MAX_TOKENS && !b->n_hidden ? b->n : 0, rc;
     if ((rc = sol_step_begin(be, key))) goto fail;
     if ((rc = sol_embed(be, &m->tok_embd, b->tokens, b->n, m->s.x))) goto fail;
     if ((m->hp.arch->flags & ARCH_EMBD_SCALE) &&
@@ -170,8 +184,13 @@ int model_forward_rank(model *m, sol_kv *kv, const model_batch *b, float *logits
         goto fail;
     for (int l = 0; l < m->hp.n_layers; l++)
         if ((rc = attention(m, kv, l, b)) || (rc = feed_forward(m, l, b->n))) goto fail;
+    if (b->n_hidden > 0 && (rc = hidden_states(m, b))) goto fail;
     if (b->n_logits > 0 && (rc = head(m, b, logits))) goto fail;
     if (b->n_logits == 0 && (rc = sol_synchronize(be))) goto fail;
+    if (b->n_hidden > 0 && m->sh.rank == 0 && /* every rank holds the same hidden state */
+        (rc =
+             sol_download(be, b->hidden, m->s.xb, (size_t)b->n_hidden * m->hp.dim * sizeof(float))))
+        goto fail;
     return 0;
 fail:
     sol_err_set(err, rc, "forward pass: %s", be->err.msg);

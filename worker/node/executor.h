@@ -93,6 +93,7 @@ typedef struct exec_engine_config {
     int max_num_seqs, max_batched_tokens;
     bool prefix_caching;
     const char *chat_template; /* worker.chat_template: a family name, "" = the GGUF's */
+    int embedding_pooling;     /* worker.embedding_pooling (engine_pooling's order) */
     /* worker.speculative: spec_method 0 off, 1 draft (draft_model, loaded on the same backend),
      * 2 ngram - the values of engine_spec_method and sol_spec_method */
     int spec_method;

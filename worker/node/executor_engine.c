@@ -329,6 +329,7 @@ static int load(eng_exec *x, const exec_engine_config *w, sol_err *e) {
     ec.max_batched_tokens = w->max_batched_tokens;
     ec.prefix_caching = w->prefix_caching;
     ec.chat_template = w->chat_template;
+    ec.pooling = (engine_pooling)w->embedding_pooling;
     int rc = load_spec(x, w, flags, &ec, e);
     if (rc) return rc;
     ec.on_event = on_event;

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -457,6 +458,110 @@ static void test_text_and_chat_prompts(void **state) {
     assert_true(b.usage.prompt_tokens > a.usage.prompt_tokens);
 }
 
+/* ---- embeddings ---- */
+
+typedef struct emb_out {
+    float v[512];
+    int32_t dim;
+    int done;
+} emb_out;
+
+static void emb_collect(void *ctx, const engine_event *ev) {
+    (void)ctx;
+    emb_out *o = ev->user;
+    if (ev->kind != ENGINE_EV_FINISH) return;
+    if (ev->embedding && ev->embedding_dim <= 512) {
+        memcpy(o->v, ev->embedding, sizeof(float) * (size_t)ev->embedding_dim);
+        o->dim = ev->embedding_dim;
+    }
+    o->done = 1;
+}
+
+/* The pooled vector from one model_forward over the whole prompt: every row's final hidden state,
+ * then the mean, the first or the last, L2-normalized. */
+static void emb_reference(const spec *s, engine_pooling p, float *out) {
+    int32_t dim = model_get_hparams(W.f.m)->dim, n = s->n_prompt;
+    sol_err e = {0};
+    model_kv *kv = model_kv_new(W.f.m, 32, 16, SOL_DT_F32, &e);
+    assert_non_null(kv);
+    int32_t table[32], pos[128], rows[128], last = n - 1;
+    sol_attn_seq attn[128];
+    for (int i = 0; i < 32; i++)
+        table[i] = i;
+    for (int32_t t = 0; t < n; t++)
+        pos[t] = rows[t] = t, attn[t] = (sol_attn_seq){table, t + 1};
+    float *h = malloc(sizeof(float) * (size_t)dim * (size_t)n);
+    float *logits = malloc(sizeof(float) * (size_t)model_get_hparams(W.f.m)->n_vocab);
+    model_batch b = {n, s->prompt, pos, pos, attn, 1, &last, h, n, rows};
+    assert_int_equal(model_forward(W.f.m, kv, &b, logits, &e), 0);
+    double ss = 0;
+    for (int32_t d = 0; d < dim; d++) {
+        double v = 0;
+        for (int32_t t = 0; t < n; t++)
+            v += h[(size_t)t * dim + d];
+        v = p == ENGINE_POOL_MEAN ? v / n : h[(size_t)(p == ENGINE_POOL_CLS ? 0 : n - 1) * dim + d];
+        out[d] = (float)v;
+        ss += v * v;
+    }
+    for (int32_t d = 0; d < dim; d++)
+        out[d] = (float)(out[d] / sqrt(ss));
+    free(h), free(logits);
+    model_kv_free(W.f.m, kv);
+}
+
+/* Embeddings pool as configured - mean over every prompt row, the first row (cls) or the last -
+ * and equal one forward pass over the whole prompt, though the engine splits the prompts into
+ * 16-token chunks, batches them with generating requests, and has a prefix of each cached (which
+ * mean and cls must not use: they recompute every row). */
+static void test_embedding_pooling(void **state) {
+    (void)state;
+    spec s[4];
+    make_specs(s, 4, 9);
+    int32_t dim = model_get_hparams(W.f.m)->dim;
+    engine_pooling kinds[] = {ENGINE_POOL_LAST, ENGINE_POOL_MEAN, ENGINE_POOL_CLS};
+    for (int k = 0; k < 3; k++) {
+        engine_config c = engine_config_default();
+        c.num_blocks = 64;
+        c.max_model_len = 256;
+        c.kv_dtype = SOL_DT_F32;
+        c.max_num_seqs = 8;
+        c.max_batched_tokens = 16;
+        c.prefix_caching = true;
+        c.pooling = kinds[k];
+        c.on_event = emb_collect;
+        sol_err e = {0};
+        engine *eng = engine_new(&c, W.f.m, W.f.tok, &e);
+        assert_non_null(eng);
+        static emb_out warm[4], o[4], gen;
+        for (int round = 0; round < 2; round++) { /* the second finds the prompts cached */
+            emb_out *dst = round ? o : warm;
+            engine_request g = req_of(&s[3], NULL); /* a generating request in the same steps */
+            g.user = &gen;
+            submit_ok(eng, &g);
+            for (int i = 0; i < 4; i++) {
+                memset(&dst[i], 0, sizeof dst[i]);
+                engine_request r = req_of(&s[i], NULL);
+                r.user = &dst[i];
+                r.embed = true;
+                r.max_tokens = 1;
+                submit_ok(eng, &r);
+            }
+            engine_wait_idle(eng);
+        }
+        engine_free(eng);
+        for (int i = 0; i < 4; i++) {
+            float ref[512];
+            emb_reference(&s[i], kinds[k], ref);
+            assert_true(o[i].done);
+            assert_int_equal(o[i].dim, dim);
+            for (int32_t d = 0; d < dim; d++)
+                if (fabsf(o[i].v[d] - ref[d]) > 1e-4f || fabsf(warm[i].v[d] - ref[d]) > 1e-4f)
+                    fail_msg("pooling %d, prompt %d (%d tokens), dim %d: %g, %g vs %g", kinds[k], i,
+                             s[i].n_prompt, d, o[i].v[d], warm[i].v[d], ref[d]);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stop_text_holds_back),
@@ -469,6 +574,7 @@ int main(void) {
         cmocka_unit_test(test_text_and_chat_prompts),
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_preemption_is_exact),
+        cmocka_unit_test(test_embedding_pooling),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -99,13 +99,13 @@ static int greedy(model *m, int32_t *ids, float *logits, sol_err *e) {
     for (int t = 0; t < PROMPT; t++)
         tok[t] = (t * 37 + 11) % nv, pos[t] = slots[t] = t, at[t] = (sol_attn_seq){table, t + 1};
     int32_t last = PROMPT - 1;
-    model_batch b = {PROMPT, tok, pos, slots, at, 1, &last, NULL};
+    model_batch b = {PROMPT, tok, pos, slots, at, 1, &last, NULL, 0, NULL};
     int rc = model_forward(m, kv, &b, logits, e);
     for (int s = 0; s < STEPS && !rc; s++) {
         int32_t id = argmax(logits + (size_t)s * nv, nv), p = PROMPT + s, zero = 0;
         ids[s] = id;
         sol_attn_seq a = {table, p + 1};
-        model_batch d = {1, &id, &p, &p, &a, 1, &zero, NULL};
+        model_batch d = {1, &id, &p, &p, &a, 1, &zero, NULL, 0, NULL};
         rc = model_forward(m, kv, &d, logits + (size_t)(s + 1) * nv, e);
     }
     model_kv_free(m, kv);
