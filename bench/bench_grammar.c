@@ -2,8 +2,9 @@
  * JSON Schema -> GBNF; worker side: GBNF -> matcher) and times it; then walks the schema's
  * grammar through the model's real vocabulary, choosing uniformly among allowed tokens (a random
  * model's worst case: strings wander), and times the mask + accept per token, separating masks
- * computed from masks served by the cache. Compare with bench_decode's ms per step on the same
- * model: the overhead at batch B is B x (mask time) / (step time). */
+ * computed from masks served by the cache. With --batch, the engine itself: decode time per token
+ * of B sequences sampling at temperature 1, without and with the grammar (an array of tool
+ * calls, so it never has to end), interleaved over --rounds: the overhead as the engine sees it. */
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -12,8 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "clock.h"
 #include "engine.h"
+#include "log.h"
+#include "model.h"
 #include "gguf.h"
 #include "grammar.h"
 #include "grammar_gen.h"
@@ -33,6 +37,7 @@ static const char k_tool_schema[] =
 typedef struct walk_stats {
     double ms_per_token;
     int docs, masks;
+    uint64_t computed; /* masks walked over the trie (the rest came from a cache) */
 } walk_stats;
 
 static uint64_t xorshift(uint64_t *r) {
@@ -44,14 +49,15 @@ static uint64_t xorshift(uint64_t *r) {
  * (uniform over the vocabulary): mask first, or a uniform draw tried first and the mask only when
  * the grammar refuses it. Times the grammar work only. */
 static walk_stats walk(const strbuf *gb, const grammar_vocab *v, const tokenizer *tok, int tokens,
-                       int sample_first) {
+                       int sample_first, grammar_cache *shared, uint64_t seed) {
     int32_t n = tokenizer_n_vocab(tok);
     float *logits = malloc(sizeof(float) * (size_t)n);
     int32_t *allowed = malloc(sizeof(int32_t) * (size_t)n);
-    uint64_t rng = 12345, ns = 0;
+    uint64_t rng = seed, ns = 0;
     walk_stats w = {0};
     sol_err e = {0};
     grammar *gr = grammar_new(gb->data, gb->len, v, &e);
+    if (gr && shared) grammar_use_cache(gr, shared);
     for (int walked = 0; walked < tokens && gr; walked++) {
         uint64_t a = sol_now_ns();
         int32_t t = (int32_t)(xorshift(&rng) % (uint64_t)n);
@@ -66,9 +72,14 @@ static walk_stats walk(const strbuf *gb, const grammar_vocab *v, const tokenizer
             grammar_accept(gr, t, &e);
         }
         ns += sol_now_ns() - a;
-        if (tokenizer_is_eog(tok, t)) { /* a document ended: start the next */
+        if (tokenizer_is_eog(tok, t) || walked + 1 == tokens) { /* a document ended */
+            uint64_t computed, cached;
+            grammar_counters(gr, &computed, &cached);
+            w.computed += computed;
+            if (walked + 1 == tokens) break;
             grammar_free(gr);
             gr = grammar_new(gb->data, gb->len, v, &e);
+            if (gr && shared) grammar_use_cache(gr, shared);
             w.docs++;
         }
     }
@@ -78,20 +89,129 @@ static walk_stats walk(const strbuf *gb, const grammar_vocab *v, const tokenizer
     return w;
 }
 
+/* ---- through the engine ---- */
+
+typedef struct erec {
+    uint64_t t_first, t_last;
+    int n_out, done;
+} erec;
+
+static void on_event(void *ctx, const engine_event *ev) {
+    (void)ctx;
+    erec *r = ev->user;
+    if (ev->kind == ENGINE_EV_TOKEN) {
+        r->t_last = sol_now_ns();
+        if (!r->n_out++) r->t_first = r->t_last;
+    } else {
+        if (ev->finish == ENGINE_FINISH_ERROR) fprintf(stderr, "request failed: %s\n", ev->error);
+        r->done = 1;
+    }
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median ms per token after the first over `batch` sequences decoding together. */
+static double engine_tpot(model *m, tokenizer *tok, int batch, int steps, const char *gbnf) {
+    engine_config c = engine_config_default();
+    c.max_num_seqs = batch;
+    c.num_blocks = 1024;
+    c.max_model_len = 512;
+    c.prefix_caching = false;
+    c.on_event = on_event;
+    sol_err e = {0};
+    engine *eng = engine_new(&c, m, tok, &e);
+    if (!eng) return fprintf(stderr, "engine_new: %s\n", e.msg), -1;
+    erec *r = calloc((size_t)batch, sizeof *r);
+    double *tpot = calloc((size_t)batch, sizeof *tpot);
+    int32_t prompt[32];
+    for (int i = 0; i < batch; i++) {
+        for (int j = 0; j < 32; j++)
+            prompt[j] = 3 + (i * 131 + j * 7) % 1000;
+        engine_request q = {0};
+        q.prompt_tokens = prompt;
+        q.n_prompt_tokens = 32;
+        q.sampling = sampler_params_default();
+        q.sampling.temperature = 1.0f;
+        q.sampling.seed = 100 + (uint64_t)i, q.sampling.has_seed = true;
+        q.max_tokens = steps;
+        q.ignore_eos = true;
+        q.grammar = gbnf;
+        q.user = &r[i];
+        if (engine_submit(eng, &q, &e) < 0) return fprintf(stderr, "submit: %s\n", e.msg), -1;
+    }
+    engine_wait_idle(eng);
+    int n = 0;
+    for (int i = 0; i < batch; i++)
+        if (r[i].n_out > 1) tpot[n++] = (r[i].t_last - r[i].t_first) / 1e6 / (r[i].n_out - 1);
+    qsort(tpot, (size_t)n, sizeof *tpot, cmp_d);
+    double med = n ? tpot[n / 2] : -1;
+    engine_free(eng);
+    free(r), free(tpot);
+    return med;
+}
+
+static int run_engine(const char *path, int threads, const char *batches, int steps, int rounds,
+                      const char *gbnf) {
+    sol_err e = {0};
+    sol_backend *be = sol_backend_new(NULL, &(sol_backend_opts){.threads = threads}, &e);
+    model *m = be ? model_load(path, 0, be, &e) : NULL;
+    tokenizer *tok = m ? tokenizer_from_gguf(model_gguf(m), &e) : NULL;
+    if (!tok) return fprintf(stderr, "bench_grammar: %s\n", e.msg), 1;
+    for (const char *b = batches; *b;) {
+        int batch = atoi(b);
+        double plain[64], constrained[64], ratio[64];
+        if (rounds > 64) rounds = 64;
+        for (int r = 0; r < rounds; r++) { /* interleaved: noise hits both alike */
+            plain[r] = engine_tpot(m, tok, batch, steps, NULL);
+            constrained[r] = engine_tpot(m, tok, batch, steps, gbnf);
+            ratio[r] = constrained[r] / plain[r];
+        }
+        qsort(plain, (size_t)rounds, sizeof *plain, cmp_d);
+        qsort(constrained, (size_t)rounds, sizeof *constrained, cmp_d);
+        qsort(ratio, (size_t)rounds, sizeof *ratio, cmp_d);
+        printf("engine, batch %d, medians of %d interleaved rounds: %.3f ms per token plain, "
+               "%.3f ms with the grammar; per-round ratio %+.1f%% (min %+.1f%%, max %+.1f%%)\n",
+               batch, rounds, plain[rounds / 2], constrained[rounds / 2],
+               100 * (ratio[rounds / 2] - 1), 100 * (ratio[0] - 1), 100 * (ratio[rounds - 1] - 1));
+        while (*b && *b != ',')
+            b++;
+        if (*b == ',') b++;
+    }
+    tokenizer_free(tok);
+    model_free(m);
+    sol_backend_free(be);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    const char *model = NULL;
-    int tokens = 2000;
+    const char *model = NULL, *batches = NULL;
+    int tokens = 2000, steps = 48, rounds = 2, threads = 0;
     static const struct option longs[] = {
-        {"model", 1, 0, 'm'}, {"tokens", 1, 0, 'n'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    for (int c; (c = getopt_long(argc, argv, "m:n:h", longs, NULL)) != -1;) {
+        {"model", 1, 0, 'm'},  {"tokens", 1, 0, 'n'},  {"batch", 1, 0, 'b'}, {"steps", 1, 0, 's'},
+        {"rounds", 1, 0, 'r'}, {"threads", 1, 0, 't'}, {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
+    for (int c; (c = getopt_long(argc, argv, "m:n:b:s:r:t:h", longs, NULL)) != -1;) {
         if (c == 'm')
             model = optarg;
         else if (c == 'n')
             tokens = atoi(optarg);
+        else if (c == 'b')
+            batches = optarg;
+        else if (c == 's')
+            steps = atoi(optarg);
+        else if (c == 'r')
+            rounds = atoi(optarg) > 0 ? atoi(optarg) : 1;
+        else if (c == 't')
+            threads = atoi(optarg);
         else {
-            printf("usage: bench_grammar -m MODEL.gguf [-n|--tokens N]\n"
+            printf("usage: bench_grammar -m MODEL.gguf [-n|--tokens N] [--batch B,B.. [--steps N]\n"
+                   "                     [--rounds R] [--threads T]]\n"
                    "Times compiling a tool-call schema and the grammar mask per token over the "
-                   "model's vocabulary (tokens: how many to walk, default 2000).\n");
+                   "model's vocabulary (tokens: how many to walk, default 2000). --batch: decode "
+                   "ms per token through the engine at each batch size, without and with the "
+                   "grammar (steps per sequence, default 48; rounds interleaved, default 2).\n");
             return c == 'h' ? 0 : 2;
         }
     }
@@ -122,12 +242,33 @@ int main(int argc, char **argv) {
     printf("tool schema -> GBNF -> matcher: %.3f ms (best of 20), %zu bytes of GBNF\n", best,
            gb.len);
     for (int sample_first = 0; sample_first < 2; sample_first++) {
-        walk_stats w = walk(&gb, v, tok, tokens, sample_first);
-        printf("%s: %.3f ms per token over %d tokens (%d documents finished, %d full masks)\n",
-               sample_first ? "sample first (the engine's way: a uniform draw tried, the mask "
-                              "only when refused)"
-                            : "mask first (every token)",
-               w.ms_per_token, tokens, w.docs, w.masks);
+        walk_stats w = walk(&gb, v, tok, tokens, sample_first, NULL, 12345);
+        printf("%s: %.3f ms per token over %d tokens (%d documents finished, %d masks, %llu "
+               "walked)\n",
+               sample_first ? "sample first, masks cached per request (cold)"
+                            : "mask first (every token), masks cached per request",
+               w.ms_per_token, tokens, w.docs, w.masks, (unsigned long long)w.computed);
+    }
+    /* The engine's way: sample first, masks shared by every request of the schema. The worker
+     * has served the schema before (one walk of other documents), as a server does. */
+    grammar_cache *shared = grammar_cache_new(v, (size_t)32 << 20, &e);
+    if (!shared) return fprintf(stderr, "bench_grammar: %s\n", e.msg), 1;
+    walk(&gb, v, tok, tokens, 1, shared, 777);
+    walk_stats w = walk(&gb, v, tok, tokens, 1, shared, 12345);
+    printf("sample first, masks shared across requests (warm; the engine's way): %.3f ms per "
+           "token over %d tokens (%d documents finished, %d masks, %llu walked)\n",
+           w.ms_per_token, tokens, w.docs, w.masks, (unsigned long long)w.computed);
+    grammar_cache_free(shared);
+    if (batches) { /* the engine: an array of tool calls, so the grammar never has to end */
+        json_t *arr = json_pack("{s:s, s:O}", "type", "array", "items", schema);
+        strbuf ab;
+        strbuf_init(&ab);
+        if (gg_json_schema(arr, &ab, &e)) return fprintf(stderr, "bench_grammar: %s\n", e.msg), 1;
+        sol_log_setup(SOL_LOG_WARN, 0, "bench");
+        int rc = run_engine(model, threads, batches, steps, rounds, ab.data);
+        strbuf_free(&ab);
+        json_decref(arr);
+        if (rc) return rc;
     }
     strbuf_free(&gb);
     json_decref(schema);

@@ -230,12 +230,27 @@ static int32_t sample_constrained(engine *e, ereq *r, float *row, sampler_result
                                   sol_err *err) {
     uint64_t pos = r->sseq.pos;
     int32_t id;
-    if (!r->sseq.params.want_logprobs) {
-        memcpy(e->row_copy, row, sizeof(float) * (size_t)e->n_vocab);
-        id =
-            sampler_sample(e->smp, &r->sseq, e->row_copy, r->seq.tokens, r->seq.n_tokens, res, err);
+    const sampler_params *p = &r->sseq.params;
+    /* Greedy or plain temperature: a refused draw is redrawn from the same distribution over
+     * the allowed tokens (sampler_resample_allowed), so the row needs no copy and no second
+     * pass. With truncation the mask comes before top-k/top-p/min-p on the retry: a copy. */
+    bool plain = p->temperature == 0.0f || ((p->top_k <= 0 || p->top_k >= e->n_vocab) &&
+                                            p->top_p >= 1.0f && p->min_p <= 0.0f);
+    if (!p->want_logprobs) {
+        float *first = plain ? row : e->row_copy;
+        if (!plain) memcpy(e->row_copy, row, sizeof(float) * (size_t)e->n_vocab);
+        id = sampler_sample(e->smp, &r->sseq, first, r->seq.tokens, r->seq.n_tokens, res, err);
         if (id < 0 || grammar_accept(r->gram, id, err) == 0) return id;
         sampler_seq_set_position(&r->sseq, pos | (1ull << 62)); /* an independent draw */
+        if (plain) {
+            const uint64_t *allowed = grammar_allowed(r->gram, err);
+            if (!allowed) return err->code;
+            id = sampler_resample_allowed(e->smp, &r->sseq, allowed, err);
+            sampler_seq_set_position(&r->sseq, pos + 1);
+            if (id >= 0) res->token = id, res->logprob = 0.0f, res->n_top = 0;
+            if (id >= 0 && grammar_accept(r->gram, id, err)) return -EINVAL;
+            return id;
+        }
     }
     int rc = grammar_apply(r->gram, row, err);
     if (rc) return rc;
@@ -632,6 +647,8 @@ static int start(engine *e, sol_err *err) {
     if (!(e->smp = sampler_new(e->n_vocab, err))) return err->code ? err->code : -ENOMEM;
     if (e->tok && !(e->gvocab = engine_grammar_vocab_new(e->tok, err)))
         return err->code ? err->code : -ENOMEM;
+    if (e->gvocab && !(e->gcache = grammar_cache_new(e->gvocab, ENGINE_GRAMMAR_CACHE_BYTES, err)))
+        return err->code ? err->code : -ENOMEM;
     if ((rc = espec_init(e, err))) return rc;
     int32_t rows = espec_max_logit_rows(e);
     e->logits = malloc(sizeof(float) * (size_t)e->n_vocab * (size_t)rows);
@@ -699,6 +716,7 @@ void engine_free(engine *e) {
     kv_cache_free(e->kv);
     if (e->kv_data) model_kv_free(e->m, e->kv_data);
     sampler_free(e->smp);
+    grammar_cache_free(e->gcache);
     grammar_vocab_free(e->gvocab);
     espec_free(e);
     free(e->logits);

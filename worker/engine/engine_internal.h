@@ -12,6 +12,10 @@
 #include "scheduler.h"
 #include "stop_strings.h"
 
+/* Grammar masks kept per worker across requests (grammar_cache): 32 MiB holds ~8000 masks of a
+ * 32k vocabulary, ~1700 of a 152k one. */
+#define ENGINE_GRAMMAR_CACHE_BYTES ((size_t)32 << 20)
+
 /* One request, from engine_submit to its finish event. Owned by the engine. */
 typedef struct ereq {
     sched_seq seq; /* tokens: prompt (+ resume tokens), then generated */
@@ -59,6 +63,7 @@ struct engine {
     sched *sched;
     sampler *smp;
     grammar_vocab *gvocab;  /* the vocabulary as bytes for grammars, NULL without a tokenizer */
+    grammar_cache *gcache;  /* masks shared by the requests of one grammar (engine thread) */
     float *logits;          /* max_num_seqs x n_vocab */
     engine_pooling pooling; /* resolved: never AUTO */
     float *hidden;          /* hidden_cap x dim: final hidden states of embed requests' rows */

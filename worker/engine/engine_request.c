@@ -162,6 +162,7 @@ static int setup_grammar(const engine *e, const engine_request *q, ereq *r, sol_
         return sol_err_set(err, -EINVAL, "a grammar needs the model's tokenizer (text output)");
     if (!(r->gram = grammar_new(q->grammar, strlen(q->grammar), e->gvocab, err)))
         return err->code ? err->code : -EINVAL;
+    grammar_use_cache(r->gram, e->gcache); /* masks are computed on the engine thread only */
     for (int32_t i = 0; i < q->n_resume_tokens; i++) {
         int rc = grammar_accept(r->gram, q->resume_tokens[i], err);
         if (rc) return sol_err_wrap(err, "resume token %d of %d: ", i, q->n_resume_tokens);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gbnf.h"
+#include "hash.h"
 
 #define MAX_DEPTH 1024   /* nesting a stack may reach (deeper: that path is dropped) */
 #define MAX_STACKS 4096  /* stacks in one state (an ambiguity bomb beyond) */
@@ -150,7 +151,18 @@ typedef struct mask_slot {
     uint32_t *key;
     uint32_t key_len;
     uint64_t *bits;
+    uint64_t text;     /* shared cache: the grammar text's hash */
+    uint64_t last_use; /* shared cache: for eviction */
 } mask_slot;
+
+#define SHARED_WAYS 4 /* a key may sit in any of 4 slots from its hash on */
+
+struct grammar_cache {
+    mask_slot *slots;
+    size_t n_slots;
+    size_t words; /* per mask */
+    uint64_t clock;
+};
 
 struct grammar {
     gbnf *g;
@@ -168,6 +180,8 @@ struct grammar {
     mask_slot cache[CACHE_SLOTS];
     int next_slot;
     uint64_t computed, cached;
+    grammar_cache *shared; /* NULL: the slots above */
+    uint64_t text_hash;    /* of the GBNF text: the shared cache's key with the state */
 };
 
 static bool is_set(const gbnf *g, uint32_t pos, uint8_t byte) {
@@ -298,18 +312,49 @@ static uint64_t hash_words(const uint32_t *w, size_t n) {
     return h;
 }
 
+static bool slot_holds(const mask_slot *s, uint64_t h, uint64_t text, const wbuf *state) {
+    return s->bits && s->hash == h && s->text == text && s->key_len == state->len &&
+           !memcmp(s->key, state->w, state->len * sizeof *s->key);
+}
+
+/* The slot that holds the state's mask, or NULL; with `victim`, also where to put it if none
+ * does (the free or least recently used of its ways). */
+static mask_slot *shared_find(grammar_cache *c, uint64_t h, uint64_t text, const wbuf *state,
+                              mask_slot **victim) {
+    mask_slot *old = NULL;
+    for (size_t k = 0; k < SHARED_WAYS; k++) {
+        mask_slot *s = &c->slots[(h + k) % c->n_slots];
+        if (slot_holds(s, h, text, state)) return s;
+        if (!old || !s->bits || (old->bits && s->last_use < old->last_use)) old = s;
+    }
+    if (victim) *victim = old;
+    return NULL;
+}
+
+/* Where this grammar keeps the mask of a state (h: its hash): a cached copy, or NULL and in
+ * *put the slot to fill. */
+static mask_slot *cache_lookup(grammar *m, uint64_t h, mask_slot **put) {
+    if (m->shared) {
+        mask_slot *s = shared_find(m->shared, h, m->text_hash, &m->cur, put);
+        if (s) s->last_use = ++m->shared->clock;
+        return s;
+    }
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        if (slot_holds(&m->cache[i], h, 0, &m->cur)) return &m->cache[i];
+    *put = &m->cache[m->next_slot];
+    m->next_slot = (m->next_slot + 1) % CACHE_SLOTS;
+    return NULL;
+}
+
 /* m->mask for the current state: from the cache, else walked and cached. */
 static int compute_mask(grammar *m) {
     size_t words = ((size_t)m->v->n_vocab + 63) / 64;
     uint64_t h = hash_words(m->cur.w, m->cur.len);
-    for (int i = 0; i < CACHE_SLOTS; i++) {
-        mask_slot *s = &m->cache[i];
-        if (s->bits && s->hash == h && s->key_len == m->cur.len &&
-            !memcmp(s->key, m->cur.w, m->cur.len * sizeof *s->key)) {
-            memcpy(m->mask, s->bits, words * sizeof *m->mask);
-            m->cached++;
-            return 0;
-        }
+    mask_slot *s = NULL, *hit = cache_lookup(m, h, &s);
+    if (hit) {
+        memcpy(m->mask, hit->bits, words * sizeof *m->mask);
+        m->cached++;
+        return 0;
     }
     memset(m->mask, 0, words * sizeof *m->mask);
     m->arena.len = 0;
@@ -322,8 +367,6 @@ static int compute_mask(grammar *m) {
         for (int i = 0; i < m->v->n_eog; i++)
             set_bit(m->mask, m->v->eog[i]);
     m->computed++;
-    mask_slot *s = &m->cache[m->next_slot];
-    m->next_slot = (m->next_slot + 1) % CACHE_SLOTS;
     uint32_t *key = realloc(s->key, (m->cur.len ? m->cur.len : 1) * sizeof *key);
     if (!key) return 0; /* not cached: still correct */
     s->key = key;
@@ -331,7 +374,37 @@ static int compute_mask(grammar *m) {
     memcpy(s->key, m->cur.w, m->cur.len * sizeof *key);
     memcpy(s->bits, m->mask, words * sizeof *s->bits);
     s->key_len = (uint32_t)m->cur.len, s->hash = h;
+    s->text = m->shared ? m->text_hash : 0;
+    s->last_use = m->shared ? ++m->shared->clock : 0;
     return 0;
+}
+
+grammar_cache *grammar_cache_new(const grammar_vocab *v, size_t max_bytes, sol_err *err) {
+    grammar_cache *c = calloc(1, sizeof *c);
+    if (c) {
+        c->words = ((size_t)v->n_vocab + 63) / 64;
+        c->n_slots = max_bytes / (c->words * sizeof(uint64_t) + 64);
+        if (c->n_slots < 64) c->n_slots = 64;
+        c->slots = calloc(c->n_slots, sizeof *c->slots);
+    }
+    if (!c || !c->slots) {
+        free(c);
+        sol_err_set(err, -ENOMEM, "out of memory for the grammar mask cache");
+        return NULL;
+    }
+    return c;
+}
+
+void grammar_cache_free(grammar_cache *c) {
+    if (!c) return;
+    for (size_t i = 0; i < c->n_slots; i++)
+        free(c->slots[i].key), free(c->slots[i].bits);
+    free(c->slots);
+    free(c);
+}
+
+void grammar_use_cache(grammar *g, grammar_cache *c) {
+    g->shared = c;
 }
 
 static int mask_error(int rc, sol_err *err) {
@@ -340,18 +413,30 @@ static int mask_error(int rc, sol_err *err) {
                                      : "the grammar is too ambiguous or too deeply nested here");
 }
 
-int grammar_apply(grammar *g, float *logits, sol_err *err) {
+const uint64_t *grammar_allowed(grammar *g, sol_err *err) {
     int rc = compute_mask(g);
-    if (rc) return mask_error(rc, err);
-    bool any = false;
-    for (int32_t i = 0; i < g->v->n_vocab; i++) {
-        if (g->mask[i >> 6] >> (i & 63) & 1)
-            any = true;
-        else
-            logits[i] = -INFINITY;
-    }
+    if (rc) return mask_error(rc, err), NULL;
+    size_t words = ((size_t)g->v->n_vocab + 63) / 64;
+    uint64_t any = 0;
+    for (size_t k = 0; k < words; k++)
+        any |= g->mask[k];
     if (!any)
-        return sol_err_set(err, -ENOENT, "grammar: no token of the vocabulary can continue it");
+        return sol_err_set(err, -ENOENT, "grammar: no token of the vocabulary can continue it"),
+               NULL;
+    return g->mask;
+}
+
+int grammar_apply(grammar *g, float *logits, sol_err *err) {
+    const uint64_t *m = grammar_allowed(g, err);
+    if (!m) return err->code;
+    int32_t n = g->v->n_vocab;
+    for (int32_t base = 0; base < n; base += 64) { /* a word at a time: most are all 1 or all 0 */
+        uint64_t w = m[base >> 6];
+        int32_t end = base + 64 < n ? base + 64 : n;
+        if (w == ~0ull && end - base == 64) continue;
+        for (int32_t i = base; i < end; i++)
+            if (!(w >> (i - base) & 1)) logits[i] = -INFINITY;
+    }
     return 0;
 }
 
@@ -411,6 +496,7 @@ grammar *grammar_new(const char *text, size_t len, const grammar_vocab *v, sol_e
         return NULL;
     }
     m->v = v;
+    m->text_hash = sol_fnv64(SOL_FNV64_INIT, text, len);
     int rc = gbnf_parse(text, len, &m->g, err);
     if (!rc && !(m->mask = malloc(((size_t)v->n_vocab + 63) / 64 * sizeof *m->mask)))
         rc = sol_err_set(err, -ENOMEM, "out of memory for the grammar");

@@ -34,6 +34,9 @@ void grammar_free(grammar *g);
 /* logits[i] = -inf for every token the grammar does not allow next. -ENOENT when no token is
  * allowed (the grammar cannot continue with this vocabulary). */
 int grammar_apply(grammar *g, float *logits, sol_err *err);
+/* The mask itself: n_vocab bits (token i allowed when bit i % 64 of word i / 64 is set), valid
+ * until the next call on g; NULL with err set on failure (-ENOENT: no token allowed). */
+const uint64_t *grammar_allowed(grammar *g, sol_err *err);
 /* Whether token may come next (the same answer as the mask). */
 bool grammar_allows(grammar *g, int32_t token);
 /* Advances over token (an end-of-generation token leaves the state as it is). -EINVAL when the
@@ -46,6 +49,16 @@ void grammar_reset_to_mark(grammar *g);
 
 /* The text so far is a complete match (end of generation is allowed). */
 bool grammar_complete(const grammar *g);
+
+/* Masks shared by every grammar of one vocabulary whose GBNF text is the same (the requests of
+ * one tool schema or response format): a state's mask is walked once per worker, not once per
+ * request. Bounded to about max_bytes (least recently used entries go); one thread at a time
+ * (the engine's). */
+typedef struct grammar_cache grammar_cache;
+grammar_cache *grammar_cache_new(const grammar_vocab *v, size_t max_bytes, sol_err *err);
+void grammar_cache_free(grammar_cache *c);
+/* g looks its masks up in c (borrowed: it must outlive g) instead of its own few slots. */
+void grammar_use_cache(grammar *g, grammar_cache *c);
 
 /* Counters for tests and benchmarks: masks computed and masks served from the cache. */
 void grammar_counters(const grammar *g, uint64_t *computed, uint64_t *cached);

@@ -41,6 +41,9 @@ struct sampler {
     uint8_t *seen;
     float *raw; /* raw logits kept for logprobs, since the row is modified in place */
     float *w;   /* exp weights, then the dense distribution when nothing was truncated */
+    /* the last sampler_sample, for sampler_resample_allowed */
+    enum { LAST_NONE, LAST_GREEDY, LAST_DENSE } last;
+    const float *last_logits; /* its row after the transforms (penalized; scaled when dense) */
 };
 
 /* The kept set: sparse (c[0, n) in id order) or dense (dense[0, n_vocab), zeros removed). */
@@ -579,8 +582,11 @@ int32_t sampler_sample(sampler *s, sampler_seq *seq, float *logits, const int32_
     kept k;
     r->logprob = 0.0f;
     r->n_top = 0;
+    s->last = LAST_NONE;
     int rc = prepare(s, seq, logits, history, n_history, want ? r : NULL, &lse, &k, err);
     if (rc) return rc;
+    s->last = seq->params.temperature == 0.0f ? LAST_GREEDY : k.dense ? LAST_DENSE : LAST_NONE;
+    s->last_logits = logits;
     double u = sol_rng_uniform(seq->params.seed, seq->pos, SOL_RNG_LANE_SAMPLE);
     seq->pos++;
     int32_t tok = cdf_pick(k, u);
@@ -591,9 +597,69 @@ int32_t sampler_sample(sampler *s, sampler_seq *seq, float *logits, const int32_
     return tok;
 }
 
+/* The allowed ids in increasing order, a 64-bit word at a time (a grammar state's allowed set is
+ * often a few tokens: the loops cost a word test per 64 ids, not a bit test per id). The bits of
+ * ids >= n are never set (the mask has n bits). */
+#define FOR_ALLOWED(allowed, n, i)                                                                 \
+    for (int32_t base_ = 0; base_ < (n); base_ += 64)                                              \
+        for (uint64_t w_ = (allowed)[base_ >> 6]; w_; w_ &= w_ - 1)                                \
+            for (int32_t i = base_ + __builtin_ctzll(w_), once_ = 1; once_; once_ = 0)
+
+/* The allowed token with the highest value of l (ties: the lowest id, as argmax), or -1. */
+static int32_t allowed_argmax(const float *l, const uint64_t *allowed, int32_t n) {
+    int32_t best = -1;
+    FOR_ALLOWED(allowed, n, i) {
+        if (best < 0 || l[i] > l[best]) best = i;
+    }
+    return best;
+}
+
+/* Inverse CDF over the allowed tokens in id order with weights w (or, when those all underflowed,
+ * exp(l - max over allowed), the same distribution computed afresh). */
+static int32_t allowed_pick(sampler *s, const uint64_t *allowed, double u) {
+    int32_t n = s->n_vocab;
+    float *w = s->w;
+    double total = 0.0;
+    FOR_ALLOWED(allowed, n, i) {
+        total += w[i];
+    }
+    if (!(total > 0.0)) {
+        int32_t best = allowed_argmax(s->last_logits, allowed, n);
+        if (best < 0) return -1;
+        float mx = s->last_logits[best];
+        FOR_ALLOWED(allowed, n, i) {
+            w[i] = exp_nonpos(s->last_logits[i] - mx);
+            total += w[i];
+        }
+    }
+    double target = u * total, cum = 0.0;
+    int32_t last = -1;
+    FOR_ALLOWED(allowed, n, i) {
+        if (w[i] <= 0.0f) continue;
+        last = i;
+        cum += w[i];
+        if (cum > target) return last;
+    }
+    return last;
+}
+
+int32_t sampler_resample_allowed(sampler *s, sampler_seq *seq, const uint64_t *allowed,
+                                 sol_err *err) {
+    if (!allowed) return sol_err_set(err, -EINVAL, "sampler: allowed is NULL");
+    if (s->last == LAST_NONE)
+        return sol_err_set(err, -EAGAIN, "sampler: the last draw truncated; sample masked logits");
+    double u = sol_rng_uniform(seq->params.seed, seq->pos, SOL_RNG_LANE_SAMPLE);
+    seq->pos++;
+    int32_t tok = s->last == LAST_GREEDY ? allowed_argmax(s->last_logits, allowed, s->n_vocab)
+                                         : allowed_pick(s, allowed, u);
+    if (tok < 0) return sol_err_set(err, -ENOENT, "sampler: no allowed token");
+    return tok;
+}
+
 int sampler_probs(sampler *s, const sampler_seq *seq, float *logits, const int32_t *history,
                   int32_t n_history, float *probs, sol_err *err) {
     if (!probs) return sol_err_set(err, -EINVAL, "sampler: probs is NULL");
+    s->last = LAST_NONE;
     kept k;
     int rc = prepare(s, seq, logits, history, n_history, NULL, NULL, &k, err);
     if (rc) return rc;

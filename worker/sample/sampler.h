@@ -73,6 +73,16 @@ int32_t sampler_n_vocab(const sampler *s);
 int32_t sampler_sample(sampler *s, sampler_seq *seq, float *logits, const int32_t *history,
                        int32_t n_history, sampler_result *out, sol_err *err);
 
+/* Right after sampler_sample drew a token the caller cannot use (a grammar refused it): draw
+ * again with the sequence's stream from the same distribution restricted to the tokens set in
+ * allowed (n_vocab bits, bit i of word i / 64) - exactly what masking the other logits to -inf
+ * and sampling again would give, without a second pass over the vocabulary: the argmax over the
+ * allowed tokens when greedy, the renormalized probabilities with plain temperature sampling.
+ * -EAGAIN when that draw truncated (top-k, top-p, min-p: those apply after the mask, so mask the
+ * logits and call sampler_sample), -ENOENT when no token is allowed. Consumes one draw. */
+int32_t sampler_resample_allowed(sampler *s, sampler_seq *seq, const uint64_t *allowed,
+                                 sol_err *err);
+
 /* The final distribution after every transform, as a dense probs[n_vocab] (zeros for removed
  * tokens; one-hot when greedy). Overwrites logits. Consumes no draw. Same errors as above. */
 int sampler_probs(sampler *s, const sampler_seq *seq, float *logits, const int32_t *history,

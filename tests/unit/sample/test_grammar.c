@@ -253,11 +253,47 @@ static void test_cache(void **state) {
     grammar_free(g);
 }
 
+/* The worker's shared cache: a second request of the same grammar text finds every mask the
+ * first computed; a grammar of another text never gets the first one's masks (the same state
+ * words mean something else there), and its masks are its own and right. */
+static void test_shared_cache(void **state) {
+    (void)state;
+    sol_err e = {0};
+    grammar_cache *c = grammar_cache_new(g_vocab, 1 << 20, &e);
+    assert_non_null(c);
+    const char *a = "root ::= \"ab\"* \"!\"", *b = "root ::= \"!\"* \"ab\"";
+    uint64_t computed, cached;
+    for (int req = 0; req < 2; req++) {
+        grammar *g = compile(a);
+        grammar_use_cache(g, c);
+        for (int i = 0; i < 3; i++) {
+            assert_non_null(grammar_allowed(g, &e));
+            assert_int_equal(grammar_accept(g, tok("ab"), &e), 0);
+        }
+        grammar_counters(g, &computed, &cached);
+        assert_int_equal(computed, req == 0 ? 1 : 0); /* "ab"* returns to the start state */
+        assert_int_equal(cached, req == 0 ? 2 : 3);
+        grammar_free(g);
+    }
+    grammar *g = compile(b);
+    grammar_use_cache(g, c);
+    const uint64_t *m = grammar_allowed(g, &e);
+    assert_non_null(m);
+    grammar_counters(g, &computed, &cached);
+    assert_int_equal(computed, 1);
+    int32_t bang = tok("!"), ab = tok("ab");
+    assert_true(m[bang >> 6] >> (bang & 63) & 1);
+    assert_true(m[ab >> 6] >> (ab & 63) & 1);
+    check_mask(b, g, NULL, 0);
+    grammar_free(g);
+    grammar_cache_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors),       cmocka_unit_test(test_choice),
         cmocka_unit_test(test_random_walks), cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_cache),
+        cmocka_unit_test(test_cache),        cmocka_unit_test(test_shared_cache),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -502,6 +502,58 @@ static void test_probs_path_matches_sample(void **state) {
     sampler_free(s);
 }
 
+/* A refused draw redrawn over the allowed tokens (grammars) equals masking the other logits and
+ * sampling again at the same stream position: greedy exactly, temperature sampling the same
+ * token for (nearly) every uniform (float rounding of the renormalization may move a boundary);
+ * never a refused token; truncating parameters ask for the masked path instead. */
+static void test_resample_allowed_matches_masking(void **state) {
+    (void)state;
+    enum { N = 1000 };
+    sampler *s = sampler_new(N, NULL);
+    static float l[N], masked[N];
+    uint64_t allowed[(N + 63) / 64];
+    const int32_t hist[3] = {5, 17, 5};
+    float temps[] = {0.0f, 1.0f, 0.7f};
+    int same = 0, total = 0;
+    for (int c = 0; c < 3; c++)
+        for (int trial = 0; trial < 60; trial++) {
+            random_logits(l, N, 900 + (uint64_t)trial, 4.0f);
+            memset(allowed, 0, sizeof allowed);
+            int n_allowed = 1 + trial % 40; /* a few allowed tokens, as at a JSON structure */
+            for (int k = 0; k < n_allowed; k++) {
+                int32_t id = (int32_t)((trial * 7919 + k * 104729) % N);
+                allowed[id >> 6] |= 1ull << (id & 63);
+            }
+            sampler_params p = sampler_params_default();
+            p.temperature = temps[c];
+            p.repetition_penalty = 1.3f;
+            p.seed = 77 + (uint64_t)trial;
+            sampler_seq a = make_seq(p, 1), b = make_seq(p, 1);
+            sample_copy(s, &a, l, N, hist, 3, NULL); /* the refused first draw */
+            sol_err e = {0};
+            sampler_seq_set_position(&a, 1000 + (uint64_t)trial);
+            int32_t t = sampler_resample_allowed(s, &a, allowed, &e);
+            assert_true(t >= 0 && (allowed[t >> 6] >> (t & 63) & 1));
+            for (int32_t i = 0; i < N; i++)
+                masked[i] = allowed[i >> 6] >> (i & 63) & 1 ? l[i] : -INFINITY;
+            sampler_seq_set_position(&b, 1000 + (uint64_t)trial);
+            int32_t want = sample_copy(s, &b, masked, N, hist, 3, NULL);
+            assert_int_equal(a.pos, b.pos);
+            if (temps[c] == 0.0f) assert_int_equal(t, want);
+            same += t == want, total++;
+        }
+    assert_true(same >= total - 2);
+    /* truncation: the caller must mask and sample */
+    sampler_params p = sampler_params_default();
+    p.top_p = 0.9f;
+    sampler_seq q = make_seq(p, 1);
+    random_logits(l, N, 5, 4.0f);
+    sample_copy(s, &q, l, N, hist, 3, NULL);
+    sol_err e = {0};
+    assert_int_equal(sampler_resample_allowed(s, &q, allowed, &e), -EAGAIN);
+    sampler_free(s);
+}
+
 static void test_rng_lanes_and_seed_from_bytes(void **state) {
     (void)state;
     assert_true(sol_rng_u64(1, 0, SOL_RNG_LANE_SAMPLE) != sol_rng_u64(1, 0, SOL_RNG_LANE_ACCEPT));
@@ -526,6 +578,7 @@ static void test_rng_lanes_and_seed_from_bytes(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_ties_lowest_id),
+        cmocka_unit_test(test_resample_allowed_matches_masking),
         cmocka_unit_test(test_temperature_to_zero_is_greedy),
         cmocka_unit_test(test_top_k_one_is_greedy),
         cmocka_unit_test(test_top_k_ties_keep_lower_ids),
