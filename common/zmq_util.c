@@ -117,21 +117,46 @@ static int router_options(void *sock, const char *endpoint, sol_err *e) {
     return set_int(sock, ZMQ_ROUTER_HANDOVER, 1, "ZMQ_ROUTER_HANDOVER", e);
 }
 
-int zmq_util_router_bind(void *ctx, const char *endpoint, bool allow_public, void **out,
-                         sol_err *e) {
+/* A Z85 key: libzmq tells it from 32 raw bytes by the size, 41 with the NUL. */
+static int set_str(void *sock, int opt, const char *v, const char *name, sol_err *e) {
+    if (zmq_setsockopt(sock, opt, v, strlen(v) + 1) != 0)
+        return sol_err_set(e, -errno, "zmq_setsockopt(%s): %s", name, zmq_strerror(errno));
+    return 0;
+}
+
+/* CURVE server: its secret key, and every handshake goes to the ZAP handler. libzmq admits any
+ * key when no handler answers (ZAP_ENFORCE_DOMAIN, which would fail closed, is a draft option
+ * that Debian's libzmq lacks), so the broker starts its handler before it binds and stops it
+ * after it closes the socket. */
+static int curve_server(void *sock, const curve_pair *c, sol_err *e) {
+    int rc;
+    if ((rc = set_int(sock, ZMQ_CURVE_SERVER, 1, "ZMQ_CURVE_SERVER", e)) < 0 ||
+        (rc = set_str(sock, ZMQ_CURVE_SECRETKEY, c->secret_key.z85, "ZMQ_CURVE_SECRETKEY", e)) < 0)
+        return rc;
+    if (zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, SOL_ZAP_DOMAIN, strlen(SOL_ZAP_DOMAIN)) != 0)
+        return sol_err_set(e, -errno, "zmq_setsockopt(ZMQ_ZAP_DOMAIN): %s", zmq_strerror(errno));
+    return 0;
+}
+
+int zmq_util_router_bind(void *ctx, const char *endpoint, bool allow_insecure,
+                         const curve_pair *curve, void **out, sol_err *e) {
     *out = NULL;
     if (!endpoint || !*endpoint)
         return sol_err_set(e, -EINVAL, "router bind endpoint is empty; expected e.g. %s",
                            "tcp://127.0.0.1:5555");
-    if (!allow_public && !zmq_util_endpoint_is_local(endpoint))
+    if (!curve && !allow_insecure && !zmq_util_endpoint_is_local(endpoint))
         return sol_err_set(e, -EPERM,
-                           "refusing to bind %s: it is reachable from other machines and the "
-                           "worker protocol has no authentication yet; bind 127.0.0.1 (or [::1], "
-                           "ipc://) or set allow_public to accept the risk",
+                           "refusing to bind %s without CURVE: it is reachable from other "
+                           "machines, and without authentication anyone who reaches it can "
+                           "register as a worker and read users' prompts; set "
+                           "router.workers.curve (sol-keygen makes the keys), bind 127.0.0.1 "
+                           "(or [::1], ipc://), or set router.workers.allow_insecure to accept "
+                           "the risk",
                            endpoint);
     void *sock = zmq_socket(ctx, ZMQ_ROUTER);
     if (!sock) return sol_err_set(e, -errno, "zmq_socket(ROUTER): %s", zmq_strerror(errno));
     int rc = router_options(sock, endpoint, e);
+    if (rc == 0 && curve) rc = curve_server(sock, curve, e);
     if (rc == 0 && zmq_bind(sock, endpoint) != 0)
         rc = sol_err_set(e, -errno, "cannot bind the worker socket to %s: %s", endpoint,
                          zmq_strerror(errno));
@@ -165,15 +190,25 @@ static int dealer_options(void *sock, const char *endpoint, const char *identity
     return 0;
 }
 
-int zmq_util_dealer_connect(void *ctx, const char *endpoint, const char *identity, void **out,
+int zmq_util_dealer_connect(void *ctx, const char *endpoint, const char *identity,
+                            const curve_pair *curve, const curve_key *server_key, void **out,
                             sol_err *e) {
     *out = NULL;
     if (!endpoint || !*endpoint)
         return sol_err_set(e, -EINVAL, "router endpoint is empty; expected e.g. %s",
                            "tcp://127.0.0.1:5555");
+    if (curve && !server_key) return sol_err_set(e, -EINVAL, "CURVE needs the router's public key");
     void *sock = zmq_socket(ctx, ZMQ_DEALER);
     if (!sock) return sol_err_set(e, -errno, "zmq_socket(DEALER): %s", zmq_strerror(errno));
     int rc = dealer_options(sock, endpoint, identity, e);
+    if (rc == 0 && curve &&
+        ((rc = set_str(sock, ZMQ_CURVE_SERVERKEY, server_key->z85, "ZMQ_CURVE_SERVERKEY", e)) < 0 ||
+         (rc = set_str(sock, ZMQ_CURVE_PUBLICKEY, curve->public_key.z85, "ZMQ_CURVE_PUBLICKEY",
+                       e)) < 0 ||
+         (rc = set_str(sock, ZMQ_CURVE_SECRETKEY, curve->secret_key.z85, "ZMQ_CURVE_SECRETKEY",
+                       e)) < 0))
+        zmq_close(sock), sock = NULL;
+    if (!sock) return rc;
     if (rc == 0 && zmq_connect(sock, endpoint) != 0)
         rc = sol_err_set(e, -errno, "cannot connect to router at %s: %s", endpoint,
                          zmq_strerror(errno));

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "curve_keys.h"
 #include "err.h"
 #include "frame.h"
 
@@ -32,19 +33,28 @@ int zmq_util_identity_set(zmq_util_identity *id, const char *s, sol_err *e);
  * 127.0.0.0/8, [::1] or localhost), else 0. */
 int zmq_util_endpoint_is_local(const char *endpoint);
 
+/* The ZAP domain the router's CURVE handshakes are authorized in (zap_auth.h). */
+#define SOL_ZAP_DOMAIN "sol"
+
 /* Create a ROUTER socket on `ctx` and bind it: ROUTER_MANDATORY (unroutable sends fail instead
  * of vanishing), ROUTER_HANDOVER (a restarted worker with the same id takes over its old slot),
- * MAXMSGSIZE = SOL_FRAME_MAX_BYTES, HANDSHAKE_IVL, LINGER 0. A non-loopback endpoint is refused
- * with -EPERM unless `allow_public` (the protocol has no authentication yet). `endpoint` may use
- * an ephemeral port ("tcp://127.0.0.1:*"); zmq_util_last_endpoint tells which one was chosen.
- * The caller owns *out and closes it with zmq_util_close. */
-int zmq_util_router_bind(void *ctx, const char *endpoint, bool allow_public, void **out,
-                         sol_err *e);
+ * MAXMSGSIZE = SOL_FRAME_MAX_BYTES, HANDSHAKE_IVL, LINGER 0. With `curve` (the router's key
+ * pair) the socket is a CURVE server whose peers a ZAP handler for SOL_ZAP_DOMAIN must admit;
+ * start that handler first and keep it until the socket is closed (libzmq admits every key when
+ * no handler answers). Without it a
+ * non-loopback endpoint is refused with -EPERM unless `allow_insecure` (plain ZMTP: anyone who
+ * reaches the port can register as a worker). `endpoint` may use an ephemeral port
+ * ("tcp://127.0.0.1:*"); zmq_util_last_endpoint tells which one was chosen. The caller owns *out
+ * and closes it with zmq_util_close. */
+int zmq_util_router_bind(void *ctx, const char *endpoint, bool allow_insecure,
+                         const curve_pair *curve, void **out, sol_err *e);
 
 /* Create a DEALER socket on `ctx` and connect it: routing id `identity` (NULL: libzmq picks one),
- * RECONNECT_IVL 1 s, RECONNECT_IVL_MAX 32 s, MAXMSGSIZE, HANDSHAKE_IVL, LINGER 0. The connection
- * is made in the background; sends queue until it is up. Caller closes *out. */
-int zmq_util_dealer_connect(void *ctx, const char *endpoint, const char *identity, void **out,
+ * RECONNECT_IVL 1 s, RECONNECT_IVL_MAX 32 s, MAXMSGSIZE, HANDSHAKE_IVL, LINGER 0; with `curve`
+ * (the worker's pair) a CURVE client of the router whose public key is `server_key`. The
+ * connection is made in the background; sends queue until it is up. Caller closes *out. */
+int zmq_util_dealer_connect(void *ctx, const char *endpoint, const char *identity,
+                            const curve_pair *curve, const curve_key *server_key, void **out,
                             sol_err *e);
 
 /* The endpoint a socket last bound ("tcp://127.0.0.1:41234"). */

@@ -157,8 +157,35 @@ static void *broker_main(void *arg) {
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
 
+/* CURVE: the router's pair and, before the socket exists, the handler that admits workers. */
+static int start_curve(broker *b, curve_pair *pair, sol_err *e) {
+    const char *key = b->cfg.curve_secret_key_file, *dir = b->cfg.curve_authorized_dir;
+    if (!key && !dir) return 0;
+    if (!key || !dir)
+        return sol_err_set(e, -EINVAL,
+                           "router.workers.curve needs both secret_key_file and "
+                           "authorized_keys_dir");
+    int rc = curve_load_pair(key, pair, e);
+    if (rc) return sol_err_wrap(e, "router.workers.curve.secret_key_file: "), rc;
+    rc = zap_auth_new(b->zctx, dir, &b->zap, e);
+    if (rc) return sol_err_wrap(e, "router.workers.curve.authorized_keys_dir: "), rc;
+    LOG_INFO(MOD, "CURVE on: router public key %s", pair->public_key.z85);
+    return 0;
+}
+
 static int open_sockets(broker *b, sol_err *e) {
-    int rc = zmq_util_router_bind(b->zctx, b->cfg.bind, b->cfg.allow_public, &b->sock, e);
+    curve_pair pair;
+    int rc = start_curve(b, &pair, e);
+    if (rc) return rc;
+    if (!b->zap && b->cfg.allow_insecure && !zmq_util_endpoint_is_local(b->cfg.bind))
+        LOG_WARN(MOD,
+                 "INSECURE: %s is reachable from other machines without CURVE "
+                 "(router.workers.allow_insecure): anyone who reaches it can register as a "
+                 "worker and read users' prompts",
+                 b->cfg.bind);
+    rc = zmq_util_router_bind(b->zctx, b->cfg.bind, b->cfg.allow_insecure, b->zap ? &pair : NULL,
+                              &b->sock, e);
+    memset(&pair, 0, sizeof pair); /* the secret key stays in libzmq only */
     if (rc) return rc;
     rc = zmq_util_last_endpoint(b->sock, b->endpoint, sizeof b->endpoint, e);
     if (rc) return rc;
@@ -199,6 +226,7 @@ void broker_free(broker *b) {
     free(b->lp);
     free(b->top);
     zmq_util_close(b->sock);
+    zap_auth_free(b->zap); /* after the socket: libzmq admits every key when no handler answers */
     if (b->pull) zmq_close(b->pull);
     if (b->push) zmq_close(b->push);
     if (b->zctx) zmq_ctx_term(b->zctx);

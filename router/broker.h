@@ -15,8 +15,11 @@
 #define BROKER_MAX_ATTEMPTS 4
 
 typedef struct broker_config {
-    const char *bind;  /* ZeroMQ endpoint for workers, e.g. "tcp://127.0.0.1:5555" */
-    bool allow_public; /* allow a non-loopback bind (the protocol is unauthenticated) */
+    const char *bind;    /* ZeroMQ endpoint for workers, e.g. "tcp://127.0.0.1:5555" */
+    bool allow_insecure; /* a non-loopback bind without CURVE (anyone may register) */
+    /* CURVE (router.workers.curve): both set, or neither */
+    const char *curve_secret_key_file; /* the router's pair (sol-keygen) */
+    const char *curve_authorized_dir;  /* workers' .pub files */
     const char *const *pools;
     size_t n_pools;
     const char *fallback_pool; /* NULL: none */

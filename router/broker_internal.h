@@ -11,6 +11,7 @@
 #include "broker.h"
 #include "inflight.h"
 #include "worker_table.h"
+#include "zap_auth.h"
 
 #define BROKER_TICK_MS 100
 
@@ -40,6 +41,7 @@ struct broker {
     broker_config cfg;
     char endpoint[256];
     void *zctx, *sock, *pull, *push;
+    zap_auth *zap; /* CURVE's handler; NULL without CURVE */
     pthread_mutex_t push_mu;
     pthread_t thread;
     bool running;

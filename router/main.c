@@ -32,6 +32,10 @@ static const sol_cli_flag k_router_flags[] = {
      NULL},
     {"--bind", "ZMQ_ENDPOINT", SOL_FLAG_SET, "router.workers.bind",
      "ZeroMQ endpoint the workers connect to", NULL},
+    {"--curve-secret-key", "FILE", SOL_FLAG_SET, "router.workers.curve.secret_key_file",
+     "the router's CURVE key pair (sol-keygen): workers must authenticate", NULL},
+    {"--curve-authorized-keys", "DIR", SOL_FLAG_SET, "router.workers.curve.authorized_keys_dir",
+     "the workers' CURVE public keys (.pub files) the router admits", NULL},
     {"--served-model", "NAME", SOL_FLAG_CUSTOM, NULL,
      "model name clients send (listed by /v1/models); other names except pool names get 404. "
      "Default: any name is accepted",

@@ -116,6 +116,9 @@ int router_setup_new(const sol_config *cfg, const router_setup_opts *opts, route
     }
     s->broker = (broker_config){
         .bind = r->workers.bind,
+        .allow_insecure = r->workers.allow_insecure || r->workers.allow_public,
+        .curve_secret_key_file = r->workers.curve.secret_key_file,
+        .curve_authorized_dir = r->workers.curve.authorized_keys_dir,
         .pools = (const char *const *)r->routing.pools.items,
         .n_pools = r->routing.pools.n,
         .fallback_pool = r->routing.fallback_pool,

@@ -46,6 +46,10 @@ static const sol_cli_flag k_worker_flags[] = {
     {"--embedding-pooling", "auto|last|mean|cls", SOL_FLAG_SET, "worker.embedding_pooling",
      "how /v1/embeddings pools the final hidden states (auto: the GGUF's pooling_type, else last)",
      NULL},
+    {"--curve-secret-key", "FILE", SOL_FLAG_SET, "worker.curve.secret_key_file",
+     "this worker's CURVE key pair (sol-keygen); with --curve-server-key", NULL},
+    {"--curve-server-key", "KEY|FILE", SOL_FLAG_SET, "worker.curve.server_public_key",
+     "the router's CURVE public key (40 Z85 characters, or its .pub file)", NULL},
     {"--chat-template", "NAME", SOL_FLAG_SET, "worker.chat_template",
      "chat template family instead of the GGUF's (chatml, llama2, llama3, llama3.1, llama3.2, "
      "mistral, mistral-v3, zephyr, qwen2.5, qwen3, gemma); unlike vLLM's flag, a name, not a Jinja "
@@ -97,6 +101,22 @@ static void sim_model_name(const sol_worker_config *w, char *buf, size_t cap) {
 
 /* The compute backend worker.backend names, through the registry. A backend this build or
  * machine cannot run is a configuration error: the message names the key and the reason. */
+/* worker.curve: the worker's pair and the router's public key, both or neither. */
+static int load_curve(const sol_worker_config *w, curve_pair *pair, curve_key *server, sol_err *e) {
+    const char *key = w->curve.secret_key_file, *srv = w->curve.server_public_key;
+    if (!key && !srv) return 0;
+    if (!key || !srv)
+        return sol_err_set(e, -EINVAL,
+                           "worker.curve needs both secret_key_file and server_public_key");
+    int rc = curve_load_pair(key, pair, e);
+    if (rc) return sol_err_wrap(e, "worker.curve.secret_key_file: "), rc;
+    rc = curve_load_public(srv, server, e);
+    if (rc) return sol_err_wrap(e, "worker.curve.server_public_key: "), rc;
+    LOG_INFO("worker", "CURVE on: worker public key %s, router %s", pair->public_key.z85,
+             server->z85);
+    return 0;
+}
+
 static int make_backend(const sol_worker_config *w, sol_backend **out, sol_err *e) {
     sol_backend_opts o = {.threads = w->tensor_parallel > 1
                                          ? model_tp_rank_threads(w->threads, w->tensor_parallel)
@@ -224,7 +244,15 @@ static int worker_run(const sol_config *cfg) {
         .heartbeat_ms = w->heartbeat_ms,
         .stall_after_ms = w->stall_after_ms,
     };
-    if (w->backend != SOL_BACKEND_SIM && make_backend(w, &be, &err) < 0) {
+    curve_pair pair;
+    curve_key server;
+    int curve_rc = load_curve(w, &pair, &server, &err);
+    lc.curve = curve_rc == 0 && w->curve.secret_key_file ? &pair : NULL;
+    lc.curve_server = lc.curve ? &server : NULL;
+    if (curve_rc < 0) {
+        LOG_ERROR("worker", "%s", err.msg);
+        rc = SOL_EXIT_USAGE;
+    } else if (w->backend != SOL_BACKEND_SIM && make_backend(w, &be, &err) < 0) {
         LOG_ERROR("worker", "%s", err.msg);
         rc = SOL_EXIT_USAGE;
     } else if (!zctx || exec_events_new(zctx, &ev, &err) < 0 ||

@@ -62,6 +62,9 @@ struct worker_link {
     char pool[SOL_FRAME_MAX_NAME_BYTES + 1];
     int heartbeat_ms;
     unsigned max_inflight;
+    bool curve; /* connect with CURVE: curve_pair to the router with curve_server */
+    curve_pair curve_pair;
+    curve_key curve_server;
     executor *exec;
     exec_events *events;
     link_router routers[LINK_MAX_ROUTERS];
@@ -226,7 +229,9 @@ static void router_open(worker_link *l, link_router *r) {
     uint64_t now = sol_now_ms();
     r->last_rx_ms = now;
     r->heard_beat = false;
-    if (zmq_util_dealer_connect(l->zctx, r->endpoint, l->worker_id, &r->sock, &err) < 0) {
+    if (zmq_util_dealer_connect(l->zctx, r->endpoint, l->worker_id,
+                                l->curve ? &l->curve_pair : NULL,
+                                l->curve ? &l->curve_server : NULL, &r->sock, &err) < 0) {
         LOG_ERROR("link", "router %s: %s; retrying in %d ms", r->endpoint, err.msg, r->backoff_ms);
         r->sock = NULL;
         r->reconnect_at_ms = now + (uint64_t)r->backoff_ms;
@@ -527,6 +532,11 @@ static int link_setup(worker_link *l, const link_config *cfg, sol_err *e) {
     snprintf(l->pool, sizeof l->pool, "%s", cfg->pool ? cfg->pool : "");
     l->heartbeat_ms = cfg->heartbeat_ms;
     l->stall_after_ms = cfg->stall_after_ms;
+    if (cfg->curve && cfg->curve_server) {
+        l->curve = true;
+        l->curve_pair = *cfg->curve;
+        l->curve_server = *cfg->curve_server;
+    }
     exec_info info;
     exec_info_get(l->exec, &info);
     l->max_inflight = cfg->max_inflight ? cfg->max_inflight : 4 * info.capacity + 16;

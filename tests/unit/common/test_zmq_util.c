@@ -26,9 +26,9 @@ static int pair_setup(void **state) {
     sol_err e = {0};
     char endpoint[256];
     p.ctx = zmq_ctx_new();
-    if (zmq_util_router_bind(p.ctx, "tcp://127.0.0.1:*", false, &p.router, &e) != 0 ||
+    if (zmq_util_router_bind(p.ctx, "tcp://127.0.0.1:*", false, NULL, &p.router, &e) != 0 ||
         zmq_util_last_endpoint(p.router, endpoint, sizeof endpoint, &e) != 0 ||
-        zmq_util_dealer_connect(p.ctx, endpoint, "worker-1", &p.dealer, &e) != 0) {
+        zmq_util_dealer_connect(p.ctx, endpoint, "worker-1", NULL, NULL, &p.dealer, &e) != 0) {
         print_error("setup: %s\n", e.msg);
         return -1;
     }
@@ -163,10 +163,11 @@ static void test_public_bind_refused(void **state) {
     (void)state;
     void *ctx = zmq_ctx_new(), *sock = (void *)1;
     sol_err e = {0};
-    assert_int_equal(zmq_util_router_bind(ctx, "tcp://0.0.0.0:5555", false, &sock, &e), -EPERM);
+    assert_int_equal(zmq_util_router_bind(ctx, "tcp://0.0.0.0:5555", false, NULL, &sock, &e),
+                     -EPERM);
     assert_null(sock);
     assert_non_null(strstr(e.msg, "refusing to bind tcp://0.0.0.0:5555"));
-    assert_int_equal(zmq_util_router_bind(ctx, "tcp://*:5555", false, &sock, &e), -EPERM);
+    assert_int_equal(zmq_util_router_bind(ctx, "tcp://*:5555", false, NULL, &sock, &e), -EPERM);
     zmq_ctx_term(ctx);
 
     const char *local[] = {"tcp://127.0.0.1:5555", "tcp://127.3.2.1:1", "tcp://localhost:9",

@@ -25,7 +25,7 @@
 static void *bound_router(void *zctx, char *ep) {
     sol_err e = {0};
     void *router = NULL;
-    assert_int_equal(zmq_util_router_bind(zctx, "tcp://127.0.0.1:*", false, &router, &e), 0);
+    assert_int_equal(zmq_util_router_bind(zctx, "tcp://127.0.0.1:*", false, NULL, &router, &e), 0);
     assert_int_equal(zmq_util_last_endpoint(router, ep, 128, &e), 0);
     return router;
 }
@@ -156,7 +156,7 @@ static void test_link_lifecycle(void **state) {
     zmq_util_close(router);
     router = NULL;
     for (int i = 0; i < 50 && !router; i++) {
-        if (zmq_util_router_bind(zctx, ep, false, &router, &e) < 0) sol_sleep_ms(100);
+        if (zmq_util_router_bind(zctx, ep, false, NULL, &router, &e) < 0) sol_sleep_ms(100);
     }
     assert_non_null(router);
     env = expect(router, SOL__ENVELOPE__BODY_REGISTER, &w);

@@ -1,0 +1,54 @@
+/* sol-keygen: writes a CURVE key pair for the router or a worker - NAME.key (secret, mode 0600)
+ * and NAME.pub (the public key to give the other side). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "curve_keys.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: sol-keygen [-d DIR] NAME [NAME ...]\n"
+            "Writes a CURVE key pair per NAME: DIR/NAME.key (public and secret key, mode 0600)\n"
+            "and DIR/NAME.pub (the public key only). Never overwrites a file.\n"
+            "  router:  sol-router --curve-secret-key router.key --curve-authorized-keys DIR\n"
+            "           (DIR holds one .pub per admitted worker; add or remove files to rotate)\n"
+            "  worker:  sol-worker --curve-secret-key w1.key --curve-server-key router.pub\n"
+            "  -d, --dir DIR   where to write (default: the current directory)\n"
+            "  -h, --help      this text\n");
+}
+
+int main(int argc, char **argv) {
+    const char *dir = ".";
+    static const struct option longs[] = {
+        {"dir", required_argument, 0, 'd'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    for (int c; (c = getopt_long(argc, argv, "d:h", longs, NULL)) != -1;) {
+        if (c == 'd')
+            dir = optarg;
+        else
+            return usage(c == 'h' ? stdout : stderr), c == 'h' ? 0 : 2;
+    }
+    if (optind >= argc) return usage(stderr), 2;
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "sol-keygen: %s is not a directory\n", dir);
+        return 1;
+    }
+    for (int i = optind; i < argc; i++) {
+        const char *name = argv[i];
+        if (!*name || strchr(name, '/')) {
+            fprintf(stderr, "sol-keygen: '%s' is not a plain file name\n", name);
+            return 2;
+        }
+        curve_pair p;
+        sol_err e = {0};
+        if (curve_keygen(dir, name, &p, &e)) {
+            fprintf(stderr, "sol-keygen: %s\n", e.msg);
+            return 1;
+        }
+        printf("%s/%s.key, %s/%s.pub: public key %s\n", dir, name, dir, name, p.public_key.z85);
+    }
+    return 0;
+}
