@@ -91,15 +91,16 @@ typedef struct sol_worker_config {
     char *model; /* GGUF path; NULL allowed only with backend sim */
     char *id;    /* "": derived from host name and pid */
     sol_backend_kind backend;
-    int threads;          /* 0: all cores */
-    int device;           /* cuda: the GPU index */
-    bool batch_invariant; /* cuda: GEMV kernels for prefill too (cpu: always) */
-    bool enforce_eager;   /* cuda: no CUDA graphs */
-    int tensor_parallel;  /* ranks the model is sharded over (one thread, one device each) */
-    int tp_timeout_ms;    /* a rank or collective slower than this: the worker is unhealthy */
-    int stall_after_ms;   /* work but no engine step for this long: unhealthy; 0 = off */
-    int dtype;            /* vLLM's --dtype: only 0 = auto (the file's types) */
-    char *chat_template;  /* a family name overriding the GGUF's template; "" = detect */
+    int threads;           /* 0: all cores */
+    int device;            /* cuda: the GPU index */
+    bool batch_invariant;  /* cuda: GEMV kernels for prefill too (cpu: always) */
+    bool enforce_eager;    /* cuda: no CUDA graphs */
+    int tensor_parallel;   /* ranks the model is sharded over (one thread, one device each) */
+    int tp_timeout_ms;     /* a rank or collective slower than this: the worker is unhealthy */
+    int stall_after_ms;    /* work but no engine step for this long: unhealthy; 0 = off */
+    int dtype;             /* vLLM's --dtype: only 0 = auto (the file's types) */
+    char *chat_template;   /* a family name overriding the GGUF's template; "" = detect */
+    int router_resolve_ms; /* > 0: router names resolved to every address this often */
     struct {
         char *secret_key_file;   /* the worker's key pair (sol-keygen); NULL: no CURVE */
         char *server_public_key; /* the router's public key: 40 Z85 characters or a file */

@@ -46,6 +46,10 @@ static const sol_cli_flag k_worker_flags[] = {
     {"--embedding-pooling", "auto|last|mean|cls", SOL_FLAG_SET, "worker.embedding_pooling",
      "how /v1/embeddings pools the final hidden states (auto: the GGUF's pooling_type, else last)",
      NULL},
+    {"--router-resolve-ms", "MS", SOL_FLAG_SET, "worker.router_resolve_ms",
+     "resolve each --router tcp://NAME:PORT to every address it has this often and connect to "
+     "each (every replica behind a Kubernetes headless Service); 0 = off",
+     NULL},
     {"--curve-secret-key", "FILE", SOL_FLAG_SET, "worker.curve.secret_key_file",
      "this worker's CURVE key pair (sol-keygen); with --curve-server-key", NULL},
     {"--curve-server-key", "KEY|FILE", SOL_FLAG_SET, "worker.curve.server_public_key",
@@ -243,6 +247,7 @@ static int worker_run(const sol_config *cfg) {
         .pool = w->pool,
         .heartbeat_ms = w->heartbeat_ms,
         .stall_after_ms = w->stall_after_ms,
+        .router_resolve_ms = w->router_resolve_ms,
     };
     curve_pair pair;
     curve_key server;

@@ -18,7 +18,8 @@ procs = []
 
 def mapped(arg, mounts):
     for a, b in (("tcp://router:5555", f"tcp://127.0.0.1:{zmq_port}"),
-                 ("tcp://sol-router.sol.svc:5555", f"tcp://127.0.0.1:{zmq_port}"),
+                 ("tcp://sol-router-workers.sol.svc:5555",
+                  f"tcp://sol-router-workers.sol.svc:{zmq_port}"),
                  ("tcp://0.0.0.0:5555", f"tcp://0.0.0.0:{zmq_port}"),
                  ("0.0.0.0:8080", f"127.0.0.1:{http_port}")):
         arg = arg.replace(a, b)
@@ -113,6 +114,9 @@ def k8s():
     # the keys and secrets the manifest's comments say to make (both secrets in one folder here)
     subprocess.run(["sol-keygen", "-d", curve, "router", "worker-fast", "worker-precise"], env=env,
                    check=True, stdout=subprocess.DEVNULL)
+    # the headless Service's name answers with this machine (one router replica runs here)
+    open(f"{work}/names", "w").write("sol-router-workers.sol.svc 127.0.0.1\n")
+    env["SOL_TEST_RESOLVE_FILE"] = f"{work}/names"
     cm = next(d for d in docs if d["kind"] == "ConfigMap")
     open(f"{etc}/sol.yaml", "w").write(mapped(cm["data"]["sol.yaml"], mounts))
     deps = [d for d in docs if d["kind"] == "Deployment"]

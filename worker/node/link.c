@@ -31,6 +31,7 @@
 #include "frame.h"
 #include "hash.h"
 #include "log.h"
+#include "resolver.h"
 #include "zmq_util.h"
 
 #define LINK_MAX_ROUTERS 16
@@ -42,6 +43,8 @@ typedef struct link_router {
     uint64_t last_rx_ms, reconnect_at_ms, last_register_ms;
     int backoff_ms;
     bool heard_beat;  /* liveness is enforced once the router has sent a Heartbeat */
+    bool dynamic;     /* an address a router name resolved to (resolver.h) */
+    bool inactive;    /* a dynamic slot whose address left the name: closed, reusable */
     unsigned mon_gen; /* a fresh monitor endpoint per connection: inproc names free lazily */
 } link_router;
 
@@ -69,6 +72,8 @@ struct worker_link {
     exec_events *events;
     link_router routers[LINK_MAX_ROUTERS];
     size_t n_routers;
+    router_resolver *resolver; /* NULL unless router_resolve_ms and a router is a name */
+    uint64_t resolver_gen;
     link_entry *table;
     size_t table_cap, n_inflight;
     bool draining;
@@ -252,8 +257,8 @@ static void router_open(worker_link *l, link_router *r) {
     LOG_INFO("link", "connecting to router %s", r->endpoint);
 }
 
-/* Paranoid Pirate: the router went silent; its requests are failed over by the router. */
-static void router_dead(worker_link *l, link_router *r, uint64_t now) {
+/* Cancels what r asked for: nobody is left to take the chunks (the router fails them over). */
+static size_t orphan_requests(worker_link *l, link_router *r) {
     uint16_t idx = (uint16_t)(r - l->routers);
     size_t orphaned = 0;
     for (size_t i = 0; i < l->table_cap; i++) {
@@ -263,6 +268,12 @@ static void router_dead(worker_link *l, link_router *r, uint64_t now) {
         exec_cancel(l->exec, en->id);
         orphaned++;
     }
+    return orphaned;
+}
+
+/* Paranoid Pirate: the router went silent; its requests are failed over by the router. */
+static void router_dead(worker_link *l, link_router *r, uint64_t now) {
+    size_t orphaned = orphan_requests(l, r);
     LOG_WARN("link",
              "router %s silent for %" PRIu64 " ms: cancelled %zu requests, reconnecting "
              "in %d ms",
@@ -442,11 +453,60 @@ static void on_pipe(worker_link *l) {
     }
 }
 
+/* ---- routers behind a name ------------------------------------------------------------- */
+
+static bool listed(char (*eps)[RESOLVER_ENDPOINT_MAX], size_t n, const char *ep) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(eps[i], ep)) return true;
+    return false;
+}
+
+static link_router *free_slot(worker_link *l) {
+    for (size_t i = 0; i < l->n_routers; i++)
+        if (l->routers[i].dynamic && l->routers[i].inactive) return &l->routers[i];
+    return l->n_routers < LINK_MAX_ROUTERS ? &l->routers[l->n_routers++] : NULL;
+}
+
+/* The resolver's latest addresses: a connection to each new one, none to those that left. */
+static void reconcile(worker_link *l) {
+    char eps[RESOLVER_MAX][RESOLVER_ENDPOINT_MAX];
+    size_t n = 0;
+    if (!l->resolver || !router_resolver_take(l->resolver, &l->resolver_gen, eps, &n)) return;
+    for (size_t i = 0; i < l->n_routers; i++) {
+        link_router *r = &l->routers[i];
+        if (!r->dynamic || r->inactive || listed(eps, n, r->endpoint)) continue;
+        size_t orphaned = orphan_requests(l, r);
+        LOG_INFO("link", "router %s left its name: disconnecting (%zu requests cancelled)",
+                 r->endpoint, orphaned);
+        router_close(r);
+        r->inactive = true;
+    }
+    for (size_t k = 0; k < n; k++) {
+        bool have = false;
+        for (size_t i = 0; i < l->n_routers && !have; i++)
+            have = l->routers[i].dynamic && !l->routers[i].inactive &&
+                   !strcmp(l->routers[i].endpoint, eps[k]);
+        link_router *r = have ? NULL : free_slot(l);
+        if (have) continue;
+        if (!r) {
+            LOG_WARN("link", "router %s: already %d routers; not connecting", eps[k],
+                     LINK_MAX_ROUTERS);
+            continue;
+        }
+        *r = (link_router){.dynamic = true, .backoff_ms = SOL_ZMQ_RECONNECT_MS};
+        snprintf(r->endpoint, sizeof r->endpoint, "%s", eps[k]);
+        LOG_INFO("link", "router %s joined its name", r->endpoint);
+        router_open(l, r);
+    }
+}
+
 static void on_timers(worker_link *l) {
     uint64_t now = sol_now_ms();
     uint64_t dead_ms = (uint64_t)l->heartbeat_ms * LINK_DEAD_AFTER_BEATS;
+    reconcile(l);
     for (size_t i = 0; i < l->n_routers; i++) {
         link_router *r = &l->routers[i];
+        if (r->inactive) continue;
         if (r->sock && r->heard_beat && now > r->last_rx_ms + dead_ms) router_dead(l, r, now);
         if (!r->sock && now >= r->reconnect_at_ms) router_open(l, r);
     }
@@ -455,8 +515,10 @@ static void on_timers(worker_link *l) {
 
 static long poll_timeout(const worker_link *l) {
     uint64_t now = sol_now_ms(), next = l->next_beat_ms;
+    if (l->resolver && next > now + 500) next = now + 500; /* pick up new addresses soon */
     for (size_t i = 0; i < l->n_routers; i++) {
         const link_router *r = &l->routers[i];
+        if (r->inactive) continue;
         uint64_t t =
             r->sock ? (r->heard_beat
                            ? r->last_rx_ms + (uint64_t)l->heartbeat_ms * LINK_DEAD_AFTER_BEATS + 1
@@ -543,15 +605,22 @@ static int link_setup(worker_link *l, const link_config *cfg, sol_err *e) {
     l->table_cap = pow2_at_least(2 * (size_t)l->max_inflight + 1);
     if (!(l->table = calloc(l->table_cap, sizeof *l->table)))
         return sol_err_set(e, -ENOMEM, "out of memory for %zu in-flight slots", l->table_cap);
+    bool names = false;
     for (size_t i = 0; i < cfg->n_routers; i++) {
-        link_router *r = &l->routers[i];
-        if (strlen(cfg->routers[i]) >= sizeof r->endpoint)
+        if (strlen(cfg->routers[i]) >= sizeof l->routers[0].endpoint)
             return sol_err_set(e, -EINVAL, "router endpoint \"%.40s...\" is too long",
                                cfg->routers[i]);
+        if (cfg->router_resolve_ms > 0 && resolver_is_name(cfg->routers[i])) {
+            names = true; /* its addresses come from the resolver */
+            continue;
+        }
+        link_router *r = &l->routers[l->n_routers++];
         snprintf(r->endpoint, sizeof r->endpoint, "%s", cfg->routers[i]);
         r->backoff_ms = SOL_ZMQ_RECONNECT_MS;
     }
-    l->n_routers = cfg->n_routers;
+    if (names)
+        return router_resolver_new(cfg->routers, cfg->n_routers, cfg->router_resolve_ms,
+                                   &l->resolver, e);
     return 0;
 }
 
@@ -615,6 +684,7 @@ void link_free(worker_link *l) {
         if (l->status == -EAGAIN) zmq_send(l->pipe_owner, "TERM", 4, 0);
         pthread_join(l->thread, NULL);
     }
+    router_resolver_free(l->resolver);
     zmq_util_close(l->pipe_owner);
     zmq_util_close(l->pipe_actor);
     free(l->table);

@@ -22,6 +22,8 @@ typedef struct link_config {
     int heartbeat_ms;      /* > 0 */
     int stall_after_ms;    /* engine watchdog: work but no step for this long = unhealthy; 0 off */
     unsigned max_inflight; /* requests accepted at once (running + waiting); 0: 4 * capacity */
+    int router_resolve_ms; /* > 0: tcp://NAME:PORT routers are resolved to every address this
+                            * often, one connection each (worker.router_resolve_ms) */
     const curve_pair *curve;       /* worker.curve: its pair (copied); NULL = plain ZMTP */
     const curve_key *curve_server; /* the routers' public key (copied), with curve */
 } link_config;
