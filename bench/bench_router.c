@@ -28,12 +28,14 @@ typedef struct opts {
     long requests;     /* total, all connections */
     double rate;       /* latency mode: requests/s, all connections */
     double time_limit_s;
+    int read_timeout_s; /* a response silent this long counts as broken */
 } opts;
 
 typedef struct shared {
     const opts *o;
     atomic_long next; /* request tickets */
     atomic_long done, tokens, errors;
+    atomic_long http_errors, broken; /* errors: a non-200 status, or no complete response */
     double t0;
     double *lat; /* seconds, one slot per ticket */
 } shared;
@@ -50,7 +52,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int conn_open(conn *c, int port) {
+static int conn_open(conn *c, int port, int read_timeout_s) {
     c->len = c->off = 0;
     c->fd = socket(AF_INET, SOCK_STREAM, 0);
     if (c->fd < 0) return -errno;
@@ -58,7 +60,7 @@ static int conn_open(conn *c, int port) {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct timeval tv = {10, 0}; /* a stalled response fails instead of hanging the benchmark */
+    struct timeval tv = {read_timeout_s, 0}; /* a stalled response fails, not hangs the bench */
     setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     if (connect(c->fd, (struct sockaddr *)&a, sizeof a) < 0) {
         int rc = -errno;
@@ -177,7 +179,7 @@ static void *client(void *arg) {
     shared *s = arg;
     const opts *o = s->o;
     conn *c = malloc(sizeof *c);
-    if (!c || conn_open(c, o->port)) {
+    if (!c || conn_open(c, o->port, o->read_timeout_s)) {
         fprintf(stderr, "bench_router: cannot connect to 127.0.0.1:%d\n", o->port);
         atomic_fetch_add(&s->errors, 1);
         free(c);
@@ -201,9 +203,10 @@ static void *client(void *arg) {
         double t2 = now_s();
         if (st != 200) {
             atomic_fetch_add(&s->errors, 1);
+            atomic_fetch_add(st < 0 ? &s->broken : &s->http_errors, 1);
             if (st < 0) { /* reconnect once the stream broke */
                 close(c->fd);
-                if (conn_open(c, o->port)) break;
+                if (conn_open(c, o->port, o->read_timeout_s)) break;
             }
             continue;
         }
@@ -225,17 +228,18 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: bench_router --port P [--mode rps|latency|stream] [--conns N]\n"
             "                    [--requests N] [--rate R] [--max-tokens N] [--time-limit S]\n"
-            "                    [--model NAME]\n"
+            "                    [--model NAME] [--read-timeout S]\n"
             "Sends POST /v1/completions to sol-router on 127.0.0.1 over keep-alive sockets.\n"
             "  rps      closed loop: each connection sends the next request when the last ended\n"
             "  latency  open loop at --rate requests/s in total; latency percentiles\n"
             "  stream   streaming requests; counts data events (tokens) per second\n"
             "defaults: --mode rps --conns 32 --requests 20000 --rate 1000 --max-tokens 1\n"
-            "          --time-limit 20 --model precise\n");
+            "          --time-limit 20 --model precise --read-timeout 10 (a response silent that\n"
+            "          long is counted as broken: errors = http_errors + broken)\n");
 }
 
 static int parse(int argc, char **argv, opts *o) {
-    *o = (opts){MODE_RPS, 0, 32, 1, "precise", 20000, 1000, 20};
+    *o = (opts){MODE_RPS, 0, 32, 1, "precise", 20000, 1000, 20, 10};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -261,6 +265,8 @@ static int parse(int argc, char **argv, opts *o) {
             o->max_tokens = atoi(v);
         else if (!strcmp(a, "--time-limit"))
             o->time_limit_s = atof(v);
+        else if (!strcmp(a, "--read-timeout"))
+            o->read_timeout_s = atoi(v);
         else if (!strcmp(a, "--mode")) {
             if (!strcmp(v, "rps"))
                 o->m = MODE_RPS;
@@ -279,7 +285,8 @@ static int parse(int argc, char **argv, opts *o) {
         }
     }
     if (o->port <= 0 || o->port > 65535 || o->conns < 1 || o->conns > 4096 || o->requests < 1 ||
-        o->requests > 10000000 || o->rate <= 0 || o->max_tokens < 1 || o->time_limit_s <= 0) {
+        o->requests > 10000000 || o->rate <= 0 || o->max_tokens < 1 || o->time_limit_s <= 0 ||
+        o->read_timeout_s < 1) {
         fprintf(stderr, "bench_router: need --port 1..65535, --conns 1..4096, --requests "
                         "1..10000000, positive --rate, --max-tokens, --time-limit\n");
         return -1;
@@ -310,10 +317,11 @@ int main(int argc, char **argv) {
     qsort(s.lat, n, sizeof *s.lat, cmp_d);
     double p50 = n ? s.lat[n / 2] : 0, p99 = n ? s.lat[(size_t)((double)n * 0.99)] : 0;
     static const char *names[] = {"rps", "latency", "stream"};
-    printf("mode=%s conns=%d requests=%ld errors=%ld elapsed=%.2fs requests/s=%.0f "
-           "p50=%.3fms p99=%.3fms max=%.3fms",
-           names[o.m], o.conns, done, atomic_load(&s.errors), el, (double)done / el, p50 * 1e3,
-           p99 * 1e3, n ? s.lat[n - 1] * 1e3 : 0);
+    printf("mode=%s conns=%d requests=%ld errors=%ld http_errors=%ld broken=%ld elapsed=%.2fs "
+           "requests/s=%.0f p50=%.3fms p99=%.3fms max=%.3fms",
+           names[o.m], o.conns, done, atomic_load(&s.errors), atomic_load(&s.http_errors),
+           atomic_load(&s.broken), el, (double)done / el, p50 * 1e3, p99 * 1e3,
+           n ? s.lat[n - 1] * 1e3 : 0);
     /* every request runs to max_tokens (sim workers ignore end of sequence); a worker may pack
      * several tokens into one chunk, so SSE events can be fewer than tokens */
     if (o.m == MODE_STREAM)

@@ -40,6 +40,7 @@ static const cfg_key k_keys[] = {
     KEY(router.http.listen, T_STR, .check = CHK_HOSTPORT),
     KEY(router.http.api_keys_file, T_NSTR, .flags = F_NONEMPTY),
     KINT(router.http.max_body_bytes, 1024, 64 << 20),
+    KINT(router.http.max_connections, 0, 1 << 20),
     KDBL(router.http.rate_limit.requests_per_s, 0, 1e6),
     KINT(router.http.rate_limit.burst, 0, 1000000),
     KINT(router.http.request_timeout_ms, 0, 86400000),

@@ -55,6 +55,7 @@ typedef struct sol_router_config {
             int burst;             /* 0: max(1, ceil(requests_per_s)) */
         } rate_limit;
         int request_timeout_ms; /* 0: none */
+        int max_connections;    /* open HTTP connections at once; 0: HTTP_DEFAULT_MAX_CONNECTIONS */
     } http;
     struct {
         char *bind; /* ZeroMQ endpoint the ROUTER socket binds */

@@ -177,6 +177,7 @@ void bw_failover(broker *b, bk_req *r, const char *why) {
         return;
     }
     LOG_INFO(MOD, "request %s fails over (%s) after %zu tokens", r->wire_id, why, r->n_toks);
+    metrics_count_failover(b->cfg.metrics, b->cfg.pools[r->metric_pool]);
     inflight_new_attempt(&b->inf, r);
     queue_push_front(&b->queues[r->pool], r);
 }

@@ -28,6 +28,7 @@ typedef struct pool_series {
     int status[STATUS_SLOTS];
     uint64_t status_count[STATUS_SLOTS];
     uint64_t prefix_hits, prefix_queries;
+    uint64_t failovers;
 } pool_series;
 
 typedef struct worker_series {
@@ -111,6 +112,14 @@ void metrics_count_request(metrics *m, const char *pool, int status) {
             break;
         }
     }
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_count_failover(metrics *m, const char *pool) {
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    pool_series *p = pool_get(m, pool);
+    if (p) p->failovers++;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -323,15 +332,18 @@ static void render_spec(strbuf *o, const metrics *m) {
                    "Draft tokens accepted by verification.", W_SPEC_ACCEPTED, 1);
 }
 
-static void render_prefix(strbuf *o, const metrics *m, const char *name, const char *help,
-                          int hits) {
+/* A per-pool counter: 0 prefix-cache queries, 1 hits, 2 failovers. */
+static void render_pool_counter(strbuf *o, const metrics *m, const char *name, const char *help,
+                                int which) {
     family(o, name, "counter", help);
     for (size_t i = 0; i < m->n_pools; i++) {
+        const pool_series *p = &m->pools[i];
         strbuf_printf(o, "%s{", name);
-        pool_labels(o, m, m->pools[i].name, 1);
-        strbuf_printf(
-            o, "} %llu\n",
-            (unsigned long long)(hits ? m->pools[i].prefix_hits : m->pools[i].prefix_queries));
+        pool_labels(o, m, p->name, !strncmp(name, "vllm:", 5)); /* vLLM's label set, or ours */
+        strbuf_printf(o, "} %llu\n",
+                      (unsigned long long)(which == 2   ? p->failovers
+                                           : which == 1 ? p->prefix_hits
+                                                        : p->prefix_queries));
     }
 }
 
@@ -374,12 +386,14 @@ int metrics_render(metrics *m, strbuf *o) {
     render_gauge(o, m, "vllm:num_requests_waiting", "Requests waiting on the worker.", W_WAITING,
                  1);
     render_gauge(o, m, "vllm:kv_cache_usage_perc", "KV-cache usage, 1 = 100%.", W_KV, 1);
-    render_prefix(o, m, "vllm:prefix_cache_hits_total", "Prompt tokens served from prefix cache.",
-                  1);
-    render_prefix(o, m, "vllm:prefix_cache_queries_total",
-                  "Prompt tokens looked up in prefix "
-                  "cache.",
-                  0);
+    render_pool_counter(o, m, "vllm:prefix_cache_hits_total",
+                        "Prompt tokens served from prefix cache.", 1);
+    render_pool_counter(o, m, "vllm:prefix_cache_queries_total",
+                        "Prompt tokens looked up in prefix "
+                        "cache.",
+                        0);
+    render_pool_counter(o, m, "sol_failovers_total",
+                        "Requests moved to another worker (theirs died, left or refused them).", 2);
     pthread_mutex_unlock(&m->mu);
     return o->oom ? -ENOMEM : 0;
 }

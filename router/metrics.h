@@ -40,6 +40,8 @@ void metrics_free(metrics *m);
 
 void metrics_observe(metrics *m, metric_hist h, const char *pool, double seconds);
 void metrics_count_request(metrics *m, const char *pool, int http_status);
+/* A request moved to another worker (its worker died, left or refused it). */
+void metrics_count_failover(metrics *m, const char *pool);
 void metrics_set_worker(metrics *m, const char *worker, const char *pool,
                         const metrics_worker_load *load);
 void metrics_remove_worker(metrics *m, const char *worker);

@@ -89,6 +89,7 @@ static int build_http(router_setup *s, const sol_router_config *r, const router_
         .host = s->host,
         .port = port,
         .max_body_bytes = (size_t)r->http.max_body_bytes,
+        .max_connections = (unsigned)r->http.max_connections,
         .keys = s->keys,
         .limiter = s->limiter,
         .router = s->cls,

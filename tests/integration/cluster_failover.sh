@@ -50,7 +50,9 @@ wait_inflight w1 kill
 kill -9 "${W_PID[w1]}"
 check_streams kill
 grep -q "fails over" "$T_DIR/router.log" || fail "no failover happened (w1 held no stream?)"
-ok "kill -9 mid-stream: $N streams complete, text identical to the undisturbed run"
+n_fo=$(curl -s "$BASE/metrics" | sed -n 's/^sol_failovers_total{pool="precise"} //p' | head -1)
+[ "${n_fo:-0}" -ge 1 ] || fail "sol_failovers_total does not count the failovers: '$n_fo'"
+ok "kill -9 mid-stream: $N streams complete, text identical to the undisturbed run ($n_fo failovers counted)"
 
 # --- a worker started later receives work ----------------------------------------------------------
 t0=$(date +%s%N)
