@@ -75,6 +75,19 @@ def chat(pool):
     print(f"  chat through pool {pool}: {out['usage']}")
 
 
+def gpu_service(name, cmd, mounts):
+    """A GPU worker (profile gpu) runs as written up to the GPU: its flags, keys and model path
+    are read, then it must stop with a clear "no CUDA device" error (this machine has none; the
+    small models it serves are too big for the CUDA emulation in a test)."""
+    cmd = [mapped(a, mounts) for a in cmd]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    text = out.stdout + out.stderr
+    if out.returncode == 0 or "backend cuda" not in text:
+        sys.exit(f"{name}: expected a clear 'backend cuda' error without a GPU, got rc "
+                 f"{out.returncode}: {text[-400:]}")
+    print(f"  {name}: needs a GPU; without one it stops as it should: {text.strip().splitlines()[-1][-90:]}")
+
+
 def compose():
     doc = yaml.safe_load(open(path))
     vols = {v: f"{work}/vol-{v}" for v in doc.get("volumes", {})}
@@ -97,10 +110,13 @@ def compose():
             src, dst = v.split(":")[:2]
             mounts[dst] = vols[src]
         cmd = [c.replace("$$", "$") for c in s["command"]]
+        if "--backend" in cmd and cmd[cmd.index("--backend") + 1] == "cuda":
+            gpu_service(name, cmd, mounts)
+            continue
         run(name, cmd, mounts, background=name not in one_shot)
     wait_ready()
-    pools = [s["command"][s["command"].index("--pool") + 1] for s in services.values()
-             if "--pool" in s.get("command", [])]
+    pools = list(dict.fromkeys(s["command"][s["command"].index("--pool") + 1]
+                               for s in services.values() if "--pool" in s.get("command", [])))
     for pool in pools:
         chat(pool)
 
