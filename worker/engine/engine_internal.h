@@ -32,6 +32,7 @@ typedef struct ereq {
     int32_t spec_k;                    /* drafts asked for next (adaptive) */
     int32_t win_drafted, win_accepted; /* the current acceptance window */
     int32_t spec_resume_at;            /* paused until n_generated reaches this */
+    int32_t spec_pause;                /* the next pause (x8 per failed window), 0: first */
     bool cancel_requested;             /* guarded by engine.mu */
     uint64_t deadline_ns;
     char *salt;

@@ -8,7 +8,11 @@
  * spec_max_batch sequences decode (a wide batch already keeps the matmuls busy, so verify rows
  * cost nearly their full price), each sequence's k moves by spec_adapt_k in [1, spec_k], and a
  * sequence whose acceptance over a window of SPEC_WINDOW drafts falls under spec_min_acceptance
- * pauses for SPEC_PAUSE tokens (its slot goes back), then retries from k = 1. */
+ * pauses (its slot goes back), then retries from k = 1. A draft that gets nothing accepted in its
+ * first SPEC_PROBE tries is cut off at once, not after a whole window, and each pause that
+ * follows a failed window is 8 times the last (SPEC_PAUSE up to SPEC_PAUSE_MAX: a retry also
+ * re-prefills the draft's KV over the tokens it missed): a useless draft costs a few verify
+ * steps, then next to nothing. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +21,10 @@
 #include "engine_internal.h"
 #include "log.h"
 
-#define SPEC_WINDOW 32 /* drafts per acceptance window */
-#define SPEC_PAUSE 64  /* tokens a paused sequence decodes plainly */
+#define SPEC_WINDOW 32      /* drafts per acceptance window */
+#define SPEC_PROBE 4        /* drafts after which none accepted ends the window early */
+#define SPEC_PAUSE 64       /* tokens a paused sequence decodes plainly, the first time */
+#define SPEC_PAUSE_MAX 4096 /* growing after each failed window stops here */
 
 int32_t espec_max_logit_rows(const engine *e) {
     int64_t rows = e->cfg.max_num_seqs;
@@ -179,11 +185,16 @@ static void adapt(engine *e, ereq *r, int k, int j) {
     r->spec_k = spec_adapt_k(r->spec_k, k, j, 1, e->cfg.spec_k);
     r->win_drafted += k;
     r->win_accepted += j;
-    if (r->win_drafted < SPEC_WINDOW) return;
-    if (r->win_accepted < e->cfg.spec_min_acceptance * r->win_drafted) {
-        r->spec_resume_at = r->n_generated + SPEC_PAUSE;
+    bool hopeless = r->win_drafted >= SPEC_PROBE && r->win_accepted == 0;
+    if (r->win_drafted < SPEC_WINDOW && !hopeless) return;
+    if (hopeless || r->win_accepted < e->cfg.spec_min_acceptance * r->win_drafted) {
+        int32_t pause = r->spec_pause ? r->spec_pause : SPEC_PAUSE;
+        r->spec_resume_at = r->n_generated + pause;
+        r->spec_pause = pause * 8 < SPEC_PAUSE_MAX ? pause * 8 : SPEC_PAUSE_MAX;
         r->spec_k = 1;
         espec_release(e, r);
+    } else {
+        r->spec_pause = 0; /* it pays again: the next failure pauses briefly */
     }
     r->win_drafted = r->win_accepted = 0;
 }

@@ -24,6 +24,7 @@ typedef engine_out out;
 static struct {
     sol_backend *be;
     model *target, *draft, *self; /* self: the target's own weights, a perfect draft */
+    model *useless;               /* unrelated weights: its drafts are (almost) never accepted */
     tokenizer *tok;
     char dir[64];
 } W;
@@ -41,18 +42,20 @@ static int setup(void **state) {
     (void)state;
     snprintf(W.dir, sizeof W.dir, "/tmp/sol_test_espec_XXXXXX");
     if (!mkdtemp(W.dir)) return -1;
-    char cmd[512];
+    char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             SOL_BUILD_DIR "/tools/sol-mkmodel -o %s/t.gguf --preset tiny --layers 4 --type f32 "
-                           "--seed 3 --depth-decay 0.5 >/dev/null && " SOL_BUILD_DIR
-                           "/tools/sol-mkmodel "
-                           "--draft-of %s/t.gguf --layers 1 -o %s/d.gguf >/dev/null",
-             W.dir, W.dir, W.dir);
+             SOL_BUILD_DIR
+             "/tools/sol-mkmodel -o %s/t.gguf --preset tiny --layers 4 --type f32 "
+             "--seed 3 --depth-decay 0.5 >/dev/null && " SOL_BUILD_DIR "/tools/sol-mkmodel "
+             "--draft-of %s/t.gguf --layers 1 -o %s/d.gguf >/dev/null && " SOL_BUILD_DIR
+             "/tools/sol-mkmodel -o %s/u.gguf --preset tiny --layers 1 --seed 999 "
+             ">/dev/null",
+             W.dir, W.dir, W.dir, W.dir);
     if (system(cmd) != 0) return -1;
     sol_err e = {0};
     W.be = sol_backend_new("cpu", &(sol_backend_opts){.threads = 1}, &e);
     if (!W.be || !(W.target = load("t.gguf")) || !(W.draft = load("d.gguf")) ||
-        !(W.self = load("t.gguf")))
+        !(W.self = load("t.gguf")) || !(W.useless = load("u.gguf")))
         return -1;
     W.tok = tokenizer_from_gguf(model_gguf(W.target), &e);
     return W.tok ? 0 : -1;
@@ -64,6 +67,7 @@ static int teardown(void **state) {
     model_free(W.target);
     model_free(W.draft);
     model_free(W.self);
+    model_free(W.useless);
     sol_backend_free(W.be);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", W.dir);
@@ -281,6 +285,28 @@ static void test_stop_string_in_accepted_run(void **state) {
     assert_true(st.spec.accepted > 0);
 }
 
+/* Speculation cuts its losses: with a draft that is never accepted, adaptive mode stops after a
+ * probe of a few drafts and retries rarely (each failed retry pauses 8 times longer), so a
+ * 150-token answer spends a handful of verify steps on it, not a window of 32 per retry; the
+ * output is the plain one. */
+static void test_useless_draft_cut_off(void **state) {
+    (void)state;
+    static job j[1];
+    static out base[1], got[1];
+    make_jobs(j, 1, 0.0f);
+    j[0].max_tokens = 150;
+    j[0].no_spec = false;
+    run_cfg rc = {ENGINE_SPEC_OFF, NULL, 4, 256, 4, 256, true, false};
+    run(&rc, j, 1, base, true);
+    rc.method = ENGINE_SPEC_DRAFT, rc.draft = W.useless, rc.adaptive = true;
+    engine_stats st = run(&rc, j, 1, got, true);
+    same(base, got, 1, "useless draft", 4);
+    printf("useless draft: %llu verify steps, %llu of %llu drafts accepted, over 150 tokens\n",
+           (unsigned long long)st.spec.steps, (unsigned long long)st.spec.accepted,
+           (unsigned long long)st.spec.drafted);
+    assert_true(st.spec.steps >= 4 && st.spec.steps <= 12);
+}
+
 static void test_bad_config(void **state) {
     (void)state;
     engine_config c = engine_config_default();
@@ -299,6 +325,7 @@ static void test_bad_config(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_useless_draft_cut_off),
         cmocka_unit_test(test_stop_string_in_accepted_run),
         cmocka_unit_test(test_sampling_deterministic),
         cmocka_unit_test(test_self_draft_and_preemption),
