@@ -56,6 +56,9 @@ typedef struct sol_router_config {
         } rate_limit;
         int request_timeout_ms; /* 0: none */
         int max_connections;    /* open HTTP connections at once; 0: HTTP_DEFAULT_MAX_CONNECTIONS */
+        int max_connections_per_client; /* from one address; 0: the default (256) */
+        int header_timeout_s, keepalive_timeout_s, body_timeout_s; /* 0: 10, 30, 60 */
+        int sse_max_buffer_bytes; /* unread stream bytes before the client is dropped; 0: 4 MiB */
     } http;
     struct {
         char *bind; /* ZeroMQ endpoint the ROUTER socket binds */

@@ -473,6 +473,13 @@ static enum MHD_Result first_call(http_server *s, struct MHD_Connection *c, conn
     return MHD_YES;
 }
 
+/* The guard's record of this connection (http_guard.h), or NULL. */
+static void *guard_record(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **req_cls) {
@@ -480,6 +487,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     http_server *s = cls;
     conn_ctx *cc = *req_cls;
     if (!cc) {
+        http_guard_headers_done(guard_record(c));
         if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
         *req_cls = cc;
         strbuf_init(&cc->body);
@@ -497,6 +505,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (!cc->ep) return MHD_NO; /* a response was already queued */
     if (!cc->dispatched) {
+        http_guard_body_done(guard_record(c));
         cc->t_start = sol_now_ns();
         enum MHD_Result r = start_generation(s, c, cc);
         if (r != MHD_YES || cc->responded) return r;
@@ -506,9 +515,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)c;
     http_server *s = cls;
     conn_ctx *cc = *req_cls;
+    http_guard_request_done(guard_record(c));
     if (!cc) return;
     http_stream *st = cc->stream;
     if (st) {
@@ -536,6 +545,23 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 
 /* ---- lifecycle ------------------------------------------------------------------------------- */
 
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    http_guard_notify(cls, c, socket_context, toe == MHD_CONNECTION_NOTIFY_STARTED);
+}
+
+static void apply_defaults(http_config *c) {
+    if (!c->max_body_bytes) c->max_body_bytes = HTTP_DEFAULT_MAX_BODY;
+    if (!c->conn_timeout_s) c->conn_timeout_s = HTTP_DEFAULT_CONN_TIMEOUT_S;
+    if (!c->max_connections) c->max_connections = HTTP_DEFAULT_MAX_CONNECTIONS;
+    if (!c->max_per_client) c->max_per_client = HTTP_DEFAULT_MAX_PER_CLIENT;
+    if (!c->header_timeout_s) c->header_timeout_s = HTTP_DEFAULT_HEADER_TIMEOUT_S;
+    if (!c->keepalive_timeout_s) c->keepalive_timeout_s = HTTP_DEFAULT_KEEPALIVE_TIMEOUT_S;
+    if (!c->body_timeout_s) c->body_timeout_s = HTTP_DEFAULT_BODY_TIMEOUT_S;
+    if (!c->sse_max_buffer) c->sse_max_buffer = HTTP_DEFAULT_SSE_MAX_BUFFER;
+    if (!c->threads) c->threads = HTTP_DEFAULT_THREADS;
+}
+
 int http_server_start(const http_config *cfg, http_server **out, sol_err *e) {
     *out = NULL;
     if (!cfg->router || !cfg->backend.dispatch)
@@ -543,16 +569,20 @@ int http_server_start(const http_config *cfg, http_server **out, sol_err *e) {
     http_server *s = calloc(1, sizeof *s);
     if (!s) return sol_err_set(e, -ENOMEM, "out of memory");
     s->cfg = *cfg;
-    if (!s->cfg.max_body_bytes) s->cfg.max_body_bytes = HTTP_DEFAULT_MAX_BODY;
-    if (!s->cfg.conn_timeout_s) s->cfg.conn_timeout_s = HTTP_DEFAULT_CONN_TIMEOUT_S;
-    if (!s->cfg.max_connections) s->cfg.max_connections = HTTP_DEFAULT_MAX_CONNECTIONS;
-    if (!s->cfg.threads) s->cfg.threads = HTTP_DEFAULT_THREADS;
+    apply_defaults(&s->cfg);
+    int rc = http_guard_new(s->cfg.header_timeout_s, s->cfg.keepalive_timeout_s,
+                            s->cfg.body_timeout_s, &s->guard, e);
+    if (rc) {
+        free(s);
+        return rc;
+    }
     s->id_salt = sol_now_ns() ^ ((uint64_t)getpid() << 32);
     pthread_mutex_init(&s->mu, NULL);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(cfg->port)};
     const char *host = cfg->host ? cfg->host : "127.0.0.1";
     if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
         pthread_mutex_destroy(&s->mu);
+        http_guard_free(s->guard);
         free(s);
         return sol_err_set(e, -EINVAL, "http: listen host '%s' is not an IPv4 address", host);
     }
@@ -560,10 +590,12 @@ int http_server_start(const http_config *cfg, http_server **out, sol_err *e) {
         MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
         on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
         s->cfg.threads, MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.conn_timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, s, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        s->cfg.max_per_client, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s->guard, MHD_OPTION_END);
     if (!s->daemon) {
         pthread_mutex_destroy(&s->mu);
+        http_guard_free(s->guard);
         free(s);
         return sol_err_set(e, -EADDRINUSE,
                            "http: cannot listen on %s:%u (in use, or no permission)", host,
@@ -609,6 +641,7 @@ void http_server_stop(http_server *s) {
         sol_sleep_ms(10);
     }
     MHD_stop_daemon(s->daemon);
+    http_guard_free(s->guard);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }

@@ -17,7 +17,13 @@
 
 #define HTTP_DEFAULT_MAX_BODY (1u << 20)
 #define HTTP_DEFAULT_CONN_TIMEOUT_S 30 /* idle seconds before a silent client is dropped */
-#define HTTP_DEFAULT_MAX_CONNECTIONS 1024
+#define HTTP_DEFAULT_MAX_CONNECTIONS 4096
+#define HTTP_DEFAULT_MAX_PER_CLIENT 256     /* connections from one address at once */
+#define HTTP_DEFAULT_HEADER_TIMEOUT_S 10    /* a new connection's whole header */
+#define HTTP_DEFAULT_KEEPALIVE_TIMEOUT_S 30 /* the next request's header on a kept-alive one */
+#define HTTP_DEFAULT_BODY_TIMEOUT_S 60      /* a body, once its header arrived */
+#define HTTP_DEFAULT_SSE_MAX_BUFFER                                                                \
+    (4u << 20) /* unread stream bytes before the client is dropped */
 #define HTTP_DEFAULT_THREADS 2
 #define HTTP_REQUEST_ID_MAX 64
 
@@ -83,6 +89,9 @@ typedef struct http_config {
     size_t max_body_bytes;    /* 0: HTTP_DEFAULT_MAX_BODY */
     unsigned conn_timeout_s;  /* 0: HTTP_DEFAULT_CONN_TIMEOUT_S */
     unsigned max_connections; /* 0: HTTP_DEFAULT_MAX_CONNECTIONS */
+    unsigned max_per_client;  /* 0: HTTP_DEFAULT_MAX_PER_CLIENT */
+    unsigned header_timeout_s, keepalive_timeout_s, body_timeout_s; /* 0: the defaults */
+    size_t sse_max_buffer;    /* 0: HTTP_DEFAULT_SSE_MAX_BUFFER */
     unsigned threads;         /* 0: HTTP_DEFAULT_THREADS */
     const apikeys *keys;      /* NULL: no authentication */
     ratelimit *limiter;       /* NULL: no rate limiting */

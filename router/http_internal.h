@@ -13,10 +13,12 @@
 #include <microhttpd.h>
 
 #include "http.h"
+#include "http_guard.h"
 
 struct http_server {
     http_config cfg;
     struct MHD_Daemon *daemon;
+    http_guard *guard; /* header and body deadlines */
     uint16_t port;
     atomic_uint_fast64_t next_id;
     uint64_t id_salt;

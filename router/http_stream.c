@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "log.h"
 
 void http_stream_ref(http_stream *s) {
     pthread_mutex_lock(&s->mu);
@@ -197,6 +198,14 @@ int http_stream_push(http_stream *s, const http_chunk *c) {
     } else if (s->streaming) {
         if (c->error) s->failed_mid_stream = true;
         format_stream(s, c, last);
+        if (s->out.len - s->out_off > s->srv->cfg.sse_max_buffer && !last) {
+            /* the client reads nothing: end its stream rather than buffer without bound */
+            LOG_WARN("http", "request %s: the client left %zu bytes unread; ending its stream",
+                     s->request_id, s->out.len - s->out_off);
+            s->client_gone = true;
+            s->done = true;
+            rc = -EPIPE;
+        }
     } else if (c->index > 0) {
         strbuf_append(&s->more_text[c->index - 1], c->text ? c->text : "",
                       c->text ? c->text_len : 0);

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "broker.h"
 #include "cli.h"
@@ -58,6 +59,30 @@ static int config_file_given(int argc, char **argv) {
     return 0;
 }
 
+/* Open files as Redis sizes maxclients: raise the soft limit to the hard one, then keep HTTP
+ * connections below what is left after the sockets and files the router needs itself. */
+static void fit_open_files(http_config *h) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t want = rl.rlim_max == RLIM_INFINITY ? 1048576 : rl.rlim_max;
+        struct rlimit up = {want, rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0) rl.rlim_cur = want;
+    }
+    unsigned conns = h->max_connections ? h->max_connections : HTTP_DEFAULT_MAX_CONNECTIONS;
+    rlim_t room = rl.rlim_cur > 256 ? rl.rlim_cur - 256 : 0;
+    if (conns > room) {
+        LOG_WARN("router",
+                 "open files limited to %llu: HTTP connections at most %llu instead of %u "
+                 "(router.http.max_connections); raise the hard limit (ulimit -Hn)",
+                 (unsigned long long)rl.rlim_cur, (unsigned long long)room, conns);
+        h->max_connections = room > 1 ? (unsigned)room : 1;
+    } else {
+        LOG_INFO("router", "open files: %llu; HTTP connections at most %u",
+                 (unsigned long long)rl.rlim_cur, conns);
+    }
+}
+
 static int serve(const sol_config *cfg, const router_flags *fl, bool with_config) {
     router_setup_opts o = {.served_model = fl->served_model, .config_file_given = with_config};
     router_setup *s = NULL;
@@ -70,6 +95,7 @@ static int serve(const sol_config *cfg, const router_flags *fl, bool with_config
     if (!rc) rc = broker_new(&s->broker, &b, &e);
     if (!rc) {
         s->http.backend = broker_http_backend(b);
+        fit_open_files(&s->http);
         rc = http_server_start(&s->http, &h, &e);
     }
     if (rc) {
