@@ -36,6 +36,8 @@ typedef struct shared {
     atomic_long next; /* request tickets */
     atomic_long done, tokens, errors;
     atomic_long http_errors, broken; /* errors: a non-200 status, or no complete response */
+    atomic_long rejected, rejected_retry_after; /* 429s, and those with a Retry-After */
+    double *ttft; /* stream mode: seconds to the first event, one slot per ticket */
     double t0;
     double *lat; /* seconds, one slot per ticket */
 } shared;
@@ -115,8 +117,11 @@ static void count_bytes(counter *k, int b) {
 }
 
 /* Read one full response (Content-Length or chunked). Returns the HTTP status, -1 on error; adds
- * the SSE data events to *events. */
-static int read_response(conn *c, long *events) {
+ * the SSE data events to *events, sets *t_first when the first one arrived (0: none) and
+ * *retry_after when the response carried a Retry-After header. */
+static int read_response(conn *c, long *events, double *t_first, int *retry_after) {
+    *t_first = 0;
+    *retry_after = 0;
     char line[1024];
     if (read_line(c, line, sizeof line) < 12) return -1;
     int status = atoi(line + 9);
@@ -128,6 +133,7 @@ static int read_response(conn *c, long *events) {
         if (n == 0) break;
         if (!strncasecmp(line, "content-length:", 15)) clen = atol(line + 15);
         if (!strncasecmp(line, "transfer-encoding:", 18) && strstr(line, "chunked")) chunked = 1;
+        if (!strncasecmp(line, "retry-after:", 12)) *retry_after = 1;
     }
     counter k = {0};
     if (!chunked) {
@@ -146,6 +152,7 @@ static int read_response(conn *c, long *events) {
             int b = next_byte(c);
             if (b < 0) return -1;
             count_bytes(&k, b);
+            if (k.events == 1 && !*t_first) *t_first = now_s();
         }
         if (read_line(c, line, sizeof line) < 0) return -1;
     }
@@ -199,8 +206,14 @@ static void *client(void *arg) {
         size_t n = make_request(o, t, req, sizeof req);
         double t1 = now_s();
         long ev = 0;
-        int st = send_all(c->fd, req, n) ? -1 : read_response(c, &ev);
+        double t_first = 0;
+        int retry_after = 0;
+        int st = send_all(c->fd, req, n) ? -1 : read_response(c, &ev, &t_first, &retry_after);
         double t2 = now_s();
+        if (st == 429) {
+            atomic_fetch_add(&s->rejected, 1);
+            if (retry_after) atomic_fetch_add(&s->rejected_retry_after, 1);
+        }
         if (st != 200) {
             atomic_fetch_add(&s->errors, 1);
             atomic_fetch_add(st < 0 ? &s->broken : &s->http_errors, 1);
@@ -211,6 +224,7 @@ static void *client(void *arg) {
             continue;
         }
         s->lat[t] = t2 - t1;
+        if (t_first > 0) s->ttft[t] = t_first - t1;
         atomic_fetch_add(&s->done, 1);
         atomic_fetch_add(&s->tokens, ev);
     }
@@ -299,6 +313,7 @@ int main(int argc, char **argv) {
     if (parse(argc, argv, &o)) return 2;
     shared s = {.o = &o};
     s.lat = calloc((size_t)o.requests, sizeof *s.lat);
+    s.ttft = calloc((size_t)o.requests, sizeof *s.ttft);
     pthread_t *th = calloc((size_t)o.conns, sizeof *th);
     if (!s.lat || !th) {
         fprintf(stderr, "bench_router: out of memory\n");
@@ -327,8 +342,19 @@ int main(int argc, char **argv) {
     if (o.m == MODE_STREAM)
         printf(" tokens/s=%.0f sse_events/s=%.0f", (double)done * o.max_tokens / el,
                (double)atomic_load(&s.tokens) / el);
+    if (o.m == MODE_STREAM) { /* time to the first event of the requests that were served */
+        size_t k = 0;
+        for (long i = 0; i < o.requests; i++)
+            if (s.ttft[i] > 0) s.ttft[k++] = s.ttft[i];
+        qsort(s.ttft, k, sizeof *s.ttft, cmp_d);
+        printf(" ttft_p50=%.3fms ttft_p99=%.3fms", k ? s.ttft[k / 2] * 1e3 : 0,
+               k ? s.ttft[(size_t)((double)k * 0.99)] * 1e3 : 0);
+    }
+    printf(" rejected_429=%ld with_retry_after=%ld", atomic_load(&s.rejected),
+           atomic_load(&s.rejected_retry_after));
     printf("\n");
     free(s.lat);
+    free(s.ttft);
     free(th);
     return atomic_load(&s.errors) ? 1 : 0;
 }
