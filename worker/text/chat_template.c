@@ -402,7 +402,7 @@ static size_t qwen3_last_query(const chat_message *m, size_t n) {
 static int render_qwen(chat_template_family f, const chat_message *m, size_t n,
                        const chat_tools *tools, bool add_generation_prompt, strbuf *b,
                        sol_err *err) {
-    role_t r;
+    role_t r = ROLE_USER;
     for (size_t i = 0; i < n; i++)
         if (parse_role(m[i].role, i, &r, err)) return err->code;
     qwen_prologue(f, m, tools, b);
@@ -511,7 +511,7 @@ static int render_llama(chat_template_family f, const chat_message *m, size_t n,
     int rc = prologue(f, m, n, with, b, &i, err);
     if (!rc && with) rc = llama_tools_turn(f, m, n, &i, tools, b, err);
     for (; i < n && !rc; i++) {
-        role_t r;
+        role_t r = ROLE_USER;
         if ((rc = parse_role(m[i].role, i, &r, err))) break;
         if (r == ROLE_TOOL) {
             strbuf_puts(b, "<|start_header_id|>ipython<|end_header_id|>\n\n");
@@ -605,7 +605,7 @@ static int render_mistral_v3(const chat_message *m, size_t n, const chat_tools *
         if (is_role(&m[i], ROLE_USER)) last_user = i;
     int rc = 0;
     for (size_t i = first; i < n && !rc; i++) {
-        role_t r;
+        role_t r = ROLE_USER;
         if ((rc = parse_role(m[i].role, i, &r, err))) break;
         if (r == ROLE_USER) {
             if (tools && tools->n && i == last_user && (rc = mistral_tools(tools, b, err))) break;
