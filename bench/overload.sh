@@ -33,7 +33,7 @@ done
 pids+=($!)
 for _ in $(seq 100); do curl -fs "http://127.0.0.1:$http/ready" >/dev/null 2>&1 && break; sleep 0.1; done
 b=$build/bench/bench_router
-field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
+field() { tr ' ' '\n' <<<"$1" | sed -n "s|^$2=||p"; }
 unloaded=$("$b" --port "$http" --mode stream --model fast --conns 16 --max-tokens 50 \
     --requests 200 --time-limit 60 || true)
 rss_peak=0
