@@ -238,6 +238,9 @@ static int parse_arr_items(rd *r, gguf_arr *a, int depth) {
 }
 
 static int parse_arr(rd *r, gguf_arr *a, int depth) {
+    /* The arena does not zero: a nested array of strings or arrays would keep a stale `data`
+     * (found by fuzz_gguf: a reader that checks `data` followed it). */
+    memset(a, 0, sizeof *a);
     uint32_t type;
     int rc = rd_u32(r, &type, "array element type");
     if (!rc) rc = rd_u64(r, &a->n, "array length");
