@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -408,9 +409,13 @@ static int tensor_type_and_size(rd *r, gguf_tensor *t) {
     if (t->ne[0] % (int64_t)be)
         return fail(r, -EINVAL, "ne[0] = %" PRId64 " is not a multiple of the %s block size %zu",
                     t->ne[0], sol_dtype_name(t->type), be);
-    uint64_t rows = (uint64_t)(t->ne[1] * t->ne[2] * t->ne[3]); /* cannot overflow: checked */
+    /* The element count was checked, but a zero ne[0] hides an overflow in the other dims. */
+    uint64_t rows = 1;
     uint64_t row_bytes = (uint64_t)(t->ne[0] / (int64_t)be) * sol_dtype_block_bytes(t->type);
-    if (__builtin_mul_overflow(rows, row_bytes, &t->nbytes))
+    bool over = false;
+    for (int j = 1; j < GGUF_MAX_DIMS; j++)
+        over |= __builtin_mul_overflow(rows, (uint64_t)t->ne[j], &rows);
+    if (over || __builtin_mul_overflow(rows, row_bytes, &t->nbytes))
         return fail(r, -EINVAL, "byte size overflows 64 bits");
     if (t->offset % r->g->alignment)
         return fail(r, -EINVAL,
