@@ -170,6 +170,8 @@ static void finish_ok(broker *b, bk_req *r, const Sol__TokenChunk *c, http_chunk
         u.cached_tokens = c->usage->cached_tokens;
         metrics_add_prefix_cache(b->cfg.metrics, b->cfg.pools[r->metric_pool], u.cached_tokens,
                                  u.prompt_tokens);
+        metrics_add_tokens(b->cfg.metrics, b->cfg.pools[r->metric_pool], u.prompt_tokens,
+                           u.completion_tokens);
     }
     hc->finish =
         c->finish_reason == SOL__FINISH_REASON__FINISH_LENGTH ? OAI_FINISH_LENGTH : OAI_FINISH_STOP;

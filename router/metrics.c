@@ -29,6 +29,7 @@ typedef struct pool_series {
     uint64_t status_count[STATUS_SLOTS];
     uint64_t prefix_hits, prefix_queries;
     uint64_t failovers;
+    uint64_t prompt_tokens, generation_tokens;
 } pool_series;
 
 typedef struct worker_series {
@@ -130,6 +131,17 @@ void metrics_add_prefix_cache(metrics *m, const char *pool, uint64_t hits, uint6
     if (p) {
         p->prefix_hits += hits;
         p->prefix_queries += queries;
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_add_tokens(metrics *m, const char *pool, uint64_t prompt, uint64_t generated) {
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    pool_series *p = pool_get(m, pool);
+    if (p) {
+        p->prompt_tokens += prompt;
+        p->generation_tokens += generated;
     }
     pthread_mutex_unlock(&m->mu);
 }
@@ -332,18 +344,33 @@ static void render_spec(strbuf *o, const metrics *m) {
                    "Draft tokens accepted by verification.", W_SPEC_ACCEPTED, 1);
 }
 
-/* A per-pool counter: 0 prefix-cache queries, 1 hits, 2 failovers. */
+/* A per-pool counter; which picks the pool_series field. */
+typedef enum { P_QUERIES, P_HITS, P_FAILOVERS, P_PROMPT, P_GENERATED } pool_counter;
+
+static uint64_t pool_value(const pool_series *p, pool_counter which) {
+    switch (which) {
+    case P_QUERIES:
+        return p->prefix_queries;
+    case P_HITS:
+        return p->prefix_hits;
+    case P_FAILOVERS:
+        return p->failovers;
+    case P_PROMPT:
+        return p->prompt_tokens;
+    case P_GENERATED:
+        return p->generation_tokens;
+    }
+    return 0;
+}
+
 static void render_pool_counter(strbuf *o, const metrics *m, const char *name, const char *help,
-                                int which) {
+                                pool_counter which) {
     family(o, name, "counter", help);
     for (size_t i = 0; i < m->n_pools; i++) {
         const pool_series *p = &m->pools[i];
         strbuf_printf(o, "%s{", name);
         pool_labels(o, m, p->name, !strncmp(name, "vllm:", 5)); /* vLLM's label set, or ours */
-        strbuf_printf(o, "} %llu\n",
-                      (unsigned long long)(which == 2   ? p->failovers
-                                           : which == 1 ? p->prefix_hits
-                                                        : p->prefix_queries));
+        strbuf_printf(o, "} %llu\n", (unsigned long long)pool_value(p, which));
     }
 }
 
@@ -387,13 +414,22 @@ int metrics_render(metrics *m, strbuf *o) {
                  1);
     render_gauge(o, m, "vllm:kv_cache_usage_perc", "KV-cache usage, 1 = 100%.", W_KV, 1);
     render_pool_counter(o, m, "vllm:prefix_cache_hits_total",
-                        "Prompt tokens served from prefix cache.", 1);
+                        "Prompt tokens served from prefix cache.", P_HITS);
     render_pool_counter(o, m, "vllm:prefix_cache_queries_total",
                         "Prompt tokens looked up in prefix "
                         "cache.",
-                        0);
+                        P_QUERIES);
     render_pool_counter(o, m, "sol_failovers_total",
-                        "Requests moved to another worker (theirs died, left or refused them).", 2);
+                        "Requests moved to another worker (theirs died, left or refused them).",
+                        P_FAILOVERS);
+    static const char *tok[4][2] = {
+        {"sol_prompt_tokens_total", "Prompt tokens of finished requests (per choice)."},
+        {"vllm:prompt_tokens_total", "Prompt tokens of finished requests (per choice)."},
+        {"sol_generation_tokens_total", "Tokens generated for finished requests."},
+        {"vllm:generation_tokens_total", "Tokens generated for finished requests."},
+    };
+    for (int i = 0; i < 4; i++)
+        render_pool_counter(o, m, tok[i][0], tok[i][1], i < 2 ? P_PROMPT : P_GENERATED);
     pthread_mutex_unlock(&m->mu);
     return o->oom ? -ENOMEM : 0;
 }

@@ -49,6 +49,9 @@ void metrics_remove_worker(metrics *m, const char *worker);
 void metrics_add_prefix_cache(metrics *m, const char *pool, uint64_t hit_tokens,
                               uint64_t query_tokens);
 
+/* Prompt and generated tokens of one finished choice (its usage), for throughput. */
+void metrics_add_tokens(metrics *m, const char *pool, uint64_t prompt, uint64_t generated);
+
 /* Append the whole exposition to out; 0 or -ENOMEM. */
 int metrics_render(metrics *m, strbuf *out);
 

@@ -45,6 +45,8 @@ static void test_render(void **st) {
                                .spec_emitted = (1ull << 62) + 5};
     metrics_set_worker(m, "big", "precise", &big);
     metrics_add_prefix_cache(m, "fast", 10, 40);
+    metrics_add_tokens(m, "fast", 40, 7);
+    metrics_add_tokens(m, "fast", 2, 5);
     strbuf b;
     strbuf_init(&b);
     assert_int_equal(metrics_render(m, &b), 0);
@@ -64,6 +66,11 @@ static void test_render(void **st) {
            "vllm:kv_cache_usage_perc{model_name=\"demo\",pool=\"fast\",worker=\"w\\\"1\"} 0.25\n");
     expect(b.data, "vllm:prefix_cache_hits_total{model_name=\"demo\",pool=\"fast\"} 10\n");
     expect(b.data, "vllm:prefix_cache_queries_total{model_name=\"demo\",pool=\"fast\"} 40\n");
+    expect(b.data, "# TYPE sol_generation_tokens_total counter\n");
+    expect(b.data, "sol_prompt_tokens_total{pool=\"fast\"} 42\n");
+    expect(b.data, "sol_generation_tokens_total{pool=\"fast\"} 12\n");
+    expect(b.data, "vllm:generation_tokens_total{model_name=\"demo\",pool=\"fast\"} 12\n");
+    expect(b.data, "vllm:prompt_tokens_total{model_name=\"demo\",pool=\"fast\"} 42\n");
     expect(b.data, "sol_worker_spec_acceptance{pool=\"fast\",worker=\"w\\\"1\"} 0.75\n");
     expect(b.data, "# TYPE sol_worker_spec_verify_steps_total counter\n");
     expect(b.data, "sol_worker_spec_acceptance{pool=\"fast\",worker=\"spec\"} 0.6\n");
