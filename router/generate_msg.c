@@ -24,6 +24,7 @@ int genmsg_encode(const oai_request *req, const char *request_id, uint32_t choic
     g.tags = (char **)req->tags;
     g.n_tags = req->n_tags;
     g.add_bos = 1;
+    g.traceparent = (char *)req->traceparent;
     g.cache_salt = req->cache_salt ? req->cache_salt : "";
     g.grammar = req->grammar ? req->grammar : "";
     g.bias_tokens = req->bias_tokens;

@@ -181,6 +181,37 @@ static void make_request_id(http_server *s, struct MHD_Connection *c, char *dst)
              (unsigned long long)n);
 }
 
+static bool all_hex(const char *p, size_t n, bool *all_zero) {
+    *all_zero = true;
+    for (size_t i = 0; i < n; i++) {
+        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f'))) return false;
+        if (p[i] != '0') *all_zero = false;
+    }
+    return true;
+}
+
+/* W3C Trace Context: version-traceid-parentid-flags, lowercase hex, ids not all zero. A header
+ * that is present but malformed is the client's error (400), not silently dropped. */
+static int read_traceparent(struct MHD_Connection *c, oai_request *req, oai_error *e) {
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "traceparent");
+    if (!h) return 0;
+    bool z0, z1, z2, z3;
+    size_t n = strlen(h);
+    bool ok = n == 55 && h[2] == '-' && h[35] == '-' && h[52] == '-' && all_hex(h, 2, &z0) &&
+              all_hex(h + 3, 32, &z1) && all_hex(h + 36, 16, &z2) && all_hex(h + 53, 2, &z3) &&
+              !z1 && !z2 && strncmp(h, "ff", 2) != 0;
+    if (!ok) {
+        oai_error_set(e, 400, "invalid_request_error", "invalid_value", "traceparent",
+                      "header traceparent: expected W3C trace context "
+                      "00-<32 hex trace id>-<16 hex parent id>-<2 hex flags> (lowercase, ids not "
+                      "all zero), found '%.64s'",
+                      h);
+        return -EINVAL;
+    }
+    memcpy(req->traceparent, h, 56);
+    return 0;
+}
+
 static size_t collect_tags(const oai_request *req, struct MHD_Connection *c, char *store,
                            size_t cap, const char **tags) {
     size_t n = 0;
@@ -226,6 +257,10 @@ static enum MHD_Result start_generation(http_server *s, struct MHD_Connection *c
                                               : OAI_COMPLETION;
     if (oai_parse_request(kind, cc->body.data ? cc->body.data : "", cc->body.len, &req, &e))
         return send_error(c, &e, cc->request_id, NULL, NULL);
+    if (read_traceparent(c, req, &e)) {
+        oai_request_free(req);
+        return send_error(c, &e, cc->request_id, NULL, NULL);
+    }
     strbuf text;
     strbuf_init(&text);
     oai_request_text(req, &text);
@@ -289,7 +324,11 @@ static enum MHD_Result start_generation(http_server *s, struct MHD_Connection *c
         metrics_count_request(s->cfg.metrics, route.pool, e.status);
         return send_error(c, &e, cc->request_id, route.pool, route.reason);
     }
-    LOG_DEBUG(MOD, "request %s → pool %s (%s)", cc->request_id, route.pool, route.reason);
+    if (req->traceparent[0])
+        LOG_INFO(MOD, "request %s traceparent %s → pool %s (%s)", cc->request_id, req->traceparent,
+                 route.pool, route.reason);
+    else
+        LOG_DEBUG(MOD, "request %s → pool %s (%s)", cc->request_id, route.pool, route.reason);
     cc->responded = false;
     return MHD_YES; /* continue_generation runs next, on this same call path */
 }

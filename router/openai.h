@@ -43,6 +43,7 @@ typedef struct oai_message {
 /* A validated request. Every string is owned by the struct; free with oai_request_free. */
 typedef struct oai_request {
     oai_kind kind;
+    char traceparent[56]; /* W3C trace context from the HTTP header ("" = none), checked */
     char *model;
     char *prompt;          /* completions only */
     oai_message *messages; /* chat only */

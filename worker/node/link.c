@@ -342,6 +342,9 @@ static void on_generate(worker_link *l, link_router *r, const Sol__Generate *g) 
         return;
     }
     table_insert(l, g->request_id, (uint16_t)(r - l->routers));
+    if (g->traceparent && g->traceparent[0])
+        LOG_INFO("link", "request %s traceparent %s accepted from %s", g->request_id,
+                 g->traceparent, r->endpoint);
     LOG_DEBUG("link", "request %s accepted from %s", g->request_id, r->endpoint);
 }
 

@@ -115,6 +115,7 @@ static void fill_generate(fixture *f) {
     g->tools = f->tools;
     g->n_tools = 1;
     g->tool_format = "hermes";
+    g->traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     g->request_id = "req-0001";
     g->prompt = "Once upon a time";
     g->n_messages = 2;
