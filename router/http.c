@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "status_page.h"
 
 #define MOD "http"
 #define MAX_HEADER_TAGS 16
@@ -466,6 +467,25 @@ static int check_auth(http_server *s, struct MHD_Connection *c, conn_ctx *cc) {
     return 0;
 }
 
+/* The status page: static bytes; its scripts and styles are inline, and the policy keeps it from
+ * loading anything from elsewhere. The data it shows is fetched with the user's key. */
+static enum MHD_Result send_status_page(struct MHD_Connection *c, const char *rid) {
+    size_t len;
+    const char *html = status_page(&len);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)html, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'none'; connect-src 'self'; script-src 'unsafe-inline'; "
+                            "style-src 'unsafe-inline'; img-src 'self'");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    common_headers(r, rid, NULL, NULL);
+    enum MHD_Result ok = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
 static enum MHD_Result first_call(http_server *s, struct MHD_Connection *c, conn_ctx *cc,
                                   const char *url, const char *method) {
     int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
@@ -482,9 +502,12 @@ static enum MHD_Result first_call(http_server *s, struct MHD_Connection *c, conn
         cc->ep = EP_CHAT;
     else if (!strcmp(url, "/v1/embeddings"))
         cc->ep = EP_EMBEDDINGS;
-    int known = cc->ep || !strcmp(url, "/v1/models") || !strcmp(url, "/ready") ||
+    bool page = !strcmp(url, "/") || !strcmp(url, "/ui");
+    int known = cc->ep || page || !strcmp(url, "/v1/models") || !strcmp(url, "/ready") ||
                 !strcmp(url, "/metrics") || !strncmp(url, "/admin/workers", 14);
     if (!known) return send_status(c, 404, rid, "no such endpoint: %s", url);
+    if (page && get) return send_status_page(c, rid);
+    if (page) return send_status(c, 405, rid, "method not allowed on %s", url);
     if (!strcmp(url, "/ready") && get) return handle_ready(s, c, rid);
     if (!strcmp(url, "/metrics") && get) return handle_metrics(s, c, rid);
     if (check_auth(s, c, cc)) {
