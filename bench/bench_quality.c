@@ -1,6 +1,6 @@
 /* bench_quality: how much a quantized model departs from its reference (e.g. F16) on a text
  * corpus: mean KL(ref || test) of next-token distributions, top-1 agreement, perplexity of each.
- *   bench_quality REF.gguf TEST.gguf CORPUS.txt [--ctx N] [--threads N] */
+ *   bench_quality REF.gguf TEST.gguf CORPUS.txt [CTX (512)] [THREADS] */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,25 +9,13 @@
 
 #include "backend.h"
 #include "model.h"
+#include "strbuf.h"
 #include "tokenizer.h"
 
 typedef struct {
     double kl, nll_ref, nll_test;
     long agree, n;
 } qstats;
-
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) free(buf), buf = NULL;
-    if (buf) buf[n] = 0, *len = (size_t)n;
-    fclose(f);
-    return buf;
-}
 
 /* log-softmax in place; returns the argmax. */
 static int log_softmax(float *x, int n) {
@@ -85,15 +73,24 @@ int main(int argc, char **argv) {
         return 2;
     }
     int ctx = argc > 4 ? atoi(argv[4]) : 512, threads = argc > 5 ? atoi(argv[5]) : 0;
+    if (ctx < 2 || threads < 0) {
+        fprintf(stderr, "bench_quality: CTX must be a number >= 2 and THREADS >= 0 (positional)\n");
+        return 2;
+    }
     sol_err e = {0};
     sol_backend *be = sol_backend_new("cpu", &(sol_backend_opts){.threads = threads}, &e);
     model *ref = be ? model_load(argv[1], 0, be, &e) : NULL;
     model *test = ref ? model_load(argv[2], 0, be, &e) : NULL;
     tokenizer *tok = test ? tokenizer_from_gguf(model_gguf(ref), &e) : NULL;
     size_t len = 0;
-    char *text = tok ? read_all(argv[3], &len) : NULL;
+    strbuf file;
+    strbuf_init(&file);
+    char *text = tok && !strbuf_read_file(&file, argv[3]) ? strbuf_take(&file, &len) : NULL;
     if (!text) {
-        fprintf(stderr, "bench_quality: %s\n", e.msg[0] ? e.msg : "cannot read the corpus");
+        if (tok)
+            fprintf(stderr, "bench_quality: cannot read the corpus %s\n", argv[3]);
+        else
+            fprintf(stderr, "bench_quality: %s\n", e.msg);
         return 1;
     }
     int nv = model_get_hparams(ref)->n_vocab,

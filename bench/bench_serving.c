@@ -23,6 +23,8 @@
 #include "gguf.h"
 #include "log.h"
 #include "model.h"
+#include "strbuf.h"
+#include "tokenizer.h"
 
 typedef struct opts {
     const char *model, *mode;
@@ -33,6 +35,9 @@ typedef struct opts {
     model *draft;
     const char *draft_path;
     int spec_k, spec_adaptive, rounds, no_mmap;
+    const char *prompt_file; /* batch/spec prompts: windows of this text (a real model's) */
+    int32_t *text_ids;
+    int n_text_ids;
 } opts;
 
 typedef struct rec {
@@ -178,8 +183,10 @@ static double decode_rate(const opts *o, model *m, int conc) {
     rec *r = calloc((size_t)conc, sizeof *r);
     int32_t prompt[32];
     for (int i = 0; i < conc; i++) {
+        /* --prompt-file: sequence i reads 32 tokens of the text from its own offset */
+        int at = o->n_text_ids > 64 ? (i * 211) % (o->n_text_ids - 32) : 0;
         for (int j = 0; j < 32; j++)
-            prompt[j] = 3 + (i * 131 + j * 7) % 1000;
+            prompt[j] = o->n_text_ids > 64 ? o->text_ids[at + j] : 3 + (i * 131 + j * 7) % 1000;
         submit(eng, prompt, 32, o->omax, &r[i]);
     }
     wait_all(r, conc);
@@ -270,6 +277,24 @@ static void run_spec(const opts *o, model *m) {
            o->conc, o->spec_k, o->spec_adaptive ? " adaptive" : "", b, s, s / b);
 }
 
+/* --prompt-file: the text in the model's own tokens (batch and spec prompts read from it). */
+static int load_text_ids(opts *o, model *m, sol_err *e) {
+    strbuf text;
+    strbuf_init(&text);
+    int rc = strbuf_read_file(&text, o->prompt_file);
+    if (rc) return sol_err_set(e, rc, "%s: %s", o->prompt_file, strerror(-rc));
+    tokenizer *tok = tokenizer_from_gguf(model_gguf(m), e);
+    int n = tok ? tokenizer_encode(tok, text.data, text.len, 0, 0, NULL, 0) : -1;
+    if (tok && n > 64 && (o->text_ids = malloc(sizeof *o->text_ids * (size_t)n)))
+        o->n_text_ids = tokenizer_encode(tok, text.data, text.len, 0, 0, o->text_ids, n);
+    tokenizer_free(tok);
+    strbuf_free(&text);
+    if (!tok) return -EINVAL;
+    if (o->n_text_ids <= 64)
+        return sol_err_set(e, -EINVAL, "%s: fewer than 65 tokens of text", o->prompt_file);
+    return 0;
+}
+
 static void usage(void) {
     fprintf(stderr,
             "usage: bench_serving -m MODEL.gguf [--mode load|batch|prefix|overhead] [-t THREADS]\n"
@@ -280,6 +305,8 @@ static void usage(void) {
             "  common: [--max-batched-tokens 2048] [--num-blocks N (2048; 0 = memory_fraction)]\n"
             "          [--draft-model FILE | --spec ngram] [--spec-k 4] [--spec-adaptive]\n"
             "          [--no-mmap] (read weights into memory instead of mapping the files)\n"
+            "          [--prompt-file TEXT] batch/spec: prompts are 32-token windows of this\n"
+            "          text in the model's tokens (default: synthetic ids)\n"
             "          [--backend cpu|cpu:ISA|cuda] (default cpu)\n");
 }
 
@@ -318,6 +345,7 @@ int main(int argc, char **argv) {
                                           {"spec-adaptive", 0, 0, 'A'},
                                           {"rounds", 1, 0, 'R'},
                                           {"no-mmap", 0, 0, 'N'},
+                                          {"prompt-file", 1, 0, 'F'},
                                           {"backend", 1, 0, 'b'},
                                           {"help", 0, 0, 'h'},
                                           {0, 0, 0, 0}};
@@ -377,6 +405,9 @@ int main(int argc, char **argv) {
         case 'N':
             o.no_mmap = 1;
             break;
+        case 'F':
+            o.prompt_file = optarg;
+            break;
         case 'R':
             o.rounds = atoi(optarg) > 0 ? atoi(optarg) : 1;
             break;
@@ -403,6 +434,11 @@ int main(int argc, char **argv) {
         model_free(m);
         m = NULL;
     }
+    if (m && o.prompt_file && load_text_ids(&o, m, &e)) {
+        model_free(m);
+        model_free(o.draft);
+        m = NULL;
+    }
     if (!m) {
         fprintf(stderr, "bench_serving: %s\n", e.msg);
         return 1;
@@ -421,6 +457,7 @@ int main(int argc, char **argv) {
         usage();
     model_free(m);
     model_free(o.draft);
+    free(o.text_ids);
     sol_backend_free(be);
     return 0;
 }

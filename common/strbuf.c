@@ -147,3 +147,19 @@ char *strbuf_take(strbuf *b, size_t *len) {
     memset(b, 0, sizeof *b);
     return p;
 }
+
+int strbuf_read_file(strbuf *b, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -errno;
+    int rc = 0;
+    for (;;) {
+        if ((rc = strbuf_reserve(b, 65536))) break;
+        size_t r = fread(b->data + b->len, 1, b->cap - b->len - 1, f);
+        if (r == 0) break;
+        b->len += r;
+        b->data[b->len] = '\0';
+    }
+    if (!rc && ferror(f)) rc = -EIO;
+    fclose(f);
+    return rc;
+}

@@ -28,6 +28,9 @@ int strbuf_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf,
  * do not form valid UTF-8 are escaped (\u00XX / U+FFFD) so the output is always valid JSON. */
 int strbuf_json_str(strbuf *b, const char *s, size_t n);
 
+/* Append the whole file at `path`; 0, -errno when it cannot be read, or -ENOMEM. */
+int strbuf_read_file(strbuf *b, const char *path);
+
 /* Hand the data to the caller (who frees it) and reset the buffer to empty. */
 char *strbuf_take(strbuf *b, size_t *len);
 

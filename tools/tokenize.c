@@ -11,6 +11,7 @@
 #include "chat_template.h"
 #include "err.h"
 #include "gguf.h"
+#include "strbuf.h"
 #include "tokenizer.h"
 
 static void usage(FILE *f) {
@@ -72,25 +73,15 @@ static int check_roundtrip(const tokenizer *t, const char *s, size_t n, const in
     return 1;
 }
 
+/* The whole file, NUL-terminated, for the caller to free; NULL when it cannot be read. */
 static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t cap = 0;
-    *n = 0;
-    for (;;) {
-        if (*n + 65536 > cap) {
-            cap = cap * 2 + 65536;
-            char *p = realloc(buf, cap);
-            if (!p) break;
-            buf = p;
-        }
-        size_t r = fread(buf + *n, 1, cap - *n, f);
-        if (r == 0) break;
-        *n += r;
+    strbuf b;
+    strbuf_init(&b);
+    if (strbuf_read_file(&b, path) || !b.data) {
+        strbuf_free(&b);
+        return NULL;
     }
-    fclose(f);
-    return buf;
+    return strbuf_take(&b, n);
 }
 
 /* llama.cpp's test-tokenizer-0 format: inputs separated by "\n__ggml_vocab_test__\n", one line of

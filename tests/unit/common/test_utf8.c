@@ -1,11 +1,15 @@
 /* Promise: the one strict UTF-8 validator answers the same for wire frames (frame.c), HTTP
- * bodies (utf8_valid_prefix) and JSON output (strbuf_json_str), and strbuf holds binary data. */
+ * bodies (utf8_valid_prefix) and JSON output (strbuf_json_str), and strbuf holds binary data
+ * and reads whole files (strbuf_read_file: byte for byte, past its 64 KiB read size). */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "frame.h"
@@ -75,11 +79,35 @@ static void test_binary_append(void **state) {
     free(p);
 }
 
+static void test_read_file(void **state) {
+    (void)state;
+    char path[] = "/tmp/sol-test-strbuf-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "wb");
+    for (int i = 0; i < 200000; i++)
+        fputc((i * 7) & 0xff, f);
+    fclose(f);
+    strbuf b;
+    strbuf_init(&b);
+    assert_int_equal(strbuf_puts(&b, "head:"), 0);
+    assert_int_equal(strbuf_read_file(&b, path), 0);
+    assert_int_equal(b.len, 5 + 200000);
+    for (int i = 0; i < 200000; i++)
+        assert_int_equal((unsigned char)b.data[5 + i], (i * 7) & 0xff);
+    assert_int_equal(b.data[b.len], 0);
+    unlink(path);
+    assert_int_equal(strbuf_read_file(&b, path), -ENOENT);
+    assert_int_equal(b.len, 5 + 200000); /* untouched on failure */
+    strbuf_free(&b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_prefix_and_frames),
         cmocka_unit_test(test_json_escapes_invalid),
         cmocka_unit_test(test_binary_append),
+        cmocka_unit_test(test_read_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
