@@ -2,16 +2,22 @@
 # validates against its schema (the Kubernetes API's, KEDA's ScaledObject, the Prometheus
 # operator's ServiceMonitor: tests/e2e/k8s_validate.mjs with the kubernetes-models packages), and
 # both Dockerfiles pass a linter (dockerfilelint). The check can fail: a Deployment with a string
-# replica count is refused.
+# replica count is refused. The Kustomize base (deploy/k8s) and overlays (deploy/kustomize/cpu,
+# gpu) render with `kubectl kustomize` to objects that validate the same way: the cpu overlay asks
+# for no GPU and runs no CUDA backend, the gpu overlay gives every worker a GPU and the CUDA backend.
 . "$(dirname "$0")/lib.sh"
 
 E=$SOL_SOURCE/tests/e2e
 [ -d "$E/node_modules/kubernetes-models" ] && [ -x "$E/node_modules/.bin/dockerfilelint" ] ||
     fail "the validators are not installed: run scripts/setup"
-python3 - "$SOL_SOURCE"/deploy/k8s/*.yaml >"$T_DIR/objs.json" <<'PY'
+to_json() { # YAML files → one JSON array of objects, Kustomizations left out
+python3 - "$@" <<'PY'
 import json, sys, yaml
-print(json.dumps([d for f in sys.argv[1:] for d in yaml.safe_load_all(open(f)) if d]))
+docs = [d for f in sys.argv[1:] for d in yaml.safe_load_all(open(f)) if d]
+print(json.dumps([d for d in docs if d.get("kind") != "Kustomization"]))
 PY
+}
+to_json "$SOL_SOURCE"/deploy/k8s/*.yaml >"$T_DIR/objs.json"
 (cd "$E" && node k8s_validate.mjs <"$T_DIR/objs.json") || fail "a Kubernetes object does not validate"
 echo '[{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x"},"spec":{"replicas":"two","selector":{},"template":{}}}]' \
     >"$T_DIR/bad.json"
@@ -24,3 +30,29 @@ for f in "$SOL_SOURCE"/deploy/docker/Dockerfile*; do
         fail "$(basename "$f"): $(cat "$T_DIR/lint.txt")"
 done
 ok "the Dockerfiles pass dockerfilelint"
+
+if ! command -v kubectl >/dev/null 2>&1; then
+    [ "${CI:-}" = true ] && fail "kubectl (for kubectl kustomize) is missing"
+    echo "SKIP: kubectl is not installed: the Kustomize overlays were not rendered"; exit 0
+fi
+for d in k8s kustomize/cpu kustomize/gpu; do
+    kubectl kustomize "$SOL_SOURCE/deploy/$d" >"$T_DIR/kz.yaml" 2>"$T_DIR/kz.err" ||
+        fail "kubectl kustomize deploy/$d: $(cat "$T_DIR/kz.err")"
+    to_json "$T_DIR/kz.yaml" >"$T_DIR/kz.json"
+    (cd "$E" && node k8s_validate.mjs <"$T_DIR/kz.json" >/dev/null) || fail "deploy/$d: an object does not validate"
+    python3 - "$d" "$T_DIR/kz.json" <<'PY' || fail "deploy/$d: wrong GPU placement"
+import json, sys
+name, objs = sys.argv[1], json.load(open(sys.argv[2]))
+workers = [o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"].startswith("sol-worker-")]
+assert len(workers) == 2, [o["metadata"]["name"] for o in workers]
+for w in workers:
+    c = w["spec"]["template"]["spec"]["containers"][0]
+    gpu = "nvidia.com/gpu" in json.dumps(c.get("resources", {}))
+    cuda = "--backend" in c["command"] and c["command"][c["command"].index("--backend") + 1] == "cuda"
+    want = {"kustomize/cpu": False, "kustomize/gpu": True}.get(name)
+    if want is not None:
+        assert gpu == want and cuda == want and ("cuda" in c["image"]) == want, (w["metadata"]["name"], gpu, cuda, c["image"])
+    assert gpu == cuda, (w["metadata"]["name"], "a GPU without the CUDA backend or the reverse")
+PY
+done
+ok "the Kustomize base and the cpu and gpu overlays render and validate"
