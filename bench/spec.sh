@@ -13,6 +13,9 @@
 # first DRAFT_LAYERS layers with its embeddings and head (sol-mkmodel --draft-of); the Q4_0
 # target's draft keeps the target's types, the F16 target's draft is quantized to Q4_0 (mixed).
 # Weights are read into memory (--no-mmap) so page-cache eviction cannot slow one side.
+# DEMO=models/demo: the trained demo models instead (target F16 as committed, its Q4_0 by
+# sol-quantize, the trained draft for both); the batch-1 prompt is PROMPT_TEXT (real text, \n for
+# newlines) and the batched runs read 32-token windows of DEMO/heldout.txt.
 set -euo pipefail
 B=${1:-build}; N=${2:-64}; PRESET=${PRESET:-1b}; DL=${DRAFT_LAYERS:-2}; T=${THREADS:-2}
 REPS=${REPS:-3}; TARGETS=${TARGETS:-f16 q4_0}; DRAFTERS=${DRAFTERS:-draft ngram}; CONC=${CONC:-8}
@@ -20,7 +23,20 @@ KS=${KS:-1 2 3 4 5 6 7 8}
 work=${SPEC_WORK:-$(mktemp -d)}; mkdir -p "$work"
 note() { echo "# $*" >&2; }
 
+demo_models() {
+  ln -sf "$(realpath "$DEMO/demo-target-f16.gguf")" "$work/target-f16.gguf"
+  for ty in $TARGETS; do
+    [ "$ty" = f16 ] || [ -f "$work/target-$ty.gguf" ] ||
+      "$B/tools/sol-quantize" "$work/target-f16.gguf" "$work/target-$ty.gguf" --type "$ty" --quiet >/dev/null
+    ln -sf "$(realpath "$DEMO/demo-draft-f16.gguf")" "$work/draft-$ty.gguf"
+  done
+  P=$(printf '%s\n' "${PROMPT_TEXT:?DEMO needs PROMPT_TEXT}" |
+      "$B/tools/sol-tokenize" -m "$work/target-f16.gguf" --no-bos --escapes | tr ' ' ',')
+  TEXT_ARGS=(--prompt-file "$DEMO/heldout.txt")
+}
+
 make_models() {
+  [ -z "${DEMO:-}" ] || { demo_models; return; }
   local f16="$work/target-f16.gguf"
   [ -f "$f16" ] || { note "making $PRESET F16 target"; "$B/tools/sol-mkmodel" --preset "$PRESET" --type f16 -o "$f16" >/dev/null 2>&1; }
   for ty in $TARGETS; do
@@ -38,6 +54,7 @@ make_models() {
 }
 
 P=1,450,3270,88,1023,77,450,3270,88,1023,77,450,3270,88,1023,77
+TEXT_ARGS=()
 tps() { sed -n 's/^generation: .* \([0-9.]*\) tok\/s$/\1/p' "$1"; }
 acc() { sed -n 's/.*acceptance \([0-9.]*%\), \([0-9.]*\) tokens\/step.*/\1 \2/p' "$1"; }
 gen() {
@@ -77,6 +94,7 @@ batched() {
     for k in $KS; do
       "$B/bench/bench_serving" -m "$work/target-$ty.gguf" -t "$T" --mode spec --concurrency "$CONC" \
         --output ":$N" --rounds "$REPS" --no-mmap --draft-model "$work/draft-$ty.gguf" --spec-k "$k" \
+        "${TEXT_ARGS[@]}" \
         >"$work/serve.out"
       r=$(sed -n 's/^RESULT spec: .*: \([0-9.]*\) tok\/s without, \([0-9.]*\) tok\/s with = \([0-9.]*\)x$/\3 \1 \2/p' "$work/serve.out")
       a=$(sed -n 's/.*acceptance \([0-9.]*%\).*/\1/p' "$work/serve.out" | tail -1)
@@ -87,7 +105,8 @@ batched() {
 }
 
 make_models
-note "models in $work; $PRESET, draft = first $DL layers, $T threads, $N tokens, weights read into memory"
+if [ -n "${DEMO:-}" ]; then note "demo models from $DEMO in $work, trained draft, $T threads, $N tokens, prompt $P"
+else note "models in $work; $PRESET, draft = first $DL layers, $T threads, $N tokens, weights read into memory"; fi
 [ -n "${SKIP_BATCH1:-}" ] || batch1
 [ "$CONC" -gt 0 ] || exit 0
 batched

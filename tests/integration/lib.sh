@@ -80,6 +80,22 @@ start_cpu_worker() {
     T_PIDS+=("$LAST_PID")
 }
 
+# start_cluster ARGS...: scripts/start --no-setup ARGS on free ports (models written to
+# $T_DIR/models, log in $T_DIR/start.log) until /ready; sets START_PID and START_PORT.
+start_cluster() {
+    START_PORT=$(free_port)
+    SOL_BUILD_DIR=$SOL_BUILD SOL_MODELS_DIR=$T_DIR/models "$SOL_SOURCE/scripts/start" --no-setup \
+        --port "$START_PORT" --zmq-port "$(free_port)" --threads 1 "$@" >"$T_DIR/start.log" 2>&1 &
+    START_PID=$!
+    T_PIDS+=("$START_PID")
+    for _ in $(seq 240); do
+        curl -fs "http://127.0.0.1:$START_PORT/ready" >/dev/null 2>&1 && return 0
+        kill -0 "$START_PID" 2>/dev/null || fail "scripts/start exited: $(tail -5 "$T_DIR/start.log")"
+        sleep 0.5
+    done
+    fail "cluster not ready: $(tail -5 "$T_DIR/start.log")"
+}
+
 # mkmodel OUT ARGS...: write a synthetic GGUF with sol-mkmodel (quietly; fails the test on error).
 mkmodel() {
     local out=$1

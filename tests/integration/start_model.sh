@@ -12,16 +12,8 @@ set -e
 
 "$SOL_BUILD/tools/sol-mkmodel" -o "$T_DIR/mine.gguf" --arch qwen3 --dim 256 --layers 2 --heads 4 \
   --kv-heads 2 --ffn 512 --vocab 600 --type f16 --seed 3 >/dev/null 2>&1
-port=$(free_port); zport=$(free_port)
-SOL_BUILD_DIR=$SOL_BUILD SOL_MODELS_DIR=$T_DIR/models "$S/scripts/start" --no-setup \
-  --model "$T_DIR/mine.gguf" --port "$port" --zmq-port "$zport" --threads 1 >"$T_DIR/start.log" 2>&1 &
-T_PIDS+=($!); start_pid=$!
-for _ in $(seq 240); do
-  curl -fs "http://127.0.0.1:$port/ready" >/dev/null 2>&1 && break
-  kill -0 $start_pid 2>/dev/null || fail "scripts/start exited: $(tail -5 "$T_DIR/start.log")"
-  sleep 0.5
-done
-curl -fs "http://127.0.0.1:$port/ready" >/dev/null || fail "cluster not ready: $(tail -5 "$T_DIR/start.log")"
+start_cluster --model "$T_DIR/mine.gguf"
+port=$START_PORT; start_pid=$START_PID
 [ -f "$T_DIR/models/mine-q4_k_m.gguf" ] || fail "no Q4_K_M written for the fast pool"
 for pool in fast precise; do
   r=$(curl -fs "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
