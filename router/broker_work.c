@@ -187,7 +187,10 @@ void bw_worker_dead(broker *b, bk_worker *w, const char *why) {
              why, w->inflight);
     for (size_t i = 0; i < b->inf.cap; i++) {
         bk_req *r = b->inf.slots[i];
-        if (r && r->worker == w) bw_failover(b, r, why);
+        if (r && r->worker == w) {
+            bw_failover(b, r, why);
+            r = b->inf.slots[i]; /* a request out of attempts was released (freed) */
+        }
         if (r && r->avoid == w) r->avoid = NULL;
     }
     metrics_remove_worker(b->cfg.metrics, w->id);

@@ -36,7 +36,11 @@ static void on_register(broker *b, const zmq_util_identity *from, const Sol__Reg
         return;
     }
     bk_worker *w = wt_find_ident(&b->wt, from);
-    if (w) {
+    if (w && reg->session && reg->session == w->session) {
+        /* The same connection registering again (a worker sends Register when it connects and
+         * when ZeroMQ reports the connection up): nothing was lost, nothing fails over. */
+        LOG_DEBUG(MOD, "worker %s registered again in the same session", w->id);
+    } else if (w) {
         /* A worker registers again after it lost us (or restarted under the same id): whatever
          * it was running for us is gone on its side. */
         LOG_INFO(MOD, "worker %s registered again; failing over its %u requests", w->id,
@@ -51,6 +55,7 @@ static void on_register(broker *b, const zmq_util_identity *from, const Sol__Reg
         t.registered_ms = sol_now_ms();
         if (!(w = wt_add(&b->wt, &t))) return;
     }
+    w->session = reg->session;
     snprintf(w->id, sizeof w->id, "%s", reg->worker_id);
     snprintf(w->pool, sizeof w->pool, "%s", reg->pool);
     snprintf(w->model, sizeof w->model, "%s", reg->model);

@@ -26,6 +26,7 @@ typedef struct bk_worker {
     uint32_t max_context;
     uint64_t last_seen_ms; /* any message counts */
     uint64_t registered_ms;
+    uint64_t session;  /* Register.session of its connection (0 = unknown) */
     uint32_t inflight; /* requests the router has assigned to it and not yet finished */
     /* figures from the latest heartbeat */
     uint32_t hb_running, hb_waiting;

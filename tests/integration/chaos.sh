@@ -1,33 +1,46 @@
 #!/usr/bin/env bash
-# Promise (chaos): while 3 waves of 24 concurrent streams run, workers are killed (-9), frozen
-# (SIGSTOP past the router's dead_after, then resumed) and replaced at random every ~0.4 s; every
-# stream still completes with exactly the text of an undisturbed run, no client sees an error,
-# and the cluster serves normally afterwards. Seeded (CHAOS_SEED) so a failure can be replayed.
+# Promise (chaos): while waves of concurrent streams run, workers are killed (-9), frozen (SIGSTOP
+# past the router's dead_after, then resumed) and added at random every ~0.4 s; every stream still
+# completes with exactly the text of an undisturbed run, no client sees an error, and the cluster
+# serves normally afterwards. First with sim workers (3 waves of 24 streams), then with real CPU
+# engines on the demo model (3 waves of 16 greedy streams), after which every live engine's KV
+# blocks are free again and the one worker spared from the chaos has not grown (RSS within
+# 48 MiB of its figure after the undisturbed run). Seeded (CHAOS_SEED) so a failure can be replayed.
 . "$(dirname "$0")/lib.sh"
 SEED=${CHAOS_SEED:-$RANDOM}
 RANDOM=$SEED
 echo "chaos seed $SEED"
 start_router
 next=0
-spawn() { next=$((next + 1)); start_worker "c$next" precise 1 60; LIVE+=("c$next"); }
-LIVE=()
-for _ in 1 2 3 4; do spawn; done
-for w in "${LIVE[@]}"; do wait_worker "$w"; done
-
-N=24
-body() { echo "{\"model\":\"demo\",\"prompt\":\"chaos prompt $1\",\"max_tokens\":150,\"seed\":3${2:-}}"; }
-for i in $(seq $N); do
-  post /v1/completions "$(body "$i")" | json_get 'd["choices"][0]["text"]' >"$T_DIR/ref.$i"
-done
+KIND=sim; POOL=precise; N=24; TOKENS=150; WAVES=3; SPARE=""; GAP=3 # acts every 0.GAP to 0.(GAP+2) s
+spawn() {
+  next=$((next + 1))
+  if [ $KIND = sim ]; then start_worker "c$next" $POOL 1 60
+  else start_cpu_worker "c$next" $POOL "$SOL_SOURCE/models/demo/demo-target-f16.gguf" --set worker.kv.num_blocks=256; fi
+  LIVE+=("c$next")
+}
+body() { echo "{\"model\":\"$POOL\",\"prompt\":\"chaos prompt $1\",\"max_tokens\":$TOKENS,\"temperature\":0,\"seed\":3${2:-}}"; }
+references() {
+  for w in "${LIVE[@]}"; do wait_worker "$w"; done
+  for i in $(seq $N); do
+    post /v1/completions "$(body "$i")" | json_get 'd["choices"][0]["text"]' >"$T_DIR/ref.$KIND.$i"
+    [ "$(status)" = 200 ] || fail "$KIND reference $i: $(status)"
+  done
+}
 
 chaos() { # until the streams of the wave are done: one random act every ~0.4 s
   local acts=0
-  while pgrep -f "chaos prompt" >/dev/null 2>&1 && [ $acts -lt 40 ]; do
-    sleep 0.$((3 + RANDOM % 3))
+  # At most 3 acts a wave: a request fails over at most 3 times, within the router's 4 attempts
+  # (beyond them it is failed with a 503 by design).
+  while pgrep -f "chaos prompt" >/dev/null 2>&1 && [ $acts -lt 3 ]; do
+    sleep 0.$((GAP + RANDOM % 3))
     local k w rest=()
     k=$((RANDOM % ${#LIVE[@]}))
     w=${LIVE[$k]}
-    case $((RANDOM % 3)) in
+    [ "$w" != "$SPARE" ] || continue
+    local act=$((RANDOM % 3))
+    [ $act = 2 ] && [ ${#LIVE[@]} -ge 6 ] && act=0 # at most 6 workers: an add becomes a kill
+    case $act in
       0) kill -9 "${W_PID[$w]}" 2>/dev/null || true
          for x in "${LIVE[@]}"; do [ "$x" = "$w" ] || rest+=("$x"); done
          LIVE=("${rest[@]}"); spawn; echo "kill -9 $w" ;;
@@ -38,21 +51,74 @@ chaos() { # until the streams of the wave are done: one random act every ~0.4 s
   done >>"$T_DIR/chaos.log"
 }
 
-for wave in 1 2 3; do
-  pids=()
-  for i in $(seq $N); do
-    curl -sN --max-time 120 "$BASE/v1/completions" -d "$(body "$i" ',"stream":true')" >"$T_DIR/w$wave.$i" &
-    pids+=($!)
+waves() {
+  : >"$T_DIR/chaos.log"
+  for wave in $(seq $WAVES); do
+    pids=()
+    for i in $(seq $N); do
+      curl -sN --max-time 300 "$BASE/v1/completions" -d "$(body "$i" ',"stream":true')" >"$T_DIR/w$wave.$i" &
+      pids+=($!)
+    done
+    chaos
+    for p in "${pids[@]}"; do wait "$p" || fail "$KIND wave $wave: a curl failed (seed $SEED)"; done
+    for i in $(seq $N); do
+      got=$(sse_text "$T_DIR/w$wave.$i"); want=$(cat "$T_DIR/ref.$KIND.$i")
+      [ "$got" = "$want" ] || fail "$KIND wave $wave stream $i differs (seed $SEED; $(wc -l <"$T_DIR/chaos.log") acts):\n got  '$got'\n want '$want'"
+    done
   done
-  chaos
-  for p in "${pids[@]}"; do wait "$p" || fail "wave $wave: a curl failed (seed $SEED)"; done
-  for i in $(seq $N); do
-    got=$(sse_text "$T_DIR/w$wave.$i"); want=$(cat "$T_DIR/ref.$i")
-    [ "$got" = "$want" ] || fail "wave $wave stream $i differs (seed $SEED; $(wc -l <"$T_DIR/chaos.log") acts):\n got  '$got'\n want '$want'"
-  done
+  acts=$(wc -l <"$T_DIR/chaos.log")
+  [ "$acts" -ge 4 ] || fail "$KIND: only $acts chaos acts happened: the waves were too short to test anything"
+  fo=$(curl -s "$BASE/metrics" | sed -n "s/^sol_failovers_total{pool=\"$POOL\"} //p" | head -1)
+  summary="$WAVES waves x $N streams identical to the undisturbed run through $acts acts ($(grep -c kill "$T_DIR/chaos.log") kills, $(grep -c freeze "$T_DIR/chaos.log") freezes; ${fo:-0} failovers; seed $SEED)"
+}
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+
+# A request whose every attempt dies: its worker is killed 4 times in a row. The 4th death fails
+# it with a 503 in the stream (the router's 4 attempts), and the router, which freed the request
+# while still walking the dead worker's requests, keeps serving (a use-after-free ASan caught).
+start_worker x1 precise 1 20
+wait_worker x1
+curl -sN --max-time 120 "$BASE/v1/completions" -d '{"model":"precise","prompt":"doomed","max_tokens":400,"stream":true}' >"$T_DIR/doomed.sse" &
+doomed=$!
+for k in 1 2 3 4; do
+  for _ in $(seq 100); do [ "$(workers_field "x$k" inflight)" = 1 ] && break; sleep 0.05; done
+  [ "$(workers_field "x$k" inflight)" = 1 ] || fail "attempt $k never reached worker x$k"
+  start_worker "x$((k + 1))" precise 1 20 # the next one first: an empty pool fails at once
+  wait_worker "x$((k + 1))"
+  kill -9 "${W_PID[x$k]}"
 done
-acts=$(wc -l <"$T_DIR/chaos.log")
-[ "$acts" -ge 6 ] || fail "only $acts chaos acts happened: the waves were too short to test anything"
+wait $doomed || fail "the doomed stream's curl failed"
+grep -q "failed on every worker" "$T_DIR/doomed.sse" || fail "no 503 after 4 attempts: $(tail -c 300 "$T_DIR/doomed.sse")"
+still_serves "a request out of attempts"
+kill -9 "${W_PID[x5]}"
+ok "a request whose 4 workers all die ends with a 503 in its stream; the router keeps serving"
+
+LIVE=()
+for _ in 1 2 3 4; do spawn; done
+references
+waves
 still_serves "chaos"
-fo=$(curl -s "$BASE/metrics" | sed -n 's/^sol_failovers_total{pool="precise"} //p' | head -1)
-ok "3 waves x $N streams identical to the undisturbed run through $acts acts ($(grep -c kill "$T_DIR/chaos.log") kills, $(grep -c freeze "$T_DIR/chaos.log") freezes; ${fo:-0} failovers; seed $SEED)"
+ok "sim workers: $summary"
+
+# Real engines: the sim workers go, CPU workers on the demo model take the fast pool.
+for w in "${LIVE[@]}"; do kill -9 "${W_PID[$w]}" 2>/dev/null || true; done
+KIND=cpu; POOL=fast; N=16; TOKENS=200; WAVES=3; GAP=1; LIVE=()
+for _ in 1 2 3; do spawn; done
+SPARE=${LIVE[0]}
+references
+rss0=$(rss_kib "${W_PID[$SPARE]}")
+waves
+for _ in $(seq 100); do # every live engine back to an empty KV pool once its streams are done
+  busy=$(curl -s "$BASE/admin/workers" | python3 -c '
+import json, sys
+ws = [w for w in json.load(sys.stdin)["workers"] if w["pool"] == "fast" and w["state"] == "ready"]
+print(sum(1 for w in ws if w["kv_usage"] > 0 or w["running"] or w["waiting"]) if ws else "none")')
+  [ "$busy" = 0 ] && break
+  sleep 0.1
+done
+[ "$busy" = 0 ] || fail "cpu: KV blocks still held after the waves ($busy workers): $(curl -s "$BASE/admin/workers")"
+rss1=$(rss_kib "${W_PID[$SPARE]}")
+[ $((rss1 - rss0)) -le 49152 ] || fail "cpu: the spared worker grew from $rss0 to $rss1 KiB"
+post /v1/completions '{"model":"fast","prompt":"still alive?","max_tokens":2}' >/dev/null
+[ "$(status)" = 200 ] || fail "cpu: the cluster stopped serving after the chaos"
+ok "cpu workers: $summary; KV pools empty again, spared worker RSS $rss0 -> $rss1 KiB"

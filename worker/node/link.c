@@ -46,6 +46,7 @@ typedef struct link_router {
     bool dynamic;     /* an address a router name resolved to (resolver.h) */
     bool inactive;    /* a dynamic slot whose address left the name: closed, reusable */
     unsigned mon_gen; /* a fresh monitor endpoint per connection: inproc names free lazily */
+    uint64_t session; /* Register.session: new at each router_open (requests were orphaned) */
 } link_router;
 
 typedef struct link_entry {
@@ -151,6 +152,7 @@ static void send_register(worker_link *l, link_router *r) {
     reg.speculative = info.speculative;
     reg.chat_template = info.chat_template;
     reg.tool_format = info.tool_format;
+    reg.session = r->session;
     Sol__Envelope env;
     frame_wrap_register(&env, &reg);
     send_env(l, r, &env);
@@ -234,6 +236,8 @@ static void router_open(worker_link *l, link_router *r) {
     uint64_t now = sol_now_ms();
     r->last_rx_ms = now;
     r->heard_beat = false;
+    /* Unique per process and connection; never 0 ("unknown" to the router). */
+    r->session = sol_splitmix64(sol_now_ns() ^ ((uint64_t)getpid() << 40) ^ (uintptr_t)r) | 1;
     if (zmq_util_dealer_connect(l->zctx, r->endpoint, l->worker_id,
                                 l->curve ? &l->curve_pair : NULL,
                                 l->curve ? &l->curve_server : NULL, &r->sock, &err) < 0) {

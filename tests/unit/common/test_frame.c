@@ -51,6 +51,7 @@ static void fill_register_heartbeat(fixture *f) {
     f->reg.speculative = 1;
     f->reg.chat_template = "llama3";
     f->reg.tool_format = "llama3-json";
+    f->reg.session = 0x9e3779b97f4a7c15ull;
     sol__heartbeat__init(&f->hb);
     f->hb.worker_id = "worker-1";
     f->hb.running = 3;
