@@ -23,4 +23,4 @@ for v in "${variants[@]}"; do
   top=$(sed -n 's/^mean KL(ref||test) \([0-9.]*\) nats, top-1 agreement \([0-9.]*%\)$/\2/p' <<<"$out")
   printf "| %-10s | %10s | %10s | %15s | %8s |\n" "$name" "$ppl" $(( $(stat -c %s "$f") / 1024 )) "$kl" "$top"
 done
-echo "# held-out: $(head -c 0 "$D/heldout.txt")$(sed -n 's/^corpus .*: \([0-9]*\) tokens.*/\1/p' <<<"$out") tokens of $D/heldout.txt, windows of $CTX, $T threads" >&2
+echo "# held-out: $(sed -n 's/^corpus .*: \([0-9]*\) tokens.*/\1/p' <<<"$out") tokens of $D/heldout.txt, windows of $CTX, $T threads" >&2

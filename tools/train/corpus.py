@@ -10,8 +10,12 @@ RANGE = "gen1:1-rev22:21"
 
 def read_chapters(bible="bible"):
     """Returns [(heading, [verse, ...]), ...] in canonical order."""
-    out = subprocess.run([bible, "-l100000", RANGE], check=True, capture_output=True,
-                         text=True).stdout
+    try:
+        out = subprocess.run([bible, "-l100000", RANGE], check=True, capture_output=True,
+                             text=True).stdout
+    except FileNotFoundError:
+        raise SystemExit(f"corpus: `{bible}` is not installed: run scripts/setup --train "
+                         "(Debian's bible-kjv)")
     chapters, verse_re = [], re.compile(r"^\s+\d+ (.*)$")
     for line in out.splitlines():
         m = verse_re.match(line)

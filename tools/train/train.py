@@ -19,9 +19,13 @@ import re
 import sys
 import time
 
-import numpy as np
-import torch
-import torch.nn.functional as F
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:  # a clear message, not a traceback
+    sys.exit(f"train.py: {e.name} is missing: run scripts/setup --train (Debian's python3-torch, "
+             "python3-numpy), and run this file with /usr/bin/python3")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bpe  # noqa: E402
