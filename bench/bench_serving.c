@@ -424,6 +424,10 @@ int main(int argc, char **argv) {
         usage();
         return 2;
     }
+    if (o.prompt_file && strcmp(o.mode, "batch") != 0 && strcmp(o.mode, "spec") != 0) {
+        fprintf(stderr, "bench_serving: --prompt-file applies to --mode batch and spec only\n");
+        return 2;
+    }
     if (!o.conc) o.conc = strcmp(o.mode, "overhead") == 0 ? 64 : 16;
     sol_log_setup(SOL_LOG_WARN, 0, "bench");
     sol_err e = {0};
