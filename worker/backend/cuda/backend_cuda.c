@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,10 +71,14 @@ static int end_capture(cuda_backend *b, int whole) {
         g->used = ++b->tick;
         exec = &g->exec;
     }
+    size_t from = b->stage_unsent, up = from < b->stage_used ? b->stage_used - from : 0;
+    b->stage_unsent = SIZE_MAX;
     char why[256] = "";
-    int how = 0, rc = SOL_CUDA_FN(dev_capture_end_launch)(b->dev, exec, &how, why, sizeof why);
+    int how = 0, rc = SOL_CUDA_FN(dev_capture_end_launch)(
+                     b->dev, b->stage_d + from, b->stage_h + from, up, exec, &how, why, sizeof why);
     if (!whole) SOL_CUDA_FN(dev_graph_free)(b->dev, tmp); /* freed once it has run */
     if (rc) return sol_err_set(&b->base.err, rc, BE " graph: %s", why);
+    b->stage_copies += up > 0;
     b->steps++;
     if (how == 1) b->updated++;
     if (how == 2) b->instantiated++;
@@ -106,7 +111,8 @@ static int stage_grow(cuda_backend *b, size_t need) {
 }
 
 /* The device copy of `bytes` of host memory, valid until the next synchronize or the next
- * cbe_stage() call (which may cbe_grow the ring: one op stages one array). The same array
+ * cbe_stage() call (which may cbe_grow the ring: one op stages one array). Eager ops get one
+ * copy per array; a captured step one copy for all (end_capture). The same array
  * (same address, same bytes) staged again in one step is not sent again; matching on the
  * address as well keeps a step's copies the same from one step to the next, as a replayed CUDA
  * graph needs (equal bytes of different arrays come and go). */
@@ -122,10 +128,14 @@ const void *cbe_stage(cuda_backend *b, const void *host, size_t bytes, int *rc) 
         off = 0;
     }
     memcpy(b->stage_h + off, host, bytes);
-    if ((*rc = SOL_CUDA_FN(dev_copy)(b->dev, b->stage_d + off, b->stage_h + off, bytes,
-                                     SOL_CUDA_H2D))) {
+    if (b->capturing) {
+        if (b->stage_unsent == SIZE_MAX) b->stage_unsent = off;
+    } else if ((*rc = SOL_CUDA_FN(dev_copy)(b->dev, b->stage_d + off, b->stage_h + off, bytes,
+                                            SOL_CUDA_H2D))) {
         cbe_fail(b, *rc, "stage", "copy of %zu bytes to the device failed", bytes);
         return NULL;
+    } else {
+        b->stage_copies++;
     }
     b->stage_used = off + bytes;
     b->recent[b->next_recent].host = host;
@@ -285,15 +295,18 @@ static int reserve_gemm(cuda_backend *b, int n, int64_t K, int64_t M) {
     return rc ? rc : cbe_grow(b, &b->wh, tile * (size_t)K * 2, "matmul");
 }
 
-/* x rounded to F16 once; the weight dequantized to F16 a tile of rows at a time (F16 weights
- * are used in place); cuBLAS (tensor cores) multiplies each tile into its columns of y. */
+/* x rounded to half once; F16 and BF16 weights are used in place (x rounded to the same type:
+ * cuBLASLt takes one input type), the others dequantized to F16 a tile of rows at a time;
+ * cuBLASLt (tensor cores) multiplies each tile into its columns of y. */
 static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, float *y, int n) {
     int M = (int)w->rows, K = (int)w->cols, rc;
     if ((rc = reserve_gemm(b, n, K, M))) return rc;
-    SOL_CUDA_FN(to_f16)(x, b->xh.p, (int64_t)n * K, b->stream);
+    int half = (w->type == SOL_DT_F16 || w->type == SOL_DT_BF16) && w->row_bytes == (size_t)K * 2;
+    int bf16 = half && w->type == SOL_DT_BF16;
+    SOL_CUDA_FN(to_half)(x, b->xh.p, (int64_t)n * K, bf16, b->stream);
     char why[256] = "";
-    if (w->type == SOL_DT_F16 && w->row_bytes == (size_t)K * 2) {
-        rc = SOL_CUDA_FN(dev_gemm_f16)(b->dev, w->data, b->xh.p, y, M, n, K, M, why, sizeof why);
+    if (half) {
+        rc = SOL_CUDA_FN(dev_gemm)(b->dev, bf16, w->data, b->xh.p, y, M, n, K, M, why, sizeof why);
         return rc ? cbe_fail(b, rc, "matmul", "%s", why) : cbe_after(b, "matmul");
     }
     int tile = (int)(b->wh.bytes / 2 / (size_t)K);
@@ -302,8 +315,8 @@ static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, flo
         SOL_CUDA_FN(dequant_f16)
         ((int)w->type, (const char *)w->data + (size_t)m0 * w->row_bytes, w->row_bytes, rows, K,
          b->wh.p, b->stream);
-        if ((rc = SOL_CUDA_FN(dev_gemm_f16)(b->dev, b->wh.p, b->xh.p, y + m0, rows, n, K, M, why,
-                                            sizeof why)))
+        if ((rc = SOL_CUDA_FN(dev_gemm)(b->dev, 0, b->wh.p, b->xh.p, y + m0, rows, n, K, M, why,
+                                        sizeof why)))
             return cbe_fail(b, rc, "matmul", "%s", why);
     }
     return cbe_after(b, "matmul");
@@ -533,8 +546,17 @@ static int cuda_synchronize(sol_backend *be) {
         why, b->last_op ? b->last_op : "none");
 }
 
-/* Decode and verify steps (key = their token count) are recorded on their first pass and
- * replayed afterwards, the recorded graph updated with the step's arguments. */
+/* The graph cache's buckets of step sizes: 1, 2, 4, 8, ... as vLLM's capture sizes. */
+static int graph_bucket(int tokens) {
+    int k = 1;
+    while (k < tokens && k < (1 << 30))
+        k <<= 1;
+    return k;
+}
+
+/* Decode and verify steps (graph_key = their token count) are recorded every time and run as a
+ * graph kept per bucket of sizes, updated in place from the new record when its topology is the
+ * same, re-instantiated when not. */
 static int cuda_step_begin(sol_backend *be, int graph_key) {
     cuda_backend *b = cb(be);
     int rc = cbe_flush_capture(b); /* a step that never reached synchronize (an error path) */
@@ -542,7 +564,8 @@ static int cuda_step_begin(sol_backend *be, int graph_key) {
     char why[256] = "";
     if (SOL_CUDA_FN(dev_capture_begin)(b->dev, why, sizeof why)) return 0; /* run eagerly */
     b->capturing = 1;
-    b->key = graph_key;
+    b->stage_unsent = SIZE_MAX;
+    b->key = graph_bucket(graph_key);
     return 0;
 }
 
@@ -550,9 +573,9 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
     cuda_backend *b = cb(be);
     snprintf(buf, cap,
              "cuda graphs %s: %lu steps replayed (%lu updated in place, %lu instantiated), %lu "
-             "cut short by an allocation",
+             "cut short by an allocation; %lu staged copies",
              b->graphs_on ? "on" : "off (--enforce-eager)", b->steps, b->updated, b->instantiated,
-             b->flushed);
+             b->flushed, b->stage_copies);
     return 0;
 }
 
@@ -635,6 +658,7 @@ static sol_backend *open_backend(int index, size_t mem_bytes, int strict, const 
     const char *s = getenv("SOL_CUDA_SYNC");
     b->sync_each = s && strcmp(s, "1") == 0;
     b->graphs_on = !(o && o->enforce_eager) && !b->sync_each; /* a capture cannot wait */
+    b->stage_unsent = SIZE_MAX;
     if (stage_grow(b, 64 * 1024)) { /* now, not inside the first captured step */
         sol_err_set(err, b->base.err.code, "%s", b->base.err.msg);
         cuda_free(&b->base);

@@ -64,6 +64,9 @@ typedef struct cuda_backend {
      * (a copy whose bytes equal a recent one is reused: positions serve every layer's rope). */
     unsigned char *stage_h, *stage_d;
     size_t stage_cap, stage_used;
+    /* Inside a capture nothing is sent per array: [stage_unsent, stage_used) goes up as one
+     * copy at the head of the step's graph (end_capture). SIZE_MAX: nothing unsent. */
+    size_t stage_unsent;
     struct {
         const void *host;
         size_t off, bytes;
@@ -79,6 +82,7 @@ typedef struct cuda_backend {
     int graphs_on, capturing, key;
     graph_slot graphs[GRAPH_SLOTS];
     unsigned long tick, steps, updated, instantiated, flushed;
+    unsigned long stage_copies; /* host-to-device copies of staged index arrays */
 } cuda_backend;
 
 static inline cuda_backend *cb(sol_backend *be) {

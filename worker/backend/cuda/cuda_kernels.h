@@ -68,9 +68,10 @@ size_t SOL_CUDA_FN(gemv_scratch_bytes)(int n, int K);
 int SOL_CUDA_FN(gemv)(int type, const void *w, size_t row_bytes, int rows, int K, const float *x,
                       float *y, int n, void *scratch, void *stream);
 
-/* k_convert.cu: the prefill GEMM's F16 operands: out = half(x) (n floats), and rows x K weight
- * elements dequantized to F16 (row-major, K per row). -ENOTSUP for a type it does not read. */
-void SOL_CUDA_FN(to_f16)(const float *x, void *out, int64_t n, void *stream);
+/* k_convert.cu: the prefill GEMM's half operands: out = x rounded to F16, or to BF16 when bf16
+ * (n floats), and rows x K weight elements dequantized to F16 (row-major, K per row).
+ * -ENOTSUP for a type it does not read. */
+void SOL_CUDA_FN(to_half)(const float *x, void *out, int64_t n, int bf16, void *stream);
 int SOL_CUDA_FN(dequant_f16)(int type, const void *w, size_t row_bytes, int rows, int K, void *out,
                              void *stream);
 

@@ -1,20 +1,34 @@
-// cuda_rt: the CUDA runtime and cuBLAS behind cuda_rt.h for the GPU backend; device discovery
+// cuda_rt: the CUDA runtime and cuBLASLt behind cuda_rt.h for the GPU backend; device discovery
 // with the driver's reason, and the NCCL link for tensor parallelism.
 #include "cuda_rt.h"
 
-#include <cublas_v2.h>
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+// One GEMM shape's cuBLASLt plan: its layouts and the algorithm the heuristic chose, kept so a
+// step pays the heuristic once per shape (a prefill chunk repeats the same few shapes).
+typedef struct {
+    int used, bf16, M, n, K, ldy, align; // align: the operands' common pointer alignment
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+} gemm_plan;
+
+enum { GEMM_PLANS = 32 };
 
 struct sol_cuda_dev {
     int index;
     cudaStream_t stream;
-    cublasHandle_t blas;
-    void *blas_ws;   // cuBLAS's workspace, set by us: it may not allocate inside a graph capture
-    ncclComm_t nccl; // tensor parallelism: made on the first all-reduce
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t op; // F32 compute and scale, W transposed: the same for every GEMM
+    void *blas_ws;           // cuBLASLt's workspace, ours: nothing may allocate inside a capture
+    gemm_plan plans[GEMM_PLANS];
+    int next_plan;         // round-robin replacement once all are used
+    ncclComm_t nccl;       // tensor parallelism: made on the first all-reduce
     const sol_tp_comm *of; // the rank group the NCCL communicator belongs to
 };
 
@@ -52,10 +66,63 @@ extern "C" int sol_cuda_nccl_version(void) {
     return v;
 }
 
+static const char *cublasLt_status(cublasStatus_t st) {
+    switch (st) {
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+        return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+        return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+        return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+        return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+        return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+        return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+        return "CUBLAS_STATUS_INTERNAL_ERROR";
+    default:
+        return "a cuBLASLt error";
+    }
+}
+
+static void plan_drop(gemm_plan *p) {
+    if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+    if (p->b) cublasLtMatrixLayoutDestroy(p->b);
+    if (p->c) cublasLtMatrixLayoutDestroy(p->c);
+    memset(p, 0, sizeof *p);
+}
+
 static int say(cudaError_t rc, const char *what, char *why, size_t cap) {
     if (rc == cudaSuccess) return 0;
     if (why) snprintf(why, cap, "%s: %s (%s)", what, cudaGetErrorName(rc), cudaGetErrorString(rc));
     return rc == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
+}
+
+static int lt_say(cublasStatus_t st, const char *what, char *why, size_t cap) {
+    if (st == CUBLAS_STATUS_SUCCESS) return 0;
+    if (why) snprintf(why, cap, "%s: %s", what, cublasLt_status(st));
+    return st == CUBLAS_STATUS_ALLOC_FAILED ? -ENOMEM : -EIO;
+}
+
+// y^T = W^T' x^T in cuBLASLt's column-major terms: W (M x K row-major) is a K x M column-major
+// matrix used transposed, x^T is K x n, y^T is M x n with leading dimension ldy.
+static int lt_open(sol_cuda_dev *d, char *why, size_t cap) {
+    int rc = lt_say(cublasLtCreate(&d->lt), "cublasLtCreate", why, cap);
+    if (!rc)
+        rc = lt_say(cublasLtMatmulDescCreate(&d->op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                    "cublasLtMatmulDescCreate", why, cap);
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    if (!rc)
+        rc = lt_say(
+            cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
+            "cublasLtMatmulDescSetAttribute(TRANSA)", why, cap);
+    if (!rc)
+        rc = lt_say(
+            cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
+            "cublasLtMatmulDescSetAttribute(TRANSB)", why, cap);
+    return rc;
 }
 
 extern "C" int sol_cuda_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out, char *why,
@@ -68,19 +135,8 @@ extern "C" int sol_cuda_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out
     if (!rc)
         rc = say(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking), "cudaStreamCreate",
                  why, cap);
-    if (!rc && cublasCreate(&d->blas) != CUBLAS_STATUS_SUCCESS) {
-        snprintf(why, cap, "cublasCreate failed");
-        rc = -EIO;
-    }
-    if (!rc && cublasSetStream(d->blas, d->stream) != CUBLAS_STATUS_SUCCESS) {
-        snprintf(why, cap, "cublasSetStream failed");
-        rc = -EIO;
-    }
-    if (!rc) rc = say(cudaMalloc(&d->blas_ws, BLAS_WS_BYTES), "cuBLAS workspace", why, cap);
-    if (!rc && cublasSetWorkspace(d->blas, d->blas_ws, BLAS_WS_BYTES) != CUBLAS_STATUS_SUCCESS) {
-        snprintf(why, cap, "cublasSetWorkspace failed");
-        rc = -EIO;
-    }
+    if (!rc) rc = lt_open(d, why, cap);
+    if (!rc) rc = say(cudaMalloc(&d->blas_ws, BLAS_WS_BYTES), "cuBLASLt workspace", why, cap);
     if (rc) {
         sol_cuda_dev_close(d);
         return rc;
@@ -93,7 +149,10 @@ extern "C" void sol_cuda_dev_close(sol_cuda_dev *d) {
     if (!d) return;
     bind(d);
     if (d->nccl) ncclCommDestroy(d->nccl);
-    if (d->blas) cublasDestroy(d->blas);
+    for (int i = 0; i < GEMM_PLANS; i++)
+        plan_drop(&d->plans[i]);
+    if (d->op) cublasLtMatmulDescDestroy(d->op);
+    if (d->lt) cublasLtDestroy(d->lt);
     if (d->blas_ws) cudaFree(d->blas_ws);
     if (d->stream) cudaStreamDestroy(d->stream);
     free(d);
@@ -171,16 +230,86 @@ extern "C" int sol_cuda_dev_mem_info(sol_cuda_dev *d, size_t *free_bytes, size_t
     return cudaMemGetInfo(free_bytes, total_bytes) == cudaSuccess ? 0 : -EIO;
 }
 
-// cuBLAS is column-major: y^T (M x n, ld ldy) = W (M x K as K x M transposed) . x^T (K x n).
-extern "C" int sol_cuda_dev_gemm_f16(sol_cuda_dev *d, const void *w, const void *x, float *y, int M,
-                                     int n, int K, int ldy, char *why, size_t cap) {
+// The largest power of two (up to 256, cuBLASLt's default assumption) dividing every operand's
+// address: the heuristic must not pick a kernel that needs more (a tile of y may start anywhere).
+static int gemm_align(const void *w, const void *x, const float *y, int ldy) {
+    uintptr_t bits = (uintptr_t)w | (uintptr_t)x | (uintptr_t)y | ((uintptr_t)ldy * 4) | 256;
+    return (int)(bits & (~bits + 1));
+}
+
+static int plan_make(sol_cuda_dev *d, gemm_plan *p, char *why, size_t cap) {
+    cudaDataType_t h = p->bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    int rc = lt_say(cublasLtMatrixLayoutCreate(&p->a, h, p->K, p->M, p->K), "layout W", why, cap);
+    if (!rc)
+        rc = lt_say(cublasLtMatrixLayoutCreate(&p->b, h, p->K, p->n, p->K), "layout x", why, cap);
+    if (!rc)
+        rc = lt_say(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, p->M, p->n, p->ldy), "layout y",
+                    why, cap);
+    cublasLtMatmulPreference_t pref = NULL;
+    if (!rc) rc = lt_say(cublasLtMatmulPreferenceCreate(&pref), "preference", why, cap);
+    size_t ws = BLAS_WS_BYTES;
+    uint32_t al = (uint32_t)p->align;
+    if (!rc)
+        rc = lt_say(cublasLtMatmulPreferenceSetAttribute(
+                        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+                    "preference workspace", why, cap);
+    const cublasLtMatmulPreferenceAttributes_t aligns[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; !rc && i < 4; i++)
+        rc = lt_say(cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &al, sizeof al),
+                    "preference alignment", why, cap);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    if (!rc)
+        rc = lt_say(cublasLtMatmulAlgoGetHeuristic(d->lt, d->op, p->a, p->b, p->c, p->c, pref, 1,
+                                                   &res, &found),
+                    "cublasLtMatmulAlgoGetHeuristic", why, cap);
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (!rc && !found) {
+        snprintf(why, cap, "cuBLASLt has no algorithm for %s %d x %d x %d (alignment %d)",
+                 p->bf16 ? "BF16" : "F16", p->M, p->n, p->K, p->align);
+        rc = -ENOTSUP;
+    }
+    if (rc) {
+        plan_drop(p);
+        return rc;
+    }
+    p->algo = res.algo;
+    p->used = 1;
+    return 0;
+}
+
+static int plan_get(sol_cuda_dev *d, int bf16, int M, int n, int K, int ldy, int align,
+                    gemm_plan **out, char *why, size_t cap) {
+    for (int i = 0; i < GEMM_PLANS; i++) {
+        gemm_plan *p = &d->plans[i];
+        if (p->used && p->bf16 == bf16 && p->M == M && p->n == n && p->K == K && p->ldy == ldy &&
+            p->align == align) {
+            *out = p;
+            return 0;
+        }
+    }
+    gemm_plan *p = &d->plans[d->next_plan];
+    d->next_plan = (d->next_plan + 1) % GEMM_PLANS;
+    plan_drop(p);
+    p->bf16 = bf16, p->M = M, p->n = n, p->K = K, p->ldy = ldy, p->align = align;
+    *out = p;
+    return plan_make(d, p, why, cap);
+}
+
+extern "C" int sol_cuda_dev_gemm(sol_cuda_dev *d, int bf16, const void *w, const void *x, float *y,
+                                 int M, int n, int K, int ldy, char *why, size_t cap) {
     bind(d);
+    gemm_plan *p;
+    int rc = plan_get(d, bf16, M, n, K, ldy, gemm_align(w, x, y, ldy), &p, why, cap);
+    if (rc) return rc;
     const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t st = cublasGemmEx(d->blas, CUBLAS_OP_T, CUBLAS_OP_N, M, n, K, &one, w,
-                                     CUDA_R_16F, K, x, CUDA_R_16F, K, &zero, y, CUDA_R_32F, ldy,
-                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t st = cublasLtMatmul(d->lt, d->op, &one, w, p->a, x, p->b, &zero, y, p->c, y,
+                                       p->c, &p->algo, d->blas_ws, BLAS_WS_BYTES, d->stream);
     if (st == CUBLAS_STATUS_SUCCESS) return 0;
-    snprintf(why, cap, "cublasGemmEx (%d x %d x %d): %s", M, n, K, cublasGetStatusString(st));
+    snprintf(why, cap, "cublasLtMatmul (%s %d x %d x %d): %s", bf16 ? "BF16" : "F16", M, n, K,
+             cublasLt_status(st));
     return -EIO;
 }
 
@@ -228,12 +357,39 @@ extern "C" int sol_cuda_dev_capture_begin(sol_cuda_dev *d, char *why, size_t cap
                "cudaStreamBeginCapture", why, cap);
 }
 
-extern "C" int sol_cuda_dev_capture_end_launch(sol_cuda_dev *d, void **exec, int *how, char *why,
+// The staged copy goes in as a root that every recorded root waits for, so it runs first.
+static int graph_prepend_copy(cudaGraph_t g, void *dst, const void *src, size_t bytes, char *why,
+                              size_t cap) {
+    size_t n = 0;
+    int rc = say(cudaGraphGetRootNodes(g, NULL, &n), "cudaGraphGetRootNodes", why, cap);
+    cudaGraphNode_t *roots = (cudaGraphNode_t *)calloc(n ? 2 * n : 1, sizeof *roots);
+    if (!roots) return -ENOMEM;
+    cudaGraphNode_t copy;
+    if (!rc && n) rc = say(cudaGraphGetRootNodes(g, roots, &n), "cudaGraphGetRootNodes", why, cap);
+    if (!rc)
+        rc = say(
+            cudaGraphAddMemcpyNode1D(&copy, g, NULL, 0, dst, src, bytes, cudaMemcpyHostToDevice),
+            "cudaGraphAddMemcpyNode1D", why, cap);
+    for (size_t i = 0; !rc && i < n; i++)
+        roots[n + i] = copy;
+    if (!rc && n)
+        rc = say(cudaGraphAddDependencies(g, roots + n, roots, NULL, n), "cudaGraphAddDependencies",
+                 why, cap);
+    free(roots);
+    return rc;
+}
+
+extern "C" int sol_cuda_dev_capture_end_launch(sol_cuda_dev *d, void *up_dst, const void *up_src,
+                                               size_t up_bytes, void **exec, int *how, char *why,
                                                size_t cap) {
     bind(d);
     cudaGraph_t g = NULL;
     int rc = say(cudaStreamEndCapture(d->stream, &g), "cudaStreamEndCapture", why, cap);
     if (rc) return rc;
+    if (up_bytes && (rc = graph_prepend_copy(g, up_dst, up_src, up_bytes, why, cap))) {
+        cudaGraphDestroy(g);
+        return rc;
+    }
     cudaGraphExec_t e = (cudaGraphExec_t)*exec;
     *how = 1;
     if (e) {

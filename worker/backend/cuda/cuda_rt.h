@@ -1,8 +1,8 @@
 /* cuda_rt: the CUDA runtime as the CUDA backend uses it (discovery, memory, async copies on one
- * stream, errors, the F16 GEMM), callable from C; no CUDA header reaches C code.
+ * stream, errors, the half-precision GEMM), callable from C; no CUDA header reaches C code.
  *
  * Device discovery and NCCL are real-only (cuda_rt.cu). The dev_* calls exist twice, named by
- * SOL_CUDA_FN: sol_cuda_dev_* (cuda_rt.cu: CUDA runtime + cuBLAS) and sol_emu_dev_*
+ * SOL_CUDA_FN: sol_cuda_dev_* (cuda_rt.cu: CUDA runtime + cuBLASLt) and sol_emu_dev_*
  * (cuda_rt_emu.cc: host memory and a host GEMM), so the one backend source (backend_cuda.c) is the
  * GPU backend and, built with SOL_CUDA_EMU, the cuda-emu backend that CI runs. */
 #ifndef SOL_CUDA_RT_H
@@ -29,11 +29,11 @@ int sol_cuda_probe(char *why, size_t cap);
 /* NCCL library version as major*10000+minor*100+patch, or a negative code. */
 int sol_cuda_nccl_version(void);
 
-/* One opened device: its stream and GEMM handle. Every call below queues on that stream (in
+/* One opened device: its stream and cuBLASLt handle. Every call below queues on that stream (in
  * order) unless it says it waits. */
 typedef struct sol_cuda_dev sol_cuda_dev;
 
-/* Opens device `index` (current on the calling thread) with a stream and a cuBLAS handle.
+/* Opens device `index` (current on the calling thread) with a stream and a cuBLASLt handle.
  * mem_bytes: the emulation's pretend device size (0: 256 MiB); ignored on a GPU. 0, or a negative
  * code with the runtime's reason in why. */
 int SOL_CUDA_FN(dev_open)(int index, size_t mem_bytes, sol_cuda_dev **out, char *why, size_t cap);
@@ -63,10 +63,11 @@ int SOL_CUDA_FN(dev_sync)(sol_cuda_dev *d, char *why, size_t cap);
 /* Free and total device memory in bytes. */
 int SOL_CUDA_FN(dev_mem_info)(sol_cuda_dev *d, size_t *free_bytes, size_t *total_bytes);
 
-/* y[t][m] = sum_k x[t][k] w[m][k] for t < n, m < M: w is M x K and x n x K, both F16 (IEEE half
- * bits), y float with row stride ldy; float accumulation (tensor cores on a GPU: cuBLAS). */
-int SOL_CUDA_FN(dev_gemm_f16)(sol_cuda_dev *d, const void *w, const void *x, float *y, int M, int n,
-                              int K, int ldy, char *why, size_t cap);
+/* y[t][m] = sum_k x[t][k] w[m][k] for t < n, m < M: w is M x K and x n x K, both F16 (bf16 = 0)
+ * or both BF16 (bf16 = 1) as raw bits, y float with row stride ldy; float accumulation. GPU:
+ * cuBLASLt (tensor cores), its algorithm chosen once per shape and alignment and kept. */
+int SOL_CUDA_FN(dev_gemm)(sol_cuda_dev *d, int bf16, const void *w, const void *x, float *y, int M,
+                          int n, int K, int ldy, char *why, size_t cap);
 
 /* Sum x (n floats) in place across the ranks of `comm` (this device is rank `rank`), queued on
  * the stream. GPU: NCCL, with the rank's communicator made on first use (rank 0's unique id goes
@@ -82,9 +83,12 @@ int SOL_CUDA_FN(dev_allreduce_ready)(sol_cuda_dev *d, const sol_tp_comm *comm);
  * copies, memsets, GEMMs) until capture_end_launch, which turns the record into *exec — updated
  * in place when an existing *exec has the same topology (cudaGraphExecUpdate: only kernel
  * arguments and copy addresses differ), else re-instantiated — and launches it. *how: 1 updated,
- * 2 instantiated. Nothing may wait for the stream or allocate while a capture is open. */
+ * 2 instantiated. up_bytes > 0: the graph first copies up_bytes from pinned host memory up_src
+ * to up_dst, before anything it recorded (the step's staged index arrays, sent as one copy).
+ * Nothing may wait for the stream or allocate while a capture is open. */
 int SOL_CUDA_FN(dev_capture_begin)(sol_cuda_dev *d, char *why, size_t cap);
-int SOL_CUDA_FN(dev_capture_end_launch)(sol_cuda_dev *d, void **exec, int *how, char *why,
+int SOL_CUDA_FN(dev_capture_end_launch)(sol_cuda_dev *d, void *up_dst, const void *up_src,
+                                        size_t up_bytes, void **exec, int *how, char *why,
                                         size_t cap);
 void SOL_CUDA_FN(dev_graph_free)(sol_cuda_dev *d, void *exec);
 

@@ -151,27 +151,28 @@ extern "C" int sol_emu_dev_mem_info(sol_cuda_dev *d, size_t *free_bytes, size_t 
 }
 
 // The products of halves are exact in float; the sum runs in k order.
-static void gemm_f16(const uint16_t *wh, const uint16_t *xh, float *y, int M, int n, int K,
-                     int ldy) {
+static void gemm_half(int bf16, const uint16_t *wh, const uint16_t *xh, float *y, int M, int n,
+                      int K, int ldy) {
+    auto f = [bf16](uint16_t h) { return bf16 ? sol_bf16_to_f32(h) : sol_f16_to_f32(h); };
     std::vector<float> xf((size_t)K);
     for (int t = 0; t < n; t++) {
         for (int k = 0; k < K; k++)
-            xf[k] = sol_f16_to_f32(xh[(size_t)t * K + k]);
+            xf[k] = f(xh[(size_t)t * K + k]);
         for (int m = 0; m < M; m++) {
             const uint16_t *wr = wh + (size_t)m * K;
             float s = 0.0f;
             for (int k = 0; k < K; k++)
-                s += sol_f16_to_f32(wr[k]) * xf[k];
+                s += f(wr[k]) * xf[k];
             y[(size_t)t * ldy + m] = s;
         }
     }
 }
 
-extern "C" int sol_emu_dev_gemm_f16(sol_cuda_dev *d, const void *w, const void *x, float *y, int M,
-                                    int n, int K, int ldy, char *why, size_t cap) {
+extern "C" int sol_emu_dev_gemm(sol_cuda_dev *d, int bf16, const void *w, const void *x, float *y,
+                                int M, int n, int K, int ldy, char *why, size_t cap) {
     (void)why, (void)cap;
     const uint16_t *wh = (const uint16_t *)w, *xh = (const uint16_t *)x;
-    on_stream(d, [=] { gemm_f16(wh, xh, y, M, n, K, ldy); });
+    on_stream(d, [=] { gemm_half(bf16, wh, xh, y, M, n, K, ldy); });
     return 0;
 }
 
@@ -204,13 +205,18 @@ extern "C" int sol_emu_dev_capture_begin(sol_cuda_dev *d, char *why, size_t cap)
 }
 
 // "Update" when the record has as many steps as the graph it replaces (the emulation keeps no
-// node types to compare), else "instantiate": the counts a test can check.
-extern "C" int sol_emu_dev_capture_end_launch(sol_cuda_dev *d, void **exec, int *how, char *why,
+// node types to compare), else "instantiate": the counts a test can check. The staged copy is
+// put first, as the GPU side makes it every recorded root's dependency.
+extern "C" int sol_emu_dev_capture_end_launch(sol_cuda_dev *d, void *up_dst, const void *up_src,
+                                              size_t up_bytes, void **exec, int *how, char *why,
                                               size_t cap) {
     if (!d->stream.capture) {
         snprintf(why, cap, "no capture is open");
         return -EINVAL;
     }
+    if (up_bytes)
+        d->stream.capture->insert(d->stream.capture->begin(),
+                                  [=] { memmove(up_dst, up_src, up_bytes); });
     graph *g = (graph *)*exec;
     *how = g && g->work.size() == d->stream.capture->size() ? 1 : 2;
     if (!g) g = new graph();

@@ -42,4 +42,11 @@ __host__ __device__ __forceinline__ float sol_bf16_to_f32(uint16_t h) {
     return sol_bits_f32((uint32_t)h << 16);
 }
 
+/* Nearest even; a NaN stays a (quiet) NaN rather than rounding into infinity. */
+__host__ __device__ __forceinline__ uint16_t sol_f32_to_bf16(float f) {
+    uint32_t x = sol_f32_bits(f);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40);
+    return (uint16_t)((x + 0x7FFFu + ((x >> 16) & 1)) >> 16);
+}
+
 #endif
