@@ -40,6 +40,7 @@ static const cfg_key k_keys[] = {
     KEY(router.http.listen, T_STR, .check = CHK_HOSTPORT),
     KEY(router.http.api_keys_file, T_NSTR, .flags = F_NONEMPTY),
     KINT(router.http.max_body_bytes, 1024, 64 << 20),
+    KINT(router.http.max_header_bytes, 0, 1 << 20),
     KINT(router.http.max_connections, 0, 1 << 20),
     KINT(router.http.max_connections_per_client, 0, 1 << 20),
     KINT(router.http.header_timeout_s, 0, 3600),

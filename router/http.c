@@ -486,10 +486,33 @@ static enum MHD_Result send_status_page(struct MHD_Connection *c, const char *ri
     return ok;
 }
 
+static enum MHD_Result add_header_bytes(void *cls, enum MHD_ValueKind kind, const char *key,
+                                        const char *value) {
+    (void)kind;
+    *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4; /* ": " and CRLF */
+    return MHD_YES;
+}
+
+/* The request line and headers as sent (near enough: whitespace folded by the parser is not
+ * counted), against router.http.max_header_bytes. */
+static size_t header_bytes(struct MHD_Connection *c, const char *url, const char *method) {
+    size_t n = strlen(method) + strlen(url) + 12; /* " HTTP/1.1\r\n" */
+    MHD_get_connection_values(c, MHD_HEADER_KIND, add_header_bytes, &n);
+    return n;
+}
+
 static enum MHD_Result first_call(http_server *s, struct MHD_Connection *c, conn_ctx *cc,
                                   const char *url, const char *method) {
     int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
     const char *rid = cc->request_id;
+    size_t hb = header_bytes(c, url, method);
+    if (hb > s->cfg.max_header_bytes) {
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "request header too large: %zu bytes (router.http.max_header_bytes = %zu)", hb,
+                 s->cfg.max_header_bytes);
+        return send_status(c, 431, rid, "%s", msg);
+    }
     if (!strcmp(url, "/health")) {
         strbuf b;
         strbuf_init(&b);
@@ -614,6 +637,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 
 static void apply_defaults(http_config *c) {
     if (!c->max_body_bytes) c->max_body_bytes = HTTP_DEFAULT_MAX_BODY;
+    if (!c->max_header_bytes) c->max_header_bytes = HTTP_DEFAULT_MAX_HEADER;
     if (!c->conn_timeout_s) c->conn_timeout_s = HTTP_DEFAULT_CONN_TIMEOUT_S;
     if (!c->max_connections) c->max_connections = HTTP_DEFAULT_MAX_CONNECTIONS;
     if (!c->max_per_client) c->max_per_client = HTTP_DEFAULT_MAX_PER_CLIENT;
@@ -622,6 +646,14 @@ static void apply_defaults(http_config *c) {
     if (!c->body_timeout_s) c->body_timeout_s = HTTP_DEFAULT_BODY_TIMEOUT_S;
     if (!c->sse_max_buffer) c->sse_max_buffer = HTTP_DEFAULT_SSE_MAX_BUFFER;
     if (!c->threads) c->threads = HTTP_DEFAULT_THREADS;
+}
+
+/* libmicrohttpd's per-connection memory holds the header, the read buffer and our response
+ * header; a header that does not fit gets its own HTML 431. Four times our limit (pages are
+ * touched only as bytes arrive) leaves the JSON 431 of header_too_large() to every header up to
+ * there; only a deliberately huge one (> 4x the limit) still meets libmicrohttpd's page. */
+static size_t mhd_pool_bytes(const http_config *c) {
+    return 4 * c->max_header_bytes + (64u << 10);
 }
 
 int http_server_start(const http_config *cfg, http_server **out, sol_err *e) {
@@ -653,8 +685,9 @@ int http_server_start(const http_config *cfg, http_server **out, sol_err *e) {
         on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
         s->cfg.threads, MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.conn_timeout_s,
         MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        s->cfg.max_per_client, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s->guard, MHD_OPTION_END);
+        s->cfg.max_per_client, MHD_OPTION_CONNECTION_MEMORY_LIMIT, mhd_pool_bytes(&s->cfg),
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        s->guard, MHD_OPTION_END);
     if (!s->daemon) {
         pthread_mutex_destroy(&s->mu);
         http_guard_free(s->guard);

@@ -16,7 +16,8 @@
 #include "strbuf.h"
 
 #define HTTP_DEFAULT_MAX_BODY (1u << 20)
-#define HTTP_DEFAULT_CONN_TIMEOUT_S 30 /* idle seconds before a silent client is dropped */
+#define HTTP_DEFAULT_MAX_HEADER (32u << 10) /* request line + headers; larger: a JSON 431 */
+#define HTTP_DEFAULT_CONN_TIMEOUT_S 30      /* idle seconds before a silent client is dropped */
 #define HTTP_DEFAULT_MAX_CONNECTIONS 4096
 #define HTTP_DEFAULT_MAX_PER_CLIENT 256     /* connections from one address at once */
 #define HTTP_DEFAULT_HEADER_TIMEOUT_S 10    /* a new connection's whole header */
@@ -87,6 +88,7 @@ typedef struct http_config {
     const char *host;         /* IPv4 address to bind, default 127.0.0.1 */
     uint16_t port;            /* 0: an ephemeral port (see http_server_port) */
     size_t max_body_bytes;    /* 0: HTTP_DEFAULT_MAX_BODY */
+    size_t max_header_bytes;  /* 0: HTTP_DEFAULT_MAX_HEADER */
     unsigned conn_timeout_s;  /* 0: HTTP_DEFAULT_CONN_TIMEOUT_S */
     unsigned max_connections; /* 0: HTTP_DEFAULT_MAX_CONNECTIONS */
     unsigned max_per_client;  /* 0: HTTP_DEFAULT_MAX_PER_CLIENT */

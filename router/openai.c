@@ -60,6 +60,9 @@ int oai_error_status(oai_error *e, int status, const char *message) {
     case 413:
         code = "request_too_large";
         break;
+    case 431:
+        code = "request_header_fields_too_large";
+        break;
     case 429:
         type = "rate_limit_error";
         code = "rate_limit_exceeded";

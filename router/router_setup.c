@@ -89,6 +89,7 @@ static int build_http(router_setup *s, const sol_router_config *r, const router_
         .host = s->host,
         .port = port,
         .max_body_bytes = (size_t)r->http.max_body_bytes,
+        .max_header_bytes = (size_t)r->http.max_header_bytes,
         .max_connections = (unsigned)r->http.max_connections,
         .max_per_client = (unsigned)r->http.max_connections_per_client,
         .header_timeout_s = (unsigned)r->http.header_timeout_s,

@@ -3,12 +3,13 @@
 # nothing, a body that stalls at body_timeout_s; one address cannot hold
 # more than max_connections_per_client connections while another address is served at once; a
 # stream whose client reads nothing is ended and cancelled on the worker once sse_max_buffer_bytes
-# are unread; the router logs its open-file capacity at start.
+# are unread; the router logs its open-file capacity at start. A header over max_header_bytes gets
+# a JSON 431 (one under it is served).
 . "$(dirname "$0")/lib.sh"
 
 start_router --set router.http.header_timeout_s=2 --set router.http.body_timeout_s=2 \
     --set router.http.keepalive_timeout_s=2 --set router.http.max_connections_per_client=20 \
-    --set router.http.sse_max_buffer_bytes=65536
+    --set router.http.sse_max_buffer_bytes=65536 --set router.http.max_header_bytes=8192
 start_worker wf fast 1 200000 --set worker.kv.max_model_len=1048576
 start_worker wp precise 1 100000
 wait_ready
@@ -56,6 +57,22 @@ body = json.loads(got.split(b"\r\n\r\n", 1)[1])
 assert body["error"]["type"] == "invalid_request_error" and "header" in body["error"]["message"], body
 assert took < 6, took
 print(f"  slowloris: 408 JSON after {took:.1f} s")
+
+# header size: 6 KiB is served, 12 KiB gets a JSON 431 naming the key
+def get_health(pad, src="127.0.0.4"):
+    s = conn(src)
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Pad: " + b"a" * pad
+              + b"\r\n\r\n")
+    return read_all(s)
+got = get_health(6 * 1024)
+assert got.startswith(b"HTTP/1.1 200"), got[:200]
+got = get_health(12 * 1024)
+assert got.startswith(b"HTTP/1.1 431"), got[:200]
+head, body = got.split(b"\r\n\r\n", 1)
+assert b"application/json" in head, head
+err = json.loads(body)["error"]
+assert err["code"] == "request_header_fields_too_large" and "max_header_bytes" in err["message"], err
+print(f"  12 KiB header: 431 JSON ({err['message']})")
 
 # a body that stalls
 s = conn()
