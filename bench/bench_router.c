@@ -26,7 +26,8 @@ typedef struct opts {
     int port, conns, max_tokens;
     const char *model; /* the model (pool) name sent */
     long requests;     /* total, all connections */
-    double rate;       /* latency mode: requests/s, all connections */
+    double rate;       /* latency mode, and stream mode when given: requests/s, all connections */
+    int rate_set;      /* --rate given: stream mode runs an open loop too */
     double time_limit_s;
     int read_timeout_s; /* a response silent this long counts as broken */
 } opts;
@@ -196,7 +197,8 @@ static void *client(void *arg) {
     for (;;) {
         long t = atomic_fetch_add(&s->next, 1);
         if (t >= o->requests || now_s() - s->t0 > o->time_limit_s) break;
-        if (o->m == MODE_LATENCY) { /* open loop: ticket t is due at t / rate */
+        if (o->m == MODE_LATENCY || (o->m == MODE_STREAM && o->rate_set)) {
+            /* open loop: ticket t is due at t / rate */
             double due = s->t0 + (double)t / o->rate, d = due - now_s();
             if (d > 0) {
                 struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
@@ -246,14 +248,15 @@ static void usage(FILE *f) {
             "Sends POST /v1/completions to sol-router on 127.0.0.1 over keep-alive sockets.\n"
             "  rps      closed loop: each connection sends the next request when the last ended\n"
             "  latency  open loop at --rate requests/s in total; latency percentiles\n"
-            "  stream   streaming requests; counts data events (tokens) per second\n"
+            "  stream   streaming requests; counts data events (tokens) per second; a closed\n"
+            "           loop, or with --rate an open loop at that many requests/s\n"
             "defaults: --mode rps --conns 32 --requests 20000 --rate 1000 --max-tokens 1\n"
             "          --time-limit 20 --model precise --read-timeout 10 (a response silent that\n"
             "          long is counted as broken: errors = http_errors + broken)\n");
 }
 
 static int parse(int argc, char **argv, opts *o) {
-    *o = (opts){MODE_RPS, 0, 32, 1, "precise", 20000, 1000, 20, 10};
+    *o = (opts){MODE_RPS, 0, 32, 1, "precise", 20000, 1000, 0, 20, 10};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -274,7 +277,7 @@ static int parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--model"))
             o->model = v;
         else if (!strcmp(a, "--rate"))
-            o->rate = atof(v);
+            o->rate = atof(v), o->rate_set = 1;
         else if (!strcmp(a, "--max-tokens"))
             o->max_tokens = atoi(v);
         else if (!strcmp(a, "--time-limit"))
@@ -303,6 +306,11 @@ static int parse(int argc, char **argv, opts *o) {
         o->read_timeout_s < 1) {
         fprintf(stderr, "bench_router: need --port 1..65535, --conns 1..4096, --requests "
                         "1..10000000, positive --rate, --max-tokens, --time-limit\n");
+        return -1;
+    }
+    if (o->rate_set && o->m == MODE_RPS) {
+        fprintf(stderr, "bench_router: --rate applies to --mode latency and stream (rps is a "
+                        "closed loop)\n");
         return -1;
     }
     return 0;

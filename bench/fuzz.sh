@@ -8,7 +8,7 @@
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-60}
-build=${2:-$src/build-fuzz}
+build=$(realpath -m "${2:-$src/build-fuzz}")
 shift 2 2>/dev/null || shift $#
 CC=clang CXX=clang++ cmake -S "$src" -B "$build" -DSOL_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DSOL_CUDA=OFF >/dev/null

@@ -1,17 +1,30 @@
 #!/usr/bin/env bash
 # Overload (issue 16): a pool of 2 sim workers (32 sequences each: 64 streams at once; a stream is
-# 50 tokens at 100 tokens/s) offered 10x its capacity - 640 streaming clients in a closed loop for
-# SECONDS - after an unloaded run (16 clients). Prints what was served, how many got 429 (and
-# with Retry-After), the served streams' time to first token against the unloaded p99, and the
-# router's peak RSS. QUEUE is router.workers.max_queue_per_pool: requests waiting for a worker
-# before the excess gets 429 at once (a long queue trades the served requests' TTFT for fewer
-# refusals).
-# usage: bench/overload.sh [BUILD (build)] [SECONDS (60)] [QUEUE (0)]
+# 50 tokens at 100 tokens/s, ~0.52 s, so the pool's capacity is ~123 streams/s) offered LOAD times
+# that capacity for SECONDS as an open loop (requests arrive at LOAD x 123/s whatever happens to
+# the earlier ones, over up to 640 connections), after an unloaded run (16 clients). LOAD=closed
+# instead runs 640 clients in a closed loop that ask again the moment they are refused, ignoring
+# Retry-After (the worst case: thousands of times the capacity). Prints what was served, how many
+# got 429 (and with Retry-After), the served streams' time to first token against the unloaded
+# p99, and the router's peak RSS. QUEUE is router.workers.max_queue_per_pool: requests waiting for
+# a worker before the excess gets 429 at once (a long queue trades the served requests' TTFT for
+# fewer refusals).
+# usage: bench/overload.sh [BUILD (build)] [SECONDS (60)] [QUEUE (0)] [LOAD (10) | closed]
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build}
 secs=${2:-60}
 queue=${3:-0}
+load=${4:-10}
+capacity=123 # streams/s: 64 at once, ~0.52 s each
+if [ "$load" = closed ]; then
+    offer=(--requests 10000000)
+    what="640 clients in a closed loop ignoring Retry-After"
+else
+    rate=$(python3 -c "print($load * $capacity)")
+    offer=(--rate "$rate" --requests "$(python3 -c "print(int($rate * $secs))")")
+    what="an open loop at ${load}x capacity ($rate requests/s)"
+fi
 cmake --build "$build" -j"$(nproc)" --target sol-router sol-worker bench_router >/dev/null
 . "$src/bench/lib.sh"
 bench_harness overload
@@ -43,9 +56,9 @@ rss_peak=0
 pids+=($!)
 rss0=$(awk '/VmRSS/ {print $2}' "/proc/$rpid/status")
 loaded=$("$b" --port "$http" --mode stream --model fast --conns 640 --max-tokens 50 \
-    --requests 10000000 --time-limit "$secs" --read-timeout 60 || true)
+    "${offer[@]}" --time-limit "$secs" --read-timeout 60 || true)
 rss_peak=$(sort -n "$dir/rss" | tail -1)
-echo "## overload: 2 sim workers x 32 streams (capacity 64), 640 clients for $secs s, queue $queue"
+echo "## overload: 2 sim workers x 32 streams (capacity 64 at once, ~$capacity/s), $what for $secs s, queue $queue"
 echo "unloaded (16 clients): served $(field "$unloaded" requests), TTFT p50 $(field "$unloaded" ttft_p50) p99 $(field "$unloaded" ttft_p99)"
 echo "overloaded: served $(field "$loaded" requests) ($(field "$loaded" requests/s)/s), 429 $(field "$loaded" rejected_429) (with Retry-After $(field "$loaded" with_retry_after)), other errors $(( $(field "$loaded" errors) - $(field "$loaded" rejected_429) ))"
 echo "overloaded: served streams' TTFT p50 $(field "$loaded" ttft_p50) p99 $(field "$loaded" ttft_p99)"

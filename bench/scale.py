@@ -5,20 +5,14 @@ stream's ideal duration (p50/p99), max/min share of work per worker that lived t
 failovers, lost streams (must be 0) and how long a joining worker takes to get load.
 Usage: scale.py BUILD ROUTERS WORKERS STREAMS SECONDS CHURN_PER_MIN"""
 import json, os, random, signal, socket, subprocess, sys, tempfile, threading, time, urllib.request
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import port  # noqa: E402
 
 build, n_routers, n_workers, n_streams, seconds, churn = (sys.argv[1], *map(int, sys.argv[2:7]))
 TTFT_MS, TPS, TOKENS = 20, 50, 100  # each stream: 100 tokens at 50 tokens/s = 2.02 s ideal
 IDEAL = TTFT_MS / 1000 + TOKENS / TPS
 work = tempfile.mkdtemp(prefix="sol-scale-")
 procs, rng = [], random.Random(7)
-
-
-def port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def spawn(cmd, log):

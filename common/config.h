@@ -50,7 +50,7 @@ typedef struct sol_router_config {
         char *listen;        /* "HOST:PORT" */
         char *api_keys_file; /* NULL: no authentication */
         int max_body_bytes;
-        int max_header_bytes; /* request line + headers; 0: 32 KiB */
+        int max_header_bytes; /* request line + headers; 0: 16 KiB */
         struct {
             double requests_per_s; /* 0: off */
             int burst;             /* 0: max(1, ceil(requests_per_s)) */

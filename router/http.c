@@ -649,11 +649,12 @@ static void apply_defaults(http_config *c) {
 }
 
 /* libmicrohttpd's per-connection memory holds the header, the read buffer and our response
- * header; a header that does not fit gets its own HTML 431. Four times our limit (pages are
- * touched only as bytes arrive) leaves the JSON 431 of header_too_large() to every header up to
- * there; only a deliberately huge one (> 4x the limit) still meets libmicrohttpd's page. */
+ * header; a header that does not fit gets its own HTML 431. Twice our limit leaves the JSON 431
+ * of first_call() to every header up to about there; only a deliberately huge one still meets
+ * libmicrohttpd's page. Not more: libmicrohttpd zeroes the pool between requests, so all of it
+ * is resident for every open connection (64 KiB at the default limit). */
 static size_t mhd_pool_bytes(const http_config *c) {
-    return 4 * c->max_header_bytes + (64u << 10);
+    return 2 * c->max_header_bytes + (32u << 10);
 }
 
 int http_server_start(const http_config *cfg, http_server **out, sol_err *e) {

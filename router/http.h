@@ -16,7 +16,7 @@
 #include "strbuf.h"
 
 #define HTTP_DEFAULT_MAX_BODY (1u << 20)
-#define HTTP_DEFAULT_MAX_HEADER (32u << 10) /* request line + headers; larger: a JSON 431 */
+#define HTTP_DEFAULT_MAX_HEADER (16u << 10) /* request line + headers; larger: a JSON 431 */
 #define HTTP_DEFAULT_CONN_TIMEOUT_S 30      /* idle seconds before a silent client is dropped */
 #define HTTP_DEFAULT_MAX_CONNECTIONS 4096
 #define HTTP_DEFAULT_MAX_PER_CLIENT 256     /* connections from one address at once */
