@@ -27,6 +27,9 @@ typedef struct conn_ctx {
     bool too_large;
     bool dispatched;
     bool responded; /* start_generation already queued an error response */
+    /* A GET is answered once the whole request is in: a response queued from the header
+     * callback makes libmicrohttpd close the connection (it cannot know no body follows). */
+    bool deferred, get_body;
     char client_key[APIKEYS_MAX_LEN + 1];
     char request_id[HTTP_REQUEST_ID_MAX + 1];
     uint64_t t_start;
@@ -578,6 +581,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         strbuf_init(&cc->body);
         cc->t_start = sol_now_ns();
         make_request_id(s, c, cc->request_id);
+        if (!strcmp(method, "GET")) {
+            cc->deferred = true;
+            return MHD_YES;
+        }
+        return first_call(s, c, cc, url, method);
+    }
+    if (cc->deferred) {
+        if (*upload_size) {
+            cc->get_body = true; /* read and dropped; refused below */
+            *upload_size = 0;
+            return MHD_YES;
+        }
+        cc->deferred = false;
+        if (cc->get_body) return send_status(c, 400, cc->request_id, "a GET takes no body%s", NULL);
         return first_call(s, c, cc, url, method);
     }
     if (*upload_size) {

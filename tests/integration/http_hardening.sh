@@ -4,7 +4,8 @@
 # more than max_connections_per_client connections while another address is served at once; a
 # stream whose client reads nothing is ended and cancelled on the worker once sse_max_buffer_bytes
 # are unread; the router logs its open-file capacity at start. A header over max_header_bytes gets
-# a JSON 431 (one under it is served).
+# a JSON 431 (one under it is served). Connections are kept alive between requests, and an idle
+# kept-alive one is closed at keepalive_timeout_s.
 . "$(dirname "$0")/lib.sh"
 
 start_router --set router.http.header_timeout_s=2 --set router.http.body_timeout_s=2 \
@@ -73,6 +74,22 @@ assert b"application/json" in head, head
 err = json.loads(body)["error"]
 assert err["code"] == "request_header_fields_too_large" and "max_header_bytes" in err["message"], err
 print(f"  12 KiB header: 431 JSON ({err['message']})")
+
+# keep-alive: two requests on one connection, then the idle connection is closed at
+# keepalive_timeout_s
+s = conn("127.0.0.5")
+for _ in range(2):
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    got = s.recv(65536)
+    assert got.startswith(b"HTTP/1.1 200") and b"Connection: close" not in got, got[:200]
+t = time.time()
+rest = read_all(s)
+assert time.time() - t < 5 and (rest == b"" or rest.startswith(b"HTTP/1.1 408")), rest[:100]
+print(f"  keep-alive: 2 requests on one connection, idle one closed after {time.time() - t:.1f} s")
+s = conn("127.0.0.5")
+s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
+got = read_all(s)
+assert got.startswith(b"HTTP/1.1 400") and b"a GET takes no body" in got, got[:300]
 
 # a body that stalls
 s = conn()
