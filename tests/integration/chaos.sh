@@ -5,7 +5,9 @@
 # serves normally afterwards. First with sim workers (3 waves of 24 streams), then with real CPU
 # engines on the demo model (3 waves of 16 greedy streams), after which every live engine's KV
 # blocks are free again and the one worker spared from the chaos has not grown (RSS within
-# 48 MiB of its figure after the undisturbed run). Seeded (CHAOS_SEED) so a failure can be replayed.
+# 48 MiB of its figure after the undisturbed run); the router's RSS is back within 10% after the
+# sim waves, and the router itself is killed mid-wave and restarted once (streams it cut end
+# without [DONE] and their retries are whole). Seeded (CHAOS_SEED) so a failure can be replayed.
 . "$(dirname "$0")/lib.sh"
 SEED=${CHAOS_SEED:-$RANDOM}
 RANDOM=$SEED
@@ -96,9 +98,47 @@ ok "a request whose 4 workers all die ends with a 503 in its stream; the router 
 LIVE=()
 for _ in 1 2 3 4; do spawn; done
 references
+router_rss0=$(rss_kib "$ROUTER_PID")
 waves
 still_serves "chaos"
-ok "sim workers: $summary"
+sleep 1 # the last streams' buffers are released
+router_rss1=$(rss_kib "$ROUTER_PID")
+[ "$router_rss1" -le $((router_rss0 * 11 / 10 + 4096)) ] ||
+  fail "sim: the router grew from $router_rss0 to $router_rss1 KiB through the chaos"
+ok "sim workers: $summary; router RSS $router_rss0 -> $router_rss1 KiB"
+
+# The router itself dies mid-wave (kill -9) and is started again on the same ports: each stream
+# either completed with its reference text or ended without [DONE] (its client sees the drop);
+# retried once the workers have rejoined, every one equals its reference, and no worker is left
+# running a request of the dead router.
+pids=()
+for i in $(seq $N); do
+  curl -sN --max-time 300 "$BASE/v1/completions" -d "$(body "$i" ',"stream":true')" >"$T_DIR/r.$i" &
+  pids+=($!)
+done
+sleep 1
+kill -9 "$ROUTER_PID"
+for p in "${pids[@]}"; do wait "$p" || true; done # a dropped stream is curl's error 18 or 56
+start_router
+for w in "${LIVE[@]}"; do wait_worker "$w"; done
+cut=0
+for i in $(seq $N); do
+  if grep -q "data: \[DONE\]" "$T_DIR/r.$i"; then
+    [ "$(sse_text "$T_DIR/r.$i")" = "$(cat "$T_DIR/ref.sim.$i")" ] || fail "router restart: stream $i completed with another text"
+    continue
+  fi
+  cut=$((cut + 1))
+  got=$(post /v1/completions "$(body "$i")" | json_get 'd["choices"][0]["text"]')
+  [ "$(status)" = 200 ] && [ "$got" = "$(cat "$T_DIR/ref.sim.$i")" ] || fail "router restart: the retry of stream $i: $(status) '$got'"
+done
+[ "$cut" -gt 0 ] || fail "router restart: no stream was in flight when the router died"
+for _ in $(seq 100); do
+  busy=$(curl -s "$BASE/admin/workers" | json_get 'sum(w["running"] + w["waiting"] for w in d["workers"])')
+  [ "$busy" = 0 ] && break
+  sleep 0.1
+done
+[ "$busy" = 0 ] || fail "router restart: workers still run requests of the dead router"
+ok "router killed mid-wave and restarted: $cut of $N streams cut without [DONE], every retry equals the undisturbed run, no worker left running an orphan"
 
 # Real engines: the sim workers go, CPU workers on the demo model take the fast pool.
 for w in "${LIVE[@]}"; do kill -9 "${W_PID[$w]}" 2>/dev/null || true; done
