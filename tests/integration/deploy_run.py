@@ -1,19 +1,21 @@
 """Starts the commands of a deploy file as they are written, on this machine.
 
-compose: every service's `command` of deploy/docker-compose.yaml, one-shot services first (in
-depends_on order), then the long-running ones; k8s: the ConfigMap's sol.yaml and every
+compose: the secrets made by deploy/secrets.sh as the file's comments say, then every service's
+`command` of deploy/docker-compose.yaml, one-shot services first (in depends_on order), then the
+long-running ones, each service's secrets where Compose mounts them; k8s: the ConfigMap's sol.yaml and every
 container command of deploy/k8s/sol.yaml, with the keys and models its comments say to make.
 Only addresses and mount points are mapped (a service name or the 0.0.0.0 listen address to
 127.0.0.1 and free ports, a volume mount to a folder here; a GPU worker's `--backend cuda` to the
 CUDA emulation); the binaries come from the build folder. Then a chat request must go through
 every pool. Usage: deploy_run.py compose|k8s FILE WORKDIR BUILD HTTP_PORT ZMQ_PORT"""
-import json, os, subprocess, sys, time, urllib.request
+import json, os, shutil, subprocess, sys, time, urllib.error, urllib.request
 import yaml
 
 mode, path, work, build, http_port, zmq_port = sys.argv[1:7]
 env = dict(os.environ)
 env["PATH"] = ":".join([f"{build}/router", f"{build}/worker", f"{build}/tools", env["PATH"]])
 procs = []
+api_key = None  # the compose file's clients need one (its api_keys secret)
 
 
 def mapped(arg, mounts):
@@ -67,8 +69,11 @@ def wait_ready(seconds=120):
 def chat(pool):
     body = json.dumps({"model": pool, "messages": [{"role": "user", "content": "hi"}],
                        "max_tokens": 3}).encode()
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
     req = urllib.request.Request(f"http://127.0.0.1:{http_port}/v1/chat/completions", body,
-                                 {"Content-Type": "application/json"})
+                                 headers)
     with urllib.request.urlopen(req, timeout=60) as r:
         out = json.loads(r.read())
     assert out["choices"][0]["message"]["content"] is not None, out
@@ -88,8 +93,35 @@ def gpu_service(name, cmd, mounts):
     print(f"  {name}: needs a GPU; without one it stops as it should: {text.strip().splitlines()[-1][-90:]}")
 
 
+def secrets_of(name, s, made):
+    """The service's secrets as Compose mounts them (short syntax: /run/secrets/NAME; long: its
+    target, absolute or under /run/secrets), in a folder of its own standing for /run/secrets."""
+    run_dir = f"{work}/run-{name}"
+    for sec in s.get("secrets", []):
+        src, target = (sec, sec) if isinstance(sec, str) else (sec["source"], sec.get("target"))
+        target = target or src
+        rel = target[len("/run/secrets/"):] if target.startswith("/run/secrets/") else target
+        if rel.startswith("/"):
+            sys.exit(f"{name}: secret target {target} outside /run/secrets is not mapped here")
+        os.makedirs(os.path.dirname(f"{run_dir}/{rel}"), exist_ok=True)
+        shutil.copyfile(made[src], f"{run_dir}/{rel}")
+    return {"/run/secrets": run_dir}
+
+
 def compose():
+    global api_key
     doc = yaml.safe_load(open(path))
+    sec_dir = f"{work}/secrets"
+    subprocess.run([os.path.join(os.path.dirname(path), "secrets.sh"), sec_dir], env=env,
+                   check=True, stdout=subprocess.DEVNULL)
+    # the file's ./secrets/X is what deploy/secrets.sh writes; here it wrote into sec_dir
+    made = {k: os.path.join(sec_dir, os.path.relpath(v["file"], "secrets"))
+            for k, v in doc.get("secrets", {}).items()}
+    for k, f in made.items():
+        if not os.path.exists(f):
+            sys.exit(f"secret {k}: deploy/secrets.sh did not write {f}")
+    if "api_keys" in made:
+        api_key = open(made["api_keys"]).read().split()[0]
     vols = {v: f"{work}/vol-{v}" for v in doc.get("volumes", {})}
     for d in vols.values():
         os.makedirs(d, exist_ok=True)
@@ -105,7 +137,7 @@ def compose():
                 if isinstance(c, dict) and c.get("condition") == "service_completed_successfully"}
     for name in order:
         s = services[name]
-        mounts = {}
+        mounts = secrets_of(name, s, made)
         for v in s.get("volumes", []):
             src, dst = v.split(":")[:2]
             mounts[dst] = vols[src]
@@ -115,6 +147,13 @@ def compose():
             continue
         run(name, cmd, mounts, background=name not in one_shot)
     wait_ready()
+    if api_key:  # the key is required, not just accepted
+        try:
+            get(f"http://127.0.0.1:{http_port}/v1/models")
+            sys.exit("the router answered without the API key of the api_keys secret")
+        except urllib.error.HTTPError as e:
+            assert e.code == 401, e.code
+        print("  without the API key: 401")
     pools = list(dict.fromkeys(s["command"][s["command"].index("--pool") + 1]
                                for s in services.values() if "--pool" in s.get("command", [])))
     for pool in pools:
