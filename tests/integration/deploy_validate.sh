@@ -1,7 +1,8 @@
 # Promise: the deploy files are valid as what they claim to be. Every object of deploy/k8s/*.yaml
 # validates against its schema (the Kubernetes API's, KEDA's ScaledObject, the Prometheus
 # operator's ServiceMonitor: tests/e2e/k8s_validate.mjs with the kubernetes-models packages), and
-# both Dockerfiles pass a linter (dockerfilelint). The check can fail: a Deployment with a string
+# both Dockerfiles pass a linter (dockerfilelint), and the Compose file passes Compose's own
+# `config` (Debian's docker-compose). The check can fail: a Deployment with a string
 # replica count is refused. The Kustomize base (deploy/k8s) and overlays (deploy/kustomize/cpu,
 # gpu) render with `kubectl kustomize` to objects that validate the same way: the cpu overlay asks
 # for no GPU and runs no CUDA backend, the gpu overlay gives every worker a GPU and the CUDA backend.
@@ -30,6 +31,26 @@ for f in "$SOL_SOURCE"/deploy/docker/Dockerfile*; do
         fail "$(basename "$f"): $(cat "$T_DIR/lint.txt")"
 done
 ok "the Dockerfiles pass dockerfilelint"
+
+# Compose's own validation (docker-compose 1.29, Debian's: the Compose Specification), both
+# profiles; it can fail: a misspelt key is refused.
+if command -v docker-compose >/dev/null 2>&1; then
+    for prof in "" "--profile gpu"; do
+        # shellcheck disable=SC2086
+        docker-compose -f "$SOL_SOURCE/deploy/docker-compose.yaml" $prof config -q \
+            2>"$T_DIR/dc.err" || fail "docker-compose config ${prof}: $(cat "$T_DIR/dc.err")"
+    done
+    sed 's/^    command: \["sol-router"/    comand: ["sol-router"/' \
+        "$SOL_SOURCE/deploy/docker-compose.yaml" >"$T_DIR/bad-compose.yaml"
+    if docker-compose -f "$T_DIR/bad-compose.yaml" config -q 2>/dev/null; then
+        fail "docker-compose accepted a misspelt key"
+    fi
+    ok "docker-compose config accepts deploy/docker-compose.yaml (default and gpu profiles) and refuses a misspelt key"
+elif [ "${CI:-}" = true ]; then
+    fail "docker-compose is missing (scripts/setup installs it)"
+else
+    echo "SKIP: docker-compose is not installed: the Compose file was not validated by Compose"
+fi
 
 if ! command -v kubectl >/dev/null 2>&1; then
     [ "${CI:-}" = true ] && fail "kubectl (for kubectl kustomize) is missing"
