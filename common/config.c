@@ -85,6 +85,7 @@ static const cfg_key k_keys[] = {
     KEY(worker.mlock, T_BOOL),
     KINT(worker.heartbeat_ms, 10, 60000),
     KINT(worker.router_resolve_ms, 0, 3600000),
+    KEY(worker.health_file, T_NSTR, .flags = F_NONEMPTY),
     KEY(worker.curve.secret_key_file, T_NSTR, .flags = F_NONEMPTY),
     KEY(worker.curve.server_public_key, T_NSTR, .flags = F_NONEMPTY),
     KINT(worker.kv.block_size, 1, 1024, .check = CHK_POW2),

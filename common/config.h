@@ -106,6 +106,7 @@ typedef struct sol_worker_config {
     int dtype;             /* vLLM's --dtype: only 0 = auto (the file's types) */
     char *chat_template;   /* a family name overriding the GGUF's template; "" = detect */
     int router_resolve_ms; /* > 0: router names resolved to every address this often */
+    char *health_file;     /* rewritten at each heartbeat while healthy (liveness); NULL: none */
     struct {
         char *secret_key_file;   /* the worker's key pair (sol-keygen); NULL: no CURVE */
         char *server_public_key; /* the router's public key: 40 Z85 characters or a file */

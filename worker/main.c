@@ -50,6 +50,10 @@ static const sol_cli_flag k_worker_flags[] = {
      "resolve each --router tcp://NAME:PORT to every address it has this often and connect to "
      "each (every replica behind a Kubernetes headless Service); 0 = off",
      NULL},
+    {"--health-file", "FILE", SOL_FLAG_SET, "worker.health_file",
+     "rewritten at every heartbeat while the worker is healthy; a liveness check (Docker's "
+     "HEALTHCHECK, a Kubernetes exec probe) fails when it grows old",
+     NULL},
     {"--curve-secret-key", "FILE", SOL_FLAG_SET, "worker.curve.secret_key_file",
      "this worker's CURVE key pair (sol-keygen); with --curve-server-key", NULL},
     {"--curve-server-key", "KEY|FILE", SOL_FLAG_SET, "worker.curve.server_public_key",
@@ -248,6 +252,7 @@ static int worker_run(const sol_config *cfg) {
         .heartbeat_ms = w->heartbeat_ms,
         .stall_after_ms = w->stall_after_ms,
         .router_resolve_ms = w->router_resolve_ms,
+        .health_file = w->health_file,
     };
     curve_pair pair;
     curve_key server;

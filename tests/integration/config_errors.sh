@@ -65,10 +65,10 @@ for bin in "$ROUTER" "$WORKER"; do
     done
 done
 for flag in --listen --bind; do
-    "$ROUTER" --help | grep -q -- "$flag" || fail "sol-router --help does not list $flag"
+    grep -q -- "$flag" <<<"$("$ROUTER" --help)" || fail "sol-router --help does not list $flag"
 done
 for flag in --router --pool --model --draft-model --threads --backend --no-mmap --mlock --id; do
-    "$WORKER" --help | grep -q -- "$flag" || fail "sol-worker --help does not list $flag"
+    grep -q -- "$flag" <<<"$("$WORKER" --help)" || fail "sol-worker --help does not list $flag"
 done
 
 # --print-config shows the flags' values, and its output loads back to the same configuration.

@@ -138,6 +138,7 @@ def compose():
     for name in order:
         s = services[name]
         mounts = secrets_of(name, s, made)
+        mounts["/tmp/sol-health"] = f"{work}/{name}.health"  # each container has its own /tmp
         for v in s.get("volumes", []):
             src, dst = v.split(":")[:2]
             mounts[dst] = vols[src]
@@ -158,6 +159,11 @@ def compose():
                                for s in services.values() if "--pool" in s.get("command", [])))
     for pool in pools:
         chat(pool)
+    for name, s in services.items():  # the workers' health files, which their healthchecks read
+        if "--health-file" in s.get("command", []) and "--backend" not in s["command"]:
+            if not open(f"{work}/{name}.health").read().startswith("healthy "):
+                sys.exit(f"{name}: its health file says no")
+            print(f"  {name}: health file renewed ({open(f'{work}/{name}.health').read().strip()})")
 
 
 def k8s():
@@ -165,7 +171,8 @@ def k8s():
     curve, models, etc = f"{work}/curve", f"{work}/models", f"{work}/etc"
     for d in (curve, models, etc):
         os.makedirs(d, exist_ok=True)
-    mounts = {"/etc/sol-curve": curve, "/etc/sol": etc, "/models": models}
+    mounts = {"/etc/sol-curve": curve, "/etc/sol": etc, "/models": models,
+              "/tmp/sol-health": f"{work}/worker.health"}
     # the keys and secrets the manifest's comments say to make (both secrets in one folder here)
     subprocess.run(["sol-keygen", "-d", curve, "router", "worker-fast", "worker-precise"], env=env,
                    check=True, stdout=subprocess.DEVNULL)
@@ -204,6 +211,10 @@ def k8s():
     wait_ready()
     for pool in pools:
         chat(pool)
+    if "health_file" in cm["data"]["sol.yaml"]:  # what the workers' liveness probes read
+        text = open(f"{work}/worker.health").read()
+        assert text.startswith("healthy "), text
+        print(f"  the workers' health file: {text.strip()}")
 
 
 try:

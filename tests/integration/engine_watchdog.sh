@@ -2,14 +2,15 @@
 # SOL_TEST_ENGINE_STALL: the engine thread stops before its N-th step, as a hung device would)
 # reports itself unhealthy within worker.stall_after_ms although its link keeps heartbeating; the
 # router then sends it nothing, fails its streams over with nothing lost or duplicated, and lists
-# it as unhealthy with the reason in /admin/workers.
+# it as unhealthy with the reason in /admin/workers; its --health-file stops being renewed while a
+# healthy worker's is.
 . "$(dirname "$0")/lib.sh"
 
 M=$T_DIR/m.gguf
 mkmodel "$M" --seed 31
 start_router
 start_worker wf fast 1 1000
-start_cpu_worker ref precise "$M"
+start_cpu_worker ref precise "$M" --health-file "$T_DIR/ref.health"
 wait_ready
 wait_worker ref
 N=4
@@ -17,7 +18,8 @@ body() { echo "{\"model\":\"precise\",\"prompt\":\"watchdog prompt $1\",\"max_to
 for i in $(seq $N); do
     post /v1/completions "$(body "$i")" | json_get 'd["choices"][0]["text"]' >"$T_DIR/ref.$i"
 done
-SOL_TEST_ENGINE_STALL=6 start_cpu_worker stuck precise "$M" --set worker.stall_after_ms=400
+SOL_TEST_ENGINE_STALL=6 start_cpu_worker stuck precise "$M" --set worker.stall_after_ms=400 \
+    --health-file "$T_DIR/stuck.health"
 wait_worker stuck
 PIDS=()
 for i in $(seq $N); do
@@ -44,3 +46,14 @@ done
 grep -q '^sol_worker_unhealthy{.*worker="stuck".*} 1' <<<"$metrics" ||
     fail "metrics: $(grep sol_worker_unhealthy <<<"$metrics")"
 ok "a stalled engine: unhealthy ('$why'), $N streams complete unchanged"
+
+# The health file (--health-file, for container liveness probes): renewed every heartbeat by a
+# healthy worker, no longer by the stalled one, whose file grows old while it still runs.
+grep -q "^healthy [0-9]*$" "$T_DIR/stuck.health" || fail "no health file from the stalled worker"
+before_ref=$(cat "$T_DIR/ref.health") before_stuck=$(cat "$T_DIR/stuck.health")
+sleep 2.2
+[ "$(cat "$T_DIR/ref.health")" != "$before_ref" ] || fail "the healthy worker's health file was not renewed"
+[ "$(cat "$T_DIR/stuck.health")" = "$before_stuck" ] || fail "the stalled worker still renews its health file"
+age=$(( $(date +%s) - $(stat -c %Y "$T_DIR/stuck.health") ))
+ok "health files: the healthy worker's renewed, the stalled worker's ${age} s old and aging"
+

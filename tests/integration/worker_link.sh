@@ -7,7 +7,8 @@ set -euo pipefail
 W="${SOL_BUILD:?}/worker/sol-worker"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-"$W" --help | grep -qi "simulation" || fail "--help does not call the sim backend a simulation"
+help=$("$W" --help)
+grep -qi "simulation" <<<"$help" || fail "--help does not call the sim backend a simulation"
 
 set +e
 out=$("$W" --backend cuda --model /nonexistent.gguf --router tcp://127.0.0.1:1 --pool fast 2>&1)

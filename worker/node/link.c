@@ -18,12 +18,14 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -83,6 +85,8 @@ struct worker_link {
     int stall_after_ms;   /* the engine watchdog (link_config) */
     uint64_t seen_steps;  /* engine_steps at the last heartbeat that saw it move */
     uint64_t still_since; /* when the engine, with work, was last seen stepping; 0 = moving */
+    char *health_file;    /* link_config.health_file, owned; NULL: none */
+    bool health_failed;   /* the last write failed (logged once until one succeeds) */
 };
 
 /* ---- in-flight table: open addressing, linear probing, backward-shift deletion ------------ */
@@ -183,6 +187,26 @@ static void watch_engine(worker_link *l, exec_stats *st) {
         LOG_ERROR("link", "%s", st->unhealthy);
 }
 
+/* Liveness for the container runtime: the file's age is the time since the worker last knew itself
+ * healthy (an engine stalled past stall_after_ms stops renewing it, and so does a wedged link
+ * thread). Written whole and renamed into place so a probe never reads half a file. */
+static void touch_health(worker_link *l) {
+    if (!l->health_file) return;
+    char tmp[PATH_MAX], text[64];
+    snprintf(tmp, sizeof tmp, "%s.tmp", l->health_file);
+    int n = snprintf(text, sizeof text, "healthy %llu\n", (unsigned long long)time(NULL));
+    FILE *f = fopen(tmp, "w");
+    int ok = f && fwrite(text, 1, (size_t)n, f) == (size_t)n;
+    if (f && fclose(f)) ok = 0;
+    if (ok && rename(tmp, l->health_file) == 0) {
+        l->health_failed = false;
+        return;
+    }
+    if (!l->health_failed)
+        LOG_ERROR("link", "cannot write the health file %s: %s", l->health_file, strerror(errno));
+    l->health_failed = true;
+}
+
 static void send_heartbeats(worker_link *l) {
     exec_stats st;
     exec_stats_get(l->exec, &st);
@@ -205,6 +229,7 @@ static void send_heartbeats(worker_link *l) {
     hb.spec_verify_seconds = st.spec_verify_seconds;
     hb.draining = l->draining;
     watch_engine(l, &st);
+    if (!st.unhealthy[0]) touch_health(l);
     hb.unhealthy = st.unhealthy[0] != '\0';
     hb.unhealthy_reason = st.unhealthy;
     Sol__Envelope env;
@@ -601,6 +626,8 @@ static int link_setup(worker_link *l, const link_config *cfg, sol_err *e) {
     snprintf(l->pool, sizeof l->pool, "%s", cfg->pool ? cfg->pool : "");
     l->heartbeat_ms = cfg->heartbeat_ms;
     l->stall_after_ms = cfg->stall_after_ms;
+    if (cfg->health_file && !(l->health_file = strdup(cfg->health_file)))
+        return sol_err_set(e, -ENOMEM, "out of memory");
     if (cfg->curve && cfg->curve_server) {
         l->curve = true;
         l->curve_pair = *cfg->curve;
@@ -695,6 +722,7 @@ void link_free(worker_link *l) {
     zmq_util_close(l->pipe_owner);
     zmq_util_close(l->pipe_actor);
     free(l->table);
+    free(l->health_file);
     free(l);
 }
 

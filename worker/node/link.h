@@ -24,6 +24,7 @@ typedef struct link_config {
     unsigned max_inflight; /* requests accepted at once (running + waiting); 0: 4 * capacity */
     int router_resolve_ms; /* > 0: tcp://NAME:PORT routers are resolved to every address this
                             * often, one connection each (worker.router_resolve_ms) */
+    const char *health_file;       /* rewritten each heartbeat while healthy; NULL: none (copied) */
     const curve_pair *curve;       /* worker.curve: its pair (copied); NULL = plain ZMTP */
     const curve_key *curve_server; /* the routers' public key (copied), with curve */
 } link_config;
