@@ -5,7 +5,8 @@
 # `config` (Debian's docker-compose). The check can fail: a Deployment with a string
 # replica count is refused. The Kustomize base (deploy/k8s) and overlays (deploy/kustomize/cpu,
 # gpu) render with `kubectl kustomize` to objects that validate the same way: the cpu overlay asks
-# for no GPU and runs no CUDA backend, the gpu overlay gives every worker a GPU and the CUDA backend.
+# for no GPU and runs no CUDA backend, the gpu overlay gives every worker a GPU and the CUDA backend;
+# a worker on a GPU (and only one) selects GPU nodes and tolerates their taint.
 . "$(dirname "$0")/lib.sh"
 
 E=$SOL_SOURCE/tests/e2e
@@ -74,6 +75,10 @@ for w in workers:
     if want is not None:
         assert gpu == want and cuda == want and ("cuda" in c["image"]) == want, (w["metadata"]["name"], gpu, cuda, c["image"])
     assert gpu == cuda, (w["metadata"]["name"], "a GPU without the CUDA backend or the reverse")
+    spec = w["spec"]["template"]["spec"]
+    placed = spec.get("nodeSelector", {}).get("nvidia.com/gpu.present") == "true" and any(
+        t.get("key") == "nvidia.com/gpu" for t in spec.get("tolerations", []))
+    assert placed == gpu, (w["metadata"]["name"], "GPU node selector and toleration", placed, gpu)
 PY
 done
 ok "the Kustomize base and the cpu and gpu overlays render and validate"
