@@ -1,0 +1,155 @@
+"""Builds a Debian-based Dockerfile of deploy/docker without Docker: each stage's base is made with
+debootstrap (debian:bookworm and -slim: a minbase bookworm), then the stage's own instructions run
+in a chroot as Docker would run them (RUN through /bin/sh -c in WORKDIR with ENV, COPY of the
+repository's tracked files, COPY --from another stage, USER); then the final stage's binaries start
+as its USER, a router and a sim worker answer a request, and its HEALTHCHECK command passes.
+For machines without a Docker engine (this project's CI and development machines): it proves the
+Dockerfile's steps, not Docker's layering. Needs root, debootstrap and network to a Debian mirror.
+Usage: python3 deploy/docker/chroot_build.py [DOCKERFILE (deploy/docker/Dockerfile)] [WORKDIR]"""
+import json, os, shlex, shutil, subprocess, sys, tempfile, time, urllib.request
+
+src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+dockerfile = sys.argv[1] if len(sys.argv) > 1 else f"{src}/deploy/docker/Dockerfile"
+work = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="sol-chroot-")
+BASES = {"debian:bookworm": "bookworm", "debian:bookworm-slim": "bookworm"}
+if os.geteuid() != 0:
+    sys.exit("chroot_build.py: needs root (debootstrap, chroot, mounts)")
+
+
+def instructions(path):
+    """(KEYWORD, argument text) per instruction, continuation lines joined, comments dropped."""
+    out, cur = [], ""
+    for line in open(path):
+        s = line.rstrip("\n")
+        if not cur and (not s.strip() or s.lstrip().startswith("#")):
+            continue
+        if s.endswith("\\"):
+            cur += s[:-1] + " "
+            continue
+        cur += s
+        kw, _, arg = cur.strip().partition(" ")
+        out.append((kw.upper(), arg.strip()))
+        cur = ""
+    return out
+
+
+def stages(instrs):
+    st = []
+    for kw, arg in instrs:
+        if kw == "FROM":
+            w = arg.split()
+            st.append({"base": w[0], "name": w[2] if len(w) > 2 else str(len(st)), "steps": []})
+        else:
+            st[-1]["steps"].append((kw, arg))
+    return st
+
+
+def sh(cmd, **kw):
+    print(f"  $ {cmd if isinstance(cmd, str) else ' '.join(cmd)}"[:160], flush=True)
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def mounts(root, on):
+    for d in ("proc", "sys", "dev"):
+        target = f"{root}/{d}"
+        if on:
+            os.makedirs(target, exist_ok=True)
+            sh(["mount", "--rbind", f"/{d}", target])
+        else:
+            subprocess.run(["umount", "-R", target], check=False)
+    if on:
+        shutil.copyfile("/etc/resolv.conf", f"{root}/etc/resolv.conf")
+
+
+def in_root(root, cmd, env, workdir, user=None):
+    envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    inner = f"cd {shlex.quote(workdir)} && exec env {envs} /bin/sh -c {shlex.quote(cmd)}"
+    spec = ["--userspec", f"{user}:{user}"] if user else []
+    return ["chroot", *spec, root, "/bin/sh", "-c", inner]
+
+
+def build_stage(stage, roots):
+    if stage["base"] not in BASES:
+        sys.exit(f"base {stage['base']}: only Debian bases can be reproduced without Docker")
+    root = f"{work}/{stage['name']}"
+    if not os.path.exists(f"{root}/bin/sh"):
+        sh(["debootstrap", "--variant=minbase", BASES[stage["base"]], root,
+            "http://deb.debian.org/debian"], stdout=subprocess.DEVNULL)
+    roots[stage["name"]] = root
+    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+           "HOME": "/root", "DEBIAN_FRONTEND": "noninteractive"}
+    workdir, user = "/", None
+    mounts(root, True)
+    try:
+        for kw, arg in stage["steps"]:
+            if kw == "RUN":
+                sh(in_root(root, arg, env, workdir))
+            elif kw == "WORKDIR":
+                workdir = arg
+                os.makedirs(root + workdir, exist_ok=True)
+            elif kw == "ENV":
+                k, _, v = arg.partition("=")
+                env[k] = v.replace("$PATH", env["PATH"])
+            elif kw == "COPY" and arg.startswith("--from="):
+                frm, a, b = arg.split()
+                sh(["cp", "-a", roots[frm[7:]] + a, root + b])
+            elif kw == "COPY" and arg == ". .":
+                archive = subprocess.run(["git", "-C", src, "archive", "HEAD"], check=True,
+                                         capture_output=True).stdout
+                subprocess.run(["tar", "-x", "-C", root + workdir], input=archive, check=True)
+            elif kw == "USER":
+                user = arg
+            elif kw in ("EXPOSE", "ENTRYPOINT", "CMD", "HEALTHCHECK"):
+                pass  # runtime metadata: checked below for the final stage
+            else:
+                sys.exit(f"{kw} {arg}: not reproduced by this script")
+    finally:
+        mounts(root, False)
+    return root, env, user
+
+
+def check_final(root, env, user, steps):
+    """The final stage as a container would run: binaries as USER, a router and a sim worker
+    answer a request, the HEALTHCHECK command passes for the router."""
+    mounts(root, True)
+    procs = []
+    try:
+        for b in ("sol-router", "sol-worker", "sol-keygen"):
+            sh(in_root(root, f"{b} --help >/dev/null", env, "/", user))
+        procs.append(subprocess.Popen(in_root(root, "exec sol-router --listen 127.0.0.1:8080 --bind "
+                                              "tcp://127.0.0.1:5555", env, "/", user)))
+        procs.append(subprocess.Popen(in_root(root, "exec sol-worker --backend sim --pool precise "
+                                              "--router tcp://127.0.0.1:5555 --health-file "
+                                              "/tmp/sol-health-w", env, "/", user)))
+        for _ in range(100):
+            try:
+                urllib.request.urlopen("http://127.0.0.1:8080/ready", timeout=1)
+                break
+            except Exception:
+                time.sleep(0.2)
+        body = json.dumps({"model": "precise", "prompt": "hi", "max_tokens": 3}).encode()
+        req = urllib.request.Request("http://127.0.0.1:8080/v1/completions", body,
+                                     {"Content-Type": "application/json"})
+        out = json.loads(urllib.request.urlopen(req, timeout=10).read())
+        print(f"  a completion through the image's binaries: {out['usage']}")
+        hc = [a for k, a in steps if k == "HEALTHCHECK"]
+        if hc:
+            cmd = hc[0][hc[0].index("CMD ") + 4:]
+            sh(in_root(root, cmd, env, "/", user))  # PID 1 here is not sol-worker: the router test
+            print("  HEALTHCHECK passes for the router")
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=10)
+        mounts(root, False)
+
+
+st = stages(instructions(dockerfile))
+roots = {}
+for stage in st:
+    print(f"stage {stage['name']} from {stage['base']}", flush=True)
+    last = build_stage(stage, roots)
+check_final(*last, st[-1]["steps"])
+print(f"{os.path.relpath(dockerfile, src)}: every stage built in a chroot; the image's binaries "
+      f"serve a request as {last[2] or 'root'} (roots in {work})")
