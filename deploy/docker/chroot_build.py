@@ -118,15 +118,18 @@ def check_final(root, env, user, steps):
             sh(in_root(root, f"{b} --help >/dev/null", env, "/", user))
         procs.append(subprocess.Popen(in_root(root, "exec sol-router --listen 127.0.0.1:8080 --bind "
                                               "tcp://127.0.0.1:5555", env, "/", user)))
-        procs.append(subprocess.Popen(in_root(root, "exec sol-worker --backend sim --pool precise "
-                                              "--router tcp://127.0.0.1:5555 --health-file "
-                                              "/tmp/sol-health-w", env, "/", user)))
+        for pool in ("fast", "precise"):  # /ready wants a worker in every pool
+            procs.append(subprocess.Popen(in_root(
+                root, f"exec sol-worker --backend sim --pool {pool} --router "
+                f"tcp://127.0.0.1:5555 --health-file /tmp/sol-health-{pool}", env, "/", user)))
         for _ in range(100):
             try:
                 urllib.request.urlopen("http://127.0.0.1:8080/ready", timeout=1)
                 break
             except Exception:
                 time.sleep(0.2)
+        else:
+            sys.exit("the router in the image never became ready")
         body = json.dumps({"model": "precise", "prompt": "hi", "max_tokens": 3}).encode()
         req = urllib.request.Request("http://127.0.0.1:8080/v1/completions", body,
                                      {"Content-Type": "application/json"})
