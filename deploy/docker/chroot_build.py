@@ -71,10 +71,19 @@ def in_root(root, cmd, env, workdir, user=None):
 def build_stage(stage, roots):
     if stage["base"] not in BASES:
         sys.exit(f"base {stage['base']}: only Debian bases can be reproduced without Docker")
-    root = f"{work}/{stage['name']}"
-    if not os.path.exists(f"{root}/bin/sh"):
-        sh(["debootstrap", "--variant=minbase", BASES[stage["base"]], root,
-            "http://deb.debian.org/debian"], stdout=subprocess.DEVNULL)
+    # every stage starts from a fresh base, as FROM does; debootstrap runs once per suite
+    suite, root = BASES[stage["base"]], f"{work}/{stage['name']}"
+    base = f"{work}/base-{suite}.tar"
+    if not os.path.exists(base):
+        tmp = f"{work}/base-{suite}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        sh(["debootstrap", "--variant=minbase", suite, tmp, "http://deb.debian.org/debian"],
+           stdout=subprocess.DEVNULL)
+        sh(["tar", "-C", tmp, "-cf", base, "."])
+        shutil.rmtree(tmp)
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    sh(["tar", "-C", root, "-xf", base])
     roots[stage["name"]] = root
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            "HOME": "/root", "DEBIAN_FRONTEND": "noninteractive"}
