@@ -81,6 +81,9 @@ def build_stage(stage, roots):
            stdout=subprocess.DEVNULL)
         sh(["tar", "-C", tmp, "-cf", base, "."])
         shutil.rmtree(tmp)
+    busy = [m.split()[1] for m in open("/proc/mounts") if m.split()[1].startswith(root + "/")]
+    if busy:  # never delete through a bind mount of the host's /dev, /proc or /sys
+        sys.exit(f"{root}: still mounted ({', '.join(busy)}); unmount first")
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)
     sh(["tar", "-C", root, "-xf", base])
