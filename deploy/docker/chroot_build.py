@@ -11,6 +11,7 @@ import json, os, shlex, shutil, subprocess, sys, tempfile, time, urllib.request
 src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 dockerfile = sys.argv[1] if len(sys.argv) > 1 else f"{src}/deploy/docker/Dockerfile"
 work = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="sol-chroot-")
+keep = len(sys.argv) > 2  # a WORKDIR given is kept; a temporary one is removed after success
 BASES = {"debian:bookworm": "bookworm", "debian:bookworm-slim": "bookworm"}
 if os.geteuid() != 0:
     sys.exit("chroot_build.py: needs root (debootstrap, chroot, mounts)")
@@ -167,4 +168,6 @@ for stage in st:
     last = build_stage(stage, roots)
 check_final(*last, st[-1]["steps"])
 print(f"{os.path.relpath(dockerfile, src)}: every stage built in a chroot; the image's binaries "
-      f"serve a request as {last[2] or 'root'} (roots in {work})")
+      f"serve a request as {last[2] or 'root'}" + (f" (roots in {work})" if keep else ""))
+if not keep and not [m for m in open("/proc/mounts") if m.split()[1].startswith(work + "/")]:
+    shutil.rmtree(work)
