@@ -231,9 +231,11 @@ extern "C" int sol_cuda_dev_mem_info(sol_cuda_dev *d, size_t *free_bytes, size_t
 }
 
 // The largest power of two (up to 256, cuBLASLt's default assumption) dividing every operand's
-// address: the heuristic must not pick a kernel that needs more (a tile of y may start anywhere).
-static int gemm_align(const void *w, const void *x, const float *y, int ldy) {
-    uintptr_t bits = (uintptr_t)w | (uintptr_t)x | (uintptr_t)y | ((uintptr_t)ldy * 4) | 256;
+// address and row stride: the heuristic must not pick a kernel that needs more (a tile of y may
+// start anywhere).
+static int gemm_align(const void *w, const void *x, const float *y, int K, int ldy) {
+    uintptr_t bits = (uintptr_t)w | (uintptr_t)x | (uintptr_t)y | ((uintptr_t)K * 2) |
+                     ((uintptr_t)ldy * 4) | 256;
     return (int)(bits & (~bits + 1));
 }
 
@@ -302,7 +304,7 @@ extern "C" int sol_cuda_dev_gemm(sol_cuda_dev *d, int bf16, const void *w, const
                                  int M, int n, int K, int ldy, char *why, size_t cap) {
     bind(d);
     gemm_plan *p;
-    int rc = plan_get(d, bf16, M, n, K, ldy, gemm_align(w, x, y, ldy), &p, why, cap);
+    int rc = plan_get(d, bf16, M, n, K, ldy, gemm_align(w, x, y, K, ldy), &p, why, cap);
     if (rc) return rc;
     const float one = 1.0f, zero = 0.0f;
     cublasStatus_t st = cublasLtMatmul(d->lt, d->op, &one, w, p->a, x, p->b, &zero, y, p->c, y,
