@@ -31,8 +31,14 @@ out=$(post /v1/chat/completions '{"model":"fast","messages":[{"role":"user","con
 answer=$(json_get 'd["choices"][0]["message"]["content"]' <<<"$out")
 words_ok "$answer" || fail "fast chat: not the Bible's words: '$answer'"
 [ "$(json_get 'd["choices"][0]["finish_reason"]' <<<"$out")" = stop ] || fail "fast chat did not stop by itself: $out"
-drafted=$(curl -s "$BASE/metrics" | sed -n 's/^sol_worker_spec_draft_tokens_total{pool="fast",[^}]*} //p')
-accepted=$(curl -s "$BASE/metrics" | sed -n 's/^sol_worker_spec_accepted_tokens_total{pool="fast",[^}]*} //p')
+# the counters come with the worker's next heartbeat (a loaded machine may delay it)
+for _ in $(seq 50); do
+    metrics=$(curl -s "$BASE/metrics")
+    drafted=$(sed -n 's/^sol_worker_spec_draft_tokens_total{pool="fast",[^}]*} //p' <<<"$metrics")
+    accepted=$(sed -n 's/^sol_worker_spec_accepted_tokens_total{pool="fast",[^}]*} //p' <<<"$metrics")
+    [ "${drafted:-0}" -gt 0 ] && [ "${accepted:-0}" -gt 0 ] && break
+    sleep 0.2
+done
 [ "${drafted:-0}" -gt 0 ] && [ "${accepted:-0}" -gt 0 ] || fail "fast pool: drafted '$drafted', accepted '$accepted'"
 kill -TERM $start_pid; wait $start_pid 2>/dev/null || true
 ok "precise: '${text:0:60}...'; fast chat: '${answer:0:60}...' (stopped); $accepted of $drafted draft tokens accepted"
