@@ -6,7 +6,7 @@
 # engines on the demo model (3 waves of 16 greedy streams), after which every live engine's KV
 # blocks are free again and the one worker spared from the chaos has not grown (RSS within
 # 48 MiB of its figure after the undisturbed run); the router's RSS is back within 10% after the
-# sim waves, and the router itself is killed mid-wave and restarted once (streams it cut end
+# sim waves (not under ASan, whose quarantine keeps freed memory), and the router itself is killed mid-wave and restarted once (streams it cut end
 # without [DONE] and their retries are whole). Seeded (CHAOS_SEED) so a failure can be replayed.
 . "$(dirname "$0")/lib.sh"
 SEED=${CHAOS_SEED:-$RANDOM}
@@ -103,9 +103,14 @@ waves
 still_serves "chaos"
 sleep 1 # the last streams' buffers are released
 router_rss1=$(rss_kib "$ROUTER_PID")
-[ "$router_rss1" -le $((router_rss0 * 11 / 10 + 4096)) ] ||
-  fail "sim: the router grew from $router_rss0 to $router_rss1 KiB through the chaos"
-ok "sim workers: $summary; router RSS $router_rss0 -> $router_rss1 KiB"
+if grep -q "^SOL_SANITIZE:BOOL=ON" "$SOL_BUILD/CMakeCache.txt" 2>/dev/null; then
+  rss_note="router RSS $router_rss0 -> $router_rss1 KiB, not checked under ASan (its quarantine keeps freed memory)"
+else
+  [ "$router_rss1" -le $((router_rss0 * 11 / 10 + 4096)) ] ||
+    fail "sim: the router grew from $router_rss0 to $router_rss1 KiB through the chaos"
+  rss_note="router RSS $router_rss0 -> $router_rss1 KiB"
+fi
+ok "sim workers: $summary; $rss_note"
 
 # The router itself dies mid-wave (kill -9) and is started again on the same ports: each stream
 # either completed with its reference text or ended without [DONE] (its client sees the drop);
