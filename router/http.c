@@ -625,8 +625,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     if (st) {
         unlink_stream(s, st);
         pthread_mutex_lock(&st->mu);
-        bool cancel = !st->done;
-        int status = st->failed ? st->err.status : cancel ? 499 : 200;
+        bool cancel = !st->done, abandoned = st->abandoned;
+        int status = st->failed ? st->err.status : cancel || abandoned ? 499 : 200;
         st->client_gone = true;
         st->conn = NULL;
         pthread_mutex_unlock(&st->mu);
@@ -634,10 +634,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
             s->cfg.backend.cancel(s->cfg.backend.ctx, st->request_id);
         if (cancel)
             LOG_INFO(MOD, "request %s ended early (code %d): cancelled", st->request_id, (int)toe);
-        if (!cancel || st->failed)
+        if ((!cancel && !abandoned) || st->failed)
             metrics_observe(s->cfg.metrics, METRIC_E2E, st->pool,
                             (double)(sol_now_ns() - st->t_start) * 1e-9);
-        if (st->headers_sent || cancel) metrics_count_request(s->cfg.metrics, st->pool, status);
+        if (st->headers_sent || cancel || abandoned)
+            metrics_count_request(s->cfg.metrics, st->pool, status);
         http_stream_unref(st);
     }
     strbuf_free(&cc->body);

@@ -42,7 +42,8 @@ struct http_stream {
     bool headers_sent; /* a 200 response was queued */
     bool done;         /* the last chunk was pushed */
     bool client_gone;
-    bool failed; /* error before any byte was sent: err holds the status */
+    bool abandoned; /* ended for bytes the client left unread: closed abruptly, counted 499 */
+    bool failed;    /* error before any byte was sent: err holds the status */
     bool failed_mid_stream;
     oai_error err;
     oai_stream sse;

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "clock.h"
 #include "log.h"
@@ -168,6 +169,27 @@ static void add_usage(http_stream *s, const oai_usage *u) {
     s->usage.completion_tokens += u->completion_tokens;
 }
 
+/* Ends a stream whose client reads nothing (called with s->mu held, the connection still open:
+ * on_completed clears s->conn under the same lock before MHD closes the descriptor). Lingering
+ * off and shut down, the socket wakes MHD at once, and its close resets the connection: the
+ * client sees the stream broken, not a truncated answer that ends cleanly, and the kernel drops
+ * the megabytes of unsent data it held for it instead of keeping them until a timeout. */
+static void break_off(http_stream *s) {
+    LOG_WARN("http", "request %s: the client left %zu bytes unread; ending its stream",
+             s->request_id, s->out.len - s->out_off);
+    s->client_gone = true;
+    s->done = true;
+    s->abandoned = true;
+    strbuf_reset(&s->out);
+    s->out_off = 0;
+    const union MHD_ConnectionInfo *ci =
+        s->conn ? MHD_get_connection_info(s->conn, MHD_CONNECTION_INFO_CONNECTION_FD) : NULL;
+    if (!ci) return;
+    struct linger off = {1, 0};
+    setsockopt(ci->connect_fd, SOL_SOCKET, SO_LINGER, &off, sizeof off);
+    shutdown(ci->connect_fd, SHUT_RDWR);
+}
+
 int http_stream_push(http_stream *s, const http_chunk *c) {
     pthread_mutex_lock(&s->mu);
     int rc = 0;
@@ -200,10 +222,7 @@ int http_stream_push(http_stream *s, const http_chunk *c) {
         format_stream(s, c, last);
         if (s->out.len - s->out_off > s->srv->cfg.sse_max_buffer && !last) {
             /* the client reads nothing: end its stream rather than buffer without bound */
-            LOG_WARN("http", "request %s: the client left %zu bytes unread; ending its stream",
-                     s->request_id, s->out.len - s->out_off);
-            s->client_gone = true;
-            s->done = true;
+            break_off(s);
             rc = -EPIPE;
         }
     } else if (c->index > 0) {
@@ -236,7 +255,11 @@ ssize_t http_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     http_stream *s = cls;
     pthread_mutex_lock(&s->mu);
     ssize_t n = 0;
-    if (s->out_off < s->out.len) {
+    if (s->abandoned) {
+        /* An abrupt close, not the chunked terminator: a client that reads again must see the
+         * stream broken, not a response that looks whole. */
+        n = MHD_CONTENT_READER_END_WITH_ERROR;
+    } else if (s->out_off < s->out.len) {
         size_t left = s->out.len - s->out_off;
         n = (ssize_t)(left < max ? left : max);
         memcpy(buf, s->out.data + s->out_off, (size_t)n);

@@ -132,10 +132,19 @@ for _ in range(100):  # never read; wait for the router to give up on it
     if "bytes unread" in open(sys.argv[2]).read():
         break
     time.sleep(0.1)
+# reading now, the client finds the stream broken off: no [DONE], no chunked terminator (a clean
+# end would pass a truncated answer off as whole)
+got = read_all(s)
 s.close()
+assert got.startswith(b"HTTP/1.1 200") and b"data: " in got, got[:200]
+assert b"[DONE]" not in got and not got.endswith(b"\r\n0\r\n\r\n"), got[-200:]
+print(f"  unread stream: {len(got)} bytes, then broken off")
 PY
 for _ in $(seq 100); do grep -q "left [0-9]* bytes unread; ending its stream" "$T_DIR/router.log" && break; sleep 0.1; done
 grep -q "left [0-9]* bytes unread; ending its stream" "$T_DIR/router.log" || fail "the unread stream was not ended"
 for _ in $(seq 50); do [ "$(workers_field wf running)" = 0 ] && break; sleep 0.1; done
 [ "$(workers_field wf running)" = 0 ] || fail "the worker still runs the unread stream"
+metrics=$(curl -fsS "$BASE/metrics") # not piped into grep -q: pipefail fails curl's write
+grep -q 'sol_requests_total{pool="fast",status="499"}' <<<"$metrics" ||
+    fail "the unread stream is not counted as 499 (client closed)"
 ok "slowloris, silent connection and stalled body get a JSON 408; per-address cap; unread stream cancelled"
