@@ -8,6 +8,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -675,6 +677,24 @@ static size_t mhd_pool_bytes(const http_config *c) {
     return 2 * c->max_header_bytes + (32u << 10);
 }
 
+/* libmicrohttpd's own messages go through Sol's log, so --log-json output stays one JSON object
+ * per line. Most are a client leaving mid-request, routine on a public server: debug. The rest
+ * (a full server, a failed socket call) are the operator's business: warn. */
+__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    static const char *const routine[] = {"closed when reading", "Failed to send", "closure",
+                                          "reset by peer", "Broken pipe"};
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r' || msg[n - 1] == ' '))
+        msg[--n] = '\0';
+    sol_log_level level = SOL_LOG_WARN;
+    for (size_t i = 0; i < sizeof routine / sizeof *routine; i++)
+        if (strstr(msg, routine[i])) level = SOL_LOG_DEBUG;
+    sol_log(level, "http/mhd", "%s", msg);
+}
+
 int http_server_start(const http_config *cfg, http_server **out, sol_err *e) {
     *out = NULL;
     if (!cfg->router || !cfg->backend.dispatch)
@@ -706,7 +726,7 @@ int http_server_start(const http_config *cfg, http_server **out, sol_err *e) {
         MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         s->cfg.max_per_client, MHD_OPTION_CONNECTION_MEMORY_LIMIT, mhd_pool_bytes(&s->cfg),
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-        s->guard, MHD_OPTION_END);
+        s->guard, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
     if (!s->daemon) {
         pthread_mutex_destroy(&s->mu);
         http_guard_free(s->guard);

@@ -5,10 +5,11 @@
 # stream whose client reads nothing is ended and cancelled on the worker once sse_max_buffer_bytes
 # are unread; the router logs its open-file capacity at start. A header over max_header_bytes gets
 # a JSON 431 (one under it is served). Connections are kept alive between requests, and an idle
-# kept-alive one is closed at keepalive_timeout_s.
+# kept-alive one is closed at keepalive_timeout_s. libmicrohttpd's own messages keep --log-json
+# output one JSON object per line.
 . "$(dirname "$0")/lib.sh"
 
-start_router --set router.http.header_timeout_s=2 --set router.http.body_timeout_s=2 \
+start_router --log-json --set router.http.header_timeout_s=2 --set router.http.body_timeout_s=2 \
     --set router.http.keepalive_timeout_s=2 --set router.http.max_connections_per_client=20 \
     --set router.http.sse_max_buffer_bytes=65536 --set router.http.max_header_bytes=8192
 start_worker wf fast 1 200000 --set worker.kv.max_model_len=1048576
@@ -147,4 +148,12 @@ for _ in $(seq 50); do [ "$(workers_field wf running)" = 0 ] && break; sleep 0.1
 metrics=$(curl -fsS "$BASE/metrics") # not piped into grep -q: pipefail fails curl's write
 grep -q 'sol_requests_total{pool="fast",status="499"}' <<<"$metrics" ||
     fail "the unread stream is not counted as 499 (client closed)"
+# libmicrohttpd's own messages (the 21st connection refused) come through Sol's log: with
+# --log-json every line of the router's log is one JSON object
+python3 - "$T_DIR/router.log" <<'PY' || fail "the router's log is not all JSON lines"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+mhd = [l for l in lines if l["module"] == "http/mhd"]
+assert any("connection limit" in l["msg"] and l["level"] == "warn" for l in mhd), mhd
+PY
 ok "slowloris, silent connection and stalled body get a JSON 408; per-address cap; unread stream cancelled"
