@@ -678,12 +678,15 @@ static size_t mhd_pool_bytes(const http_config *c) {
 }
 
 /* libmicrohttpd's own messages go through Sol's log, so --log-json output stays one JSON object
- * per line. Most are a client leaving mid-request, routine on a public server: debug. The rest
- * (a full server, a failed socket call) are the operator's business: warn. */
+ * per line. Most are a client leaving mid-request or sending a malformed one (answered with a
+ * 400/505 of libmicrohttpd's own), routine on a public server: debug. The rest (a full server, a
+ * failed socket call) are the operator's business: warn. The logger must be the first option, or
+ * libmicrohttpd prints what comes before it on its own. */
 __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap) {
     (void)cls;
-    static const char *const routine[] = {"closed when reading", "Failed to send", "closure",
-                                          "reset by peer", "Broken pipe"};
+    static const char *const routine[] = {
+        "closed when reading", "Failed to send",          "closure", "reset by peer", "Broken pipe",
+        "closed by remote",    "Error processing request"};
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
@@ -721,12 +724,12 @@ int http_server_start(const http_config *cfg, http_server **out, sol_err *e) {
     }
     s->daemon = MHD_start_daemon(
         MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-        on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
-        s->cfg.threads, MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.conn_timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, s->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        s->cfg.max_per_client, MHD_OPTION_CONNECTION_MEMORY_LIMIT, mhd_pool_bytes(&s->cfg),
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-        s->guard, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+        on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE, s->cfg.threads,
+        MHD_OPTION_CONNECTION_TIMEOUT, s->cfg.conn_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+        s->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->cfg.max_per_client,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, mhd_pool_bytes(&s->cfg), MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s->guard, MHD_OPTION_END);
     if (!s->daemon) {
         pthread_mutex_destroy(&s->mu);
         http_guard_free(s->guard);
