@@ -87,10 +87,7 @@ static void *guard_main(void *arg) {
     http_guard *g = arg;
     pthread_mutex_lock(&g->mu);
     while (!g->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 500 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        struct timespec ts = sol_deadline_ms(500);
         pthread_cond_timedwait(&g->cv, &g->mu, &ts);
         if (g->stop) break;
         pthread_mutex_unlock(&g->mu);
@@ -108,7 +105,7 @@ int http_guard_new(unsigned header_s, unsigned keepalive_s, unsigned body_s, htt
     if (!g) return sol_err_set(e, -ENOMEM, "out of memory");
     g->header_s = header_s, g->keepalive_s = keepalive_s, g->body_s = body_s;
     pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, NULL);
+    sol_cond_init(&g->cv);
     if (pthread_create(&g->thread, NULL, guard_main, g)) {
         pthread_mutex_destroy(&g->mu), pthread_cond_destroy(&g->cv);
         free(g);

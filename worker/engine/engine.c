@@ -450,13 +450,7 @@ static void *engine_main(void *arg) {
             /* A request queued but unschedulable right now cannot exist for long: the pool holds
              * one max_model_len sequence. Deadlines still need checking, so wake periodically. */
             if (e->n_live > 0) {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_nsec += 10 * 1000 * 1000;
-                if (ts.tv_nsec >= 1000000000L) {
-                    ts.tv_sec++;
-                    ts.tv_nsec -= 1000000000L;
-                }
+                struct timespec ts = sol_deadline_ms(10);
                 pthread_cond_timedwait(&e->wake, &e->mu, &ts);
                 break;
             }
@@ -692,7 +686,7 @@ engine *engine_new(const engine_config *cfg, model *m, tokenizer *tok, sol_err *
     const char *stall = getenv("SOL_TEST_ENGINE_STALL");
     e->stall_at = stall ? strtoull(stall, NULL, 10) : 0;
     pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->wake, NULL);
+    sol_cond_init(&e->wake);
     pthread_cond_init(&e->idle, NULL);
     if (start(e, err) || pthread_create(&e->thread, NULL, engine_main, e) != 0) {
         if (!err || !err->code) sol_err_set(err, -EAGAIN, "cannot start the engine thread");

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "model_internal.h"
 
@@ -102,11 +103,7 @@ static void *rank_main(void *arg) {
 
 /* Waits up to timeout_ms for ranks 1..n-1; 0, or the first rank still running. */
 static int wait_ranks(model_group *g) {
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
-    dl.tv_sec += g->timeout_ms / 1000;
-    dl.tv_nsec += (long)(g->timeout_ms % 1000) * 1000000L;
-    if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+    struct timespec dl = sol_deadline_ms((uint64_t)g->timeout_ms);
     int late = 0;
     pthread_mutex_lock(&g->mu);
     while (g->busy > 0)
@@ -197,11 +194,7 @@ model_group *tp_group_new(model *rank0, const char *path, int gguf_flags, const 
     }
     g->n = tp->n, g->timeout_ms = tp->timeout_ms, g->comm = comm;
     pthread_mutex_init(&g->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&g->done, &ca);
-    pthread_condattr_destroy(&ca);
+    sol_cond_init(&g->done);
     pthread_cond_init(&g->go, NULL);
     read_stall_hook(g);
     for (int r = 1; r < g->n; r++)

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 
 typedef char endpoint_t[RESOLVER_ENDPOINT_MAX];
@@ -150,12 +151,7 @@ static void *resolver_main(void *arg) {
             r->n_eps = n;
             r->gen++;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        long ms = ok ? r->interval_ms : 1000;
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        struct timespec ts = sol_deadline_ms(ok ? (uint64_t)r->interval_ms : 1000);
         if (!r->stop) pthread_cond_timedwait(&r->cv, &r->mu, &ts);
     }
     pthread_mutex_unlock(&r->mu);
@@ -175,7 +171,7 @@ int router_resolver_new(const char *const *endpoints, size_t n, int interval_ms,
             snprintf(r->names[r->n_names++], RESOLVER_ENDPOINT_MAX, "%s", endpoints[i]);
     r->interval_ms = interval_ms > 0 ? interval_ms : 5000;
     pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
+    sol_cond_init(&r->cv);
     if (pthread_create(&r->thread, NULL, resolver_main, r)) {
         pthread_mutex_destroy(&r->mu), pthread_cond_destroy(&r->cv);
         free(r->names), free(r);
