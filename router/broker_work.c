@@ -179,6 +179,9 @@ void bw_failover(broker *b, bk_req *r, const char *why) {
     LOG_INFO(MOD, "request %s fails over (%s) after %zu tokens", r->wire_id, why, r->n_toks);
     metrics_count_failover(b->cfg.metrics, b->cfg.pools[r->metric_pool]);
     inflight_new_attempt(&b->inf, r);
+    /* Queued again now: if its pool just lost its last worker, a replacement gets the whole
+     * dead_after_ms grace (expire_requests) from here, not from when the request first came. */
+    r->queued_ms = sol_now_ms();
     queue_push_front(&b->queues[r->pool], r);
 }
 
