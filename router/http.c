@@ -684,9 +684,16 @@ static size_t mhd_pool_bytes(const http_config *c) {
  * libmicrohttpd prints what comes before it on its own. */
 __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap) {
     (void)cls;
-    static const char *const routine[] = {
-        "closed when reading", "Failed to send",          "closure", "reset by peer", "Broken pipe",
-        "closed by remote",    "Error processing request"};
+    static const char *const routine[] = {"closed when reading",
+                                          "Failed to send",
+                                          "closure",
+                                          "reset by peer",
+                                          "Broken pipe",
+                                          "closed by remote",
+                                          "Error processing request",
+                                          "Content-Length' header",
+                                          "without `Host' header",
+                                          "disconnected when reading"};
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
