@@ -2,7 +2,8 @@
 streams on 127.0.0.1, with worker churn (leave = SIGTERM drain, die = kill -9, join = a new
 worker) at a rate per minute. Reports router CPU per 1,000 tokens/s, latency added over a
 stream's ideal duration (p50/p99), max/min share of work per worker that lived through the run,
-failovers, lost streams (must be 0) and how long a joining worker takes to get load.
+failovers, streams not served whole (must be 0; counted by bench_router: served only with
+[DONE], no error event and every token) and how long a joining worker takes to get load.
 Usage: scale.py BUILD ROUTERS WORKERS STREAMS SECONDS CHURN_PER_MIN"""
 import json, os, random, signal, socket, subprocess, sys, tempfile, threading, time, urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -134,10 +135,10 @@ for o in outs:
         if "=" in kv:
             k, v = kv.split("=", 1)
             stats.setdefault(k, []).append(v.rstrip("ms").rstrip("s"))
-tokens = sum(float(v) for v in stats.get("tokens/s", ["0"])) * 1.0
-errors = sum(int(v) for v in stats.get("errors", ["0"]))
-http_errors = sum(int(v) for v in stats.get("http_errors", ["0"]))
-broken = sum(int(v) for v in stats.get("broken", ["0"]))
+tokens = sum(float(v) for v in stats.get("tokens/s", ["0"])) * 1.0  # served streams' tokens
+verdicts = {k: sum(int(v) for v in stats.get(k, ["0"]))
+            for k in ("served", "refused", "errored", "lost", "cut", "connect_failures")}
+errors = sum(verdicts[k] for k in ("refused", "errored", "lost", "cut", "connect_failures"))
 p50 = max(float(v) for v in stats["p50"]) / 1000
 p99 = max(float(v) for v in stats["p99"]) / 1000
 failovers, shares = 0, []
@@ -161,8 +162,11 @@ print(f"stream duration p50 {p50:.3f} s, p99 {p99:.3f} s: added over ideal p50 "
 if shares:
     print(f"share per surviving worker of the loaded pool: max/min {max(shares)}/{min(shares)} = "
           f"{max(shares) / max(min(shares), 1):.2f}")
-print(f"failovers {failovers}, lost streams {errors} ({http_errors} error statuses, {broken} "
-      f"broken or silent 60 s); a joining worker got load "
+print(f"streams: served {verdicts['served']}, not served {errors} (refused "
+      f"{verdicts['refused']}, errored {verdicts['errored']}, lost {verdicts['lost']}, cut "
+      f"{verdicts['cut']}, clients that could not connect {verdicts['connect_failures']}); "
+      f"served = [DONE], no error event, every token")
+print(f"failovers {failovers}; a joining worker got load "
       f"after {', '.join(f'{t:.2f}' for t in jt) or '-'} s" + (f" ({len(join_times) - len(jt)} never)" if len(jt) < len(join_times) else ""))
 for p in procs:
     if p.poll() is None:

@@ -9,7 +9,7 @@ Usage: python3 bench/soak.py [BUILD (build)] [MINUTES (30)] [CLIENTS (6)]"""
 import http.client, json, os, random, signal, socket, subprocess, sys, tempfile, threading, time
 import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import port  # noqa: E402
+from benchlib import judge_sse, port  # noqa: E402
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
 minutes = float(sys.argv[2]) if len(sys.argv) > 2 else 30
@@ -52,6 +52,8 @@ def admin():
         return json.loads(r.read())["workers"]
 
 
+# ok: served whole; refused: shed before any work (429, 503 overloaded); lost: anything else a
+# client asked for and did not get whole (an error status or event, a cut or short stream)
 counts = {"ok": 0, "left": 0, "refused": 0, "bad_ok": 0, "lost": 0}
 lock, stop = threading.Lock(), threading.Event()
 
@@ -71,24 +73,24 @@ def post(path, body, read_all=True):
 
 def one_request(r):
     kind = r.random()
-    if kind < 0.5:  # a stream on the sim pool, read to the end: must finish with [DONE]
+    if kind < 0.5:  # a stream on the sim pool, read to the end: every token, [DONE], no error
+        n = r.randint(8, 64)
         c, resp = post("/v1/completions", {"model": "fast", "prompt": "soak", "stream": True,
-                                           "max_tokens": r.randint(8, 64)})
-        if resp.status in (429, 503):
-            resp.read(), count("refused")
-        else:
-            data = resp.read()
-            count("ok" if resp.status == 200 and b"data: [DONE]" in data else "lost")
+                                           "stream_options": {"include_usage": True},
+                                           "max_tokens": n})
+        v = judge_sse(resp.status, resp.read(), n)
+        count("ok" if v == "served" else "refused" if v == "refused" else "lost")
     elif kind < 0.75:  # a greedy chat on the CPU worker
         c, resp = post("/v1/chat/completions", {"model": "precise", "temperature": 0,
                                                 "max_tokens": r.randint(4, 24),
                                                 "messages": [{"role": "user",
                                                               "content": "In the beginning"}]})
         data = resp.read()
-        if resp.status in (429, 503):
-            count("refused")
+        if resp.status != 200:
+            count("refused" if judge_sse(resp.status, data, 0) == "refused" else "lost")
         else:
-            count("ok" if resp.status == 200 and b'"choices"' in data else "lost")
+            ch = json.loads(data).get("choices") or [{}]
+            count("ok" if ch[0].get("finish_reason") in ("stop", "length") else "lost")
     elif kind < 0.9:  # a client that leaves mid-stream: the request must be cancelled
         c, resp = post("/v1/completions", {"model": r.choice(["fast", "precise"]),
                                            "prompt": "leave", "stream": True, "max_tokens": 400})
