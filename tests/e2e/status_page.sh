@@ -6,8 +6,7 @@
 . "$(dirname "$0")/../integration/lib.sh"
 CHROME=$(command -v chromium || command -v chromium-browser || true)
 if [ -z "$CHROME" ]; then
-  [ "${CI:-}" = true ] && fail "chromium missing (scripts/setup installs it)"
-  echo "SKIP: chromium is not installed (run scripts/setup)"; exit 0
+  skip_test "chromium is not installed (run scripts/setup)"
 fi
 browse() { # browse URL [flags]: the DOM after 8 s of virtual time (the page polls every 2 s)
   local url=$1; shift

@@ -4,10 +4,8 @@
 set -euo pipefail
 S=${SOL_SOURCE:?}
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
-if [ ! -x "$NVCC" ]; then
-  if [ "${CI:-}" = true ]; then echo "FAIL: nvcc not found at $NVCC"; exit 1; fi
-  echo "SKIP: no nvcc (CUDA toolkit not installed)"; exit 0
-fi
+. "$S/tests/skip.sh"
+[ -x "$NVCC" ] || skip_test "no nvcc at $NVCC (the CUDA toolkit is not installed)"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 fail=0; n=0
 for src in "$S"/worker/backend/cuda/k_*.cu; do

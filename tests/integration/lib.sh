@@ -8,6 +8,7 @@ SOL_BUILD=${SOL_BUILD:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build
 SOL_SOURCE=${SOL_SOURCE:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 ROUTER_BIN=$SOL_BUILD/router/sol-router
 WORKER_BIN=$SOL_BUILD/worker/sol-worker
+. "$SOL_SOURCE/tests/skip.sh"
 T_DIR=$(mktemp -d "${TMPDIR:-/tmp}/sol-it.XXXXXX")
 T_PIDS=()
 T_NAME=$(basename "$0" .sh)
@@ -16,7 +17,7 @@ t_cleanup() {
     local rc=$?
     for p in "${T_PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
-    if [ $rc -ne 0 ]; then
+    if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then # 77: skip_test
         echo "--- $T_NAME failed (rc $rc); logs in $T_DIR:" >&2
         for f in "$T_DIR"/*.log; do [ -f "$f" ] && { echo "== $f" >&2; tail -n 20 "$f" >&2; }; done
     else

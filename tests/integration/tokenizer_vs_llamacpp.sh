@@ -14,9 +14,9 @@ BUNDLE=$NLC/llama/gitRelease.bundle
 TOOL=$SOL_BUILD/tools/sol-tokenize
 CORPUS=$SOL_SOURCE/tests/data/tokenizer_corpus.txt
 
+. "$SOL_SOURCE/tests/skip.sh"
 if [ ! -f "$BUNDLE" ] || ! command -v node >/dev/null 2>&1; then
-    echo "SKIP: node-llama-cpp is not installed in tests/peer (run scripts/setup)"
-    exit 0
+    skip_test "node-llama-cpp is not installed in tests/peer (run scripts/setup)"
 fi
 [ -x "$TOOL" ] || { echo "FAIL: $TOOL not built"; exit 1; }
 

@@ -1,12 +1,12 @@
 # compare.sh: helpers the llama.cpp peer tests share (source it after setting S = the source
-# tree): require_peer (skip, or fail in CI, without node-llama-cpp), relL2 A.json B.json (relative
+# tree): require_peer (skip_test without node-llama-cpp), relL2 A.json B.json (relative
 # L2 of two logit arrays, "len" when they differ in length), within X LIMIT, same_prefix A B (how
 # many leading lines two id files share).
 peer=$S/tests/peer
+. "$S/tests/skip.sh"
 require_peer() {
   [ -d "$peer/node_modules/node-llama-cpp" ] && return 0
-  if [ "${CI:-}" = true ]; then echo "FAIL: node-llama-cpp missing (scripts/setup installs it)"; exit 1; fi
-  echo "SKIP: node-llama-cpp is not installed (run scripts/setup)"; exit 0
+  skip_test "node-llama-cpp is not installed in tests/peer (run scripts/setup)"
 }
 relL2() {
   node -e '
