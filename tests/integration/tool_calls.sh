@@ -102,11 +102,24 @@ for seed in range(1, 6):
         [got[i]["function"] for i in sorted(got)], (r, got)
 print("  streamed tool calls assemble to the non-streamed ones")
 
-# auto and none answer; a tool result round trip renders
-for choice in ("auto", "none"):
-    st, r = post({"model": "precise", "messages": msgs, "tools": tools, "tool_choice": choice,
-                  "max_tokens": 8, "temperature": 0})
-    assert st == 200 and r["choices"][0]["finish_reason"] in ("stop", "length", "tool_calls"), r
+# auto answers; none answers with no call, plain or streamed, whatever the model writes (its
+# text, even one shaped like a call, is content); a tool result round trip renders
+st, r = post({"model": "precise", "messages": msgs, "tools": tools, "tool_choice": "auto",
+              "max_tokens": 8, "temperature": 0})
+assert st == 200 and r["choices"][0]["finish_reason"] in ("stop", "length", "tool_calls"), r
+for seed in range(1, 6):
+    st, r = post({"model": "precise", "messages": msgs, "tools": tools, "tool_choice": "none",
+                  "max_tokens": 40, "temperature": 1, "seed": seed})
+    ch = r["choices"][0]
+    assert st == 200 and ch["finish_reason"] in ("stop", "length"), r
+    assert not ch["message"].get("tool_calls") and isinstance(ch["message"]["content"], str), ch
+    st, ev = post({"model": "precise", "messages": msgs, "tools": tools, "tool_choice": "none",
+                   "max_tokens": 40, "temperature": 1, "seed": seed, "stream": True}, stream=True)
+    assert st == 200, ev
+    text = "".join(e["choices"][0]["delta"].get("content") or "" for e in ev if e["choices"])
+    assert not any(e["choices"][0]["delta"].get("tool_calls") for e in ev if e["choices"]), ev
+    assert text == ch["message"]["content"], (text, ch)
+print("  none: 5 seeds, no tool_calls plain or streamed, the same content both ways")
 history = msgs + [{"role": "assistant", "content": None, "tool_calls": [{"id": "call_1",
           "type": "function", "function": {"name": "get_weather",
           "arguments": "{\"city\": \"Paris\", \"unit\": \"c\"}"}}]},
@@ -162,15 +175,25 @@ for pool in ("llama", "mistral"):
                 assert len(c["id"]) == 9 and c["id"].isalnum(), c
         last = ch["message"]["tool_calls"][0]
     assert n_stop >= 3, (pool, n_stop)
-    st, ev = post({"model": pool, "messages": msgs, "tools": tools, "temperature": 1, "seed": 2,
-                   "tool_choice": {"type": "function", "function": {"name": "add"}},
-                   "max_tokens": 120, "stream": True}, stream=True)
-    assert st == 200, ev
-    got = {}
-    for e in ev:
-        for tc in (e["choices"][0]["delta"].get("tool_calls") or []) if e["choices"] else []:
-            got.setdefault(tc["index"], tc)
-    assert all(c["function"]["name"] == "add" for c in got.values()), got
+    n_named = 0
+    for seed in range(2, 6):
+        st, ev = post({"model": pool, "messages": msgs, "tools": tools, "temperature": 1,
+                       "seed": seed, "tool_choice": {"type": "function", "function": {"name": "add"}},
+                       "max_tokens": 120, "stream": True}, stream=True)
+        assert st == 200, ev
+        got, fin = {}, None
+        for e in ev:
+            for tc in (e["choices"][0]["delta"].get("tool_calls") or []) if e["choices"] else []:
+                got.setdefault(tc["index"], tc)
+            if e["choices"] and e["choices"][0]["finish_reason"]:
+                fin = e["choices"][0]["finish_reason"]
+        # a named call must stream: at least one call, every one the named function (a cut by
+        # max_tokens is the only way to end without one)
+        assert fin in ("tool_calls", "length"), (pool, seed, fin)
+        assert fin == "length" or got, (pool, seed, "named streamed call: no delta.tool_calls")
+        assert all(c["function"]["name"] == "add" for c in got.values()), got
+        n_named += fin == "tool_calls"
+    assert n_named >= 2, (pool, "named streamed calls that ended with tool_calls:", n_named)
     history = msgs + [{"role": "assistant", "content": None, "tool_calls": [last]},
                       {"role": "tool", "tool_call_id": last["id"], "content": "{\"temp\": 21}"}]
     st, r = post({"model": pool, "messages": history, "tools": tools, "max_tokens": 8,
