@@ -16,6 +16,8 @@ texts() { # TAG: the N completions, one file each
     for i in $(seq $N); do
         post /v1/completions "$(body "$i")" | json_get 'd["choices"][0]["text"]' >"$T_DIR/$1.$i"
         [ "$(status)" = 200 ] || fail "$1: request $i got $(status): $(cat "$T_DIR/body")"
+        json_get '(d["usage"].get("prompt_tokens_details") or {}).get("cached_tokens", 0)' \
+            <"$T_DIR/body" >"$T_DIR/$1.$i.cached"
     done
 }
 same() { # TAG
@@ -39,15 +41,30 @@ texts tp2
 same tp2
 texts tp2again # the same prompts again: prefix cache hits on both ranks
 same tp2again
+for i in $(seq $N); do # each prompt was seen before: its whole KV blocks come from the cache
+    c=$(cat "$T_DIR/tp2again.$i.cached")
+    [ "$c" -gt 0 ] || fail "tp2again: request $i reported no cached prompt tokens (usage.prompt_tokens_details)"
+done
 grep -q "tensor parallel 2" "$T_DIR/worker-tp2.log" || fail "tp2 did not load sharded"
-ok "--tensor-parallel-size 2: the text of the unsharded worker (and again from the prefix cache)"
+ok "--tensor-parallel-size 2: the text of the unsharded worker (and again with cached prompt tokens: $(cat "$T_DIR"/tp2again.*.cached | tr "\n" " "))"
 stop_worker tp2
 
 start_cpu_worker spec precise "$M" --tensor-parallel-size 2 --draft-model "$T_DIR/draft.gguf"
 wait_worker spec
 texts spec
 same spec
-ok "tensor parallel 2 with speculative decoding: the same greedy text"
+spec_counter() { # NAME: the spec worker's counter from /metrics (0 when absent)
+    curl -s "$BASE/metrics" | awk -v n="$1" '$1 ~ "^"n"\\{" && $1 ~ /worker="spec"/ {v = $2} END {print v + 0}'
+}
+for _ in $(seq 50); do # a heartbeat carries the counters
+    [ "$(spec_counter sol_worker_spec_verify_steps_total)" != 0 ] && break
+    sleep 0.1
+done
+steps=$(spec_counter sol_worker_spec_verify_steps_total)
+drafted=$(spec_counter sol_worker_spec_draft_tokens_total)
+[ "$steps" != 0 ] && [ "$drafted" != 0 ] ||
+    fail "tp2 + draft: no speculation happened (verify steps $steps, draft tokens $drafted): $(curl -s "$BASE/metrics" | grep spec_ | head)"
+ok "tensor parallel 2 with speculative decoding: the same greedy text ($steps verify steps, $drafted draft tokens)"
 
 # A rank that stops at its 12th step: the worker turns unhealthy, its streams fail over to tp1.
 SOL_TEST_TP_STALL=1:12 start_cpu_worker stall precise "$M" --tensor-parallel-size 2 \
