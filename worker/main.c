@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -224,8 +225,30 @@ static int supervise(worker_link *l, int sfd) {
     }
 }
 
+/* The test-only environment settings: each one changes what the production path does (a fault
+ * injected, DNS answers replaced), so a worker that sees one says so at start, whatever its log
+ * level. docs/configuration.md lists the same names (tests/integration/test_hooks.sh checks both
+ * against every getenv("SOL_TEST_...") in the sources). */
+static const struct {
+    const char *name, *effect;
+} k_test_hooks[] = {
+    {"SOL_TEST_RESOLVE_FILE", "router host names are resolved from this file, not from DNS"},
+    {"SOL_TEST_TP_STALL", "a tensor-parallel rank will stop at the given step"},
+    {"SOL_TEST_ENGINE_STALL", "the engine thread will stop at the given step"},
+};
+
+static void warn_test_hooks(void) {
+    for (size_t i = 0; i < sizeof k_test_hooks / sizeof k_test_hooks[0]; i++) {
+        const char *v = getenv(k_test_hooks[i].name);
+        if (v && v[0])
+            LOG_WARN("worker", "test-only setting %s=%s is active: %s", k_test_hooks[i].name, v,
+                     k_test_hooks[i].effect);
+    }
+}
+
 static int worker_run(const sol_config *cfg) {
     const sol_worker_config *w = &cfg->worker;
+    warn_test_hooks();
     sigset_t set;
     int sfd = block_signals(&set);
     if (sfd < 0) {

@@ -1,12 +1,14 @@
 """Builds a Debian-based Dockerfile of deploy/docker without Docker: each stage's base is made with
 debootstrap (debian:bookworm and -slim: a minbase bookworm), then the stage's own instructions run
-in a chroot as Docker would run them (RUN through /bin/sh -c in WORKDIR with ENV, COPY of the
-repository's tracked files, COPY --from another stage, USER); then the final stage's binaries start
-as its USER, a router and a sim worker answer a request, and its HEALTHCHECK command passes.
+in a chroot as Docker would run them (RUN through /bin/sh -c in WORKDIR with ENV, COPY . of the
+build context (the repository's folder less what .dockerignore excludes, as Docker sends it),
+COPY --from another stage, USER); then the final stage runs as a container would: its ENTRYPOINT
++ CMD (exec form) as its USER must exit 0, a router started with its defaults must listen on
+exactly the EXPOSEd ports, a router and sim workers answer a request, and its HEALTHCHECK passes.
 For machines without a Docker engine (this project's CI and development machines): it proves the
 Dockerfile's steps, not Docker's layering. Needs root, debootstrap and network to a Debian mirror.
 Usage: python3 deploy/docker/chroot_build.py [DOCKERFILE (deploy/docker/Dockerfile)] [WORKDIR]"""
-import json, os, shlex, shutil, subprocess, sys, tempfile, time, urllib.request
+import json, os, re, shlex, shutil, subprocess, sys, tempfile, time, urllib.request
 
 src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 dockerfile = sys.argv[1] if len(sys.argv) > 1 else f"{src}/deploy/docker/Dockerfile"
@@ -43,6 +45,64 @@ def stages(instrs):
         else:
             st[-1]["steps"].append((kw, arg))
     return st
+
+
+def dockerignore_rules(context):
+    """.dockerignore as (negated, compiled pattern) in file order: Docker's syntax (a leading /
+    and ./ dropped, * and ? within one path element, ** across elements, ! to re-include; a
+    pattern that matches a folder excludes everything below it; the last matching rule wins)."""
+    rules = []
+    path = f"{context}/.dockerignore"
+    for line in open(path) if os.path.exists(path) else []:
+        pat = line.strip()
+        if not pat or pat.startswith("#"):
+            continue
+        neg = pat.startswith("!")
+        pat = pat[1:].strip() if neg else pat
+        pat = os.path.normpath(pat.lstrip("/"))  # also drops a leading ./ and a trailing /
+        rx = ""
+        i = 0
+        while i < len(pat):
+            if pat.startswith("**/", i):
+                rx, i = rx + "(?:.*/)?", i + 3
+            elif pat.startswith("**", i):
+                rx, i = rx + ".*", i + 2
+            elif pat[i] == "*":
+                rx, i = rx + "[^/]*", i + 1
+            elif pat[i] == "?":
+                rx, i = rx + "[^/]", i + 1
+            else:
+                rx, i = rx + re.escape(pat[i]), i + 1
+        rules.append((neg, re.compile(rx + "(?:/.*)?$")))  # a folder's match covers its contents
+    return rules
+
+
+def ignored(rules, rel):
+    out = False
+    for neg, rx in rules:
+        if rx.match(rel):
+            out = not neg
+    return out
+
+
+def copy_context(context, dest):
+    """COPY . DEST: every file of the build context that .dockerignore does not exclude."""
+    rules, n = dockerignore_rules(context), 0
+    for d, dirs, files in os.walk(context):
+        rel_d = os.path.relpath(d, context)
+        for name in list(dirs):
+            rel = os.path.normpath(f"{rel_d}/{name}")
+            # a folder is skipped whole only when no ! rule could re-include something below it
+            if ignored(rules, rel) and not any(neg for neg, _ in rules):
+                dirs.remove(name)
+        for name in files:
+            rel = os.path.normpath(f"{rel_d}/{name}")
+            if ignored(rules, rel):
+                continue
+            os.makedirs(os.path.dirname(f"{dest}/{rel}"), exist_ok=True)
+            shutil.copy2(f"{context}/{rel}", f"{dest}/{rel}", follow_symlinks=False)
+            n += 1
+    print(f"  COPY . : {n} files of the build context (.dockerignore applied)", flush=True)
 
 
 def sh(cmd, **kw):
@@ -107,9 +167,7 @@ def build_stage(stage, roots):
                 frm, a, b = arg.split()
                 sh(["cp", "-a", roots[frm[7:]] + a, root + b])
             elif kw == "COPY" and arg == ". .":
-                archive = subprocess.run(["git", "-C", src, "archive", "HEAD"], check=True,
-                                         capture_output=True).stdout
-                subprocess.run(["tar", "-x", "-C", root + workdir], input=archive, check=True)
+                copy_context(src, root + workdir)
             elif kw == "USER":
                 user = arg
             elif kw in ("EXPOSE", "ENTRYPOINT", "CMD", "HEALTHCHECK"):
@@ -121,14 +179,78 @@ def build_stage(stage, roots):
     return root, env, user
 
 
+def exec_form(steps, kw):
+    """An ENTRYPOINT or CMD in exec form (a JSON array of strings), [] when absent."""
+    args = [a for k, a in steps if k == kw]
+    if not args:
+        return []
+    try:
+        v = json.loads(args[-1])
+    except ValueError:
+        sys.exit(f"{kw} {args[-1]}: not in exec form (a JSON array): a shell form would run "
+                 f"under /bin/sh -c, which neither forwards signals nor is what the docs say")
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        sys.exit(f"{kw} {args[-1]}: want a JSON array of strings")
+    return v
+
+
+def listening_ports(pid):
+    """The TCP ports process `pid` listens on (its socket inodes in /proc/net/tcp{,6})."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            t = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if t.startswith("socket:["):
+            inodes.add(t[8:-1])
+    ports = set()
+    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in list(open(f))[1:]:
+            w = line.split()
+            if w[3] == "0A" and w[9] in inodes:  # 0A: LISTEN
+                ports.add(int(w[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def check_runtime_metadata(root, env, user, steps):
+    """ENTRYPOINT + CMD run as the container's default command; EXPOSE names the ports a router
+    with its default settings listens on, no more and no fewer."""
+    cmd = exec_form(steps, "ENTRYPOINT") + exec_form(steps, "CMD")
+    if not cmd:
+        sys.exit("the final stage has neither ENTRYPOINT nor CMD: the container has no command")
+    sh(in_root(root, "exec " + " ".join(shlex.quote(c) for c in cmd) + " >/dev/null", env, "/",
+               user))
+    print(f"  the default command {cmd} exits 0 as {user or 'root'}")
+    exposed = {int(p.split("/")[0]) for k, a in steps if k == "EXPOSE" for p in a.split()}
+    p = subprocess.Popen(in_root(root, "exec sol-router", env, "/", user))
+    try:
+        for _ in range(100):
+            got = listening_ports(p.pid) if p.poll() is None else None
+            if got is None or (got and got >= exposed):
+                break
+            time.sleep(0.1)
+        time.sleep(0.3)  # both sockets bound: nothing more is opened after startup
+        got = listening_ports(p.pid) if p.poll() is None else None
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+    if got != exposed:
+        sys.exit(f"EXPOSE {sorted(exposed)}, but a router with its defaults listens on "
+                 f"{sorted(got) if got is not None else 'nothing (it exited)'}")
+    print(f"  EXPOSE {sorted(exposed)}: the ports a router with its defaults listens on")
+
+
 def check_final(root, env, user, steps):
-    """The final stage as a container would run: binaries as USER, a router and a sim worker
-    answer a request, the HEALTHCHECK command passes for the router."""
+    """The final stage as a container would run: its default command, its EXPOSEd ports, the
+    binaries as USER, a router and a sim worker answer a request, the HEALTHCHECK command passes
+    for the router."""
     mounts(root, True)
     procs = []
     try:
         for b in ("sol-router", "sol-worker", "sol-keygen"):
             sh(in_root(root, f"{b} --help >/dev/null", env, "/", user))
+        check_runtime_metadata(root, env, user, steps)
         procs.append(subprocess.Popen(in_root(root, "exec sol-router --listen 127.0.0.1:8080 --bind "
                                               "tcp://127.0.0.1:5555", env, "/", user)))
         for pool in ("fast", "precise"):  # /ready wants a worker in every pool
