@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Promise: K-quant files decode alike in Sol and llama.cpp. For llama, qwen2, qwen3 and gemma3
-# (sliding window 6, every second layer global) models of two shapes (see shape1/shape2) and each
+# (sliding window 6, every second layer global) models of three shapes (see shape1..3) and each
 # of Q4_K_M, Q5_K_M and Q6_K, both the file written by llama.cpp's own quantizer and the one
 # written by sol-quantize load in both. In the llama.cpp-compatible mode (SOL_CPU_ATTN=llamacpp),
 # which reproduces llama.cpp's float order throughout (K-quant kernels, attention, softmax,
@@ -19,16 +19,24 @@ lq=$("$peer/build_quantize.sh" "$B/peer")
 
 N=32; P=1,15,27,300,42,7,99,128,5,260,311,17,450
 # shape 1 (GQA, odd vocab): every type, from both quantizers; shape 2 (one KV head, three
-# layers, wider FFN, another odd vocab): Q4_K_M and Q5_K_M from llama.cpp's quantizer.
+# layers, wider FFN, another odd vocab): Q4_K_M and Q5_K_M from llama.cpp's quantizer; shape 3
+# (head size 32, GQA 4:1, FFN 3 x dim, four layers; gemma3's window 6 then small against the
+# prompt): Q4_K_M from llama.cpp's quantizer. Shape 3 found gemma3's query scale applied after the
+# dot instead of to the query (1/sqrt(32) is no power of two: llama.cpp rounds the scaled query to
+# F16), 0/32 ids before the fix.
 shape1="--dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 512 --vocab 601 --ctx 256 --seed 7"
 shape2="--dim 512 --layers 3 --heads 8 --kv-heads 1 --ffn 768 --vocab 1009 --ctx 256 --seed 5"
+shape3="--dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768 --vocab 1100 --ctx 256 --seed 7"
 archs=(llama qwen2 qwen3 "gemma3:--sliding-window 6 --swa-pattern 2")
 jobs="["; files=()
 for spec in "${archs[@]}"; do
  a=${spec%%:*}; extra=""; [ "$a" = "$spec" ] || extra=${spec#*:}
- for sh in 1 2; do
-  if [ $sh = 1 ]; then shape=$shape1; ftypes=("q4_k_m:15" "q5_k_m:17" "q6_k:18"); bys=(lc sol)
-  else shape=$shape2; ftypes=("q4_k_m:15" "q5_k_m:17"); bys=(lc); fi
+ for sh in 1 2 3; do
+  case $sh in
+    1) shape=$shape1; ftypes=("q4_k_m:15" "q5_k_m:17" "q6_k:18"); bys=(lc sol) ;;
+    2) shape=$shape2; ftypes=("q4_k_m:15" "q5_k_m:17"); bys=(lc) ;;
+    3) shape=$shape3; ftypes=("q4_k_m:15"); bys=(lc) ;;
+  esac
   base=$work/$a-s$sh
   # shellcheck disable=SC2086
   "$B/tools/sol-mkmodel" -o "$base.gguf" --arch "$a" $shape $extra --type f16 >/dev/null 2>&1

@@ -16,7 +16,7 @@ static const model_arch k_archs[] = {
     {"qwen3", ARCH_QK_NORM | ARCH_ROPE_NEOX, 0},
     {"gemma3",
      ARCH_QK_NORM | ARCH_ROPE_NEOX | ARCH_POST_NORMS | ARCH_GELU | ARCH_EMBD_SCALE | ARCH_SWA |
-         ARCH_SOFTCAP,
+         ARCH_SOFTCAP | ARCH_Q_PRESCALE,
      6},
 };
 

@@ -14,6 +14,10 @@ enum {
     ARCH_SWA = 1u << 6,        /* attention.sliding_window: interleaved local/global layers,
                                   rope.freq_base_swa for local ones (sliding_window_pattern) */
     ARCH_SOFTCAP = 1u << 7,    /* final_logit_softcapping: logits = c * tanh(logits / c) */
+    ARCH_Q_PRESCALE = 1u << 8, /* the query is multiplied by the attention scale after RoPE and
+                                  attention runs with scale 1 (Gemma's graph, as llama.cpp builds
+                                  it): where the scale is no power of two, rounding the scaled
+                                  query (llama.cpp's F16 K.Q) differs from scaling the dot */
 };
 
 typedef struct model_arch {

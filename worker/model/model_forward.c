@@ -74,9 +74,14 @@ static int attention(model *m, sol_kv *kv, int l, const model_batch *b) {
         (rc = sol_rope(be, s->k, b->pos, n, sh->kv_heads, hp->head_dim, rope)) ||
         (rc = sol_kv_write(be, kv, l, s->k, s->v, b->slots, n)))
         return rc;
+    float scale = hp->attn_scale;
+    if (hp->arch->flags & ARCH_Q_PRESCALE) {
+        int64_t nq = (int64_t)n * sh->heads * hp->head_dim;
+        if ((rc = sol_scale(be, s->q, scale, s->q, nq))) return rc;
+        scale = 1.0f;
+    }
     if ((rc = sol_paged_attention_swa(be, kv, l, s->q, s->att, n, sh->heads, sh->kv_heads,
-                                      hp->head_dim, hp->attn_scale, slides ? hp->swa_window : 0,
-                                      b->attn)) ||
+                                      hp->head_dim, scale, slides ? hp->swa_window : 0, b->attn)) ||
         (rc = sol_matmul(be, &L->wo, s->att, s->xb2, n)) ||
         (rc = allreduce(m, s->xb2, (int64_t)n * hp->dim)))
         return rc;
