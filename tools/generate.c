@@ -1,5 +1,5 @@
-/* sol-generate: run one prompt through the engine on the CPU and stream the continuation.
- * Its flags are a fixed interface (equivalence checks against llama.cpp use them). */
+/* sol-generate: run one prompt through the serving engine (one request) and stream the
+ * continuation. Its flags are a fixed interface (equivalence checks against llama.cpp use them). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 
 #include "backend.h"
 #include "clock.h"
-#include "drafter.h"
+#include "engine.h"
 #include "gguf.h"
 #include "log.h"
 #include "model.h"
@@ -318,182 +318,123 @@ static int write_logits(const char *path, const float *logits, int n, sol_err *e
     return 0;
 }
 
-/* The single-sequence run: a contiguous KV cache is a block table of consecutive blocks. */
-typedef struct gen_run {
-    model *m;
-    model_kv *kv;
-    int32_t *table, *hist;
-    int n_hist, ctx;
-    float *logits;
-} gen_run;
+/* What the engine's events tell the one request's caller (filled on the engine thread, read
+ * after engine_wait_idle). */
+typedef struct gen_sink {
+    const gen_opts *o;
+    int quiet; /* -n 0: the prompt's pass alone (one token is sampled, not shown) */
+    double t_submit, t_first, t_end;
+    int n_gen;
+    engine_finish_reason finish;
+    char error[256];
+} gen_sink;
 
-/* Feed tokens[0..n) at positions n_hist.. in chunks; logits of the last one land in r->logits. */
-static int feed(gen_run *r, const int32_t *tokens, int n, int chunk, sol_err *err) {
-    int32_t *pos = malloc(sizeof *pos * chunk), *slots = malloc(sizeof *slots * chunk);
-    sol_attn_seq *attn = malloc(sizeof *attn * chunk);
-    int rc = (pos && slots && attn) ? 0 : sol_err_set(err, -ENOMEM, "out of memory");
-    for (int done = 0; !rc && done < n; done += chunk) {
-        int k = n - done < chunk ? n - done : chunk;
-        for (int i = 0; i < k; i++) {
-            pos[i] = r->n_hist + i;
-            slots[i] = pos[i]; /* consecutive blocks: slot == position */
-            attn[i] = (sol_attn_seq){r->table, pos[i] + 1};
-        }
-        int32_t last = k - 1;
-        model_batch b = {k, tokens + done, pos, slots, attn, done + k == n ? 1 : 0, &last, NULL, 0, NULL};
-        rc = model_forward(r->m, r->kv, &b, r->logits, err);
-        memcpy(r->hist + r->n_hist, tokens + done, sizeof(int32_t) * k);
-        r->n_hist += k;
+static void on_event(void *ctx, const engine_event *ev) {
+    gen_sink *g = ctx;
+    if (g->quiet) {
+        g->t_first = g->t_end = sol_now_s();
+        if (ev->kind == ENGINE_EV_FINISH) g->finish = ev->finish;
+        return;
     }
-    free(pos);
-    free(slots);
-    free(attn);
-    return rc;
-}
-
-static void emit(const gen_opts *o, tok_stream *ts, int32_t id) {
-    if (o->print_tokens) {
-        printf("%d\n", id);
-    } else {
-        const char *text;
-        size_t len;
-        if (tok_stream_push(ts, id, &text, &len) == 0 && len) fwrite(text, 1, len, stdout);
+    if (ev->kind == ENGINE_EV_TOKEN) {
+        if (!g->n_gen++) g->t_first = sol_now_s();
+        if (g->o->print_tokens)
+            printf("%d\n", ev->token);
+        else
+            fwrite(ev->text, 1, ev->text_len, stdout);
+        fflush(stdout);
+        return;
+    }
+    g->t_end = sol_now_s();
+    g->finish = ev->finish;
+    if (ev->error) snprintf(g->error, sizeof g->error, "%s", ev->error);
+    if (!g->o->print_tokens) {
+        fwrite(ev->text, 1, ev->text_len, stdout);
+        putchar('\n');
     }
     fflush(stdout);
 }
 
-/* Speculation state of the single sequence (slot 0 of the drafter). */
-typedef struct spec_run {
-    drafter *d;
-    model *draft_model;
-    int k, k_max, adaptive;
-    float *p, *q, *scratch;
-    spec_stats st;
-} spec_run;
-
-/* Target scores the last accepted token and k drafts in one pass; logits for all k+1 rows. */
-static int verify_forward(gen_run *r, const int32_t *draft, int k, sol_err *err) {
-    int32_t tok[SPEC_MAX_K + 1], pos[SPEC_MAX_K + 1], rows[SPEC_MAX_K + 1];
-    sol_attn_seq attn[SPEC_MAX_K + 1];
-    spec_fill_rows(r->hist[r->n_hist], draft, k, r->n_hist, tok, pos);
-    for (int i = 0; i <= k; i++) {
-        attn[i] = (sol_attn_seq){r->table, pos[i] + 1};
-        rows[i] = i;
-    }
-    model_batch b = {k + 1, tok, pos, pos, attn, k + 1, rows, NULL, 0, NULL}; /* slot == position */
-    return model_forward(r->m, r->kv, &b, r->logits, err);
+/* One request through the serving engine: the same scheduler, sampler, speculative decoding
+ * (draft or n-gram, fixed or adaptive k with its pausing policy) and CUDA graph steps as a worker,
+ * with room for exactly this sequence. */
+static engine_config engine_config_for(const gen_opts *o, int ctx, model *draft,
+                                       gen_sink *sink) {
+    engine_config c = engine_config_default();
+    int k = o->spec ? o->spec_k : 0;
+    c.max_model_len = ctx;
+    c.num_blocks = (ctx + k + 2 * GEN_BLOCK - 1) / GEN_BLOCK + 1; /* + the drafts' rows */
+    c.block_size = GEN_BLOCK;
+    c.kv_dtype = SOL_DT_F16;
+    c.max_num_seqs = 1;
+    c.max_batched_tokens = o->chunk > k + 1 ? o->chunk : k + 1;
+    c.prefix_caching = false;
+    c.spec_method = !o->spec                        ? ENGINE_SPEC_OFF
+                    : strcmp(o->spec, "ngram") == 0 ? ENGINE_SPEC_NGRAM
+                                                    : ENGINE_SPEC_DRAFT;
+    c.draft_model = draft;
+    c.spec_k = o->spec_k;
+    c.spec_adaptive = o->spec_adaptive;
+    c.spec_max_batch = 1;
+    c.on_event = on_event;
+    c.event_ctx = sink;
+    return c;
 }
 
-/* One draft + verify step: emits 1..k+1 tokens into hist[n_hist + 1 ..]; returns how many. */
-static int spec_step(gen_run *r, spec_run *sp, sampler *s, sampler_seq *seq, int k_cap,
-                     int32_t *out, sol_err *err) {
-    int32_t nv = model_get_hparams(r->m)->n_vocab, L = r->n_hist + 1;
-    int32_t draft[SPEC_MAX_K];
-    int k = sp->k < k_cap ? sp->k : k_cap, n_acc = 0, rc = 0;
-    uint64_t t0 = sol_now_ns();
-    drafter_req req = {0, seq, r->hist, L, k, draft, sp->q, 0};
-    if (k > 0 && (rc = drafter_propose(sp->d, &req, 1, err))) return rc;
-    uint64_t t1 = sol_now_ns();
-    k = req.n_draft;
-    memcpy(r->hist + L, draft, sizeof(int32_t) * (size_t)k);
-    if ((rc = verify_forward(r, draft, k, err))) return rc;
-    if ((rc = spec_target_probs(s, seq, r->logits, k, r->hist, L, sp->p, err))) return rc;
-    int n = spec_verify(seq, sp->p, draft, drafter_one_hot(sp->d) ? NULL : sp->q, k, nv,
-                        spec_accept_exact, sp->scratch, out, &n_acc, err);
-    if (n < 0) return n;
-    spec_stats_add(&sp->st, k, n_acc, t1 - t0, sol_now_ns() - t1);
-    if (sp->adaptive && k > 0) sp->k = spec_adapt_k(sp->k, k, n_acc, 1, sp->k_max);
-    memcpy(r->hist + L, out, sizeof(int32_t) * (size_t)n);
-    r->n_hist = L + n_acc; /* KV keeps the accepted drafts; rejected rows are dropped */
-    return n;
-}
-
-static void spec_report(const spec_run *sp, int adaptive) {
-    const spec_stats *st = &sp->st;
+static void report(const gen_opts *o, const gen_sink *g, engine *e, int n_prompt) {
+    double tp = g->t_first > 0 ? g->t_first - g->t_submit : 0;
+    double dt = g->t_first > 0 ? g->t_end - g->t_first : 0;
+    /* the first token comes out of the prompt's pass; generation is timed from it */
+    fprintf(stderr, "prompt: %d tokens in %.3f s, %.2f tok/s\n", n_prompt, tp,
+            tp > 0 ? n_prompt / tp : 0.0);
+    fprintf(stderr, "generation: %d tokens in %.3f s, %.2f tok/s\n", g->n_gen, dt,
+            dt > 0 ? g->n_gen / dt : 0.0);
+    if (!o->spec) return;
+    engine_stats st;
+    engine_get_stats(e, &st);
     fprintf(stderr,
             "speculative (%s, k %d%s): %llu steps, %llu drafted, %llu accepted, acceptance "
             "%.1f%%, %.2f tokens/step, draft %.3f s, verify %.3f s\n",
-            drafter_name(sp->d), sp->k, adaptive ? " at the end, adaptive" : "",
-            (unsigned long long)st->steps, (unsigned long long)st->drafted,
-            (unsigned long long)st->accepted, 100.0 * spec_stats_acceptance(st),
-            spec_stats_tokens_per_step(st), st->draft_ns / 1e9, st->verify_ns / 1e9);
+            o->spec, o->spec_k, o->spec_adaptive ? " at most, adaptive" : "",
+            (unsigned long long)st.spec.steps, (unsigned long long)st.spec.drafted,
+            (unsigned long long)st.spec.accepted, 100.0 * st.spec_acceptance,
+            st.spec_tokens_per_step, st.spec.draft_ns / 1e9, st.spec.verify_ns / 1e9);
 }
 
-static int generate(gen_run *r, const gen_opts *o, spec_run *sp, const tokenizer *tok, int n_prompt,
-                    sol_err *err) {
-    sampler *s = sampler_new(model_get_hparams(r->m)->n_vocab, err);
-    sampler_seq seq;
-    tok_stream *ts = tok ? tok_stream_new(tok, 0) : NULL;
-    int rc = s ? sampler_seq_init(&seq, &o->sp, n_prompt, err) : -ENOMEM;
-    int stop_eos = o->eos_mode >= 0 ? o->eos_mode : !o->print_tokens, stop = 0;
-    int n_gen = 0;
-    double t0 = sol_now_s();
-    while (!rc && !stop && n_gen < o->n_predict) {
-        int32_t out[SPEC_MAX_K + 1];
-        int n = 1;
-        if (sp && n_gen > 0) {
-            n = spec_step(r, sp, s, &seq, o->n_predict - n_gen - 1, out, err);
-            if (n < 0) rc = n;
-        } else {
-            out[0] = sampler_sample(s, &seq, r->logits, r->hist, r->n_hist, NULL, err);
-            if (out[0] < 0) rc = out[0];
-            if (!rc && sp) r->hist[r->n_hist] = out[0]; /* pending: not yet in the KV */
-        }
-        for (int i = 0; !rc && i < n && !stop; i++) {
-            if (stop_eos && tok && tokenizer_is_eog(tok, out[i])) {
-                stop = 1;
-                break;
-            }
-            emit(o, ts, out[i]);
-            n_gen++;
-        }
-        if (!rc && !stop && !sp && n_gen < o->n_predict) rc = feed(r, &out[0], 1, 1, err);
+/* Runs the prompt to completion on a fresh engine; the logits of the last prompt position go to
+ * o->logits_file when asked. */
+static int serve_one(const gen_opts *o, model *m, model *draft, tokenizer *tok,
+                     const int32_t *prompt, int n_prompt, int ctx, sol_err *err) {
+    int32_t nv = model_get_hparams(m)->n_vocab;
+    gen_sink sink = {.o = o, .quiet = o->n_predict == 0};
+    engine_config c = engine_config_for(o, ctx, draft, &sink);
+    float *logits = o->logits_file ? malloc(sizeof(float) * (size_t)nv) : NULL;
+    if (o->logits_file && !logits) return sol_err_set(err, -ENOMEM, "out of memory");
+    engine *e = engine_new(&c, m, tok, err);
+    if (!e) {
+        free(logits);
+        return err->code ? err->code : -ENOMEM;
     }
-    double dt = sol_now_s() - t0;
-    if (ts && !o->print_tokens) {
-        const char *text;
-        size_t len;
-        tok_stream_flush(ts, &text, &len);
-        fwrite(text, 1, len, stdout);
-        putchar('\n');
-    }
-    fprintf(stderr, "generation: %d tokens in %.3f s, %.2f tok/s\n", n_gen, dt,
-            dt > 0 ? n_gen / dt : 0.0);
-    if (sp) spec_report(sp, o->spec_adaptive);
-    tok_stream_free(ts);
-    sampler_free(s);
+    int stop_eos = o->eos_mode >= 0 ? o->eos_mode : !o->print_tokens;
+    engine_request req = {.prompt_tokens = prompt,
+                          .n_prompt_tokens = n_prompt,
+                          .add_bos = 0, /* the ids are final: tokenize_prompt added BOS */
+                          .sampling = o->sp,
+                          .max_tokens = o->n_predict ? o->n_predict : 1, /* 0: unlimited */
+                          .ignore_eos = !stop_eos,
+                          .prompt_logits = logits};
+    int rc = 0;
+    sink.t_submit = sol_now_s();
+    int64_t id = engine_submit(e, &req, err);
+    if (id < 0) rc = (int)id;
+    if (!rc) engine_wait_idle(e);
+    if (!rc && sink.finish == ENGINE_FINISH_ERROR)
+        rc = sol_err_set(err, -EIO, "generation failed: %s", sink.error);
+    if (!rc) report(o, &sink, e, n_prompt);
+    if (!rc && logits) rc = write_logits(o->logits_file, logits, nv, err);
+    engine_free(e);
+    free(logits);
     return rc;
-}
-
-/* Loads the drafter and the verify buffers for up to k_max drafts per step. */
-static int spec_setup(spec_run *sp, const gen_opts *o, gen_run *r, sol_backend *be, int flags,
-                      sol_err *err) {
-    int32_t nv = model_get_hparams(r->m)->n_vocab;
-    sp->k = sp->k_max = o->spec_k;
-    sp->adaptive = o->spec_adaptive;
-    if (strcmp(o->spec, "ngram") == 0) {
-        sp->d = drafter_ngram_new(1, 4, err);
-    } else {
-        if (!(sp->draft_model = model_load(o->draft_model, flags, be, err)))
-            return err->code ? err->code : -EINVAL;
-        int32_t dv = model_get_hparams(sp->draft_model)->n_vocab;
-        if (dv != nv)
-            return sol_err_set(err, -EINVAL, "%s: vocabulary of %d tokens, the target has %d",
-                               o->draft_model, (int)dv, (int)nv);
-        sp->d = drafter_model_new(sp->draft_model, 1, r->ctx + SPEC_MAX_K, err);
-    }
-    if (!sp->d) return err->code ? err->code : -ENOMEM;
-    sp->p = malloc(sizeof(float) * (size_t)nv * (SPEC_MAX_K + 1));
-    sp->q = malloc(sizeof(float) * (size_t)nv * SPEC_MAX_K);
-    sp->scratch = malloc(sizeof(float) * (size_t)nv);
-    if (!sp->p || !sp->q || !sp->scratch) return sol_err_set(err, -ENOMEM, "out of memory");
-    return 0;
-}
-
-static void spec_free(spec_run *sp) {
-    drafter_free(sp->d);
-    model_free(sp->draft_model);
-    free(sp->p), free(sp->q), free(sp->scratch);
 }
 
 static int run(const gen_opts *o, sol_err *err) {
@@ -504,20 +445,19 @@ static int run(const gen_opts *o, sol_err *err) {
     model_tp_config tp = {o->tp, 60000, o->backend ? o->backend : "cpu", bo};
     if (!be) return err->code ? err->code : -ENOMEM;
     int flags = (o->no_mmap ? GGUF_OPEN_NO_MMAP : 0) | (o->mlock ? GGUF_OPEN_MLOCK : 0);
-    gen_run r = {0};
-    spec_run sp = {0};
+    model *m = NULL, *draft = NULL;
     tokenizer *tok = NULL;
     int32_t *prompt = NULL;
     int n_prompt = 0, rc = 0;
     double t0 = sol_now_s();
-    r.m = model_load_tp(o->model, flags, be, &tp, err);
-    if (!r.m) {
+    m = model_load_tp(o->model, flags, be, &tp, err);
+    if (!m) {
         rc = err->code ? err->code : -EINVAL;
         goto out;
     }
     fprintf(stderr, "loaded %s in %.2f s (%s)\n", o->model, sol_now_s() - t0,
             o->no_mmap ? "read into memory" : "mmap");
-    tok = tokenizer_from_gguf(model_gguf(r.m), err);
+    tok = tokenizer_from_gguf(model_gguf(m), err);
     if (!tok && (o->prompt || !o->print_tokens)) {
         rc = err->code ? err->code : -EINVAL;
         goto out;
@@ -530,49 +470,25 @@ static int run(const gen_opts *o, sol_err *err) {
             printf("%d\n", prompt[i]);
         goto out;
     }
-    const model_hparams *hp = model_get_hparams(r.m);
-    r.ctx = o->ctx ? o->ctx : n_prompt + o->n_predict;
-    if (n_prompt + o->n_predict > r.ctx) {
+    int ctx = o->ctx ? o->ctx : n_prompt + o->n_predict;
+    if (n_prompt + o->n_predict > ctx) {
         rc = sol_err_set(err, -EINVAL, "prompt (%d) + n-predict (%d) exceeds --ctx %d", n_prompt,
-                         o->n_predict, r.ctx);
+                         o->n_predict, ctx);
         goto out;
     }
-    int nblocks = (r.ctx + GEN_BLOCK - 1) / GEN_BLOCK;
-    r.table = malloc(sizeof(int32_t) * nblocks);
-    r.hist = malloc(sizeof(int32_t) * (size_t)(r.ctx + 1));
-    int rows = o->spec ? o->spec_k + 1 : 1;
-    r.logits = malloc(sizeof(float) * hp->n_vocab * (size_t)rows);
-    if (!r.table || !r.hist || !r.logits) {
-        rc = sol_err_set(err, -ENOMEM, "out of memory");
+    if (o->spec && strcmp(o->spec, "draft") == 0 &&
+        !(draft = model_load(o->draft_model, flags, be, err))) {
+        rc = err->code ? err->code : -EINVAL;
         goto out;
     }
-    for (int i = 0; i < nblocks; i++)
-        r.table[i] = i;
-    int chunk = o->chunk < n_prompt ? o->chunk : n_prompt;
-    if (o->spec && (rc = spec_setup(&sp, o, &r, be, flags, err))) goto out;
-    if (!(r.kv = model_kv_new(r.m, nblocks, GEN_BLOCK, SOL_DT_F16, err)) ||
-        (rc = model_reserve(r.m, chunk > rows ? chunk : rows, rows, err))) {
-        rc = rc ? rc : -ENOMEM;
-        goto out;
-    }
-    t0 = sol_now_s();
-    if ((rc = feed(&r, prompt, n_prompt, chunk, err))) goto out;
-    double dt = sol_now_s() - t0;
-    fprintf(stderr, "prompt: %d tokens in %.3f s, %.2f tok/s\n", n_prompt, dt,
-            dt > 0 ? n_prompt / dt : 0.0);
-    if (o->logits_file && (rc = write_logits(o->logits_file, r.logits, hp->n_vocab, err))) goto out;
-    rc = generate(&r, o, o->spec ? &sp : NULL, tok, n_prompt, err);
+    rc = serve_one(o, m, draft, tok, prompt, n_prompt, ctx, err);
     char stats[256];
     if (!rc && sol_backend_stats(be, stats, sizeof stats) == 0) fprintf(stderr, "%s\n", stats);
 out:
-    spec_free(&sp);
     free(prompt);
-    free(r.table);
-    free(r.hist);
-    free(r.logits);
     tokenizer_free(tok);
-    if (r.m) model_kv_free(r.m, r.kv);
-    model_free(r.m);
+    model_free(draft);
+    model_free(m);
     sol_backend_free(be);
     return rc;
 }

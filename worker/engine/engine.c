@@ -322,6 +322,10 @@ static void sample_all(engine *e, const sched_batch *b) {
         sampler_result res;
         sol_err err = {0};
         float *row = e->logits + (size_t)i * e->n_vocab;
+        if (r->prompt_logits) { /* the first sample: this row is the last prompt position's */
+            memcpy(r->prompt_logits, row, sizeof(float) * (size_t)e->n_vocab);
+            r->prompt_logits = NULL;
+        }
         for (int32_t k = 0; k < r->n_bias; k++)
             row[r->bias_tokens[k]] += r->bias_values[k];
         int32_t id = r->gram ? sample_constrained(e, r, row, &res, &err)

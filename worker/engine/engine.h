@@ -134,6 +134,9 @@ typedef struct engine_request {
                                      none. Needs a tokenizer; the request never speculates */
     const int32_t *resume_tokens; /* failover: ids already generated elsewhere */
     int32_t n_resume_tokens;
+    float *prompt_logits; /* when set: n_vocab floats, filled with the last prompt position's raw
+                           * logits (before logit_bias, grammar and sampling) when the first token
+                           * is sampled; valid once the request finished (sol-generate --logits) */
     void *user; /* handed back in every event */
 } engine_request;
 

@@ -26,6 +26,7 @@ typedef struct ereq {
     int32_t max_tokens;  /* total generated tokens allowed (resume tokens included) */
     sampler_seq sseq;
     bool ignore_eos;
+    float *prompt_logits; /* engine_request.prompt_logits, NULL once filled */
     /* speculative decoding (engine_spec.c) */
     bool no_spec;
     int32_t spec_slot;                 /* the drafter's slot, -1 when none is held */

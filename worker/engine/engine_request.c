@@ -208,6 +208,7 @@ int ereq_build(const engine *e, const engine_request *q, ereq **out, sol_err *er
     r->seq.priority = q->priority;
     r->n_generated = q->n_resume_tokens;
     r->ignore_eos = q->ignore_eos;
+    r->prompt_logits = q->prompt_logits;
     /* Verify yields no logprobs; grammars and logit_bias constrain the verify rows
      * (engine_spec.c). */
     r->no_spec = q->no_speculation || q->sampling.want_logprobs;
