@@ -358,8 +358,7 @@ static void on_event(void *ctx, const engine_event *ev) {
 /* One request through the serving engine: the same scheduler, sampler, speculative decoding
  * (draft or n-gram, fixed or adaptive k with its pausing policy) and CUDA graph steps as a worker,
  * with room for exactly this sequence. */
-static engine_config engine_config_for(const gen_opts *o, int ctx, model *draft,
-                                       gen_sink *sink) {
+static engine_config engine_config_for(const gen_opts *o, int ctx, model *draft, gen_sink *sink) {
     engine_config c = engine_config_default();
     int k = o->spec ? o->spec_k : 0;
     c.max_model_len = ctx;

@@ -31,6 +31,9 @@ typedef struct ereq {
     bool no_spec;
     int32_t spec_slot;                 /* the drafter's slot, -1 when none is held */
     int32_t spec_k;                    /* drafts asked for next (adaptive) */
+    int32_t spec_k_cap;                /* adaptive: k the last judgement found best, 0: spec_k */
+    bool spec_judged;                  /* a window was judged since (re)starting: the next
+                                        * judgement comes after SPEC_WINDOW drafts, not the probe */
     int32_t win_drafted, win_accepted; /* the current acceptance window */
     int32_t spec_resume_at;            /* paused until n_generated reaches this */
     int32_t spec_pause;                /* the next pause (x8 per failed window), 0: first */
@@ -89,6 +92,9 @@ struct engine {
     /* speculative decoding (engine_spec.c); drafter NULL when off */
     drafter *drafter;
     int32_t spec_max;    /* sequences speculating per step at most (drafter slots) */
+    double spec_row_cost; /* one draft's cost in plain decode steps: its verify row and
+                           * sampling (SPEC_ROW_COST) plus a draft model's step (its weight
+                           * bytes over the target's; 0 for n-gram lookup) */
     int32_t *spec_slots; /* free drafter slots (stack) */
     int32_t n_spec_slots;
     drafter_req *spec_reqs; /* spec_max */

@@ -6,13 +6,19 @@
  * step (they hold one drafter slot each, so the draft model's KV is sized for that many), the
  * first decodes in scheduling order. With spec_adaptive: nobody speculates while more than
  * spec_max_batch sequences decode (a wide batch already keeps the matmuls busy, so verify rows
- * cost nearly their full price), each sequence's k moves by spec_adapt_k in [1, spec_k], and a
- * sequence whose acceptance over a window of SPEC_WINDOW drafts falls under spec_min_acceptance
- * pauses (its slot goes back), then retries from k = 1. A draft that gets nothing accepted in its
- * first SPEC_PROBE tries is cut off at once, not after a whole window, and each pause that
- * follows a failed window is 8 times the last (SPEC_PAUSE up to SPEC_PAUSE_MAX: a retry also
- * re-prefills the draft's KV over the tokens it missed): a useless draft costs a few verify
- * steps, then next to nothing. */
+ * cost nearly their full price), each sequence's k moves by spec_adapt_k in [1, k_cap], and its
+ * drafts are judged after a probe of SPEC_PROBE drafts, then every SPEC_WINDOW: speculation goes
+ * on only while it pays - the expected tokens per verify step at the window's acceptance over
+ * the step's cost in plain decode steps, 1 + k x spec_row_cost, is at least 1 for some k (which
+ * then becomes k_cap) - and while acceptance stays above spec_min_acceptance. The probe's
+ * acceptance counts two more accepted drafts (its few drafts only stop a draft that could not pay
+ * even so), a full window's one more accepted and one more refused. Otherwise the sequence
+ * pauses (its slot goes back) and retries from k = 1 later, each pause that follows a failed
+ * judgement 8 times the last (SPEC_PAUSE up to SPEC_PAUSE_MAX: a retry also re-prefills the
+ * draft's KV over the tokens it missed). The cost comes from the models' sizes, not from clocks,
+ * so a seeded request speculates the same way on every run: a draft that costs as much as it
+ * saves (a 2-of-12-layer draft with a 32k-vocabulary head costs half a target step) is dropped
+ * after the probe even at 80% acceptance if k = 1 cannot pay. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +28,14 @@
 #include "log.h"
 
 #define SPEC_WINDOW 32      /* drafts per acceptance window */
-#define SPEC_PROBE 4        /* drafts after which none accepted ends the window early */
-#define SPEC_PAUSE 64       /* tokens a paused sequence decodes plainly, the first time */
+#define SPEC_PROBE 4        /* drafts of the first window after a (re)start: judged early */
+#define SPEC_PAUSE 256      /* tokens a paused sequence decodes plainly, the first time */
 #define SPEC_PAUSE_MAX 4096 /* growing after each failed window stops here */
+/* A verify row and its sampling (target probabilities over the vocabulary, the draft's q row),
+ * in plain decode steps: measured on the CPU backend with the `small` preset at batch 1
+ * (bench/spec_adaptive.sh: k = 1 with a useless draft costs 1.66-1.83 steps, of which the draft
+ * model's pass is ~0.5). On a GPU a row is cheaper; the figure errs on the side of pausing. */
+#define SPEC_ROW_COST 0.25
 
 int32_t espec_max_logit_rows(const engine *e) {
     int64_t rows = e->cfg.max_num_seqs;
@@ -63,6 +74,11 @@ int espec_init(engine *e, sol_err *err) {
     if (c->spec_max_batch <= 0) c->spec_max_batch = 2;
     if (!(c->spec_min_acceptance >= 0 && c->spec_min_acceptance <= 1)) c->spec_min_acceptance = 0.3;
     e->spec_max = c->spec_max_batch < c->max_num_seqs ? c->spec_max_batch : c->max_num_seqs;
+    e->spec_row_cost = SPEC_ROW_COST;
+    if (c->spec_method == ENGINE_SPEC_DRAFT && c->draft_model) {
+        uint64_t target = model_step_bytes(e->m), draft = model_step_bytes(c->draft_model);
+        e->spec_row_cost += target ? (double)draft / (double)target : 1.0;
+    }
     int rc = make_drafter(e, err);
     if (rc) return rc ? rc : -ENOMEM;
     size_t nv = (size_t)e->n_vocab, n = (size_t)e->spec_max;
@@ -80,9 +96,11 @@ int espec_init(engine *e, sol_err *err) {
     for (int32_t i = 0; i < e->spec_max; i++)
         e->spec_slots[i] = e->spec_max - 1 - i;
     e->n_spec_slots = e->spec_max;
-    LOG_INFO("engine", "speculative decoding: %s, k %d%s, up to %d sequences per step",
+    LOG_INFO("engine",
+             "speculative decoding: %s, k %d%s, up to %d sequences per step; a draft costs %.2f "
+             "of a decode step",
              drafter_name(e->drafter), c->spec_k, c->spec_adaptive ? " (adaptive)" : "",
-             e->spec_max);
+             e->spec_max, e->spec_row_cost);
     return 0;
 }
 
@@ -179,22 +197,48 @@ void espec_after_schedule(engine *e, bool failed) {
     }
 }
 
+/* The k in [1, k_max] with the most tokens per plain-step cost at acceptance a (each draft
+ * accepted with probability a, independently: 1 + a + ... + a^k tokens per verify step, which
+ * costs 1 + k x row_cost plain steps); *gain receives that ratio (>= 1: speculation pays). */
+static int best_k(double a, int k_max, double row_cost, double *gain) {
+    double tokens = 1.0, p = 1.0;
+    int best = 1;
+    *gain = 0.0;
+    for (int k = 1; k <= k_max; k++) {
+        p *= a;
+        tokens += p;
+        double g = tokens / (1.0 + k * row_cost);
+        if (g > *gain) *gain = g, best = k;
+    }
+    return best;
+}
+
 /* Adaptive k and the acceptance window after one verify step. */
 static void adapt(engine *e, ereq *r, int k, int j) {
     if (!e->cfg.spec_adaptive) return;
-    r->spec_k = spec_adapt_k(r->spec_k, k, j, 1, e->cfg.spec_k);
+    int cap = r->spec_k_cap > 0 ? r->spec_k_cap : e->cfg.spec_k;
+    r->spec_k = spec_adapt_k(r->spec_k, k, j, 1, cap);
     r->win_drafted += k;
     r->win_accepted += j;
-    bool hopeless = r->win_drafted >= SPEC_PROBE && r->win_accepted == 0;
-    if (r->win_drafted < SPEC_WINDOW && !hopeless) return;
-    if (hopeless || r->win_accepted < e->cfg.spec_min_acceptance * r->win_drafted) {
+    if (r->win_drafted < (r->spec_judged ? SPEC_WINDOW : SPEC_PROBE)) return;
+    /* the probe's few drafts are read optimistically (two more accepted): only a draft that
+     * cannot pay even then stops there; a full window is read with one of each */
+    double gain, a = r->spec_judged ? (r->win_accepted + 1.0) / (r->win_drafted + 2.0)
+                                    : (r->win_accepted + 2.0) / (r->win_drafted + 2.0);
+    int kb = best_k(a, e->cfg.spec_k, e->spec_row_cost, &gain);
+    if (gain < 1.0 || r->win_accepted < e->cfg.spec_min_acceptance * r->win_drafted) {
         int32_t pause = r->spec_pause ? r->spec_pause : SPEC_PAUSE;
         r->spec_resume_at = r->n_generated + pause;
         r->spec_pause = pause * 8 < SPEC_PAUSE_MAX ? pause * 8 : SPEC_PAUSE_MAX;
         r->spec_k = 1;
+        r->spec_k_cap = 0;
+        r->spec_judged = false; /* the retry is probed again */
         espec_release(e, r);
     } else {
         r->spec_pause = 0; /* it pays again: the next failure pauses briefly */
+        r->spec_k_cap = kb;
+        if (r->spec_k > kb) r->spec_k = kb;
+        r->spec_judged = true;
     }
     r->win_drafted = r->win_accepted = 0;
 }

@@ -4,6 +4,7 @@
 #include "model_internal.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -659,6 +660,19 @@ int model_kv_copy_blocks(model *m, model_kv *kv, const int32_t *src, const int32
         if (rc) return sol_err_set(err, rc, "KV block copy: %s", be->err.msg);
     }
     return 0;
+}
+
+uint64_t model_step_bytes(const model *m) {
+    const gguf_file *g = model_gguf(m);
+    uint64_t all = 0, embd = 0;
+    bool head = false;
+    for (int i = 0; i < gguf_n_tensors(g); i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        all += t->nbytes;
+        if (!strcmp(t->name, "token_embd.weight")) embd = t->nbytes;
+        if (!strcmp(t->name, "output.weight")) head = true;
+    }
+    return head ? all - embd : all;
 }
 
 size_t model_kv_bytes_per_token(const model *m, sol_dtype dtype) {

@@ -106,6 +106,11 @@ int model_kv_copy_blocks(model *m, model_kv *kv, const int32_t *src, const int32
  * host memory (all ranks' heads). */
 size_t model_kv_bytes_per_token(const model *m, sol_dtype dtype);
 
+/* Weight bytes one decode step reads: every tensor of the file, less the embedding table when a
+ * separate output head exists (a step reads one row of it). Decode is memory-bound, so the ratio
+ * of two models' figures is the ratio of their step costs (speculative decoding's draft cost). */
+uint64_t model_step_bytes(const model *m);
+
 /* One forward step. Token t is tokens[t] at position pos[t] of its sequence; its K/V are written
  * at physical slot slots[t] and it attends through attn[t] (block table, n_ctx = pos[t] + 1 for
  * causal decoding). Tokens of one sequence must appear in position order within a batch.

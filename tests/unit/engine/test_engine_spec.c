@@ -285,12 +285,9 @@ static void test_stop_string_in_accepted_run(void **state) {
     assert_true(st.spec.accepted > 0);
 }
 
-/* Speculation cuts its losses: with a draft that is never accepted, adaptive mode stops after a
- * probe of a few drafts and retries rarely (each failed retry pauses 8 times longer), so a
- * 150-token answer spends a handful of verify steps on it, not a window of 32 per retry; the
- * output is the plain one. */
-static void test_useless_draft_cut_off(void **state) {
-    (void)state;
+/* One 150-token greedy answer with adaptive speculation on `draft`: its output must be the plain
+ * one; returns the engine's speculation figures (printed under `name`). */
+static engine_stats adaptive_answer(model *draft, const char *name) {
     static job j[1];
     static out base[1], got[1];
     make_jobs(j, 1, 0.0f);
@@ -298,13 +295,36 @@ static void test_useless_draft_cut_off(void **state) {
     j[0].no_spec = false;
     run_cfg rc = {ENGINE_SPEC_OFF, NULL, 4, 256, 4, 256, true, false};
     run(&rc, j, 1, base, true);
-    rc.method = ENGINE_SPEC_DRAFT, rc.draft = W.useless, rc.adaptive = true;
+    rc.method = ENGINE_SPEC_DRAFT, rc.draft = draft, rc.adaptive = true;
     engine_stats st = run(&rc, j, 1, got, true);
-    same(base, got, 1, "useless draft", 4);
-    printf("useless draft: %llu verify steps, %llu of %llu drafts accepted, over 150 tokens\n",
+    same(base, got, 1, name, 4);
+    printf("%s: %llu verify steps, %llu of %llu drafts accepted, over 150 tokens\n", name,
            (unsigned long long)st.spec.steps, (unsigned long long)st.spec.accepted,
            (unsigned long long)st.spec.drafted);
+    return st;
+}
+
+/* Speculation cuts its losses: with a draft that is never accepted, adaptive mode stops after a
+ * probe of a few drafts and retries rarely (each failed retry pauses 8 times longer), so a
+ * 150-token answer spends a handful of verify steps on it, not a window of 32 per retry. */
+static void test_useless_draft_cut_off(void **state) {
+    (void)state;
+    engine_stats st = adaptive_answer(W.useless, "useless draft");
     assert_true(st.spec.steps >= 4 && st.spec.steps <= 12);
+}
+
+/* A draft is judged by what it saves, not by its acceptance alone: the target's own weights as
+ * the draft (always accepted, but each draft costs a whole target step) are dropped after the
+ * probe, while the derived 1-of-4-layer draft (about a third of the target's bytes, mostly
+ * accepted) keeps speculating past it. */
+static void test_draft_judged_by_cost(void **state) {
+    (void)state;
+    engine_stats st = adaptive_answer(W.self, "self draft");
+    assert_true(st.spec.steps >= 1 && st.spec.steps <= 4);
+    assert_int_equal(st.spec.accepted, st.spec.drafted);
+    st = adaptive_answer(W.draft, "derived draft");
+    assert_true(st.spec.steps > 12);
+    assert_true(st.spec.accepted * 2 > st.spec.drafted);
 }
 
 static void test_bad_config(void **state) {
@@ -326,6 +346,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_useless_draft_cut_off),
+        cmocka_unit_test(test_draft_judged_by_cost),
         cmocka_unit_test(test_stop_string_in_accepted_run),
         cmocka_unit_test(test_sampling_deterministic),
         cmocka_unit_test(test_self_draft_and_preemption),
