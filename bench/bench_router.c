@@ -54,6 +54,8 @@ typedef struct shared {
     atomic_long next; /* request tickets */
     pool_counts pools[MAX_POOLS];
     atomic_long connect_failures; /* client threads that could not connect at all */
+    atomic_flag first_taken;      /* the first response not served is described once */
+    char first[320];
     double *ttft;                 /* stream mode: seconds to the first event, one slot per ticket */
     double t0;
     double *lat; /* seconds, one slot per ticket */
@@ -300,6 +302,12 @@ static void *client(void *arg) {
         pool_counts *pc = &s->pools[t % o->n_models];
         verdict v = judge(o, &r);
         atomic_fetch_add(&pc->verdicts[v], 1);
+        if (v != V_SERVED && !atomic_flag_test_and_set(&s->first_taken))
+            snprintf(s->first, sizeof s->first,
+                     "%s: status %d, %ld text events, [DONE] %s, error event %s, "
+                     "completion_tokens %ld, body '%.160s'",
+                     verdict_names[v], r.status, r.content_events, r.done ? "yes" : "no",
+                     r.error_event ? "yes" : "no", r.completion_tokens, r.body);
         atomic_fetch_add(&pc->events, r.events);
         if (v == V_REFUSED && r.retry_after) atomic_fetch_add(&pc->retry_after, 1);
         if (r.status == 429) atomic_fetch_add(&pc->rejected_429, 1);
@@ -515,6 +523,7 @@ int main(int argc, char **argv) {
         pthread_join(th[i], NULL);
     double el = now_s() - s.t0;
     report(&o, &s, el);
+    if (s.first[0]) fprintf(stderr, "bench_router: first not served: %s\n", s.first);
     long bad = atomic_load(&s.connect_failures);
     for (int p = 0; p < o.n_models; p++)
         bad += atomic_load(&s.pools[p].verdicts[V_ERRORED]) +

@@ -38,6 +38,8 @@ for i in range(n_routers):
     p = spawn([f"{build}/router/sol-router", "--listen", f"127.0.0.1:{http}", "--bind",
                f"tcp://127.0.0.1:{zmq}", "--log-level", "warn",
                "--set", "router.http.max_connections=8192",
+               # every client is 127.0.0.1 here: the per-client cap would refuse most of them
+               "--set", "router.http.max_connections_per_client=8192",
                "--set", "router.workers.max_queue_per_pool=100000",
                "--set", "router.workers.heartbeat_ms=500", "--set",
                "router.workers.dead_after_ms=3000"], f"router{i}.log")
@@ -151,6 +153,10 @@ for r in routers:
         v = workers.get(wid)
         if v and v["born"] < t_load and "gone" not in v and w["pool"] == ("fast" if routers.index(r) % 2 else "precise"):
             shares.append(w["served"])
+for o in outs:  # why the first stream of each load was not served, when one was not
+    for line in o.splitlines():
+        if line.startswith("bench_router: first not served"):
+            print(line)
 jt = [t for t in join_times if t is not None]
 print(f"load: {n_streams} concurrent streams of {TOKENS} tokens ({TPS} tokens/s each, ideal "
       f"{IDEAL:.2f} s), {wall:.0f} s, churn {churn}/min: "
