@@ -15,6 +15,9 @@ T_NAME=$(basename "$0" .sh)
 
 t_cleanup() {
     local rc=$?
+    pkill -9 -P "$T_WATCHDOG" 2>/dev/null || true
+    kill -9 "$T_WATCHDOG" 2>/dev/null || true
+    [ -f "$T_DIR/deadline" ] && cat "$T_DIR/deadline" >&2
     for p in "${T_PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
     if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then # 77: skip_test
@@ -27,6 +30,14 @@ t_cleanup() {
 }
 trap t_cleanup EXIT
 trap 'exit 130' INT TERM
+# ctest kills a test at its TIMEOUT (600 s) without a word from it; this watchdog ends it first,
+# so the failure says so and the logs show where it was. Its output goes to a file, never to the
+# test's pipes (an orphaned sleep holding them would keep ctest waiting).
+T_DEADLINE=${T_DEADLINE:-570}
+(sleep "$T_DEADLINE" && echo "FAIL [$T_NAME]: still running after $T_DEADLINE s (ctest stops" \
+    "tests at 600 s); the logs below show where it was" >"$T_DIR/deadline" && kill -TERM $$ &&
+    pkill -TERM -P $$) >/dev/null 2>&1 & # the children too: bash runs the trap once they end
+T_WATCHDOG=$!
 
 fail() { echo "FAIL [$T_NAME]: $*" >&2; exit 1; }
 ok() { echo "ok   [$T_NAME]: $*"; }
