@@ -5,13 +5,16 @@
 # the paired ratios. Synthetic (random-weight) models, Q4_0 targets:
 #   useless  small target (sol-mkmodel --preset small: 12 layers, dim 768, 32k vocabulary), an
 #            unrelated random 2-layer model as the draft (acceptance 0)
-#   weak     small target, its own first 2 layers as the draft (sol-mkmodel --draft-of --layers
-#            2): accepted often, but with the 32k-vocabulary head it costs half a target step
+#   nearly   small target without depth decay (--depth-decay 1: its first layers say little
+#            about its output), its first 2 layers as the draft: acceptance ~30%
+#   costly   small target, its own first 2 layers as the draft (sol-mkmodel --draft-of --layers
+#            2): accepted often (depth decay 0.7), but with the 32k-vocabulary head it costs half a
+#            target step
 #   good     1b target (22 layers, dim 2048), its first 2 layers as the draft: cheap and accepted
 # Then the served path: the same cases through bench_serving --mode spec --concurrency 1 (a
 # worker's engine). The greedy ids must equal plain decoding's in every run (column ids).
 #   bench/spec_adaptive.sh [BUILD (build)] [N (160)]
-#   env: REPS=5 THREADS=2 WORK=DIR (models kept there) CASES="useless weak good" SERVED=1 (0: skip)
+#   env: REPS=5 THREADS=2 WORK=DIR (models kept there) CASES="useless nearly costly good" SERVED=1 (0: skip)
 set -euo pipefail
 B=${1:-build}; N=${2:-160}; REPS=${REPS:-5}; T=${THREADS:-2}
 work=${WORK:-$(mktemp -d)}; mkdir -p "$work"
@@ -22,13 +25,17 @@ q4() { [ -f "$work/$2" ] || "$B/tools/sol-quantize" "$work/$1" "$work/$2" --type
   q4 small-f16.gguf small-q4_0.gguf; }
 [ -f "$work/useless-q4_0.gguf" ] || { mk useless-f16.gguf --preset small --layers 2 --seed 99 \
   --type f16 && q4 useless-f16.gguf useless-q4_0.gguf; }
-mk weak-q4_0.gguf --draft-of "$work/small-q4_0.gguf" --layers 2
+mk costly-q4_0.gguf --draft-of "$work/small-q4_0.gguf" --layers 2
+[ -f "$work/flat-q4_0.gguf" ] || { mk flat-f16.gguf --preset small --depth-decay 1 --type f16 \
+  --seed 1 && q4 flat-f16.gguf flat-q4_0.gguf; }
+mk nearly-q4_0.gguf --draft-of "$work/flat-q4_0.gguf" --layers 2
 [ -f "$work/1b-q4_0.gguf" ] || { mk 1b-f16.gguf --preset 1b --type f16 --seed 1 &&
   q4 1b-f16.gguf 1b-q4_0.gguf && rm -f "$work/1b-f16.gguf"; } # 2.2 GiB, needed only once
 mk good-q4_0.gguf --draft-of "$work/1b-q4_0.gguf" --layers 2
-all=("useless:small-q4_0:useless-q4_0" "weak:small-q4_0:weak-q4_0" "good:1b-q4_0:good-q4_0")
+all=("useless:small-q4_0:useless-q4_0" "nearly:flat-q4_0:nearly-q4_0"
+     "costly:small-q4_0:costly-q4_0" "good:1b-q4_0:good-q4_0")
 cases=()
-for c in "${all[@]}"; do [[ " ${CASES:-useless weak good} " == *" ${c%%:*} "* ]] && cases+=("$c"); done
+for c in "${all[@]}"; do [[ " ${CASES:-useless nearly costly good} " == *" ${c%%:*} "* ]] && cases+=("$c"); done
 P=1,15,27,300,42,7,99,128,5,260,311,17,450,1000,2000,31
 gen() { # OUT TARGET [flags...]: one run, ids to OUT.ids, stderr to OUT.err
   local out=$1 tgt=$2; shift 2
