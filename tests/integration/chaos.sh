@@ -8,6 +8,9 @@
 # 48 MiB of its figure after the undisturbed run); the router's RSS is back within 10% after the
 # sim waves (not under ASan, whose quarantine keeps freed memory), and the router itself is killed mid-wave and restarted once (streams it cut end
 # without [DONE] and their retries are whole). Seeded (CHAOS_SEED) so a failure can be replayed.
+# ctest-timeout: 1200
+# (5 min 7 s under ASan+UBSan with both cores busy elsewhere, 2 min 39 s plain: at ctest's former
+# 600 s a loaded sanitizer run could be killed, and a killed test printed no reason)
 . "$(dirname "$0")/lib.sh"
 SEED=${CHAOS_SEED:-$RANDOM}
 RANDOM=$SEED

@@ -30,12 +30,14 @@ t_cleanup() {
 }
 trap t_cleanup EXIT
 trap 'exit 130' INT TERM
-# ctest kills a test at its TIMEOUT (600 s) without a word from it; this watchdog ends it first,
+# ctest kills a test at its TIMEOUT (SOL_TEST_TIMEOUT, 600 s unless the script asks for more with
+# a "# ctest-timeout: N" line) without a word from it; this watchdog ends it 30 s earlier,
 # so the failure says so and the logs show where it was. Its output goes to a file, never to the
 # test's pipes (an orphaned sleep holding them would keep ctest waiting).
-T_DEADLINE=${T_DEADLINE:-570}
+T_DEADLINE=${T_DEADLINE:-$((${SOL_TEST_TIMEOUT:-600} - 30))}
 (sleep "$T_DEADLINE" && echo "FAIL [$T_NAME]: still running after $T_DEADLINE s (ctest stops" \
-    "tests at 600 s); the logs below show where it was" >"$T_DIR/deadline" && kill -TERM $$ &&
+    "it at ${SOL_TEST_TIMEOUT:-600} s); the logs below show where it was" >"$T_DIR/deadline" &&
+    kill -TERM $$ &&
     pkill -TERM -P $$) >/dev/null 2>&1 & # the children too: bash runs the trap once they end
 T_WATCHDOG=$!
 
