@@ -56,7 +56,7 @@ typedef struct shared {
     atomic_long connect_failures; /* client threads that could not connect at all */
     atomic_flag first_taken;      /* the first response not served is described once */
     char first[320];
-    double *ttft;                 /* stream mode: seconds to the first event, one slot per ticket */
+    double *ttft; /* stream mode: seconds to the first event, one slot per ticket */
     double t0;
     double *lat; /* seconds, one slot per ticket */
 } shared;

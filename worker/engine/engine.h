@@ -137,7 +137,7 @@ typedef struct engine_request {
     float *prompt_logits; /* when set: n_vocab floats, filled with the last prompt position's raw
                            * logits (before logit_bias, grammar and sampling) when the first token
                            * is sampled; valid once the request finished (sol-generate --logits) */
-    void *user; /* handed back in every event */
+    void *user;           /* handed back in every event */
 } engine_request;
 
 typedef struct engine_stats {

@@ -91,11 +91,11 @@ struct engine {
     uint64_t step_emitted; /* tokens emitted in the current step */
     /* speculative decoding (engine_spec.c); drafter NULL when off */
     drafter *drafter;
-    int32_t spec_max;    /* sequences speculating per step at most (drafter slots) */
+    int32_t spec_max;     /* sequences speculating per step at most (drafter slots) */
     double spec_row_cost; /* one draft's cost in plain decode steps: its verify row and
                            * sampling (SPEC_ROW_COST) plus a draft model's step (its weight
                            * bytes over the target's; 0 for n-gram lookup) */
-    int32_t *spec_slots; /* free drafter slots (stack) */
+    int32_t *spec_slots;  /* free drafter slots (stack) */
     int32_t n_spec_slots;
     drafter_req *spec_reqs; /* spec_max */
     ereq **spec_cands;      /* spec_max: this step's speculating requests */
