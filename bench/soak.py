@@ -52,15 +52,21 @@ def admin():
         return json.loads(r.read())["workers"]
 
 
-# ok: served whole; refused: shed before any work (429, 503 overloaded); lost: anything else a
-# client asked for and did not get whole (an error status or event, a cut or short stream)
-counts = {"ok": 0, "left": 0, "refused": 0, "bad_ok": 0, "lost": 0}
+# Each request is counted once, by sol-bench's rule (benchlib.judge_sse): served (whole: [DONE],
+# no error event, every token), refused (429, 503 overloaded: shed before any work), errored
+# (another error status, or an error event before any token), lost (an error event after tokens),
+# cut (ended with no verdict: closed, reset, silent); then left (clients that left on purpose)
+# and bad_ok (a malformed request that was not refused with a 400).
+counts = {v: 0 for v in ("served", "refused", "errored", "lost", "cut", "left", "bad_ok")}
+per_pool = {p: dict(counts) for p in ("fast", "precise")}
 lock, stop = threading.Lock(), threading.Event()
 
 
-def count(k):
+def count(k, pool=None):
     with lock:
         counts[k] += 1
+        if pool:
+            per_pool[pool][k] += 1
 
 
 def post(path, body, read_all=True):
@@ -78,8 +84,7 @@ def one_request(r):
         c, resp = post("/v1/completions", {"model": "fast", "prompt": "soak", "stream": True,
                                            "stream_options": {"include_usage": True},
                                            "max_tokens": n})
-        v = judge_sse(resp.status, resp.read(), n)
-        count("ok" if v == "served" else "refused" if v == "refused" else "lost")
+        count(judge_sse(resp.status, resp.read(), n), "fast")
     elif kind < 0.75:  # a greedy chat on the CPU worker
         c, resp = post("/v1/chat/completions", {"model": "precise", "temperature": 0,
                                                 "max_tokens": r.randint(4, 24),
@@ -87,10 +92,11 @@ def one_request(r):
                                                               "content": "In the beginning"}]})
         data = resp.read()
         if resp.status != 200:
-            count("refused" if judge_sse(resp.status, data, 0) == "refused" else "lost")
+            count(judge_sse(resp.status, data, 0), "precise")
         else:
             ch = json.loads(data).get("choices") or [{}]
-            count("ok" if ch[0].get("finish_reason") in ("stop", "length") else "lost")
+            count("served" if ch[0].get("finish_reason") in ("stop", "length") else "errored",
+                  "precise")
     elif kind < 0.9:  # a client that leaves mid-stream: the request must be cancelled
         c, resp = post("/v1/completions", {"model": r.choice(["fast", "precise"]),
                                            "prompt": "leave", "stream": True, "max_tokens": 400})
@@ -110,7 +116,7 @@ def client(i):
         try:
             one_request(r)
         except (OSError, http.client.HTTPException):
-            count("lost")
+            count("cut")  # the connection failed under the request: no verdict came
 
 
 def rss_kib(pid):
@@ -142,8 +148,9 @@ def main():
         t.start()
     t0, samples = time.time(), []
     print(f"soak: {minutes:g} min, {clients} clients; logs in {work}", flush=True)
-    print("| min | router RSS KiB | router fds | workers | KV use (max) | ok | left | refused | lost |")
-    print("|---|---|---|---|---|---|---|---|---|", flush=True)
+    print("| min | router RSS KiB | router fds | workers | KV use (max) | served | left | refused | "
+          "errored | lost | cut |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     last_churn, last_cpu = t0, t0
     while time.time() - t0 < minutes * 60:
         time.sleep(30)
@@ -166,8 +173,8 @@ def main():
         samples.append(s)
         with lock:
             c = dict(counts)
-        print(f"| {s[0]} | {s[1]} | {s[2]} | {s[3]} | {s[4]:.3f} | {c['ok']} | {c['left']} | "
-              f"{c['refused']} | {c['lost']} |", flush=True)
+        print(f"| {s[0]} | {s[1]} | {s[2]} | {s[3]} | {s[4]:.3f} | {c['served']} | {c['left']} | "
+              f"{c['refused']} | {c['errored']} | {c['lost']} | {c['cut']} |", flush=True)
     stop.set()
     for t in threads:
         t.join(timeout=150)
@@ -178,10 +185,16 @@ def main():
     warm = samples[min(len(samples) - 1, 1)]  # after a minute of load: the warm-up level
     print(f"\nafter the load: router RSS {end[0]} KiB (warm {warm[1]}), fds {end[1]} (warm "
           f"{warm[2]}), workers with KV in use: {busy or 'none'}")
-    ok = (not busy and counts["lost"] == 0 and counts["bad_ok"] == 0 and
+    # a stream that started and broke is the failure this soak is for; requests refused or
+    # errored before any token (the precise pool's only worker restarting) are reported beside it
+    ok = (not busy and counts["lost"] == 0 and counts["cut"] == 0 and counts["bad_ok"] == 0 and
           end[0] <= warm[1] * 1.10 + 4096 and end[1] <= warm[2] + 8)
-    print(f"verdict: {'PASS' if ok else 'FAIL'} (lost {counts['lost']}, malformed served "
-          f"{counts['bad_ok']})")
+    for pool, c in per_pool.items():
+        print(f"pool {pool}: " + ", ".join(f"{k} {v}" for k, v in c.items() if k not in
+                                            ("left", "bad_ok")))
+    print(f"verdict: {'PASS' if ok else 'FAIL'} (lost {counts['lost']}, cut {counts['cut']}, "
+          f"malformed served {counts['bad_ok']}; not served before any token: refused "
+          f"{counts['refused']}, errored {counts['errored']})")
     return 0 if ok else 1
 
 
