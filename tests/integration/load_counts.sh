@@ -8,6 +8,14 @@
 BENCH=$SOL_BUILD/bench/bench_router
 [ -x "$BENCH" ] || fail "missing $BENCH"
 field() { tr ' ' '\n' <<<"$1" | sed -n "s|^$2=||p" | tail -1; }
+# kill_streaming ID N: once worker ID runs N streams, let them send tokens for a second, then
+# kill -9 it (a deterministic point, whatever the machine's load)
+kill_streaming() {
+    for _ in $(seq 300); do [ "$(workers_field "$1" inflight)" = "$2" ] && break; sleep 0.05; done
+    [ "$(workers_field "$1" inflight)" = "$2" ] || { echo "worker $1 never ran $2 streams" >&2; return 1; }
+    sleep 1
+    kill -9 "${W_PID[$1]}"
+}
 
 start_router
 start_worker w1 fast 20 200
@@ -45,8 +53,7 @@ wait_worker w2
 "$BENCH" --port "$HTTP_PORT" --mode stream --model fast --conns 4 --requests 4 \
     --max-tokens 400 --time-limit 60 --read-timeout 30 >"$T_DIR/broken.out" 2>&1 &
 bpid=$!
-sleep 2
-kill -9 "${W_PID[w2]}"
+kill_streaming w2 4 || fail "bench_router's streams never reached the worker"
 rc=0; wait "$bpid" || rc=$?
 out=$(cat "$T_DIR/broken.out")
 [ "$rc" = 1 ] || fail "bench_router exited $rc on lost streams (want 1): $out"
@@ -58,7 +65,7 @@ ok "bench_router: 4 streams whose worker died counted lost ($(field "$out" parti
 # sol-bench: the same failure, seen through its verdicts (--json)
 start_worker w3 fast 20 40
 wait_worker w3
-( sleep 2.5; kill -9 "${W_PID[w3]}" ) &
+kill_streaming w3 3 >"$T_DIR/kill3.log" 2>&1 &
 python3 "$SOL_SOURCE/tools/sol-bench" --url "$BASE" --model fast --endpoint completions \
     --concurrency 3 --num-prompts 3 --warmup 0 --output-len 400 \
     --json "$T_DIR/sb.json" >"$T_DIR/sb.out" 2>&1 || true
@@ -74,7 +81,7 @@ ok "sol-bench: 3 streams whose worker died counted lost"
 # the soak's rule (benchlib.judge_sse) on a stream cut the same way, read by curl
 start_worker w4 fast 20 40
 wait_worker w4
-( sleep 2; kill -9 "${W_PID[w4]}" ) &
+kill_streaming w4 1 >"$T_DIR/kill4.log" 2>&1 &
 curl -sN "$BASE/v1/completions" -H 'Content-Type: application/json' -o "$T_DIR/cut.sse" \
     -w '%{http_code}' -d '{"model":"fast","prompt":"x","max_tokens":400,"stream":true,
     "stream_options":{"include_usage":true}}' >"$T_DIR/cut.status"

@@ -9,17 +9,19 @@ start_router --set router.workers.max_queue_per_pool=2
 start_worker q1 fast 20 20 --set worker.scheduler.max_num_seqs=2
 wait_worker q1
 pids=()
+# 100 tokens at 20 tokens/s: 5 s each, long enough for the checks below on a loaded machine
 for i in 1 2 3 4; do
     curl -sN --max-time 120 "$BASE/v1/completions" -H 'Content-Type: application/json' \
-        -d "{\"model\":\"fast\",\"prompt\":\"q$i\",\"max_tokens\":40,\"stream\":true}" >"$T_DIR/s$i" &
+        -d "{\"model\":\"fast\",\"prompt\":\"q$i\",\"max_tokens\":100,\"stream\":true}" >"$T_DIR/s$i" &
     pids+=($!)
-    sleep 0.2 # in order: the first two run, the next two queue
 done
-for _ in $(seq 100); do # the router has the 4: 2 running on q1, 2 queued
-    [ "$(workers_field q1 inflight)" = 2 ] && break
+queued() { curl -s "$BASE/admin/workers" | json_get '[p["queued"] for p in d["pools"] if p["name"] == "fast"][0]'; }
+for _ in $(seq 100); do # the router holds the 4: 2 running on q1, 2 in the pool's queue
+    [ "$(workers_field q1 inflight)" = 2 ] && [ "$(queued)" = 2 ] && break
     sleep 0.05
 done
-[ "$(workers_field q1 inflight)" = 2 ] || fail "the worker never ran 2 requests"
+[ "$(workers_field q1 inflight)" = 2 ] && [ "$(queued)" = 2 ] ||
+    fail "never 2 running and 2 queued: $(curl -s "$BASE/admin/workers")"
 body=$(post /v1/completions '{"model":"fast","prompt":"one too many","max_tokens":4}')
 [ "$(status)" = 429 ] || fail "a 5th request got $(status), want 429: $body"
 ra=$(header Retry-After)
