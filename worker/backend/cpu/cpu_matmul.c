@@ -79,17 +79,15 @@ int cpu_weight_check(sol_backend *be, const sol_weight *w, const char *op) {
     return 0;
 }
 
-/* roundf (halves away from zero) without a libm call: for |y| < 2^31 the truncation is exact
- * and so is y - trunc(y), so this gives roundf's result bit for bit. */
-static inline int round_away(float y) {
-    int v = (int)y;
-    float frac = y - (float)v;
-    return v + (frac >= 0.5f) - (frac <= -0.5f);
-}
-
-/* ggml's quantize_row_q8_0 reference rounding, plus the per-block sum of quants. One scalar
- * routine for every ISA path, so the quantized activations never differ between paths. The max
- * skips NaN as fmaxf does. */
+/* Activations to Q8_0 as llama.cpp's CPU backend quantizes them on x86 (quantize_row_q8_0's AVX
+ * path, not the reference routine): the multiplier is 127 / amax (not 1 / (amax / 127), which
+ * can differ in the last bit) and the products are rounded half to even (_MM_ROUND_NEAREST; the
+ * reference rounds halves away from zero); the scale is amax / 127 in F16. A product on a
+ * rounding boundary used to land one quant apart from llama.cpp's, which a qwen3 model with
+ * head size 32 amplified to 7e-3 of its logits on one prompt (issue 28). Plus the per-block sum
+ * of quants. One scalar routine for every ISA path, so the quantized activations never differ
+ * between paths (rintf rounds half to even in the default mode, which Sol never changes). The
+ * max skips NaN as fmaxf does. */
 static void quantize_x(const float *x, int64_t K, int8_t *q, float *d, int32_t *s) {
     for (int64_t b = 0; b < K / 32; b++) {
         const float *xb = x + b * 32;
@@ -99,10 +97,10 @@ static void quantize_x(const float *x, int64_t K, int8_t *q, float *d, int32_t *
             amax = a > amax ? a : amax;
         }
         float dd = amax / 127.0f;
-        float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+        float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         int32_t sum = 0;
         for (int j = 0; j < 32; j++) {
-            int v = round_away(xb[j] * id);
+            int v = (int)rintf(xb[j] * id);
             q[b * 32 + j] = (int8_t)v;
             sum += v;
         }

@@ -11,8 +11,9 @@
 
 enum { GEMV_WARPS = 4, QUANT_WARPS = 8 };
 
-/* One warp per 32-element block of x (n x K, K a multiple of 32): ggml's Q8_0 rounding (scale
- * amax / 127, halves away from zero, the scale stored as F16) and the block's sum of quants. */
+/* One warp per 32-element block of x (n x K, K a multiple of 32): the CPU backend's Q8_0
+ * activations (cpu_matmul.c quantize_x, llama.cpp's x86 rounding: multiplier 127 / amax, halves
+ * to even, the scale amax / 127 stored as F16) and the block's sum of quants. */
 static __global__ void k_quantize_q8_0(const float *x, int n_blocks, int8_t *xq, float *xd,
                                        int32_t *xs) {
     int blk = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
@@ -20,8 +21,8 @@ static __global__ void k_quantize_q8_0(const float *x, int n_blocks, int8_t *xq,
     float v = x[(size_t)blk * 32 + lane], amax = fabsf(v);
     for (int o = 16; o > 0; o >>= 1)
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    float dd = amax / 127.0f, id = dd != 0.0f ? 1.0f / dd : 0.0f;
-    int q = (int)roundf(v * id), s = q;
+    float dd = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int q = (int)rintf(v * id), s = q;
     xq[(size_t)blk * 32 + lane] = (int8_t)q;
     for (int o = 16; o > 0; o >>= 1)
         s += __shfl_xor_sync(0xffffffffu, s, o);
