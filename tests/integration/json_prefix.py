@@ -29,6 +29,16 @@ class P:
             raise AssertionError(f"want {ch!r} at {self.i}: {self.t!r}")
         self.i += 1
 
+    def closes(self, close):
+        """After a member: True at the container's closing bracket, False after a comma."""
+        self.ws()
+        c = self.peek()
+        self.i += 1
+        if c == close:
+            return True
+        assert c == ",", f"want , or {close} at {self.i - 1}: {self.t!r}"
+        return False
+
     def resolve(self, s):
         while s and "$ref" in s:
             s = self.root["$defs"][s["$ref"].split("/")[-1]]
@@ -120,12 +130,8 @@ class P:
                 self.ws()
                 self.take(":")
                 self.value(props.get(key, {}))
-                self.ws()
-                c = self.peek()
-                self.i += 1
-                if c == "}":
+                if self.closes("}"):
                     break
-                assert c == ",", f"want , or }} at {self.i - 1}: {self.t!r}"
         missing = set(s.get("required", [])) - seen
         assert not missing, f"missing required {missing}: {self.t!r}"
 
@@ -140,12 +146,8 @@ class P:
             n += 1
             assert n <= s.get("maxItems", n), f"more than {s['maxItems']} items"
             self.value(s.get("items", {}))
-            self.ws()
-            c = self.peek()
-            self.i += 1
-            if c == "]":
+            if self.closes("]"):
                 return
-            assert c == ",", f"want , or ] at {self.i - 1}: {self.t!r}"
 
 
 def check(text, schema, complete):
