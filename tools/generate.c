@@ -469,7 +469,8 @@ static int run(const gen_opts *o, sol_err *err) {
             printf("%d\n", prompt[i]);
         goto out;
     }
-    int ctx = o->ctx ? o->ctx : n_prompt + o->n_predict;
+    /* -n 0 still samples one (unshown) token: the prompt's pass ends with a sample */
+    int ctx = o->ctx ? o->ctx : n_prompt + (o->n_predict ? o->n_predict : 1);
     if (n_prompt + o->n_predict > ctx) {
         rc = sol_err_set(err, -EINVAL, "prompt (%d) + n-predict (%d) exceeds --ctx %d", n_prompt,
                          o->n_predict, ctx);

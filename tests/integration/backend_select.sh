@@ -27,3 +27,12 @@ expect_refusal "unknown backend 'tpu': this build has cpu, cuda" tpu
 expect_refusal "backend cpu:neon: cpu:neon: expected scalar, avx2 or avx512" cpu:neon
 expect_refusal "backend cuda: (no CUDA device|this build has no CUDA backend|CUDA device .* not written yet)" cuda
 echo "backend_select: ok"
+
+# -n 0: the prompt's pass alone (sol-generate runs it through the engine, which samples once):
+# no token printed, --logits written with one value per vocabulary entry
+ids=$("$B/tools/sol-generate" -m "$work/t.gguf" --prompt-tokens 5,9,13,2 -n 0 --tokens --threads 1 \
+  --logits "$work/n0.json" 2>/dev/null) || fail "-n 0 --logits failed"
+[ -z "$ids" ] || fail "-n 0 printed tokens: $ids"
+python3 -c 'import json, sys; assert len(json.load(open(sys.argv[1]))) == 512' "$work/n0.json" ||
+  fail "-n 0: --logits is not the tiny vocabulary's 512 values"
+echo "backend_select: -n 0 ok"
