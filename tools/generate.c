@@ -436,13 +436,17 @@ static int serve_one(const gen_opts *o, model *m, model *draft, tokenizer *tok,
     return rc;
 }
 
-static int run(const gen_opts *o, sol_err *err) {
+/* *no_backend: set when the asked-for backend cannot run here (exit 2, as sol-worker). */
+static int run(const gen_opts *o, int *no_backend, sol_err *err) {
     sol_backend_opts bo = {.threads = model_tp_rank_threads(o->threads, o->tp),
                            .enforce_eager = o->enforce_eager};
     if (o->tp == 1) bo.threads = o->threads;
     sol_backend *be = sol_backend_new(o->backend, &bo, err);
     model_tp_config tp = {o->tp, 60000, o->backend ? o->backend : "cpu", bo};
-    if (!be) return err->code ? err->code : -ENOMEM;
+    if (!be) {
+        *no_backend = 1;
+        return err->code ? err->code : -ENOMEM;
+    }
     int flags = (o->no_mmap ? GGUF_OPEN_NO_MMAP : 0) | (o->mlock ? GGUF_OPEN_MLOCK : 0);
     model *m = NULL, *draft = NULL;
     tokenizer *tok = NULL;
@@ -504,10 +508,11 @@ int main(int argc, char **argv) {
     if (parse_args(argc, argv, &o)) return 2;
     sol_log_setup(SOL_LOG_WARN, 0, "generate");
     sol_err err = {0};
-    int rc = run(&o, &err);
+    int no_backend = 0;
+    int rc = run(&o, &no_backend, &err);
     if (rc) {
         fprintf(stderr, "sol-generate: %s\n", err.msg[0] ? err.msg : strerror(-rc));
-        return 1;
+        return no_backend ? 2 : 1;
     }
     return 0;
 }

@@ -25,7 +25,7 @@ expect_refusal() { # pattern, backend spec
 }
 expect_refusal "unknown backend 'tpu': this build has cpu, cuda" tpu
 expect_refusal "backend cpu:neon: cpu:neon: expected scalar, avx2 or avx512" cpu:neon
-expect_refusal "backend cuda: (no CUDA device|this build has no CUDA backend|CUDA device .* not written yet)" cuda
+expect_refusal "backend cuda: (no NVIDIA driver|no CUDA device|this build has no CUDA backend|the CUDA runtime)" cuda
 echo "backend_select: ok"
 
 # -n 0: the prompt's pass alone (sol-generate runs it through the engine, which samples once):

@@ -7,36 +7,14 @@
 #include "backend.h"
 #include "backend_cpu.h"
 #include "backend_cuda.h"
-
-#ifndef SOL_HAVE_CUDA
-/* A build without the CUDA toolchain still knows the name, so asking for it says why. */
-static int cuda_absent_variants(char out[][SOL_BACKEND_VARIANT_MAX], int cap) {
-    (void)out;
-    (void)cap;
-    return 0;
-}
-
-static sol_backend *cuda_absent_create(const char *variant, const sol_backend_opts *o,
-                                       sol_err *err) {
-    (void)variant;
-    (void)o;
-    sol_err_set(err, -ENOTSUP,
-                "this build has no CUDA backend: it was configured without nvcc and NCCL "
-                "(install the CUDA toolkit, then configure with -DSOL_CUDA=ON)");
-    return NULL;
-}
-#endif
+#include "cuda_loader.h"
 
 static const sol_backend_entry k_backends[] = {
     {"cpu", "CPU: AVX-512 (VNNI), AVX2 or scalar kernels, threads over the cores",
      sol_backend_cpu_variants, sol_backend_cpu_create},
-#ifdef SOL_HAVE_CUDA
-    {"cuda", "NVIDIA GPUs through CUDA: cuBLAS prefill, Sol's decode kernels",
-     sol_backend_cuda_variants, sol_backend_cuda_create},
-#else
-    {"cuda", "NVIDIA GPUs through CUDA (not in this build)", cuda_absent_variants,
-     cuda_absent_create},
-#endif
+    /* Loaded at run time (cuda_loader.c): no binary needs a CUDA library to start. */
+    {"cuda", "NVIDIA GPUs through CUDA: cuBLAS prefill, Sol's decode kernels (libsol-cuda.so)",
+     sol_cuda_loader_variants, sol_cuda_loader_create},
     {"cuda-emu", "the CUDA backend run on the CPU through a host emulation (tests; slow)",
      sol_backend_cuda_emu_variants, sol_backend_cuda_emu_create},
 };
