@@ -6,8 +6,9 @@
  *                [--prefill 512] [--membw GB/s | --measure-membw MiB] [--batch-invariant]
  *                [--enforce-eager]
  *
- * Decode at batch B: B sequences holding --ctx tokens each (written once, untimed), then --steps
- * timed steps of B tokens. Prefill: one --prefill-token prompt in one forward pass. With
+ * Decode at batch B: B sequences holding --ctx tokens each (written once, untimed), 4 untimed
+ * warm-up steps, then --steps timed steps of B tokens. Prefill: one --prefill-token prompt in one
+ * forward pass, timed the second time it runs. With
  * --membw, each decode line also gives the weight-streaming roofline: weight bytes per step /
  * bandwidth, and the share of it reached; --measure-membw measures that bandwidth first with a
  * device-to-device copy of a MiB-sized buffer through the backend (get_rows of one wide row):
@@ -41,8 +42,9 @@ static void usage(FILE *f) {
             "usage: bench_decode -m MODEL.gguf [--backend SPEC] [--batch 1,8,64] [--ctx N]\n"
             "                    [--steps N] [--prefill N] [--membw GB/s | --measure-membw MiB]\n"
             "                    [--batch-invariant] [--tensor-parallel-size N] [--threads N]\n"
-            "Decode tok/s at each batch size (sequences of --ctx tokens, --steps timed steps)\n"
-            "and prefill tok/s of one --prefill-token prompt, through model_forward.\n"
+            "Decode tok/s at each batch size (sequences of --ctx tokens, 4 warm-up steps, then\n"
+            "--steps timed steps) and prefill tok/s of one --prefill-token prompt (after one\n"
+            "untimed run), through model_forward.\n"
             "--tensor-parallel-size N shards the model over N ranks (cpu: --threads divided\n"
             "between them) and reports the all-reduce's share of the time.\n"
             "defaults: --backend cpu --batch 1,8,64 --ctx 128 --steps 32 --prefill 512\n");
@@ -236,7 +238,10 @@ static int run(const opts *o) {
     int maxb = 1, rc = 0, bs = 16;
     for (int i = 0; i < o->n_batches; i++)
         maxb = o->batches[i] > maxb ? o->batches[i] : maxb;
-    int need = o->ctx + o->steps, bps = (need + bs - 1) / bs;
+    /* WARM decode steps after each batch's prefill, and one prefill, run untimed first: the
+     * first steps pay for graph instantiation, cuBLASLt plans and first-touch of buffers. */
+    enum { WARM = 4 };
+    int need = o->ctx + WARM + o->steps, bps = (need + bs - 1) / bs;
     int pbps = (o->prefill + bs - 1) / bs, blocks = maxb * bps > pbps ? maxb * bps : pbps;
     model_kv *kv = model_kv_new(m, blocks, bs, SOL_DT_F16, &err);
     int32_t *tables = malloc(sizeof(int32_t) * (size_t)blocks);
@@ -251,11 +256,13 @@ static int run(const opts *o) {
     for (int i = 0; i < o->n_batches && !rc; i++) {
         int B = o->batches[i];
         if ((rc = step(m, kv, B, o->ctx, 0, bs, bps, tables, logits, &err))) break;
+        for (int s = 0; s < WARM && !rc; s++)
+            rc = step(m, kv, B, 1, o->ctx + s, bs, bps, tables, logits, &err);
         double t0 = now_s();
         uint64_t c0, ns0, c1, ns1;
         model_tp_time(m, &c0, &ns0);
         for (int s = 0; s < o->steps && !rc; s++)
-            rc = step(m, kv, B, 1, o->ctx + s, bs, bps, tables, logits, &err);
+            rc = step(m, kv, B, 1, o->ctx + WARM + s, bs, bps, tables, logits, &err);
         double dt = now_s() - t0, tps = (double)B * o->steps / dt;
         printf("decode batch %3d, context %d: %9.1f tok/s (%.2f ms per step)", B, o->ctx, tps,
                dt * 1e3 / o->steps);
@@ -267,6 +274,7 @@ static int run(const opts *o) {
         printf("\n");
         fflush(stdout);
     }
+    if (!rc && o->prefill > 0) rc = step(m, kv, 1, o->prefill, 0, bs, pbps, tables, logits, &err);
     if (!rc && o->prefill > 0) {
         uint64_t c0, ns0, c1, ns1;
         model_tp_time(m, &c0, &ns0);

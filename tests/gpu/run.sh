@@ -1,117 +1,246 @@
 #!/usr/bin/env bash
-# tests/gpu/run.sh: everything Sol checks and measures on a real NVIDIA GPU, in one run of about
-# 5 minutes (the device tool lends a GPU for 15 minutes to some tasks; docs/backend.md, "The
-# CUDA backend"). Run from the repository root on the GPU machine:
-#   tests/gpu/run.sh            (or OUT=/some/dir tests/gpu/run.sh: the report lands there)
-# Steps, each printed with ok/FAIL:
-#   1. build (Release, SOL_CUDA=ON, sm_80 + sm_90) into build-gpu/, unless it is already built;
-#   2. the op test on the GPU against the CPU backend (test_cuda_backend, SOL_TEST_CUDA_SPEC=cuda);
-#   3. whole models on the GPU against the CPU backend: greedy ids and logits
-#      (tests/integration/cuda_emu_model.sh with SOL_TEST_CUDA_SPEC=cuda), and CUDA graphs against
-#      --enforce-eager (cuda_emu_graphs.sh);
-#   4. the timing table: device copy bandwidth, then decode tok/s at batch 1, 8 and 64 and
-#      prefill tok/s for the 1b preset in F16, Q4_0 and Q4_K_M, each decode line with its share
-#      of the weight-streaming roofline and the graph counters; then Q4_0 with --enforce-eager
-#      (CUDA graphs off: the launch overhead graphs save) and with --batch-invariant (GEMV
-#      prefill);
-#   5. tensor parallelism over the GPUs present: greedy ids and logits of the 1b Q4_0 model at
-#      TP = 2, 4, 8 (as many as there are GPUs) against TP 1 (sol-generate --tensor-parallel-size)
-#      and its decode/prefill timing with the all-reduce's share; one GPU: "TP 1 only", said so.
-# The report (summary.txt, the logs) goes to $OUT (default /tmp/sol-gpu). Exit status: 0 when
-# every check passed.
+# tests/gpu/run.sh [BUNDLE]: what Sol checks and measures on a GPU lease, from the bundle that
+# tests/gpu/bundle.sh made (default ./gpu-bundle). It never builds, needs no package (bash,
+# coreutils, python3 and the CUDA tools of the GPU machine) and ends within 7 minutes: each step
+# runs under `timeout`, capped by what is left of a 400-second budget, and a step the budget
+# cannot reach is reported SKIP, never silently left out. docs/gpu-run.md gives the device call.
+#
+# Steps, in order of what a lease must not miss:
+#   preflight    the GPU, where the CUDA libraries were found, the glibc mode, the backend loads
+#   sass         registers/spills of every kernel; the decode kernels' SASS (sass.txt.gz)
+#   op_test      test_cuda_backend on the GPU against the CPU backend
+#   models       whole models, GPU against CPU: greedy ids and logits (compare.py), the prefill
+#                GEMM, CUDA graphs against --enforce-eager
+#   membw        the device's copy bandwidth (the roofline of the timing table)
+#   bench_*      decode tok/s at batch 1, 8, 64 and prefill tok/s, with the roofline share, for
+#                the 1b preset and an 8B-shaped stack (dim 4096, FFN 14336, 32/8 heads, 8 layers)
+#                in F16, Q4_0 and Q4_K_M; Q4_0 1b again with --enforce-eager
+#   kernels      per-kernel-family GPU time of decode steps (ncu's gpu__time_duration)
+#   memcheck, racecheck   compute-sanitizer over the op test
+#   backend_ops  test_backend_ops: every op, every backend variant present
+# Models are random-weight files made on the GPU machine in /tmp while the first steps run.
+# $OUT (the device tool's folder; default /tmp/sol-gpu) gets 4 files: summary.txt (a few hundred
+# lines at most), logs.tar.gz (every step's log), sass.txt.gz, kernels.csv.gz. Exit 0 when every
+# step passed.
+# A rehearsal without a GPU: SOL_GPU_REHEARSE=1 runs every step on cuda-emu with small shapes in
+# place of the 1b and 8B models, and reports the GPU-only tools (ncu, compute-sanitizer) SKIP.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+BUNDLE=$(cd "${1:-gpu-bundle}" 2>/dev/null && pwd) || { echo "no bundle at ${1:-gpu-bundle}: make one with tests/gpu/bundle.sh" >&2; exit 2; }
+HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/sol-gpu}
-B=${SOL_GPU_BUILD:-build-gpu}
-mkdir -p "$OUT"
-S="$OUT/summary.txt"
+W=${SOL_GPU_WORK:-/tmp/sol-gpu-work}
+BUDGET=${SOL_GPU_BUDGET:-400}
+REHEARSE=${SOL_GPU_REHEARSE:-0}
+BE=cuda
+[ "$REHEARSE" = 1 ] && BE=cuda-emu
+mkdir -p "$OUT" "$W/logs" "$W/models"
+S=$OUT/summary.txt
 : >"$S"
-say() { echo "$*" | tee -a "$S"; }
+DEADLINE=$((SECONDS + BUDGET))
 status=0
-check() { # name, command...: runs it, logs to $OUT/name.log, says ok/FAIL
-  local name=$1; shift
-  local t0=$SECONDS
-  if "$@" >"$OUT/$name.log" 2>&1; then
-    say "ok   $name ($((SECONDS - t0)) s)"
+say() { echo "$*" | tee -a "$S"; }
+
+# A bundled binary: directly (its RPATH finds the bundled libraries), or through the bundled
+# glibc's loader where the host's glibc is older than the binaries need.
+LOADER=""
+bin() {
+  local b=$1; shift
+  if [ -n "$LOADER" ]; then
+    "$LOADER" --library-path "$BUNDLE/lib/glibc:$BUNDLE/lib" "$BUNDLE/bin/$b" "$@"
   else
-    say "FAIL $name ($((SECONDS - t0)) s): see $OUT/$name.log"; tail -15 "$OUT/$name.log"; status=1
+    "$BUNDLE/bin/$b" "$@"
   fi
 }
 
-say "# Sol on a GPU, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-if command -v nvidia-smi >/dev/null; then
-  say "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
-else
-  say "GPU: nvidia-smi not found"
-fi
-
-build() {
-  cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DSOL_CUDA=ON &&
-    cmake --build "$B" -j "$(nproc)" --target test_cuda_backend sol-generate sol-mkmodel \
-      sol-quantize bench_decode
+# step NAME LIMIT COMMAND...: runs it under timeout (LIMIT, or what the budget has left), its
+# output in logs/NAME.log; one line in the summary, with the log's tail on failure.
+step() {
+  local name=$1 limit=$2; shift 2
+  local left=$((DEADLINE - SECONDS))
+  if [ "$left" -lt 15 ]; then say "SKIP $name: the ${BUDGET}-second budget is spent"; status=1; return 1; fi
+  [ "$limit" -le "$left" ] || limit=$left
+  local t0=$SECONDS rc=0
+  timeout -k 5 "$limit" "$@" >"$W/logs/$name.log" 2>&1 || rc=$?
+  if [ $rc = 0 ]; then
+    say "ok   $name ($((SECONDS - t0)) s)"
+  else
+    [ $rc = 124 ] && say "FAIL $name: still running after $limit s (timeout)" ||
+      say "FAIL $name: exit $rc after $((SECONDS - t0)) s"
+    tail -8 "$W/logs/$name.log" | sed 's/^/     | /' | tee -a "$S"
+    status=1
+  fi
+  return $rc
 }
-if [ -x "$B/tests/test_cuda_backend" ] && [ -x "$B/bench/bench_decode" ]; then
-  say "ok   build (already built in $B)"
-else
-  check build build || { say "cannot go on without a build"; exit 1; }
-fi
+# The argv of a bundled binary, for tools that start it themselves (ncu, compute-sanitizer).
+binv() {
+  if [ -n "$LOADER" ]; then echo "$LOADER --library-path $BUNDLE/lib/glibc:$BUNDLE/lib $BUNDLE/bin/$1"; else echo "$BUNDLE/bin/$1"; fi
+}
+# gpu_tool NAME: 0 when the GPU-only tool can run; a rehearsal reports SKIP instead.
+gpu_tool() {
+  if [ "$REHEARSE" = 1 ]; then say "SKIP $1: a rehearsal (no GPU)"; return 1; fi
+  return 0
+}
+export -f bin binv
+export BUNDLE LOADER BE
 
-check op_test env SOL_TEST_CUDA_SPEC=cuda "$B/tests/test_cuda_backend"
-check models_vs_cpu env SOL_TEST_CUDA_SPEC=cuda SOL_BUILD="$PWD/$B" SOL_SOURCE="$PWD" \
-  bash tests/integration/cuda_emu_model.sh
-check graphs_vs_eager env SOL_TEST_CUDA_SPEC=cuda SOL_BUILD="$PWD/$B" SOL_SOURCE="$PWD" \
-  bash tests/integration/cuda_emu_graphs.sh
+finish() {
+  tar -C "$W" -czf "$OUT/logs.tar.gz" logs 2>/dev/null
+  say ""
+  say "result: $([ $status = 0 ] && echo 'every step passed' || echo 'FAILURES or SKIPS above') ($SECONDS s)"
+  exit $status
+}
 
-# The timing table.
-W="$OUT/models"; mkdir -p "$W"
-"$B/tools/sol-mkmodel" -o "$W/1b-f16.gguf" --preset 1b --type f16 >"$OUT/mkmodel.log" 2>&1 &&
-  "$B/tools/sol-mkmodel" -o "$W/1b-q4_0.gguf" --preset 1b --type q4_0 >>"$OUT/mkmodel.log" 2>&1 &&
-  "$B/tools/sol-quantize" "$W/1b-f16.gguf" "$W/1b-q4_k_m.gguf" --type q4_k_m --quiet \
-    >>"$OUT/mkmodel.log" 2>&1 || { say "FAIL making the 1b models: see $OUT/mkmodel.log"; exit 1; }
-say ""
-say "## Timing (synthetic 1b preset: random weights, so speed only), context 512, weights uploaded"
-say "bench_decode -m MODEL --backend cuda --batch 1,8,64 --ctx 512 --steps 64 --prefill 2048"
-bw=$("$B/bench/bench_decode" -m "$W/1b-q4_0.gguf" --backend cuda --batch 1 --ctx 8 --steps 1 \
-  --prefill 0 --measure-membw 1024 2>>"$OUT/bench.log" | sed -n 's/.*write): \([0-9.]*\) GB\/s/\1/p')
-say "device copy bandwidth (1 GiB, read + write): ${bw:-?} GB/s"
-for m in f16 q4_0 q4_k_m; do
-  say "### $m"
-  "$B/bench/bench_decode" -m "$W/1b-$m.gguf" --backend cuda --batch 1,8,64 --ctx 512 --steps 64 \
-    --prefill 2048 ${bw:+--membw "$bw"} 2>>"$OUT/bench.log" | tee -a "$S" ||
-    { status=1; say "FAIL bench_decode $m: $(tail -1 "$OUT/bench.log")"; }
+say "# Sol on a GPU, $(date -u +%Y-%m-%dT%H:%MZ); bundle: $(head -1 "$BUNDLE/MANIFEST")"
+say "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | head -1)"
+
+# --- preflight: libraries, glibc, the backend loads ---------------------------------------------
+export SOL_CUDA_MODULE=$BUNDLE/lib/sol/libsol-cuda.so
+wheels=$(timeout 30 python3 -c 'import glob, sys; print(":".join(sorted(glob.glob(sys.prefix + "/lib/python3*/site-packages/nvidia/*/lib"))))' 2>/dev/null)
+export SOL_CUDA_LIB_PATH=${SOL_CUDA_LIB_PATH:-$wheels}
+for l in libcuda.so.1 libcudart.so.13 libcublasLt.so.13 libnccl.so.2; do
+  where=$(for d in ${SOL_CUDA_LIB_PATH//:/ } /usr/local/nvidia/lib64 /usr/lib/x86_64-linux-gnu; do
+    [ -e "$d/$l" ] && { echo "$d"; break; }; done)
+  say "lib $l: ${where:-not in SOL_CUDA_LIB_PATH or the driver folders (the loader also tries the system path)}"
 done
-say "### q4_0, --batch-invariant (prefill through the GEMV kernels)"
-"$B/bench/bench_decode" -m "$W/1b-q4_0.gguf" --backend cuda --batch-invariant --batch 1 --ctx 512 \
-  --steps 16 --prefill 2048 2>>"$OUT/bench.log" | tee -a "$S" ||
-  { status=1; say "FAIL bench_decode --batch-invariant: $(tail -1 "$OUT/bench.log")"; }
-say "### q4_0, --enforce-eager (no CUDA graphs: compare the decode rows with q4_0's above)"
-"$B/bench/bench_decode" -m "$W/1b-q4_0.gguf" --backend cuda --enforce-eager --batch 1,8,64 \
-  --ctx 512 --steps 64 --prefill 0 ${bw:+--membw "$bw"} 2>>"$OUT/bench.log" | tee -a "$S" ||
-  { status=1; say "FAIL bench_decode --enforce-eager: $(tail -1 "$OUT/bench.log")"; }
-say ""
-say "## Tensor parallelism"
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-if [ "${ngpu:-0}" -lt 2 ]; then
-  say "${ngpu:-0} GPU(s): TP 1 only (tensor parallelism needs 2 or more; NCCL ranks not run)"
+if ! "$BUNDLE/bin/sol-generate" --help >/dev/null 2>"$W/logs/glibc.log"; then
+  LOADER=$BUNDLE/lib/glibc/ld-linux-x86-64.so.2
+  say "glibc: the host's is older than the bundle needs ($(grep -o 'GLIBC_[0-9.]*' "$W/logs/glibc.log" | head -1)): running through the bundled glibc"
 else
-  gen() { # TP: greedy ids of a fixed prompt, logits to $OUT/tp$1.json
-    "$B/tools/sol-generate" -m "$W/1b-q4_0.gguf" --backend cuda --tensor-parallel-size "$1" \
-      --prompt-tokens 1,15043,3186,29892,590 -n 16 --temp 0 --tokens --logits "$OUT/tp$1.json"
-  }
-  gen 1 >"$OUT/tp1.ids" 2>>"$OUT/tp.log"
-  for tp in 2 4 8; do
-    [ "$tp" -le "$ngpu" ] || break
-    if gen "$tp" >"$OUT/tp$tp.ids" 2>>"$OUT/tp.log" && cmp -s "$OUT/tp1.ids" "$OUT/tp$tp.ids"; then
-      d=$(python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); print('%.3g' % max(abs(x-y) for x,y in zip(a,b)))" "$OUT/tp1.json" "$OUT/tp$tp.json")
-      say "ok   tp$tp: greedy ids equal to TP 1, max |logit diff| $d"
-    else
-      say "FAIL tp$tp: ids differ from TP 1 or the run failed (see $OUT/tp.log)"; status=1
-    fi
-    "$B/bench/bench_decode" -m "$W/1b-q4_0.gguf" --backend cuda --tensor-parallel-size "$tp" \
-      --batch 1,8,64 --ctx 512 --steps 32 --prefill 2048 2>>"$OUT/bench.log" | tee -a "$S" ||
-      { status=1; say "FAIL bench_decode tp$tp: $(tail -1 "$OUT/bench.log")"; }
-  done
+  say "glibc: the host's ($(ldd --version 2>/dev/null | head -1 | grep -o '[0-9.]*$'))"
 fi
+export LOADER
+
+M=$W/models
+mk() { bin sol-mkmodel -o "$M/$1.gguf" "${@:2}" >>"$W/logs/models_made.log" 2>&1; }
+q() { bin sol-quantize "$M/$1.gguf" "$M/$2.gguf" --type "$3" --quiet >>"$W/logs/models_made.log" 2>&1; }
+make_models() { # in the background; each file appears whole (renamed when written)
+  set -e
+  mk tiny-f32 --preset tiny --seed 3
+  mk tiny-q8 --preset tiny --seed 4 --type q8_0
+  mk qwen3-f16 --arch qwen3 --dim 256 --heads 4 --kv-heads 2 --head-dim 64 --ffn 512 --layers 2 \
+    --vocab 600 --ctx 128 --seed 5 --type f16
+  q qwen3-f16 qwen3-q4k q4_k_m
+  touch "$M/small.done"
+  local s1=(--preset 1b)
+  local s8=(--dim 4096 --ffn 14336 --heads 32 --kv-heads 8 --layers 8 --vocab 32000 --ctx 4096)
+  if [ "$REHEARSE" = 1 ]; then
+    s1=(--preset tiny)
+    s8=(--dim 256 --ffn 512 --heads 8 --kv-heads 2 --layers 2 --vocab 600 --ctx 1024)
+  fi
+  mk 1b-f16 "${s1[@]}" --type f16
+  mk 1b-q4_0 "${s1[@]}" --type q4_0
+  q 1b-f16 1b-q4_k_m q4_k_m
+  touch "$M/1b.done"
+  mk 8b-f16 "${s8[@]}" --type f16
+  mk 8b-q4_0 "${s8[@]}" --type q4_0
+  q 8b-f16 8b-q4_k_m q4_k_m
+  touch "$M/8b.done"
+}
+make_models &
+models_pid=$!
+wait_for() { # a marker of make_models, within the step's own timeout
+  while [ ! -e "$M/$1.done" ]; do
+    kill -0 $models_pid 2>/dev/null || { echo "making the models failed: $(tail -3 "$W/logs/models_made.log")"; return 1; }
+    sleep 1
+  done
+}
+export -f wait_for mk q
+export M W models_pid REHEARSE
+
+[ "$REHEARSE" = 1 ] && say "REHEARSAL on cuda-emu with small shapes: no figure below is a GPU's"
+step preflight 30 bin sol-generate --help || finish
+cat >"$W/probe.sh" <<'EOF'
+wait_for small && bin sol-generate -m "$M/tiny-f32.gguf" --backend $BE --prompt-tokens 1,2,3 -n 2 --tokens
+EOF
+step backend_loads 60 bash "$W/probe.sh" || finish
+say "device: $(grep -m1 -o 'on .*' "$W/logs/backend_loads.log" || true)"
+
+# --- SASS: resources of every kernel, the decode kernels' code ----------------------------------
+sass() {
+  cuobjdump --dump-resource-usage "$SOL_CUDA_MODULE" | grep -E 'Function|REG' |
+    paste - - | sed -E 's/.*Function ([^ :]*).*REG:([0-9]+) STACK:([0-9]+) SHARED:([0-9]+) LOCAL:([0-9]+).*/\1 REG \2 STACK \3 SHARED \4 LOCAL \5/' |
+    sort -u >"$W/logs/resources.txt"
+  cuobjdump --dump-sass "$SOL_CUDA_MODULE" | gzip >"$OUT/sass.txt.gz"
+}
+export -f sass
+export OUT
+if step sass 60 bash -c sass; then
+  say "kernels with local memory (spills) or a stack, per cuobjdump:"
+  awk '$9 > 0 || $5 > 0 {print "     " $0}' "$W/logs/resources.txt" | head -20 | tee -a "$S"
+  [ -s "$W/logs/resources.txt" ] && say "     ($(wc -l <"$W/logs/resources.txt") kernel entries; the others have none)"
+fi
+
+# --- correctness -------------------------------------------------------------------------------
+step op_test 120 env SOL_TEST_CUDA_SPEC=$BE bash -c 'bin test_cuda_backend'
+cat >"$W/models.sh" <<'EOF'
+# GPU against CPU: the limits are those of tests/integration/cuda_emu_model.sh (derivations there)
+set -u
+wait_for small || exit 1
+P=1,15,27,300,42,7,99 L=$(seq -s, 3 3 120) fail=0
+C="python3 $HERE/compare.py"
+for m in tiny-f32 tiny-q8 qwen3-q4k; do
+  for be in cpu $BE; do
+    bin sol-generate -m "$M/$m.gguf" --backend $be --prompt-tokens $P -n 24 --temp 0 --tokens \
+      --logits "$W/$m.$be.json" >"$W/$m.$be.ids" || exit 1
+  done
+  need=0; [ $m = tiny-f32 ] && need=24
+  $C ids "$W/$m.$BE.ids" "$W/$m.cpu.ids" --need $need --name "$m ids" || fail=1
+  $C logits "$W/$m.$BE.json" "$W/$m.cpu.json" --limit 1e-3 --name "$m" || fail=1
+  bin sol-generate -m "$M/$m.gguf" --backend $BE --enforce-eager --prompt-tokens $P -n 24 \
+    --temp 0 --tokens --logits "$W/$m.eager.json" >"$W/$m.eager.ids" || exit 1
+  $C ids "$W/$m.$BE.ids" "$W/$m.eager.ids" --name "$m graphs vs eager" || fail=1
+done
+for m in tiny-q8 qwen3-q4k; do
+  for be in cpu $BE; do
+    bin sol-generate -m "$M/$m.gguf" --backend $be --prompt-tokens $L -n 1 --temp 0 --tokens \
+      --logits "$W/$m.long.$be.json" >/dev/null || exit 1
+  done
+  $C logits "$W/$m.long.$BE.json" "$W/$m.long.cpu.json" --limit 2e-2 --name "$m 40-token prompt (GEMM)" || fail=1
+done
+exit $fail
+EOF
+export HERE
+step models 120 bash "$W/models.sh"
+grep -E '^(ok|FAIL)' "$W/logs/models.log" | sed 's/^/     /' | tee -a "$S"
+
+# --- timing ------------------------------------------------------------------------------------
 say ""
-say "result: $([ $status = 0 ] && echo 'all checks passed' || echo 'FAILURES above')"
-exit $status
+say "## Timing (random-weight models: speed only). bench_decode --batch 1,8,64 --ctx 512 --steps 32 --prefill 2048; 4 warm-up steps and one warm-up prefill before each timing"
+step membw 60 bash -c 'wait_for 1b && bin bench_decode -m "$M/1b-q4_0.gguf" --backend $BE --batch 1 --ctx 8 --steps 1 --prefill 0 --measure-membw 2048'
+bw=$(sed -n 's/.*write): \([0-9.]*\) GB\/s/\1/p' "$W/logs/membw.log")
+say "device copy bandwidth (2 GiB buffers, read + write): ${bw:-?} GB/s"
+bench() { # NAME MODEL MARKER [flags]: one bench_decode run, its result lines into the summary
+  local name=$1 model=$2 marker=$3; shift 3
+  step "$name" 120 bash -c 'wait_for "$0" && bin bench_decode -m "$M/$1.gguf" --backend $BE "${@:2}"' \
+    "$marker" "$model" --ctx 512 --steps 32 ${bw:+--membw "$bw"} "$@"
+  grep -E '^(model|decode|prefill|cuda graphs)' "$W/logs/$name.log" | sed 's/^/     /' | tee -a "$S"
+}
+for m in 1b-f16 1b-q4_0 1b-q4_k_m; do bench "bench_$m" "$m" 1b --batch 1,8,64 --prefill 2048; done
+for m in 8b-q4_0 8b-q4_k_m 8b-f16; do bench "bench_$m" "$m" 8b --batch 1,8,64 --prefill 2048; done
+bench bench_1b-q4_0_eager 1b-q4_0 1b --enforce-eager --batch 1,8,64 --prefill 0
+
+# Per-kernel-family time of decode steps (eager, so each kernel is its own launch): ncu reads
+# the GPU's own duration of every kernel of 3 batch-8 steps after the warm-up.
+kernels() {
+  wait_for 1b || return 1
+  ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 2000 \
+    --launch-count 600 $(binv bench_decode) -m "$M/1b-q4_0.gguf" --backend cuda \
+    --enforce-eager --batch 8 --ctx 512 --steps 8 --prefill 0 >"$W/kernels.csv" &&
+    gzip -c "$W/kernels.csv" >"$OUT/kernels.csv.gz" &&
+    python3 "$HERE/compare.py" kernels "$W/kernels.csv"
+}
+export -f kernels
+gpu_tool kernels && step kernels 120 bash -c kernels && sed 's/^/     /' "$W/logs/kernels.log" | grep -v '^     ==' | tail -12 | tee -a "$S"
+
+# --- sanitizers and the whole op suite ---------------------------------------------------------
+say ""
+gpu_tool memcheck && step memcheck 150 env SOL_TEST_CUDA_SPEC=cuda compute-sanitizer --tool memcheck \
+  --error-exitcode 9 $(binv test_cuda_backend)
+gpu_tool racecheck && step racecheck 150 env SOL_TEST_CUDA_SPEC=cuda compute-sanitizer --tool racecheck \
+  --error-exitcode 9 $(binv test_cuda_backend)
+step backend_ops 120 bash -c 'bin test_backend_ops'
+
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+say "tensor parallelism: ${ngpu:-0} GPU(s); NCCL ranks need 2 or more and were not run here"
+kill $models_pid 2>/dev/null
+finish

@@ -713,14 +713,14 @@ static int get_int(const gguf_file *g, const char *key, const char *want, int64_
 }
 
 int gguf_get_u32(const gguf_file *g, const char *key, uint32_t *out, sol_err *e) {
-    uint64_t v;
+    uint64_t v = 0; /* gcc -O2 -fPIC cannot see that get_int sets it on success */
     int rc = get_int(g, key, "u32", 0, UINT32_MAX, &v, e);
     if (!rc) *out = (uint32_t)v;
     return rc;
 }
 
 int gguf_get_i32(const gguf_file *g, const char *key, int32_t *out, sol_err *e) {
-    uint64_t v;
+    uint64_t v = 0;
     int rc = get_int(g, key, "i32", INT32_MIN, INT32_MAX, &v, e);
     if (!rc) *out = (int32_t)(int64_t)v;
     return rc;
