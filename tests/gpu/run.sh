@@ -31,8 +31,9 @@ OUT=${OUT:-/tmp/sol-gpu}
 W=${SOL_GPU_WORK:-/tmp/sol-gpu-work}
 BUDGET=${SOL_GPU_BUDGET:-400}
 REHEARSE=${SOL_GPU_REHEARSE:-0}
-BE=cuda
-[ "$REHEARSE" = 1 ] && BE=cuda-emu
+BE=cuda CTX=512 STEPS=32 BATCHES=1,8,64 PREFILL=2048 MEMBW_MIB=2048
+[ "$REHEARSE" = 1 ] && BE=cuda-emu CTX=4 STEPS=1 BATCHES=1,2 PREFILL=8 MEMBW_MIB=16 \
+  BUDGET=${SOL_GPU_BUDGET:-1200} # the emulation is ~1000x slower: longer limits, same steps
 mkdir -p "$OUT" "$W/logs" "$W/models"
 S=$OUT/summary.txt
 : >"$S"
@@ -58,9 +59,11 @@ step() {
   local name=$1 limit=$2; shift 2
   local left=$((DEADLINE - SECONDS))
   if [ "$left" -lt 15 ]; then say "SKIP $name: the ${BUDGET}-second budget is spent"; status=1; return 1; fi
+  [ "$REHEARSE" = 1 ] && limit=$((limit * 3))
   [ "$limit" -le "$left" ] || limit=$left
   local t0=$SECONDS rc=0
-  timeout -k 5 "$limit" "$@" >"$W/logs/$name.log" 2>&1 || rc=$?
+  # through bash, so the exported functions (bin, wait_for, ...) can be the command
+  timeout -k 5 "$limit" bash -c '"$@"' step "$@" >"$W/logs/$name.log" 2>&1 || rc=$?
   if [ $rc = 0 ]; then
     say "ok   $name ($((SECONDS - t0)) s)"
   else
@@ -81,7 +84,7 @@ gpu_tool() {
   return 0
 }
 export -f bin binv
-export BUNDLE LOADER BE
+export BUNDLE LOADER BE CTX STEPS MEMBW_MIB
 
 finish() {
   tar -C "$W" -czf "$OUT/logs.tar.gz" logs 2>/dev/null
@@ -93,6 +96,7 @@ finish() {
 say "# Sol on a GPU, $(date -u +%Y-%m-%dT%H:%MZ); bundle: $(head -1 "$BUNDLE/MANIFEST")"
 say "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | head -1)"
 
+[ -d /usr/local/cuda/bin ] && PATH=$PATH:/usr/local/cuda/bin # cuobjdump, compute-sanitizer
 # --- preflight: libraries, glibc, the backend loads ---------------------------------------------
 export SOL_CUDA_MODULE=$BUNDLE/lib/sol/libsol-cuda.so
 wheels=$(timeout 30 python3 -c 'import glob, sys; print(":".join(sorted(glob.glob(sys.prefix + "/lib/python3*/site-packages/nvidia/*/lib"))))' 2>/dev/null)
@@ -111,35 +115,33 @@ fi
 export LOADER
 
 M=$W/models
-mk() { bin sol-mkmodel -o "$M/$1.gguf" "${@:2}" >>"$W/logs/models_made.log" 2>&1; }
-q() { bin sol-quantize "$M/$1.gguf" "$M/$2.gguf" --type "$3" --quiet >>"$W/logs/models_made.log" 2>&1; }
-make_models() { # in the background; each file appears whole (renamed when written)
+# Each model appears whole: written as NAME.part.gguf, then renamed.
+mk() { bin sol-mkmodel -o "$M/$1.part.gguf" "${@:2}" >>"$W/logs/models_made.log" 2>&1 && mv "$M/$1.part.gguf" "$M/$1.gguf"; }
+q() { bin sol-quantize "$M/$1.gguf" "$M/$2.part.gguf" --type "$3" --quiet >>"$W/logs/models_made.log" 2>&1 && mv "$M/$2.part.gguf" "$M/$2.gguf"; }
+make_models() { # in the background, in the order the steps need them
   set -e
   mk tiny-f32 --preset tiny --seed 3
   mk tiny-q8 --preset tiny --seed 4 --type q8_0
   mk qwen3-f16 --arch qwen3 --dim 256 --heads 4 --kv-heads 2 --head-dim 64 --ffn 512 --layers 2 \
     --vocab 600 --ctx 128 --seed 5 --type f16
   q qwen3-f16 qwen3-q4k q4_k_m
-  touch "$M/small.done"
   local s1=(--preset 1b)
   local s8=(--dim 4096 --ffn 14336 --heads 32 --kv-heads 8 --layers 8 --vocab 32000 --ctx 4096)
   if [ "$REHEARSE" = 1 ]; then
     s1=(--preset tiny)
-    s8=(--dim 256 --ffn 512 --heads 8 --kv-heads 2 --layers 2 --vocab 600 --ctx 1024)
+    s8=(--dim 256 --ffn 512 --heads 8 --kv-heads 2 --layers 1 --vocab 600 --ctx 256)
   fi
-  mk 1b-f16 "${s1[@]}" --type f16
   mk 1b-q4_0 "${s1[@]}" --type q4_0
+  mk 1b-f16 "${s1[@]}" --type f16
   q 1b-f16 1b-q4_k_m q4_k_m
-  touch "$M/1b.done"
-  mk 8b-f16 "${s8[@]}" --type f16
   mk 8b-q4_0 "${s8[@]}" --type q4_0
+  mk 8b-f16 "${s8[@]}" --type f16
   q 8b-f16 8b-q4_k_m q4_k_m
-  touch "$M/8b.done"
 }
 make_models &
 models_pid=$!
-wait_for() { # a marker of make_models, within the step's own timeout
-  while [ ! -e "$M/$1.done" ]; do
+wait_for() { # a model of make_models, within the step's own timeout
+  while [ ! -e "$M/$1.gguf" ]; do
     kill -0 $models_pid 2>/dev/null || { echo "making the models failed: $(tail -3 "$W/logs/models_made.log")"; return 1; }
     sleep 1
   done
@@ -150,21 +152,22 @@ export M W models_pid REHEARSE
 [ "$REHEARSE" = 1 ] && say "REHEARSAL on cuda-emu with small shapes: no figure below is a GPU's"
 step preflight 30 bin sol-generate --help || finish
 cat >"$W/probe.sh" <<'EOF'
-wait_for small && bin sol-generate -m "$M/tiny-f32.gguf" --backend $BE --prompt-tokens 1,2,3 -n 2 --tokens
+wait_for tiny-f32 && bin sol-generate -m "$M/tiny-f32.gguf" --backend $BE --prompt-tokens 1,2,3 -n 2 --tokens
 EOF
 step backend_loads 60 bash "$W/probe.sh" || finish
-say "device: $(grep -m1 -o 'on .*' "$W/logs/backend_loads.log" || true)"
 
 # --- SASS: resources of every kernel, the decode kernels' code ----------------------------------
 sass() {
+  set -o pipefail
   cuobjdump --dump-resource-usage "$SOL_CUDA_MODULE" | grep -E 'Function|REG' |
     paste - - | sed -E 's/.*Function ([^ :]*).*REG:([0-9]+) STACK:([0-9]+) SHARED:([0-9]+) LOCAL:([0-9]+).*/\1 REG \2 STACK \3 SHARED \4 LOCAL \5/' |
     sort -u >"$W/logs/resources.txt"
-  cuobjdump --dump-sass "$SOL_CUDA_MODULE" | gzip >"$OUT/sass.txt.gz"
+  cuobjdump --dump-sass "$SOL_CUDA_MODULE" | gzip >"$OUT/sass.txt.gz" &&
+    [ -s "$W/logs/resources.txt" ] && zcat "$OUT/sass.txt.gz" | grep -q k_gemv
 }
 export -f sass
 export OUT
-if step sass 60 bash -c sass; then
+if gpu_tool sass && step sass 60 bash -c sass; then
   say "kernels with local memory (spills) or a stack, per cuobjdump:"
   awk '$9 > 0 || $5 > 0 {print "     " $0}' "$W/logs/resources.txt" | head -20 | tee -a "$S"
   [ -s "$W/logs/resources.txt" ] && say "     ($(wc -l <"$W/logs/resources.txt") kernel entries; the others have none)"
@@ -175,7 +178,7 @@ step op_test 120 env SOL_TEST_CUDA_SPEC=$BE bash -c 'bin test_cuda_backend'
 cat >"$W/models.sh" <<'EOF'
 # GPU against CPU: the limits are those of tests/integration/cuda_emu_model.sh (derivations there)
 set -u
-wait_for small || exit 1
+wait_for qwen3-q4k || exit 1
 P=1,15,27,300,42,7,99 L=$(seq -s, 3 3 120) fail=0
 C="python3 $HERE/compare.py"
 for m in tiny-f32 tiny-q8 qwen3-q4k; do
@@ -205,24 +208,26 @@ grep -E '^(ok|FAIL)' "$W/logs/models.log" | sed 's/^/     /' | tee -a "$S"
 
 # --- timing ------------------------------------------------------------------------------------
 say ""
-say "## Timing (random-weight models: speed only). bench_decode --batch 1,8,64 --ctx 512 --steps 32 --prefill 2048; 4 warm-up steps and one warm-up prefill before each timing"
-step membw 60 bash -c 'wait_for 1b && bin bench_decode -m "$M/1b-q4_0.gguf" --backend $BE --batch 1 --ctx 8 --steps 1 --prefill 0 --measure-membw 2048'
+say "## Timing (random-weight models: speed only). bench_decode --batch $BATCHES --ctx $CTX --steps $STEPS --prefill $PREFILL; 4 warm-up steps and one warm-up prefill before each timing"
+step membw 60 bash -c 'wait_for 1b-q4_0 && bin bench_decode -m "$M/1b-q4_0.gguf" --backend $BE --batch 1 --ctx 8 --steps 1 --prefill 0 --measure-membw $MEMBW_MIB'
 bw=$(sed -n 's/.*write): \([0-9.]*\) GB\/s/\1/p' "$W/logs/membw.log")
-say "device copy bandwidth (2 GiB buffers, read + write): ${bw:-?} GB/s"
-bench() { # NAME MODEL MARKER [flags]: one bench_decode run, its result lines into the summary
-  local name=$1 model=$2 marker=$3; shift 3
-  step "$name" 120 bash -c 'wait_for "$0" && bin bench_decode -m "$M/$1.gguf" --backend $BE "${@:2}"' \
-    "$marker" "$model" --ctx 512 --steps 32 ${bw:+--membw "$bw"} "$@"
-  grep -E '^(model|decode|prefill|cuda graphs)' "$W/logs/$name.log" | sed 's/^/     /' | tee -a "$S"
+say "device copy bandwidth ($MEMBW_MIB MiB buffers, read + write): ${bw:-?} GB/s"
+bench() { # NAME MODEL [flags]: one bench_decode run, its result lines into the summary
+  local name=$1 model=$2; shift 2
+  step "$name" 120 bash -c 'wait_for "$0" && bin bench_decode -m "$M/$0.gguf" --backend $BE "$@"' \
+    "$model" --ctx $CTX --steps $STEPS ${bw:+--membw "$bw"} "$@"
+  [ -f "$W/logs/$name.log" ] &&
+    grep -E '^(model|decode|prefill|cuda graphs)' "$W/logs/$name.log" | sed 's/^/     /' | tee -a "$S"
 }
-for m in 1b-f16 1b-q4_0 1b-q4_k_m; do bench "bench_$m" "$m" 1b --batch 1,8,64 --prefill 2048; done
-for m in 8b-q4_0 8b-q4_k_m 8b-f16; do bench "bench_$m" "$m" 8b --batch 1,8,64 --prefill 2048; done
-bench bench_1b-q4_0_eager 1b-q4_0 1b --enforce-eager --batch 1,8,64 --prefill 0
+for m in 1b-q4_0 1b-f16 1b-q4_k_m 8b-q4_0 8b-f16 8b-q4_k_m; do
+  bench "bench_$m" "$m" --batch $BATCHES --prefill $PREFILL
+done
+bench bench_1b-q4_0_eager 1b-q4_0 --enforce-eager --batch $BATCHES --prefill 0
 
 # Per-kernel-family time of decode steps (eager, so each kernel is its own launch): ncu reads
 # the GPU's own duration of every kernel of 3 batch-8 steps after the warm-up.
 kernels() {
-  wait_for 1b || return 1
+  wait_for 1b-q4_0 || return 1
   ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 2000 \
     --launch-count 600 $(binv bench_decode) -m "$M/1b-q4_0.gguf" --backend cuda \
     --enforce-eager --batch 8 --ctx 512 --steps 8 --prefill 0 >"$W/kernels.csv" &&
