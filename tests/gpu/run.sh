@@ -18,6 +18,7 @@
 #   kernels      per-kernel-family GPU time of decode steps (ncu's gpu__time_duration)
 #   memcheck, racecheck   compute-sanitizer over the op test
 #   backend_ops  test_backend_ops: every op, every backend variant present
+#   tp*          with 2 or more GPUs: NCCL tensor parallelism, ids and logits against TP 1
 # Models are random-weight files made on the GPU machine in /tmp while the first steps run.
 # $OUT (the device tool's folder; default /tmp/sol-gpu) gets 4 files: summary.txt (a few hundred
 # lines at most), logs.tar.gz (every step's log), sass.txt.gz, kernels.csv.gz. Exit 0 when every
@@ -223,6 +224,7 @@ for m in 1b-q4_0 1b-f16 1b-q4_k_m 8b-q4_0 8b-f16 8b-q4_k_m; do
   bench "bench_$m" "$m" --batch $BATCHES --prefill $PREFILL
 done
 bench bench_1b-q4_0_eager 1b-q4_0 --enforce-eager --batch $BATCHES --prefill 0
+bench bench_1b-q4_0_batch_invariant 1b-q4_0 --batch-invariant --batch 1 --prefill $PREFILL
 
 # Per-kernel-family time of decode steps (eager, so each kernel is its own launch): ncu reads
 # the GPU's own duration of every kernel of 3 batch-8 steps after the warm-up.
@@ -245,7 +247,27 @@ gpu_tool racecheck && step racecheck 150 env SOL_TEST_CUDA_SPEC=cuda compute-san
   --error-exitcode 9 $(binv test_cuda_backend)
 step backend_ops 120 bash -c 'bin test_backend_ops'
 
+# Tensor parallelism over NCCL, where the machine has 2 or more GPUs: TP ids against TP 1.
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-say "tensor parallelism: ${ngpu:-0} GPU(s); NCCL ranks need 2 or more and were not run here"
+if [ "${ngpu:-0}" -lt 2 ]; then
+  say "tensor parallelism: ${ngpu:-0} GPU(s); NCCL ranks need 2 or more and were not run here"
+else
+  cat >"$W/tp.sh" <<'EOF'
+set -u
+wait_for 1b-q4_0 || exit 1
+gen() { bin sol-generate -m "$M/1b-q4_0.gguf" --backend cuda --tensor-parallel-size $1 \
+  --prompt-tokens 1,15043,3186,29892,590 -n 16 --temp 0 --tokens --logits "$W/tp$1.json" >"$W/tp$1.ids"; }
+gen 1 || exit 1
+gen $TP || exit 1
+python3 "$HERE/compare.py" ids "$W/tp$TP.ids" "$W/tp1.ids" --name "TP $TP vs TP 1" &&
+  python3 "$HERE/compare.py" logits "$W/tp$TP.json" "$W/tp1.json" --limit 1e-3 --name "TP $TP vs TP 1"
+EOF
+  for tp in 2 4 8; do
+    [ "$tp" -le "$ngpu" ] || break
+    step "tp$tp" 90 env TP=$tp bash "$W/tp.sh"
+    grep -E '^(ok|FAIL)' "$W/logs/tp$tp.log" | sed 's/^/     /' | tee -a "$S"
+    bench "bench_tp$tp" 1b-q4_0 --tensor-parallel-size $tp --batch $BATCHES --prefill $PREFILL
+  done
+fi
 kill $models_pid 2>/dev/null
 finish
