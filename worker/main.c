@@ -235,6 +235,8 @@ static const struct {
     {"SOL_TEST_RESOLVE_FILE", "router host names are resolved from this file, not from DNS"},
     {"SOL_TEST_TP_STALL", "a tensor-parallel rank will stop at the given step"},
     {"SOL_TEST_ENGINE_STALL", "the engine thread will stop at the given step"},
+    {"SOL_TEST_CUDA_EMU_FAULT",
+     "an emulated CUDA device will hang or fail at the given collective (cuda-emu only)"},
 };
 
 static void warn_test_hooks(void) {

@@ -72,19 +72,8 @@ SOL_TEST_TP_STALL=1:12 start_cpu_worker stall precise "$M" --tensor-parallel-siz
 wait_worker stall
 start_cpu_worker back precise "$M"
 wait_worker back
-PIDS=()
-for i in $(seq $N); do
-    curl -sN "$BASE/v1/completions" -d "$(body "$i" ',"stream":true')" >"$T_DIR/stream.$i" &
-    PIDS+=($!)
-done
-for p in "${PIDS[@]}"; do wait "$p" || fail "a stream's curl failed"; done
-for i in $(seq $N); do
-    got=$(sse_text "$T_DIR/stream.$i")
-    [ "$got" = "$(cat "$T_DIR/ref.$i")" ] || fail "stream $i differs after the stall:\n got '$got'"
-done
-for _ in $(seq 50); do [ "$(workers_field stall state)" = unhealthy ] && break; sleep 0.1; done
-[ "$(workers_field stall state)" = unhealthy ] ||
-    fail "the stalled worker is $(workers_field stall state), not unhealthy"
+streams_match_refs "the stall" "$N"
+wait_unhealthy stall
 why=$(workers_field stall unhealthy_reason)
 echo "$why" | grep -q "rank 1.*tp_timeout_ms" || fail "unhealthy_reason: '$why'"
 grep -q "the worker is unhealthy" "$T_DIR/router.log" || fail "the router logged no failover"

@@ -82,7 +82,7 @@ def chat(pool):
 
 def gpu_service(name, cmd, mounts):
     """A GPU worker (profile gpu) runs as written up to the GPU: its flags, keys and model path
-    are read, then it must stop with a clear "no CUDA device" error (this machine has none; the
+    are read, then it must stop with a clear error (no NVIDIA driver or device here; the
     small models it serves are too big for the CUDA emulation in a test)."""
     cmd = [mapped(a, mounts) for a in cmd]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)

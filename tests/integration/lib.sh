@@ -187,3 +187,26 @@ still_serves() {
     post /v1/completions '{"model":"demo","prompt":"still alive?","max_tokens":2}' >/dev/null
     [ "$(status)" = 200 ] || fail "router stopped serving after: $1 (status $(status))"
 }
+
+# streams_match_refs WHAT N: N streaming completions of the script's `body I`, at once; each must
+# end with the text in $T_DIR/ref.I (WHAT, e.g. "the stall", names the fault for the message): a
+# failover that loses or repeats a token fails here.
+streams_match_refs() {
+  local what=$1 n=$2 i p pids=()
+  for i in $(seq "$n"); do
+    curl -sN "$BASE/v1/completions" -d "$(body "$i" ',"stream":true')" >"$T_DIR/stream.$i" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || fail "a stream's curl failed"; done
+  for i in $(seq "$n"); do
+    local got
+    got=$(sse_text "$T_DIR/stream.$i")
+    [ "$got" = "$(cat "$T_DIR/ref.$i")" ] || fail "stream $i differs after $what:\n got '$got'"
+  done
+}
+
+# wait_unhealthy ID: the worker reports itself unhealthy within 5 s.
+wait_unhealthy() {
+  for _ in $(seq 50); do [ "$(workers_field "$1" state)" = unhealthy ] && return 0; sleep 0.1; done
+  fail "worker $1 is $(workers_field "$1" state), not unhealthy"
+}

@@ -159,6 +159,11 @@ typedef struct sol_backend_ops {
     /* Optional: one line of counters for logs and benchmarks ("cuda graphs: ..."); 0 or
      * -ENOTSUP. */
     int (*stats)(sol_backend *be, char *buf, size_t cap);
+    /* Optional, device backends: 0, or a negative code with the reason when the device stopped
+     * answering (a wait missed the tensor-parallel deadline and the stream did not drain after
+     * the communicator was aborted): nothing queued will run, so the caller must stop using it
+     * (the model marks its rank group broken). NULL: always healthy. */
+    int (*health)(sol_backend *be, char *why, size_t cap);
 } sol_backend_ops;
 
 /* The common head of every backend; implementations embed it first in their own struct. */
@@ -305,6 +310,9 @@ static inline int sol_step_begin(sol_backend *be, int graph_key) {
 }
 static inline int sol_backend_stats(sol_backend *be, char *buf, size_t cap) {
     return be->ops->stats ? be->ops->stats(be, buf, cap) : -ENOTSUP;
+}
+static inline int sol_backend_health(sol_backend *be, char *why, size_t cap) {
+    return be->ops->health ? be->ops->health(be, why, cap) : 0;
 }
 static inline int sol_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k,
                                const float *v, const int32_t *slots, int n) {

@@ -498,6 +498,11 @@ int model_tp_size(const model *m) {
     return m->sh.n;
 }
 
+sol_backend *model_tp_backend(const model *m, int r) {
+    if (r < 0 || r >= m->sh.n) return NULL;
+    return r == 0 ? m->be : tp_rank(m->grp, r)->be;
+}
+
 int model_health(const model *m, char *why, size_t cap) {
     return m->grp ? tp_health(m, why, cap) : 0;
 }
@@ -625,6 +630,11 @@ int model_reserve(model *m, int max_tokens, int max_logits, sol_err *err) {
 }
 
 model_kv *model_kv_new(model *m, int num_blocks, int block_size, sol_dtype dtype, sol_err *err) {
+    char why[SOL_ERR_MSG_MAX / 2];
+    if (model_health(m, why, sizeof why)) { /* a stuck device may never answer an allocation */
+        sol_err_set(err, -EIO, "%s", why);
+        return NULL;
+    }
     model_kv *kv = calloc(1, sizeof *kv);
     if (!kv) {
         sol_err_set(err, -ENOMEM, "out of memory for the KV cache");

@@ -75,6 +75,9 @@ int model_tp_rank_threads(int threads, int n);
 void model_tp_time(const model *m, uint64_t *calls, uint64_t *ns);
 /* Ranks the model is sharded over (1 when not). */
 int model_tp_size(const model *m);
+/* The backend of rank r in [0, model_tp_size) (rank 0's is model_backend's); NULL outside. For
+ * the tests and counters of every rank (sol_backend_stats). */
+sol_backend *model_tp_backend(const model *m, int r);
 /* 0, or (after a rank or collective missed tp_timeout_ms: the group is stuck and every later
  * forward fails at once) a negative code with the reason in why. */
 int model_health(const model *m, char *why, size_t cap);

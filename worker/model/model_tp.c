@@ -3,7 +3,10 @@
  * posted, every rank runs its shard's forward pass (meeting at the all-reduces), rank 0 waits for
  * the others. A rank that fails aborts the communicator so the others return at once; a rank
  * that does not finish within tp_timeout_ms leaves the group broken: every later step fails at
- * once and model_health says why, so the worker can report itself unhealthy. */
+ * once and model_health says why, so the worker can report itself unhealthy. So does a rank
+ * whose device is stuck (its backend's health: a CUDA stream that missed the deadline and did not
+ * drain after its NCCL communicator was aborted). Any other failure fails the step only: the
+ * communicator is reset, and CUDA ranks rebuild their NCCL communicators at the next step. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -101,6 +104,21 @@ static void *rank_main(void *arg) {
     }
 }
 
+/* A rank whose device stopped answering (sol_backend_health): the group is broken, as when its
+ * thread does not come back. 0, or 1 with g->broken set. Only when no rank is running. */
+static int device_stuck(model_group *g, model *m0) {
+    char why[SOL_ERR_MSG_MAX / 2 - 64];
+    for (int r = 0; r < g->n; r++) {
+        sol_backend *be = r ? g->ranks[r].be : m0->be;
+        if (!be || !sol_backend_health(be, why, sizeof why)) continue;
+        snprintf(g->broken, sizeof g->broken,
+                 "tensor-parallel rank %d: %s: the rank group is stuck", r, why);
+        LOG_ERROR("model", "%s", g->broken);
+        return 1;
+    }
+    return 0;
+}
+
 /* Waits up to timeout_ms for ranks 1..n-1; 0, or the first rank still running. */
 static int wait_ranks(model_group *g) {
     struct timespec dl = sol_deadline_ms((uint64_t)g->timeout_ms);
@@ -114,12 +132,19 @@ static int wait_ranks(model_group *g) {
     return late;
 }
 
-/* The error to report: a rank's own failure before the -ECANCELED it caused in the others. */
+/* The error to report: a rank's own failure before the -ECANCELED it caused in the others.
+ * Every rank's failure is logged: each says what it saw (its abort, its deadline). */
 static int first_error(model_group *g, int rc0, const sol_err *e0, sol_err *err) {
     int rc = rc0;
     const sol_err *src = e0;
+    if (rc0)
+        LOG_WARN("model", "tensor-parallel rank 0 failed step %llu: %s",
+                 (unsigned long long)g->step, e0->msg);
     for (int r = 1; r < g->n; r++) {
         const rank *k = &g->ranks[r];
+        if (k->rc)
+            LOG_WARN("model", "tensor-parallel rank %d failed step %llu: %s", r,
+                     (unsigned long long)g->step, k->err.msg);
         if (k->rc && (!rc || (rc == -ECANCELED && k->rc != -ECANCELED))) rc = k->rc, src = &k->err;
     }
     if (rc) {
@@ -152,7 +177,9 @@ int tp_forward(model *m, model_kv *kv, const model_batch *b, float *logits, sol_
         LOG_ERROR("model", "%s", g->broken);
         return sol_err_set(err, -ETIMEDOUT, "%s", g->broken);
     }
-    return first_error(g, rc0, &e0, err);
+    int rc = first_error(g, rc0, &e0, err);
+    if (rc && device_stuck(g, m)) return sol_err_set(err, -ETIMEDOUT, "%s", g->broken);
+    return rc;
 }
 
 int tp_health(const model *m, char *why, size_t cap) {

@@ -179,7 +179,10 @@ static void test_elementwise(void **state) {
     sol_weight wv = {SOL_DT_F32, 1, D, w, sizeof(float) * D, 0};
     assert_int_equal(sol_weight_prepare(be, &wv), 0);
     const float *wd = wv.data;
-    /* each op on the CPU into want, on the device into od, then compared */
+    /* each op on the CPU into want, on the device into od, then compared within 2e-6 relative:
+     * rmsnorm's sum of squares in another order (within ~log2(D) 2^-24), expf within 2 ulp and
+     * nvcc's fused multiply-adds in silu/gelu (a few ulp); add and scale are exact but share
+     * the macro */
 #define OP(name, cpu_call, dev_call)                                                               \
     do {                                                                                           \
         assert_int_equal(cpu_call, 0);                                                             \
@@ -209,6 +212,9 @@ static void test_elementwise(void **state) {
         assert_int_equal(sol_rope(be, od, pos2, N, H, HD, &p), 0);
     }
     float *got = get(be, od, N * D);
+    /* rope: the rotation rounds as the CPU does (__fmul_rn/__fadd_rn), but CUDA's double cos/sin
+     * (2 ulp of double) may flip a float rounding of the angle's cosine: an ulp per element,
+     * twice (two position arrays), well inside 1e-5 */
     expect_close("rope", got, want, N * D, 1e-5);
     free(got);
     /* embed, then get_rows of the embedded rows */
@@ -222,13 +228,14 @@ static void test_elementwise(void **state) {
     assert_int_equal(sol_embed(cpu, &tc, ids, N, want), 0);
     assert_int_equal(sol_embed(be, &td, ids, N, od), 0);
     got = get(be, od, N * D);
+    /* exact: dequant.cuh writes d q - m with __fmul_rn/__fsub_rn, which nvcc never fuses */
     expect_close("embed", got, want, N * D, 0);
     free(got);
     float rows_want[3 * D];
     assert_int_equal(sol_get_rows(cpu, want, D, rows, 3, N, rows_want), 0);
     assert_int_equal(sol_get_rows(be, od, D, rows, 3, N, ad), 0);
     got = get(be, ad, 3 * D);
-    expect_close("get_rows", got, rows_want, 3 * D, 0);
+    expect_close("get_rows", got, rows_want, 3 * D, 0); /* copies: exact */
     free(got);
     const int32_t bad_row = N;
     assert_int_equal(sol_get_rows(be, od, D, &bad_row, 1, N, ad), -EINVAL);
@@ -274,6 +281,8 @@ static void test_attention(void **state) {
         assert_int_equal(
             sol_paged_attention_swa(be, kd, 1, qd, od, N, H, KVH, HD, 0.125f, window, seqs), 0);
         float *got = get(be, od, N * H * HD);
+        /* the online softmax over four warps (another order, a rounding per rescale), expf within
+         * 2 ulp, fused l c + e: a few 2^-24 per term over <= 19 positions, inside 1e-5 */
         expect_close(window ? "paged_attention window 6" : "paged_attention", got, want, N * H * HD,
                      1e-5);
         free(got);
@@ -317,6 +326,7 @@ static void test_long_context_attention(void **state) {
         assert_int_equal(
             sol_paged_attention_swa(be, kd, 0, qd, od, N, H, KVH, HD, 0.17f, window, seqs), 0);
         float *batch = get(be, od, N * H * HD);
+        /* as above, plus the splits' merge (one more rescale per split): still ~1e-6 */
         expect_close(window ? "split attention, window 700" : "split attention", batch, want,
                      N * H * HD, 1e-5);
         for (int t = 0; t < N; t += 11) {

@@ -1,12 +1,16 @@
 /* Promise: the host emulation of CUDA (worker/backend/cuda/cuda_emu.h) runs kernel sources as a
  * GPU would in the ways that matter for testing them: per-block shared memory, real
  * __syncthreads barriers, warp shuffles; a kernel missing a barrier or shuffling from the wrong
- * lane gives a wrong answer here too, and a warp exchange some lanes never reach is reported. */
+ * lane gives a wrong answer here too, under one of its schedules (a warp racing ahead among
+ * them); shared memory nobody wrote reads as NaN; a warp exchange some lanes never reach, a lane
+ * outside a shuffle's mask or a mask naming an exited lane, and a launch past sm_80/sm_90's
+ * limits abort with the kernel's name and the seed. */
 #include <cmath>
 #include <csetjmp>
 #include <cstdarg>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <sys/wait.h>
 #include <unistd.h>
 extern "C" {
@@ -40,6 +44,15 @@ static void test_block_sum_and_rmsnorm(void **state) {
     }
 }
 
+/* Runs fn under each of the emulation's schedules (then back to the seeded draw). */
+static void each_schedule(const std::function<void(int)> &fn) {
+    for (int sc = 0; sc < sol_emu::S_COUNT; sc++) {
+        sol_emu::cfg().schedule = sc;
+        fn(sc);
+    }
+    sol_emu::cfg().schedule = -1;
+}
+
 static void test_tree_sum_needs_its_barrier(void **state) {
     (void)state;
     static float x[2 * 256], out[2];
@@ -47,11 +60,88 @@ static void test_tree_sum_needs_its_barrier(void **state) {
     double ref[2] = {0, 0};
     for (int i = 0; i < 2 * 256; i++)
         ref[i / 256] += x[i];
-    SOL_LAUNCH(emu_tree_sum, dim3(2), dim3(256), 0, 0, x, out, 0);
-    for (int b = 0; b < 2; b++)
-        assert_true(fabs(out[b] - ref[b]) < 1e-3);
-    SOL_LAUNCH(emu_tree_sum, dim3(2), dim3(256), 0, 0, x, out, 1); /* the bug */
-    assert_true(fabs(out[0] - ref[0]) > 1.0);
+    int caught = 0;
+    each_schedule([&](int) {
+        SOL_LAUNCH(emu_tree_sum, dim3(2), dim3(256), 0, 0, x, out, 0);
+        for (int b = 0; b < 2; b++)
+            assert_true(fabs(out[b] - ref[b]) < 1e-3);
+        SOL_LAUNCH(emu_tree_sum, dim3(2), dim3(256), 0, 0, x, out, 1); /* the bug */
+        caught += fabs(out[0] - ref[0]) > 1.0 || fabs(out[1] - ref[1]) > 1.0;
+    });
+    assert_true(caught > 0);
+}
+
+/* Two block sums through one scratch: right under every schedule with reduce.cuh's barriers;
+ * without the last one, the schedule that lets a warp run ahead gets threads wrong: once warp 0
+ * has run into the second sum, it has overwritten the first total in scratch[0], and every warp
+ * after it in that round reads its partial sum instead (the warp order is drawn per round, so
+ * 0 to 7 of 8 warps per block; over 9 blocks, some). */
+static void test_second_block_sum_needs_the_reuse_barrier(void **state) {
+    (void)state;
+    enum { ROWS = 3, DIM = 300 };
+    static float x[ROWS * DIM], out[ROWS * 256 * 2];
+    fill(x, ROWS * DIM);
+    each_schedule([&](int) {
+        for (int threads = 32; threads <= 256; threads *= 2) {
+            SOL_LAUNCH(emu_mean_var, dim3(ROWS), dim3(threads), 0, 0, x, out, DIM);
+            for (int r = 0; r < ROWS; r++) {
+                double m = 0, v = 0;
+                for (int i = 0; i < DIM; i++)
+                    m += x[r * DIM + i] / DIM;
+                for (int i = 0; i < DIM; i++)
+                    v += (x[r * DIM + i] - m) * (x[r * DIM + i] - m) / DIM;
+                for (int t = 0; t < threads; t++) {
+                    const float *o = out + ((size_t)r * threads + t) * 2;
+                    if (!(fabs(o[0] - m) < 1e-4 && fabs(o[1] - v) < 1e-3 * v))
+                        fail_msg("%s schedule, %d threads: thread %d of row %d has %g, %g (want "
+                                 "%g, %g)",
+                                 sol_emu::schedule_name(sol_emu::cfg().schedule), threads, t, r,
+                                 o[0], o[1], m, v);
+                }
+            }
+        }
+    });
+    int wrong[sol_emu::S_COUNT] = {0};
+    each_schedule([&](int sc) {
+        for (int launch = 0; launch < 3; launch++) {
+            SOL_LAUNCH(emu_sum_twice, dim3(ROWS), dim3(256), 0, 0, x, out, DIM, 0, 0);
+            for (int r = 0; r < ROWS; r++) {
+                double sum = 0;
+                for (int i = 0; i < DIM; i++)
+                    sum += x[r * DIM + i];
+                for (int t = 0; t < 256; t++) {
+                    const float *o = out + ((size_t)r * 256 + t) * 2;
+                    wrong[sc] += !(fabs(o[0] - sum) < 1e-3 && fabs(o[1] - 2 * sum) < 2e-3);
+                }
+            }
+        }
+    });
+    print_message("  threads wrong without the reuse barrier: in-order %d, reversed %d, shuffled "
+                  "%d, warp %d (of %d)\n",
+                  wrong[0], wrong[1], wrong[2], wrong[3], 3 * ROWS * 256);
+    assert_true(wrong[sol_emu::S_WARP] > 0);
+}
+
+/* Shared memory is garbage on a GPU until written: here NaN, in every block (nothing carries
+ * over from the block before), static and dynamic. */
+static void test_unwritten_shared_memory_is_nan(void **state) {
+    (void)state;
+    enum { ROWS = 4, DIM = 256 };
+    static float x[ROWS * DIM], out[ROWS * 256 * 2];
+    fill(x, ROWS * DIM);
+    each_schedule([&](int) {
+        SOL_LAUNCH(emu_sum_twice, dim3(ROWS), dim3(128), 0, 0, x, out, DIM, 1, 0);
+        for (int i = 0; i < ROWS * 128 * 2; i++)
+            assert_false(std::isnan(out[i]));
+        /* the off-by-one read of slot n_warps, which no warp wrote */
+        SOL_LAUNCH(emu_sum_twice, dim3(ROWS), dim3(128), 0, 0, x, out, DIM, 1, 1);
+        for (int i = 0; i < ROWS * 128 * 2; i++)
+            assert_true(std::isnan(out[i]));
+    });
+    static float dyn[3 * 64];
+    SOL_LAUNCH(emu_read_dyn_smem, dim3(3), dim3(64), 64 * sizeof(float), 0, dyn);
+    for (int i = 0; i < 3 * 64; i++)
+        assert_true(std::isnan(dyn[i]));
 }
 
 static void test_warp_shuffle_offsets(void **state) {
@@ -70,16 +160,16 @@ static void test_warp_shuffle_offsets(void **state) {
     assert_true(fabs(out[0] - right) > 1.0);
 }
 
-/* The emulator aborts with a message naming the deadlock; run it in a child process. */
-static void test_divergent_shuffle_is_reported(void **state) {
-    (void)state;
+/* Runs fn in a child process and expects it to abort with a message holding every string of
+ * want (the emulation's reports end the process, as a GPU's broken kernel would). */
+static void expect_abort(const std::function<void()> &fn,
+                         std::initializer_list<const char *> want) {
     int fds[2];
     assert_int_equal(pipe(fds), 0);
     pid_t pid = fork();
     if (pid == 0) {
         dup2(fds[1], 2);
-        static float out[64];
-        SOL_LAUNCH(emu_divergent_shuffle, dim3(1), dim3(64), 0, 0, out);
+        fn();
         _exit(0);
     }
     close(fds[1]);
@@ -90,16 +180,89 @@ static void test_divergent_shuffle_is_reported(void **state) {
     close(fds[0]);
     int status = 0;
     waitpid(pid, &status, 0);
-    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
-    assert_true(got > 0 && strstr(msg, "deadlock") != nullptr);
+    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT))
+        fail_msg("expected an abort, the child ended with status %d: %s", status, msg);
+    for (const char *w : want)
+        if (!strstr(msg, w)) fail_msg("the abort message lacks \"%s\": %s", w, msg);
+}
+
+static void test_divergent_shuffle_is_reported(void **state) {
+    (void)state;
+    expect_abort(
+        [] {
+            static float out[64];
+            SOL_LAUNCH(emu_divergent_shuffle, dim3(1), dim3(64), 0, 0, out);
+        },
+        {"deadlock", "emu_divergent_shuffle", "SOL_EMU_SEED=1"});
+}
+
+/* Shuffle and __syncwarp masks: the lanes of a mask meet, and only they; a lane outside the
+ * mask it passes, an exited lane the mask names, or a read from a lane outside the mask aborts. */
+static void test_shuffle_masks(void **state) {
+    (void)state;
+    static float out[64];
+    each_schedule([&](int) {
+        SOL_LAUNCH(emu_masks, dim3(1), dim3(64), 0, 0, out, 0);
+        for (int t = 0; t < 64; t++)
+            assert_true(out[t] == (float)((t & 31) < 16 ? t ^ 1 : t));
+    });
+    expect_abort([] { SOL_LAUNCH(emu_masks, dim3(1), dim3(64), 0, 0, out, 1); },
+                 {"__shfl_xor_sync with mask 0x0000ffff", "leaves its lane", "emu_masks"});
+    expect_abort([] { SOL_LAUNCH(emu_masks, dim3(1), dim3(64), 0, 0, out, 2); },
+                 {"which has exited", "emu_masks", "SOL_EMU_SEED="});
+    expect_abort([] { SOL_LAUNCH(emu_masks, dim3(1), dim3(64), 0, 0, out, 3); },
+                 {"__syncwarp", "leaves its lane", "emu_masks"});
+    expect_abort([] { SOL_LAUNCH(emu_masks, dim3(1), dim3(64), 0, 0, out, 4); },
+                 {"outside its mask", "emu_masks"});
+    /* a full mask in a block of 48 threads: its second warp has no lanes 16..31 */
+    expect_abort([] { SOL_LAUNCH(emu_masks, dim3(1), dim3(48), 0, 0, out, 5); },
+                 {"the block does not have", "emu_masks"});
+}
+
+/* sm_80/sm_90's launch limits, each just past its edge (and each edge itself runs). */
+static void test_launch_limits(void **state) {
+    (void)state;
+    static float out[1024];
+    /* the edges themselves pass (checked without running: that grid has 2^62 blocks) */
+    sol_emu::check_launch("emu_nop", dim3(2147483647u, 65535, 65535), dim3(1024), 48 * 1024);
+    sol_emu::check_launch("emu_nop", dim3(1), dim3(16, 1, 64), 0);
+    sol_emu::check_launch("emu_nop", dim3(1), dim3(1, 1024), 0);
+    SOL_LAUNCH(emu_big_shared<12288>, dim3(2), dim3(32), 0, 0, out);
+    const struct {
+        dim3 grid, block;
+        size_t smem;
+        const char *says;
+    } bad[] = {
+        {dim3(1), dim3(1025), 0, "block of (1025,1,1)"},
+        {dim3(1), dim3(32, 33), 0, "block of (32,33,1)"},
+        {dim3(1), dim3(1, 1, 65), 0, "block of (1,1,65)"},
+        {dim3(1), dim3(0), 0, "empty grid"},
+        {dim3(0), dim3(32), 0, "empty grid"},
+        {dim3(1, 1, 0), dim3(32), 0, "empty grid"},
+        {dim3(2147483648u), dim3(32), 0, "grid of (2147483648,1,1)"},
+        {dim3(1, 65536), dim3(32), 0, "grid of (1,65536,1)"},
+        {dim3(1, 1, 65536), dim3(32), 0, "grid of (1,1,65536)"},
+        {dim3(1), dim3(32), 48 * 1024 + 1, "49153 bytes of dynamic shared memory"},
+    };
+    for (const auto &c : bad)
+        expect_abort([&] { SOL_LAUNCH(emu_nop, c.grid, c.block, c.smem, 0); },
+                     {c.says, "emu_nop", "SOL_EMU_SEED="});
+    expect_abort([] { SOL_LAUNCH(emu_big_shared<12289>, dim3(1), dim3(32), 0, 0, out); },
+                 {"49156 bytes of static", "emu_big_shared<12289>"});
+    expect_abort([] { SOL_LAUNCH(emu_big_shared<8192>, dim3(1), dim3(32), 16385, 0, out); },
+                 {"32768 bytes of static and 16385 of dynamic", "emu_big_shared<8192>"});
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_sum_and_rmsnorm),
         cmocka_unit_test(test_tree_sum_needs_its_barrier),
+        cmocka_unit_test(test_second_block_sum_needs_the_reuse_barrier),
+        cmocka_unit_test(test_unwritten_shared_memory_is_nan),
         cmocka_unit_test(test_warp_shuffle_offsets),
         cmocka_unit_test(test_divergent_shuffle_is_reported),
+        cmocka_unit_test(test_shuffle_masks),
+        cmocka_unit_test(test_launch_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,7 @@ extern "C" {
  * launchers named sol_emu_*. */
 #define SOL_CUDA_EMU 1
 #include "cuda_kernels.h"
+#include "cuda_rt.h"
 
 static void fill(float *x, int n, int salt) {
     for (int i = 0; i < n; i++)
@@ -48,6 +49,10 @@ static sol_backend *cpu(void) {
     return be;
 }
 
+/* Tolerances: add and scale are one correctly rounded IEEE operation with no product to fuse,
+ * the same bits on any device: exact. silu/gelu go through expf (CUDA's is within 2 ulp, the
+ * host's within 1) and nvcc fuses gelu's 1 + c x^2 into an FMA: a few ulp, 2^-23 * 4 < 1e-6
+ * relative. */
 static void test_elementwise(void **state) {
     (void)state;
     enum { N = 1000 };
@@ -70,6 +75,9 @@ static void test_elementwise(void **state) {
     sol_backend_free(be);
 }
 
+/* Tolerance 1e-6: the sum of squares runs in another order (256 threads, then a tree) and nvcc
+ * fuses ss += x x; positive terms, so the sum is within ~log2(n) 2^-24 < 1e-6 relative of the
+ * CPU's, and the scale (its inverse square root) within half that. */
 static void test_rmsnorm(void **state) {
     (void)state;
     const int dims[] = {67, 256, 1000};
@@ -86,6 +94,10 @@ static void test_rmsnorm(void **state) {
     sol_backend_free(be);
 }
 
+/* Exact: the rotation is written with __fmul_rn/__fsub_rn/__fadd_rn (three roundings, as the CPU,
+ * never an FMA) and the angles in double are the CPU's here (the host's cos/sin). On a GPU,
+ * CUDA's double cos/sin (within 2 ulp of double) can flip a float rounding: test_cuda_backend
+ * allows 1e-5 there. */
 static void test_rope(void **state) {
     (void)state;
     enum { N = 3, H = 4, HD = 64 };
@@ -161,6 +173,8 @@ static weight_pair make_weight(sol_backend *be, sol_dtype type, int rows, int K)
 static const sol_dtype kTypes[] = {SOL_DT_F32,  SOL_DT_F16,  SOL_DT_BF16, SOL_DT_Q8_0, SOL_DT_Q4_0,
                                    SOL_DT_Q5_0, SOL_DT_Q5_1, SOL_DT_Q4_K, SOL_DT_Q5_K, SOL_DT_Q6_K};
 
+/* Exact: dequantization is a product and at most one sum per element, written with
+ * __fmul_rn/__fsub_rn/__fadd_rn (dequant.cuh) so that nvcc cannot fuse them: the CPU's bits. */
 static void test_embed(void **state) {
     (void)state;
     sol_backend *be = cpu();
@@ -179,8 +193,10 @@ static void test_embed(void **state) {
     sol_backend_free(be);
 }
 
-/* Decode/verify matmuls: the GPU sums lanes in another order than the CPU, hence a tolerance;
- * the integer dots and the activation quantization are the CPU's own. */
+/* Decode/verify matmuls: the integer dots and the activation quantization are the CPU's own;
+ * the float terms (one per block: K / 32 = 16 here) are summed over 32 lanes and a warp tree
+ * instead of in order, and nvcc fuses acc += a b: each sum is within ~16 * 2^-24 of its terms'
+ * magnitudes, 1e-6 relative for these rows; 1e-5 leaves room for cancellation. */
 static void test_gemv(void **state) {
     (void)state;
     sol_backend *be = cpu();
@@ -208,8 +224,9 @@ static void test_gemv(void **state) {
 
 /* K/V written to both backends' pools at the same shuffled slots, then attention of a batch of
  * tokens from three sequences (whole context and a sliding window of 7, GQA), and again after a
- * copy-on-write block copy: the GPU's online softmax splits positions over four warps, hence
- * the tolerance. */
+ * copy-on-write block copy. Tolerance 1e-5: the online softmax splits positions over four warps
+ * and merges them (another summation order, each rescale one more rounding), expf differs by an
+ * ulp or two and nvcc fuses l c + e: a few 2^-24 per term over <= 37 positions. */
 static void test_kv_and_attention(void **state) {
     (void)state;
     enum { NBLK = 32, BS = 4, KVH = 2, HEADS = 4, HD = 64, ROW = KVH * HD, SEQS = 3, MAXB = 10 };
@@ -270,11 +287,84 @@ static void test_kv_and_attention(void **state) {
     sol_backend_free(be);
 }
 
+/* Graph updates follow cudaGraphExecUpdate's rules (cuda_rt_emu.cc): a capture of the same node
+ * types in the same order updates the executable graph in place (how 1) even with new kernel
+ * arguments, grid sizes, functions, copy addresses and sizes, memset values; another node count,
+ * a node of another type, a copy between other memory types or a memset of another size makes a
+ * new one (how 2). */
+static void test_graph_update_rules(void **state) {
+    (void)state;
+    sol_cuda_dev *d = nullptr;
+    char why[256] = "";
+    assert_int_equal(sol_emu_dev_open(0, 1 << 20, &d, why, sizeof why), 0);
+    void *st = sol_emu_dev_stream(d);
+    enum { N = 300 };
+    float *a = (float *)sol_emu_dev_malloc(d, N * sizeof(float)),
+          *b = (float *)sol_emu_dev_malloc(d, N * sizeof(float));
+    static float host[N], back[N];
+    fill(host, N, 1);
+    void *exec = nullptr;
+    struct shape {
+        int kernel, copy_kind, memset_bytes, extra, up;
+    };
+    /* kernel: 0 add, 1 scale; copy_kind: H2D or D2D (0: none); memset_bytes: 0 none */
+    auto capture = [&](shape sh, int n) {
+        assert_int_equal(sol_emu_dev_capture_begin(d, why, sizeof why), 0);
+        if (sh.copy_kind == SOL_CUDA_H2D)
+            assert_int_equal(sol_emu_dev_copy(d, a, host, n * sizeof(float), SOL_CUDA_H2D), 0);
+        if (sh.copy_kind == SOL_CUDA_D2D)
+            assert_int_equal(sol_emu_dev_copy(d, a, b, n * sizeof(float), SOL_CUDA_D2D), 0);
+        if (sh.memset_bytes) assert_int_equal(sol_emu_dev_memset(d, b, n, sh.memset_bytes), 0);
+        if (sh.kernel == 0)
+            sol_emu_add(a, a, b, n, st);
+        else
+            sol_emu_scale(a, 0.5f, b, n, st);
+        if (sh.extra) sol_emu_scale(b, 2.0f, b, n, st);
+        int how = 0;
+        assert_int_equal(sol_emu_dev_capture_end_launch(d, sh.up ? b : nullptr, host,
+                                                        sh.up ? 16 : 0, &exec, &how, why,
+                                                        sizeof why),
+                         0);
+        return how;
+    };
+    const shape base = {0, SOL_CUDA_H2D, 64, 0, 0};
+    assert_int_equal(capture(base, N), 2);     /* nothing to update yet */
+    assert_int_equal(capture(base, N / 2), 1); /* other sizes, grid, copy size: updated */
+    assert_int_equal(sol_emu_dev_copy(d, back, b, N / 2 * sizeof(float), SOL_CUDA_D2H), 0);
+    for (int i = 0; i < N / 2; i++)
+        assert_true(back[i] == host[i] + host[i]); /* the updated graph ran: b = a + a */
+    shape s = base;
+    s.kernel = 1;
+    assert_int_equal(capture(s, N), 1); /* another function, same context: updated */
+    s.copy_kind = SOL_CUDA_D2D;
+    assert_int_equal(capture(s, N), 2); /* the copy's source turned from host to device */
+    assert_int_equal(capture(s, N), 1);
+    s.memset_bytes = 128;
+    assert_int_equal(capture(s, N), 2); /* a memset of another width */
+    s.extra = 1;
+    assert_int_equal(capture(s, N), 2); /* one node more */
+    s.extra = 0, s.memset_bytes = 0, s.copy_kind = 0, s.up = 0;
+    assert_int_equal(capture(s, N), 2);
+    s.up = 1;
+    assert_int_equal(capture(s, N), 2); /* the staged copy is a node too */
+    shape t = s;
+    t.up = 0, t.copy_kind = SOL_CUDA_H2D, t.memset_bytes = 0;
+    assert_int_equal(capture(t, N), 1); /* staged copy vs a host-to-device copy: same node */
+    t.copy_kind = 0, t.memset_bytes = 128, t.up = 0;
+    assert_int_equal(capture(t, N), 2); /* a memset where a copy was: another node type */
+    sol_emu_dev_graph_free(d, exec);
+    sol_emu_dev_close(d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_elementwise), cmocka_unit_test(test_rmsnorm),
-        cmocka_unit_test(test_rope),        cmocka_unit_test(test_embed),
-        cmocka_unit_test(test_gemv),        cmocka_unit_test(test_kv_and_attention),
+        cmocka_unit_test(test_elementwise),
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_embed),
+        cmocka_unit_test(test_gemv),
+        cmocka_unit_test(test_kv_and_attention),
+        cmocka_unit_test(test_graph_update_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,11 @@
  * weights) on every architecture (llama with GQA, KV heads replicated when fewer than ranks;
  * qwen2's biases; qwen3's q/k norms and tied head; gemma3's sliding window and soft-cap; Q8_0);
  * shapes that do not divide fail at load naming the key and the numbers; a rank that stops
- * makes the step fail within tp_timeout_ms, leaves the model unhealthy and never hangs. */
+ * makes the step fail within tp_timeout_ms, leaves the model unhealthy and never hangs. On the
+ * emulated CUDA ranks the same holds when a rank's device hangs inside a collective (the
+ * emulation's fault SOL_TEST_CUDA_EMU_FAULT): the waits time out, every rank aborts its NCCL
+ * communicator, the model reports the stuck rank; and a collective that fails instead of hanging
+ * fails the step only: the communicators are rebuilt and the next pass gives the same ids. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -89,8 +93,9 @@ static int32_t argmax(const float *x, int n) {
 }
 
 /* Greedy: the prompt in one pass, then STEPS single-token passes over one contiguous block
- * table; ids[] and every pass's logits (1 + STEPS rows) out. Returns the first error. */
-static int greedy(model *m, int32_t *ids, float *logits, sol_err *e) {
+ * table; ids[] and every pass's logits (1 + STEPS rows) out. Returns the first error; last_ms
+ * (may be NULL): how long the last pass took (the failed one on an error). */
+static int greedy_timed(model *m, int32_t *ids, float *logits, uint64_t *last_ms, sol_err *e) {
     int nv = model_get_hparams(m)->n_vocab;
     int32_t table[8] = {0, 1, 2, 3, 4, 5, 6, 7}, tok[PROMPT], pos[PROMPT], slots[PROMPT];
     sol_attn_seq at[PROMPT];
@@ -100,16 +105,23 @@ static int greedy(model *m, int32_t *ids, float *logits, sol_err *e) {
         tok[t] = (t * 37 + 11) % nv, pos[t] = slots[t] = t, at[t] = (sol_attn_seq){table, t + 1};
     int32_t last = PROMPT - 1;
     model_batch b = {PROMPT, tok, pos, slots, at, 1, &last, NULL, 0, NULL};
+    uint64_t t0 = sol_now_ms();
     int rc = model_forward(m, kv, &b, logits, e);
     for (int s = 0; s < STEPS && !rc; s++) {
         int32_t id = argmax(logits + (size_t)s * nv, nv), p = PROMPT + s, zero = 0;
         ids[s] = id;
         sol_attn_seq a = {table, p + 1};
         model_batch d = {1, &id, &p, &p, &a, 1, &zero, NULL, 0, NULL};
+        t0 = sol_now_ms();
         rc = model_forward(m, kv, &d, logits + (size_t)(s + 1) * nv, e);
     }
+    if (last_ms) *last_ms = sol_now_ms() - t0;
     model_kv_free(m, kv);
     return rc;
+}
+
+static int greedy(model *m, int32_t *ids, float *logits, sol_err *e) {
+    return greedy_timed(m, ids, logits, NULL, e);
 }
 
 static float maxdiff(const float *a, const float *b, size_t n) {
@@ -205,12 +217,110 @@ static void test_stalled_rank_is_reported(void **state) {
     unload(&l);
 }
 
+/* "%lu NCCL communicators made, %lu aborted" from rank r's backend counters. */
+static void comm_counts(model *m, int r, unsigned long *made, unsigned long *aborted) {
+    char buf[512];
+    sol_backend *be = model_tp_backend(m, r);
+    assert_non_null(be);
+    assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
+    const char *p = strstr(buf, "staged copies; ");
+    assert_non_null(p);
+    if (sscanf(p, "staged copies; %lu NCCL communicators made, %lu aborted", made, aborted) != 2)
+        fail_msg("unexpected stats line: %s", buf);
+    printf("rank %d: %lu communicators made, %lu aborted; last error: %s\n", r, *made, *aborted,
+           be->err.msg);
+}
+
+/* Rank 1's emulated device hangs in its 9th collective (step 3: two layers, two all-reduces
+ * each): rank 0's collective and rank 1's stream wait miss the 300 ms deadline, both abort their
+ * communicators, rank 1's stream never drains, so its device is stuck and the model broken: the
+ * step fails within about two deadlines, later steps at once, and freeing does not hang. */
+static void test_emulated_cuda_rank_hangs(void **state) {
+    (void)state;
+    static float logits[(STEPS + 1) * MAX_V];
+    int32_t ids[STEPS];
+    setenv("SOL_TEST_CUDA_EMU_FAULT", "1:9:hang", 1);
+    loaded l;
+    sol_err e = {0};
+    int rc = load("llama", "cuda-emu", 2, 300, &l, &e);
+    unsetenv("SOL_TEST_CUDA_EMU_FAULT");
+    if (rc) fail_msg("load: %s", e.msg);
+    uint64_t took = 0;
+    rc = greedy_timed(l.m, ids, logits, &took, &e);
+    printf("hung device: %d, the step failed after %llu ms: %s\n", rc, (unsigned long long)took,
+           e.msg);
+    assert_int_equal(rc, -ETIMEDOUT);
+    assert_true(took < 2000); /* the deadline, half of it to drain, and the step's own work */
+    assert_non_null(strstr(e.msg, "rank 1"));
+    assert_non_null(strstr(e.msg, "stuck"));
+    assert_non_null(strstr(e.msg, "tp_timeout_ms"));
+    char why[256] = "";
+    assert_int_equal(model_health(l.m, why, sizeof why), -ETIMEDOUT);
+    assert_non_null(strstr(why, "rank 1"));
+    for (int r = 0; r < 2; r++) { /* every rank aborted its communicator */
+        unsigned long made, aborted;
+        comm_counts(l.m, r, &made, &aborted);
+        assert_int_equal(made, 1);
+        assert_int_equal(aborted, 1);
+    }
+    assert_non_null(strstr(model_tp_backend(l.m, 0)->err.msg, "tensor parallelism"));
+    assert_non_null(strstr(model_tp_backend(l.m, 1)->err.msg, "stuck"));
+    uint64_t t0 = sol_now_ms();
+    assert_int_equal(greedy(l.m, ids, logits, &e), -EIO);
+    assert_true(sol_now_ms() - t0 < 200);
+    unload(&l);
+}
+
+/* Rank 1's 9th collective fails (an NCCL error, not a hang): the step fails at once with that
+ * error, every rank aborts its communicator, the model stays healthy, and the next pass rebuilds
+ * the communicators and gives the unsharded model's ids. */
+static void test_emulated_cuda_comm_rebuilt(void **state) {
+    (void)state;
+    static float ref[(STEPS + 1) * MAX_V], logits[(STEPS + 1) * MAX_V];
+    int32_t ref_ids[STEPS], ids[STEPS];
+    loaded a, l;
+    sol_err e = {0};
+    assert_int_equal(load("llama", "cpu", 1, 10000, &a, &e), 0);
+    assert_int_equal(greedy(a.m, ref_ids, ref, &e), 0);
+    unload(&a);
+    setenv("SOL_TEST_CUDA_EMU_FAULT", "1:9:fail", 1);
+    int rc = load("llama", "cuda-emu", 2, 10000, &l, &e);
+    unsetenv("SOL_TEST_CUDA_EMU_FAULT");
+    if (rc) fail_msg("load: %s", e.msg);
+    uint64_t took = 0;
+    rc = greedy_timed(l.m, ids, logits, &took, &e);
+    printf("failed collective: %d, the step failed after %llu ms: %s\n", rc,
+           (unsigned long long)took, e.msg);
+    assert_int_equal(rc, -EIO);
+    assert_true(took < 3000); /* not the 10 s deadline: the failure aborts the others at once */
+    assert_non_null(strstr(e.msg, "rank 1"));
+    char why[256] = "";
+    assert_int_equal(model_health(l.m, why, sizeof why), 0);
+    for (int r = 0; r < 2; r++) {
+        unsigned long made, aborted;
+        comm_counts(l.m, r, &made, &aborted);
+        assert_int_equal(made, 1);
+        assert_int_equal(aborted, 1);
+    }
+    if (greedy(l.m, ids, logits, &e)) fail_msg("after the failed step: %s", e.msg);
+    assert_memory_equal(ids, ref_ids, sizeof ids);
+    for (int r = 0; r < 2; r++) {
+        unsigned long made, aborted;
+        comm_counts(l.m, r, &made, &aborted);
+        assert_int_equal(made, 2);
+        assert_int_equal(aborted, 1);
+    }
+    unload(&l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cpu_ranks_match_one_rank),
         cmocka_unit_test(test_emulated_cuda_ranks),
         cmocka_unit_test(test_shapes_that_do_not_divide),
         cmocka_unit_test(test_stalled_rank_is_reported),
+        cmocka_unit_test(test_emulated_cuda_rank_hangs),
+        cmocka_unit_test(test_emulated_cuda_comm_rebuilt),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

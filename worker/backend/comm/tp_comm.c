@@ -16,6 +16,7 @@ struct sol_tp_comm {
     atomic_int arrived;
     atomic_uint generation;
     atomic_int aborted;
+    atomic_uint epoch; /* aborts so far (sol_tp_comm_epoch) */
     pthread_mutex_t why_lock;
     char why[SOL_ERR_MSG_MAX / 2];
     float *bufs[SOL_TP_MAX]; /* published before a barrier, read after it */
@@ -51,6 +52,7 @@ void sol_tp_comm_abort(sol_tp_comm *c, const char *why) {
     pthread_mutex_lock(&c->why_lock);
     if (!atomic_load(&c->aborted)) {
         snprintf(c->why, sizeof c->why, "%s", why);
+        atomic_fetch_add(&c->epoch, 1);
         atomic_store(&c->aborted, 1);
     }
     pthread_mutex_unlock(&c->why_lock);
@@ -60,6 +62,22 @@ void sol_tp_comm_reset(sol_tp_comm *c) {
     atomic_store(&c->arrived, 0);
     atomic_store(&c->aborted, 0);
     c->why[0] = '\0';
+}
+
+int sol_tp_comm_aborted(sol_tp_comm *c, char *why, size_t cap) {
+    if (!atomic_load(&c->aborted)) return 0;
+    pthread_mutex_lock(&c->why_lock);
+    snprintf(why, cap, "%s", c->why);
+    pthread_mutex_unlock(&c->why_lock);
+    return 1;
+}
+
+unsigned sol_tp_comm_epoch(const sol_tp_comm *c) {
+    return atomic_load(&c->epoch);
+}
+
+int sol_tp_comm_timeout_ms(const sol_tp_comm *c) {
+    return c->timeout_ms;
 }
 
 static int aborted(sol_tp_comm *c, sol_err *err) {

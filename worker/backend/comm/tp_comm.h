@@ -10,6 +10,7 @@
 #ifndef SOL_TP_COMM_H
 #define SOL_TP_COMM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -48,6 +49,19 @@ void sol_tp_comm_abort(sol_tp_comm *c, const char *why);
 
 /* Ready for the next step after a failure. Only when no rank is inside a call. */
 void sol_tp_comm_reset(sol_tp_comm *c);
+
+/* 1 with the abort's reason in why while the communicator is aborted, else 0; never waits.
+ * CUDA ranks poll it while they wait for their stream, so a rank that failed elsewhere makes
+ * them abort their NCCL communicator instead of waiting out the deadline. */
+int sol_tp_comm_aborted(sol_tp_comm *c, char *why, size_t cap);
+
+/* Counts the aborts so far: a CUDA rank's NCCL communicator made in an earlier epoch has seen
+ * an aborted step and is rebuilt (every rank sees the same epoch after the reset). */
+unsigned sol_tp_comm_epoch(const sol_tp_comm *c);
+
+/* The deadline of every wait (worker.tp_timeout_ms): CUDA ranks wait for their stream and for
+ * NCCL against it too. */
+int sol_tp_comm_timeout_ms(const sol_tp_comm *c);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "backend_cuda_internal.h"
+#include "clock.h"
 
 /* ---- errors and pointer checks ---- */
 
@@ -74,8 +75,13 @@ static int end_capture(cuda_backend *b, int whole) {
     size_t from = b->stage_unsent, up = from < b->stage_used ? b->stage_used - from : 0;
     b->stage_unsent = SIZE_MAX;
     char why[256] = "";
+    uint64_t t1 = sol_now_ns();
     int how = 0, rc = SOL_CUDA_FN(dev_capture_end_launch)(
                      b->dev, b->stage_d + from, b->stage_h + from, up, exec, &how, why, sizeof why);
+    if (whole) {
+        b->record_ns += t1 - b->capture_t0;
+        *(how == 1 ? &b->update_ns : &b->instantiate_ns) += sol_now_ns() - t1;
+    }
     if (!whole) SOL_CUDA_FN(dev_graph_free)(b->dev, tmp); /* freed once it has run */
     if (rc) return sol_err_set(&b->base.err, rc, BE " graph: %s", why);
     b->stage_copies += up > 0;
@@ -153,9 +159,14 @@ int cbe_wait_quiet(cuda_backend *b) {
 
 int cbe_grow(cuda_backend *b, dev_buf *d, size_t need, const char *op) {
     if (need <= d->bytes) return 0;
+    char why[256] = "";
     int rc = cbe_flush_capture(b);
     if (rc) return rc;
-    SOL_CUDA_FN(dev_free)(b->dev, d->p); /* cudaFree waits for kernels still using it */
+    /* cudaFree waits for the device: wait first, against the rank group's deadline, so a
+     * collective stuck on a dead peer fails the op instead of hanging it in cudaFree. */
+    if (d->p && (rc = SOL_CUDA_FN(dev_sync)(b->dev, why, sizeof why)))
+        return cbe_fail(b, rc, op, "%s", why);
+    SOL_CUDA_FN(dev_free)(b->dev, d->p);
     d->p = SOL_CUDA_FN(dev_malloc)(b->dev, need);
     d->bytes = d->p ? need : 0;
     return d->p ? 0
@@ -216,7 +227,7 @@ static upload *find_upload(cuda_backend *b, const void *p) {
 /* Copies the rows to the device and points w at them; a struct that already points at an
  * upload (tied embeddings copy the prepared token_embd) stays as it is. */
 static int cuda_weight_prepare(sol_backend *be, sol_weight *w) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     if (cbe_flush_capture(b)) return b->base.err.code;
     int strict = b->strict;
     b->strict = 0; /* the host bytes are what is being uploaded */
@@ -252,19 +263,21 @@ static int cuda_weight_prepare(sol_backend *be, sol_weight *w) {
 /* ---- buffers ---- */
 
 static void *cuda_buf_alloc(sol_backend *be, size_t bytes) {
-    if (cbe_flush_capture(cb(be))) return NULL;
-    void *p = SOL_CUDA_FN(dev_malloc)(cb(be)->dev, bytes);
-    if (!p) cbe_fail(cb(be), -ENOMEM, "buf_alloc", "out of device memory for %zu bytes", bytes);
+    cuda_backend *b = cbe_bind(be);
+    if (cbe_flush_capture(b)) return NULL;
+    void *p = SOL_CUDA_FN(dev_malloc)(b->dev, bytes);
+    if (!p) cbe_fail(b, -ENOMEM, "buf_alloc", "out of device memory for %zu bytes", bytes);
     return p;
 }
 
 static void cuda_buf_free(sol_backend *be, void *buf) {
-    cbe_flush_capture(cb(be));
-    SOL_CUDA_FN(dev_free)(cb(be)->dev, buf);
+    cuda_backend *b = cbe_bind(be);
+    cbe_flush_capture(b);
+    SOL_CUDA_FN(dev_free)(b->dev, buf);
 }
 
 static int cuda_upload(sol_backend *be, void *dst, const void *src, size_t bytes) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     char why[256] = "";
     int rc = cbe_flush_capture(b);
     if (rc) return rc;
@@ -275,7 +288,7 @@ static int cuda_upload(sol_backend *be, void *dst, const void *src, size_t bytes
 }
 
 static int cuda_download(sol_backend *be, void *dst, const void *src, size_t bytes) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     char why[256] = "";
     int rc = cbe_flush_capture(b);
     if (rc) return rc;
@@ -343,7 +356,7 @@ static int matmul_gemv(cuda_backend *b, const sol_weight *w, const float *x, flo
 }
 
 static int cuda_matmul(sol_backend *be, const sol_weight *w, const float *x, float *y, int n) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     int rc = check_weight(b, w, "matmul");
     if (rc) return rc;
     if (n <= 0) return cbe_fail(b, -EINVAL, "matmul", "need n >= 1 tokens, got n=%d", n);
@@ -358,7 +371,7 @@ static int cuda_matmul(sol_backend *be, const sol_weight *w, const float *x, flo
 
 static int cuda_matmul_many(sol_backend *be, const sol_weight *const *ws, float *const *ys,
                             int count, const float *x, int n) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     if (count < 1 || !ws || !ys)
         return cbe_fail(b, -EINVAL, "matmul_many", "need weights, got %d", count);
     for (int i = 0; i < count; i++) {
@@ -377,7 +390,7 @@ static int cuda_matmul_many(sol_backend *be, const sol_weight *const *ws, float 
 }
 
 static int cuda_reserve(sol_backend *be, int max_tokens, int64_t max_dim) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     if (max_tokens < 1 || max_dim < 1) return 0;
     size_t q = SOL_CUDA_FN(gemv_scratch_bytes)(SOL_CUDA_GEMV_MAX_TOKENS, (int)max_dim);
     int rc = cbe_grow(b, &b->qscratch, q, "reserve");
@@ -393,7 +406,7 @@ static int cuda_reserve(sol_backend *be, int max_tokens, int64_t max_dim) {
 
 static int cuda_rmsnorm(sol_backend *be, const float *x, const float *w, float *out, int n, int dim,
                         float eps) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     if (n < 0 || dim <= 0)
         return cbe_fail(b, -EINVAL, "rmsnorm", "expected n >= 0 and dim > 0, got %d, %d", n, dim);
     size_t bytes = sizeof(float) * (size_t)n * (size_t)dim;
@@ -409,7 +422,7 @@ static int cuda_rmsnorm(sol_backend *be, const float *x, const float *w, float *
 
 static int cuda_rope(sol_backend *be, float *x, const int32_t *pos, int n, int heads, int head_dim,
                      const sol_rope_params *p) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     if (heads <= 0 || head_dim <= 0 || head_dim % 2 || head_dim > 1024 || !p || p->freq_base <= 0)
         return cbe_fail(b, -EINVAL, "rope",
                         "expected heads > 0, even head_dim <= 1024 and freq_base > 0, got heads=%d "
@@ -447,36 +460,40 @@ static int ew_check(cuda_backend *b, const float *x, const float *y, const float
 }
 
 static int cuda_silu_mul(sol_backend *be, const float *g, const float *u, float *o, int64_t n) {
-    int rc = ew_check(cb(be), g, u, o, n, "silu_mul");
+    cuda_backend *b = cbe_bind(be);
+    int rc = ew_check(b, g, u, o, n, "silu_mul");
     if (rc || !n) return rc;
-    SOL_CUDA_FN(silu_mul)(g, u, o, n, cb(be)->stream);
-    return cbe_after(cb(be), "silu_mul");
+    SOL_CUDA_FN(silu_mul)(g, u, o, n, b->stream);
+    return cbe_after(b, "silu_mul");
 }
 
 static int cuda_gelu_mul(sol_backend *be, const float *g, const float *u, float *o, int64_t n) {
-    int rc = ew_check(cb(be), g, u, o, n, "gelu_mul");
+    cuda_backend *b = cbe_bind(be);
+    int rc = ew_check(b, g, u, o, n, "gelu_mul");
     if (rc || !n) return rc;
-    SOL_CUDA_FN(gelu_mul)(g, u, o, n, cb(be)->stream);
-    return cbe_after(cb(be), "gelu_mul");
+    SOL_CUDA_FN(gelu_mul)(g, u, o, n, b->stream);
+    return cbe_after(b, "gelu_mul");
 }
 
 static int cuda_scale(sol_backend *be, const float *x, float s, float *o, int64_t n) {
-    int rc = ew_check(cb(be), x, NULL, o, n, "scale");
+    cuda_backend *b = cbe_bind(be);
+    int rc = ew_check(b, x, NULL, o, n, "scale");
     if (rc || !n) return rc;
-    SOL_CUDA_FN(scale)(x, s, o, n, cb(be)->stream);
-    return cbe_after(cb(be), "scale");
+    SOL_CUDA_FN(scale)(x, s, o, n, b->stream);
+    return cbe_after(b, "scale");
 }
 
 static int cuda_add(sol_backend *be, const float *a, const float *y, float *o, int64_t n) {
-    int rc = ew_check(cb(be), a, y, o, n, "add");
+    cuda_backend *b = cbe_bind(be);
+    int rc = ew_check(b, a, y, o, n, "add");
     if (rc || !n) return rc;
-    SOL_CUDA_FN(add)(a, y, o, n, cb(be)->stream);
-    return cbe_after(cb(be), "add");
+    SOL_CUDA_FN(add)(a, y, o, n, b->stream);
+    return cbe_after(b, "add");
 }
 
 static int cuda_embed(sol_backend *be, const sol_weight *table, const int32_t *ids, int n,
                       float *out) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     int rc = check_weight(b, table, "embed");
     if (rc) return rc;
     for (int t = 0; t < n; t++)
@@ -497,7 +514,7 @@ static int cuda_embed(sol_backend *be, const sol_weight *table, const int32_t *i
 
 static int cuda_get_rows(sol_backend *be, const float *src, int64_t width, const int32_t *rows,
                          int n, int64_t src_rows, float *dst) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     size_t row = sizeof(float) * (size_t)width;
     int rc;
     if (width <= 0 || n < 0)
@@ -521,7 +538,7 @@ static int cuda_get_rows(sol_backend *be, const float *src, int64_t width, const
 /* Tensor parallelism: the rank's sum over its group, on the stream. The first call of a group
  * makes the NCCL communicator and waits for every rank, so it must not sit inside a capture. */
 static int cuda_allreduce(sol_backend *be, sol_tp_comm *comm, int rank, float *x, int64_t n) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     char why[256] = "";
     int rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n, "allreduce", "x");
     if (rc) return rc;
@@ -532,7 +549,7 @@ static int cuda_allreduce(sol_backend *be, sol_tp_comm *comm, int rank, float *x
 
 /* Waits for the step; the staging buffer is free again afterwards. */
 static int cuda_synchronize(sol_backend *be) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     char why[256] = "";
     int rc = end_capture(b, 1);
     if (rc) return rc;
@@ -558,34 +575,53 @@ static int graph_bucket(int tokens) {
  * graph kept per bucket of sizes, updated in place from the new record when its topology is the
  * same, re-instantiated when not. */
 static int cuda_step_begin(sol_backend *be, int graph_key) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     int rc = cbe_flush_capture(b); /* a step that never reached synchronize (an error path) */
     if (rc || !b->graphs_on || graph_key <= 0) return rc;
     char why[256] = "";
     if (SOL_CUDA_FN(dev_capture_begin)(b->dev, why, sizeof why)) return 0; /* run eagerly */
     b->capturing = 1;
+    b->capture_t0 = sol_now_ns();
     b->stage_unsent = SIZE_MAX;
     b->key = graph_bucket(graph_key);
     return 0;
 }
 
+/* Mean host microseconds of ns over n events (0 when none). */
+static double mean_us(uint64_t ns, unsigned long n) {
+    return n ? (double)ns / 1e3 / (double)n : 0.0;
+}
+
 static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
+    unsigned long made = 0, aborted = 0;
+    SOL_CUDA_FN(dev_comm_stats)(b->dev, &made, &aborted);
+    unsigned long whole = b->updated + b->instantiated;
     snprintf(buf, cap,
              "cuda graphs %s: %lu steps replayed (%lu updated in place, %lu instantiated), %lu "
-             "cut short by an allocation; %lu staged copies",
+             "cut short by an allocation; %lu staged copies; %lu NCCL communicators made, %lu "
+             "aborted; host us per graph step: record %.1f, update+launch %.1f, "
+             "instantiate+launch %.1f",
              b->graphs_on ? "on" : "off (--enforce-eager)", b->steps, b->updated, b->instantiated,
-             b->flushed, b->stage_copies);
+             b->flushed, b->stage_copies, made, aborted, mean_us(b->record_ns, whole),
+             mean_us(b->update_ns, b->updated), mean_us(b->instantiate_ns, b->instantiated));
     return 0;
 }
 
+/* A device whose stream missed the rank group's deadline and never drained (dev_health). */
+static int cuda_health(sol_backend *be, char *why, size_t cap) {
+    cuda_backend *b = cbe_bind(be);
+    return SOL_CUDA_FN(dev_health)(b->dev, why, cap);
+}
+
 static int cuda_mem_info(sol_backend *be, size_t *free_bytes, size_t *total_bytes) {
-    int rc = SOL_CUDA_FN(dev_mem_info)(cb(be)->dev, free_bytes, total_bytes);
-    return rc ? cbe_fail(cb(be), rc, "mem_info", "the runtime could not say") : 0;
+    cuda_backend *b = cbe_bind(be);
+    int rc = SOL_CUDA_FN(dev_mem_info)(b->dev, free_bytes, total_bytes);
+    return rc ? cbe_fail(b, rc, "mem_info", "the runtime could not say") : 0;
 }
 
 static void cuda_free(sol_backend *be) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     cbe_flush_capture(b);
     if (b->dev) cbe_wait_quiet(b);
     for (int i = 0; i < GRAPH_SLOTS; i++)
@@ -634,6 +670,7 @@ static const sol_backend_ops cuda_ops = {
     .mem_info = cuda_mem_info,
     .step_begin = cuda_step_begin,
     .stats = cuda_stats,
+    .health = cuda_health,
 };
 
 /* Opens the device and the backend on it; `strict` as backend_cuda.h says. */
@@ -682,6 +719,15 @@ sol_backend *sol_backend_cuda_emu_create(const char *variant, const sol_backend_
         sol_err_set(err, -EINVAL, "cuda-emu:%s: expected the variant host (or none)", variant);
         return NULL;
     }
+#if defined(__x86_64__)
+    /* The emulated kernels are compiled with FMA contraction (-mfma), as nvcc compiles them. */
+    if (!__builtin_cpu_supports("fma")) {
+        sol_err_set(err, -ENOTSUP,
+                    "cuda-emu: this CPU has no FMA instructions, which the "
+                    "emulated kernels are compiled with (as nvcc contracts)");
+        return NULL;
+    }
+#endif
     /* Devices 0..7, each its own pretend memory: the ranks of an emulated tensor-parallel
      * group open one each, as on a GPU node. */
     int dev = o ? o->device : 0;

@@ -82,11 +82,23 @@ typedef struct cuda_backend {
     int graphs_on, capturing, key;
     graph_slot graphs[GRAPH_SLOTS];
     unsigned long tick, steps, updated, instantiated, flushed;
+    /* Host time of whole graph steps (ns): recording (step_begin to synchronize: the launches
+     * the capture replaces) and closing (end capture, update or instantiate, launch). */
+    uint64_t capture_t0, record_ns, update_ns, instantiate_ns;
     unsigned long stage_copies; /* host-to-device copies of staged index arrays */
 } cuda_backend;
 
 static inline cuda_backend *cb(sol_backend *be) {
     return (cuda_backend *)be;
+}
+
+/* Every op starts here: the device becomes current on the calling thread (CUDA keeps it per
+ * thread, and a rank's backend is driven from the engine's or its rank's thread, not the one
+ * that opened it), before anything is launched or allocated. Cheap when it already is. */
+static inline cuda_backend *cbe_bind(sol_backend *be) {
+    cuda_backend *b = (cuda_backend *)be;
+    SOL_CUDA_FN(dev_bind)(b->dev);
+    return b;
 }
 
 #define cbe_fail SOL_CUDA_FN(be_fail)

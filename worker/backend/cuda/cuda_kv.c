@@ -8,7 +8,7 @@
 #include "backend_cuda_internal.h"
 
 void cbe_kv_free(sol_backend *be, sol_kv *kv) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     if (!kv) return;
     cbe_flush_capture(b);
     for (sol_kv **p = &b->kvs; *p; p = &(*p)->next)
@@ -25,7 +25,7 @@ void cbe_kv_free(sol_backend *be, sol_kv *kv) {
 
 sol_kv *cbe_kv_alloc(sol_backend *be, int n_layers, int num_blocks, int block_size, int n_kv_heads,
                      int head_dim, sol_dtype dtype) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     if ((dtype != SOL_DT_F16 && dtype != SOL_DT_F32) || n_layers < 1 || num_blocks < 1 ||
         block_size < 1 || n_kv_heads < 1 || head_dim < 1 || head_dim > 256) {
         cbe_fail(b, -EINVAL, "kv_alloc",
@@ -66,7 +66,7 @@ oom:
 
 int cbe_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k, const float *v,
                  const int32_t *slots, int n) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     if (!kv || layer < 0 || layer >= kv->n_layers)
         return cbe_fail(b, -EINVAL, "kv_write", "layer %d outside [0, %d)", layer,
                         kv ? kv->n_layers : 0);
@@ -91,7 +91,7 @@ int cbe_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k, const f
 
 int cbe_kv_copy_blocks(sol_backend *be, sol_kv *kv, const int32_t *src, const int32_t *dst,
                        int count) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     for (int i = 0; i < count; i++)
         if (src[i] < 0 || src[i] >= kv->num_blocks || dst[i] < 0 || dst[i] >= kv->num_blocks)
             return cbe_fail(b, -EINVAL, "kv_copy_blocks", "pair %d (%d -> %d) outside [0, %d)", i,
@@ -189,7 +189,7 @@ static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float 
 int cbe_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out, int n,
                         int heads, int kv_heads, int head_dim, float scale, int window,
                         const sol_attn_seq *seq) {
-    cuda_backend *b = cb(be);
+    cuda_backend *b = cbe_bind(be);
     int rc = check_attention(b, kv, layer, n, heads, kv_heads, head_dim, window, seq);
     if (rc || n <= 0) return rc;
     size_t qbytes = sizeof(float) * (size_t)n * heads * head_dim;

@@ -1,6 +1,7 @@
 // cuda_rt: the CUDA runtime and cuBLASLt behind cuda_rt.h for the GPU backend; device discovery
 // with the driver's reason, and the NCCL link for tensor parallelism.
 #include "cuda_rt.h"
+#include "rank_wait.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 // One GEMM shape's cuBLASLt plan: its layouts and the algorithm the heuristic chose, kept so a
 // step pays the heuristic once per shape (a prefill chunk repeats the same few shapes).
@@ -27,16 +29,33 @@ struct sol_cuda_dev {
     cublasLtMatmulDesc_t op; // F32 compute and scale, W transposed: the same for every GEMM
     void *blas_ws;           // cuBLASLt's workspace, ours: nothing may allocate inside a capture
     gemm_plan plans[GEMM_PLANS];
-    int next_plan;         // round-robin replacement once all are used
-    ncclComm_t nccl;       // tensor parallelism: made on the first all-reduce
-    const sol_tp_comm *of; // the rank group the NCCL communicator belongs to
+    int next_plan; // round-robin replacement once all are used
+    // Tensor parallelism: the rank group (its deadline and abort flag), set by the first
+    // all-reduce, and the NCCL communicator, made for the group's epoch `epoch`.
+    sol_tp_comm *of;
+    int rank, timeout_ms, joined;
+    unsigned epoch;
+    ncclComm_t nccl;
+    unsigned long made, aborted;
+    cudaEvent_t done; // recorded by a wait with a deadline and polled
+    int stuck;        // a wait's stream did not drain after the abort: dev_health
+    char stuck_why[400];
 };
 
 // The device is current per thread in CUDA, and a rank's backend may be driven from a thread
 // other than the one that opened it (the engine thread, a tensor-parallel rank thread): every
-// call that touches the device makes it current first (cheap when it already is).
+// backend op binds first (dev_bind), and so does every call here that touches the device.
 static void bind(sol_cuda_dev *d) {
-    cudaSetDevice(d->index);
+    int cur = -1;
+    if (cudaGetDevice(&cur) != cudaSuccess || cur != d->index) cudaSetDevice(d->index);
+}
+
+// A poll's pause: spin first (a decode step's wait is often shorter than a sleep), then sleep
+// longer and longer up to 1 ms, so a long wait costs little CPU and a short one no latency.
+static void pause_poll(unsigned i) {
+    if (i < 64) return;
+    struct timespec t = {0, (long)(i < 128 ? 20000 : i < 256 ? 200000 : 1000000)};
+    nanosleep(&t, NULL);
 }
 
 enum { BLAS_WS_BYTES = 32 << 20 };
@@ -137,6 +156,9 @@ extern "C" int sol_cuda_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out
                  why, cap);
     if (!rc) rc = lt_open(d, why, cap);
     if (!rc) rc = say(cudaMalloc(&d->blas_ws, BLAS_WS_BYTES), "cuBLASLt workspace", why, cap);
+    if (!rc)
+        rc = say(cudaEventCreateWithFlags(&d->done, cudaEventDisableTiming), "cudaEventCreate", why,
+                 cap);
     if (rc) {
         sol_cuda_dev_close(d);
         return rc;
@@ -148,12 +170,16 @@ extern "C" int sol_cuda_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out
 extern "C" void sol_cuda_dev_close(sol_cuda_dev *d) {
     if (!d) return;
     bind(d);
-    if (d->nccl) ncclCommDestroy(d->nccl);
+    // Abort, not destroy: ncclCommDestroy finalizes, which waits until the whole group is
+    // quiescent, and the ranks close one after another on one thread (and a peer may be gone).
+    if (d->nccl) ncclCommAbort(d->nccl);
     for (int i = 0; i < GEMM_PLANS; i++)
         plan_drop(&d->plans[i]);
     if (d->op) cublasLtMatmulDescDestroy(d->op);
-    if (d->lt) cublasLtDestroy(d->lt);
-    if (d->blas_ws) cudaFree(d->blas_ws);
+    // A stuck device keeps its memory and handles: freeing them waits for the device.
+    if (d->lt && !d->stuck) cublasLtDestroy(d->lt);
+    if (d->blas_ws && !d->stuck) cudaFree(d->blas_ws);
+    if (d->done) cudaEventDestroy(d->done);
     if (d->stream) cudaStreamDestroy(d->stream);
     free(d);
 }
@@ -168,8 +194,11 @@ extern "C" void sol_cuda_dev_name(sol_cuda_dev *d, char *out, size_t cap) {
 }
 
 extern "C" void *sol_cuda_dev_stream(sol_cuda_dev *d) {
-    bind(d);
     return d->stream;
+}
+
+extern "C" void sol_cuda_dev_bind(sol_cuda_dev *d) {
+    bind(d);
 }
 
 extern "C" void *sol_cuda_dev_malloc(sol_cuda_dev *d, size_t bytes) {
@@ -180,7 +209,7 @@ extern "C" void *sol_cuda_dev_malloc(sol_cuda_dev *d, size_t bytes) {
 
 extern "C" void sol_cuda_dev_free(sol_cuda_dev *d, void *p) {
     bind(d);
-    if (p) cudaFree(p);
+    if (p && !d->stuck) cudaFree(p); // cudaFree waits for the device: a stuck one never answers
 }
 
 extern "C" void *sol_cuda_dev_host_malloc(sol_cuda_dev *d, size_t bytes) {
@@ -191,7 +220,7 @@ extern "C" void *sol_cuda_dev_host_malloc(sol_cuda_dev *d, size_t bytes) {
 
 extern "C" void sol_cuda_dev_host_free(sol_cuda_dev *d, void *p) {
     bind(d);
-    if (p) cudaFreeHost(p);
+    if (p && !d->stuck) cudaFreeHost(p);
 }
 
 extern "C" int sol_cuda_dev_owns(sol_cuda_dev *d, const void *p, size_t bytes) {
@@ -219,10 +248,105 @@ extern "C" int sol_cuda_dev_last_error(sol_cuda_dev *d, char *why, size_t cap) {
     return say(cudaGetLastError(), "launch", why, cap);
 }
 
+static int nccl_say(ncclResult_t r, const char *what, char *why, size_t cap) {
+    if (r == ncclSuccess) return 0;
+    snprintf(why, cap, "%s: %s", what, ncclGetErrorString(r));
+    return -EIO;
+}
+
+// This rank gives up on the group's step: its NCCL communicator is aborted (that releases its
+// kernels still waiting for peers), and the group is, so the other ranks stop waiting too. The
+// next all-reduce makes a new communicator (the group's epoch moved on).
+static void fail_group(sol_cuda_dev *d, const char *why) {
+    if (d->nccl) {
+        ncclCommAbort(d->nccl);
+        d->nccl = NULL;
+        d->aborted++;
+    }
+    d->joined = 0;
+    if (d->of) sol_tp_comm_abort(d->of, why);
+}
+
+// Why this rank should stop waiting now: NCCL's asynchronous error (a peer or the network
+// failed), or another rank aborted the group. 0, or the code with the reason in why.
+static int group_failed(sol_cuda_dev *d, char *why, size_t cap) {
+    ncclResult_t ar = ncclSuccess;
+    if (d->nccl && ncclCommGetAsyncError(d->nccl, &ar) == ncclSuccess && ar != ncclSuccess &&
+        ar != ncclInProgress) {
+        snprintf(why, cap, "device %d (rank %d): NCCL reported %s: %s", d->index, d->rank,
+                 ncclGetErrorString(ar), ncclGetLastError(d->nccl));
+        return -EIO;
+    }
+    char msg[200];
+    if (d->of && sol_tp_comm_aborted(d->of, msg, sizeof msg)) {
+        snprintf(why, cap, "tensor parallelism: %s", msg);
+        return -ECANCELED;
+    }
+    return 0;
+}
+
+// Polls NCCL's state after a call on the non-blocking communicator returned ncclInProgress,
+// until it settles, the group fails or the deadline passes.
+static int nccl_settle(sol_cuda_dev *d, const char *what, char *why, size_t cap) {
+    uint64_t deadline = sol_rank_now_ms() + (uint64_t)d->timeout_ms;
+    for (unsigned i = 0;; i++) {
+        ncclResult_t ar = ncclInProgress;
+        if (ncclCommGetAsyncError(d->nccl, &ar) != ncclSuccess) ar = ncclInternalError;
+        if (ar != ncclInProgress) return nccl_say(ar, what, why, cap);
+        char msg[200];
+        if (d->of && sol_tp_comm_aborted(d->of, msg, sizeof msg)) {
+            snprintf(why, cap, "%s: tensor parallelism: %s", what, msg);
+            return -ECANCELED;
+        }
+        if (sol_rank_now_ms() >= deadline) {
+            snprintf(why, cap,
+                     "%s: device %d (rank %d) waited %d ms (worker.tp_timeout_ms) for the other "
+                     "ranks",
+                     what, d->index, d->rank, d->timeout_ms);
+            return -ETIMEDOUT;
+        }
+        pause_poll(i);
+    }
+}
+
+// The stream's wait against the group's deadline: an event after the queued work, polled.
+// A failed group or the deadline aborts the communicator, then the stream gets half a deadline
+// more to drain (an aborted NCCL kernel returns); one that does not leaves the device stuck.
+static int wait_stream(sol_cuda_dev *d, char *why, size_t cap) {
+    int rc = say(cudaEventRecord(d->done, d->stream), "cudaEventRecord", why, cap);
+    if (rc) return rc;
+    auto finished = [&](int failed, int *out) {
+        cudaError_t q = cudaEventQuery(d->done);
+        if (q == cudaErrorNotReady) return 0;
+        if (failed || (*out = say(q, "the stream", why, cap))) return 1;
+        // Done, but a collective in it may have failed: its sums are not to be used.
+        if ((*out = group_failed(d, why, cap)) == -EIO) fail_group(d, why);
+        if (*out != -EIO) *out = 0;
+        return 1;
+    };
+    return sol_rank_wait(d, why, cap, finished, group_failed, fail_group, pause_poll);
+}
+
 extern "C" int sol_cuda_dev_sync(sol_cuda_dev *d, char *why, size_t cap) {
     bind(d);
-    int rc = say(cudaStreamSynchronize(d->stream), "cudaStreamSynchronize", why, cap);
+    if (d->stuck) return sol_cuda_dev_health(d, why, cap);
+    // Without a group nothing can stall the stream but the device itself: wait as long as it
+    // takes (a hung device is the heartbeat's stall check's, worker.stall_after_ms).
+    int rc = d->of ? wait_stream(d, why, cap)
+                   : say(cudaStreamSynchronize(d->stream), "cudaStreamSynchronize", why, cap);
     return rc ? rc : say(cudaGetLastError(), "a queued kernel", why, cap);
+}
+
+extern "C" int sol_cuda_dev_health(sol_cuda_dev *d, char *why, size_t cap) {
+    if (!d->stuck) return 0;
+    snprintf(why, cap, "%s", d->stuck_why);
+    return -ETIMEDOUT;
+}
+
+extern "C" void sol_cuda_dev_comm_stats(sol_cuda_dev *d, unsigned long *made,
+                                        unsigned long *aborted) {
+    *made = d->made;
+    *aborted = d->aborted;
 }
 
 extern "C" int sol_cuda_dev_mem_info(sol_cuda_dev *d, size_t *free_bytes, size_t *total_bytes) {
@@ -315,16 +439,19 @@ extern "C" int sol_cuda_dev_gemm(sol_cuda_dev *d, int bf16, const void *w, const
     return -EIO;
 }
 
-static int nccl_say(ncclResult_t r, const char *what, char *why, size_t cap) {
-    if (r == ncclSuccess) return 0;
-    snprintf(why, cap, "%s: %s", what, ncclGetErrorString(r));
-    return -EIO;
-}
-
-// One NCCL communicator per rank, made on the first all-reduce: rank 0's unique id reaches the
-// other rank threads through the shared-memory communicator, then every rank joins (the calls
-// block until all have). The backend never calls this first inside a graph capture.
+// One NCCL communicator per rank and group epoch, made on the first all-reduce and again after
+// the group was aborted (one made before an abort may hold aborted work and the others rebuild
+// theirs: every rank sees the same epoch once the group is reset). Rank 0's unique id reaches
+// the other rank threads through the shared-memory communicator, then every rank joins. The
+// communicator is non-blocking, so the join is polled against the deadline instead of blocking
+// forever on a rank that never comes. The backend never calls this inside a graph capture.
 static int nccl_join(sol_cuda_dev *d, sol_tp_comm *comm, int rank, char *why, size_t cap) {
+    unsigned epoch = sol_tp_comm_epoch(comm);
+    if (d->nccl) {
+        ncclCommAbort(d->nccl);
+        d->nccl = NULL;
+        d->aborted++;
+    }
     ncclUniqueId id;
     int rc = rank == 0 ? nccl_say(ncclGetUniqueId(&id), "ncclGetUniqueId", why, cap) : 0;
     sol_err e = {0, ""};
@@ -333,24 +460,45 @@ static int nccl_join(sol_cuda_dev *d, sol_tp_comm *comm, int rank, char *why, si
         snprintf(why, cap, "%s", e.msg);
         return e.code;
     }
-    if (d->nccl) ncclCommDestroy(d->nccl), d->nccl = NULL;
-    rc = nccl_say(ncclCommInitRank(&d->nccl, sol_tp_comm_size(comm), id, rank), "ncclCommInitRank",
-                  why, cap);
-    d->of = rc ? NULL : comm;
-    return rc;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclResult_t r = ncclCommInitRankConfig(&d->nccl, sol_tp_comm_size(comm), id, rank, &cfg);
+    if (r == ncclInProgress)
+        rc = nccl_settle(d, "ncclCommInitRankConfig", why, cap);
+    else
+        rc = nccl_say(r, "ncclCommInitRankConfig", why, cap);
+    if (rc) {
+        fail_group(d, why);
+        return rc;
+    }
+    d->made++;
+    d->joined = 1;
+    d->epoch = epoch;
+    return 0;
 }
 
 extern "C" int sol_cuda_dev_allreduce(sol_cuda_dev *d, sol_tp_comm *comm, int rank, float *x,
                                       int64_t n, char *why, size_t cap) {
     bind(d);
-    int rc = d->of == comm ? 0 : nccl_join(d, comm, rank, why, cap);
+    if (d->stuck) return sol_cuda_dev_health(d, why, cap);
+    d->of = comm, d->rank = rank, d->timeout_ms = sol_tp_comm_timeout_ms(comm);
+    char msg[200];
+    if (sol_tp_comm_aborted(comm, msg, sizeof msg)) {
+        snprintf(why, cap, "tensor parallelism: %s", msg);
+        return -ECANCELED;
+    }
+    int rc = sol_cuda_dev_allreduce_ready(d, comm) ? 0 : nccl_join(d, comm, rank, why, cap);
     if (rc) return rc;
-    return nccl_say(ncclAllReduce(x, x, (size_t)n, ncclFloat, ncclSum, d->nccl, d->stream),
-                    "ncclAllReduce", why, cap);
+    ncclResult_t r = ncclAllReduce(x, x, (size_t)n, ncclFloat, ncclSum, d->nccl, d->stream);
+    // A non-blocking communicator may still be queuing the collective when the call returns.
+    rc = r == ncclInProgress ? nccl_settle(d, "ncclAllReduce", why, cap)
+                             : nccl_say(r, "ncclAllReduce", why, cap);
+    if (rc) fail_group(d, why);
+    return rc;
 }
 
 extern "C" int sol_cuda_dev_allreduce_ready(sol_cuda_dev *d, const sol_tp_comm *comm) {
-    return d->of == comm;
+    return d->joined && d->of == comm && d->epoch == sol_tp_comm_epoch(comm);
 }
 
 extern "C" int sol_cuda_dev_capture_begin(sol_cuda_dev *d, char *why, size_t cap) {

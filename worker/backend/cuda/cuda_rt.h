@@ -41,6 +41,11 @@ void SOL_CUDA_FN(dev_close)(sol_cuda_dev *d);
 /* The device's name ("NVIDIA H200", "host emulation") and the stream, for kernel launches. */
 void SOL_CUDA_FN(dev_name)(sol_cuda_dev *d, char *out, size_t cap);
 void *SOL_CUDA_FN(dev_stream)(sol_cuda_dev *d);
+/* Makes the device current on the calling thread (CUDA keeps it per thread; nothing is done
+ * when it already is). Every backend op calls it before it launches anything: a rank's backend
+ * is driven from threads other than the one that opened it. The emulation keeps the same per
+ * thread state and refuses work queued for a device that is not current. */
+void SOL_CUDA_FN(dev_bind)(sol_cuda_dev *d);
 
 /* Device memory (NULL when out of memory) and page-locked host memory for staging. */
 void *SOL_CUDA_FN(dev_malloc)(sol_cuda_dev *d, size_t bytes);
@@ -57,9 +62,22 @@ int SOL_CUDA_FN(dev_copy)(sol_cuda_dev *d, void *dst, const void *src, size_t by
 int SOL_CUDA_FN(dev_memset)(sol_cuda_dev *d, void *p, int value, size_t bytes);
 
 /* The error a launch or copy left (does not wait), and: wait for the stream, then its first
- * error. 0 or a negative code, the runtime's name and message in why. */
+ * error. 0 or a negative code, the runtime's name and message in why.
+ * Once the device belongs to a rank group (its first all-reduce) the wait has the group's
+ * deadline (worker.tp_timeout_ms): it polls the stream, and returns -ECANCELED when another
+ * rank aborted the group, -EIO on an NCCL error, -ETIMEDOUT when the deadline passed; each of
+ * those aborts this rank's communicator first (and the group, so the other ranks learn it). A
+ * stream that still does not drain after the abort leaves the device stuck (dev_health). Without
+ * a group it waits as long as the stream takes. */
 int SOL_CUDA_FN(dev_last_error)(sol_cuda_dev *d, char *why, size_t cap);
 int SOL_CUDA_FN(dev_sync)(sol_cuda_dev *d, char *why, size_t cap);
+/* 0, or -ETIMEDOUT with the reason: the stream missed its deadline and did not drain after the
+ * communicator was aborted, so nothing queued on it will run (a hung kernel or device). Every
+ * later wait fails at once, and device memory is no longer freed (freeing waits for the
+ * device). */
+int SOL_CUDA_FN(dev_health)(sol_cuda_dev *d, char *why, size_t cap);
+/* NCCL communicators this device made and aborted since it was opened. */
+void SOL_CUDA_FN(dev_comm_stats)(sol_cuda_dev *d, unsigned long *made, unsigned long *aborted);
 /* Free and total device memory in bytes. */
 int SOL_CUDA_FN(dev_mem_info)(sol_cuda_dev *d, size_t *free_bytes, size_t *total_bytes);
 
@@ -70,19 +88,23 @@ int SOL_CUDA_FN(dev_gemm)(sol_cuda_dev *d, int bf16, const void *w, const void *
                           int n, int K, int ldy, char *why, size_t cap);
 
 /* Sum x (n floats) in place across the ranks of `comm` (this device is rank `rank`), queued on
- * the stream. GPU: NCCL, with the rank's communicator made on first use (rank 0's unique id goes
- * to the others through comm; that first call waits for every rank, so it must not be made
- * inside a capture: allreduce_ready says whether it was). Emulation: the shared-memory
- * all-reduce of tp_comm, queued like a kernel (inside a graph it runs at each replay); a failure
- * there is reported by the next last_error/sync. */
+ * the stream. GPU: NCCL, with the rank's communicator made on first use and again after any
+ * abort of the group (sol_tp_comm_epoch): rank 0's unique id goes to the others through comm,
+ * the communicator is non-blocking and its init polled against the group's deadline; that call
+ * waits for every rank, so it must not be made inside a capture: allreduce_ready says whether it
+ * was. -ECANCELED at once while the group is aborted. Emulation: the same communicator life
+ * (made with a barrier of comm, aborted, rebuilt), and the shared-memory all-reduce of tp_comm
+ * queued like a kernel (inside a graph it runs at each replay); a failure there is the NCCL
+ * error the next sync reports. */
 int SOL_CUDA_FN(dev_allreduce)(sol_cuda_dev *d, sol_tp_comm *comm, int rank, float *x, int64_t n,
                                char *why, size_t cap);
 int SOL_CUDA_FN(dev_allreduce_ready)(sol_cuda_dev *d, const sol_tp_comm *comm);
 
 /* CUDA graphs. capture_begin: from now on the stream records instead of running (kernels,
  * copies, memsets, GEMMs) until capture_end_launch, which turns the record into *exec — updated
- * in place when an existing *exec has the same topology (cudaGraphExecUpdate: only kernel
- * arguments and copy addresses differ), else re-instantiated — and launches it. *how: 1 updated,
+ * in place when an existing *exec has the same topology (cudaGraphExecUpdate: the same node
+ * types in the same order; kernel arguments, grids and functions, copy addresses and sizes may
+ * differ, a copy's memory types may not), else re-instantiated — and launches it. *how: 1 updated,
  * 2 instantiated. up_bytes > 0: the graph first copies up_bytes from pinned host memory up_src
  * to up_dst, before anything it recorded (the step's staged index arrays, sent as one copy).
  * Nothing may wait for the stream or allocate while a capture is open. */

@@ -1,6 +1,12 @@
 /* dequant: element k of a weight row in ggml's layout, as float, for every weight type, with the
  * CPU backend's float steps (worker/gguf/dtype.c), for the kernels that read weights one element
- * at a time (embed). */
+ * at a time (embed). Bit for bit the CPU's: a product followed by a sum is written with
+ * __fmul_rn/__fadd_rn/__fsub_rn, which nvcc never contracts into an FMA (--fmad=true would fuse
+ * a plain `d * q - m` and round once where the CPU, built as ISO C, rounds twice). For today's
+ * formats the product is exact anyway (an f16 scale of 11 significant bits times a 6-bit
+ * sub-scale times a 4- or 5-bit quant fits float's 24), so fused and unfused agree; the
+ * intrinsics keep that from resting on the argument (a format with wider scales would break it).
+ * k_rope.cu is where contraction does change bits: the contracted emulation catches it there. */
 #ifndef SOL_CUDA_DEQUANT_CUH
 #define SOL_CUDA_DEQUANT_CUH
 
@@ -32,7 +38,7 @@ __device__ __forceinline__ float kq45_elem(const unsigned char *b, const unsigne
     if (qh) q |= ((qh[l] >> j) & 1) << 4;
     float d1 = sol_f16_to_f32(sol_load_u16(b)) * (float)sc;
     float m1 = sol_f16_to_f32(sol_load_u16(b + 2)) * (float)m;
-    return d1 * (float)q - m1;
+    return __fsub_rn(__fmul_rn(d1, (float)q), m1);
 }
 
 /* Element k of a Q6_K super-block: d sc (q - 32). */
@@ -66,8 +72,9 @@ __device__ __forceinline__ float sol_dequant_elem(int type, const unsigned char 
     }
     case SOL_CUDA_Q5_1: {
         const unsigned char *b = row + (size_t)(k / 32) * 24;
-        return (float)q5_quant(b + 4, b + 8, k % 32) * sol_f16_to_f32(sol_load_u16(b)) +
-               sol_f16_to_f32(sol_load_u16(b + 2));
+        return __fadd_rn(
+            __fmul_rn((float)q5_quant(b + 4, b + 8, k % 32), sol_f16_to_f32(sol_load_u16(b))),
+            sol_f16_to_f32(sol_load_u16(b + 2)));
     }
     case SOL_CUDA_Q4_K: {
         const unsigned char *b = row + (size_t)(k / 256) * 144;

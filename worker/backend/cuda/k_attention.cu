@@ -48,7 +48,9 @@ k_paged_attention(const unsigned char *k_pool, const unsigned char *v_pool, int 
                   const float *q, float *out, const int32_t *tiles, int t_base, int heads,
                   int kv_heads, int head_dim, float scale, int window, const int32_t *tables,
                   int table_stride, const int32_t *n_ctx, float *ws) {
-    __shared__ float s_m[ATT_WARPS][QT], s_l[ATT_WARPS][QT], s_acc[ATT_WARPS][QT][32 * PER];
+    SOL_SHARED(float, s_m, [ATT_WARPS][QT]);
+    SOL_SHARED(float, s_l, [ATT_WARPS][QT]);
+    SOL_SHARED(float, s_acc, [ATT_WARPS][QT][32 * PER]);
     int tile = (int)blockIdx.x / heads, h = (int)blockIdx.x % heads;
     int first = tiles ? tiles[tile] : t_base + tile, cnt = tiles ? tiles[tile + 1] - first : 1;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, per = (head_dim + 31) / 32;

@@ -6,7 +6,7 @@
 enum { NORM_THREADS = 256 };
 
 static __global__ void k_rmsnorm(const float *x, const float *w, float *out, int dim, float eps) {
-    __shared__ float scratch[32];
+    SOL_SHARED(float, scratch, [32]);
     const float *xr = x + (size_t)blockIdx.x * dim;
     float *o = out + (size_t)blockIdx.x * dim;
     float ss = 0.0f;

@@ -33,8 +33,9 @@ static __global__ void k_rope(float *x, const int32_t *pos, int n, int heads, in
     float *v = x + th * head_dim;
     int step = p.neox ? 1 : 2, off = p.neox ? half : 1;
     float x0 = v[i * step], x1 = v[i * step + off];
-    v[i * step] = x0 * c - x1 * s;
-    v[i * step + off] = x0 * s + x1 * c;
+    /* the CPU's three roundings each, not nvcc's contraction into an FMA: the same bits */
+    v[i * step] = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+    v[i * step + off] = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
 }
 
 extern "C" void SOL_CUDA_FN(rope)(float *x, const int32_t *pos, int n, int heads, int head_dim,

@@ -15,7 +15,9 @@ __device__ __forceinline__ float sol_warp_sum(float v) {
 
 /* Sum over a block of blockDim.x threads (a multiple of 32, at most 1024): warp sums, then the
  * first warp sums those. Every thread gets the total. `scratch` holds 32 floats of shared
- * memory; it may be reused after the call returns. */
+ * memory; it may be reused after the call returns (the last barrier: no Sol kernel sums twice
+ * today, so test_cuda_emu's two-sum kernel is what needs it, under the emulation's schedule
+ * that lets one warp run ahead into its next sum). */
 __device__ __forceinline__ float sol_block_sum(float v, float *scratch) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
     v = sol_warp_sum(v);

@@ -2,9 +2,10 @@
  * file compiles with nvcc for the GPU and as host C++ against cuda_emu.h for tests.
  *
  * Portable spellings: SOL_LAUNCH(kernel, grid, block, smem, stream, args...) for
- * kernel<<<grid, block, smem, stream>>>(args...), and SOL_DYN_SMEM(T, name) for
- * `extern __shared__ T name[]`. Everything else is plain CUDA (__global__, __shared__,
- * __syncthreads, threadIdx, __shfl_*_sync, atomicAdd). */
+ * kernel<<<grid, block, smem, stream>>>(args...), SOL_SHARED(T, name, [dims]) for
+ * `__shared__ T name[dims]` (the emulation poisons it before each block, so it has no bare
+ * __shared__) and SOL_DYN_SMEM(T, name) for `extern __shared__ T name[]`. Everything else is
+ * plain CUDA (__global__, __syncthreads, threadIdx, __shfl_*_sync, atomicAdd, __fmul_rn). */
 #ifndef SOL_CUDA_KERNEL_H
 #define SOL_CUDA_KERNEL_H
 
@@ -12,6 +13,7 @@
 #include <cuda_runtime.h>
 #define SOL_LAUNCH(kernel, grid, block, smem, stream, ...)                                         \
     kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+#define SOL_SHARED(T, name, ...) __shared__ T name __VA_ARGS__
 #define SOL_DYN_SMEM(T, name) extern __shared__ T name[]
 #else
 #include "cuda_emu.h"

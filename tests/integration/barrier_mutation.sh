@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Promise: every barrier of the CUDA kernels (each __syncthreads() / __syncwarp() in
+# worker/backend/cuda/*.cu and *.cuh) is needed by some test: removed one at a time (the
+# emulation's SOL_EMU_DROP_BARRIER=file:line, no rebuild), the cuda-emu tests fail for each.
+# A barrier whose removal no test notices is either unnecessary (remove it, say why) or needs a
+# test shape that depends on it. The run counts only if the tests pass with no barrier dropped,
+# and a removal only if the emulation reports that it skipped that very barrier (so a stale line
+# number or a typo cannot pass as a killed mutation).
+# ctest-timeout: 600
+set -euo pipefail
+B=${SOL_BUILD:?}; S=${SOL_SOURCE:?}
+. "$S/tests/skip.sh"
+T_DIR=$(mktemp -d); trap 'rm -rf "$T_DIR"' EXIT
+# The tests in the order they are tried, cheapest first: the emulation's own (its kernels use
+# reduce.cuh), the kernels against the CPU backend, the backend against the CPU backend (whole
+# models, cuda_emu_model.sh, add nothing today: these kill every barrier in seconds).
+tests=("$B/tests/test_cuda_emu" "$B/tests/test_cuda_emu_ops" "$B/tests/test_cuda_backend")
+for t in "${tests[@]}"; do
+  [ -x "$t" ] || skip_test "$t is not built"
+done
+export SOL_EMU_SEED=${SOL_EMU_SEED:-1}
+
+# Runs the tests (stopping at the first that fails); 0 if they all pass.
+run_tests() {
+  local log=$1 t
+  : >"$log"
+  for t in "${tests[@]}"; do
+    timeout 300 "$t" >>"$log" 2>&1 || return 1
+  done
+  return 0
+}
+
+# The barriers: file:line of each call (a mention in a comment does not count).
+mapfile -t barriers < <(cd "$S/worker/backend/cuda" &&
+  grep -nE '__syncthreads\(\)|__syncwarp\(' -- *.cu *.cuh |
+  sed -E 's#/\*.*\*/##' | grep -E '__syncthreads\(\)|__syncwarp\(' | cut -d: -f1,2)
+[ "${#barriers[@]}" -gt 0 ] || { echo "FAIL: no barrier found in worker/backend/cuda"; exit 1; }
+echo "barriers: ${barriers[*]}"
+
+if ! run_tests "$T_DIR/none.log"; then
+  echo "FAIL: the tests fail with every barrier in place (SOL_EMU_SEED=$SOL_EMU_SEED)"
+  tail -20 "$T_DIR/none.log"
+  exit 1
+fi
+echo "ok   with every barrier, the tests pass"
+
+fail=0
+for b in "${barriers[@]}"; do
+  log="$T_DIR/drop-${b//[:\/]/_}.log"
+  if SOL_EMU_DROP_BARRIER=$b run_tests "$log"; then
+    echo "FAIL $b: removed, and every test still passes"
+    fail=1
+  elif ! grep -q "cuda_emu: SOL_EMU_DROP_BARRIER: dropping the barrier at $b\$" "$log"; then
+    echo "FAIL $b: the tests failed but the emulation never reached that barrier:"
+    grep -m3 -E 'cuda_emu|FAILED|ERROR' "$log" || tail -3 "$log"
+    fail=1
+  else
+    why=$(grep -m1 -E '^\[  FAILED  \] [a-z_]+$|cuda_emu: [a-z]|ERROR:' "$log" | grep -v DROP || true)
+    echo "ok   $b: removed, the tests fail (${why:-no message})"
+  fi
+done
+
+# The self-check of the mechanism: a place with no barrier is reported, not silently survived.
+SOL_EMU_DROP_BARRIER=reduce.cuh:1 "$B/tests/test_cuda_emu" >"$T_DIR/typo.log" 2>&1 || true
+if grep -q "SOL_EMU_DROP_BARRIER=reduce.cuh:1: no barrier at that place ran" "$T_DIR/typo.log" &&
+  ! grep -q "dropping the barrier" "$T_DIR/typo.log"; then
+  echo "ok   a place with no barrier (reduce.cuh:1) is reported as such"
+else
+  echo "FAIL SOL_EMU_DROP_BARRIER=reduce.cuh:1 was not reported as naming no barrier"
+  fail=1
+fi
+exit $fail
