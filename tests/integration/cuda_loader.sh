@@ -21,7 +21,7 @@ done
 echo "ok: no binary links a CUDA library"
 
 [ -f "$B/lib/libsol-cuda.so" ] || skip_test "this build has no CUDA module (configured without nvcc and NCCL)"
-if ldconfig -p | grep -q 'libcuda\.so\.1 ' || [ -e /usr/local/nvidia/lib64/libcuda.so.1 ]; then
+if grep -q 'libcuda\.so\.1 ' <<<"$(ldconfig -p)" || [ -e /usr/local/nvidia/lib64/libcuda.so.1 ]; then
   skip_test "this machine has an NVIDIA driver: tests/gpu/run.sh checks the GPU path"
 fi
 

@@ -29,7 +29,10 @@ grep -q "TTFT .* TPOT\|^   TTFT" "$T_DIR/a.out" || fail "no table printed"
 "$SB" --url "$BASE" --model fast --num-prompts 2 --concurrency 2 --dataset cases --short-output 4 \
   --long-output 12 --warmup 0 --json "$T_DIR/b.json" >"$T_DIR/b.out" 2>&1 || fail "cases: $(tail -3 "$T_DIR/b.out")"
 [ "$(grep -c '^== concurrency 2, ' "$T_DIR/b.out")" = 4 ] || fail "cases: expected 4 levels: $(cat "$T_DIR/b.out")"
-"$SB" --compare "$T_DIR/a.json" "$T_DIR/a.json" | grep -q "output tok/s .* 1.00$" || fail "--compare"
+# captured first: grep -q stops reading at the match, and sol-bench's next line would then
+# meet a closed pipe (BrokenPipeError, a failure under pipefail that depends on timing)
+cmp_out=$("$SB" --compare "$T_DIR/a.json" "$T_DIR/a.json") || fail "--compare exited $?"
+grep -q "output tok/s .* 1.00$" <<<"$cmp_out" || fail "--compare: $cmp_out"
 "$SB" --plot "$T_DIR/p.svg" "$T_DIR/a.json" "$T_DIR/b.json" >/dev/null || fail "--plot"
 python3 -c 'import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert d.getElementsByTagName("polyline")' "$T_DIR/p.svg" || fail "--plot wrote no valid SVG"
 
