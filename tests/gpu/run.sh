@@ -227,12 +227,13 @@ bench bench_1b-q4_0_eager 1b-q4_0 --enforce-eager --batch $BATCHES --prefill 0
 bench bench_1b-q4_0_batch_invariant 1b-q4_0 --batch-invariant --batch 1 --prefill $PREFILL
 
 # Per-kernel-family time of decode steps (eager, so each kernel is its own launch): ncu reads
-# the GPU's own duration of every kernel of 3 batch-8 steps after the warm-up.
+# the GPU's own duration of 600 kernel launches of batch-8 steps, after 2000 (the prefill, the
+# warm-up steps and the first timed ones; 32 steps leave plenty past 2600 launches).
 kernels() {
   wait_for 1b-q4_0 || return 1
   ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 2000 \
     --launch-count 600 $(binv bench_decode) -m "$M/1b-q4_0.gguf" --backend cuda \
-    --enforce-eager --batch 8 --ctx 512 --steps 8 --prefill 0 >"$W/kernels.csv" &&
+    --enforce-eager --batch 8 --ctx 512 --steps 32 --prefill 0 >"$W/kernels.csv" &&
     gzip -c "$W/kernels.csv" >"$OUT/kernels.csv.gz" &&
     python3 "$HERE/compare.py" kernels "$W/kernels.csv"
 }
