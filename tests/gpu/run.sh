@@ -39,7 +39,7 @@ mkdir -p "$OUT" "$W/logs" "$W/models"
 S=$OUT/summary.txt
 : >"$S"
 DEADLINE=$((SECONDS + BUDGET))
-status=0
+status=0 rehearsal_skips=0
 say() { echo "$*" | tee -a "$S"; }
 
 # A bundled binary: directly (its RPATH finds the bundled libraries), or through the bundled
@@ -81,16 +81,19 @@ binv() {
 }
 # gpu_tool NAME: 0 when the GPU-only tool can run; a rehearsal reports SKIP instead.
 gpu_tool() {
-  if [ "$REHEARSE" = 1 ]; then say "SKIP $1: a rehearsal (no GPU)"; return 1; fi
+  if [ "$REHEARSE" = 1 ]; then say "SKIP $1: a rehearsal (no GPU)"; rehearsal_skips=$((rehearsal_skips + 1)); return 1; fi
   return 0
 }
 export -f bin binv
 export BUNDLE LOADER BE CTX STEPS MEMBW_MIB
 
 finish() {
+  [ -z "${models_pid:-}" ] || kill "$models_pid" 2>/dev/null # a model still being made
   tar -C "$W" -czf "$OUT/logs.tar.gz" logs 2>/dev/null
   say ""
-  say "result: $([ $status = 0 ] && echo 'every step passed' || echo 'FAILURES or SKIPS above') ($SECONDS s)"
+  local r='every step passed'
+  [ "$rehearsal_skips" = 0 ] || r="every step that a rehearsal can run passed; $rehearsal_skips GPU-only steps skipped"
+  say "result: $([ $status = 0 ] && echo "$r" || echo 'FAILURES or SKIPS above') ($SECONDS s)"
   exit $status
 }
 
