@@ -34,7 +34,7 @@ def rel_l2(a, b):
         raise ValueError(f"{len(a)} and {len(b)} values: not the same vocabulary")
     num = sum((x - y) ** 2 for x, y in zip(a, b))
     den = sum(y * y for y in b)
-    if not all(math.isfinite(x) for x in a):
+    if not all(math.isfinite(x) for x in a + b):
         return math.inf
     return math.sqrt(num / den) if den > 0 else math.sqrt(num)
 
