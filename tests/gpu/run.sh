@@ -101,6 +101,8 @@ say "# Sol on a GPU, $(date -u +%Y-%m-%dT%H:%MZ); bundle: $(head -1 "$BUNDLE/MAN
 say "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | head -1)"
 
 [ -d /usr/local/cuda/bin ] && PATH=$PATH:/usr/local/cuda/bin # cuobjdump, compute-sanitizer
+# A carried folder may lose its modes on the way: the binaries and the loader must run.
+chmod u+x "$BUNDLE"/bin/* "$BUNDLE"/lib/glibc/ld-linux-x86-64.so.2 2>/dev/null || true
 # --- preflight: libraries, glibc, the backend loads ---------------------------------------------
 export SOL_CUDA_MODULE=$BUNDLE/lib/sol/libsol-cuda.so
 wheels=$(timeout 30 python3 -c 'import glob, sys; print(":".join(sorted(glob.glob(sys.prefix + "/lib/python3*/site-packages/nvidia/*/lib"))))' 2>/dev/null)
