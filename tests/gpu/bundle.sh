@@ -55,13 +55,13 @@ for f in "$OUT"/bin/* "$OUT/lib/sol/libsol-cuda.so"; do
       missing=1
       continue
     fi
+    # ldd lists the whole closure (libzmq's own dependencies too), the loader included
     if is_glibc "$name"; then dest=$OUT/lib/glibc; else dest=$OUT/lib; fi
     [ -e "$dest/$name" ] || cp -L "$path" "$dest/$name"
   done < <(ldd "$f" | awk '/=>/ {print $1, $2, $3} /ld-linux/ && !/=>/ {n=$1; sub(".*/", "", n); print n, "=>", $1}')
 done
 [ "$missing" = 0 ] || exit 1
-# Libraries pulled in by the bundled libraries themselves (ldd above lists the whole closure).
-cp -L /lib64/ld-linux-x86-64.so.2 "$OUT/lib/glibc/" 2>/dev/null || true
+[ -e "$OUT/lib/glibc/ld-linux-x86-64.so.2" ] || { echo "bundle: no glibc loader in the closure" >&2; exit 1; }
 strip --strip-unneeded "$OUT"/lib/*.so* 2>/dev/null || true
 
 {

@@ -54,7 +54,10 @@ static void bind(sol_cuda_dev *d) {
 // longer and longer up to 1 ms, so a long wait costs little CPU and a short one no latency.
 static void pause_poll(unsigned i) {
     if (i < 64) return;
-    struct timespec t = {0, (long)(i < 128 ? 20000 : i < 256 ? 200000 : 1000000)};
+    // Every TP decode step ends in this wait: short sleeps (~10 us asked, ~60 us with the
+    // kernel's timer slack) for the first ~0.25 s keep a 5 ms step from being noticed late by
+    // a fraction of a millisecond; only a long wait backs off to 1 ms.
+    struct timespec t = {0, (long)(i < 4096 ? 10000 : 1000000)};
     nanosleep(&t, NULL);
 }
 
@@ -338,9 +341,7 @@ extern "C" int sol_cuda_dev_sync(sol_cuda_dev *d, char *why, size_t cap) {
 }
 
 extern "C" int sol_cuda_dev_health(sol_cuda_dev *d, char *why, size_t cap) {
-    if (!d->stuck) return 0;
-    snprintf(why, cap, "%s", d->stuck_why);
-    return -ETIMEDOUT;
+    return sol_rank_health(d, why, cap);
 }
 
 extern "C" void sol_cuda_dev_comm_stats(sol_cuda_dev *d, unsigned long *made,

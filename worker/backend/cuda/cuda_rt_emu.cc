@@ -257,9 +257,7 @@ extern "C" int sol_emu_dev_sync(sol_cuda_dev *d, char *why, size_t cap) {
 }
 
 extern "C" int sol_emu_dev_health(sol_cuda_dev *d, char *why, size_t cap) {
-    if (!d->stuck) return 0;
-    snprintf(why, cap, "%s", d->stuck_why);
-    return -ETIMEDOUT;
+    return sol_rank_health(d, why, cap);
 }
 
 extern "C" void sol_emu_dev_comm_stats(sol_cuda_dev *d, unsigned long *made,

@@ -57,4 +57,11 @@ int sol_rank_wait(Dev *d, char *why, size_t cap, Finished finished, GroupFailed 
     }
 }
 
+/* 0, or -ETIMEDOUT with the reason a wait left the device stuck (dev_health). */
+template <class Dev> int sol_rank_health(const Dev *d, char *why, size_t cap) {
+    if (!d->stuck) return 0;
+    snprintf(why, cap, "%s", d->stuck_why);
+    return -ETIMEDOUT;
+}
+
 #endif
