@@ -108,4 +108,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (OSError, ValueError) as e:  # a missing file, not JSON, not numbers: one line, exit 2
+        print(f"compare.py: {e}", file=sys.stderr)
+        sys.exit(2)

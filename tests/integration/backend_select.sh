@@ -26,6 +26,14 @@ expect_refusal() { # pattern, backend spec
 expect_refusal "unknown backend 'tpu': this build has cpu, cuda" tpu
 expect_refusal "backend cpu:neon: cpu:neon: expected scalar, avx2 or avx512" cpu:neon
 expect_refusal "backend cuda: (no NVIDIA driver|no CUDA device|this build has no CUDA backend|the CUDA runtime)" cuda
+# a test-only fault that does not parse is refused, never ignored
+set +e
+out=$(SOL_TEST_CUDA_EMU_FAULT=1:3:hangs "$B/tools/sol-generate" -m "$work/t.gguf" --backend cuda-emu \
+  --prompt-tokens 5 -n 1 2>&1)
+rc=$?
+set -e
+[ $rc = 2 ] && grep -q "SOL_TEST_CUDA_EMU_FAULT=1:3:hangs: expected DEVICE:N:hang or DEVICE:N:fail" <<<"$out" ||
+  fail "a malformed SOL_TEST_CUDA_EMU_FAULT: rc $rc, $out"
 echo "backend_select: ok"
 
 # -n 0: the prompt's pass alone (sol-generate runs it through the engine, which samples once):

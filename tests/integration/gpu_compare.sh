@@ -30,6 +30,8 @@ out=$($C kernels "$w/k.csv") || fail "kernels: $out"
 grep -Eq '^GEMV .* 1 +12\.5 +50\.0%$' <<<"$out" || fail "GEMV row: $out"
 grep -Eq '^norms, rope, elementwise, embedding +1 +2\.5 +10\.0%$' <<<"$out" || fail "norm row: $out"
 grep -Eq '^all +3 +25\.0$' <<<"$out" || fail "total: $out"
+rc=0; $C logits "$w/nothing.json" "$w/x.json" --limit 1 2>"$w/err" || rc=$?
+[ "$rc" = 2 ] && grep -q "^compare.py: .*nothing.json" "$w/err" || fail "a missing file: rc $rc, $(cat "$w/err")"
 echo 'no rows' >"$w/e.csv"
 if $C kernels "$w/e.csv" >/dev/null; then fail "an empty ncu output passed"; fi
 echo "gpu_compare: ok"

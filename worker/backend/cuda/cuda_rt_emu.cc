@@ -85,19 +85,27 @@ int not_bound(sol_cuda_dev *d, char *why, size_t cap) {
 // SOL_TEST_CUDA_EMU_FAULT=DEVICE:N:hang|fail (test-only, docs/configuration.md): device
 // DEVICE's N-th collective never completes and nothing queued after it does (hang), or fails as
 // an NCCL error would (fail).
-void read_fault(sol_cuda_dev *d) {
+// A value that does not parse is refused (0 or -EINVAL with why), never ignored.
+int read_fault(sol_cuda_dev *d, char *why, size_t cap) {
     const char *v = getenv("SOL_TEST_CUDA_EMU_FAULT");
-    int dev = -1;
+    if (!v || !*v) return 0;
+    int dev = -1, used = 0;
     unsigned long at = 0;
     char mode[8] = "";
-    if (!v || sscanf(v, "%d:%lu:%7s", &dev, &at, mode) != 3 || dev != d->index || !at) return;
-    if (strcmp(mode, "hang") != 0 && strcmp(mode, "fail") != 0) return;
+    if (sscanf(v, "%d:%lu:%7[a-z]%n", &dev, &at, mode, &used) != 3 || v[used] || dev < 0 || !at ||
+        (strcmp(mode, "hang") != 0 && strcmp(mode, "fail") != 0)) {
+        snprintf(why, cap, "SOL_TEST_CUDA_EMU_FAULT=%s: expected DEVICE:N:hang or DEVICE:N:fail",
+                 v);
+        return -EINVAL;
+    }
+    if (dev != d->index) return 0;
     d->fault_at = at;
     d->fault_hang = mode[0] == 'h';
     fprintf(stderr,
             "SOL_TEST_CUDA_EMU_FAULT: emulated device %d will %s at its collective %lu (a "
             "test-only fault)\n",
             dev, mode, at);
+    return 0;
 }
 
 // As cuda_rt.cu's: this rank gives up on the step, aborts its communicator and the group.
@@ -154,7 +162,11 @@ extern "C" int sol_emu_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out,
     if (!d) return -ENOMEM;
     d->index = index;
     d->total = mem_bytes ? mem_bytes : (size_t)256 << 20; /* small: the KV pool is memset */
-    read_fault(d);
+    int rc = read_fault(d, why, cap);
+    if (rc) {
+        free(d);
+        return rc;
+    }
     current_device = index; /* cudaSetDevice, as the real open does */
     *out = d;
     return 0;
