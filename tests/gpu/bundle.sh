@@ -8,7 +8,7 @@
 #                    CUDA libraries come from the GPU machine (its driver, PyTorch's wheels)
 #   DIR/lib/glibc/   this machine's glibc and its loader, used only where the host's glibc is
 #                    older than the binaries need (run.sh's run_bin; tests/gpu/bare_root.sh tries it)
-#   DIR/scripts/     run.sh and compare.py, copies of tests/gpu/
+#   DIR/scripts/     run.sh and compare.py, copies of tests/gpu/, and bench/gpu_model.py
 #   DIR/MANIFEST     commit, build flags, each file's size
 # Release build with CUDA in $SOL_BUNDLE_BUILD (default build-bundle). At most 48 MiB: the bundle
 # travels with the device tool's 64 MiB carry. Exit 1 when anything cannot be bundled.
@@ -40,7 +40,7 @@ mkdir -p "$OUT/bin" "$OUT/lib/sol" "$OUT/lib/glibc" "$OUT/scripts"
 for b in "${BINS[@]}"; do cp "$B/$b" "$OUT/bin/"; done
 cp "$B/lib/libsol-cuda.so" "$OUT/lib/sol/"
 strip --strip-debug "$OUT"/bin/* "$OUT/lib/sol/libsol-cuda.so"
-cp tests/gpu/run.sh tests/gpu/compare.py "$OUT/scripts/"
+cp tests/gpu/run.sh tests/gpu/compare.py bench/gpu_model.py "$OUT/scripts/"
 
 # Libraries: CUDA's are the GPU machine's; glibc's go to lib/glibc; the rest beside the binaries.
 is_cuda() { [[ $1 =~ ^lib(cuda|cudart|cublas|cublasLt|nccl)\.so ]]; }

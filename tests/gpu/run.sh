@@ -229,6 +229,24 @@ for m in 1b-q4_0 1b-f16 1b-q4_k_m 8b-q4_0 8b-f16 8b-q4_k_m; do
   bench "bench_$m" "$m" --batch $BATCHES --prefill $PREFILL
 done
 bench bench_1b-q4_0_eager 1b-q4_0 --enforce-eager --batch $BATCHES --prefill 0
+
+# The performance model (bench/gpu_model.py) beside the measurement: its prediction for each
+# 8B-shaped file at batch 1, from the file's own shapes and types and the copy bandwidth measured
+# above, for today's launch structure (unfused) and for the design it is checked against.
+MODEL_PY=$HERE/gpu_model.py; [ -f "$MODEL_PY" ] || MODEL_PY=$HERE/../../bench/gpu_model.py
+gpu_model_lines() {
+  for m in 8b-q4_0 8b-f16 8b-q4_k_m; do
+    [ -f "$M/$m.gguf" ] || continue
+    for d in unfused default; do
+      python3 "$MODEL_PY" --gguf "$M/$m.gguf" ${bw:+--copy-bw "$bw"} --batch 1 --context $CTX \
+        $([ $d = unfused ] && echo --unfused) --json |
+        python3 -c 'import json,sys; d=json.load(sys.stdin); print("model %s %s: %.1f tok/s predicted at batch 1 (%.0f%% of the copy roofline, %d launches)" % (sys.argv[1], d["design"], d["tok_s"], 100 * d["roof_copy"], d["nodes"]))' "$m" || return 1
+    done
+    grep -E '^decode batch +1,' "$W/logs/bench_$m.log" 2>/dev/null | head -1 | sed "s/^/measured $m: /"
+  done
+}
+export -f gpu_model_lines; export MODEL_PY CTX M W bw
+step gpu_model 60 bash -c gpu_model_lines && sed 's/^/     /' "$W/logs/gpu_model.log" | tee -a "$S"
 bench bench_1b-q4_0_batch_invariant 1b-q4_0 --batch-invariant --batch 1 --prefill $PREFILL
 
 # Per-kernel-family time of decode steps (eager, so each kernel is its own launch): ncu reads

@@ -219,7 +219,15 @@ static void check_matmul(sol_backend *be, sol_dtype t, int64_t M, int64_t K, int
             ref[i * M + m] = s;
         }
     poison(y, (size_t)(n * M));
-    assert_int_equal(sol_matmul(be, &tw.w, x, y, n), 0);
+    int rc = sol_matmul(be, &tw.w, x, y, n);
+    if (!prep && rc == -EINVAL && strstr(be->err.msg, "must go through weight_prepare")) {
+        /* the CUDA backend keeps these types in its split layout only (cuda_layout.h) */
+        assert_true(t == SOL_DT_Q4_0 || t == SOL_DT_Q5_0 || t == SOL_DT_Q8_0 || t == SOL_DT_Q6_K);
+        free(x), free(xe), free(y), free(ref);
+        free_weight(&tw);
+        return;
+    }
+    assert_int_equal(rc, 0);
     double e = nmse(y, ref, (size_t)(n * M));
     if (!(e < 1e-9))
         fail_msg("matmul %s M=%lld K=%lld n=%d prep=%d: nmse %g", sol_dtype_name(t), (long long)M,

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <vector>
 extern "C" {
 #include <cmocka.h>
@@ -170,6 +171,20 @@ static weight_pair make_weight(sol_backend *be, sol_dtype type, int rows, int K)
     return p;
 }
 
+/* The weight as the CUDA backend keeps it on the device (cuda_layout.h): split-packed or ggml's
+ * rows, with the slack past the end; `dev` owns the bytes. */
+static sol_cuda_wt device_view(const weight_pair &p, std::vector<unsigned char> &dev) {
+    int type = (int)p.cpu.type, rows = (int)p.cpu.rows, cols = (int)p.cpu.cols;
+    dev.assign(sol_cuda_weight_bytes(type, rows, cols, p.cpu.row_bytes), 0);
+    int split = sol_cuda_split_part(type) != 0;
+    if (split)
+        assert_int_equal(
+            sol_cuda_split_pack(type, p.raw.data(), p.cpu.row_bytes, rows, cols, dev.data()), 0);
+    else
+        memcpy(dev.data(), p.raw.data(), p.raw.size());
+    return sol_cuda_wt{dev.data(), p.cpu.row_bytes, type, split, rows, cols};
+}
+
 static const sol_dtype kTypes[] = {SOL_DT_F32,  SOL_DT_F16,  SOL_DT_BF16, SOL_DT_Q8_0, SOL_DT_Q4_0,
                                    SOL_DT_Q5_0, SOL_DT_Q5_1, SOL_DT_Q4_K, SOL_DT_Q5_K, SOL_DT_Q6_K};
 
@@ -181,15 +196,22 @@ static void test_embed(void **state) {
     const int32_t ids[3] = {7, 0, 12};
     for (sol_dtype t : kTypes) {
         weight_pair w = make_weight(be, t, 13, 512);
+        std::vector<unsigned char> dev;
+        sol_cuda_wt wt = device_view(w, dev);
         float want[3 * 512], got[3 * 512];
         assert_int_equal(sol_embed(be, &w.cpu, ids, 3, want), 0);
-        assert_int_equal(
-            sol_emu_embed((int)t, w.raw.data(), w.cpu.row_bytes, 512, ids, 3, got, nullptr), 0);
+        assert_int_equal(sol_emu_embed(wt, ids, 3, got, nullptr), 0);
+        if (wt.split) { /* a split type in ggml's rows is refused, never misread */
+            wt.split = 0;
+            assert_int_equal(sol_emu_embed(wt, ids, 3, got, nullptr), -EINVAL);
+            continue;
+        }
         for (int i = 0; i < 3 * 512; i++)
             if (got[i] != want[i])
                 fail_msg("embed %s differs at %d: %g vs %g", sol_dtype_name(t), i, got[i], want[i]);
     }
-    assert_int_equal(sol_emu_embed(99, nullptr, 0, 256, ids, 1, nullptr, nullptr), -ENOTSUP);
+    sol_cuda_wt unknown{nullptr, 0, 99, 0, 1, 256};
+    assert_int_equal(sol_emu_embed(unknown, ids, 1, nullptr, nullptr), -ENOTSUP);
     sol_backend_free(be);
 }
 
@@ -206,19 +228,27 @@ static void test_gemv(void **state) {
     std::vector<unsigned char> scratch(sol_emu_gemv_scratch_bytes(16, K));
     for (sol_dtype t : kTypes) {
         weight_pair w = make_weight(be, t, M, K);
-        for (int n : {1, 3, 16}) {
+        std::vector<unsigned char> dev;
+        sol_cuda_wt wt = device_view(w, dev);
+        /* every token-count template (1, 2, 4, 8, 16) and counts that round up to one */
+        for (int n : {1, 2, 3, 4, 5, 8, 9, 16}) {
             assert_int_equal(sol_matmul(be, &w.cpu, x.data(), want.data(), n), 0);
-            assert_int_equal(sol_emu_gemv((int)t, w.raw.data(), w.cpu.row_bytes, M, K, x.data(),
-                                          got.data(), n, scratch.data(), nullptr),
-                             0);
+            std::fill(got.begin(), got.end(), NAN);
+            assert_int_equal(sol_emu_gemv(wt, x.data(), got.data(), n, scratch.data(), nullptr), 0);
             double e = rel_err(got.data(), want.data(), n * M);
             if (!(e < 1e-5)) fail_msg("gemv %s n=%d: %g", sol_dtype_name(t), n, e);
+            for (int i = n * M; i < 16 * M; i++) /* rows of tokens past n are not written */
+                if (!std::isnan(got[i]))
+                    fail_msg("gemv %s n=%d wrote past n", sol_dtype_name(t), n);
         }
+        wt.split = !wt.split; /* the other layout is refused, never misread */
+        assert_int_equal(sol_emu_gemv(wt, x.data(), got.data(), 1, scratch.data(), nullptr),
+                         -EINVAL);
     }
     weight_pair w = make_weight(be, SOL_DT_F32, M, K);
-    assert_int_equal(sol_emu_gemv(SOL_DT_F32, w.raw.data(), w.cpu.row_bytes, M, K, x.data(),
-                                  got.data(), 17, scratch.data(), nullptr),
-                     -ENOTSUP);
+    std::vector<unsigned char> dev;
+    sol_cuda_wt wt = device_view(w, dev);
+    assert_int_equal(sol_emu_gemv(wt, x.data(), got.data(), 17, scratch.data(), nullptr), -ENOTSUP);
     sol_backend_free(be);
 }
 
@@ -266,7 +296,7 @@ static void test_kv_and_attention(void **state) {
                                                  HD, 0.125f, window, per),
                          0);
         sol_emu_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), N, nullptr, 0, N,
-                                HEADS, KVH, HD, 0.125f, window, &flat[0][0], MAXB, n_ctx, 37,
+                                HEADS, KVH, HD, 0.125f, window, &flat[0][0], MAXB, n_ctx, 37, 132,
                                 nullptr, nullptr);
         double e = rel_err(got.data(), want.data(), N * HEADS * HD);
         if (!(e < 1e-5)) fail_msg("attention window %d: %g", window, e);
@@ -281,9 +311,129 @@ static void test_kv_and_attention(void **state) {
     assert_int_equal(
         sol_paged_attention(be, kv, 0, q.data(), want.data(), 1, HEADS, KVH, HD, 0.125f, per), 0);
     sol_emu_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), 1, nullptr, 0, 1,
-                            HEADS, KVH, HD, 0.125f, 0, &flat[0][0], MAXB, n_ctx, 37, nullptr,
+                            HEADS, KVH, HD, 0.125f, 0, &flat[0][0], MAXB, n_ctx, 37, 132, nullptr,
                             nullptr);
     assert_true(rel_err(got.data(), want.data(), HEADS * HD) < 1e-5);
+    sol_backend_free(be);
+}
+
+/* The attention kernel's paths (k_attention.cu): GQA groups of 1, 2, 3, 4 and 8 query heads per
+ * KV head (one block, or slices of it), head_dim 36, 64, 75, 80, 90, 96, 128 and 256, F16 and
+ * F32 caches (vector loads; 32-bit words for rows that are not aligned for them), contexts long
+ * enough to split (two SM counts), sliding windows and prefill tiles. Each against the CPU
+ * backend within 1e-5, and each token's bits alone equal to its bits in the batch or tile. */
+struct att_case {
+    int heads, kvh, hd;
+    sol_dtype dt;
+};
+
+static void attention_case(sol_backend *be, const att_case &c, int sms) {
+    enum { BS = 16, NBLK = 40, MAXB = 20, N = 14 };
+    const int row = c.kvh * c.hd, f16 = c.dt == SOL_DT_F16, qrow = c.heads * c.hd;
+    const size_t pool = (size_t)NBLK * BS * row * (f16 ? 2 : 4) + SOL_CUDA_ATT_POOL_SLACK;
+    std::vector<unsigned char> kp(pool), vp(pool);
+    sol_kv *kv = sol_kv_alloc(be, 1, NBLK, BS, c.kvh, c.hd, c.dt);
+    assert_non_null(kv);
+    /* Two sequences over a permutation of the blocks (17 and 40 are coprime): 200 and 70 */
+    int32_t tables[2][MAXB] = {};
+    const int lens[2] = {200, 70};
+    for (int i = 0; i < NBLK; i++)
+        tables[i / MAXB][i % MAXB] = (i * 17) % NBLK;
+    std::vector<float> k(row), v(row);
+    for (int s = 0; s < 2; s++)
+        for (int p = 0; p < lens[s]; p++) {
+            fill(k.data(), row, 100 * s + p);
+            fill(v.data(), row, 5000 + 100 * s + p);
+            int32_t slot = tables[s][p / BS] * BS + p % BS;
+            assert_int_equal(sol_kv_write(be, kv, 0, k.data(), v.data(), &slot, 1), 0);
+            sol_emu_kv_write(kp.data(), vp.data(), f16, row, k.data(), v.data(), &slot, 1, nullptr);
+        }
+    /* Decode-like tokens, then two prefill chunks of 4 tokens (6..9, 10..13) */
+    const int tok_seq[N] = {0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1};
+    int32_t n_ctx[N] = {200, 150, 70, 1, 5, 131, 147, 148, 149, 150, 67, 68, 69, 70};
+    int32_t tiles[3] = {6, 10, 14};
+    std::vector<float> q(N * qrow), want(N * qrow), got(N * qrow), alone(qrow);
+    fill(q.data(), N * qrow, 77);
+    for (float &x : q)
+        x *= 0.3f;
+    sol_attn_seq per[N];
+    std::vector<int32_t> flat(N * MAXB);
+    for (int t = 0; t < N; t++) {
+        per[t] = sol_attn_seq{tables[tok_seq[t]], n_ctx[t]};
+        memcpy(&flat[t * MAXB], tables[tok_seq[t]], sizeof tables[0]);
+    }
+    const float scale = 1.0f / sqrtf((float)c.hd);
+    for (int window : {0, 130}) {        /* 130: windows that split, and differ in a tile */
+        if (window && sms != 132) break; /* the emulation is slow: one SM count for windows */
+        assert_int_equal(sol_paged_attention_swa(be, kv, 0, q.data(), want.data(), N, c.heads,
+                                                 c.kvh, c.hd, scale, window, per),
+                         0);
+        int max_len = 1;
+        for (int t = 0; t < N; t++) {
+            int len = window && n_ctx[t] > window ? window : n_ctx[t];
+            max_len = len > max_len ? len : max_len;
+        }
+        int splits = sol_emu_attention_splits(max_len, sms, c.heads, c.kvh, c.hd);
+        std::vector<float> ws(sol_emu_attention_ws_floats(N, c.heads, c.hd, splits));
+        sol_emu_paged_attention(kp.data(), vp.data(), f16, BS, q.data(), got.data(), 0, nullptr, 0,
+                                N, c.heads, c.kvh, c.hd, scale, window, flat.data(), MAXB, n_ctx,
+                                max_len, sms, ws.data(), nullptr);
+        double e = rel_err(got.data(), want.data(), N * qrow);
+        if (!(e < 1e-5))
+            fail_msg("attention heads %d/%d hd %d %s window %d sms %d: %g", c.heads, c.kvh, c.hd,
+                     sol_dtype_name(c.dt), window, sms, e);
+        std::vector<float> one(N * qrow);
+        /* alone: a split token, a short one, a tile's member (the emulation is slow: a few) */
+        for (int t : {0, 3, 7}) {
+            if (sms != 132) break;
+            int len = window && n_ctx[t] > window ? window : n_ctx[t];
+            sol_emu_paged_attention(kp.data(), vp.data(), f16, BS, q.data(), one.data(), 0, nullptr,
+                                    t, 1, c.heads, c.kvh, c.hd, scale, window, flat.data(), MAXB,
+                                    n_ctx, len, sms, ws.data(), nullptr);
+            if (memcmp(&one[t * qrow], &got[t * qrow], sizeof(float) * qrow))
+                fail_msg("heads %d/%d hd %d %s window %d sms %d: token %d (context %d) alone "
+                         "differs from its batch row",
+                         c.heads, c.kvh, c.hd, sol_dtype_name(c.dt), window, sms, t, n_ctx[t]);
+        }
+        /* tokens 6..13 as two tiles of a prefill chunk each: the same bits (tiles are taken at
+         * head_dim <= 128 only) */
+        if (c.hd > 128) continue;
+        sol_emu_paged_attention(kp.data(), vp.data(), f16, BS, q.data(), one.data(), 2, tiles, 6, 8,
+                                c.heads, c.kvh, c.hd, scale, window, flat.data(), MAXB, n_ctx,
+                                max_len, sms, ws.data(), nullptr);
+        if (memcmp(&one[6 * qrow], &got[6 * qrow], sizeof(float) * 8 * qrow))
+            fail_msg("heads %d/%d hd %d %s window %d sms %d: tiled tokens differ from untiled",
+                     c.heads, c.kvh, c.hd, sol_dtype_name(c.dt), window, sms);
+    }
+    sol_kv_free(be, kv);
+}
+
+static void test_attention_paths(void **state) {
+    (void)state;
+    sol_backend *be = cpu();
+    const att_case cases[] = {
+        {4, 4, 64, SOL_DT_F16},   /* MHA: one query per block, 4-byte rows of 2 halves */
+        {8, 2, 128, SOL_DT_F16},  /* GQA 4: the group in one block, 64-bit loads */
+        {16, 2, 128, SOL_DT_F32}, /* GQA 8: two blocks of 4 heads, 128-bit loads */
+        {8, 1, 256, SOL_DT_F16},  /* GQA 8 at 256: four blocks of 2, 128-bit loads */
+        {4, 2, 256, SOL_DT_F32},  /* 2 x 128-bit per row, 2 rows per iteration */
+        {6, 2, 96, SOL_DT_F16},   /* GQA 3: a block of 4 query slots, one idle */
+        {4, 1, 80, SOL_DT_F32},   /* lanes past head_dim idle */
+        {2, 1, 75, SOL_DT_F16},   /* odd: rows not 4-byte aligned, 32-bit words */
+        {2, 2, 90, SOL_DT_F32},   /* 360-byte rows: 32-bit loads */
+        {8, 4, 36, SOL_DT_F32},   /* GQA 2 at 36 */
+    };
+    for (const att_case &c :
+         cases) /* another SM count for the first three (the emulation is slow) */
+        for (int sms : {132, 3})
+            if (sms == 132 || &c - cases < 3) attention_case(be, c, sms);
+    /* The split counts: from the SM count and the token's own window, 64 positions each at
+     * least; none below 128 positions; a larger model shape needs fewer. */
+    assert_int_equal(sol_emu_attention_splits(127, 132, 32, 8, 128), 1);
+    assert_int_equal(sol_emu_attention_splits(520, 132, 32, 8, 128), 8);
+    assert_int_equal(sol_emu_attention_splits(100000, 132, 32, 8, 128), 32);
+    assert_int_equal(sol_emu_attention_splits(100000, 132, 64, 64, 128), 5);
+    assert_int_equal(sol_emu_attention_splits(100000, 1, 64, 64, 128), 1);
     sol_backend_free(be);
 }
 
@@ -364,6 +514,7 @@ int main(void) {
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_gemv),
         cmocka_unit_test(test_kv_and_attention),
+        cmocka_unit_test(test_attention_paths),
         cmocka_unit_test(test_graph_update_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -175,6 +175,17 @@ int cbe_grow(cuda_backend *b, dev_buf *d, size_t need, const char *op) {
 
 /* ---- weights ---- */
 
+static size_t weight_dev_bytes(const sol_weight *w) {
+    return sol_cuda_weight_bytes((int)w->type, (int)w->rows, (int)w->cols, w->row_bytes);
+}
+
+/* The kernels' view of a checked weight. */
+static sol_cuda_wt wt_of(const sol_weight *w) {
+    return (sol_cuda_wt){w->data,      w->row_bytes,
+                         (int)w->type, w->layout == SOL_CUDA_LAYOUT_SPLIT,
+                         (int)w->rows, (int)w->cols};
+}
+
 static int type_ok(sol_dtype t) {
     switch (t) {
     case SOL_DT_F32:
@@ -191,6 +202,27 @@ static int type_ok(sol_dtype t) {
     default:
         return 0;
     }
+}
+
+/* A weight's layout: before weight_prepare (op "weight_prepare") ggml's; after it the one its
+ * type needs on the device (cuda_layout.h): split for Q4_0/Q5_0/Q8_0/Q6_K, ggml rows otherwise. */
+static int check_layout(cuda_backend *b, const sol_weight *w, const char *op) {
+    int split = sol_cuda_split_part((int)w->type) != 0, prep = strcmp(op, "weight_prepare") == 0;
+    if (prep && w->layout == 0) return 0;
+    if (w->layout != (split ? SOL_CUDA_LAYOUT_SPLIT : 0u)) {
+        if (split && w->layout == 0)
+            return cbe_fail(b, -EINVAL, op,
+                            "a %s weight must go through weight_prepare first (the CUDA backend "
+                            "keeps it in its split layout)",
+                            sol_dtype_name(w->type));
+        return cbe_fail(b, -EINVAL, op, "weight layout %u is not the CUDA backend's for %s",
+                        w->layout, sol_dtype_name(w->type));
+    }
+    if (w->type == SOL_DT_F32 ? w->row_bytes % 4 : w->row_bytes % 2)
+        return cbe_fail(b, -EINVAL, op, "row_bytes %zu is not a multiple of the %s element",
+                        w->row_bytes, sol_dtype_name(w->type));
+    return cbe_need_dev(b, w->data, weight_dev_bytes(w) - SOL_CUDA_WEIGHT_SLACK, op,
+                        "the weight's data");
 }
 
 static int check_weight(cuda_backend *b, const sol_weight *w, const char *op) {
@@ -212,9 +244,7 @@ static int check_weight(cuda_backend *b, const sol_weight *w, const char *op) {
     if (w->row_bytes < (size_t)w->cols / per * bb)
         return cbe_fail(b, -EINVAL, op, "row_bytes %zu is too small for %s", w->row_bytes,
                         sol_dtype_name(w->type));
-    if (w->layout != 0)
-        return cbe_fail(b, -EINVAL, op, "weight layout %u is not ggml's", w->layout);
-    return cbe_need_dev(b, w->data, w->row_bytes * (size_t)w->rows, op, "the weight's data");
+    return check_layout(b, w, op);
 }
 
 /* By device address only: host memory may be freed and its address reused for other bytes. */
@@ -234,29 +264,46 @@ static int cuda_weight_prepare(sol_backend *be, sol_weight *w) {
     int rc = check_weight(b, w, "weight_prepare");
     b->strict = strict;
     if (rc) return rc;
-    size_t bytes = w->row_bytes * (size_t)w->rows;
     upload *u = find_upload(b, w->data);
-    if (u && u->bytes >= bytes) return 0;
+    if (u) return 0;
     if (b->n_ups == b->cap_ups) {
         int c = b->cap_ups ? 2 * b->cap_ups : 64;
         upload *a = realloc(b->ups, sizeof *a * (size_t)c);
         if (!a) return cbe_fail(b, -ENOMEM, "weight_prepare", "out of host memory");
         b->ups = a, b->cap_ups = c;
     }
+    /* Split types are packed on the host first (cuda_layout.h), then copied like the others. */
+    int split = sol_cuda_split_part((int)w->type) != 0;
+    size_t row_bytes = split ? sol_dtype_row_bytes(w->type, w->cols) : w->row_bytes;
+    sol_weight nw = *w;
+    nw.row_bytes = row_bytes, nw.layout = split ? SOL_CUDA_LAYOUT_SPLIT : 0;
+    size_t bytes = weight_dev_bytes(&nw);
+    void *host = NULL;
+    if (split) {
+        if (!(host = malloc(bytes)))
+            return cbe_fail(b, -ENOMEM, "weight_prepare", "out of host memory");
+        sol_cuda_split_pack((int)w->type, w->data, w->row_bytes, (int)w->rows, (int)w->cols, host);
+    }
     void *d = SOL_CUDA_FN(dev_malloc)(b->dev, bytes);
-    if (!d)
+    if (!d) {
+        free(host);
         return cbe_fail(b, -ENOMEM, "weight_prepare",
                         "out of device memory for a %lld x %lld %s weight (%.1f MiB)",
                         (long long)w->rows, (long long)w->cols, sol_dtype_name(w->type),
                         bytes / 1048576.0);
+    }
     char why[256] = "";
-    if ((rc = SOL_CUDA_FN(dev_copy)(b->dev, d, w->data, bytes, SOL_CUDA_H2D)) ||
-        (rc = SOL_CUDA_FN(dev_sync)(b->dev, why, sizeof why))) {
+    size_t copy = split ? bytes : w->row_bytes * (size_t)w->rows;
+    rc = SOL_CUDA_FN(dev_copy)(b->dev, d, split ? host : w->data, copy, SOL_CUDA_H2D);
+    if (!rc) rc = SOL_CUDA_FN(dev_sync)(b->dev, why, sizeof why);
+    free(host);
+    if (rc) {
         SOL_CUDA_FN(dev_free)(b->dev, d);
         return cbe_fail(b, rc, "weight_prepare", "upload failed: %s", why);
     }
     b->ups[b->n_ups++] = (upload){d, bytes};
-    w->data = d;
+    nw.data = d;
+    *w = nw;
     return 0;
 }
 
@@ -325,9 +372,7 @@ static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, flo
     int tile = (int)(b->wh.bytes / 2 / (size_t)K);
     for (int m0 = 0; m0 < M; m0 += tile) {
         int rows = M - m0 < tile ? M - m0 : tile;
-        SOL_CUDA_FN(dequant_f16)
-        ((int)w->type, (const char *)w->data + (size_t)m0 * w->row_bytes, w->row_bytes, rows, K,
-         b->wh.p, b->stream);
+        SOL_CUDA_FN(dequant_f16)(wt_of(w), m0, rows, b->wh.p, b->stream);
         if ((rc = SOL_CUDA_FN(dev_gemm)(b->dev, 0, b->wh.p, b->xh.p, y + m0, rows, n, K, M, why,
                                         sizeof why)))
             return cbe_fail(b, rc, "matmul", "%s", why);
@@ -335,24 +380,41 @@ static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, flo
     return cbe_after(b, "matmul");
 }
 
-/* Tokens in groups of SOL_CUDA_GEMV_MAX_TOKENS: a token's sums never depend on its group. */
-static int matmul_gemv(cuda_backend *b, const sol_weight *w, const float *x, float *y, int n) {
-    size_t need = SOL_CUDA_FN(gemv_scratch_bytes)(SOL_CUDA_GEMV_MAX_TOKENS, (int)w->cols);
-    int rc = cbe_grow(b, &b->qscratch, need, "matmul");
+/* Tokens in groups of SOL_CUDA_GEMV_MAX_TOKENS (a token's sums never depend on its group); per
+ * group, x is quantized once for each activation kind the weights take (gemv_act), so q/k/v
+ * (and gate/up) share one quantization, then each weight's GEMV reads it. */
+static int matmul_gemv(cuda_backend *b, const sol_weight *const *ws, float *const *ys, int count,
+                       const float *x, int n) {
+    int64_t K = ws[0]->cols;
+    int rc = cbe_grow(b, &b->qscratch,
+                      SOL_CUDA_FN(gemv_scratch_bytes)(SOL_CUDA_GEMV_MAX_TOKENS, (int)K), "matmul");
     if (rc) return rc;
     for (int t0 = 0; t0 < n; t0 += SOL_CUDA_GEMV_MAX_TOKENS) {
-        int cnt = n - t0 < SOL_CUDA_GEMV_MAX_TOKENS ? n - t0 : SOL_CUDA_GEMV_MAX_TOKENS;
-        rc = SOL_CUDA_FN(gemv)((int)w->type, w->data, w->row_bytes, (int)w->rows, (int)w->cols,
-                               x + (size_t)t0 * w->cols, y + (size_t)t0 * w->rows, cnt,
-                               b->qscratch.p, b->stream);
-        if (rc)
-            return cbe_fail(b, rc, "matmul",
-                            "%s weights of %lld columns, %d tokens: refused (the GEMV kernels "
-                            "take 1..%d tokens and a multiple of 32 columns, 256 for K-quants)",
-                            sol_dtype_name(w->type), (long long)w->cols, cnt,
-                            SOL_CUDA_GEMV_MAX_TOKENS);
+        int cnt = n - t0 < SOL_CUDA_GEMV_MAX_TOKENS ? n - t0 : SOL_CUDA_GEMV_MAX_TOKENS, have = -1;
+        const float *xt = x + (size_t)t0 * K;
+        for (int i = 0; i < count && !rc; i++) {
+            int act = SOL_CUDA_FN(gemv_act)((int)ws[i]->type);
+            if (act != have) /* again only when the kind changes along the list */
+                rc = SOL_CUDA_FN(gemv_quantize)(act, xt, cnt, (int)K, b->qscratch.p, b->stream);
+            have = act;
+            if (!rc)
+                rc = SOL_CUDA_FN(gemv_run)(wt_of(ws[i]), xt, ys[i] + (size_t)t0 * ws[i]->rows, cnt,
+                                           b->qscratch.p, b->stream);
+            if (rc)
+                return cbe_fail(b, rc, "matmul",
+                                "%s weights of %lld columns, %d tokens: refused (the GEMV kernels "
+                                "take 1..%d tokens and a multiple of 32 columns, 256 for K-quants)",
+                                sol_dtype_name(ws[i]->type), (long long)K, cnt,
+                                SOL_CUDA_GEMV_MAX_TOKENS);
+        }
     }
     return cbe_after(b, "matmul");
+}
+
+/* The prefill GEMM for n tokens (tensor cores) or the GEMV kernels. Float weights (test models)
+ * stay on the GEMV kernels, which sum as the CPU does. */
+static int use_gemm(const cuda_backend *b, const sol_weight *w, int n) {
+    return !b->batch_invariant && n >= GEMM_MIN_TOKENS && w->type != SOL_DT_F32;
 }
 
 static int cuda_matmul(sol_backend *be, const sol_weight *w, const float *x, float *y, int n) {
@@ -363,10 +425,8 @@ static int cuda_matmul(sol_backend *be, const sol_weight *w, const float *x, flo
     if ((rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n * (size_t)w->cols, "matmul", "x")) ||
         (rc = cbe_need_dev(b, y, sizeof(float) * (size_t)n * (size_t)w->rows, "matmul", "y")))
         return rc;
-    /* Float weights (test models) stay on the GEMV kernels, which sum as the CPU does. */
-    if (!b->batch_invariant && n >= GEMM_MIN_TOKENS && w->type != SOL_DT_F32)
-        return matmul_gemm(b, w, x, y, n);
-    return matmul_gemv(b, w, x, y, n);
+    if (use_gemm(b, w, n)) return matmul_gemm(b, w, x, y, n);
+    return matmul_gemv(b, &w, &y, 1, x, n);
 }
 
 static int cuda_matmul_many(sol_backend *be, const sol_weight *const *ws, float *const *ys,
@@ -382,11 +442,22 @@ static int cuda_matmul_many(sol_backend *be, const sol_weight *const *ws, float 
                             "weight %d has %lld columns, weight 0 has %lld", i,
                             (long long)ws[i]->cols, (long long)ws[0]->cols);
     }
-    for (int i = 0; i < count; i++) {
-        int rc = cuda_matmul(be, ws[i], x, ys[i], n);
-        if (rc) return rc;
+    int gemv = 1;
+    for (int i = 0; i < count; i++)
+        gemv = gemv && !use_gemm(b, ws[i], n);
+    if (!gemv || n <= 0) {
+        for (int i = 0; i < count; i++) {
+            int rc = cuda_matmul(be, ws[i], x, ys[i], n);
+            if (rc) return rc;
+        }
+        return 0;
     }
-    return 0;
+    int rc =
+        cbe_need_dev(b, x, sizeof(float) * (size_t)n * (size_t)ws[0]->cols, "matmul_many", "x");
+    for (int i = 0; i < count && !rc; i++)
+        rc = cbe_need_dev(b, ys[i], sizeof(float) * (size_t)n * (size_t)ws[i]->rows, "matmul_many",
+                          "y");
+    return rc ? rc : matmul_gemv(b, ws, ys, count, x, n);
 }
 
 static int cuda_reserve(sol_backend *be, int max_tokens, int64_t max_dim) {
@@ -506,8 +577,7 @@ static int cuda_embed(sol_backend *be, const sol_weight *table, const int32_t *i
         return rc;
     const int32_t *ids_d = cbe_stage(b, ids, sizeof(int32_t) * (size_t)n, &rc);
     if (rc) return rc;
-    rc = SOL_CUDA_FN(embed)((int)table->type, table->data, table->row_bytes, (int)table->cols,
-                            ids_d, n, out, b->stream);
+    rc = SOL_CUDA_FN(embed)(wt_of(table), ids_d, n, out, b->stream);
     return rc ? cbe_fail(b, rc, "embed", "%s tables are not read", sol_dtype_name(table->type))
               : cbe_after(b, "embed");
 }

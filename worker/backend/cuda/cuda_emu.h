@@ -45,6 +45,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __launch_bounds__(...) /* a register limit: nothing to emulate */
 #define __restrict__ __restrict
 /* Shared memory is declared with SOL_SHARED (poisoned per block); a bare __shared__ would not
  * be, so it does not compile. */

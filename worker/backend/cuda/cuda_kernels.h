@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cuda_layout.h"
+
 /* The same sources are built twice in one binary: by nvcc for the GPU backend (sol_cuda_*) and
  * as host C++ for the cuda-emu backend (sol_emu_*, with SOL_CUDA_EMU defined). */
 #ifdef SOL_CUDA_EMU
@@ -55,25 +57,29 @@ enum {
 
 /* k_embed.cu: out[t] = row ids[t] of the table, dequantized (n x cols floats) with the CPU
  * backend's float steps. -ENOTSUP for a type it does not read. */
-int SOL_CUDA_FN(embed)(int type, const void *table, size_t row_bytes, int cols, const int32_t *ids,
-                       int n, float *out, void *stream);
+int SOL_CUDA_FN(embed)(sol_cuda_wt table, const int32_t *ids, int n, float *out, void *stream);
 
 /* k_gemv.cu: y[t][r] = sum_k x[t][k] W[r][k] for n <= SOL_CUDA_GEMV_MAX_TOKENS tokens (decode and
- * verify): a warp per row. Q8_0/Q4_0/Q5_0/Q5_1 first quantize x to Q8_0 per 32-block, K-quants to
- * Q8_K per 256-block, as the CPU backend does (same rounding), into `scratch`
- * (sol_cuda_gemv_scratch_bytes), and take integer dots. -ENOTSUP for another type or a larger n,
- * -EINVAL for K not a multiple of the type's block. */
+ * verify): a warp per row. Q8_0/Q4_0/Q5_0/Q5_1 take x quantized to Q8_0 per 32-block, K-quants
+ * to Q8_K per 256-block, as the CPU backend does (same rounding), in `scratch`
+ * (sol_cuda_gemv_scratch_bytes): gemv_quantize fills it for an activation kind (gemv_act of the
+ * weight's type), and gemv_run reads it, so matrices of one kind share one quantization of x;
+ * gemv does both. -ENOTSUP for another type or a larger n, -EINVAL for K not a multiple of the
+ * type's block or a weight not in the layout its type needs (cuda_layout.h). */
 #define SOL_CUDA_GEMV_MAX_TOKENS 16
+enum { SOL_CUDA_ACT_FLOAT = 0, SOL_CUDA_ACT_Q8_0 = 1, SOL_CUDA_ACT_Q8_K = 2 };
+int SOL_CUDA_FN(gemv_act)(int type);
 size_t SOL_CUDA_FN(gemv_scratch_bytes)(int n, int K);
-int SOL_CUDA_FN(gemv)(int type, const void *w, size_t row_bytes, int rows, int K, const float *x,
-                      float *y, int n, void *scratch, void *stream);
+int SOL_CUDA_FN(gemv_quantize)(int act, const float *x, int n, int K, void *scratch, void *stream);
+int SOL_CUDA_FN(gemv_run)(sol_cuda_wt w, const float *x, float *y, int n, const void *scratch,
+                          void *stream);
+int SOL_CUDA_FN(gemv)(sol_cuda_wt w, const float *x, float *y, int n, void *scratch, void *stream);
 
 /* k_convert.cu: the prefill GEMM's half operands: out = x rounded to F16, or to BF16 when bf16
- * (n floats), and rows x K weight elements dequantized to F16 (row-major, K per row).
+ * (n floats), and rows [m0, m0 + rows) of w dequantized to F16 (row-major, K per row).
  * -ENOTSUP for a type it does not read. */
 void SOL_CUDA_FN(to_half)(const float *x, void *out, int64_t n, int bf16, void *stream);
-int SOL_CUDA_FN(dequant_f16)(int type, const void *w, size_t row_bytes, int rows, int K, void *out,
-                             void *stream);
+int SOL_CUDA_FN(dequant_f16)(sol_cuda_wt w, int m0, int rows, void *out, void *stream);
 
 /* k_kv.cu: one layer's K and V pools laid out as the CPU backend's: [block][slot][kv_head][hd]
  * in F16 (f16 = 1) or F32. Token t's K/V rows (row = kv_heads * hd floats) go to slot slots[t]
@@ -87,24 +93,30 @@ void SOL_CUDA_FN(kv_copy_blocks)(void *const *pools, int count_pools, size_t blo
 
 /* k_attention.cu: paged attention through block tables: out[t][h] = softmax(scale * q . K[lo..
  * n_ctx)) V with lo = 0 or, for a sliding window, max(0, n_ctx - window); query head h reads KV
- * head h / (heads / kv_heads). tables holds token t's block table at tables + t * table_stride;
- * head_dim <= 256. The call covers tokens [t_base, t_base + n) (q, out, tables, n_ctx indexed
- * by absolute token). tiles: NULL (a block per token), or the starts of n_tiles tiles of up to
- * 4 consecutive tokens that share a block table, plus one end entry: with head_dim <= 128 a
- * tile's queries share each K/V load (prefill chunks). max_len: the longest window of these
- * tokens; windows longer than SOL_CUDA_ATT_SPLIT_MIN are split along the context
- * (flash-decoding) into ws (sol_cuda_attention_ws_floats(n, heads, head_dim) floats; NULL:
- * never split). A token's result depends on its own context only, not on tiles or splits of
- * others. */
-#define SOL_CUDA_ATT_SPLIT_MIN 256
+ * head h / (heads / kv_heads), and the query heads of one KV head share its K/V loads. tables
+ * holds token t's block table at tables + t * table_stride; head_dim <= 256. The call covers
+ * tokens [t_base, t_base + n) (q, out, tables, n_ctx indexed by absolute token). tiles: NULL (a
+ * block per token), or the starts of n_tiles tiles of up to SOL_CUDA_ATT_TILE consecutive tokens
+ * that share a block table, plus one end entry: a tile's queries may share each K/V load
+ * (prefill chunks). max_len: the longest window of these tokens; sms: the device's SM count.
+ * A window is split along the context (flash-decoding) into sol_cuda_attention_splits(len, sms,
+ * heads, kv_heads, head_dim) parts, at least SOL_CUDA_ATT_SPLIT_MIN positions each, through ws
+ * (sol_cuda_attention_ws_floats(n, heads, head_dim, splits of max_len) floats; NULL: never
+ * split). A token's result depends on its own context only, not on the tiles, splits or other
+ * tokens of the call. Pools whose rows are not 4-byte aligned (F16 with an odd head_dim) are
+ * read in whole 32-bit words: they need 16 bytes of slack after their end. */
+#define SOL_CUDA_ATT_SPLIT_MIN 64
 #define SOL_CUDA_ATT_MAX_SPLITS 32
 #define SOL_CUDA_ATT_TILE 4
-size_t SOL_CUDA_FN(attention_ws_floats)(int n, int heads, int head_dim);
+#define SOL_CUDA_ATT_POOL_SLACK 16
+int SOL_CUDA_FN(attention_splits)(int len, int sms, int heads, int kv_heads, int head_dim);
+size_t SOL_CUDA_FN(attention_ws_floats)(int n, int heads, int head_dim, int splits);
 void SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_pool, int f16, int block_size,
                                   const float *q, float *out, int n_tiles, const int32_t *tiles,
                                   int t_base, int n, int heads, int kv_heads, int head_dim,
                                   float scale, int window, const int32_t *tables, int table_stride,
-                                  const int32_t *n_ctx, int max_len, float *ws, void *stream);
+                                  const int32_t *n_ctx, int max_len, int sms, float *ws,
+                                  void *stream);
 
 #ifdef __cplusplus
 }

@@ -46,9 +46,11 @@ sol_kv *cbe_kv_alloc(sol_backend *be, int n_layers, int num_blocks, int block_si
     b->kvs = kv;
     kv->pool_bytes = (size_t)num_blocks * block_size * n_kv_heads * head_dim * (kv->f16 ? 2 : 4);
     size_t ptrs = sizeof(void *) * 2 * (size_t)n_layers;
+    /* The slack: attention reads unaligned rows (odd head_dim in F16) as whole 32-bit words. */
+    size_t alloc = kv->pool_bytes + SOL_CUDA_ATT_POOL_SLACK;
     for (int i = 0; i < 2 * n_layers; i++)
-        if (!(kv->pools[i] = SOL_CUDA_FN(dev_malloc)(b->dev, kv->pool_bytes)) ||
-            SOL_CUDA_FN(dev_memset)(b->dev, kv->pools[i], 0, kv->pool_bytes))
+        if (!(kv->pools[i] = SOL_CUDA_FN(dev_malloc)(b->dev, alloc)) ||
+            SOL_CUDA_FN(dev_memset)(b->dev, kv->pools[i], 0, alloc))
             goto oom;
     if (!(kv->pools_d = SOL_CUDA_FN(dev_malloc)(b->dev, ptrs)) ||
         SOL_CUDA_FN(dev_copy)(b->dev, kv->pools_d, kv->pools, ptrs, SOL_CUDA_H2D) ||
@@ -153,20 +155,25 @@ static int make_tiles(const sol_attn_seq *seq, int n, int32_t *tiles) {
 
 /* Long windows are split along the context (flash-decoding) through the ws scratch, in groups
  * of ATT_GROUP tokens so that the scratch stays a few MiB; queries are tiled (make_tiles). A
- * token's bits depend on neither (k_attention.cu). tiles_d: the staged tiles, n_tiles of them. */
+ * token's bits depend on neither (k_attention.cu): its split count follows its own window and
+ * the device's SM count. tiles_d: the staged tiles, n_tiles of them. */
 static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float *out, int n,
                   int heads, int head_dim, float scale, int window, const int32_t *tables,
                   int stride, const sol_attn_seq *seq, const int32_t *tiles_h,
                   const int32_t *tiles_d, int n_tiles) {
-    int max_len = 1, rc;
+    int max_len = 1, rc, sms = SOL_CUDA_FN(dev_sm_count)(b->dev);
     for (int t = 0; t < n; t++) {
         int len = window > 0 && seq[t].n_ctx > window ? window : seq[t].n_ctx;
         max_len = len > max_len ? len : max_len;
     }
-    int group = max_len > SOL_CUDA_ATT_SPLIT_MIN ? ATT_GROUP : n;
+    int splits = SOL_CUDA_FN(attention_splits)(max_len, sms, heads, kv->kv_heads, head_dim);
+    int group = splits > 1 ? ATT_GROUP : n;
     float *ws = NULL;
-    if (max_len > SOL_CUDA_ATT_SPLIT_MIN) {
-        size_t floats = SOL_CUDA_FN(attention_ws_floats)(group, heads, head_dim);
+    if (splits > 1) {
+        /* sized for the most splits, so the scratch grows once, not as contexts grow (a growth
+         * inside a captured step cuts the capture short) */
+        size_t floats =
+            SOL_CUDA_FN(attention_ws_floats)(group, heads, head_dim, SOL_CUDA_ATT_MAX_SPLITS);
         if ((rc = cbe_grow(b, &b->att_ws, floats * sizeof(float), "paged_attention"))) return rc;
         ws = b->att_ws.p;
     }
@@ -178,7 +185,7 @@ static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float 
         SOL_CUDA_FN(paged_attention)
         (kv->pools[2 * layer], kv->pools[2 * layer + 1], kv->f16, kv->block_size, q, out, tj - ti,
          tiles_d + ti, t0, cnt, heads, kv->kv_heads, head_dim, scale, window, tables, stride, ctx,
-         max_len, ws, b->stream);
+         max_len, sms, ws, b->stream);
         ti = tj;
     }
     return cbe_after(b, "paged_attention");

@@ -24,6 +24,7 @@ enum { GEMM_PLANS = 32 };
 
 struct sol_cuda_dev {
     int index;
+    int sms; // multiprocessors, read once at open
     cudaStream_t stream;
     cublasLtHandle_t lt;
     cublasLtMatmulDesc_t op; // F32 compute and scale, W transposed: the same for every GEMM
@@ -157,6 +158,9 @@ extern "C" int sol_cuda_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out
     if (!rc)
         rc = say(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking), "cudaStreamCreate",
                  why, cap);
+    if (!rc)
+        rc = say(cudaDeviceGetAttribute(&d->sms, cudaDevAttrMultiProcessorCount, index),
+                 "cudaDeviceGetAttribute(MultiProcessorCount)", why, cap);
     if (!rc) rc = lt_open(d, why, cap);
     if (!rc) rc = say(cudaMalloc(&d->blas_ws, BLAS_WS_BYTES), "cuBLASLt workspace", why, cap);
     if (!rc)
@@ -194,6 +198,10 @@ extern "C" void sol_cuda_dev_name(sol_cuda_dev *d, char *out, size_t cap) {
                  p.totalGlobalMem / 1073741824.0);
     else
         snprintf(out, cap, "CUDA device %d", d->index);
+}
+
+extern "C" int sol_cuda_dev_sm_count(sol_cuda_dev *d) {
+    return d->sms > 0 ? d->sms : 1;
 }
 
 extern "C" void *sol_cuda_dev_stream(sol_cuda_dev *d) {

@@ -78,6 +78,9 @@ int SOL_CUDA_FN(dev_sync)(sol_cuda_dev *d, char *why, size_t cap);
 int SOL_CUDA_FN(dev_health)(sol_cuda_dev *d, char *why, size_t cap);
 /* NCCL communicators this device made and aborted since it was opened. */
 void SOL_CUDA_FN(dev_comm_stats)(sol_cuda_dev *d, unsigned long *made, unsigned long *aborted);
+/* The device's streaming multiprocessors (attention sizes its context splits by them). The
+ * emulation says 132 (an H100/H200), or SOL_EMU_SMS. */
+int SOL_CUDA_FN(dev_sm_count)(sol_cuda_dev *d);
 /* Free and total device memory in bytes. */
 int SOL_CUDA_FN(dev_mem_info)(sol_cuda_dev *d, size_t *free_bytes, size_t *total_bytes);
 

@@ -25,6 +25,7 @@ struct alloc {
 
 struct sol_cuda_dev {
     int index;
+    int sms; // pretend multiprocessors: 132, or SOL_EMU_SMS (tests of other split counts)
     size_t total, used;
     alloc *allocs;
     int n_allocs, cap_allocs;
@@ -162,6 +163,8 @@ extern "C" int sol_emu_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out,
     if (!d) return -ENOMEM;
     d->index = index;
     d->total = mem_bytes ? mem_bytes : (size_t)256 << 20; /* small: the KV pool is memset */
+    const char *sms = getenv("SOL_EMU_SMS");
+    d->sms = sms && atoi(sms) > 0 ? atoi(sms) : 132;
     int rc = read_fault(d, why, cap);
     if (rc) {
         free(d);
@@ -183,6 +186,10 @@ extern "C" void sol_emu_dev_close(sol_cuda_dev *d) {
 
 extern "C" void sol_emu_dev_name(sol_cuda_dev *d, char *out, size_t cap) {
     snprintf(out, cap, "host emulation (%.1f GiB pretend device)", d->total / 1073741824.0);
+}
+
+extern "C" int sol_emu_dev_sm_count(sol_cuda_dev *d) {
+    return d->sms;
 }
 
 extern "C" void *sol_emu_dev_stream(sol_cuda_dev *d) {

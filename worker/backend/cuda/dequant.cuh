@@ -1,95 +1,186 @@
-/* dequant: element k of a weight row in ggml's layout, as float, for every weight type, with the
- * CPU backend's float steps (worker/gguf/dtype.c), for the kernels that read weights one element
- * at a time (embed). Bit for bit the CPU's: a product followed by a sum is written with
- * __fmul_rn/__fadd_rn/__fsub_rn, which nvcc never contracts into an FMA (--fmad=true would fuse
- * a plain `d * q - m` and round once where the CPU, built as ISO C, rounds twice). For today's
- * formats the product is exact anyway (an f16 scale of 11 significant bits times a 6-bit
- * sub-scale times a 4- or 5-bit quant fits float's 24), so fused and unfused agree; the
- * intrinsics keep that from resting on the argument (a format with wider scales would break it).
- * k_rope.cu is where contraction does change bits: the contracted emulation catches it there. */
+/* dequant: how the kernels read weights. Aligned word loads (32, 64 and 128 bits: one LDG each on
+ * the GPU, checked in the SASS by tests/gpu/sass_check.py; the emulation aborts on a misaligned
+ * one, as a GPU would fault), and element k of a weight row as float in every weight type, in
+ * cuda_layout.h's layouts, with the CPU backend's float steps (worker/gguf/dtype.c), for the
+ * kernels that read weights one element at a time (embed, the GEMM's F16 tiles).
+ *
+ * Bit for bit the CPU's: a product followed by a sum is written with __fmul_rn/__fadd_rn/
+ * __fsub_rn, which nvcc never contracts into an FMA (--fmad=true would fuse a plain `d * q - m`
+ * and round once where the CPU, built as ISO C, rounds twice). For today's formats the product is
+ * exact anyway (an f16 scale of 11 significant bits times a 6-bit sub-scale times a 4- or 5-bit
+ * quant fits float's 24); the intrinsics keep that from resting on the argument. */
 #ifndef SOL_CUDA_DEQUANT_CUH
 #define SOL_CUDA_DEQUANT_CUH
 
 #include "cuda_kernels.h"
+#include "cuda_layout.h"
 #include "half_bits.cuh"
-#include "kq_dot.h"
 
-__device__ __forceinline__ uint16_t sol_load_u16(const unsigned char *p) {
+#ifndef __CUDACC__
+/* The emulation's stand-in for a GPU's misaligned-address fault. */
+inline void sol_emu_check_aligned(const void *p, unsigned bytes) {
+    if ((uintptr_t)p % bytes)
+        SOL_EMU_DIE("misaligned %u-byte global load at %p (a GPU faults)", bytes, p);
+}
+#endif
+
+/* A 32-bit word at a 4-byte aligned address. */
+__device__ __forceinline__ uint32_t sol_ld32(const void *p) {
+#ifdef __CUDACC__
+    return __ldg((const unsigned int *)p);
+#else
+    sol_emu_check_aligned(p, 4);
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+#endif
+}
+
+/* 8 or 16 bytes at an address aligned to their size (uint2 / uint4: LDG.64 / LDG.128). */
+__device__ __forceinline__ void sol_ld64(uint32_t v[2], const void *p) {
+#ifdef __CUDACC__
+    uint2 u = __ldg((const uint2 *)p);
+    v[0] = u.x, v[1] = u.y;
+#else
+    sol_emu_check_aligned(p, 8);
+    memcpy(v, p, 8);
+#endif
+}
+
+__device__ __forceinline__ void sol_ld128(uint32_t v[4], const void *p) {
+#ifdef __CUDACC__
+    uint4 u = __ldg((const uint4 *)p);
+    v[0] = u.x, v[1] = u.y, v[2] = u.z, v[3] = u.w;
+#else
+    sol_emu_check_aligned(p, 16);
+    memcpy(v, p, 16);
+#endif
+}
+
+/* A 16-bit field at a 2-byte aligned address, read as the aligned word that holds it (a weight
+ * allocation has SOL_CUDA_WEIGHT_SLACK bytes past its end for the last one). */
+__device__ __forceinline__ uint16_t sol_ld16w(const void *p) {
+#ifdef __CUDACC__
+    uintptr_t a = (uintptr_t)p;
+    return (uint16_t)(sol_ld32((const void *)(a & ~(uintptr_t)3)) >> (8 * (a & 2)));
+#else
+    sol_emu_check_aligned(p, 2);
     uint16_t v;
     memcpy(&v, p, 2);
     return v;
+#endif
 }
 
-/* The 5-bit quant j of a Q5_0/Q5_1 block (qh: 32 high bits, qs: 16 bytes of nibbles). */
-__device__ __forceinline__ int q5_quant(const unsigned char *qh, const unsigned char *qs, int j) {
-    uint32_t h =
-        (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
-    int lo = j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4;
-    return lo | (int)((h >> j) & 1) << 4;
+/* A byte, through the aligned word that holds it (element-wise readers only). */
+__device__ __forceinline__ unsigned sol_ldb(const void *p) {
+#ifdef __CUDACC__
+    uintptr_t a = (uintptr_t)p;
+    return (sol_ld32((const void *)(a & ~(uintptr_t)3)) >> (8 * (a & 3))) & 0xFF;
+#else
+    return *(const unsigned char *)p;
+#endif
 }
 
-/* Element k of a Q4_K (qh NULL) or Q5_K super-block: (d sc) q - (dmin m). */
-__device__ __forceinline__ float kq45_elem(const unsigned char *b, const unsigned char *scales,
-                                           const unsigned char *qh, const unsigned char *qs,
-                                           int k) {
+/* The f16 scale of block `blk` (counted over the whole tensor) of a split-layout weight. */
+__device__ __forceinline__ float sol_split_scale(const sol_cuda_wt &w, size_t blk) {
+    const unsigned char *s =
+        (const unsigned char *)w.data + sol_cuda_scales_offset(w.type, w.rows, w.cols);
+    return sol_f16_to_f32(sol_ld16w(s + 2 * blk));
+}
+
+/* The quant bytes of block `blk` of a split-layout weight. */
+__device__ __forceinline__ const unsigned char *sol_split_quants(const sol_cuda_wt &w, size_t blk) {
+    return (const unsigned char *)w.data + blk * (size_t)sol_cuda_split_part(w.type);
+}
+
+/* Byte i (0..11) of a Q4_K/Q5_K block's scales held as three words. */
+__device__ __forceinline__ int kq_scale_byte(uint32_t s0, uint32_t s1, uint32_t s2, int i) {
+    uint32_t w = i < 4 ? s0 : i < 8 ? s1 : s2;
+    return (int)((w >> (8 * (i & 3))) & 0xFF);
+}
+
+/* Sub-block j's 6-bit scale and min (kq_dot.h's sol_kq_scale_min, on the words). */
+__device__ __forceinline__ void kq_scale_min_w(int j, uint32_t s0, uint32_t s1, uint32_t s2,
+                                               int *sc, int *m) {
+    if (j < 4) {
+        *sc = kq_scale_byte(s0, s1, s2, j) & 63;
+        *m = kq_scale_byte(s0, s1, s2, j + 4) & 63;
+    } else {
+        int a = kq_scale_byte(s0, s1, s2, j + 4), lo = kq_scale_byte(s0, s1, s2, j - 4),
+            hi = kq_scale_byte(s0, s1, s2, j);
+        *sc = (a & 0xF) | ((lo >> 6) << 4);
+        *m = (a >> 4) | ((hi >> 6) << 4);
+    }
+}
+
+/* The 5-bit quant j of a Q5_0/Q5_1 block (qh: its 32 high bits, qs: 16 bytes of nibbles). */
+__device__ __forceinline__ int q5_quant(uint32_t qh, const unsigned char *qs, int j) {
+    int lo = j < 16 ? sol_ldb(qs + j) & 0xF : sol_ldb(qs + j - 16) >> 4;
+    return lo | (int)((qh >> j) & 1) << 4;
+}
+
+/* Element k of a Q4_K (q5 = 0) or Q5_K super-block at b (ggml's, 16-byte aligned). */
+__device__ __forceinline__ float kq45_elem(const unsigned char *b, int q5, int k) {
     int j = k / 32, c = j / 2, l = k % 32, sc, m;
-    sol_kq_scale_min(j, scales, &sc, &m);
-    int q = j % 2 ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 0xF;
-    if (qh) q |= ((qh[l] >> j) & 1) << 4;
-    float d1 = sol_f16_to_f32(sol_load_u16(b)) * (float)sc;
-    float m1 = sol_f16_to_f32(sol_load_u16(b + 2)) * (float)m;
+    kq_scale_min_w(j, sol_ld32(b + 4), sol_ld32(b + 8), sol_ld32(b + 12), &sc, &m);
+    unsigned v = sol_ldb(b + (q5 ? 48 : 16) + 32 * c + l);
+    int q = (int)(j % 2 ? v >> 4 : v & 0xF);
+    if (q5) q |= (int)((sol_ldb(b + 16 + l) >> j) & 1) << 4;
+    uint32_t dm = sol_ld32(b);
+    float d1 = sol_f16_to_f32((uint16_t)dm) * (float)sc;
+    float m1 = sol_f16_to_f32((uint16_t)(dm >> 16)) * (float)m;
     return __fsub_rn(__fmul_rn(d1, (float)q), m1);
 }
 
-/* Element k of a Q6_K super-block: d sc (q - 32). */
-__device__ __forceinline__ float kq6_elem(const unsigned char *b, int k) {
+/* Element k of a Q6_K super-block's split quants q (ql 128, qh 64, scales 16) with scale d. */
+__device__ __forceinline__ float kq6_elem(const unsigned char *q, float d, int k) {
     int h = k / 128, r = k % 128, part = r / 32, l = r % 32;
-    const unsigned char *ql = b + 64 * h, *qh = b + 128 + 32 * h;
-    const int8_t *sc = (const int8_t *)(b + 192) + 8 * h;
-    int lo = part % 2 ? ql[l + 32] : ql[l];
-    int q = ((part < 2 ? lo & 0xF : lo >> 4) | (((qh[l] >> (2 * part)) & 3) << 4)) - 32;
-    return sol_f16_to_f32(sol_load_u16(b + 208)) * (float)sc[l / 16 + 2 * part] * (float)q;
+    unsigned lo = sol_ldb(q + 64 * h + (part % 2 ? 32 : 0) + l);
+    unsigned hb = sol_ldb(q + 128 + 32 * h + l);
+    int v = (int)((part < 2 ? lo & 0xF : lo >> 4) | ((hb >> (2 * part)) & 3) << 4) - 32;
+    int sc = (int)(int8_t)sol_ldb(q + 192 + 8 * h + l / 16 + 2 * part);
+    return d * (float)sc * (float)v;
 }
 
-__device__ __forceinline__ float sol_dequant_elem(int type, const unsigned char *row, int k) {
-    switch (type) {
+/* Element k of row r of w, as float. */
+__device__ __forceinline__ float sol_dequant_elem(const sol_cuda_wt &w, int r, int k) {
+    const unsigned char *row = (const unsigned char *)w.data + (size_t)r * w.row_bytes;
+    int nb = w.cols / sol_cuda_block_elems(w.type);
+    size_t blk = (size_t)r * nb + k / sol_cuda_block_elems(w.type);
+    switch (w.type) {
     case SOL_CUDA_F32: {
-        float f;
-        memcpy(&f, row + 4 * (size_t)k, 4);
-        return f;
+        uint32_t u = sol_ld32(row + 4 * (size_t)k);
+        return sol_bits_f32(u);
     }
     case SOL_CUDA_F16:
-        return sol_f16_to_f32(sol_load_u16(row + 2 * (size_t)k));
+        return sol_f16_to_f32(sol_ld16w(row + 2 * (size_t)k));
     case SOL_CUDA_BF16:
-        return sol_bf16_to_f32(sol_load_u16(row + 2 * (size_t)k));
-    case SOL_CUDA_Q8_0: {
-        const unsigned char *b = row + (size_t)(k / 32) * 34;
-        return sol_f16_to_f32(sol_load_u16(b)) * (float)(int8_t)b[2 + k % 32];
-    }
+        return sol_bf16_to_f32(sol_ld16w(row + 2 * (size_t)k));
+    case SOL_CUDA_Q8_0:
+        return sol_split_scale(w, blk) * (float)(int8_t)sol_ldb(sol_split_quants(w, blk) + k % 32);
     case SOL_CUDA_Q5_0: {
-        const unsigned char *b = row + (size_t)(k / 32) * 22;
-        return (float)(q5_quant(b + 2, b + 6, k % 32) - 16) * sol_f16_to_f32(sol_load_u16(b));
+        const unsigned char *q = sol_split_quants(w, blk);
+        return (float)(q5_quant(sol_ld32(q), q + 4, k % 32) - 16) * sol_split_scale(w, blk);
     }
     case SOL_CUDA_Q5_1: {
         const unsigned char *b = row + (size_t)(k / 32) * 24;
-        return __fadd_rn(
-            __fmul_rn((float)q5_quant(b + 4, b + 8, k % 32), sol_f16_to_f32(sol_load_u16(b))),
-            sol_f16_to_f32(sol_load_u16(b + 2)));
+        uint32_t dm = sol_ld32(b);
+        return __fadd_rn(__fmul_rn((float)q5_quant(sol_ld32(b + 4), b + 8, k % 32),
+                                   sol_f16_to_f32((uint16_t)dm)),
+                         sol_f16_to_f32((uint16_t)(dm >> 16)));
     }
-    case SOL_CUDA_Q4_K: {
-        const unsigned char *b = row + (size_t)(k / 256) * 144;
-        return kq45_elem(b, b + 4, nullptr, b + 16, k % 256);
-    }
-    case SOL_CUDA_Q5_K: {
-        const unsigned char *b = row + (size_t)(k / 256) * 176;
-        return kq45_elem(b, b + 4, b + 16, b + 48, k % 256);
-    }
+    case SOL_CUDA_Q4_K:
+        return kq45_elem(row + (size_t)(k / 256) * 144, 0, k % 256);
+    case SOL_CUDA_Q5_K:
+        return kq45_elem(row + (size_t)(k / 256) * 176, 1, k % 256);
     case SOL_CUDA_Q6_K:
-        return kq6_elem(row + (size_t)(k / 256) * 210, k % 256);
+        return kq6_elem(sol_split_quants(w, blk), sol_split_scale(w, blk), k % 256);
     default: { /* Q4_0: element j < 16 in the low nibble of qs[j], j >= 16 in the high of j-16 */
-        const unsigned char *b = row + (size_t)(k / 32) * 18;
-        int j = k % 32, q = j < 16 ? (b[2 + j] & 0xF) : (b[2 + j - 16] >> 4);
-        return sol_f16_to_f32(sol_load_u16(b)) * (float)(q - 8);
+        const unsigned char *q = sol_split_quants(w, blk);
+        int j = k % 32;
+        unsigned v = sol_ldb(q + (j < 16 ? j : j - 16));
+        int qv = (int)(j < 16 ? v & 0xF : v >> 4);
+        return sol_split_scale(w, blk) * (float)(qv - 8);
     }
     }
 }
@@ -99,6 +190,11 @@ __host__ __device__ __forceinline__ bool sol_cuda_type_known(int type) {
            type == SOL_CUDA_Q8_0 || type == SOL_CUDA_Q4_0 || type == SOL_CUDA_Q5_0 ||
            type == SOL_CUDA_Q5_1 || type == SOL_CUDA_Q4_K || type == SOL_CUDA_Q5_K ||
            type == SOL_CUDA_Q6_K;
+}
+
+/* The layout the kernels expect for type: split (1) or ggml rows (0). */
+__host__ __device__ __forceinline__ int sol_cuda_wants_split(int type) {
+    return sol_cuda_split_part(type) != 0;
 }
 
 #endif

@@ -1,142 +1,331 @@
-/* k_attention: paged attention. A block of ATT_WARPS warps per (token, query head, context
- * split); warp w takes positions p0 + w, p0 + w + ATT_WARPS, ... of its split with its lanes
- * across the head dimension (head_dim / 32 elements each), keeping an online softmax (running
- * max m, sum l, weighted V); the warps' states are merged through shared memory.
+/* k_attention: paged decode/verify attention, written for bandwidth: each K/V row is read once per
+ * block with vector loads, several rows per warp in flight, and shared by every query head of its
+ * KV head (GQA) and, for prefill chunks, by up to four consecutive tokens.
  *
- * Long contexts are split across blocks, as flash-decoding does: a token whose window holds
- * more than ATT_SPLIT_MIN positions gets sol_att_splits(len) blocks per head, each writing its
- * (m, l, unnormalised V sum) to a workspace that k_attention_combine merges. The split count
- * depends on the token's own context only, and one split gives the unsplit kernel's bits, so a
- * token's output never depends on the batch around it. */
+ * Layout. A block of ATT_WARPS warps per (token or tile of tokens, KV head, slice of its query
+ * heads[, context split]). Its NQ "queries" are (token, query head) pairs; they all read the same
+ * K/V rows. A warp reads R whole rows per iteration (R consecutive positions, an "R-group"): lane l
+ * owns the E contiguous elements [E l, E l + E) of every row (E = 2, 4, 8 for head_dim <= 64, 128,
+ * 256), one 16-byte load for 8 halves or 4 floats, 8 bytes for 4 halves, ... (unaligned caches:
+ * 32-bit words), so 2R independent K/V loads are in flight per lane before the first is used,
+ * and the block table entries of the next R-group are fetched while this one computes.
+ *
+ * Scores. Each lane holds NQ x R partial dot products. Reducing them one by one would take 5
+ * shuffles each (NQ R = 16 of them: 80 shuffles per R-group, and every lane would then run the
+ * softmax's exponentials for all 16 scores). Instead a transposing butterfly (att_tsum) halves
+ * the set at each step, sending one half to the partner and keeping the other: 8 + 4 + 2 + 1 + 1
+ * shuffles for 16 scores, after which lane l holds the full sum of score l >> (5 - log2(NQ R)),
+ * computed by the same tree (offsets 16, 8, .., 1) as the plain butterfly, so its bits do not
+ * depend on NQ. The online softmax then runs with one score per lane (one exp per lane for the
+ * whole R-group), per query over its R rows (a max and a sum over two lane bits), and the R row
+ * weights and the query's rescale factor are broadcast for the P.V update (NQ (R + 1) shuffles).
+ * Estimated per position for head_dim 128 in F16 with NQ = 4: ~90 warp instructions (~22 issue
+ * clocks of an SM) against ~28 clocks of an SM's share of HBM time on an H200: memory bound.
+ * NQ is at most 4 (2 at E = 8): q and the V sums live in registers, within the 128-register
+ * budget (att_max_nq); a larger group takes several blocks, the later ones reading from L2.
+ *
+ * Order and batch invariance. Positions are assigned to warps by absolute R-group: group
+ * g = p / R goes to warp g mod ATT_WARPS, walked in increasing order, and each warp keeps an
+ * online softmax (max m, sum l, unnormalised V sum) per query; the merge reads the warps in
+ * order 0..3. A query's positions outside its own window (a tile walks the union of its tokens'
+ * windows) score -inf: a group with none of its positions is skipped, and a row it does not own
+ * never reaches its sums (a zero weight skips the update), so its bits are those of the token
+ * alone, whatever its tile, head slice or NQ. Nothing else depends on the batch either.
+ *
+ * Long contexts are split across blocks, as flash-decoding does: a token's window of len
+ * positions gets att_splits(len) blocks per head slice, each writing its (m, l, unnormalised V
+ * sum) to a workspace that k_attention_combine merges; one split gives the unsplit kernel's bits.
+ * The split count depends on the token's own window, the device's SM count and the model's
+ * shape, never on the batch (SOL_CUDA_FN(attention_splits) below has the formula). */
 #include "cuda_kernels.h"
 #include "half_bits.cuh"
 #include "reduce.cuh"
 
-enum { ATT_WARPS = 4, ATT_MAX_PER_LANE = 8 /* head_dim <= 256 */ };
+enum {
+    ATT_WARPS = 4,
+    ATT_WAVES = 2, /* blocks per SM that the splits of one token aim for */
+};
 
-__device__ __forceinline__ float kv_elem(const unsigned char *pool, int f16, size_t i) {
-    if (f16) {
-        uint16_t h;
-        memcpy(&h, pool + 2 * i, 2);
-        return sol_f16_to_f32(h);
-    }
-    float f;
-    memcpy(&f, pool + 4 * i, 4);
-    return f;
+/* Queries per block at most: 4, and 2 with 8 elements per lane. Within sm_90's register budget
+ * of 128 (tests/gpu/sass_check.py): q and the V sums take 2 NQ E registers, K and V in flight
+ * 2 R E (halves: R E), the scores NQ R; NQ = 8 took 151 registers at E = 2. */
+static inline int att_max_nq(int e) {
+    return e == 8 ? 2 : 4;
 }
 
-/* Splits for a window of len positions: 1 up to ATT_SPLIT_MIN, then one per ATT_SPLIT_MIN
- * positions, at most SOL_CUDA_ATT_MAX_SPLITS. */
-__host__ __device__ __forceinline__ int sol_att_splits(int len) {
-    int s = (len + SOL_CUDA_ATT_SPLIT_MIN - 1) / SOL_CUDA_ATT_SPLIT_MIN;
+/* Rows per warp iteration: 4, or 2 where 4 rows of K and V would not fit the registers (F32 with
+ * 8 elements per lane: 64 words of K and V). Both depend on the cache and head_dim only. */
+__host__ __device__ constexpr int att_rows(bool f16, int e) {
+    return !f16 && e == 8 ? 2 : 4;
+}
+
+/* Elements per lane for a head_dim. */
+static inline int att_elems(int head_dim) {
+    return head_dim <= 64 ? 2 : head_dim <= 128 ? 4 : 8;
+}
+
+/* Splits for a window of len positions: enough blocks for ATT_WAVES per SM for one token
+ * (target = ceil(ATT_WAVES x SMs / blocks per split), a launch constant), at least
+ * SOL_CUDA_ATT_SPLIT_MIN positions each, at most SOL_CUDA_ATT_MAX_SPLITS. With
+ * len >= SPLIT_MIN x splits and splits <= 32, no split is empty. */
+__host__ __device__ __forceinline__ int att_splits(int len, int target) {
+    int s = len / SOL_CUDA_ATT_SPLIT_MIN;
+    s = s < target ? s : target;
     return s < 1 ? 1 : s > SOL_CUDA_ATT_MAX_SPLITS ? SOL_CUDA_ATT_MAX_SPLITS : s;
 }
 
-/* A block per (tile of up to QT queries that share a block table, head[, split]). The tile's
- * warps walk the union of its queries' ranges once, each K/V row loaded once for all of them
- * (prefill chunks: QT = 4). Each query sees exactly the positions, in the order, that a block of
- * its own would give it: warp w holds its positions p with (p - p0_q) % 4 == (w - d_q) % 4, d_q
- * the query's offset from the tile's start, and the merge reads the warps in that rotated order.
- * So a token's bits never depend on its tile (PER: head_dim / 32 elements per lane, at most).
- * SPLIT = false: out = softmax(...) V over the window. SPLIT = true: blockIdx.y is the split; it
- * writes (m, l, sum) of its positions to ws (SOL_CUDA_ATT_MAX_SPLITS slots of head_dim + 2 floats
- * per (token - t_base, head)). tiles: QT = 1 with NULL (tile i = token t_base + i), else token
- * starts of the tiles, one more entry than tiles. */
-template <bool SPLIT, int QT, int PER>
-static __global__ void
-k_paged_attention(const unsigned char *k_pool, const unsigned char *v_pool, int f16, int block_size,
-                  const float *q, float *out, const int32_t *tiles, int t_base, int heads,
-                  int kv_heads, int head_dim, float scale, int window, const int32_t *tables,
-                  int table_stride, const int32_t *n_ctx, float *ws) {
-    SOL_SHARED(float, s_m, [ATT_WARPS][QT]);
-    SOL_SHARED(float, s_l, [ATT_WARPS][QT]);
-    SOL_SHARED(float, s_acc, [ATT_WARPS][QT][32 * PER]);
-    int tile = (int)blockIdx.x / heads, h = (int)blockIdx.x % heads;
-    int first = tiles ? tiles[tile] : t_base + tile, cnt = tiles ? tiles[tile + 1] - first : 1;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, per = (head_dim + 31) / 32;
-    int kvh = h / (heads / kv_heads), P0 = 1 << 30, P1 = 0;
-    int p0[QT], p1[QT];
-    for (int i = 0; i < QT; i++) {
-        int ctx = i < cnt ? n_ctx[first + i] : 0,
-            lo = window > 0 && ctx > window ? ctx - window : 0;
+/* F16 bits to float: exact either way (the hardware conversion keeps subnormals). */
+__device__ __forceinline__ float att_h2f(uint32_t h) {
+#ifdef __CUDACC__
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)h));
+    return f;
+#else
+    return sol_f16_to_f32((uint16_t)h);
+#endif
+}
+
+/* B bytes (4, 8 or 16, aligned) into words: typed loads, so nvcc emits one LDG of that width
+ * (the cache is read-only during the kernel: the non-coherent path). */
+template <int B> __device__ __forceinline__ void att_load(uint32_t *w, const unsigned char *p) {
+#ifdef __CUDACC__
+    if constexpr (B == 16) {
+        uint4 v = __ldg((const uint4 *)p);
+        w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+    } else if constexpr (B == 8) {
+        uint2 v = __ldg((const uint2 *)p);
+        w[0] = v.x, w[1] = v.y;
+    } else {
+        w[0] = __ldg((const unsigned int *)p);
+    }
+#else
+    memcpy(w, p, B);
+#endif
+}
+
+/* One lane's E elements of a row (element offset x in the pool) as floats, 0 past head_dim (hd:
+ * the lane's first element is E l). B >= 4: units of B bytes, aligned (the launcher checked).
+ * B == 2 (F16 with unaligned rows, e.g. an odd head_dim): 32-bit words from the even element at
+ * or before x, shifted by the row's parity; the last word may reach 2 bytes past the row, so
+ * such pools need a few bytes of slack after their end (cuda_kv.c allocates 16). */
+template <bool F16, int E, int B>
+__device__ __forceinline__ void att_row(const unsigned char *pool, size_t x, int e0, int hd,
+                                        float *out) {
+    constexpr int ESZ = F16 ? 2 : 4;
+    if constexpr (B == 2) {
+        uint32_t w[E / 2 + 1];
+        int odd = (int)(x & 1);
+        const unsigned char *p = pool + (x - (size_t)odd) * 2;
+        SOL_UNROLL
+        for (int k = 0; k <= E / 2; k++) { /* word k: our elements 2k - odd and 2k - odd + 1 */
+            int j = 2 * k - odd < 0 ? 0 : 2 * k - odd;
+            w[k] = 0;
+            if (j < E && e0 + j < hd) att_load<4>(&w[k], p + 4 * k);
+        }
+        SOL_UNROLL
+        for (int j = 0; j < E; j++) {
+            /* element j is half (j + odd) & 1 of word (j + odd) / 2 */
+            uint32_t a = (j & 1) ? w[j / 2] >> 16 : w[j / 2] & 0xFFFFu;
+            uint32_t b = (j & 1) ? w[(j + 1) / 2] & 0xFFFFu : w[j / 2] >> 16;
+            out[j] = e0 + j < hd ? att_h2f(odd ? b : a) : 0.0f;
+        }
+    } else {
+        constexpr int U = B / ESZ; /* elements per load */
+        uint32_t w[E * ESZ / 4];
+        SOL_UNROLL
+        for (int u = 0; u < E / U; u++) {
+            SOL_UNROLL
+            for (int k = 0; k < B / 4; k++)
+                w[u * (B / 4) + k] = 0;
+            if (e0 + U * u < hd) att_load<B>(&w[u * (B / 4)], pool + (x + (size_t)(U * u)) * ESZ);
+        }
+        SOL_UNROLL
+        for (int j = 0; j < E; j++)
+            out[j] =
+                F16 ? att_h2f((j & 1) ? w[j / 2] >> 16 : w[j / 2] & 0xFFFFu) : sol_bits_f32(w[j]);
+    }
+}
+
+/* The transposing butterfly over N values per lane with offsets O, O/2, .., 1: afterwards
+ * d[0] of lane l holds the warp's sum of value (l >> log2(32 / N)) (see the file comment). */
+template <int N, int O> __device__ __forceinline__ void att_tsum(float *d, int lane) {
+    if constexpr (N > 1) {
+        bool up = (lane & O) != 0;
+        SOL_UNROLL
+        for (int j = 0; j < N / 2; j++) {
+            float send = up ? d[j] : d[j + N / 2], keep = up ? d[j + N / 2] : d[j];
+            d[j] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+        }
+        att_tsum<N / 2, O / 2>(d, lane);
+    } else if constexpr (O > 0) {
+        d[0] += __shfl_xor_sync(0xffffffffu, d[0], O);
+        att_tsum<1, O / 2>(d, lane);
+    }
+}
+
+/* A block per (unit, KV head, slice of hs query heads[, split]); unit = a tile of up to
+ * NQ / hs tokens that share a block table (tiles[unit] .. tiles[unit + 1]) or, tiles NULL, the
+ * token t_base + unit with hs <= NQ. Query slot i is token i / hs of the unit, head
+ * kvh (heads / kv_heads) + slice hs + i % hs. ws NULL: out = softmax(...) V over the window;
+ * else blockIdx.y is the split, and (unnormalised sum, m, l) go to ws (gridDim.y slots of
+ * head_dim + 2 floats per (token - t_base, head)). split_target: see att_splits. */
+template <bool F16, int E, int B, int NQ>
+static __global__ void k_paged_attention(const unsigned char *k_pool, const unsigned char *v_pool,
+                                         int block_size, const float *q, float *out,
+                                         const int32_t *tiles, int t_base, int heads, int kv_heads,
+                                         int head_dim, int hs, int slices, float scale, int window,
+                                         const int32_t *tables, int table_stride,
+                                         const int32_t *n_ctx, float *ws, int split_target) {
+    constexpr int R = att_rows(F16, E), V = NQ * R;
+    constexpr int SH = V == 32 ? 0 : V == 16 ? 1 : V == 8 ? 2 : V == 4 ? 3 : 4; /* 5 - log2 V */
+    constexpr int LR = R == 4 ? 2 : 1;                                          /* log2 R */
+    static_assert(V <= 32 && (V & (V - 1)) == 0, "NQ x R must be a power of two <= 32");
+    SOL_SHARED(float, s_m, [ATT_WARPS][NQ]);
+    SOL_SHARED(float, s_l, [ATT_WARPS][NQ]);
+    SOL_SHARED(float, s_acc, [ATT_WARPS][NQ][32 * E]);
+    int bx = (int)blockIdx.x, slice = bx % slices;
+    bx /= slices;
+    int kvh = bx % kv_heads, unit = bx / kv_heads;
+    int first = tiles ? tiles[unit] : t_base + unit, cnt = tiles ? tiles[unit + 1] - first : 1;
+    int group = heads / kv_heads, h0 = kvh * group + slice * hs;
+    int h_cnt = group - slice * hs < hs ? group - slice * hs : hs;
+    int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, e0 = E * lane;
+    int p0[NQ], p1[NQ], P0 = 1 << 30, P1 = 0;
+    SOL_UNROLL
+    for (int i = 0; i < NQ; i++) {
+        int ti = i / hs, hh = i - ti * hs;
+        int ctx = ti < cnt && hh < h_cnt ? n_ctx[first + ti] : 0;
+        int lo = window > 0 && ctx > window ? ctx - window : 0;
         p0[i] = lo, p1[i] = ctx;
-        if (SPLIT && i < cnt) {
-            int splits = sol_att_splits(ctx - lo), chunk = (ctx - lo + splits - 1) / splits;
+        if (ws && ctx > 0) {
+            int splits = att_splits(ctx - lo, split_target);
+            int chunk = (ctx - lo + splits - 1) / splits;
             p0[i] = (int)blockIdx.y < splits ? lo + (int)blockIdx.y * chunk : ctx;
             p1[i] = p0[i] + chunk < ctx ? p0[i] + chunk : ctx;
         }
         if (p0[i] < p1[i]) P0 = p0[i] < P0 ? p0[i] : P0, P1 = p1[i] > P1 ? p1[i] : P1;
     }
-    if (P1 == 0) return; /* no query of the tile has positions in this split: the whole block */
-    size_t row = (size_t)kv_heads * head_dim;
+    if (P1 == 0) return; /* no query of the block has positions in this split: the whole block */
+    /* The score this lane ends up with (att_tsum): query my_i, row my_r of the R-group. */
+    int my_v = lane >> SH, my_i = my_v >> LR, my_r = my_v & (R - 1), my_p0 = 0, my_p1 = 0;
+    SOL_UNROLL
+    for (int i = 0; i < NQ; i++)
+        if (i == my_i) my_p0 = p0[i], my_p1 = p1[i];
+    float qv[NQ][E], acc[NQ][E], m = -INFINITY, l = 0.0f;
+    SOL_UNROLL
+    for (int i = 0; i < NQ; i++) {
+        int ti = i / hs, hh = i - ti * hs;
+        bool act = p0[i] < p1[i];
+        const float *qh = q + ((size_t)(first + ti) * heads + h0 + hh) * head_dim;
+        SOL_UNROLL
+        for (int e = 0; e < E; e++) { /* lanes past head_dim hold zeros */
+            qv[i][e] = act && e0 + e < head_dim ? qh[e0 + e] : 0.0f;
+            acc[i][e] = 0.0f;
+        }
+    }
+    size_t slot_elems = (size_t)kv_heads * head_dim, col = (size_t)kvh * head_dim + (size_t)e0;
     const int32_t *table = tables + (size_t)first * table_stride;
-    float qv[QT][PER], acc[QT][PER], m[QT], l[QT];
-    for (int i = 0; i < QT; i++) {
-        const float *qh = q + ((size_t)(first + (i < cnt ? i : 0)) * heads + h) * head_dim;
-        m[i] = -INFINITY, l[i] = 0.0f;
-        for (int j = 0; j < PER; j++) { /* lanes past head_dim hold zeros */
-            int e = lane + 32 * j;
-            qv[i][j] = j < per && e < head_dim ? qh[e] : 0.0f;
-            acc[i][j] = 0.0f;
+    /* Block table entries (-1: row outside [P0, P1), not read) and in-block slots of the rows of
+     * R-group g: one division per group. */
+    int tb[R], sl[R];
+    auto fetch = [&](int g) {
+        int base = g * R, bi = base / block_size, s = base - bi * block_size;
+        SOL_UNROLL
+        for (int r = 0; r < R; r++) {
+            tb[r] = base + r >= P0 && base + r < P1 ? table[bi] : -1;
+            sl[r] = s;
+            if (++s == block_size) s = 0, bi++;
+        }
+    };
+    int g = ((P0 / R) & ~(ATT_WARPS - 1)) + warp;
+    fetch(g);
+    for (; g * R < P1; g += ATT_WARPS) {
+        float kf[R][E], vf[R][E];
+        SOL_UNROLL
+        for (int r = 0; r < R; r++) {
+            size_t x = ((size_t)(tb[r] < 0 ? 0 : tb[r]) * block_size + sl[r]) * slot_elems + col;
+            int hd = tb[r] < 0 ? 0 : head_dim; /* a row not read: zeros */
+            att_row<F16, E, B>(k_pool, x, e0, hd, kf[r]);
+            att_row<F16, E, B>(v_pool, x, e0, hd, vf[r]);
+        }
+        fetch(g + ATT_WARPS); /* the next group's table entries load while this one computes */
+        float d[V];
+        SOL_UNROLL
+        for (int i = 0; i < NQ; i++)
+            SOL_UNROLL
+        for (int r = 0; r < R; r++) {
+            float x = 0.0f;
+            SOL_UNROLL
+            for (int e = 0; e < E; e++)
+                x = fmaf(qv[i][e], kf[r][e], x);
+            d[i * R + r] = x;
+        }
+        att_tsum<V, 16>(d, lane);
+        int pos = g * R + my_r;
+        float sc = pos >= my_p0 && pos < my_p1 ? d[0] * scale : -INFINITY;
+        float mx = fmaxf(sc, __shfl_xor_sync(0xffffffffu, sc, 1 << SH));
+        if constexpr (R == 4) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2 << SH));
+        /* A query with no position in this group keeps its state: c = 1, p = 0. */
+        bool any = mx > -INFINITY;
+        float mn = fmaxf(m, mx), c = any ? expf(m - mn) : 1.0f, p = any ? expf(sc - mn) : 0.0f;
+        float ps = p + __shfl_xor_sync(0xffffffffu, p, 1 << SH);
+        if constexpr (R == 4) ps += __shfl_xor_sync(0xffffffffu, ps, 2 << SH);
+        l = fmaf(l, c, ps);
+        m = mn;
+        SOL_UNROLL
+        for (int i = 0; i < NQ; i++) {
+            float ci = __shfl_sync(0xffffffffu, c, (i * R) << SH);
+            SOL_UNROLL
+            for (int e = 0; e < E; e++)
+                acc[i][e] *= ci;
+            SOL_UNROLL
+            for (int r = 0; r < R; r++) {
+                float pr = __shfl_sync(0xffffffffu, p, (i * R + r) << SH);
+                if (pr != 0.0f) { /* the whole warp agrees: a row outside the query's window */
+                    SOL_UNROLL
+                    for (int e = 0; e < E; e++)
+                        acc[i][e] = fmaf(pr, vf[r][e], acc[i][e]);
+                }
+            }
         }
     }
-    for (int p = P0 + warp; p < P1; p += ATT_WARPS) {
-        size_t base = ((size_t)table[p / block_size] * block_size + p % block_size) * row +
-                      (size_t)kvh * head_dim;
-        float kx[PER], vx[PER];
-        for (int j = 0; j < PER; j++) {
-            int e = lane + 32 * j, ok = j < per && e < head_dim;
-            kx[j] = ok ? kv_elem(k_pool, f16, base + e) : 0.0f;
-            vx[j] = ok ? kv_elem(v_pool, f16, base + e) : 0.0f;
-        }
-        for (int i = 0; i < QT; i++) {
-            if (p < p0[i] || p >= p1[i]) continue; /* the same for the whole warp */
-            float d = 0.0f;
-            for (int j = 0; j < PER; j++)
-                if (j < per && lane + 32 * j < head_dim) d = fmaf(qv[i][j], kx[j], d);
-            float sc = sol_warp_sum(d) * scale, mn = fmaxf(m[i], sc);
-            float c = expf(m[i] - mn), e = expf(sc - mn); /* c = 0 first: m = -inf */
-            l[i] = l[i] * c + e;
-            for (int j = 0; j < PER; j++)
-                if (j < per && lane + 32 * j < head_dim) acc[i][j] = acc[i][j] * c + e * vx[j];
-            m[i] = mn;
-        }
-    }
-    for (int i = 0; i < QT; i++) {
-        if (lane == 0) {
-            s_m[warp][i] = m[i];
-            s_l[warp][i] = l[i];
-        }
-        for (int j = 0; j < PER; j++)
-            if (j < per && lane + 32 * j < head_dim) s_acc[warp][i][lane + 32 * j] = acc[i][j];
+    SOL_UNROLL
+    for (int i = 0; i < NQ; i++)
+        SOL_UNROLL
+    for (int e = 0; e < E; e++)
+        s_acc[warp][i][e0 + e] = acc[i][e];
+    if ((lane & ((1 << (SH + LR)) - 1)) == 0) { /* the first lane of query my_i's scores */
+        s_m[warp][my_i] = m;
+        s_l[warp][my_i] = l;
     }
     __syncthreads();
-    if (warp != 0) return;
-    for (int i = 0; i < cnt; i++) {
-        if (SPLIT && p0[i] >= p1[i]) continue; /* this split is past the query's window */
-        int rot = (p0[i] - P0) & (ATT_WARPS - 1), t = first + i;
-        float M = -INFINITY;
+    SOL_UNROLL
+    for (int i = 0; i < NQ; i++) {
+        if (i % ATT_WARPS != warp || p0[i] >= p1[i]) continue; /* another warp's, or empty */
+        int ti = i / hs, t = first + ti, h = h0 + (i - ti * hs);
+        float M = -INFINITY, L = 0.0f, a[E], f[ATT_WARPS];
+        SOL_UNROLL
         for (int w = 0; w < ATT_WARPS; w++)
-            M = fmaxf(M, s_m[(w + rot) & (ATT_WARPS - 1)][i]);
-        float L = 0.0f;
+            M = fmaxf(M, s_m[w][i]);
+        SOL_UNROLL
         for (int w = 0; w < ATT_WARPS; w++) {
-            int x = (w + rot) & (ATT_WARPS - 1);
-            if (s_l[x][i] > 0.0f) L += s_l[x][i] * expf(s_m[x][i] - M);
+            f[w] = s_l[w][i] > 0.0f ? expf(s_m[w][i] - M) : 0.0f;
+            if (s_l[w][i] > 0.0f) L += s_l[w][i] * f[w];
         }
-        float *o =
-            SPLIT
-                ? ws + (((size_t)(t - t_base) * heads + h) * SOL_CUDA_ATT_MAX_SPLITS + blockIdx.y) *
-                           (size_t)(head_dim + 2)
-                : out + ((size_t)t * heads + h) * head_dim;
-        for (int j = 0; j < per && lane + 32 * j < head_dim; j++) {
-            float a = 0.0f;
-            for (int w = 0; w < ATT_WARPS; w++) {
-                int x = (w + rot) & (ATT_WARPS - 1);
-                if (s_l[x][i] > 0.0f) a += s_acc[x][i][lane + 32 * j] * expf(s_m[x][i] - M);
-            }
-            o[lane + 32 * j] = SPLIT ? a : a / L;
+        SOL_UNROLL
+        for (int e = 0; e < E; e++) {
+            a[e] = 0.0f;
+            SOL_UNROLL
+            for (int w = 0; w < ATT_WARPS; w++)
+                if (s_l[w][i] > 0.0f) a[e] += s_acc[w][i][e0 + e] * f[w];
         }
-        if (SPLIT && lane == 0) {
+        float *o = ws ? ws + (((size_t)(t - t_base) * heads + h) * gridDim.y + blockIdx.y) *
+                                 (size_t)(head_dim + 2)
+                      : out + ((size_t)t * heads + h) * head_dim;
+        SOL_UNROLL
+        for (int e = 0; e < E; e++)
+            if (e0 + e < head_dim) o[e0 + e] = ws ? a[e] : a[e] / L;
+        if (ws && lane == 0) {
             o[head_dim] = M;
             o[head_dim + 1] = L;
         }
@@ -144,14 +333,15 @@ k_paged_attention(const unsigned char *k_pool, const unsigned char *v_pool, int 
 }
 
 /* One warp per (token, head): the splits' states merged as the warps' are above (for one split
- * that is the unsplit kernel's a / L, bit for bit). */
+ * that is the unsplit kernel's a / L, bit for bit). ws_splits: the slots per (token, head). */
 static __global__ void k_attention_combine(const float *ws, float *out, int heads, int head_dim,
-                                           int window, const int32_t *n_ctx) {
+                                           int window, const int32_t *n_ctx, int split_target,
+                                           int ws_splits) {
     /* t counts from the group's first token: out and n_ctx are passed offset to it */
     int t = (int)blockIdx.x / heads, h = (int)blockIdx.x % heads, lane = threadIdx.x;
     int ctx = n_ctx[t], lo = window > 0 && ctx > window ? ctx - window : 0;
-    int splits = sol_att_splits(ctx - lo);
-    const float *base = ws + ((size_t)t * heads + h) * SOL_CUDA_ATT_MAX_SPLITS * (head_dim + 2);
+    int splits = att_splits(ctx - lo, split_target);
+    const float *base = ws + ((size_t)t * heads + h) * ws_splits * (head_dim + 2);
     float M = -INFINITY, L = 0.0f;
     for (int s = 0; s < splits; s++)
         M = fmaxf(M, base[(size_t)s * (head_dim + 2) + head_dim]);
@@ -170,42 +360,122 @@ static __global__ void k_attention_combine(const float *ws, float *out, int head
     }
 }
 
-extern "C" size_t SOL_CUDA_FN(attention_ws_floats)(int n, int heads, int head_dim) {
-    return (size_t)n * heads * SOL_CUDA_ATT_MAX_SPLITS * (size_t)(head_dim + 2);
+/* Query heads per block for a decode token: all of a KV head's group up to att_max_nq, so the
+ * group's K/V rows are read once, or by ceil(group / hs) blocks (the others from L2). */
+static int att_heads_per_block(int heads, int kv_heads, int head_dim) {
+    int group = heads / kv_heads, cap = att_max_nq(att_elems(head_dim));
+    return group < cap ? group : cap;
 }
 
-#define ATT_KERNEL(split, qt, per) k_paged_attention<split, qt, per>
+/* The split target: blocks per split for one token = kv_heads x slices (model constants), and
+ * ATT_WAVES blocks per SM wanted: target = ceil(ATT_WAVES sms / (kv_heads slices)). */
+static int att_split_target(int sms, int heads, int kv_heads, int head_dim) {
+    int hs = att_heads_per_block(heads, kv_heads, head_dim);
+    int per_split = kv_heads * ((heads / kv_heads + hs - 1) / hs);
+    int t = (ATT_WAVES * (sms > 0 ? sms : 1) + per_split - 1) / per_split;
+    return t < 1 ? 1 : t;
+}
+
+extern "C" int SOL_CUDA_FN(attention_splits)(int len, int sms, int heads, int kv_heads,
+                                             int head_dim) {
+    return att_splits(len, att_split_target(sms, heads, kv_heads, head_dim));
+}
+
+extern "C" size_t SOL_CUDA_FN(attention_ws_floats)(int n, int heads, int head_dim, int splits) {
+    return (size_t)n * heads * (size_t)splits * (size_t)(head_dim + 2);
+}
+
+struct att_launch_args {
+    const unsigned char *kp, *vp;
+    int block_size;
+    const float *q;
+    float *out;
+    const int32_t *tiles;
+    int t_base, heads, kv_heads, head_dim, hs, slices;
+    float scale;
+    int window;
+    const int32_t *tables;
+    int table_stride;
+    const int32_t *n_ctx;
+    float *ws;
+    int split_target;
+};
+
+template <bool F16, int E, int B, int NQ>
+static void att_launch(const att_launch_args &a, dim3 grid, cudaStream_t st) {
+#define k_paged_attention_T k_paged_attention<F16, E, B, NQ>
+    SOL_LAUNCH(k_paged_attention_T, grid, dim3(32 * ATT_WARPS), 0, st, a.kp, a.vp, a.block_size,
+               a.q, a.out, a.tiles, a.t_base, a.heads, a.kv_heads, a.head_dim, a.hs, a.slices,
+               a.scale, a.window, a.tables, a.table_stride, a.n_ctx, a.ws, a.split_target);
+#undef k_paged_attention_T
+}
+
+/* NQ: the power of two >= nq (nq <= att_max_nq(E)). */
+template <bool F16, int E, int B>
+static void att_launch_nq(int nq, const att_launch_args &a, dim3 grid, cudaStream_t st) {
+    if (nq <= 1)
+        att_launch<F16, E, B, 1>(a, grid, st);
+    else if (nq <= 2 || E == 8)
+        att_launch<F16, E, B, 2>(a, grid, st);
+    else
+        att_launch<F16, E, B, (E == 8 ? 2 : 4)>(a, grid, st);
+}
 
 extern "C" void SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_pool, int f16,
                                              int block_size, const float *q, float *out,
                                              int n_tiles, const int32_t *tiles, int t_base, int n,
                                              int heads, int kv_heads, int head_dim, float scale,
                                              int window, const int32_t *tables, int table_stride,
-                                             const int32_t *n_ctx, int max_len, float *ws,
+                                             const int32_t *n_ctx, int max_len, int sms, float *ws,
                                              void *stream) {
-    if (n <= 0 || n_tiles <= 0) return;
+    if (n <= 0 || (tiles && n_tiles <= 0)) return;
+    int esz = f16 ? 2 : 4, E = att_elems(head_dim), group = heads / kv_heads;
+    int target = att_split_target(sms, heads, kv_heads, head_dim);
+    int splits = ws ? att_splits(max_len, target) : 1;
+    /* The widest load the rows' alignment allows: E elements (at most 16 bytes) at once, else
+     * 32-bit words (B = 2 for F16: any alignment, see att_row). */
+    int vec = E * esz < 16 ? E * esz : 16;
+    uintptr_t al = (uintptr_t)k_pool | (uintptr_t)v_pool;
+    bool wide = (size_t)head_dim * esz % vec == 0 && al % vec == 0;
+    /* Heads per block: the decode rule (att_heads_per_block), or for tiles that hold two tokens
+     * or more on average (prefill chunks) 4 tokens x hs heads within the same budget. The
+     * 32-bit fallback keeps one query per block (rare head_dims: kept small). */
+    int cap = att_max_nq(E), hs = att_heads_per_block(heads, kv_heads, head_dim), tq = 1;
+    bool tiled = tiles && wide && cap >= SOL_CUDA_ATT_TILE && n >= 2 * n_tiles;
+    if (tiled) tq = SOL_CUDA_ATT_TILE, hs = cap / tq < group ? cap / tq : group;
+    if (!wide) hs = 1;
     const unsigned char *kp = (const unsigned char *)k_pool, *vp = (const unsigned char *)v_pool;
-    int splits = ws ? sol_att_splits(max_len) : 1, quad = tiles && head_dim <= 128;
-    dim3 grid((unsigned)((quad ? n_tiles : n) * heads), (unsigned)splits), block(32 * ATT_WARPS);
+    int slices = (group + hs - 1) / hs;
+    const int32_t *tl = tiled ? tiles : nullptr;
+    float *w = splits > 1 ? ws : nullptr;
+    att_launch_args a = {kp,     vp,           block_size, q,  out,    tl,    t_base,
+                         heads,  kv_heads,     head_dim,   hs, slices, scale, window,
+                         tables, table_stride, n_ctx,      w,  target};
+    dim3 grid((unsigned)((tiled ? n_tiles : n) * kv_heads * slices), (unsigned)splits);
     cudaStream_t st = (cudaStream_t)stream;
-    if (splits == 1 && quad)
-        SOL_LAUNCH(ATT_KERNEL(false, 4, 4), grid, block, 0, st, kp, vp, f16, block_size, q, out,
-                   tiles, t_base, heads, kv_heads, head_dim, scale, window, tables, table_stride,
-                   n_ctx, ws);
-    else if (splits == 1)
-        SOL_LAUNCH(ATT_KERNEL(false, 1, 8), grid, block, 0, st, kp, vp, f16, block_size, q, out,
-                   (const int32_t *)nullptr, t_base, heads, kv_heads, head_dim, scale, window,
-                   tables, table_stride, n_ctx, ws);
-    else if (quad)
-        SOL_LAUNCH(ATT_KERNEL(true, 4, 4), grid, block, 0, st, kp, vp, f16, block_size, q, out,
-                   tiles, t_base, heads, kv_heads, head_dim, scale, window, tables, table_stride,
-                   n_ctx, ws);
-    else
-        SOL_LAUNCH(ATT_KERNEL(true, 1, 8), grid, block, 0, st, kp, vp, f16, block_size, q, out,
-                   (const int32_t *)nullptr, t_base, heads, kv_heads, head_dim, scale, window,
-                   tables, table_stride, n_ctx, ws);
+    int nq = tq * hs;
+    if (!wide) {
+        if (f16)
+            att_launch<true, 8, 2, 1>(a, grid, st);
+        else
+            att_launch<false, 8, 4, 1>(a, grid, st);
+    } else if (f16) {
+        if (E == 2)
+            att_launch_nq<true, 2, 4>(nq, a, grid, st);
+        else if (E == 4)
+            att_launch_nq<true, 4, 8>(nq, a, grid, st);
+        else
+            att_launch_nq<true, 8, 16>(nq, a, grid, st);
+    } else {
+        if (E == 2)
+            att_launch_nq<false, 2, 8>(nq, a, grid, st);
+        else if (E == 4)
+            att_launch_nq<false, 4, 16>(nq, a, grid, st);
+        else
+            att_launch_nq<false, 8, 16>(nq, a, grid, st);
+    }
     if (splits > 1)
         SOL_LAUNCH(k_attention_combine, dim3((unsigned)(n * heads)), dim3(32), 0, st, ws,
-                   out + (size_t)t_base * heads * head_dim, heads, head_dim, window,
-                   n_ctx + t_base);
+                   out + (size_t)t_base * heads * head_dim, heads, head_dim, window, n_ctx + t_base,
+                   target, splits);
 }

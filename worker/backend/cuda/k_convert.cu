@@ -11,11 +11,11 @@ static __global__ void k_to_half(const float *x, uint16_t *out, int64_t n, int b
     if (i < n) out[i] = bf16 ? sol_f32_to_bf16(x[i]) : sol_f32_to_f16(x[i]);
 }
 
-static __global__ void k_dequant_f16(int type, const unsigned char *w, size_t row_bytes, int K,
-                                     uint16_t *out) {
-    const unsigned char *row = w + (size_t)blockIdx.x * row_bytes;
+static __global__ void k_dequant_f16(sol_cuda_wt w, int m0, uint16_t *out) {
+    int K = w.cols;
     for (int k = threadIdx.x; k < K; k += blockDim.x)
-        out[(size_t)blockIdx.x * K + k] = sol_f32_to_f16(sol_dequant_elem(type, row, k));
+        out[(size_t)blockIdx.x * K + k] =
+            sol_f32_to_f16(sol_dequant_elem(w, m0 + (int)blockIdx.x, k));
 }
 
 extern "C" void SOL_CUDA_FN(to_half)(const float *x, void *out, int64_t n, int bf16, void *stream) {
@@ -24,12 +24,11 @@ extern "C" void SOL_CUDA_FN(to_half)(const float *x, void *out, int64_t n, int b
                    dim3(CONVERT_THREADS), 0, (cudaStream_t)stream, x, (uint16_t *)out, n, bf16);
 }
 
-extern "C" int SOL_CUDA_FN(dequant_f16)(int type, const void *w, size_t row_bytes, int rows, int K,
-                                        void *out, void *stream) {
-    if (!sol_cuda_type_known(type)) return -ENOTSUP;
+extern "C" int SOL_CUDA_FN(dequant_f16)(sol_cuda_wt w, int m0, int rows, void *out, void *stream) {
+    if (!sol_cuda_type_known(w.type)) return -ENOTSUP;
+    if (w.split != sol_cuda_wants_split(w.type)) return -EINVAL;
     if (rows > 0)
         SOL_LAUNCH(k_dequant_f16, dim3((unsigned)rows), dim3(CONVERT_THREADS), 0,
-                   (cudaStream_t)stream, type, (const unsigned char *)w, row_bytes, K,
-                   (uint16_t *)out);
+                   (cudaStream_t)stream, w, m0, (uint16_t *)out);
     return 0;
 }

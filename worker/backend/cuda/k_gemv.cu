@@ -1,15 +1,26 @@
-/* k_gemv: matmul for decode and verify sizes (n <= 16 tokens), a warp per output row. F16/BF16
- * weights: each lane takes 8 consecutive elements per 128-bit load, every 256th group; F32 (and
- * unaligned rows): every 32nd element; fused multiply-adds, a warp sum per token.
- * Q8_0/Q4_0: x is first quantized to Q8_0 exactly as the CPU backend does; each lane takes every
- * 32nd block and its integer dot, scaled by the two block scales. */
+/* k_gemv: matmul for decode and verify sizes (n <= 16 tokens), a warp per output row, written to
+ * stream weights at the bandwidth roofline (docs/backend.md, "GEMV memory access"):
+ * - every weight load is an aligned 32-, 64- or 128-bit word (dequant.cuh; Q4_0/Q5_0/Q8_0/Q6_K
+ *   in cuda_layout.h's split layout, repacked once at upload), consecutive lanes on consecutive
+ *   blocks, so a warp instruction reads whole cache lines;
+ * - each token's partial sum is a register: the kernels are templates over NT, the token count
+ *   rounded up to 1, 2, 4, 8 or 16, with every loop over tokens unrolled (no local memory);
+ * - Q4_K/Q5_K spread a super-block over 4 lanes (pairs of sub-blocks), Q6_K over 8 (its 16-byte
+ *   groups), so a row of K = 2048 keeps every lane busy;
+ * - the activations are quantized by a separate launch into a scratch that several matrices
+ *   share (matmul_many: q/k/v, gate/up), as the CPU backend does (same rounding), and the
+ *   quantized types take integer dots through __dp4a with the CPU's float steps per block. */
 #include <errno.h>
 
 #include "dequant.cuh"
-#include "kq_dot.h"
 #include "reduce.cuh"
 
 enum { GEMV_WARPS = 4, QUANT_WARPS = 8 };
+
+/* At most 128 registers a thread, so 4 GEMV blocks (16 warps) fit an SM: the 16-token kernels
+ * would take ~170 otherwise (every token's loads in flight) and hold a third fewer warps. The
+ * SASS check's budget (tests/gpu/sass_check.py) and its no-local-memory rule hold them to it. */
+#define GEMV_BOUNDS __launch_bounds__(32 * GEMV_WARPS, 4)
 
 /* One warp per 32-element block of x (n x K, K a multiple of 32): the CPU backend's Q8_0
  * activations (cpu_matmul.c quantize_x, llama.cpp's x86 rounding: multiplier 127 / amax, halves
@@ -31,139 +42,6 @@ static __global__ void k_quantize_q8_0(const float *x, int n_blocks, int8_t *xq,
         xs[blk] = s;
     }
 }
-
-/* Each token's row sum: the warp's lanes reduced, written by lane 0. */
-__device__ __forceinline__ void gemv_store(const float *acc, int n, float *y, int rows, int row,
-                                           int lane) {
-    for (int t = 0; t < n; t++) {
-        float s = sol_warp_sum(acc[t]);
-        if (lane == 0) y[(size_t)t * rows + row] = s;
-    }
-}
-
-static __global__ void k_gemv_float(int type, const unsigned char *w, size_t row_bytes, int rows,
-                                    int K, const float *x, float *y, int n) {
-    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
-    if (row >= rows) return;
-    const unsigned char *wr = w + (size_t)row * row_bytes;
-    float acc[SOL_CUDA_GEMV_MAX_TOKENS] = {};
-    for (int k = lane; k < K; k += 32) {
-        float wv = sol_dequant_elem(type, wr, k);
-        for (int t = 0; t < n; t++)
-            acc[t] = fmaf(wv, x[(size_t)t * K + k], acc[t]);
-    }
-    gemv_store(acc, n, y, rows, row, lane);
-}
-
-/* 16 bytes from a 16-byte aligned address: one 128-bit load on the GPU. */
-__device__ __forceinline__ void load16(void *dst, const void *src) {
-#ifdef __CUDACC__
-    *(uint4 *)dst = __ldg((const uint4 *)src);
-#else
-    memcpy(dst, src, 16);
-#endif
-}
-
-/* F16/BF16 rows with 128-bit loads: lane l takes elements 8(l + 32i) .. +7 of the row and of
- * each token's x (two 128-bit loads of floats), converted in registers. Needs K % 8 == 0 and
- * 16-byte aligned rows and x (the launcher checks, else k_gemv_float). */
-static __global__ void k_gemv_h16(int type, const unsigned char *w, size_t row_bytes, int rows,
-                                  int K, const float *x, float *y, int n) {
-    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
-    if (row >= rows) return;
-    const unsigned char *wr = w + (size_t)row * row_bytes;
-    float acc[SOL_CUDA_GEMV_MAX_TOKENS] = {};
-    for (int g = lane; g < K / 8; g += 32) {
-        alignas(16) uint16_t h[8];
-        float wv[8];
-        load16(h, wr + (size_t)g * 16);
-        for (int j = 0; j < 8; j++)
-            wv[j] = type == SOL_CUDA_F16 ? sol_f16_to_f32(h[j]) : sol_bf16_to_f32(h[j]);
-        for (int t = 0; t < n; t++) {
-            alignas(16) float xv[8];
-            load16(xv, x + (size_t)t * K + (size_t)g * 8);
-            load16(xv + 4, x + (size_t)t * K + (size_t)g * 8 + 4);
-            float a = acc[t];
-            for (int j = 0; j < 8; j++)
-                a = fmaf(wv[j], xv[j], a);
-            acc[t] = a;
-        }
-    }
-    gemv_store(acc, n, y, rows, row, lane);
-}
-
-/* Integer dot of one Q8_0/Q4_0/Q5_0/Q5_1 weight block with a token's Q8_0 block; the offsets
- * of Q4_0 (8) and Q5_0 (16) are removed through the block's sum of quants (xs). */
-/* Four weight bytes at an even address (blocks are 18 or 34 bytes: their quants start 2-byte
- * aligned) as one word, from two 16-bit loads. */
-__device__ __forceinline__ int load_q4(const unsigned char *p) {
-    return (int)((uint32_t)sol_load_u16(p) | (uint32_t)sol_load_u16(p + 2) << 16);
-}
-
-/* Four activation quants: xq blocks are 32 bytes, 4-byte aligned. */
-__device__ __forceinline__ int load_x4(const int8_t *p) {
-    int v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
-__device__ __forceinline__ int32_t q_block_dot(int type, const unsigned char *b, const int8_t *xq,
-                                               int32_t xs) {
-    int32_t dot = 0;
-    switch (type) {
-    case SOL_CUDA_Q8_0: /* 8 words of signed quants against 8 words of x: dp4a */
-        for (int i = 0; i < 8; i++)
-            dot = __dp4a(load_q4(b + 2 + 4 * i), load_x4(xq + 4 * i), dot);
-        return dot;
-    case SOL_CUDA_Q4_0: /* low nibbles meet x[0..16), high nibbles x[16..32) */
-        for (int i = 0; i < 4; i++) {
-            int v = load_q4(b + 2 + 4 * i);
-            dot = __dp4a(v & 0x0F0F0F0F, load_x4(xq + 4 * i), dot);
-            dot = __dp4a((v >> 4) & 0x0F0F0F0F, load_x4(xq + 16 + 4 * i), dot);
-        }
-        return dot - 8 * xs;
-    case SOL_CUDA_Q5_0:
-        for (int j = 0; j < 32; j++)
-            dot += q5_quant(b + 2, b + 6, j) * xq[j];
-        return dot - 16 * xs;
-    default: /* Q5_1: its min is added by the caller */
-        for (int j = 0; j < 32; j++)
-            dot += q5_quant(b + 4, b + 8, j) * xq[j];
-        return dot;
-    }
-}
-
-__device__ __forceinline__ size_t q_block_bytes(int type) {
-    return type == SOL_CUDA_Q8_0   ? 34
-           : type == SOL_CUDA_Q4_0 ? 18
-           : type == SOL_CUDA_Q5_0 ? 22
-                                   : 24;
-}
-
-/* The CPU backend's float steps per block: dot * (d * dx), and Q5_1's m * dx * sum. */
-static __global__ void k_gemv_q(int type, const unsigned char *w, size_t row_bytes, int rows, int K,
-                                const int8_t *xq, const float *xd, const int32_t *xs, float *y,
-                                int n) {
-    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
-    if (row >= rows) return;
-    int nb = K / 32;
-    size_t bb = q_block_bytes(type);
-    const unsigned char *wr = w + (size_t)row * row_bytes;
-    float acc[SOL_CUDA_GEMV_MAX_TOKENS] = {};
-    for (int b = lane; b < nb; b += 32) {
-        const unsigned char *blk = wr + (size_t)b * bb;
-        float dw = sol_f16_to_f32(sol_load_u16(blk));
-        float mw = type == SOL_CUDA_Q5_1 ? sol_f16_to_f32(sol_load_u16(blk + 2)) : 0.0f;
-        for (int t = 0; t < n; t++) {
-            size_t tb = (size_t)t * nb + b;
-            acc[t] += (float)q_block_dot(type, blk, xq + tb * 32, xs[tb]) * (dw * xd[tb]);
-            if (type == SOL_CUDA_Q5_1) acc[t] += mw * xd[tb] * (float)xs[tb];
-        }
-    }
-    gemv_store(acc, n, y, rows, row, lane);
-}
-
-/* ---- K-quants against Q8_K activations ---- */
 
 /* One warp per 256-element block: ggml's Q8_K (iscale = -127 / the first element of largest
  * magnitude, sign kept; quants rounded half to even, capped at 127; d = 1 / iscale; sums per 16).
@@ -195,61 +73,231 @@ static __global__ void k_quantize_q8_k(const float *x, int n_blocks, int8_t *kq,
     if (lane == 0) kd[blk] = amax != 0.0f ? 1.0f / iscale : 0.0f;
 }
 
-/* Q4_K/Q5_K: a lane per (super-block, pair of 32-element sub-blocks), so a row of K = 2048
- * (8 super-blocks) keeps all 32 lanes busy; quants dotted as 32-bit words through __dp4a (the
- * 128 quant bytes start 16 bytes into a 144/176-byte block: 4-byte aligned). The integers are
- * kq_dot.h's, split per pair and added back per super-block across four lanes. */
-__device__ __forceinline__ int load_w4(const unsigned char *p) {
-    int v;
-    memcpy(&v, p, 4);
-    return v;
+/* Each token's row sum: the warp's lanes reduced, written by lane 0. */
+template <int NT>
+__device__ __forceinline__ void gemv_store(const float (&acc)[NT], int n, float *y, int rows,
+                                           int row, int lane) {
+    SOL_UNROLL
+    for (int t = 0; t < NT; t++) {
+        float s = sol_warp_sum(acc[t]);
+        if (t < n && lane == 0) y[(size_t)t * rows + row] = s;
+    }
 }
 
-static __global__ void k_gemv_kq45(int type, const unsigned char *w, size_t row_bytes, int rows,
-                                   int K, const int8_t *kq, const float *kd, const int16_t *ks,
-                                   float *y, int n) {
+/* F32 weights, and F16/BF16 rows the 128-bit kernel cannot take: an element per lane per step,
+ * each a 32-bit load (a half through the aligned word that holds it). */
+template <int NT>
+static __global__ void GEMV_BOUNDS k_gemv_float(sol_cuda_wt w, const float *x, float *y, int n) {
     int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
-    if (row >= rows) return; /* whole warps: row depends on the warp only */
-    int nb = K / 256, q5 = type == SOL_CUDA_Q5_K;
+    if (row >= w.rows) return;
+    int K = w.cols;
+    const unsigned char *wr = (const unsigned char *)w.data + (size_t)row * w.row_bytes;
+    float acc[NT] = {};
+    for (int k = lane; k < K; k += 32) {
+        float wv = w.type == SOL_CUDA_F32   ? sol_bits_f32(sol_ld32(wr + 4 * (size_t)k))
+                   : w.type == SOL_CUDA_F16 ? sol_f16_to_f32(sol_ld16w(wr + 2 * (size_t)k))
+                                            : sol_bf16_to_f32(sol_ld16w(wr + 2 * (size_t)k));
+        SOL_UNROLL
+        for (int t = 0; t < NT; t++)
+            if (t < n) acc[t] = fmaf(wv, x[(size_t)t * K + k], acc[t]);
+    }
+    gemv_store(acc, n, y, w.rows, row, lane);
+}
+
+/* F16/BF16 rows with 128-bit loads: lane l takes elements 8(l + 32i) .. +7 of the row and of
+ * each token's x (two 128-bit loads of floats), converted in registers. Needs K % 8 == 0 and
+ * 16-byte aligned rows and x (the launcher checks, else k_gemv_float). */
+template <int NT>
+static __global__ void GEMV_BOUNDS k_gemv_h16(sol_cuda_wt w, const float *x, float *y, int n) {
+    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
+    if (row >= w.rows) return;
+    int K = w.cols;
+    const unsigned char *wr = (const unsigned char *)w.data + (size_t)row * w.row_bytes;
+    float acc[NT] = {};
+    for (int g = lane; g < K / 8; g += 32) {
+        uint32_t h[4];
+        float wv[8];
+        sol_ld128(h, wr + (size_t)g * 16);
+        SOL_UNROLL
+        for (int j = 0; j < 8; j++) {
+            uint16_t b = (uint16_t)(h[j / 2] >> (16 * (j % 2)));
+            wv[j] = w.type == SOL_CUDA_F16 ? sol_f16_to_f32(b) : sol_bf16_to_f32(b);
+        }
+        SOL_UNROLL
+        for (int t = 0; t < NT; t++) {
+            if (t >= n) continue;
+            uint32_t xa[4], xb[4];
+            sol_ld128(xa, x + (size_t)t * K + (size_t)g * 8);
+            sol_ld128(xb, x + (size_t)t * K + (size_t)g * 8 + 4);
+            float a = acc[t];
+            SOL_UNROLL
+            for (int j = 0; j < 4; j++)
+                a = fmaf(wv[j], sol_bits_f32(xa[j]), a);
+            SOL_UNROLL
+            for (int j = 0; j < 4; j++)
+                a = fmaf(wv[4 + j], sol_bits_f32(xb[j]), a);
+            acc[t] = a;
+        }
+    }
+    gemv_store(acc, n, y, w.rows, row, lane);
+}
+
+/* Four 5-bit high bits (bits 0..3 of h) moved to bit 4 of four bytes. */
+__device__ __forceinline__ int spread4(uint32_t h) {
+    return (int)(((h & 1) << 4) | ((h & 2) << 11) | ((h & 4) << 18) | ((h & 8) << 25));
+}
+
+/* A Q4_0/Q5_0/Q5_1/Q8_0 block's 32 quants as 8 words of signed or unsigned bytes in the order
+ * of the activation quants (word i: elements 4i..4i+3), and the block's scales. */
+struct qblock {
+    int v[8];
+    float d, m;
+};
+
+__device__ __forceinline__ qblock q_load(const sol_cuda_wt &w, int row, int b, int nb) {
+    qblock r;
+    size_t blk = (size_t)row * nb + b;
+    r.m = 0.0f;
+    if (w.type == SOL_CUDA_Q5_1) { /* ggml's 24-byte block, 8-byte aligned: d, m, qh, qs */
+        const unsigned char *p =
+            (const unsigned char *)w.data + (size_t)row * w.row_bytes + (size_t)b * 24;
+        uint32_t dm = sol_ld32(p), qh = sol_ld32(p + 4), qs[4];
+        sol_ld64(qs, p + 8);
+        sol_ld64(qs + 2, p + 16);
+        for (int i = 0; i < 4; i++) {
+            r.v[i] = (int)(qs[i] & 0x0F0F0F0F) | spread4(qh >> (4 * i));
+            r.v[4 + i] = (int)((qs[i] >> 4) & 0x0F0F0F0F) | spread4(qh >> (16 + 4 * i));
+        }
+        r.d = sol_f16_to_f32((uint16_t)dm), r.m = sol_f16_to_f32((uint16_t)(dm >> 16));
+        return r;
+    }
+    const unsigned char *q = sol_split_quants(w, blk);
+    r.d = sol_split_scale(w, blk);
+    uint32_t a[4], c[4];
+    if (w.type == SOL_CUDA_Q8_0) {
+        sol_ld128(a, q);
+        sol_ld128(c, q + 16);
+        for (int i = 0; i < 4; i++)
+            r.v[i] = (int)a[i], r.v[4 + i] = (int)c[i];
+        return r;
+    }
+    uint32_t qh = 0;
+    if (w.type == SOL_CUDA_Q5_0) { /* 20 bytes, 4-byte aligned: qh, qs */
+        qh = sol_ld32(q);
+        for (int i = 0; i < 4; i++)
+            a[i] = sol_ld32(q + 4 + 4 * i);
+    } else {
+        sol_ld128(a, q); /* Q4_0: 16 bytes, 16-byte aligned */
+    }
+    for (int i = 0; i < 4; i++) { /* low nibbles: elements 0..15, high nibbles: 16..31 */
+        r.v[i] = (int)(a[i] & 0x0F0F0F0F);
+        r.v[4 + i] = (int)((a[i] >> 4) & 0x0F0F0F0F);
+        if (w.type == SOL_CUDA_Q5_0) {
+            r.v[i] |= spread4(qh >> (4 * i));
+            r.v[4 + i] |= spread4(qh >> (16 + 4 * i));
+        }
+    }
+    return r;
+}
+
+/* Q4_0/Q5_0/Q5_1/Q8_0: a lane per block, every 32nd; the integer dot against the token's Q8_0
+ * block (32 quants: two 128-bit loads), offsets (8, 16) removed through the block's sum of
+ * quants, then the CPU's float steps: dot * (d * dx), and Q5_1's m * dx * sum. */
+template <int NT>
+static __global__ void GEMV_BOUNDS k_gemv_q(sol_cuda_wt w, const int8_t *xq, const float *xd,
+                                            const int32_t *xs, float *y, int n) {
+    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
+    if (row >= w.rows) return;
+    int nb = w.cols / 32, off = w.type == SOL_CUDA_Q4_0 ? 8 : w.type == SOL_CUDA_Q5_0 ? 16 : 0;
+    float acc[NT] = {};
+    for (int b = lane; b < nb; b += 32) {
+        qblock q = q_load(w, row, b, nb);
+        SOL_UNROLL
+        for (int t = 0; t < NT; t++) {
+            if (t >= n) continue;
+            size_t tb = (size_t)t * nb + b;
+            uint32_t x0[4], x1[4];
+            sol_ld128(x0, xq + tb * 32);
+            sol_ld128(x1, xq + tb * 32 + 16);
+            int dot = 0;
+            SOL_UNROLL
+            for (int i = 0; i < 4; i++) {
+                dot = __dp4a(q.v[i], (int)x0[i], dot);
+                dot = __dp4a(q.v[4 + i], (int)x1[i], dot);
+            }
+            float dx = xd[tb];
+            int32_t sx = xs[tb];
+            acc[t] += (float)(dot - off * sx) * (q.d * dx);
+            if (w.type == SOL_CUDA_Q5_1) acc[t] += q.m * dx * (float)sx;
+        }
+    }
+    gemv_store(acc, n, y, w.rows, row, lane);
+}
+
+/* Q4_K/Q5_K: a lane per (super-block, pair of 32-element sub-blocks), so a row of K = 2048
+ * (8 super-blocks) keeps all 32 lanes busy. Loads: d/dmin one word, the scales three, the pair's
+ * 32 quant bytes (and Q5_K's 32 high-bit bytes) two 128-bit loads each, the token's 64 quants
+ * four and its four 16-sums one 64-bit load. The integers are kq_dot.h's, split per pair and
+ * added back per super-block across four lanes; then the CPU's one float term per super-block. */
+template <int NT>
+static __global__ void GEMV_BOUNDS k_gemv_kq45(sol_cuda_wt w, const int8_t *kq, const float *kd,
+                                               const int16_t *ks, float *y, int n) {
+    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
+    if (row >= w.rows) return; /* whole warps: row depends on the warp only */
+    int nb = w.cols / 256, q5 = w.type == SOL_CUDA_Q5_K;
     size_t bb = q5 ? 176 : 144;
-    const unsigned char *wr = w + (size_t)row * row_bytes;
-    float acc[SOL_CUDA_GEMV_MAX_TOKENS] = {};
+    const unsigned char *wr = (const unsigned char *)w.data + (size_t)row * w.row_bytes;
+    float acc[NT] = {};
     for (int base = 0; base < nb * 4; base += 32) { /* every lane runs each round: shuffles */
         int it = base + lane, on = it < nb * 4, b = it / 4, c = it % 4, sc1 = 0, m1 = 0, sc2 = 0,
             m2 = 0;
-        const unsigned char *blk = wr + (size_t)b * bb;
         int lo[8] = {0}, hi[8] = {0};
         float d = 0.0f, dmin = 0.0f;
         if (on) {
-            const unsigned char *qs = blk + (q5 ? 48 : 16) + 32 * c, *qh = blk + 16;
-            sol_kq_scale_min(2 * c, blk + 4, &sc1, &m1);
-            sol_kq_scale_min(2 * c + 1, blk + 4, &sc2, &m2);
-            d = sol_f16_to_f32(sol_load_u16(blk));
-            dmin = sol_f16_to_f32(sol_load_u16(blk + 2));
+            const unsigned char *blk = wr + (size_t)b * bb, *qs = blk + (q5 ? 48 : 16) + 32 * c;
+            uint32_t s0 = sol_ld32(blk + 4), s1 = sol_ld32(blk + 8), s2 = sol_ld32(blk + 12);
+            kq_scale_min_w(2 * c, s0, s1, s2, &sc1, &m1);
+            kq_scale_min_w(2 * c + 1, s0, s1, s2, &sc2, &m2);
+            uint32_t dm = sol_ld32(blk), v[8], h[8] = {0};
+            d = sol_f16_to_f32((uint16_t)dm);
+            dmin = sol_f16_to_f32((uint16_t)(dm >> 16));
+            sol_ld128(v, qs);
+            sol_ld128(v + 4, qs + 16);
+            if (q5) {
+                sol_ld128(h, blk + 16);
+                sol_ld128(h + 4, blk + 32);
+            }
+            SOL_UNROLL
             for (int i = 0; i < 8; i++) {
-                int v = load_w4(qs + 4 * i);
-                lo[i] = v & 0x0F0F0F0F;
-                hi[i] = (v >> 4) & 0x0F0F0F0F;
-                if (q5) { /* bits 2c (low nibbles) and 2c + 1 (high) of each qh byte, to bit 4 */
-                    int h = load_w4(qh + 4 * i);
-                    lo[i] |= ((h >> (2 * c)) & 0x01010101) << 4;
-                    hi[i] |= ((h >> (2 * c + 1)) & 0x01010101) << 4;
-                }
+                lo[i] = (int)(v[i] & 0x0F0F0F0F);
+                hi[i] = (int)((v[i] >> 4) & 0x0F0F0F0F);
+                /* Q5_K: bits 2c (low nibbles) and 2c + 1 (high) of each qh byte, to bit 4 */
+                lo[i] |= (int)(((h[i] >> (2 * c)) & 0x01010101) << 4);
+                hi[i] |= (int)(((h[i] >> (2 * c + 1)) & 0x01010101) << 4);
             }
         }
-        for (int t = 0; t < n; t++) {
+        SOL_UNROLL
+        for (int t = 0; t < NT; t++) {
+            if (t >= n) continue;
             size_t tb = (size_t)t * nb + b;
             int is = 0, ms = 0;
             if (on) {
                 const int8_t *q = kq + tb * 256 + 64 * c;
-                const int16_t *bs = ks + tb * 16 + 4 * c;
+                uint32_t x[16], bs[2];
+                SOL_UNROLL
+                for (int i = 0; i < 4; i++)
+                    sol_ld128(x + 4 * i, q + 16 * i);
+                sol_ld64(bs, ks + tb * 16 + 4 * c);
                 int s1 = 0, s2 = 0;
+                SOL_UNROLL
                 for (int i = 0; i < 8; i++) {
-                    s1 = __dp4a(lo[i], load_x4(q + 4 * i), s1);
-                    s2 = __dp4a(hi[i], load_x4(q + 32 + 4 * i), s2);
+                    s1 = __dp4a(lo[i], (int)x[i], s1);
+                    s2 = __dp4a(hi[i], (int)x[8 + i], s2);
                 }
+                int b0 = (int16_t)bs[0], b1 = (int16_t)(bs[0] >> 16), b2 = (int16_t)bs[1],
+                    b3 = (int16_t)(bs[1] >> 16);
                 is = sc1 * s1 + sc2 * s2;
-                ms = m1 * (bs[0] + bs[1]) + m2 * (bs[2] + bs[3]);
+                ms = m1 * (b0 + b1) + m2 * (b2 + b3);
             }
             /* the four pairs of a super-block sit in four neighbouring lanes: exact integer
              * sums, then the super-block's one float term, as the CPU's cpu_kq_term */
@@ -260,48 +308,70 @@ static __global__ void k_gemv_kq45(int type, const unsigned char *w, size_t row_
             if (on && c == 0) acc[t] += kd[tb] * (d * (float)is - dmin * (float)ms);
         }
     }
-    gemv_store(acc, n, y, rows, row, lane);
+    gemv_store(acc, n, y, w.rows, row, lane);
 }
 
-/* Q6_K: a lane per super-block; one float term per super-block as the CPU's cpu_kq_term. */
-static __global__ void k_gemv_kq(int type, const unsigned char *w, size_t row_bytes, int rows,
-                                 int K, const int8_t *kq, const float *kd, const int16_t *ks,
-                                 float *y, int n) {
+/* Q6_K: a lane per (super-block, 32-element group g = 4h + part): its 32 low-nibble bytes and 32
+ * high-bit bytes (two 128-bit loads each, split layout), two signed scales (one word), the
+ * token's 32 quants (two 128-bit loads) and two 16-sums (one word). Each 16-element half:
+ * sc * (dot - 32 * bsum), kq_dot.h's integers; eight lanes add them per super-block, then the
+ * CPU's float term d * isum. */
+template <int NT>
+static __global__ void GEMV_BOUNDS k_gemv_kq6(sol_cuda_wt w, const int8_t *kq, const float *kd,
+                                              const int16_t *ks, float *y, int n) {
     int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
-    if (row >= rows) return;
-    int nb = K / 256;
-    size_t bb = type == SOL_CUDA_Q4_K ? 144 : type == SOL_CUDA_Q5_K ? 176 : 210;
-    const unsigned char *wr = w + (size_t)row * row_bytes;
-    float acc[SOL_CUDA_GEMV_MAX_TOKENS] = {};
-    for (int b = lane; b < nb; b += 32) {
-        const unsigned char *blk = wr + (size_t)b * bb;
-        for (int t = 0; t < n; t++) {
+    if (row >= w.rows) return;
+    int nb = w.cols / 256;
+    float acc[NT] = {};
+    for (int base = 0; base < nb * 8; base += 32) {
+        int it = base + lane, on = it < nb * 8, b = it / 8, g = it % 8, h = g / 4, part = g % 4;
+        int v[8] = {0}, sc0 = 0, sc1 = 0;
+        float d = 0.0f;
+        if (on) {
+            size_t blk = (size_t)row * nb + b;
+            const unsigned char *q = sol_split_quants(w, blk);
+            uint32_t ql[8], qh[8];
+            sol_ld128(ql, q + 64 * h + 32 * (part & 1));
+            sol_ld128(ql + 4, q + 64 * h + 32 * (part & 1) + 16);
+            sol_ld128(qh, q + 128 + 32 * h);
+            sol_ld128(qh + 4, q + 128 + 32 * h + 16);
+            uint32_t sw = sol_ld32(q + 192 + 8 * h + 4 * (part >> 1)) >> (16 * (part & 1));
+            sc0 = (int8_t)(sw & 0xFF), sc1 = (int8_t)((sw >> 8) & 0xFF);
+            d = sol_split_scale(w, blk);
+            SOL_UNROLL
+            for (int i = 0; i < 8; i++)
+                v[i] = (int)(((part < 2 ? ql[i] : ql[i] >> 4) & 0x0F0F0F0F) |
+                             (((qh[i] >> (2 * part)) & 0x03030303) << 4));
+        }
+        SOL_UNROLL
+        for (int t = 0; t < NT; t++) {
+            if (t >= n) continue;
             size_t tb = (size_t)t * nb + b;
-            const int8_t *q = kq + tb * 256;
-            const int16_t *bs = ks + tb * 16;
-            int32_t isum = 0, msum = 0;
-            float d, dmin = 0.0f;
-            if (type == SOL_CUDA_Q6_K) {
-                isum = sol_kq6_sum(blk, blk + 128, (const int8_t *)(blk + 192), q, bs);
-                d = sol_f16_to_f32(sol_load_u16(blk + 208));
-            } else {
-                d = sol_f16_to_f32(sol_load_u16(blk));
-                dmin = sol_f16_to_f32(sol_load_u16(blk + 2));
-                sol_kq45_sums(blk + 4, blk + (type == SOL_CUDA_Q5_K ? 48 : 16),
-                              type == SOL_CUDA_Q5_K ? blk + 16 : nullptr, q, bs, &isum, &msum);
+            int is = 0;
+            if (on) {
+                uint32_t x[8];
+                const int8_t *q = kq + tb * 256 + 128 * h + 32 * part;
+                sol_ld128(x, q);
+                sol_ld128(x + 4, q + 16);
+                uint32_t bs = sol_ld32(ks + tb * 16 + 8 * h + 2 * part);
+                int s0 = 0, s1 = 0;
+                SOL_UNROLL
+                for (int i = 0; i < 4; i++) {
+                    s0 = __dp4a(v[i], (int)x[i], s0);
+                    s1 = __dp4a(v[4 + i], (int)x[4 + i], s1);
+                }
+                is = sc0 * (s0 - 32 * (int16_t)bs) + sc1 * (s1 - 32 * (int16_t)(bs >> 16));
             }
-            acc[t] += kd[tb] * (d * (float)isum - dmin * (float)msum);
+            for (int o = 1; o < 8; o <<= 1)
+                is += __shfl_xor_sync(0xffffffffu, is, o);
+            if (on && g == 0) acc[t] += kd[tb] * (d * (float)is); /* the CPU's, dmin = 0 */
         }
     }
-    gemv_store(acc, n, y, rows, row, lane);
+    gemv_store(acc, n, y, w.rows, row, lane);
 }
 
-static bool is_kquant(int type) {
-    return type == SOL_CUDA_Q4_K || type == SOL_CUDA_Q5_K || type == SOL_CUDA_Q6_K;
-}
-
-/* Quantized activations in the scratch: n x K quants, then a float scale per block, then the
- * sums (int32 per Q8_0 block, or int16 per 16 elements of a Q8_K block). */
+/* Quantized activations in the scratch, each part 16-byte aligned: n x K quants, a float scale
+ * per block, then the sums (int32 per Q8_0 block, or int16 per 16 elements of a Q8_K block). */
 struct qx {
     int8_t *q;
     float *d;
@@ -309,51 +379,103 @@ struct qx {
     int n_blocks;
 };
 
-static qx split_scratch(void *scratch, int n, int K, int block_elems) {
+static size_t align16(size_t v) {
+    return (v + 15) & ~(size_t)15;
+}
+
+static qx split_scratch(const void *scratch, int n, int K, int block_elems) {
     qx r;
     r.n_blocks = n * (K / block_elems);
     r.q = (int8_t *)scratch;
-    r.d = (float *)(r.q + (size_t)n * K);
-    r.s = r.d + r.n_blocks;
+    r.d = (float *)(r.q + align16((size_t)n * K));
+    r.s = (char *)r.d + align16((size_t)r.n_blocks * sizeof(float));
     return r;
+}
+
+extern "C" int SOL_CUDA_FN(gemv_act)(int type) {
+    switch (type) {
+    case SOL_CUDA_Q4_K:
+    case SOL_CUDA_Q5_K:
+    case SOL_CUDA_Q6_K:
+        return SOL_CUDA_ACT_Q8_K;
+    case SOL_CUDA_Q8_0:
+    case SOL_CUDA_Q4_0:
+    case SOL_CUDA_Q5_0:
+    case SOL_CUDA_Q5_1:
+        return SOL_CUDA_ACT_Q8_0;
+    default:
+        return SOL_CUDA_ACT_FLOAT;
+    }
 }
 
 extern "C" size_t SOL_CUDA_FN(gemv_scratch_bytes)(int n, int K) {
     size_t nb = (size_t)n * (size_t)(K / 32); /* Q8_0's layout is the larger of the two */
-    return (size_t)n * (size_t)K + nb * sizeof(float) + nb * sizeof(int32_t);
+    return align16((size_t)n * (size_t)K) + align16(nb * sizeof(float)) + nb * sizeof(int32_t);
 }
 
-extern "C" int SOL_CUDA_FN(gemv)(int type, const void *w, size_t row_bytes, int rows, int K,
-                                 const float *x, float *y, int n, void *scratch, void *stream) {
-    if (!sol_cuda_type_known(type) || n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS) return -ENOTSUP;
-    if (K % (is_kquant(type) ? 256 : 32) || rows < 1) return -EINVAL;
-    cudaStream_t st = (cudaStream_t)stream;
-    dim3 grid((unsigned)((rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(32 * GEMV_WARPS);
-    const unsigned char *wb = (const unsigned char *)w;
-    int aligned =
-        K % 8 == 0 && row_bytes % 16 == 0 && (uintptr_t)w % 16 == 0 && (uintptr_t)x % 16 == 0;
-    if ((type == SOL_CUDA_F16 || type == SOL_CUDA_BF16) && aligned) {
-        SOL_LAUNCH(k_gemv_h16, grid, block, 0, st, type, wb, row_bytes, rows, K, x, y, n);
-        return 0;
-    }
-    if (type == SOL_CUDA_F32 || type == SOL_CUDA_F16 || type == SOL_CUDA_BF16) {
-        SOL_LAUNCH(k_gemv_float, grid, block, 0, st, type, wb, row_bytes, rows, K, x, y, n);
-        return 0;
-    }
-    qx a = split_scratch(scratch, n, K, is_kquant(type) ? 256 : 32);
+extern "C" int SOL_CUDA_FN(gemv_quantize)(int act, const float *x, int n, int K, void *scratch,
+                                          void *stream) {
+    if (n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS) return -ENOTSUP;
+    if (act == SOL_CUDA_ACT_FLOAT) return 0;
+    if (K % (act == SOL_CUDA_ACT_Q8_K ? 256 : 32)) return -EINVAL;
+    qx a = split_scratch(scratch, n, K, act == SOL_CUDA_ACT_Q8_K ? 256 : 32);
     dim3 qgrid((unsigned)((a.n_blocks + QUANT_WARPS - 1) / QUANT_WARPS)), qblock(32 * QUANT_WARPS);
-    if (is_kquant(type)) {
+    cudaStream_t st = (cudaStream_t)stream;
+    if (act == SOL_CUDA_ACT_Q8_K)
         SOL_LAUNCH(k_quantize_q8_k, qgrid, qblock, 0, st, x, a.n_blocks, a.q, a.d, (int16_t *)a.s);
-        if (type == SOL_CUDA_Q6_K)
-            SOL_LAUNCH(k_gemv_kq, grid, block, 0, st, type, wb, row_bytes, rows, K, a.q, a.d,
-                       (const int16_t *)a.s, y, n);
-        else
-            SOL_LAUNCH(k_gemv_kq45, grid, block, 0, st, type, wb, row_bytes, rows, K, a.q, a.d,
-                       (const int16_t *)a.s, y, n);
-    } else {
+    else
         SOL_LAUNCH(k_quantize_q8_0, qgrid, qblock, 0, st, x, a.n_blocks, a.q, a.d, (int32_t *)a.s);
-        SOL_LAUNCH(k_gemv_q, grid, block, 0, st, type, wb, row_bytes, rows, K, a.q, a.d,
-                   (const int32_t *)a.s, y, n);
-    }
     return 0;
+}
+
+/* The kernel for NT tokens (1, 2, 4, 8 or 16) of w's type. */
+template <int NT>
+static void gemv_launch(const sol_cuda_wt &w, const float *x, float *y, int n, const void *scratch,
+                        cudaStream_t st) {
+    dim3 grid((unsigned)((w.rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(32 * GEMV_WARPS);
+    int act = SOL_CUDA_FN(gemv_act)(w.type);
+    if (act == SOL_CUDA_ACT_FLOAT) {
+        int h16 = (w.type == SOL_CUDA_F16 || w.type == SOL_CUDA_BF16) && w.cols % 8 == 0 &&
+                  w.row_bytes % 16 == 0 && (uintptr_t)w.data % 16 == 0 && (uintptr_t)x % 16 == 0;
+        if (h16)
+            SOL_LAUNCH(k_gemv_h16<NT>, grid, block, 0, st, w, x, y, n);
+        else
+            SOL_LAUNCH(k_gemv_float<NT>, grid, block, 0, st, w, x, y, n);
+        return;
+    }
+    qx a = split_scratch(scratch, n, w.cols, act == SOL_CUDA_ACT_Q8_K ? 256 : 32);
+    if (w.type == SOL_CUDA_Q6_K)
+        SOL_LAUNCH(k_gemv_kq6<NT>, grid, block, 0, st, w, a.q, a.d, (const int16_t *)a.s, y, n);
+    else if (act == SOL_CUDA_ACT_Q8_K)
+        SOL_LAUNCH(k_gemv_kq45<NT>, grid, block, 0, st, w, a.q, a.d, (const int16_t *)a.s, y, n);
+    else
+        SOL_LAUNCH(k_gemv_q<NT>, grid, block, 0, st, w, a.q, a.d, (const int32_t *)a.s, y, n);
+}
+
+extern "C" int SOL_CUDA_FN(gemv_run)(sol_cuda_wt w, const float *x, float *y, int n,
+                                     const void *scratch, void *stream) {
+    if (!sol_cuda_type_known(w.type) || n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS) return -ENOTSUP;
+    if (w.cols % sol_cuda_block_elems(w.type) || w.rows < 1 ||
+        w.split != sol_cuda_wants_split(w.type))
+        return -EINVAL;
+    cudaStream_t st = (cudaStream_t)stream;
+    if (n == 1)
+        gemv_launch<1>(w, x, y, n, scratch, st);
+    else if (n == 2)
+        gemv_launch<2>(w, x, y, n, scratch, st);
+    else if (n <= 4)
+        gemv_launch<4>(w, x, y, n, scratch, st);
+    else if (n <= 8)
+        gemv_launch<8>(w, x, y, n, scratch, st);
+    else
+        gemv_launch<16>(w, x, y, n, scratch, st);
+    return 0;
+}
+
+extern "C" int SOL_CUDA_FN(gemv)(sol_cuda_wt w, const float *x, float *y, int n, void *scratch,
+                                 void *stream) {
+    if (!sol_cuda_type_known(w.type) || n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS) return -ENOTSUP;
+    int rc =
+        SOL_CUDA_FN(gemv_quantize)(SOL_CUDA_FN(gemv_act)(w.type), x, n, w.cols, scratch, stream);
+    return rc ? rc : SOL_CUDA_FN(gemv_run)(w, x, y, n, scratch, stream);
 }

@@ -1,6 +1,8 @@
 /* k_rope: rotary position embedding in place, one thread per (token, head, pair). Angles in
  * double with the CPU backend's rules (llama-3 bands, linear scaling), so both backends agree to
- * float rounding. */
+ * float rounding. The sine and cosine are rope_sincos's, not the CUDA library's: its double cos
+ * and sin carry a large-argument path (Payne-Hanek) with a table in local memory, which the SASS
+ * check forbids in a decode kernel even where it never runs. */
 #include "cuda_kernels.h"
 #include "sol_cuda_kernel.h"
 
@@ -20,6 +22,33 @@ static __device__ double rope_inv_freq(const sol_cuda_rope_args &p, int i, int h
     return (1.0 - smooth) * f / p.scaling_factor + smooth * f;
 }
 
+/* sin and cos of a in double: a reduced by pi/2 (k = nearest integer of a 2/pi) with pi/2 in
+ * three parts of which the first two have 33 significant bits, so k times them is exact for
+ * |k| < 2^20 (|a| < 1.6e6, a position of 1.6 million at the fastest frequency); then Taylor series
+ * to degree 19 and 20 on |r| <= pi/4, whose remainder (< 2e-22) is far below double's rounding.
+ * Rounded to float, the values are the CPU's (float)cos(a) and (float)sin(a) unless the two
+ * doubles straddle a float rounding boundary, which a difference of an ulp or two of double
+ * makes happen about once in 2^28 values. */
+static __device__ void rope_sincos(double a, double *sn, double *cs) {
+    const double p1 = 1.57079632673412561417e+00, p2 = 6.07710050630396597660e-11,
+                 p3 = 2.02226624879595063154e-21;
+    double k = rint(a * 0.636619772367581343076);
+    double r = ((a - k * p1) - k * p2) - k * p3, r2 = r * r;
+    /* sin r = r (1 - r2/(2 3) (1 - r2/(4 5) (1 - ...))), cos r = 1 - r2/(1 2) (1 - r2/(3 4) (...)),
+     * innermost first; the reciprocals are constants once the loops are unrolled */
+    double ts = 0.0, tc = 0.0;
+    SOL_UNROLL
+    for (int i = 19; i >= 3; i -= 2)
+        ts = r2 * (1.0 / ((double)i * (double)(i - 1))) * (1.0 - ts);
+    SOL_UNROLL
+    for (int i = 20; i >= 2; i -= 2)
+        tc = r2 * (1.0 / ((double)i * (double)(i - 1))) * (1.0 - tc);
+    double s = r * (1.0 - ts), c = 1.0 - tc;
+    long q = (long)k & 3;
+    *sn = q == 0 ? s : q == 1 ? c : q == 2 ? -s : -c;
+    *cs = q == 0 ? c : q == 1 ? -s : q == 2 ? -c : s;
+}
+
 static __global__ void k_rope(float *x, const int32_t *pos, int n, int heads, int head_dim,
                               sol_cuda_rope_args p) {
     int half = head_dim / 2;
@@ -28,8 +57,9 @@ static __global__ void k_rope(float *x, const int32_t *pos, int n, int heads, in
     int i = (int)(id % half);
     int64_t th = id / half; /* token * heads + head */
     int t = (int)(th / heads);
-    double a = pos[t] * rope_inv_freq(p, i, head_dim);
-    float c = (float)cos(a), s = (float)sin(a);
+    double a = pos[t] * rope_inv_freq(p, i, head_dim), sd, cd;
+    rope_sincos(a, &sd, &cd);
+    float c = (float)cd, s = (float)sd;
     float *v = x + th * head_dim;
     int step = p.neox ? 1 : 2, off = p.neox ? half : 1;
     float x0 = v[i * step], x1 = v[i * step + off];

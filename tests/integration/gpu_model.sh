@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# Promise: bench/gpu_model.py (issue 30's performance model of a CUDA step; a model, not a
+# measurement) runs its --check on the design that predicts best (the default too; lean-q with
+# the parameters as given) and says the truth about it (exit 1 exactly when a figure is below its
+# target, and 0 once parameters that meet the target are given); lists every kernel family with
+# the launch counts of lean-q (10 per layer: exactly one norm+quantize or quantize launch per
+# matrix group, rope in the q/k/v epilogue), of the lean design (6 per layer: no norm, quantize or
+# rope launch at batch 1; PDL on sm_90 only; attention splits independent of the batch), of
+# issue 30's fused design (10) and of today's code (24);
+# reads a GGUF's header into the same bytes as its preset (a header written here, and, with a
+# build, files written by sol-mkmodel + sol-quantize); matches llama.cpp's published sizes of
+# Llama-3-8B; and refuses bad input with one line and exit 2.
+set -euo pipefail
+S=${SOL_SOURCE:?}
+M="python3 $S/bench/gpu_model.py"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+w=$(mktemp -d); trap 'rm -rf "$w"' EXIT
+jget() { python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
+
+$M --help >"$w/help" || fail "--help"
+grep -q "launch_graph_us" "$w/help" || fail "--help does not list the parameters"
+grep -q "launch_pdl_us" "$w/help" || fail "--help does not list launch_pdl_us"
+
+# --check: every figure printed, and the exit status agrees with them
+rc=0; $M --check >"$w/check" || rc=$?
+cat "$w/check"
+[ "$rc" = 0 ] || [ "$rc" = 1 ] || fail "--check exit $rc"
+checked=$(sed -n 's/^issue 30 target: .*, context 512, \([a-z-]*\) (.*/\1/p' "$w/check")
+[ -n "$checked" ] || fail "--check names no design"
+grep -q "^designs (.*; best: $checked$" "$w/check" || fail "--check checks $checked, not the best design"
+for q in q4_k_m q4_0 f16; do
+  grep -Eq "^$q +[0-9.]+% of the copy roofline .*target (80|85)%: (ok|BELOW)$" "$w/check" ||
+    fail "--check prints no figure for $q"
+done
+below=$(grep -c ': BELOW$' "$w/check" || true)
+{ [ "$below" = 0 ] && [ "$rc" = 0 ]; } || { [ "$below" != 0 ] && [ "$rc" = 1 ]; } ||
+  fail "--check exit $rc with $below figures below target"
+# the same check must fail where the GEMV is slow, and pass where every cost is met
+rc=0; $M --check --param gemv_eff=0.5 >"$w/slow" || rc=$?
+[ "$rc" = 1 ] || fail "--check with GEMV at 0.5 of the bandwidth: exit $rc"
+rc=0; $M --check --param gemv_eff=0.97 --param launch_pdl_us=0.1 --param prologue_share=8 \
+  >"$w/fast" || rc=$?
+[ "$rc" = 0 ] || { cat "$w/fast"; fail "--check (the best design) with every cost met: exit $rc"; }
+rc=0; $M --check --design lean --param gemv_eff=0.97 --param launch_pdl_us=0.1 \
+  --param prologue_share=8 >"$w/fast" || rc=$?
+[ "$rc" = 0 ] || { cat "$w/fast"; fail "--check (lean) with every cost met: exit $rc"; }
+rc=0; $M --check --design fused --param gemv_eff=0.97 --param launch_graph_us=0.1 \
+  --param norm_blocks=16 --param split_min=64 --param prologue_share=8 >"$w/fast" || rc=$?
+[ "$rc" = 0 ] || { cat "$w/fast"; fail "--check --design fused with every cost met: exit $rc"; }
+# PDL's cost is the lean designs' only, and only on sm_90: the check fails with slow PDL
+rc=0; $M --check --param launch_pdl_us=3 >"$w/slow" || rc=$?
+[ "$rc" = 1 ] || fail "--check with PDL at 3 us per node: exit $rc"
+# the best design, computed here from every design's figures (largest smallest margin over the
+# targets), is the default's and --check's
+for q in q4_k_m q4_0 f16; do
+  for d in lean-q lean fused unfused; do $M --json --quant $q --design $d >"$w/$d-$q.json"; done
+done
+best=$(python3 - "$w" <<'PY'
+import json, sys
+T = {"q4_k_m": 0.80, "q4_0": 0.80, "f16": 0.85}
+m = {d: min(json.load(open(f"{sys.argv[1]}/{d}-{q}.json"))["roof_copy"] - t for q, t in T.items())
+     for d in ("lean-q", "lean", "fused", "unfused")}
+print(max(m, key=m.get))
+PY
+)
+[ "$best" = "$checked" ] || fail "the best design is $best, --check checked $checked"
+[ "$(jget <($M --json) 'd["inputs"]["design"]')" = "$best" ] || fail "the default is not the best design ($best)"
+# the designs rank as designed: lean-q > fused and lean > fused > unfused, per quant (8b, h200,
+# batch 1)
+for q in q4_k_m q4_0 f16; do
+  for d in lean-q lean fused unfused; do cp "$w/$d-$q.json" "$w/$d.json"; done
+  [ "$(jget "$w/lean-q.json" 'd["roof_copy"] > json.load(open(sys.argv[3]))["roof_copy"]' "$w/fused.json")" = True ] ||
+    fail "$q: lean-q not above fused"
+  [ "$(jget "$w/lean.json" 'd["roof_copy"] > json.load(open(sys.argv[3]))["roof_copy"]' "$w/fused.json")" = True ] &&
+  [ "$(jget "$w/fused.json" 'd["roof_copy"] > json.load(open(sys.argv[3]))["roof_copy"]' "$w/unfused.json")" = True ] ||
+    fail "$q: designs not ranked lean > fused > unfused"
+done
+
+# the lean design: 1 + 32 x 6 + 2 launches at context 512 (8 splits), 1 + 32 x 5 + 2
+# without a split; no norm/quantize/rope launch at batch 1, all of them on the tensor-core path
+$M --shape 8b --quant q4_k_m --design lean >"$w/lean"
+grep -q "lean (GEMV prologues: designed, not built), CUDA graph + PDL, 0.3 us per node" "$w/lean" ||
+  fail "lean on h200: not PDL at 0.3 us per node"
+grep -Eq '^total +195 ' "$w/lean" || fail "lean 8b: not 195 launches (1 + 32 x 6 + 2)"
+grep -Eq '^total +163 ' <($M --design lean --context 64) || fail "lean 8b, context 64: not 163 launches"
+for fam in "rmsnorm" "quantize" "rope + KV write"; do
+  ! grep -Eq "^$(sed 's/[+/()]/\\&/g' <<<"$fam") +[0-9]+ " "$w/lean" || fail "lean batch 1: a '$fam' launch"
+done
+grep -q "^GEMV prologues (x re-read from L2 by every block" "$w/lean" || fail "lean: no prologue line"
+grep -Eq '^total +324 ' <($M --design lean --batch 16) || fail "lean batch 16 (tensor cores): not 324 launches"
+for g in a100 l40s; do
+  for d in lean lean-q; do
+    grep -q "CUDA graph, 1.0 us per node" <($M --design $d --gpu $g) || fail "$d on $g: PDL is sm_90 only"
+  done
+done
+# batch invariance: the lean split count depends on the context and the SM count, not the batch
+for d in lean lean-q; do
+  for b in 1 3 8 15; do
+    grep -Eq '^attention +32 .*\[splits 8\]$' <($M --design $d --batch $b) || fail "$d batch $b: not 8 splits"
+  done
+  grep -Eq '^attention +32 .*\[splits 9\]$' <($M --design $d --context 4096) || fail "$d context 4096: not 9 splits"
+done
+
+# lean-q: 1 + 32 x 10 + 3 launches (norm+quantize, q/k/v+rope/KV, attention, combine, quantize, o,
+# norm+quantize, gate/up, quantize, down; final norm+quantize, head, sampler); 1 + 32 x 9 + 3
+# without a split; F16 (no quantize): 1 + 32 x 8 + 3. Exactly one quantize launch per matrix group:
+# 4 per layer + the head's, each kernel once per layer, no GEMV prologue, no rope launch
+$M --shape 8b --quant q4_k_m --design lean-q --kernels >"$w/leanq"
+grep -q "lean-q (lean, x quantized once per group: partly built), CUDA graph + PDL, 0.3 us per node" "$w/leanq" ||
+  fail "lean-q on h200: not PDL at 0.3 us per node"
+grep -Eq '^total +324 ' "$w/leanq" || fail "lean-q 8b: not 324 launches (1 + 32 x 10 + 3)"
+grep -Eq '^total +292 ' <($M --design lean-q --context 64) || fail "lean-q 8b, context 64: not 292 launches"
+grep -Eq '^total +260 ' <($M --design lean-q --quant f16) || fail "lean-q f16: not 260 launches (no quantize)"
+grep -Eq '^norm\+quantize +129 ' "$w/leanq" || fail "lean-q: not 129 norm+quantize launches (32 x 4 + 1)"
+for k in "rmsnorm_quantize(attn)" "quantize(attn out)" "rmsnorm_quantize(ffn)" "quantize(silu)"; do
+  awk -v k="$k" 'index($0, k " ") == 1 { split(substr($0, length(k) + 1), f)
+    if (f[1] == "norm+quantize" && f[2] == 32) n++ } END { exit n != 1 }' "$w/leanq" ||
+    fail "lean-q: $k not once per layer"
+done
+grep -Eq '^rmsnorm_quantize\(final\) +norm\+quantize +1 ' "$w/leanq" || fail "lean-q: no final norm+quantize"
+for fam in "rmsnorm" "quantize" "rope + KV write"; do
+  ! grep -Eq "^$(sed 's/[+/()]/\\&/g' <<<"$fam") +[0-9]+ " "$w/leanq" || fail "lean-q batch 1: a '$fam' launch"
+done
+! grep -q "^GEMV prologues" "$w/leanq" || fail "lean-q: a GEMV prologue"
+grep -q "^norm/quantize launches (x written once per group as Q8): 129, .* 129 quantize launches for 129 quantized matrix groups" "$w/leanq" ||
+  fail "lean-q: no norm/quantize line"
+for q in q4_k_m q4_0 q8_0; do
+  for b in 1 8; do
+    $M --json --design lean-q --quant $q --batch $b >"$w/lq.json"
+    [ "$(jget "$w/lq.json" 'd["quant_launches"] == d["quant_groups"] == 129 and d["prologue_s"] == 0')" = True ] ||
+      fail "lean-q $q batch $b: $(jget "$w/lq.json" 'd["quant_launches"]') quantize launches for $(jget "$w/lq.json" 'd["quant_groups"]') groups"
+  done
+done
+[ "$(jget <($M --json --design lean --quant q4_0) 'd["quant_launches"]')" = 0 ] || fail "lean: a quantize launch"
+# lean-q's check: fails with norm/quantize blocks over whole rows, passes with every cost met
+rc=0; $M --check --design lean-q --param normq_slice=4096 >"$w/slow" || rc=$?
+[ "$rc" = 1 ] || fail "--check (lean-q) with one norm block per row: exit $rc"
+rc=0; $M --check --design lean-q --param gemv_eff=0.97 --param launch_pdl_us=0.1 >"$w/fast" || rc=$?
+[ "$rc" = 0 ] || { cat "$w/fast"; fail "--check (lean-q) with every cost met: exit $rc"; }
+
+# the family table, fused (issue 30's design) and unfused (today)
+$M --shape 8b --quant q4_k_m --design fused >"$w/fused"
+for fam in "embedding" "rmsnorm" "q/k/v projection" "rope + KV write" "attention" \
+           "attention combine" "o projection" "gate/up projection" "quantize" \
+           "down projection" "output head" "sampler" "host (per step)" "total"; do
+  grep -Eq "^$(sed 's/[+/()]/\\&/g' <<<"$fam") +[0-9]+ " "$w/fused" || fail "no row '$fam' in the table"
+done
+grep -Eq '^total +324 ' "$w/fused" || fail "fused 8b: not 324 launches (1 + 32 x 10 + 3)"
+grep -q "achieved .*% of the copy roofline, .*% of spec HBM" "$w/fused" || fail "no roofline line"
+grep -q "graph overhead: 324 launches x 1.0 us" "$w/fused" || fail "no graph overhead line"
+$M --shape 8b --quant q4_k_m --unfused >"$w/unfused"
+for fam in "SiLU\*mul" "residual add" "logits to host"; do
+  grep -Eq "^$fam +" "$w/unfused" || fail "unfused: no row $fam"
+done
+grep -Eq '^total +773 ' "$w/unfused" || fail "unfused 8b: not 773 launches (1 + 32 x 24 + 4)"
+cmp -s "$w/unfused" <($M --shape 8b --quant q4_k_m --design unfused) || fail "--unfused is not --design unfused"
+grep -Eq '^total +292 ' <($M --quant f16 --design fused) || fail "fused f16: not 292 launches (no quantize)"
+$M --kernels --design fused >"$w/kernels"
+grep -q '^gemv_qkv .*design' "$w/kernels" || fail "--kernels does not say what is designed only"
+grep -q '^gemv_qkv_norm_rope_kv .*design' <($M --design lean --kernels) || fail "lean --kernels: no designed q/k/v GEMV"
+$M --batch-sweep >"$w/sweep"
+[ "$(grep -Ec '^ +(1|8|16|32|64) +[0-9.]+ ' "$w/sweep")" = 5 ] || fail "--batch-sweep rows"
+grep -q "batch 64 / batch 1 throughput: [0-9.]*x" "$w/sweep" || fail "--batch-sweep ratio"
+$M --prefill 2048 | grep -q "% of the 1979 TFLOP/s int8 tensor peak" || fail "--prefill"
+
+# llama.cpp's sizes (llama-bench): Llama-3-8B Q4_K_M 4.58 GiB, F16 14.96 GiB
+$M --json --quant q4_k_m >"$w/km.json"; $M --json --quant f16 >"$w/f16.json"
+[ "$(jget "$w/km.json" '"%.2f" % (d["weights_file"] / 2**30)')" = 4.58 ] || fail "8b q4_k_m size"
+[ "$(jget "$w/f16.json" '"%.2f" % (d["weights_file"] / 2**30)')" = 14.96 ] || fail "8b f16 size"
+
+# a GGUF header written here: Llama-3-8B's shapes with llama.cpp's Q4_K_M types (Q6_K attn_v
+# and ffn_down in layers 0-3, 6, 9, ..., 27, 28-31; Q6_K head), tensor data sparse
+python3 - "$w/8b.gguf" "$w/short.gguf" <<'PY'
+import struct, sys
+six = {0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31}
+T = {"F32": (0, 1, 4), "Q4_K": (12, 256, 144), "Q6_K": (14, 256, 210)}
+def s(x): b = x.encode(); return struct.pack("<Q", len(b)) + b
+kv = [("general.architecture", 8, s("llama")), ("llama.block_count", 4, struct.pack("<I", 32)),
+      ("llama.embedding_length", 4, struct.pack("<I", 4096)),
+      ("llama.feed_forward_length", 4, struct.pack("<I", 14336)),
+      ("llama.attention.head_count", 4, struct.pack("<I", 32)),
+      ("llama.attention.head_count_kv", 4, struct.pack("<I", 8))]
+ts = [("token_embd.weight", [4096, 128256], "Q4_K"), ("output_norm.weight", [4096], "F32"),
+      ("output.weight", [4096, 128256], "Q6_K")]
+for i in range(32):
+    q6 = "Q6_K" if i in six else "Q4_K"
+    ts += [(f"blk.{i}.attn_norm.weight", [4096], "F32"), (f"blk.{i}.ffn_norm.weight", [4096], "F32"),
+           (f"blk.{i}.attn_q.weight", [4096, 4096], "Q4_K"),
+           (f"blk.{i}.attn_k.weight", [4096, 1024], "Q4_K"),
+           (f"blk.{i}.attn_v.weight", [4096, 1024], q6),
+           (f"blk.{i}.attn_output.weight", [4096, 4096], "Q4_K"),
+           (f"blk.{i}.ffn_gate.weight", [4096, 14336], "Q4_K"),
+           (f"blk.{i}.ffn_up.weight", [4096, 14336], "Q4_K"),
+           (f"blk.{i}.ffn_down.weight", [14336, 4096], q6)]
+h = b"GGUF" + struct.pack("<IQQ", 3, len(ts), len(kv))
+for k, t, v in kv:
+    h += s(k) + struct.pack("<I", t) + v
+off = 0
+for name, ne, ty in ts:
+    tid, be, bb = T[ty]
+    n = ne[0] // be * bb * (ne[1] if len(ne) > 1 else 1)
+    h += s(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", x) for x in ne)
+    h += struct.pack("<IQ", tid, off)
+    off = (off + n + 31) // 32 * 32
+for path, short in ((sys.argv[1], 0), (sys.argv[2], 1)):  # the second one byte short
+    with open(path, "wb") as f:
+        f.write(h + b"\0" * ((-len(h)) % 32))
+        f.truncate(f.tell() + off - short)
+PY
+$M --gguf "$w/8b.gguf" --json >"$w/g.json" || fail "reading the 8b GGUF header"
+[ "$(jget "$w/g.json" 'd["weights_step"] == json.load(open(sys.argv[3]))["weights_step"]' "$w/km.json")" = True ] ||
+  fail "GGUF weight bytes $(jget "$w/g.json" 'd["weights_step"]') differ from the preset's"
+[ "$(jget "$w/g.json" 'abs(d["step_s"] / json.load(open(sys.argv[3]))["step_s"] - 1) < 0.01' "$w/km.json")" = True ] ||
+  fail "GGUF step time differs from the preset's by 1% or more"
+# the same file one byte short of its data, and files that are no GGUF
+for bad in short.gguf missing.gguf notgguf; do
+  [ "$bad" = notgguf ] && echo "plain text" >"$w/notgguf"
+  rc=0; $M --gguf "$w/$bad" >"$w/out" 2>"$w/err" || rc=$?
+  [ "$rc" = 2 ] && [ "$(wc -l <"$w/err")" = 1 ] && grep -q "$bad" "$w/err" ||
+    fail "--gguf $bad: exit $rc, $(cat "$w/err")"
+done
+grep -q "truncated" <($M --gguf "$w/short.gguf" 2>&1) || fail "a short file is not called truncated"
+# a trained GGUF of the repository (tokenizer arrays and all)
+$M --gguf "$S/models/demo/demo-target-f16.gguf" | grep -q "^       llama, .* layers, d 256" ||
+  fail "reading models/demo/demo-target-f16.gguf"
+
+# files written by Sol's own tools: sol-quantize's mixes give the preset's bytes exactly
+mk=${SOL_BUILD:+$SOL_BUILD/tools/sol-mkmodel}; qz=${SOL_BUILD:+$SOL_BUILD/tools/sol-quantize}
+if [ -n "${SOL_BUILD:-}" ]; then
+  [ -x "$mk" ] && [ -x "$qz" ] || fail "no sol-mkmodel/sol-quantize in $SOL_BUILD/tools"
+  "$mk" -o "$w/f32.gguf" --dim 256 --layers 8 --heads 4 --kv-heads 2 --ffn 768 --vocab 512 \
+    >"$w/mk.log" 2>&1 || { cat "$w/mk.log"; fail "sol-mkmodel"; }
+  for q in q4_k_m q4_0; do
+    "$qz" "$w/f32.gguf" "$w/$q.gguf" --type "$q" --quiet >"$w/qz.log" 2>&1 ||
+      { cat "$w/qz.log"; fail "sol-quantize --type $q"; }
+    $M --gguf "$w/$q.gguf" --json >"$w/a.json"
+    $M --json --shape 8b --layers 8 --dim 256 --heads 4 --kv-heads 2 --ffn 768 --vocab 512 \
+      --quant "$q" >"$w/b.json"
+    [ "$(jget "$w/a.json" 'd["weights_file"] == json.load(open(sys.argv[3]))["weights_file"]' "$w/b.json")" = True ] ||
+      fail "sol-quantize $q: file $(jget "$w/a.json" 'd["weights_file"]') bytes, preset $(jget "$w/b.json" 'd["weights_file"]')"
+  done
+else
+  echo "note: SOL_BUILD unset: the sol-mkmodel/sol-quantize cross-check did not run"
+fi
+
+# bad input: one line naming it, exit 2
+for args in "--shape 9b" "--quant q3" "--gpu v100" "--batch 0" "--batch x" "--context -1" \
+            "--param nosuch=1" "--param gemv_eff=x" "--kv f8" "--design nosuch" \
+            "--unfused --design lean" "--l2-bw 0"; do
+  # shellcheck disable=SC2086 # $args is several words
+  rc=0; $M $args >"$w/out" 2>"$w/err" || rc=$?
+  word=${args#* }; word=${word%%=*}
+  [ "$rc" = 2 ] && [ "$(wc -l <"$w/err")" = 1 ] && grep -qF -- "$word" "$w/err" ||
+    fail "$args: exit $rc, '$(cat "$w/err")'"
+done
+echo "gpu_model: ok"
