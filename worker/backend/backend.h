@@ -99,6 +99,10 @@ typedef struct sol_backend_ops {
      * matmul calls. NULL: sol_matmul_many calls matmul per weight. */
     int (*matmul_many)(sol_backend *be, const sol_weight *const *ws, float *const *ys, int count,
                        const float *x, int n);
+    /* Optional: y[t] += x[t] W^T, the residual add done in the matmul's epilogue (one launch
+     * fewer per block output on a device); the same bits as matmul into a temporary, then add.
+     * NULL: sol_matmul_add does exactly that. */
+    int (*matmul_add)(sol_backend *be, const sol_weight *w, const float *x, float *y, int n);
     /* out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w, for n rows of dim; out may alias x. */
     int (*rmsnorm)(sol_backend *be, const float *x, const float *w, float *out, int n, int dim,
                    float eps);
@@ -301,6 +305,15 @@ static inline int sol_get_rows(sol_backend *be, const float *src, int64_t width,
     return be->ops->get_rows(be, src, width, rows, n, src_rows, dst);
 }
 /* Free/total device memory; -ENOTSUP for a host backend. */
+/* y += x W^T (n x M); tmp (n x M floats, a backend buffer) is used only by a backend without
+ * matmul_add. */
+static inline int sol_matmul_add(sol_backend *be, const sol_weight *w, const float *x, float *y,
+                                 float *tmp, int n) {
+    if (be->ops->matmul_add) return be->ops->matmul_add(be, w, x, y, n);
+    int rc = be->ops->matmul(be, w, x, tmp, n);
+    return rc ? rc : be->ops->add(be, y, tmp, y, (int64_t)n * w->rows);
+}
+
 static inline int sol_mem_info(sol_backend *be, size_t *free_bytes, size_t *total_bytes) {
     if (!be->ops->mem_info) return -ENOTSUP;
     return be->ops->mem_info(be, free_bytes, total_bytes);

@@ -59,6 +59,20 @@ static int residual(model *m, const float *post_norm, int n) {
     return sol_add(m->be, s->x, s->xb2, s->x, (int64_t)n * hp->dim);
 }
 
+/* x += W in (n rows): a block's output projection joining the residual stream. With one rank and
+ * no post-norm the add happens in the matmul's epilogue (sol_matmul_add; the same bits), else
+ * into xb2, all-reduced across ranks, post-normed, then added. */
+static int project_residual(model *m, const sol_weight *w, const float *in, const float *post_norm,
+                            int n) {
+    model_scratch *s = &m->s;
+    int rc;
+    if (m->sh.n == 1 && !post_norm) return sol_matmul_add(m->be, w, in, s->x, s->xb2, n);
+    if ((rc = sol_matmul(m->be, w, in, s->xb2, n)) ||
+        (rc = allreduce(m, s->xb2, (int64_t)n * m->hp.dim)))
+        return rc;
+    return residual(m, post_norm, n);
+}
+
 /* Attention block of layer l: x += Wo · attn(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x)). */
 static int attention(model *m, sol_kv *kv, int l, const model_batch *b) {
     const model_hparams *hp = &m->hp;
@@ -81,11 +95,9 @@ static int attention(model *m, sol_kv *kv, int l, const model_batch *b) {
         scale = 1.0f;
     }
     if ((rc = sol_paged_attention_swa(be, kv, l, s->q, s->att, n, sh->heads, sh->kv_heads,
-                                      hp->head_dim, scale, slides ? hp->swa_window : 0, b->attn)) ||
-        (rc = sol_matmul(be, &L->wo, s->att, s->xb2, n)) ||
-        (rc = allreduce(m, s->xb2, (int64_t)n * hp->dim)))
+                                      hp->head_dim, scale, slides ? hp->swa_window : 0, b->attn)))
         return rc;
-    return residual(m, L->attn_post_norm, n);
+    return project_residual(m, &L->wo, s->att, L->attn_post_norm, n);
 }
 
 /* Gated FFN: x += W_down · (act(W_gate·norm(x)) * W_up·norm(x)), act = SiLU or GELU (Gemma). */
@@ -100,11 +112,9 @@ static int feed_forward(model *m, int l, int n) {
         (rc = sol_matmul_many(be, (const sol_weight *[]){&L->w_gate, &L->w_up},
                               (float *[]){s->hb, s->hb2}, 2, s->xb, n)) ||
         (rc = (hp->arch->flags & ARCH_GELU) ? sol_gelu_mul(be, s->hb, s->hb2, s->hb, width)
-                                            : sol_silu_mul(be, s->hb, s->hb2, s->hb, width)) ||
-        (rc = sol_matmul(be, &L->w_down, s->hb, s->xb2, n)) ||
-        (rc = allreduce(m, s->xb2, (int64_t)n * hp->dim)))
+                                            : sol_silu_mul(be, s->hb, s->hb2, s->hb, width)))
         return rc;
-    return residual(m, L->ffn_post_norm, n);
+    return project_residual(m, &L->w_down, s->hb, L->ffn_post_norm, n);
 }
 
 static int check_batch(const model *m, const model_batch *b, sol_err *err) {

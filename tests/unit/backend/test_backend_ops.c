@@ -322,6 +322,19 @@ static void matmul_many(const char *spec) {
                     if (memcmp(sep[i], many[i], sizeof(float) * (size_t)(ns[ni] * rows[i])))
                         fail_msg("%s threads=%d n=%d: matmul_many weight %d (%s) differs", spec, th,
                                  ns[ni], i, sol_dtype_name(types[i]));
+                /* matmul_add: y += the product, the bits of matmul then add (a backend's fused
+                 * epilogue or sol_matmul_add's fallback through tmp) */
+                for (int i = 0; i < 3; i++) {
+                    float y[17 * 64], tmp[17 * 64];
+                    size_t ny = (size_t)(ns[ni] * rows[i]);
+                    fill(y, ny);
+                    for (size_t j = 0; j < ny; j++)
+                        many[i][j] = y[j] + sep[i][j];
+                    assert_int_equal(sol_matmul_add(be, ws[i], x, y, tmp, ns[ni]), 0);
+                    if (memcmp(y, many[i], sizeof(float) * ny))
+                        fail_msg("%s threads=%d n=%d: matmul_add weight %d (%s) differs", spec, th,
+                                 ns[ni], i, sol_dtype_name(types[i]));
+                }
             }
             test_weight odd = make_weight(SOL_DT_F32, 8, 128);
             const sol_weight *bad[2] = {ws[0], &odd.w};

@@ -234,21 +234,33 @@ static void test_gemv(void **state) {
         for (int n : {1, 2, 3, 4, 5, 8, 9, 16}) {
             assert_int_equal(sol_matmul(be, &w.cpu, x.data(), want.data(), n), 0);
             std::fill(got.begin(), got.end(), NAN);
-            assert_int_equal(sol_emu_gemv(wt, x.data(), got.data(), n, scratch.data(), nullptr), 0);
+            assert_int_equal(sol_emu_gemv(wt, x.data(), got.data(), n, scratch.data(), 0, nullptr),
+                             0);
             double e = rel_err(got.data(), want.data(), n * M);
             if (!(e < 1e-5)) fail_msg("gemv %s n=%d: %g", sol_dtype_name(t), n, e);
             for (int i = n * M; i < 16 * M; i++) /* rows of tokens past n are not written */
                 if (!std::isnan(got[i]))
                     fail_msg("gemv %s n=%d wrote past n", sol_dtype_name(t), n);
+            /* add = 1: y += the product, the product's bits then one float add */
+            std::vector<float> acc(16 * M), base(16 * M);
+            fill(base.data(), n * M, 5);
+            acc = base;
+            assert_int_equal(sol_emu_gemv(wt, x.data(), acc.data(), n, scratch.data(), 1, nullptr),
+                             0);
+            for (int i = 0; i < n * M; i++)
+                if (acc[i] != base[i] + got[i])
+                    fail_msg("gemv %s n=%d add: %g != %g + %g", sol_dtype_name(t), n, acc[i],
+                             base[i], got[i]);
         }
         wt.split = !wt.split; /* the other layout is refused, never misread */
-        assert_int_equal(sol_emu_gemv(wt, x.data(), got.data(), 1, scratch.data(), nullptr),
+        assert_int_equal(sol_emu_gemv(wt, x.data(), got.data(), 1, scratch.data(), 0, nullptr),
                          -EINVAL);
     }
     weight_pair w = make_weight(be, SOL_DT_F32, M, K);
     std::vector<unsigned char> dev;
     sol_cuda_wt wt = device_view(w, dev);
-    assert_int_equal(sol_emu_gemv(wt, x.data(), got.data(), 17, scratch.data(), nullptr), -ENOTSUP);
+    assert_int_equal(sol_emu_gemv(wt, x.data(), got.data(), 17, scratch.data(), 0, nullptr),
+                     -ENOTSUP);
     sol_backend_free(be);
 }
 

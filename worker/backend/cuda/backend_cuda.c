@@ -384,7 +384,7 @@ static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, flo
  * group, x is quantized once for each activation kind the weights take (gemv_act), so q/k/v
  * (and gate/up) share one quantization, then each weight's GEMV reads it. */
 static int matmul_gemv(cuda_backend *b, const sol_weight *const *ws, float *const *ys, int count,
-                       const float *x, int n) {
+                       const float *x, int n, int add) {
     int64_t K = ws[0]->cols;
     int rc = cbe_grow(b, &b->qscratch,
                       SOL_CUDA_FN(gemv_scratch_bytes)(SOL_CUDA_GEMV_MAX_TOKENS, (int)K), "matmul");
@@ -399,7 +399,7 @@ static int matmul_gemv(cuda_backend *b, const sol_weight *const *ws, float *cons
             have = act;
             if (!rc)
                 rc = SOL_CUDA_FN(gemv_run)(wt_of(ws[i]), xt, ys[i] + (size_t)t0 * ws[i]->rows, cnt,
-                                           b->qscratch.p, b->stream);
+                                           b->qscratch.p, add, b->stream);
             if (rc)
                 return cbe_fail(b, rc, "matmul",
                                 "%s weights of %lld columns, %d tokens: refused (the GEMV kernels "
@@ -426,7 +426,26 @@ static int cuda_matmul(sol_backend *be, const sol_weight *w, const float *x, flo
         (rc = cbe_need_dev(b, y, sizeof(float) * (size_t)n * (size_t)w->rows, "matmul", "y")))
         return rc;
     if (use_gemm(b, w, n)) return matmul_gemm(b, w, x, y, n);
-    return matmul_gemv(b, &w, &y, 1, x, n);
+    return matmul_gemv(b, &w, &y, 1, x, n, 0);
+}
+
+/* y += x W^T: the GEMV adds in its epilogue (one launch fewer per block output); the GEMM
+ * writes the product to a scratch that the add kernel then adds, as sol_matmul_add would. */
+static int cuda_matmul_add(sol_backend *be, const sol_weight *w, const float *x, float *y, int n) {
+    cuda_backend *b = cbe_bind(be);
+    int rc = check_weight(b, w, "matmul_add");
+    if (rc) return rc;
+    if (n <= 0) return cbe_fail(b, -EINVAL, "matmul_add", "need n >= 1 tokens, got n=%d", n);
+    size_t ny = (size_t)n * (size_t)w->rows;
+    if ((rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n * (size_t)w->cols, "matmul_add", "x")) ||
+        (rc = cbe_need_dev(b, y, sizeof(float) * ny, "matmul_add", "y")))
+        return rc;
+    if (!use_gemm(b, w, n)) return matmul_gemv(b, &w, &y, 1, x, n, 1);
+    if ((rc = cbe_grow(b, &b->gemm_y, sizeof(float) * ny, "matmul_add")) ||
+        (rc = matmul_gemm(b, w, x, b->gemm_y.p, n)))
+        return rc;
+    SOL_CUDA_FN(add)(y, b->gemm_y.p, y, (int64_t)ny, b->stream);
+    return cbe_after(b, "matmul_add");
 }
 
 static int cuda_matmul_many(sol_backend *be, const sol_weight *const *ws, float *const *ys,
@@ -457,7 +476,7 @@ static int cuda_matmul_many(sol_backend *be, const sol_weight *const *ws, float 
     for (int i = 0; i < count && !rc; i++)
         rc = cbe_need_dev(b, ys[i], sizeof(float) * (size_t)n * (size_t)ws[i]->rows, "matmul_many",
                           "y");
-    return rc ? rc : matmul_gemv(b, ws, ys, count, x, n);
+    return rc ? rc : matmul_gemv(b, ws, ys, count, x, n, 0);
 }
 
 static int cuda_reserve(sol_backend *be, int max_tokens, int64_t max_dim) {
@@ -700,7 +719,7 @@ static void cuda_free(sol_backend *be) {
         cbe_kv_free(be, b->kvs);
     for (int i = 0; i < b->n_ups; i++)
         SOL_CUDA_FN(dev_free)(b->dev, b->ups[i].dev);
-    dev_buf *bufs[] = {&b->qscratch, &b->xh, &b->wh, &b->att_ws};
+    dev_buf *bufs[] = {&b->qscratch, &b->xh, &b->wh, &b->att_ws, &b->gemm_y};
     for (int i = 0; i < 4; i++)
         SOL_CUDA_FN(dev_free)(b->dev, bufs[i]->p);
     SOL_CUDA_FN(dev_free)(b->dev, b->stage_d);
@@ -722,6 +741,7 @@ static const sol_backend_ops cuda_ops = {
     .download = cuda_download,
     .matmul = cuda_matmul,
     .matmul_many = cuda_matmul_many,
+    .matmul_add = cuda_matmul_add,
     .rmsnorm = cuda_rmsnorm,
     .rope = cuda_rope,
     .silu_mul = cuda_silu_mul,

@@ -59,6 +59,7 @@ typedef struct cuda_backend {
     int batch_invariant; /* never switch matmul kernels with n (sol_backend_opts) */
     const char *last_op;
     dev_buf qscratch, xh, wh; /* GEMV quantized activations; GEMM F16 x and weight tile */
+    dev_buf gemm_y;           /* matmul_add through the GEMM: the product before its add */
     dev_buf att_ws;           /* split attention's partial states */
     /* Staging: host index arrays go up through one pinned buffer, each array once per step
      * (a copy whose bytes equal a recent one is reused: positions serve every layer's rope). */

@@ -64,16 +64,18 @@ int SOL_CUDA_FN(embed)(sol_cuda_wt table, const int32_t *ids, int n, float *out,
  * to Q8_K per 256-block, as the CPU backend does (same rounding), in `scratch`
  * (sol_cuda_gemv_scratch_bytes): gemv_quantize fills it for an activation kind (gemv_act of the
  * weight's type), and gemv_run reads it, so matrices of one kind share one quantization of x;
- * gemv does both. -ENOTSUP for another type or a larger n, -EINVAL for K not a multiple of the
- * type's block or a weight not in the layout its type needs (cuda_layout.h). */
+ * gemv does both. add: y += the product (matmul_add's epilogue). -ENOTSUP for another type or a
+ * larger n, -EINVAL for K not a multiple of the type's block or a weight not in the layout its type
+ * needs (cuda_layout.h). */
 #define SOL_CUDA_GEMV_MAX_TOKENS 16
 enum { SOL_CUDA_ACT_FLOAT = 0, SOL_CUDA_ACT_Q8_0 = 1, SOL_CUDA_ACT_Q8_K = 2 };
 int SOL_CUDA_FN(gemv_act)(int type);
 size_t SOL_CUDA_FN(gemv_scratch_bytes)(int n, int K);
 int SOL_CUDA_FN(gemv_quantize)(int act, const float *x, int n, int K, void *scratch, void *stream);
 int SOL_CUDA_FN(gemv_run)(sol_cuda_wt w, const float *x, float *y, int n, const void *scratch,
-                          void *stream);
-int SOL_CUDA_FN(gemv)(sol_cuda_wt w, const float *x, float *y, int n, void *scratch, void *stream);
+                          int add, void *stream);
+int SOL_CUDA_FN(gemv)(sol_cuda_wt w, const float *x, float *y, int n, void *scratch, int add,
+                      void *stream);
 
 /* k_convert.cu: the prefill GEMM's half operands: out = x rounded to F16, or to BF16 when bf16
  * (n floats), and rows [m0, m0 + rows) of w dequantized to F16 (row-major, K per row).

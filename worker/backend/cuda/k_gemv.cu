@@ -73,21 +73,26 @@ static __global__ void k_quantize_q8_k(const float *x, int n_blocks, int8_t *kq,
     if (lane == 0) kd[blk] = amax != 0.0f ? 1.0f / iscale : 0.0f;
 }
 
-/* Each token's row sum: the warp's lanes reduced, written by lane 0. */
+/* Each token's row sum: the warp's lanes reduced, written by lane 0, or added to what y holds
+ * (add: the residual add of matmul_add, the same float sum as a separate add kernel's). */
 template <int NT>
 __device__ __forceinline__ void gemv_store(const float (&acc)[NT], int n, float *y, int rows,
-                                           int row, int lane) {
+                                           int row, int lane, int add) {
     SOL_UNROLL
     for (int t = 0; t < NT; t++) {
         float s = sol_warp_sum(acc[t]);
-        if (t < n && lane == 0) y[(size_t)t * rows + row] = s;
+        if (t < n && lane == 0) {
+            float *o = y + (size_t)t * rows + row;
+            *o = add ? *o + s : s;
+        }
     }
 }
 
 /* F32 weights, and F16/BF16 rows the 128-bit kernel cannot take: an element per lane per step,
  * each a 32-bit load (a half through the aligned word that holds it). */
 template <int NT>
-static __global__ void GEMV_BOUNDS k_gemv_float(sol_cuda_wt w, const float *x, float *y, int n) {
+static __global__ void GEMV_BOUNDS k_gemv_float(sol_cuda_wt w, const float *x, float *y, int n,
+                                                int add) {
     int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
     if (row >= w.rows) return;
     int K = w.cols;
@@ -101,14 +106,15 @@ static __global__ void GEMV_BOUNDS k_gemv_float(sol_cuda_wt w, const float *x, f
         for (int t = 0; t < NT; t++)
             if (t < n) acc[t] = fmaf(wv, x[(size_t)t * K + k], acc[t]);
     }
-    gemv_store(acc, n, y, w.rows, row, lane);
+    gemv_store(acc, n, y, w.rows, row, lane, add);
 }
 
 /* F16/BF16 rows with 128-bit loads: lane l takes elements 8(l + 32i) .. +7 of the row and of
  * each token's x (two 128-bit loads of floats), converted in registers. Needs K % 8 == 0 and
  * 16-byte aligned rows and x (the launcher checks, else k_gemv_float). */
 template <int NT>
-static __global__ void GEMV_BOUNDS k_gemv_h16(sol_cuda_wt w, const float *x, float *y, int n) {
+static __global__ void GEMV_BOUNDS k_gemv_h16(sol_cuda_wt w, const float *x, float *y, int n,
+                                              int add) {
     int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
     if (row >= w.rows) return;
     int K = w.cols;
@@ -139,7 +145,7 @@ static __global__ void GEMV_BOUNDS k_gemv_h16(sol_cuda_wt w, const float *x, flo
             acc[t] = a;
         }
     }
-    gemv_store(acc, n, y, w.rows, row, lane);
+    gemv_store(acc, n, y, w.rows, row, lane, add);
 }
 
 /* Four 5-bit high bits (bits 0..3 of h) moved to bit 4 of four bytes. */
@@ -205,7 +211,7 @@ __device__ __forceinline__ qblock q_load(const sol_cuda_wt &w, int row, int b, i
  * quants, then the CPU's float steps: dot * (d * dx), and Q5_1's m * dx * sum. */
 template <int NT>
 static __global__ void GEMV_BOUNDS k_gemv_q(sol_cuda_wt w, const int8_t *xq, const float *xd,
-                                            const int32_t *xs, float *y, int n) {
+                                            const int32_t *xs, float *y, int n, int add) {
     int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
     if (row >= w.rows) return;
     int nb = w.cols / 32, off = w.type == SOL_CUDA_Q4_0 ? 8 : w.type == SOL_CUDA_Q5_0 ? 16 : 0;
@@ -231,7 +237,7 @@ static __global__ void GEMV_BOUNDS k_gemv_q(sol_cuda_wt w, const int8_t *xq, con
             if (w.type == SOL_CUDA_Q5_1) acc[t] += q.m * dx * (float)sx;
         }
     }
-    gemv_store(acc, n, y, w.rows, row, lane);
+    gemv_store(acc, n, y, w.rows, row, lane, add);
 }
 
 /* Q4_K/Q5_K: a lane per (super-block, pair of 32-element sub-blocks), so a row of K = 2048
@@ -241,7 +247,7 @@ static __global__ void GEMV_BOUNDS k_gemv_q(sol_cuda_wt w, const int8_t *xq, con
  * added back per super-block across four lanes; then the CPU's one float term per super-block. */
 template <int NT>
 static __global__ void GEMV_BOUNDS k_gemv_kq45(sol_cuda_wt w, const int8_t *kq, const float *kd,
-                                               const int16_t *ks, float *y, int n) {
+                                               const int16_t *ks, float *y, int n, int add) {
     int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
     if (row >= w.rows) return; /* whole warps: row depends on the warp only */
     int nb = w.cols / 256, q5 = w.type == SOL_CUDA_Q5_K;
@@ -308,7 +314,7 @@ static __global__ void GEMV_BOUNDS k_gemv_kq45(sol_cuda_wt w, const int8_t *kq, 
             if (on && c == 0) acc[t] += kd[tb] * (d * (float)is - dmin * (float)ms);
         }
     }
-    gemv_store(acc, n, y, w.rows, row, lane);
+    gemv_store(acc, n, y, w.rows, row, lane, add);
 }
 
 /* Q6_K: a lane per (super-block, 32-element group g = 4h + part): its 32 low-nibble bytes and 32
@@ -318,7 +324,7 @@ static __global__ void GEMV_BOUNDS k_gemv_kq45(sol_cuda_wt w, const int8_t *kq, 
  * CPU's float term d * isum. */
 template <int NT>
 static __global__ void GEMV_BOUNDS k_gemv_kq6(sol_cuda_wt w, const int8_t *kq, const float *kd,
-                                              const int16_t *ks, float *y, int n) {
+                                              const int16_t *ks, float *y, int n, int add) {
     int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
     if (row >= w.rows) return;
     int nb = w.cols / 256;
@@ -367,7 +373,7 @@ static __global__ void GEMV_BOUNDS k_gemv_kq6(sol_cuda_wt w, const int8_t *kq, c
             if (on && g == 0) acc[t] += kd[tb] * (d * (float)is); /* the CPU's, dmin = 0 */
         }
     }
-    gemv_store(acc, n, y, w.rows, row, lane);
+    gemv_store(acc, n, y, w.rows, row, lane, add);
 }
 
 /* Quantized activations in the scratch, each part 16-byte aligned: n x K quants, a float scale
@@ -431,51 +437,53 @@ extern "C" int SOL_CUDA_FN(gemv_quantize)(int act, const float *x, int n, int K,
 /* The kernel for NT tokens (1, 2, 4, 8 or 16) of w's type. */
 template <int NT>
 static void gemv_launch(const sol_cuda_wt &w, const float *x, float *y, int n, const void *scratch,
-                        cudaStream_t st) {
+                        int add, cudaStream_t st) {
     dim3 grid((unsigned)((w.rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(32 * GEMV_WARPS);
     int act = SOL_CUDA_FN(gemv_act)(w.type);
     if (act == SOL_CUDA_ACT_FLOAT) {
         int h16 = (w.type == SOL_CUDA_F16 || w.type == SOL_CUDA_BF16) && w.cols % 8 == 0 &&
                   w.row_bytes % 16 == 0 && (uintptr_t)w.data % 16 == 0 && (uintptr_t)x % 16 == 0;
         if (h16)
-            SOL_LAUNCH(k_gemv_h16<NT>, grid, block, 0, st, w, x, y, n);
+            SOL_LAUNCH(k_gemv_h16<NT>, grid, block, 0, st, w, x, y, n, add);
         else
-            SOL_LAUNCH(k_gemv_float<NT>, grid, block, 0, st, w, x, y, n);
+            SOL_LAUNCH(k_gemv_float<NT>, grid, block, 0, st, w, x, y, n, add);
         return;
     }
     qx a = split_scratch(scratch, n, w.cols, act == SOL_CUDA_ACT_Q8_K ? 256 : 32);
     if (w.type == SOL_CUDA_Q6_K)
-        SOL_LAUNCH(k_gemv_kq6<NT>, grid, block, 0, st, w, a.q, a.d, (const int16_t *)a.s, y, n);
+        SOL_LAUNCH(k_gemv_kq6<NT>, grid, block, 0, st, w, a.q, a.d, (const int16_t *)a.s, y, n,
+                   add);
     else if (act == SOL_CUDA_ACT_Q8_K)
-        SOL_LAUNCH(k_gemv_kq45<NT>, grid, block, 0, st, w, a.q, a.d, (const int16_t *)a.s, y, n);
+        SOL_LAUNCH(k_gemv_kq45<NT>, grid, block, 0, st, w, a.q, a.d, (const int16_t *)a.s, y, n,
+                   add);
     else
-        SOL_LAUNCH(k_gemv_q<NT>, grid, block, 0, st, w, a.q, a.d, (const int32_t *)a.s, y, n);
+        SOL_LAUNCH(k_gemv_q<NT>, grid, block, 0, st, w, a.q, a.d, (const int32_t *)a.s, y, n, add);
 }
 
 extern "C" int SOL_CUDA_FN(gemv_run)(sol_cuda_wt w, const float *x, float *y, int n,
-                                     const void *scratch, void *stream) {
+                                     const void *scratch, int add, void *stream) {
     if (!sol_cuda_type_known(w.type) || n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS) return -ENOTSUP;
     if (w.cols % sol_cuda_block_elems(w.type) || w.rows < 1 ||
         w.split != sol_cuda_wants_split(w.type))
         return -EINVAL;
     cudaStream_t st = (cudaStream_t)stream;
     if (n == 1)
-        gemv_launch<1>(w, x, y, n, scratch, st);
+        gemv_launch<1>(w, x, y, n, scratch, add, st);
     else if (n == 2)
-        gemv_launch<2>(w, x, y, n, scratch, st);
+        gemv_launch<2>(w, x, y, n, scratch, add, st);
     else if (n <= 4)
-        gemv_launch<4>(w, x, y, n, scratch, st);
+        gemv_launch<4>(w, x, y, n, scratch, add, st);
     else if (n <= 8)
-        gemv_launch<8>(w, x, y, n, scratch, st);
+        gemv_launch<8>(w, x, y, n, scratch, add, st);
     else
-        gemv_launch<16>(w, x, y, n, scratch, st);
+        gemv_launch<16>(w, x, y, n, scratch, add, st);
     return 0;
 }
 
 extern "C" int SOL_CUDA_FN(gemv)(sol_cuda_wt w, const float *x, float *y, int n, void *scratch,
-                                 void *stream) {
+                                 int add, void *stream) {
     if (!sol_cuda_type_known(w.type) || n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS) return -ENOTSUP;
     int rc =
         SOL_CUDA_FN(gemv_quantize)(SOL_CUDA_FN(gemv_act)(w.type), x, n, w.cols, scratch, stream);
-    return rc ? rc : SOL_CUDA_FN(gemv_run)(w, x, y, n, scratch, stream);
+    return rc ? rc : SOL_CUDA_FN(gemv_run)(w, x, y, n, scratch, add, stream);
 }
