@@ -48,9 +48,27 @@ for b in "$ROUTER_BIN" "$WORKER_BIN"; do
     [ -x "$b" ] || fail "missing binary $b (build sol-router and sol-worker first)"
 done
 
-# A TCP port nobody listens on now (the kernel's pick, released at once).
+# A TCP port nobody listens on now, drawn below the kernel's ephemeral range: a port the kernel
+# picks for bind(0) is one it also hands out as the local end of outgoing connections (curl,
+# ZeroMQ peers of a concurrent test), so between the pick and the server's bind another socket
+# could take it and the server fail with EADDRINUSE.
 free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+    python3 -c '
+import random, socket
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(200):
+    p = random.randrange(10000, max(lo, 10001))
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(p)
+    break
+else:
+    raise SystemExit("free_port: no free port below the ephemeral range")'
 }
 
 HTTP_PORT=$(free_port)
