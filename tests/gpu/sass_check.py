@@ -28,6 +28,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+from ptx_report import demangle  # noqa: E402  (c++filt, one copy for both reports)
 EM_CUDA = 190
 
 # One table: kernel name pattern (demangled, from its start), whether it runs in every decode
@@ -199,15 +201,6 @@ def analyse(text):
                 narrow_loop += 1
         out[name] = {"widths": w, "narrow_loop": narrow_loop, "local": local}
     return out
-
-
-def demangle(names):
-    try:
-        r = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True,
-                           check=True).stdout.split("\n")
-        return {n: re.sub(r"^void |\(.*", "", d) for n, d in zip(names, r)}
-    except (OSError, subprocess.CalledProcessError):
-        return {n: n for n in names}
 
 
 def report(module, sm, nvdisasm):

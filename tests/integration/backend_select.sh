@@ -34,6 +34,13 @@ rc=$?
 set -e
 [ $rc = 2 ] && grep -q "SOL_TEST_CUDA_EMU_FAULT=1:3:hangs: expected DEVICE:N:hang or DEVICE:N:fail" <<<"$out" ||
   fail "a malformed SOL_TEST_CUDA_EMU_FAULT: rc $rc, $out"
+set +e
+out=$(SOL_EMU_SMS=12x "$B/tools/sol-generate" -m "$work/t.gguf" --backend cuda-emu \
+  --prompt-tokens 5 -n 1 2>&1)
+rc=$?
+set -e
+[ $rc = 2 ] && grep -q "SOL_EMU_SMS=12x: expected a multiprocessor count of 1..4096" <<<"$out" ||
+  fail "a malformed SOL_EMU_SMS: rc $rc, $out"
 echo "backend_select: ok"
 
 # -n 0: the prompt's pass alone (sol-generate runs it through the engine, which samples once):

@@ -204,11 +204,10 @@ static int type_ok(sol_dtype t) {
     }
 }
 
-/* A weight's layout: before weight_prepare (op "weight_prepare") ggml's; after it the one its
- * type needs on the device (cuda_layout.h): split for Q4_0/Q5_0/Q8_0/Q6_K, ggml rows otherwise. */
+/* A prepared weight's layout: the one its type needs on the device (cuda_layout.h), split for
+ * Q4_0/Q5_0/Q8_0/Q6_K and ggml rows otherwise, and its bytes inside a device allocation. */
 static int check_layout(cuda_backend *b, const sol_weight *w, const char *op) {
-    int split = sol_cuda_split_part((int)w->type) != 0, prep = strcmp(op, "weight_prepare") == 0;
-    if (prep && w->layout == 0) return 0;
+    int split = sol_cuda_split_part((int)w->type) != 0;
     if (w->layout != (split ? SOL_CUDA_LAYOUT_SPLIT : 0u)) {
         if (split && w->layout == 0)
             return cbe_fail(b, -EINVAL, op,
@@ -218,14 +217,12 @@ static int check_layout(cuda_backend *b, const sol_weight *w, const char *op) {
         return cbe_fail(b, -EINVAL, op, "weight layout %u is not the CUDA backend's for %s",
                         w->layout, sol_dtype_name(w->type));
     }
-    if (w->type == SOL_DT_F32 ? w->row_bytes % 4 : w->row_bytes % 2)
-        return cbe_fail(b, -EINVAL, op, "row_bytes %zu is not a multiple of the %s element",
-                        w->row_bytes, sol_dtype_name(w->type));
     return cbe_need_dev(b, w->data, weight_dev_bytes(w) - SOL_CUDA_WEIGHT_SLACK, op,
                         "the weight's data");
 }
 
-static int check_weight(cuda_backend *b, const sol_weight *w, const char *op) {
+/* Type and shape, before any layout question. */
+static int check_shape(cuda_backend *b, const sol_weight *w, const char *op) {
     if (!w || !w->data) return cbe_fail(b, -EINVAL, op, "weight has no data");
     if (!type_ok(w->type))
         return cbe_fail(
@@ -244,7 +241,15 @@ static int check_weight(cuda_backend *b, const sol_weight *w, const char *op) {
     if (w->row_bytes < (size_t)w->cols / per * bb)
         return cbe_fail(b, -EINVAL, op, "row_bytes %zu is too small for %s", w->row_bytes,
                         sol_dtype_name(w->type));
-    return check_layout(b, w, op);
+    if (w->type == SOL_DT_F32 ? w->row_bytes % 4 : w->row_bytes % 2)
+        return cbe_fail(b, -EINVAL, op, "row_bytes %zu is not a multiple of the %s element",
+                        w->row_bytes, sol_dtype_name(w->type));
+    return 0;
+}
+
+static int check_weight(cuda_backend *b, const sol_weight *w, const char *op) {
+    int rc = check_shape(b, w, op);
+    return rc ? rc : check_layout(b, w, op);
 }
 
 /* By device address only: host memory may be freed and its address reused for other bytes. */
@@ -261,11 +266,15 @@ static int cuda_weight_prepare(sol_backend *be, sol_weight *w) {
     if (cbe_flush_capture(b)) return b->base.err.code;
     int strict = b->strict;
     b->strict = 0; /* the host bytes are what is being uploaded */
-    int rc = check_weight(b, w, "weight_prepare");
+    /* ggml rows from the host, or (layout set) a copy of a weight already prepared here */
+    int rc = check_shape(b, w, "weight_prepare");
+    if (!rc && w->layout) rc = check_layout(b, w, "weight_prepare");
     b->strict = strict;
     if (rc) return rc;
-    upload *u = find_upload(b, w->data);
-    if (u) return 0;
+    if (find_upload(b, w->data)) return 0;
+    if (w->layout)
+        return cbe_fail(b, -EINVAL, "weight_prepare",
+                        "the weight is in the CUDA layout but was not uploaded by this backend");
     if (b->n_ups == b->cap_ups) {
         int c = b->cap_ups ? 2 * b->cap_ups : 64;
         upload *a = realloc(b->ups, sizeof *a * (size_t)c);

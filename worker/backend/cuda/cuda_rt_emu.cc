@@ -164,7 +164,14 @@ extern "C" int sol_emu_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out,
     d->index = index;
     d->total = mem_bytes ? mem_bytes : (size_t)256 << 20; /* small: the KV pool is memset */
     const char *sms = getenv("SOL_EMU_SMS");
-    d->sms = sms && atoi(sms) > 0 ? atoi(sms) : 132;
+    char *end = nullptr;
+    long n_sms = sms ? strtol(sms, &end, 10) : 132;
+    if (sms && (end == sms || *end || n_sms < 1 || n_sms > 4096)) { /* refused, never ignored */
+        snprintf(why, cap, "SOL_EMU_SMS=%s: expected a multiprocessor count of 1..4096", sms);
+        free(d);
+        return -EINVAL;
+    }
+    d->sms = (int)n_sms;
     int rc = read_fault(d, why, cap);
     if (rc) {
         free(d);
