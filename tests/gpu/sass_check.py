@@ -8,7 +8,8 @@
 Per kernel: global loads by width (8/16/32/64/128 bits; LDG and generic LD), loads inside a loop
 at 8 or 16 bits, local memory (LDL/STL: a stack frame or spills), registers and static shared
 memory. Exit 1 when a rule of RULES below is broken (a decode kernel reading 8- or 16-bit words
-inside a loop, any local memory in a decode kernel, a kernel over its register budget), 2 when the
+inside a loop, any local memory in a decode kernel, a tensor-core kernel without an HMMA/IMMA
+instruction, a kernel over its register budget), 2 when the
 module or nvdisasm cannot be read, 0 otherwise.
 
 The cubins are taken from the module's fatbin as built (raw ELF images, EM_CUDA). CUDA 13 writes
@@ -33,27 +34,30 @@ from ptx_report import demangle  # noqa: E402  (c++filt, one copy for both repor
 EM_CUDA = 190
 
 # One table: kernel name pattern (demangled, from its start), whether it runs in every decode
-# step (the bandwidth rules apply), and its register budget (ptxas allocates in units of 8; 255
+# step (the bandwidth rules apply), whether it must multiply on tensor cores (HMMA/IMMA
+# instructions in its SASS: a kernel that silently fell back to CUDA cores fails), and its
+# register budget (ptxas allocates in units of 8; 255
 # is the hardware's most per thread, 128 keeps two 4-warp blocks of a GEMV per SM sub-partition).
 # The first matching row wins.
 RULES = [
-    (r"k_gemv", True, 128),
-    (r"k_quantize", True, 64),
-    (r"k_paged_attention", True, 128),
-    (r"k_attention_combine", True, 64),
-    (r"k_rmsnorm", True, 64),
-    (r"k_rope", True, 64),
-    (r"k_embed", True, 64),
-    (r"k_kv_write", True, 64),
-    (r"k_silu_mul|k_gelu_mul|k_add|k_scale", True, 32),
-    (r".*", False, 255),
+    (r"k_gemv", True, False, 128),
+    (r"k_quantize", True, False, 64),
+    (r"k_paged_attention", True, False, 128),
+    (r"k_attention_combine", True, False, 64),
+    (r"k_rmsnorm", True, False, 64),
+    (r"k_rope", True, False, 64),
+    (r"k_embed", True, False, 64),
+    (r"k_kv_write", True, False, 64),
+    (r"k_silu_mul|k_gelu_mul|k_add|k_scale", True, False, 32),
+    (r"k_mma", False, True, 128),
+    (r".*", False, False, 255),
 ]
 
 
 def rule_for(name):
-    for pat, decode, budget in RULES:
+    for pat, decode, tensor, budget in RULES:
         if re.match(pat, name):
-            return decode, budget
+            return decode, tensor, budget
     raise AssertionError("RULES ends with a catch-all")
 
 
@@ -143,6 +147,7 @@ def kernel_attrs(img, secs):
     return out
 
 
+MMA = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?[HI]MMA\.")
 LDG = re.compile(r"^\s*/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?(LDG|LD|LDL|STL)(\.[\w.]+)?\s")
 BRA = re.compile(r"^\s*/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?BRA(?:\.\w+)*\s+`\((\.L_x_\d+)\)")
 LABEL = re.compile(r"^(\.L_x_\d+):")
@@ -170,7 +175,7 @@ def analyse(text):
             cur["lines"].append(line)
     out = {}
     for name, f in funcs.items():
-        labels, pending, branches, loads = {}, [], [], []
+        labels, pending, branches, loads, mma = {}, [], [], [], 0
         for line in f["lines"]:
             lm = LABEL.match(line)
             if lm:
@@ -186,6 +191,7 @@ def analyse(text):
             bm = BRA.match(line)
             if bm:
                 branches.append((addr, bm.group(2)))
+            mma += bool(MMA.match(line))
             ld = LDG.match(line)
             if ld:
                 loads.append((addr, ld.group(2), width(ld.group(3))))
@@ -199,7 +205,7 @@ def analyse(text):
             w[bits] += 1
             if bits < 32 and any(lo <= addr <= hi for lo, hi in loops):
                 narrow_loop += 1
-        out[name] = {"widths": w, "narrow_loop": narrow_loop, "local": local}
+        out[name] = {"widths": w, "narrow_loop": narrow_loop, "local": local, "mma": mma}
     return out
 
 
@@ -228,12 +234,15 @@ def report(module, sm, nvdisasm):
     names = demangle([r["mangled"] for r in rows])
     for r in rows:
         r["name"] = names[r["mangled"]]
-        r["decode"], r["budget"] = rule_for(r["name"])
+        r["decode"], r["tensor"], r["budget"] = rule_for(r["name"])
+        tensor = r["tensor"]
         why = []
         if r["decode"] and r["narrow_loop"]:
             why.append(f"{r['narrow_loop']} 8/16-bit global loads in a loop")
         if r["decode"] and (r["local"] or r["frame"]):
             why.append(f"{r['local']} local-memory accesses, a {r['frame']}-byte stack frame")
+        if tensor and not r["mma"]:
+            why.append("no tensor-core instruction (HMMA/IMMA)")
         if r["regs"] > r["budget"]:
             why.append(f"{r['regs']} registers > budget {r['budget']}")
         r["why"] = why
@@ -243,13 +252,14 @@ def report(module, sm, nvdisasm):
 
 def print_table(rows, sm, markdown):
     head = ["kernel", "8b", "16b", "32b", "64b", "128b", "narrow in loop", "local", "frame",
-            "regs", "budget", "smem", "rule"]
+            "mma", "regs", "budget", "smem", "rule"]
     lines = []
     for r in rows:
         w = r["widths"]
-        verdict = "FAIL: " + "; ".join(r["why"]) if r["why"] else ("ok" if r["decode"] else "-")
+        verdict = "FAIL: " + "; ".join(r["why"]) if r["why"] else ("ok" if r["decode"] or r["tensor"] else "-")
         lines.append([r["name"][:44], w[8], w[16], w[32], w[64], w[128], r["narrow_loop"],
-                      r["local"], r["frame"], r["regs"], r["budget"], r["smem"], verdict])
+                      r["local"], r["frame"], r["mma"], r["regs"], r["budget"], r["smem"],
+                      verdict])
     if markdown:
         print("| " + " | ".join(head) + " |")
         print("|" + "|".join("---" for _ in head) + "|")
@@ -257,12 +267,13 @@ def print_table(rows, sm, markdown):
             print("| " + " | ".join(str(x) for x in line) + " |")
         return
     print(f"SASS global loads by width, sm_{sm} (tests/gpu/sass_check.py; rule: decode kernels "
-          "have no 8/16-bit global load in a loop and no local memory; registers within budget)")
+          "have no 8/16-bit global load in a loop and no local memory; tensor-core kernels have "
+          "HMMA/IMMA; registers within budget)")
     print(f"{'kernel':44} {'8b':>4} {'16b':>4} {'32b':>4} {'64b':>4} {'128b':>4} {'nloop':>5} "
-          f"{'local':>5} {'frame':>5} {'regs':>4} {'budg':>4} {'smem':>5}  rule")
+          f"{'local':>5} {'frame':>5} {'mma':>4} {'regs':>4} {'budg':>4} {'smem':>5}  rule")
     for x in lines:
         print(f"{x[0]:44} {x[1]:4d} {x[2]:4d} {x[3]:4d} {x[4]:4d} {x[5]:4d} {x[6]:5d} {x[7]:5d} "
-              f"{x[8]:5d} {x[9]:4d} {x[10]:4d} {x[11]:5d}  {x[12]}")
+              f"{x[8]:5d} {x[9]:4d} {x[10]:4d} {x[11]:4d} {x[12]:5d}  {x[13]}")
 
 
 def main():

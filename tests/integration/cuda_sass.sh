@@ -1,6 +1,7 @@
 # Promise: the CUDA module's decode kernels, as built for sm_90, read global memory in words of
 # 32 bits or wider inside their loops, keep no local memory (no stack frame, no spills) and stay
-# within their register budgets: tests/gpu/sass_check.py on the SASS (nvdisasm, from
+# within their register budgets, and the batch GEMM multiplies on tensor cores (HMMA in its SASS):
+# tests/gpu/sass_check.py on the SASS (nvdisasm, from
 # scripts/cuda-tools). The checker itself is shown to fail on a probe kernel that breaks each rule.
 set -euo pipefail
 S=${SOL_SOURCE:?} B=${SOL_BUILD:?}
@@ -16,6 +17,11 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 
 # The checker fails a kernel that reads bytes in a loop and keeps an array in local memory.
 cat > "$work/probe.cu" <<'CU'
+__global__ void k_mma_probe(const float *a, const float *b, float *y, int k) {
+    float s = 0.0f; /* a GEMM on CUDA cores: the tensor-core rule must catch it */
+    for (int i = 0; i < k; i++) s += a[i * 32 + threadIdx.x] * b[i];
+    y[threadIdx.x] = s;
+}
 __global__ void k_gemv_probe(const unsigned char *w, int n, int pick, float *y) {
     float acc[64]; /* indexed by loaded data: only local memory can hold it */
     for (int i = 0; i < 64; i++) acc[i] = 0.0f;
@@ -32,13 +38,15 @@ cat "$work/probe.out"
 [ "$rc" = 1 ] || { echo "FAIL: the probe kernel passed the check (exit $rc)"; exit 1; }
 grep -q "k_gemv_probe .*FAIL: [0-9]* 8/16-bit global loads in a loop; [0-9]* local-memory" \
   "$work/probe.out" || { echo "FAIL: the probe's verdict does not name both rules"; exit 1; }
+grep -q "k_mma_probe .*FAIL: no tensor-core instruction" "$work/probe.out" ||
+  { echo "FAIL: a GEMM kernel without HMMA passed the tensor-core rule"; exit 1; }
 python3 "$S/tests/gpu/sass_check.py" --module "$work/missing.so" > "$work/err.out" 2>&1 && {
   echo "FAIL: a missing module was accepted"; exit 1; }
 grep -q "missing.so: no such file" "$work/err.out" || { cat "$work/err.out"; exit 1; }
 
 # The module itself.
 python3 "$S/tests/gpu/sass_check.py" --module "$mod" | tee "$work/module.out"
-for k in k_gemv_q k_gemv_kq k_paged_attention k_rmsnorm k_rope k_quantize_q8_0; do
+for k in k_gemv_q k_gemv_kq k_paged_attention k_rmsnorm k_rope k_quantize_q8_0 k_mma_gemm; do
   grep -q "^$k" "$work/module.out" || { echo "FAIL: kernel $k missing from the report"; exit 1; }
 done
 echo "ok: sass check"

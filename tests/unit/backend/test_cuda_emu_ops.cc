@@ -1,5 +1,5 @@
 /* Promise: the CUDA kernels written so far (element-wise, RMSNorm, RoPE, embed, decode GEMV, KV
- * writes and copies, paged attention;
+ * writes and copies, paged attention, the tensor-core batch GEMM;
  * worker/backend/cuda/k_*.cu),
  * run through the host emulation, compute what the CPU backend computes for the same inputs,
  * within float rounding (the GPU sums in other orders): every case the op test gives the CPU. */
@@ -264,6 +264,93 @@ static void test_gemv(void **state) {
     sol_backend_free(be);
 }
 
+/* The batch GEMM on tensor cores (k_mma.cu, mma.sync emulated from the PTX ISA's fragment
+ * formulas): against the same sums in double over the weights rounded to F16 (the rows the CPU's
+ * embed dequantizes, exact) and x rounded to F16. Products of halves are exact; the kernel sums
+ * 512 of them in f32 (k order within 16, tiles in order): ~512 * 2^-24 of the terms' magnitude,
+ * under 1e-5 relative. M = 100 and n = 70 leave partial tiles on both axes; ldy = M + 3 leaves a
+ * gap the kernel must not write. */
+static void test_mma_gemm(void **state) {
+    (void)state;
+    sol_backend *be = cpu();
+    enum { M = 100, K = 512, LDY = M + 3, NMAX = 70 };
+    std::vector<float> x(NMAX * K), xr(NMAX * K), wr(M * K);
+    fill(x.data(), NMAX * K, 9);
+    for (int i = 0; i < NMAX * K; i++)
+        xr[i] = sol_fp16_to_fp32(sol_fp32_to_fp16(x[i]));
+    std::vector<uint16_t> xh(NMAX * K);
+    for (int i = 0; i < NMAX * K; i++)
+        xh[i] = sol_fp32_to_fp16(x[i]);
+    std::vector<int32_t> ids(M);
+    for (int r = 0; r < M; r++)
+        ids[r] = r;
+    for (sol_dtype t : kTypes) {
+        weight_pair w = make_weight(be, t, M, K);
+        std::vector<unsigned char> dev;
+        sol_cuda_wt wt = device_view(w, dev);
+        std::vector<float> got(NMAX * LDY);
+        if (t == SOL_DT_F32 || t == SOL_DT_F16 || t == SOL_DT_BF16) { /* cuBLASLt's */
+            assert_int_equal(sol_emu_mma_gemm(wt, xh.data(), got.data(), 1, LDY, 0, nullptr),
+                             -ENOTSUP);
+            continue;
+        }
+        assert_int_equal(sol_embed(be, &w.cpu, ids.data(), M, wr.data()), 0);
+        for (float &v : wr)
+            v = sol_fp16_to_fp32(sol_fp32_to_fp16(v));
+        for (int n : {17, 64, 70}) {
+            std::vector<float> want(n * M);
+            for (int tk = 0; tk < n; tk++)
+                for (int r = 0; r < M; r++) {
+                    double s = 0;
+                    for (int k = 0; k < K; k++)
+                        s += (double)wr[r * K + k] * xr[tk * K + k];
+                    want[tk * M + r] = (float)s;
+                }
+            std::fill(got.begin(), got.end(), NAN);
+            assert_int_equal(sol_emu_mma_gemm(wt, xh.data(), got.data(), n, LDY, 0, nullptr), 0);
+            std::vector<float> dense(n * M);
+            for (int tk = 0; tk < n; tk++)
+                for (int r = 0; r < LDY; r++) {
+                    float v = got[tk * LDY + r];
+                    if (r >= M && !std::isnan(v))
+                        fail_msg("mma %s n=%d wrote the gap at token %d", sol_dtype_name(t), n, tk);
+                    if (r < M) dense[tk * M + r] = v;
+                }
+            for (int i = n * LDY; i < NMAX * LDY; i++)
+                if (!std::isnan(got[i])) fail_msg("mma %s n=%d wrote past n", sol_dtype_name(t), n);
+            double e = rel_err(dense.data(), want.data(), n * M);
+            if (!(e < 1e-5)) fail_msg("mma %s n=%d: %g", sol_dtype_name(t), n, e);
+            /* add = 1: y += the product, the product's bits then one float add */
+            std::vector<float> acc(NMAX * LDY), base(NMAX * LDY);
+            fill(base.data(), NMAX * LDY, 5);
+            acc = base;
+            assert_int_equal(sol_emu_mma_gemm(wt, xh.data(), acc.data(), n, LDY, 1, nullptr), 0);
+            for (int tk = 0; tk < n; tk++)
+                for (int r = 0; r < M; r++) {
+                    int i = tk * LDY + r;
+                    if (acc[i] != base[i] + got[i])
+                        fail_msg("mma %s n=%d add: %g != %g + %g", sol_dtype_name(t), n, acc[i],
+                                 base[i], got[i]);
+                }
+        }
+        /* One-hot tokens (token t is column 8 t + t % 8: every offset of a 16-run, both halves
+         * of a 32-block, every sub-block of a super-block): each sum is one exact product, so y
+         * holds the F16-rounded weights themselves, bit for bit. */
+        std::vector<uint16_t> hot(64 * K, 0);
+        for (int tk = 0; tk < 64; tk++)
+            hot[tk * K + 8 * tk + tk % 8] = sol_fp32_to_fp16(1.0f);
+        assert_int_equal(sol_emu_mma_gemm(wt, hot.data(), got.data(), 64, LDY, 0, nullptr), 0);
+        for (int tk = 0; tk < 64; tk++)
+            for (int r = 0; r < M; r++)
+                if (got[tk * LDY + r] != wr[r * K + 8 * tk + tk % 8])
+                    fail_msg("mma %s: row %d column %d is %g, the weight is %g", sol_dtype_name(t),
+                             r, 8 * tk + tk % 8, got[tk * LDY + r], wr[r * K + 8 * tk + tk % 8]);
+        wt.split = !wt.split; /* the other layout is refused, never misread */
+        assert_int_equal(sol_emu_mma_gemm(wt, xh.data(), got.data(), 17, LDY, 0, nullptr), -EINVAL);
+    }
+    sol_backend_free(be);
+}
+
 /* K/V written to both backends' pools at the same shuffled slots, then attention of a batch of
  * tokens from three sequences (whole context and a sliding window of 7, GQA), and again after a
  * copy-on-write block copy. Tolerance 1e-5: the online softmax splits positions over four warps
@@ -525,6 +612,7 @@ int main(void) {
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_gemv),
+        cmocka_unit_test(test_mma_gemm),
         cmocka_unit_test(test_kv_and_attention),
         cmocka_unit_test(test_attention_paths),
         cmocka_unit_test(test_graph_update_rules),

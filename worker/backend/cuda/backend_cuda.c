@@ -356,36 +356,36 @@ static int cuda_download(sol_backend *be, void *dst, const void *src, size_t byt
 
 /* ---- matmul ---- */
 
-static int reserve_gemm(cuda_backend *b, int n, int64_t K, int64_t M) {
-    size_t tile = GEMM_TILE_ELEMS / (size_t)K;
-    if (tile < 1) tile = 1;
-    if (tile > (size_t)M) tile = (size_t)M;
-    int rc = cbe_grow(b, &b->xh, (size_t)n * (size_t)K * 2, "matmul");
-    return rc ? rc : cbe_grow(b, &b->wh, tile * (size_t)K * 2, "matmul");
-}
-
-/* x rounded to half once; F16 and BF16 weights are used in place (x rounded to the same type:
- * cuBLASLt takes one input type), the others dequantized to F16 a tile of rows at a time;
- * cuBLASLt (tensor cores) multiplies each tile into its columns of y. */
-static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, float *y, int n) {
+/* y (+)= x W^T for a batch (prefill): x rounded to half once (n x K, grown on first use);
+ * F16 and BF16 weights multiply in place through cuBLASLt (x rounded to the weight's type: it
+ * takes one input type; an add goes through the gemm_y scratch and the add kernel), the
+ * quantized ones on Sol's tensor-core kernel (k_mma.cu), which dequantizes tiles in shared
+ * memory and adds in its store: no F16 copy of a matrix is written. */
+static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, float *y, int n,
+                       int add) {
     int M = (int)w->rows, K = (int)w->cols, rc;
-    if ((rc = reserve_gemm(b, n, K, M))) return rc;
-    int half = (w->type == SOL_DT_F16 || w->type == SOL_DT_BF16) && w->row_bytes == (size_t)K * 2;
-    int bf16 = half && w->type == SOL_DT_BF16;
+    if ((rc = cbe_grow(b, &b->xh, (size_t)n * (size_t)K * 2, "matmul"))) return rc;
+    int half = w->type == SOL_DT_F16 || w->type == SOL_DT_BF16;
+    int bf16 = w->type == SOL_DT_BF16;
     SOL_CUDA_FN(to_half)(x, b->xh.p, (int64_t)n * K, bf16, b->stream);
+    if (!half) {
+        if ((rc = SOL_CUDA_FN(mma_gemm)(wt_of(w), b->xh.p, y, n, M, add, b->stream)))
+            return cbe_fail(b, rc, "matmul",
+                            "%s weights of %d columns: refused by the tensor-core "
+                            "GEMM (a quantized type in the uploaded layout, columns a multiple "
+                            "of 32)",
+                            sol_dtype_name(w->type), K);
+        return cbe_after(b, "matmul");
+    }
+    float *out = y;
+    if (add && (rc = cbe_grow(b, &b->gemm_y, sizeof(float) * (size_t)n * (size_t)M, "matmul")))
+        return rc;
+    if (add) out = b->gemm_y.p;
     char why[256] = "";
-    if (half) {
-        rc = SOL_CUDA_FN(dev_gemm)(b->dev, bf16, w->data, b->xh.p, y, M, n, K, M, why, sizeof why);
-        return rc ? cbe_fail(b, rc, "matmul", "%s", why) : cbe_after(b, "matmul");
-    }
-    int tile = (int)(b->wh.bytes / 2 / (size_t)K);
-    for (int m0 = 0; m0 < M; m0 += tile) {
-        int rows = M - m0 < tile ? M - m0 : tile;
-        SOL_CUDA_FN(dequant_f16)(wt_of(w), m0, rows, b->wh.p, b->stream);
-        if ((rc = SOL_CUDA_FN(dev_gemm)(b->dev, 0, b->wh.p, b->xh.p, y + m0, rows, n, K, M, why,
-                                        sizeof why)))
-            return cbe_fail(b, rc, "matmul", "%s", why);
-    }
+    if ((rc = SOL_CUDA_FN(dev_gemm)(b->dev, bf16, w->data, b->xh.p, out, M, n, K, M, why,
+                                    sizeof why)))
+        return cbe_fail(b, rc, "matmul", "%s", why);
+    if (add) SOL_CUDA_FN(add)(y, out, y, (int64_t)n * M, b->stream);
     return cbe_after(b, "matmul");
 }
 
@@ -434,7 +434,7 @@ static int cuda_matmul(sol_backend *be, const sol_weight *w, const float *x, flo
     if ((rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n * (size_t)w->cols, "matmul", "x")) ||
         (rc = cbe_need_dev(b, y, sizeof(float) * (size_t)n * (size_t)w->rows, "matmul", "y")))
         return rc;
-    if (use_gemm(b, w, n)) return matmul_gemm(b, w, x, y, n);
+    if (use_gemm(b, w, n)) return matmul_gemm(b, w, x, y, n, 0);
     return matmul_gemv(b, &w, &y, 1, x, n, 0);
 }
 
@@ -450,11 +450,7 @@ static int cuda_matmul_add(sol_backend *be, const sol_weight *w, const float *x,
         (rc = cbe_need_dev(b, y, sizeof(float) * ny, "matmul_add", "y")))
         return rc;
     if (!use_gemm(b, w, n)) return matmul_gemv(b, &w, &y, 1, x, n, 1);
-    if ((rc = cbe_grow(b, &b->gemm_y, sizeof(float) * ny, "matmul_add")) ||
-        (rc = matmul_gemm(b, w, x, b->gemm_y.p, n)))
-        return rc;
-    SOL_CUDA_FN(add)(y, b->gemm_y.p, y, (int64_t)ny, b->stream);
-    return cbe_after(b, "matmul_add");
+    return matmul_gemm(b, w, x, y, n, 1);
 }
 
 static int cuda_matmul_many(sol_backend *be, const sol_weight *const *ws, float *const *ys,
@@ -492,13 +488,9 @@ static int cuda_reserve(sol_backend *be, int max_tokens, int64_t max_dim) {
     cuda_backend *b = cbe_bind(be);
     if (max_tokens < 1 || max_dim < 1) return 0;
     size_t q = SOL_CUDA_FN(gemv_scratch_bytes)(SOL_CUDA_GEMV_MAX_TOKENS, (int)max_dim);
-    int rc = cbe_grow(b, &b->qscratch, q, "reserve");
-    /* The GEMM's weight tile now (its size is fixed); its F16 copy of x (n x K, at most tens of
-     * MiB) on first use: max_dim may be the vocabulary, an M no x ever has as K. Both fit in
-     * the share of device memory the KV pool leaves (worker.kv.memory_fraction < 1). */
-    if (!rc && !b->batch_invariant && max_tokens >= GEMM_MIN_TOKENS)
-        rc = cbe_grow(b, &b->wh, GEMM_TILE_ELEMS * 2, "reserve");
-    return rc;
+    /* The GEMM's F16 copy of x (n x K, at most tens of MiB) comes on first use: max_dim may be
+     * the vocabulary, an M no x ever has as K. */
+    return cbe_grow(b, &b->qscratch, q, "reserve");
 }
 
 /* ---- elementwise, norm, rope, embed ---- */
@@ -728,8 +720,8 @@ static void cuda_free(sol_backend *be) {
         cbe_kv_free(be, b->kvs);
     for (int i = 0; i < b->n_ups; i++)
         SOL_CUDA_FN(dev_free)(b->dev, b->ups[i].dev);
-    dev_buf *bufs[] = {&b->qscratch, &b->xh, &b->wh, &b->att_ws, &b->gemm_y};
-    for (int i = 0; i < 4; i++)
+    dev_buf *bufs[] = {&b->qscratch, &b->xh, &b->att_ws, &b->gemm_y};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         SOL_CUDA_FN(dev_free)(b->dev, bufs[i]->p);
     SOL_CUDA_FN(dev_free)(b->dev, b->stage_d);
     SOL_CUDA_FN(dev_host_free)(b->dev, b->stage_h);

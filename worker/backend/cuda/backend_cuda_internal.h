@@ -11,11 +11,8 @@
 
 #ifdef SOL_CUDA_EMU
 #define BE "cuda-emu"
-/* Small weight tiles in the emulation, so the test models cross tile boundaries. */
-#define GEMM_TILE_ELEMS ((size_t)1 << 15)
 #else
 #define BE "cuda"
-#define GEMM_TILE_ELEMS ((size_t)1 << 24)
 #endif
 
 /* Tokens from which matmul takes the F16 GEMM (prefill) instead of Sol's GEMV kernels. */
@@ -58,9 +55,9 @@ typedef struct cuda_backend {
     int sync_each;       /* SOL_CUDA_SYNC=1: wait after every op, so an error names its op */
     int batch_invariant; /* never switch matmul kernels with n (sol_backend_opts) */
     const char *last_op;
-    dev_buf qscratch, xh, wh; /* GEMV quantized activations; GEMM F16 x and weight tile */
-    dev_buf gemm_y;           /* matmul_add through the GEMM: the product before its add */
-    dev_buf att_ws;           /* split attention's partial states */
+    dev_buf qscratch, xh; /* GEMV quantized activations; the GEMM's F16 x */
+    dev_buf gemm_y;       /* matmul_add through the GEMM: the product before its add */
+    dev_buf att_ws;       /* split attention's partial states */
     /* Staging: host index arrays go up through one pinned buffer, each array once per step
      * (a copy whose bytes equal a recent one is reused: positions serve every layer's rope). */
     unsigned char *stage_h, *stage_d;

@@ -41,7 +41,7 @@ struct uint3 {
 namespace sol_emu {
 
 enum fiber_state { F_RUN, F_BARRIER, F_WARP, F_DONE };
-enum warp_op { W_NONE, W_SYNCWARP, W_SHUFFLE };
+enum warp_op { W_NONE, W_SYNCWARP, W_SHUFFLE, W_MMA };
 
 struct fiber {
     ucontext_t ctx;
@@ -521,6 +521,24 @@ inline T shuffle(const char *what, unsigned mask, T v, int src_of_lane(int lane,
     }
     warp_wait(W_SHUFFLE, mask, what);
     return out;
+}
+
+/* A warp-wide meeting for the emulated warp-collective instructions (mma.sync, mma.cuh): every
+ * lane of a full warp publishes a pointer (to its fragments, on its own fiber stack) and, once the
+ * whole warp has arrived, reads every lane's; warp_leave is the second meeting, after which a
+ * lane's fragments may change again. */
+inline void warp_meet(const char *what, const void *mine, const void *all[32]) {
+    block *b = current();
+    int me = linear_tid(b, b->cur), base = me - me % 32;
+    if (b->n - base < 32) SOL_EMU_DIE("%s in a warp of fewer than 32 threads", what);
+    memcpy(&b->slots[me], &mine, sizeof mine);
+    warp_wait(W_MMA, 0xffffffffu, what);
+    for (int l = 0; l < 32; l++)
+        memcpy(&all[l], &b->slots[base + l], sizeof all[l]);
+}
+
+inline void warp_leave(const char *what) {
+    warp_wait(W_MMA, 0xffffffffu, what);
 }
 
 inline int src_xor(int lane, int m) {

@@ -77,11 +77,15 @@ int SOL_CUDA_FN(gemv_run)(sol_cuda_wt w, const float *x, float *y, int n, const 
 int SOL_CUDA_FN(gemv)(sol_cuda_wt w, const float *x, float *y, int n, void *scratch, int add,
                       void *stream);
 
-/* k_convert.cu: the prefill GEMM's half operands: out = x rounded to F16, or to BF16 when bf16
- * (n floats), and rows [m0, m0 + rows) of w dequantized to F16 (row-major, K per row).
- * -ENOTSUP for a type it does not read. */
+/* k_convert.cu: the prefill GEMM's half activations: out = x rounded to F16, or to BF16 when
+ * bf16 (n floats). */
 void SOL_CUDA_FN(to_half)(const float *x, void *out, int64_t n, int bf16, void *stream);
-int SOL_CUDA_FN(dequant_f16)(sol_cuda_wt w, int m0, int rows, void *out, void *stream);
+
+/* k_mma.cu: y (ldy floats per token) = (or += when add) the F16 activations xh (n x cols) times
+ * W^T on tensor cores, W quantized (not F32/F16/BF16: -ENOTSUP), dequantized tile by tile in
+ * shared memory; -EINVAL for a layout weight_prepare did not make or cols not a multiple of 32. */
+int SOL_CUDA_FN(mma_gemm)(sol_cuda_wt w, const void *xh, float *y, int n, int ldy, int add,
+                          void *stream);
 
 /* k_kv.cu: one layer's K and V pools laid out as the CPU backend's: [block][slot][kv_head][hd]
  * in F16 (f16 = 1) or F32. Token t's K/V rows (row = kv_heads * hd floats) go to slot slots[t]

@@ -2,7 +2,8 @@
  * the GPU, checked in the SASS by tests/gpu/sass_check.py; the emulation aborts on a misaligned
  * one, as a GPU would fault), and element k of a weight row as float in every weight type, in
  * cuda_layout.h's layouts, with the CPU backend's float steps (worker/gguf/dtype.c), for the
- * kernels that read weights one element at a time (embed, the GEMM's F16 tiles).
+ * kernels that read weights one element at a time (embed), and a run of 16 elements from aligned
+ * 128-bit loads (the tensor-core GEMM's F16 tiles).
  *
  * Bit for bit the CPU's: a product followed by a sum is written with __fmul_rn/__fadd_rn/
  * __fsub_rn, which nvcc never contracts into an FMA (--fmad=true would fuse a plain `d * q - m`
@@ -181,6 +182,101 @@ __device__ __forceinline__ float sol_dequant_elem(const sol_cuda_wt &w, int r, i
         unsigned v = sol_ldb(q + (j < 16 ? j : j - 16));
         int qv = (int)(j < 16 ? v & 0xF : v >> 4);
         return sol_split_scale(w, blk) * (float)(qv - 8);
+    }
+    }
+}
+
+/* Byte i of the little-endian words v. */
+__device__ __forceinline__ unsigned sol_byte(const uint32_t *v, int i) {
+    return (v[i / 4] >> (8 * (i % 4))) & 0xFF;
+}
+
+/* Elements k..k+15 of row r of a quantized w (k a multiple of 16), as sol_dequant_elem gives
+ * them, bit for bit, but from aligned 128-bit loads of the run's quants (32-bit where a block's
+ * bytes are only 4-aligned: Q5_0's 20-byte parts, Q5_1's 24-byte blocks) and each block's scales
+ * read once: the GEMM's tile loader (k_mma.cu). Float types are not read here. */
+__device__ __forceinline__ void sol_dequant16(const sol_cuda_wt &w, int r, int k, float out[16]) {
+    const unsigned char *row = (const unsigned char *)w.data + (size_t)r * w.row_bytes;
+    size_t blk = (size_t)r * (size_t)(w.cols / sol_cuda_block_elems(w.type)) +
+                 (size_t)(k / sol_cuda_block_elems(w.type));
+    uint32_t q[4], h[4];
+    switch (w.type) {
+    case SOL_CUDA_Q8_0: {
+        float d = sol_split_scale(w, blk);
+        sol_ld128(q, sol_split_quants(w, blk) + k % 32);
+        SOL_UNROLL
+        for (int i = 0; i < 16; i++)
+            out[i] = d * (float)(int8_t)sol_byte(q, i);
+        return;
+    }
+    case SOL_CUDA_Q4_0: { /* element j < 16: low nibble of qs[j]; j >= 16: high of qs[j - 16] */
+        float d = sol_split_scale(w, blk);
+        int hi = k % 32 >= 16;
+        sol_ld128(q, sol_split_quants(w, blk));
+        SOL_UNROLL
+        for (int i = 0; i < 16; i++)
+            out[i] = d * (float)((int)((hi ? sol_byte(q, i) >> 4 : sol_byte(q, i) & 0xF)) - 8);
+        return;
+    }
+    case SOL_CUDA_Q5_0:
+    case SOL_CUDA_Q5_1: {
+        const unsigned char *b =
+            w.type == SOL_CUDA_Q5_0 ? sol_split_quants(w, blk) : row + (size_t)(k / 32) * 24 + 4;
+        uint32_t qh = sol_ld32(b);
+        SOL_UNROLL
+        for (int i = 0; i < 4; i++)
+            q[i] = sol_ld32(b + 4 + 4 * i);
+        int j0 = k % 32, hi = j0 >= 16;
+        float d, m = 0.0f;
+        if (w.type == SOL_CUDA_Q5_0) {
+            d = sol_split_scale(w, blk);
+        } else {
+            uint32_t dm = sol_ld32(b - 4);
+            d = sol_f16_to_f32((uint16_t)dm), m = sol_f16_to_f32((uint16_t)(dm >> 16));
+        }
+        SOL_UNROLL
+        for (int i = 0; i < 16; i++) {
+            int v = (int)(hi ? sol_byte(q, i) >> 4 : sol_byte(q, i) & 0xF) |
+                    (int)((qh >> (j0 + i)) & 1) << 4;
+            out[i] = w.type == SOL_CUDA_Q5_0 ? (float)(v - 16) * d
+                                             : __fadd_rn(__fmul_rn((float)v, d), m);
+        }
+        return;
+    }
+    case SOL_CUDA_Q4_K:
+    case SOL_CUDA_Q5_K: {
+        int q5 = w.type == SOL_CUDA_Q5_K, kk = k % 256, j = kk / 32, l0 = kk % 32, sc, mn;
+        const unsigned char *b = row + (size_t)(k / 256) * (q5 ? 176 : 144);
+        kq_scale_min_w(j, sol_ld32(b + 4), sol_ld32(b + 8), sol_ld32(b + 12), &sc, &mn);
+        uint32_t dm = sol_ld32(b);
+        float d1 = sol_f16_to_f32((uint16_t)dm) * (float)sc;
+        float m1 = sol_f16_to_f32((uint16_t)(dm >> 16)) * (float)mn;
+        sol_ld128(q, b + (q5 ? 48 : 16) + 32 * (j / 2) + l0);
+        if (q5) sol_ld128(h, b + 16 + l0);
+        SOL_UNROLL
+        for (int i = 0; i < 16; i++) {
+            int v = (int)(j % 2 ? sol_byte(q, i) >> 4 : sol_byte(q, i) & 0xF);
+            if (q5) v |= (int)((sol_byte(h, i) >> j) & 1) << 4;
+            out[i] = __fsub_rn(__fmul_rn(d1, (float)v), m1);
+        }
+        return;
+    }
+    default: { /* Q6_K: ql 128, qh 64, scales 16 (kq6_elem's layout) */
+        const unsigned char *b = sol_split_quants(w, blk);
+        float d = sol_split_scale(w, blk);
+        int kk = k % 256, hh = kk / 128, part = kk % 128 / 32, l0 = kk % 32;
+        sol_ld128(q, b + 64 * hh + (part % 2 ? 32 : 0) + l0);
+        sol_ld128(h, b + 128 + 32 * hh + l0);
+        int sc = (int)(int8_t)sol_ldb(b + 192 + 8 * hh + l0 / 16 + 2 * part);
+        SOL_UNROLL
+        for (int i = 0; i < 16; i++) {
+            unsigned lo = sol_byte(q, i);
+            int v =
+                (int)((part < 2 ? lo & 0xF : lo >> 4) | ((sol_byte(h, i) >> (2 * part)) & 3) << 4) -
+                32;
+            out[i] = d * (float)sc * (float)v;
+        }
+        return;
     }
     }
 }

@@ -7,5 +7,6 @@
 #include "k_embed.cu"
 #include "k_gemv.cu"
 #include "k_kv.cu"
+#include "k_mma.cu"
 #include "k_norm.cu"
 #include "k_rope.cu"

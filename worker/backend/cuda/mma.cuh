@@ -1,0 +1,68 @@
+/* mma.cuh: the warp-level tensor-core multiply the GEMM kernels use (sm_80+), one spelling for
+ * the GPU (inline PTX) and for the host emulation (the PTX ISA's fragment placement, computed).
+ *
+ * sol_mma_16816(d, a, b): d (16x8, f32) += a (16x16, f16, row-major) times b (16x8, f16,
+ * "col": each column's k contiguous), as mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32.
+ * Every lane of a full warp calls it together. Fragments, with g = lane / 4, t = lane % 4 and
+ * each 32-bit word holding two halves (the lower index in the low 16 bits):
+ *   a[0]: row g, cols 2t, 2t+1      a[1]: row g+8, cols 2t, 2t+1
+ *   a[2]: row g, cols 2t+8, 2t+9    a[3]: row g+8, cols 2t+8, 2t+9
+ *   b[0]: k 2t, 2t+1 of column g    b[1]: k 2t+8, 2t+9 of column g
+ *   d[0], d[1]: row g, cols 2t, 2t+1    d[2], d[3]: row g+8, cols 2t, 2t+1 */
+#ifndef SOL_CUDA_MMA_CUH
+#define SOL_CUDA_MMA_CUH
+
+#include "half_bits.cuh"
+
+#ifdef __CUDACC__
+__device__ __forceinline__ void sol_mma_16816(float d[4], const uint32_t a[4],
+                                              const uint32_t b[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    (void)d, (void)a, (void)b;
+    __trap(); /* the module is built for sm_80 and sm_90 only (CUDA_ARCHITECTURES) */
+#endif
+}
+#else
+/* Half i (low to high) of the words w, as float. */
+inline float sol_mma_half(const uint32_t *w, int i) {
+    return sol_f16_to_f32((uint16_t)(w[i / 2] >> (16 * (i % 2))));
+}
+
+/* The emulation: the PTX ISA's formulas from fragment element to (row, col) ("Matrix Fragments
+ * for mma.m16n8k16 with floating point type"), written apart from any kernel's loads, so a
+ * kernel that fills its registers wrongly gets wrong sums here as on a GPU. Products of halves
+ * are exact in float; the sum runs in k order. */
+inline void sol_mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+    const uint32_t *mine[2] = {a, b};
+    const void *all[32];
+    sol_emu::warp_meet("mma.sync", mine, all);
+    float A[16][16], B[16][8];
+    for (int l = 0; l < 32; l++) {
+        const uint32_t *const *f = (const uint32_t *const *)all[l];
+        int g = l >> 2, t = l % 4;
+        for (int i = 0; i < 8; i++) { /* a0..a7 */
+            int row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8;
+            A[row][t * 2 + (i & 1) + (i >= 4 ? 8 : 0)] = sol_mma_half(f[0], i);
+        }
+        for (int i = 0; i < 4; i++) /* b0..b3 */
+            B[t * 2 + (i & 1) + (i >= 2 ? 8 : 0)][g] = sol_mma_half(f[1], i);
+    }
+    int lane = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
+    int g = lane >> 2, t = lane % 4;
+    for (int i = 0; i < 4; i++) { /* c0..c3 */
+        int row = i < 2 ? g : g + 8, col = t * 2 + (i & 1);
+        float s = d[i];
+        for (int k = 0; k < 16; k++)
+            s += A[row][k] * B[k][col];
+        d[i] = s;
+    }
+    sol_emu::warp_leave("mma.sync");
+}
+#endif
+
+#endif
