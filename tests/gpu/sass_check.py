@@ -50,6 +50,7 @@ RULES = [
     (r"k_kv_write", True, False, 64),
     (r"k_silu_mul|k_gelu_mul|k_add|k_scale", True, False, 32),
     (r"k_mma", False, True, 128),
+    (r"k_flash", False, True, 192),
     (r".*", False, False, 255),
 ]
 

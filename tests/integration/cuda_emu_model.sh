@@ -3,8 +3,9 @@
 # the GPU backend's own code, every activation in a device buffer) as on the CPU backend: the
 # same 24 greedy ids for an F32 model, and for Q8_0, Q4_K (a qwen3 shape with q/k norms) the last
 # prompt position's logits within 1e-3 relative L2 (the kernels sum in other orders). A 40-token
-# prompt takes the prefill GEMM (x and weights in F16 instead of the CPU's Q8 activations): its
-# logits within 2e-2. The emulation runs a fiber per GPU thread: small models only.
+# prompt takes the tensor-core prefill kernels (k_mma.cu's GEMM and k_flash.cu's attention: x,
+# weights, q and the softmax weights in F16 instead of the CPU's Q8 activations and floats): its
+# logits within 2e-2, and the backend's counters show both kernels ran. The emulation runs a fiber per GPU thread: small models only.
 # SOL_TEST_CUDA_SPEC=cuda runs the same comparisons on a GPU (tests/gpu/run.sh). CUDA graphs and
 # bench_decode: cuda_emu_graphs.sh.
 set -euo pipefail
@@ -47,5 +48,17 @@ for m in q8 q4k; do
   rel=$(relL2 "$work/$m.long.$DEV.json" "$work/$m.long.cpu.json")
   line="$m, 40-token prompt (GEMM): logits $rel apart (limit 2e-2)"
   if within "$rel" 2e-2; then echo "ok   $line"; else echo "FAIL $line"; fail=1; fi
+  # ... and it ran on the tensor-core kernels (k_mma.cu, k_flash.cu), not a fallback; the tiny
+  # preset's head_dim 16 is not one k_flash.cu takes (64, 128): its attention stays on
+  # k_attention.cu, qwen3's 64 goes to the tensor cores.
+  tc=$(sed -n 's/.*tensor cores: \([0-9]*\) GEMMs, \([0-9]*\) prefill attention.*/\1 \2/p' "$work/err")
+  read -r gemms flash <<<"${tc:-0 0}"
+  flash_ok=$([ "$flash" -gt 0 ] && echo 1 || echo 0)
+  [ "$m" = q8 ] && flash_ok=$([ "$flash" = 0 ] && echo 1 || echo 0)
+  if [ "$gemms" -gt 0 ] && [ "$flash_ok" = 1 ]; then
+    echo "ok   $m: the prompt ran $gemms tensor-core GEMMs and $flash prefill attention calls"
+  else
+    echo "FAIL $m: tensor-core launches: '${tc}' ($(grep 'tensor cores' "$work/err"))"; fail=1
+  fi
 done
 exit $fail

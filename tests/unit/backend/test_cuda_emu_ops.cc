@@ -1,5 +1,5 @@
 /* Promise: the CUDA kernels written so far (element-wise, RMSNorm, RoPE, embed, decode GEMV, KV
- * writes and copies, paged attention, the tensor-core batch GEMM;
+ * writes and copies, paged attention, the tensor-core batch GEMM and prefill attention;
  * worker/backend/cuda/k_*.cu),
  * run through the host emulation, compute what the CPU backend computes for the same inputs,
  * within float rounding (the GPU sums in other orders): every case the op test gives the CPU. */
@@ -416,6 +416,22 @@ static void test_kv_and_attention(void **state) {
     sol_backend_free(be);
 }
 
+/* The same K/V rows into the CPU backend's cache and the emulated pools kp/vp, for two
+ * sequences of lens[0] and lens[1] positions through the block tables t0 and t1. */
+static void write_two_seqs(sol_backend *be, sol_kv *kv, std::vector<unsigned char> &kp,
+                           std::vector<unsigned char> &vp, int f16, int row, int bs,
+                           const int32_t *t0, const int32_t *t1, const int lens[2]) {
+    std::vector<float> k(row), v(row);
+    for (int s = 0; s < 2; s++)
+        for (int p = 0; p < lens[s]; p++) {
+            fill(k.data(), row, 100 * s + p);
+            fill(v.data(), row, 5000 + 100 * s + p);
+            int32_t slot = (s ? t1 : t0)[p / bs] * bs + p % bs;
+            assert_int_equal(sol_kv_write(be, kv, 0, k.data(), v.data(), &slot, 1), 0);
+            sol_emu_kv_write(kp.data(), vp.data(), f16, row, k.data(), v.data(), &slot, 1, nullptr);
+        }
+}
+
 /* The attention kernel's paths (k_attention.cu): GQA groups of 1, 2, 3, 4 and 8 query heads per
  * KV head (one block, or slices of it), head_dim 36, 64, 75, 80, 90, 96, 128 and 256, F16 and
  * F32 caches (vector loads; 32-bit words for rows that are not aligned for them), contexts long
@@ -438,15 +454,7 @@ static void attention_case(sol_backend *be, const att_case &c, int sms) {
     const int lens[2] = {200, 70};
     for (int i = 0; i < NBLK; i++)
         tables[i / MAXB][i % MAXB] = (i * 17) % NBLK;
-    std::vector<float> k(row), v(row);
-    for (int s = 0; s < 2; s++)
-        for (int p = 0; p < lens[s]; p++) {
-            fill(k.data(), row, 100 * s + p);
-            fill(v.data(), row, 5000 + 100 * s + p);
-            int32_t slot = tables[s][p / BS] * BS + p % BS;
-            assert_int_equal(sol_kv_write(be, kv, 0, k.data(), v.data(), &slot, 1), 0);
-            sol_emu_kv_write(kp.data(), vp.data(), f16, row, k.data(), v.data(), &slot, 1, nullptr);
-        }
+    write_two_seqs(be, kv, kp, vp, f16, row, BS, tables[0], tables[1], lens);
     /* Decode-like tokens, then two prefill chunks of 4 tokens (6..9, 10..13) */
     const int tok_seq[N] = {0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1};
     int32_t n_ctx[N] = {200, 150, 70, 1, 5, 131, 147, 148, 149, 150, 67, 68, 69, 70};
@@ -536,6 +544,83 @@ static void test_attention_paths(void **state) {
     sol_backend_free(be);
 }
 
+/* Prefill attention on tensor cores (k_flash.cu) against the CPU backend: two prefill chunks (40
+ * tokens of a 150-position sequence, 20 of a 70-position one) and a decode token, tiled as the
+ * backend tiles them (flash_tile_tokens, each tile's first table row holding the tile's union),
+ * MHA, GQA 2 and GQA 4 at head_dim 64 and 128, whole contexts and a sliding window of 30. q and
+ * the softmax weights are rounded to F16 (2^-11 relative each) where the CPU keeps float: the
+ * outputs measure ~6e-5 relative here; 5e-4 is the bound. A kernel that misplaced one fragment
+ * would be wrong by O(1). */
+static void flash_case(sol_backend *be, int heads, int kvh, int hd) {
+    enum { BS = 16, NBLK = 16, MAXB = 10, N = 61 };
+    const int row = kvh * hd, qrow = heads * hd;
+    const size_t pool = (size_t)NBLK * BS * row * 2 + SOL_CUDA_ATT_POOL_SLACK;
+    std::vector<unsigned char> kp(pool), vp(pool);
+    sol_kv *kv = sol_kv_alloc(be, 1, NBLK, BS, kvh, hd, SOL_DT_F16);
+    assert_non_null(kv);
+    int32_t tables[2][MAXB] = {};
+    const int lens[2] = {150, 70};
+    for (int i = 0; i < NBLK; i++) /* a permutation of the blocks */
+        tables[i / MAXB][i % MAXB] = (i * 7) % NBLK;
+    write_two_seqs(be, kv, kp, vp, 1, row, BS, tables[0], tables[1], lens);
+    /* tokens 0..39: sequence 0 at contexts 111..150; 40: a decode token of sequence 1 at 33;
+     * 41..60: sequence 1 at 51..70 */
+    std::vector<int32_t> n_ctx(N), flat(N * MAXB), seq_of(N);
+    for (int t = 0; t < N; t++) {
+        seq_of[t] = t < 40 ? 0 : 1;
+        n_ctx[t] = t < 40 ? 111 + t : t == 40 ? 33 : 51 + (t - 41);
+        memcpy(&flat[t * MAXB], tables[seq_of[t]], sizeof tables[0]);
+    }
+    int most = sol_emu_flash_tile_tokens(heads, kvh, hd);
+    assert_int_equal(most, 64 / (heads / kvh));
+    std::vector<int32_t> tiles;
+    for (int t = 0; t < N; t++)
+        if (t == 0 || t - tiles.back() == most || seq_of[t] != seq_of[t - 1] || t == 40 || t == 41)
+            tiles.push_back(t);
+    int n_tiles = (int)tiles.size();
+    tiles.push_back(N);
+    std::vector<float> q(N * qrow), want(N * qrow), got(N * qrow);
+    fill(q.data(), N * qrow, 77);
+    for (float &x : q)
+        x *= 0.3f;
+    sol_attn_seq per[N];
+    for (int t = 0; t < N; t++)
+        per[t] = sol_attn_seq{tables[seq_of[t]], n_ctx[t]};
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int window : {0, 30}) {
+        assert_int_equal(sol_paged_attention_swa(be, kv, 0, q.data(), want.data(), N, heads, kvh,
+                                                 hd, scale, window, per),
+                         0);
+        std::fill(got.begin(), got.end(), NAN);
+        assert_int_equal(sol_emu_flash_attention(kp.data(), vp.data(), BS, q.data(), got.data(),
+                                                 n_tiles, tiles.data(), heads, kvh, hd, scale,
+                                                 window, flat.data(), MAXB, n_ctx.data(), nullptr),
+                         0);
+        double e = rel_err(got.data(), want.data(), N * qrow);
+        if (getenv("SOL_TEST_VERBOSE"))
+            print_message("flash heads %d/%d hd %d window %d: %g\n", heads, kvh, hd, window, e);
+        if (!(e < 5e-4))
+            fail_msg("flash heads %d/%d hd %d window %d: %g", heads, kvh, hd, window, e);
+    }
+    sol_kv_free(be, kv);
+}
+
+static void test_flash_attention(void **state) {
+    (void)state;
+    sol_backend *be = cpu();
+    flash_case(be, 2, 2, 64);  /* MHA: 64 tokens a tile */
+    flash_case(be, 4, 2, 64);  /* GQA 2 */
+    flash_case(be, 8, 2, 128); /* GQA 4 at 128 */
+    /* shapes it does not take go to k_attention.cu */
+    assert_int_equal(sol_emu_flash_tile_tokens(8, 2, 96), 0);
+    assert_int_equal(sol_emu_flash_tile_tokens(8, 3, 64), 0);
+    assert_int_equal(sol_emu_flash_tile_tokens(128, 1, 64), 0);
+    assert_int_equal(sol_emu_flash_attention(nullptr, nullptr, 16, nullptr, nullptr, 1, nullptr, 8,
+                                             2, 96, 1.0f, 0, nullptr, 1, nullptr, nullptr),
+                     -ENOTSUP);
+    sol_backend_free(be);
+}
+
 /* Graph updates follow cudaGraphExecUpdate's rules (cuda_rt_emu.cc): a capture of the same node
  * types in the same order updates the executable graph in place (how 1) even with new kernel
  * arguments, grid sizes, functions, copy addresses and sizes, memset values; another node count,
@@ -615,6 +700,7 @@ int main(void) {
         cmocka_unit_test(test_mma_gemm),
         cmocka_unit_test(test_kv_and_attention),
         cmocka_unit_test(test_attention_paths),
+        cmocka_unit_test(test_flash_attention),
         cmocka_unit_test(test_graph_update_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -369,6 +369,7 @@ static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, flo
     int bf16 = w->type == SOL_DT_BF16;
     SOL_CUDA_FN(to_half)(x, b->xh.p, (int64_t)n * K, bf16, b->stream);
     if (!half) {
+        b->mma_gemms++;
         if ((rc = SOL_CUDA_FN(mma_gemm)(wt_of(w), b->xh.p, y, n, M, add, b->stream)))
             return cbe_fail(b, rc, "matmul",
                             "%s weights of %d columns: refused by the tensor-core "
@@ -691,10 +692,11 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
              "cuda graphs %s: %lu steps replayed (%lu updated in place, %lu instantiated), %lu "
              "cut short by an allocation; %lu staged copies; %lu NCCL communicators made, %lu "
              "aborted; host us per graph step: record %.1f, update+launch %.1f, "
-             "instantiate+launch %.1f",
+             "instantiate+launch %.1f; tensor cores: %lu GEMMs, %lu prefill attention calls",
              b->graphs_on ? "on" : "off (--enforce-eager)", b->steps, b->updated, b->instantiated,
              b->flushed, b->stage_copies, made, aborted, mean_us(b->record_ns, whole),
-             mean_us(b->update_ns, b->updated), mean_us(b->instantiate_ns, b->instantiated));
+             mean_us(b->update_ns, b->updated), mean_us(b->instantiate_ns, b->instantiated),
+             b->mma_gemms, b->flash_calls);
     return 0;
 }
 

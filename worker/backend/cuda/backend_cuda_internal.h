@@ -83,7 +83,8 @@ typedef struct cuda_backend {
     /* Host time of whole graph steps (ns): recording (step_begin to synchronize: the launches
      * the capture replaces) and closing (end capture, update or instantiate, launch). */
     uint64_t capture_t0, record_ns, update_ns, instantiate_ns;
-    unsigned long stage_copies; /* host-to-device copies of staged index arrays */
+    unsigned long stage_copies;           /* host-to-device copies of staged index arrays */
+    unsigned long mma_gemms, flash_calls; /* tensor-core launches: batch GEMMs, prefill attention */
 } cuda_backend;
 
 static inline cuda_backend *cb(sol_backend *be) {

@@ -124,6 +124,19 @@ void SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_pool, int f1
                                   const int32_t *n_ctx, int max_len, int sms, float *ws,
                                   void *stream);
 
+/* k_flash.cu: prefill attention on tensor cores over an F16 cache, as paged_attention computes
+ * it (same arguments) but with q and the softmax weights rounded to F16 (~1e-3 relative): a block
+ * per (tile, KV head), tiles of up to flash_tile_tokens(...) consecutive tokens sharing a block
+ * table, whose first token's row of tables holds the union of the tile's windows. No split.
+ * flash_tile_tokens: 0 for a shape it does not take (head_dim other than 64 or 128, heads not a
+ * multiple of kv_heads, groups of more than 64 query heads); flash_attention then -ENOTSUP. */
+int SOL_CUDA_FN(flash_tile_tokens)(int heads, int kv_heads, int head_dim);
+int SOL_CUDA_FN(flash_attention)(const void *k_pool, const void *v_pool, int block_size,
+                                 const float *q, float *out, int n_tiles, const int32_t *tiles,
+                                 int heads, int kv_heads, int head_dim, float scale, int window,
+                                 const int32_t *tables, int table_stride, const int32_t *n_ctx,
+                                 void *stream);
+
 #ifdef __cplusplus
 }
 #endif

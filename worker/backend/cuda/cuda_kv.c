@@ -140,13 +140,13 @@ static int check_attention(cuda_backend *b, const sol_kv *kv, int layer, int n, 
     return 0;
 }
 
-/* Tiles of up to SOL_CUDA_ATT_TILE consecutive tokens that share a block table (a prefill
- * chunk's), never across a group of ATT_GROUP: their starts and an end entry into tiles (n + 1
- * entries at most); returns how many. */
-static int make_tiles(const sol_attn_seq *seq, int n, int32_t *tiles) {
+/* Tiles of up to `most` consecutive tokens that share a block table (a prefill chunk's), never
+ * across a group of ATT_GROUP: their starts and an end entry into tiles (n + 1 entries at most);
+ * returns how many. */
+static int make_tiles(const sol_attn_seq *seq, int n, int most, int32_t *tiles) {
     int k = 0;
     for (int t = 0; t < n; t++)
-        if (t == 0 || t % ATT_GROUP == 0 || t - tiles[k - 1] == SOL_CUDA_ATT_TILE ||
+        if (t == 0 || t % ATT_GROUP == 0 || t - tiles[k - 1] == most ||
             seq[t].block_table != seq[t - 1].block_table)
             tiles[k++] = t;
     tiles[k] = n;
@@ -191,6 +191,15 @@ static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float 
     return cbe_after(b, "paged_attention");
 }
 
+/* Prefill on tensor cores (k_flash.cu): a step of more than SOL_CUDA_GEMV_MAX_TOKENS tokens
+ * (the GEMM's crossover: such a step is a prefill chunk, or holds one) over an F16 cache of a
+ * shape the kernel takes, unless bits must not depend on the batch (its Q and softmax weights
+ * are rounded to F16). Returns the tokens per tile, 0 for k_attention.cu's path. */
+static int use_flash(const cuda_backend *b, const sol_kv *kv, int n, int heads, int head_dim) {
+    if (b->batch_invariant || !kv->f16 || n <= SOL_CUDA_GEMV_MAX_TOKENS) return 0;
+    return SOL_CUDA_FN(flash_tile_tokens)(heads, kv->kv_heads, head_dim);
+}
+
 /* The block tables go up as one n x stride array followed by the n contexts: one staged copy
  * per step, since every layer's call carries the same bytes. */
 int cbe_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out, int n,
@@ -217,7 +226,8 @@ int cbe_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, 
     memset(b->tables, 0, sizeof(int32_t) * need);
     int32_t *ctx = b->tables + (size_t)n * stride;
     int32_t *tiles = ctx + n;
-    int n_tiles = make_tiles(seq, n, tiles);
+    int flash = use_flash(b, kv, n, heads, head_dim);
+    int n_tiles = make_tiles(seq, n, flash ? flash : SOL_CUDA_ATT_TILE, tiles);
     /* Token t's entries go to its own row and to its tile's first row, which the tile's block
      * reads: the union of the tile's windows (they share one block table). Entries before a
      * window may be stale (freed blocks): never copied, left 0. */
@@ -232,6 +242,15 @@ int cbe_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, 
     }
     const int32_t *d = cbe_stage(b, b->tables, sizeof(int32_t) * need, &rc);
     if (rc) return rc;
+    if (flash) {
+        b->flash_calls++;
+        rc = SOL_CUDA_FN(flash_attention)(
+            kv->pools[2 * layer], kv->pools[2 * layer + 1], kv->block_size, q, out, n_tiles,
+            d + (size_t)n * stride + n, heads, kv_heads, head_dim, scale, window, d, stride,
+            d + (size_t)n * stride, b->stream);
+        return rc ? cbe_fail(b, rc, "paged_attention", "the tensor-core kernel refused the shape")
+                  : cbe_after(b, "paged_attention");
+    }
     return attend(b, kv, layer, q, out, n, heads, head_dim, scale, window, d, stride, seq, tiles,
                   d + (size_t)n * stride + n, n_tiles);
 }

@@ -5,6 +5,7 @@
 #include "k_convert.cu"
 #include "k_elementwise.cu"
 #include "k_embed.cu"
+#include "k_flash.cu"
 #include "k_gemv.cu"
 #include "k_kv.cu"
 #include "k_mma.cu"
