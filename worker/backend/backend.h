@@ -103,6 +103,22 @@ typedef struct sol_backend_ops {
      * fewer per block output on a device); the same bits as matmul into a temporary, then add.
      * NULL: sol_matmul_add does exactly that. */
     int (*matmul_add)(sol_backend *be, const sol_weight *w, const float *x, float *y, int n);
+    /* Optional: ys[i] = rmsnorm(x; norm, eps) ws[i]^T + bs[i] for `count` weights of the same K
+     * (norm NULL: x as it is; bs NULL, or bs[i] NULL: no bias; a bias is ws[i]->rows floats
+     * added to every token's row). xn (n x K floats) receives the normalized x where the
+     * backend needs it in memory and may be left unwritten. A device normalizes and quantizes
+     * x in one launch and adds the biases in the matmuls' store. The same bits as rmsnorm into
+     * xn, matmul_many, then one add per row. NULL: sol_norm_matmul_many does exactly that. */
+    int (*norm_matmul_many)(sol_backend *be, const float *x, const float *norm, float eps,
+                            float *xn, const sol_weight *const *ws, const float *const *bs,
+                            float *const *ys, int count, int n);
+    /* Optional: y[t] += (act(gate[t]) * up[t]) W^T with act SiLU (gelu 0) or GELU (gelu 1), the
+     * gated product made where the matmul reads its input (a device quantizes it there: the
+     * f32 product is not written and read back). glu (n x K floats) may receive the product;
+     * tmp (n x M floats) is the matmul_add fallback's. The same bits as silu_mul/gelu_mul into
+     * glu, then matmul_add. NULL: sol_glu_matmul_add does exactly that. */
+    int (*glu_matmul_add)(sol_backend *be, const sol_weight *w, const float *gate, const float *up,
+                          int gelu, float *glu, float *y, int n);
     /* out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w, for n rows of dim; out may alias x. */
     int (*rmsnorm)(sol_backend *be, const float *x, const float *w, float *out, int n, int dim,
                    float eps);
@@ -312,6 +328,33 @@ static inline int sol_matmul_add(sol_backend *be, const sol_weight *w, const flo
     if (be->ops->matmul_add) return be->ops->matmul_add(be, w, x, y, n);
     int rc = be->ops->matmul(be, w, x, tmp, n);
     return rc ? rc : be->ops->add(be, y, tmp, y, (int64_t)n * w->rows);
+}
+
+/* See norm_matmul_many. */
+static inline int sol_norm_matmul_many(sol_backend *be, const float *x, const float *norm,
+                                       float eps, float *xn, const sol_weight *const *ws,
+                                       const float *const *bs, float *const *ys, int count, int n) {
+    if (be->ops->norm_matmul_many)
+        return be->ops->norm_matmul_many(be, x, norm, eps, xn, ws, bs, ys, count, n);
+    int rc = norm ? be->ops->rmsnorm(be, x, norm, xn, n, (int)ws[0]->cols, eps) : 0;
+    if (!rc) rc = sol_matmul_many(be, ws, ys, count, norm ? xn : x, n);
+    for (int i = 0; i < count && bs && !rc; i++)
+        for (int t = 0; bs[i] && t < n && !rc; t++) {
+            float *y = ys[i] + (size_t)t * (size_t)ws[i]->rows;
+            rc = be->ops->add(be, y, bs[i], y, ws[i]->rows);
+        }
+    return rc;
+}
+
+/* See glu_matmul_add; tmp (n x M floats) is used only by a backend without matmul_add. */
+static inline int sol_glu_matmul_add(sol_backend *be, const sol_weight *w, const float *gate,
+                                     const float *up, int gelu, float *glu, float *y, float *tmp,
+                                     int n) {
+    if (be->ops->glu_matmul_add) return be->ops->glu_matmul_add(be, w, gate, up, gelu, glu, y, n);
+    int64_t elems = (int64_t)n * w->cols;
+    int rc = gelu ? be->ops->gelu_mul(be, gate, up, glu, elems)
+                  : be->ops->silu_mul(be, gate, up, glu, elems);
+    return rc ? rc : sol_matmul_add(be, w, glu, y, tmp, n);
 }
 
 static inline int sol_mem_info(sol_backend *be, size_t *free_bytes, size_t *total_bytes) {

@@ -15,27 +15,18 @@
  * steps are smaller: max_num_seqs x (1 + speculative k)). */
 enum { MODEL_GRAPH_MAX_TOKENS = 256 };
 
-/* y[t] += bias for each of n rows of len (the q/k/v biases of ARCH_QKV_BIAS). */
-static int add_rows(sol_backend *be, float *y, const float *bias, int n, int len) {
-    int rc = 0;
-    for (int t = 0; t < n && !rc; t++)
-        rc = sol_add(be, y + (size_t)t * len, bias, y + (size_t)t * len, len);
-    return rc;
-}
-
-/* q, k and v of the batch: projections, then the architecture's biases and per-head norms. */
+/* q, k and v of the batch: the attention norm, the projections with the architecture's biases
+ * (one dispatch: x normalized and quantized once, biases in the store), then per-head norms. */
 static int qkv(model *m, const layer_weights *L, int n) {
     const model_hparams *hp = &m->hp;
     const model_shard *sh = &m->sh;
     model_scratch *s = &m->s;
     sol_backend *be = m->be;
-    int kv_dim = sh->kv_dim, rc;
-    if ((rc = sol_matmul_many(be, (const sol_weight *[]){&L->wq, &L->wk, &L->wv},
-                              (float *[]){s->q, s->k, s->v}, 3, s->xb, n)))
-        return rc;
-    if (L->bq && ((rc = add_rows(be, s->q, L->bq, n, sh->q_dim)) ||
-                  (rc = add_rows(be, s->k, L->bk, n, kv_dim)) ||
-                  (rc = add_rows(be, s->v, L->bv, n, kv_dim))))
+    int rc;
+    if ((rc = sol_norm_matmul_many(be, s->x, L->attn_norm, hp->eps, s->xb,
+                                   (const sol_weight *[]){&L->wq, &L->wk, &L->wv},
+                                   L->bq ? (const float *[]){L->bq, L->bk, L->bv} : NULL,
+                                   (float *[]){s->q, s->k, s->v}, 3, n)))
         return rc;
     if (L->q_norm &&
         ((rc = sol_rmsnorm(be, s->q, L->q_norm, s->q, n * sh->heads, hp->head_dim, hp->eps)) ||
@@ -82,8 +73,7 @@ static int attention(model *m, sol_kv *kv, int l, const model_batch *b) {
     sol_backend *be = m->be;
     int n = b->n, rc, slides = m->swa && m->swa[l];
     const sol_rope_params *rope = slides ? &hp->rope_swa : &hp->rope;
-    if ((rc = sol_rmsnorm(be, s->x, L->attn_norm, s->xb, n, hp->dim, hp->eps)) ||
-        (rc = qkv(m, L, n)) ||
+    if ((rc = qkv(m, L, n)) ||
         (rc = sol_rope(be, s->q, b->pos, n, sh->heads, hp->head_dim, rope)) ||
         (rc = sol_rope(be, s->k, b->pos, n, sh->kv_heads, hp->head_dim, rope)) ||
         (rc = sol_kv_write(be, kv, l, s->k, s->v, b->slots, n)))
@@ -100,19 +90,25 @@ static int attention(model *m, sol_kv *kv, int l, const model_batch *b) {
     return project_residual(m, &L->wo, s->att, L->attn_post_norm, n);
 }
 
-/* Gated FFN: x += W_down · (act(W_gate·norm(x)) * W_up·norm(x)), act = SiLU or GELU (Gemma). */
+/* Gated FFN: x += W_down · (act(W_gate·norm(x)) * W_up·norm(x)), act = SiLU or GELU (Gemma):
+ * the norm with the gate/up projections (x normalized and quantized once), and, with one rank
+ * and no post-norm, the gated product made where the down projection reads it, the residual
+ * added in its store. */
 static int feed_forward(model *m, int l, int n) {
     const model_hparams *hp = &m->hp;
     const layer_weights *L = &m->layers[l];
     model_scratch *s = &m->s;
     sol_backend *be = m->be;
     int64_t width = (int64_t)n * m->sh.ffn;
-    int rc;
-    if ((rc = sol_rmsnorm(be, s->x, L->ffn_norm, s->xb, n, hp->dim, hp->eps)) ||
-        (rc = sol_matmul_many(be, (const sol_weight *[]){&L->w_gate, &L->w_up},
-                              (float *[]){s->hb, s->hb2}, 2, s->xb, n)) ||
-        (rc = (hp->arch->flags & ARCH_GELU) ? sol_gelu_mul(be, s->hb, s->hb2, s->hb, width)
-                                            : sol_silu_mul(be, s->hb, s->hb2, s->hb, width)))
+    int gelu = (hp->arch->flags & ARCH_GELU) != 0, rc;
+    if ((rc = sol_norm_matmul_many(be, s->x, L->ffn_norm, hp->eps, s->xb,
+                                   (const sol_weight *[]){&L->w_gate, &L->w_up}, NULL,
+                                   (float *[]){s->hb, s->hb2}, 2, n)))
+        return rc;
+    if (m->sh.n == 1 && !L->ffn_post_norm)
+        return sol_glu_matmul_add(be, &L->w_down, s->hb, s->hb2, gelu, s->hb, s->x, s->xb2, n);
+    if ((rc = gelu ? sol_gelu_mul(be, s->hb, s->hb2, s->hb, width)
+                   : sol_silu_mul(be, s->hb, s->hb2, s->hb, width)))
         return rc;
     return project_residual(m, &L->w_down, s->hb, L->ffn_post_norm, n);
 }
