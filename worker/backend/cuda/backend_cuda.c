@@ -48,15 +48,36 @@ int cbe_need_dev(cuda_backend *b, const void *p, size_t bytes, const char *op, c
 
 /* ---- CUDA graphs ---- */
 
+/* The slot for a capture of `key`: its own, else the least recently used one, whose executable
+ * stays as the target that the capture updates in place (cudaGraphExecUpdate) when it can. */
 static graph_slot *graph_for(cuda_backend *b, int key) {
     graph_slot *lru = &b->graphs[0];
     for (int i = 0; i < GRAPH_SLOTS; i++) {
         if (b->graphs[i].key == key && b->graphs[i].exec) return &b->graphs[i];
         if (b->graphs[i].used < lru->used) lru = &b->graphs[i];
     }
-    SOL_CUDA_FN(dev_graph_free)(b->dev, lru->exec);
-    *lru = (graph_slot){key, NULL, 0};
+    lru->key = key, lru->sig_len = 0, lru->used = 0;
     return lru;
+}
+
+/* The cached graph a step of `key` may replay without recording: NULL when none. */
+static graph_slot *graph_replayable(cuda_backend *b, int key) {
+    for (int i = 0; i < GRAPH_SLOTS; i++)
+        if (b->graphs[i].key == key && b->graphs[i].exec && b->graphs[i].sig_len)
+            return &b->graphs[i];
+    return NULL;
+}
+
+/* After a whole capture: g's graph is the step's, so its signature and staged copy are too (the
+ * signature's buffer is swapped, not copied). A signature that ran out of memory is dropped. */
+static void graph_keep_sig(cuda_backend *b, graph_slot *g, const void *up_src, void *up_dst,
+                           size_t up) {
+    sol_graph_sig *s = &b->stream->sig;
+    unsigned char *buf = g->sig;
+    size_t cap = g->sig_cap;
+    g->sig = s->buf, g->sig_cap = s->cap, g->sig_len = s->miss ? 0 : s->len;
+    s->buf = buf, s->cap = cap, s->len = 0;
+    g->up_src = up_src, g->up_dst = up_dst, g->up_bytes = up;
 }
 
 /* Closes an open capture and launches what it recorded (the step so far); ops then run eagerly
@@ -65,10 +86,12 @@ static graph_slot *graph_for(cuda_backend *b, int key) {
 static int end_capture(cuda_backend *b, int whole) {
     if (!b->capturing) return 0;
     b->capturing = 0;
+    b->stream->sig.mode = SOL_SIG_OFF;
     /* A step cut short runs as a throwaway graph: the cached one stays the whole step's. */
     void *tmp = NULL, **exec = &tmp;
+    graph_slot *g = NULL;
     if (whole) {
-        graph_slot *g = graph_for(b, b->key);
+        g = graph_for(b, b->key);
         g->used = ++b->tick;
         exec = &g->exec;
     }
@@ -81,6 +104,7 @@ static int end_capture(cuda_backend *b, int whole) {
     if (whole) {
         b->record_ns += t1 - b->capture_t0;
         *(how == 1 ? &b->update_ns : &b->instantiate_ns) += sol_now_ns() - t1;
+        if (!rc) graph_keep_sig(b, g, b->stage_h + from, b->stage_d + from, up);
     }
     if (!whole) SOL_CUDA_FN(dev_graph_free)(b->dev, tmp); /* freed once it has run */
     if (rc) return sol_err_set(&b->base.err, rc, BE " graph: %s", why);
@@ -91,9 +115,49 @@ static int end_capture(cuda_backend *b, int whole) {
     return 0;
 }
 
+/* A dry step's end. Its launches matched the cached graph's, byte for byte and to the end, and
+ * its staged arrays fill the same range of the ring: the graph is launched as it stands (its
+ * head copy sends this step's arrays). Else nothing ran, and SOL_STEP_RERUN asks the caller to
+ * run the step again, which step_begin then records. */
+static int end_dry(cuda_backend *b) {
+    sol_graph_sig *s = &b->stream->sig;
+    graph_slot *g = b->dry_slot;
+    size_t from = b->stage_unsent, up = from < b->stage_used ? b->stage_used - from : 0;
+    int hit = !s->miss && s->at == s->ref_len && up == g->up_bytes &&
+              (!up || (g->up_src == b->stage_h + from && g->up_dst == b->stage_d + from));
+    b->dry = 0, s->mode = SOL_SIG_OFF, b->stage_unsent = SIZE_MAX;
+    b->dry_steps++;
+    b->dry_ns += sol_now_ns() - b->capture_t0; /* the host's part: the launch is the GPU's */
+    if (!hit) {
+        b->force_capture = 1, b->reruns++;
+        return SOL_STEP_RERUN;
+    }
+    g->used = ++b->tick;
+    char why[256] = "";
+    int rc = SOL_CUDA_FN(dev_graph_launch)(b->dev, g->exec, why, sizeof why);
+    if (rc) return sol_err_set(&b->base.err, rc, BE " graph: %s", why);
+    b->stage_copies += up > 0;
+    b->steps++, b->replayed_dry++;
+    return 0;
+}
+
+/* In a dry step nothing has run, so there is nothing to end: the step cannot replay (its
+ * launches are not all in the signature, or a buffer moved) and will be run again. */
 int cbe_flush_capture(cuda_backend *b) {
+    if (b->dry) {
+        b->stream->sig.miss = 1;
+        return 0;
+    }
     if (b->capturing) b->flushed++;
     return end_capture(b, 0);
+}
+
+/* A GEMM, copy or all-reduce of a graph step written into the signature with its operands, as
+ * SOL_LAUNCH does for kernels: 1 when it must not run (a dry step). */
+static int note_op(cuda_backend *b, int what, const uint64_t *vals, size_t count) {
+    if (!sol_sig_begin(b->stream, what)) return 0;
+    sol_sig_put(&b->stream->sig, vals, sizeof *vals * count);
+    return sol_sig_dry(b->stream);
 }
 
 /* ---- staging of host index arrays ---- */
@@ -134,7 +198,7 @@ const void *cbe_stage(cuda_backend *b, const void *host, size_t bytes, int *rc) 
         off = 0;
     }
     memcpy(b->stage_h + off, host, bytes);
-    if (b->capturing) {
+    if (cbe_graph_step(b)) {
         if (b->stage_unsent == SIZE_MAX) b->stage_unsent = off;
     } else if ((*rc = SOL_CUDA_FN(dev_copy)(b->dev, b->stage_d + off, b->stage_h + off, bytes,
                                             SOL_CUDA_H2D))) {
@@ -364,6 +428,15 @@ static int reserve_gemm(cuda_backend *b, int n, int64_t K, int64_t M) {
     return rc ? rc : cbe_grow(b, &b->wh, tile * (size_t)K * 2, "matmul");
 }
 
+/* dev_gemm, written into a graph step's signature first (not run in a dry step). */
+static int gemm(cuda_backend *b, int bf16, const void *w, const void *x, float *y, int M, int n,
+                int K, int ldy, char *why, size_t cap) {
+    const uint64_t v[] = {(uint64_t)bf16, (uintptr_t)w, (uintptr_t)x, (uintptr_t)y,
+                          (uint64_t)M,    (uint64_t)n,  (uint64_t)K,  (uint64_t)ldy};
+    if (note_op(b, SOL_SIG_GEMM, v, sizeof v / sizeof *v)) return 0;
+    return SOL_CUDA_FN(dev_gemm)(b->dev, bf16, w, x, y, M, n, K, ldy, why, cap);
+}
+
 /* x rounded to half once; F16 and BF16 weights are used in place (x rounded to the same type:
  * cuBLASLt takes one input type), the others dequantized to F16 a tile of rows at a time;
  * cuBLASLt (tensor cores) multiplies each tile into its columns of y. */
@@ -375,15 +448,14 @@ static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, flo
     SOL_CUDA_FN(to_half)(x, b->xh.p, (int64_t)n * K, bf16, b->stream);
     char why[256] = "";
     if (half) {
-        rc = SOL_CUDA_FN(dev_gemm)(b->dev, bf16, w->data, b->xh.p, y, M, n, K, M, why, sizeof why);
+        rc = gemm(b, bf16, w->data, b->xh.p, y, M, n, K, M, why, sizeof why);
         return rc ? cbe_fail(b, rc, "matmul", "%s", why) : cbe_after(b, "matmul");
     }
     int tile = (int)(b->wh.bytes / 2 / (size_t)K);
     for (int m0 = 0; m0 < M; m0 += tile) {
         int rows = M - m0 < tile ? M - m0 : tile;
         SOL_CUDA_FN(dequant_f16)(wt_of(w), m0, rows, b->wh.p, b->stream);
-        if ((rc = SOL_CUDA_FN(dev_gemm)(b->dev, 0, b->wh.p, b->xh.p, y + m0, rows, n, K, M, why,
-                                        sizeof why)))
+        if ((rc = gemm(b, 0, b->wh.p, b->xh.p, y + m0, rows, n, K, M, why, sizeof why)))
             return cbe_fail(b, rc, "matmul", "%s", why);
     }
     return cbe_after(b, "matmul");
@@ -625,9 +697,13 @@ static int cuda_get_rows(sol_backend *be, const float *src, int64_t width, const
     if ((rc = cbe_need_dev(b, src, row * (size_t)src_rows, "get_rows", "src")) ||
         (rc = cbe_need_dev(b, dst, row * (size_t)n, "get_rows", "dst")))
         return rc;
-    for (int i = 0; i < n && !rc; i++)
-        rc = SOL_CUDA_FN(dev_copy)(b->dev, dst + (size_t)i * width, src + (size_t)rows[i] * width,
-                                   row, SOL_CUDA_D2D);
+    for (int i = 0; i < n && !rc; i++) {
+        float *to = dst + (size_t)i * width;
+        const float *from = src + (size_t)rows[i] * width;
+        const uint64_t v[] = {(uintptr_t)to, (uintptr_t)from, row};
+        if (!note_op(b, SOL_SIG_COPY, v, 3))
+            rc = SOL_CUDA_FN(dev_copy)(b->dev, to, from, row, SOL_CUDA_D2D);
+    }
     return rc ? cbe_fail(b, rc, "get_rows", "device copy failed") : cbe_after(b, "get_rows");
 }
 
@@ -641,15 +717,23 @@ static int cuda_allreduce(sol_backend *be, sol_tp_comm *comm, int rank, float *x
     int rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n, "allreduce", "x");
     if (rc) return rc;
     if (!SOL_CUDA_FN(dev_allreduce_ready)(b->dev, comm) && (rc = cbe_flush_capture(b))) return rc;
+    /* The communicators made so far name the one a graph recorded: one made since (after an
+     * abort) is another, so the graph is recorded again. */
+    unsigned long made = 0, aborted = 0;
+    SOL_CUDA_FN(dev_comm_stats)(b->dev, &made, &aborted);
+    const uint64_t v[] = {(uintptr_t)comm, (uint64_t)rank, (uintptr_t)x, (uint64_t)n, made};
+    if (note_op(b, SOL_SIG_ALLREDUCE, v, sizeof v / sizeof *v)) return 0;
     rc = SOL_CUDA_FN(dev_allreduce)(b->dev, comm, rank, x, n, why, sizeof why);
     return rc ? cbe_fail(b, rc, "allreduce", "%s", why) : cbe_after(b, "allreduce");
 }
 
-/* Waits for the step; the staging buffer is free again afterwards. */
+/* Waits for the step; the staging buffer is free again afterwards. SOL_STEP_RERUN: a dry step
+ * that did not match its graph ran nothing (end_dry). */
 static int cuda_synchronize(sol_backend *be) {
     cuda_backend *b = cbe_bind(be);
     char why[256] = "";
-    int rc = end_capture(b, 1);
+    int rc = b->dry ? end_dry(b) : end_capture(b, 1);
+    if (rc == SOL_STEP_RERUN) b->stage_used = 0, b->n_recent = 0, b->next_recent = 0;
     if (rc) return rc;
     rc = SOL_CUDA_FN(dev_sync)(b->dev, why, sizeof why);
     b->stage_used = 0, b->n_recent = 0, b->next_recent = 0;
@@ -661,27 +745,31 @@ static int cuda_synchronize(sol_backend *be) {
         why, b->last_op ? b->last_op : "none");
 }
 
-/* The graph cache's buckets of step sizes: 1, 2, 4, 8, ... as vLLM's capture sizes. */
-static int graph_bucket(int tokens) {
-    int k = 1;
-    while (k < tokens && k < (1 << 30))
-        k <<= 1;
-    return k;
-}
-
-/* Decode and verify steps (graph_key = their token count) are recorded every time and run as a
- * graph kept per bucket of sizes, updated in place from the new record when its topology is the
- * same, re-instantiated when not. */
+/* Decode and verify steps (graph_key = their token count). The first of a key is recorded by
+ * stream capture into the key's graph; later ones are dry (launch nothing, compare their
+ * launches with the graph's signature) and replay the graph at synchronize, unless they differ:
+ * then synchronize answers SOL_STEP_RERUN, and the step, begun again, is recorded (force_capture)
+ * and updates the graph in place when its topology allows. */
 static int cuda_step_begin(sol_backend *be, int graph_key) {
     cuda_backend *b = cbe_bind(be);
     int rc = cbe_flush_capture(b); /* a step that never reached synchronize (an error path) */
+    b->dry = 0, b->stream->sig.mode = SOL_SIG_OFF;
     if (rc || !b->graphs_on || graph_key <= 0) return rc;
+    b->capture_t0 = sol_now_ns();
+    b->stage_unsent = SIZE_MAX;
+    b->key = graph_key;
+    sol_graph_sig *s = &b->stream->sig;
+    graph_slot *g = b->force_capture ? NULL : graph_replayable(b, graph_key);
+    b->force_capture = 0;
+    if (g) {
+        b->dry = 1, b->dry_slot = g;
+        *s = (sol_graph_sig){SOL_SIG_DRY, s->buf, 0, s->cap, g->sig, g->sig_len, 0, 0};
+        return 0;
+    }
     char why[256] = "";
     if (SOL_CUDA_FN(dev_capture_begin)(b->dev, why, sizeof why)) return 0; /* run eagerly */
     b->capturing = 1;
-    b->capture_t0 = sol_now_ns();
-    b->stage_unsent = SIZE_MAX;
-    b->key = graph_bucket(graph_key);
+    *s = (sol_graph_sig){SOL_SIG_RECORD, s->buf, 0, s->cap, NULL, 0, 0, 0};
     return 0;
 }
 
@@ -696,12 +784,13 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
     SOL_CUDA_FN(dev_comm_stats)(b->dev, &made, &aborted);
     unsigned long whole = b->updated + b->instantiated;
     snprintf(buf, cap,
-             "cuda graphs %s: %lu steps replayed (%lu updated in place, %lu instantiated), %lu "
-             "cut short by an allocation; %lu staged copies; %lu NCCL communicators made, %lu "
-             "aborted; host us per graph step: record %.1f, update+launch %.1f, "
-             "instantiate+launch %.1f",
-             b->graphs_on ? "on" : "off (--enforce-eager)", b->steps, b->updated, b->instantiated,
-             b->flushed, b->stage_copies, made, aborted, mean_us(b->record_ns, whole),
+             "cuda graphs %s: %lu steps replayed (%lu with no record, %lu updated in place, %lu "
+             "instantiated), %lu cut short by an allocation; %lu staged copies; %lu NCCL "
+             "communicators made, %lu aborted; %lu dry steps, %lu run again recorded; host us per "
+             "graph step: dry %.1f, record %.1f, update+launch %.1f, instantiate+launch %.1f",
+             b->graphs_on ? "on" : "off (--enforce-eager)", b->steps, b->replayed_dry, b->updated,
+             b->instantiated, b->flushed, b->stage_copies, made, aborted, b->dry_steps, b->reruns,
+             mean_us(b->dry_ns, b->dry_steps), mean_us(b->record_ns, whole),
              mean_us(b->update_ns, b->updated), mean_us(b->instantiate_ns, b->instantiated));
     return 0;
 }
@@ -722,14 +811,16 @@ static void cuda_free(sol_backend *be) {
     cuda_backend *b = cbe_bind(be);
     cbe_flush_capture(b);
     if (b->dev) cbe_wait_quiet(b);
-    for (int i = 0; i < GRAPH_SLOTS; i++)
+    for (int i = 0; i < GRAPH_SLOTS; i++) {
         SOL_CUDA_FN(dev_graph_free)(b->dev, b->graphs[i].exec);
+        free(b->graphs[i].sig);
+    }
     while (b->kvs)
         cbe_kv_free(be, b->kvs);
     for (int i = 0; i < b->n_ups; i++)
         SOL_CUDA_FN(dev_free)(b->dev, b->ups[i].dev);
     dev_buf *bufs[] = {&b->qscratch, &b->xh, &b->wh, &b->att_ws, &b->gemm_y};
-    for (int i = 0; i < 4; i++)
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         SOL_CUDA_FN(dev_free)(b->dev, bufs[i]->p);
     SOL_CUDA_FN(dev_free)(b->dev, b->stage_d);
     SOL_CUDA_FN(dev_host_free)(b->dev, b->stage_h);

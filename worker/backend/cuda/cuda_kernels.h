@@ -1,6 +1,7 @@
 /* cuda_kernels: the C-callable launchers of the CUDA kernels (one .cu file per kernel family);
  * the same sources run on a GPU (nvcc) and on the CPU under cuda_emu.h (tests). Pointers are
- * device buffers; `stream` is a cudaStream_t (NULL: the default stream). */
+ * device buffers; `stream` is the backend's sol_cuda_queue (graph_sig.h: the stream and the graph
+ * signature its launches are written to) or NULL: the default stream. */
 #ifndef SOL_CUDA_KERNELS_H
 #define SOL_CUDA_KERNELS_H
 
@@ -100,7 +101,9 @@ void SOL_CUDA_FN(kv_copy_blocks)(void *const *pools, int count_pools, size_t blo
  * tokens [t_base, t_base + n) (q, out, tables, n_ctx indexed by absolute token). tiles: NULL (a
  * block per token), or the starts of n_tiles tiles of up to SOL_CUDA_ATT_TILE consecutive tokens
  * that share a block table, plus one end entry: a tile's queries may share each K/V load
- * (prefill chunks). max_len: the longest window of these tokens; sms: the device's SM count.
+ * (prefill chunks). max_len: the longest window of these tokens, or more (a graph step passes
+ * SPLIT_MIN x MAX_SPLITS, so its grid is the split cap whatever the contexts: each token still
+ * takes its own split count and the blocks past it return); sms: the device's SM count.
  * A window is split along the context (flash-decoding) into sol_cuda_attention_splits(len, sms,
  * heads, kv_heads, head_dim) parts, at least SOL_CUDA_ATT_SPLIT_MIN positions each, through ws
  * (sol_cuda_attention_ws_floats(n, heads, head_dim, splits of max_len) floats; NULL: never

@@ -21,14 +21,14 @@ static __global__ void k_dequant_f16(sol_cuda_wt w, int m0, uint16_t *out) {
 extern "C" void SOL_CUDA_FN(to_half)(const float *x, void *out, int64_t n, int bf16, void *stream) {
     if (n > 0)
         SOL_LAUNCH(k_to_half, dim3((unsigned)((n + CONVERT_THREADS - 1) / CONVERT_THREADS)),
-                   dim3(CONVERT_THREADS), 0, (cudaStream_t)stream, x, (uint16_t *)out, n, bf16);
+                   dim3(CONVERT_THREADS), 0, stream, x, (uint16_t *)out, n, bf16);
 }
 
 extern "C" int SOL_CUDA_FN(dequant_f16)(sol_cuda_wt w, int m0, int rows, void *out, void *stream) {
     if (!sol_cuda_type_known(w.type)) return -ENOTSUP;
     if (w.split != sol_cuda_wants_split(w.type)) return -EINVAL;
     if (rows > 0)
-        SOL_LAUNCH(k_dequant_f16, dim3((unsigned)rows), dim3(CONVERT_THREADS), 0,
-                   (cudaStream_t)stream, w, m0, (uint16_t *)out);
+        SOL_LAUNCH(k_dequant_f16, dim3((unsigned)rows), dim3(CONVERT_THREADS), 0, stream, w, m0,
+                   (uint16_t *)out);
     return 0;
 }

@@ -31,30 +31,23 @@ static __global__ void k_scale(const float *x, float s, float *o, int64_t n) {
     if (i < n) o[i] = x[i] * s;
 }
 
-#define EW_STREAM(s) ((cudaStream_t)(s))
-
 extern "C" void SOL_CUDA_FN(silu_mul)(const float *gate, const float *up, float *out, int64_t n,
                                       void *stream) {
     if (n > 0)
-        SOL_LAUNCH(k_silu_mul, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, EW_STREAM(stream), gate, up,
-                   out, n);
+        SOL_LAUNCH(k_silu_mul, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, stream, gate, up, out, n);
 }
 
 extern "C" void SOL_CUDA_FN(gelu_mul)(const float *gate, const float *up, float *out, int64_t n,
                                       void *stream) {
     if (n > 0)
-        SOL_LAUNCH(k_gelu_mul, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, EW_STREAM(stream), gate, up,
-                   out, n);
+        SOL_LAUNCH(k_gelu_mul, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, stream, gate, up, out, n);
 }
 
 extern "C" void SOL_CUDA_FN(add)(const float *a, const float *b, float *out, int64_t n,
                                  void *stream) {
-    if (n > 0)
-        SOL_LAUNCH(k_add, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, EW_STREAM(stream), a, b, out, n);
+    if (n > 0) SOL_LAUNCH(k_add, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, stream, a, b, out, n);
 }
 
 extern "C" void SOL_CUDA_FN(scale)(const float *x, float s, float *out, int64_t n, void *stream) {
-    if (n > 0)
-        SOL_LAUNCH(k_scale, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, EW_STREAM(stream), x, s, out,
-                   n);
+    if (n > 0) SOL_LAUNCH(k_scale, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, stream, x, s, out, n);
 }

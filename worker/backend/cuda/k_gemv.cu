@@ -426,38 +426,40 @@ extern "C" int SOL_CUDA_FN(gemv_quantize)(int act, const float *x, int n, int K,
     if (K % (act == SOL_CUDA_ACT_Q8_K ? 256 : 32)) return -EINVAL;
     qx a = split_scratch(scratch, n, K, act == SOL_CUDA_ACT_Q8_K ? 256 : 32);
     dim3 qgrid((unsigned)((a.n_blocks + QUANT_WARPS - 1) / QUANT_WARPS)), qblock(32 * QUANT_WARPS);
-    cudaStream_t st = (cudaStream_t)stream;
     if (act == SOL_CUDA_ACT_Q8_K)
-        SOL_LAUNCH(k_quantize_q8_k, qgrid, qblock, 0, st, x, a.n_blocks, a.q, a.d, (int16_t *)a.s);
+        SOL_LAUNCH(k_quantize_q8_k, qgrid, qblock, 0, stream, x, a.n_blocks, a.q, a.d,
+                   (int16_t *)a.s);
     else
-        SOL_LAUNCH(k_quantize_q8_0, qgrid, qblock, 0, st, x, a.n_blocks, a.q, a.d, (int32_t *)a.s);
+        SOL_LAUNCH(k_quantize_q8_0, qgrid, qblock, 0, stream, x, a.n_blocks, a.q, a.d,
+                   (int32_t *)a.s);
     return 0;
 }
 
 /* The kernel for NT tokens (1, 2, 4, 8 or 16) of w's type. */
 template <int NT>
 static void gemv_launch(const sol_cuda_wt &w, const float *x, float *y, int n, const void *scratch,
-                        int add, cudaStream_t st) {
+                        int add, void *stream) {
     dim3 grid((unsigned)((w.rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(32 * GEMV_WARPS);
     int act = SOL_CUDA_FN(gemv_act)(w.type);
     if (act == SOL_CUDA_ACT_FLOAT) {
         int h16 = (w.type == SOL_CUDA_F16 || w.type == SOL_CUDA_BF16) && w.cols % 8 == 0 &&
                   w.row_bytes % 16 == 0 && (uintptr_t)w.data % 16 == 0 && (uintptr_t)x % 16 == 0;
         if (h16)
-            SOL_LAUNCH(k_gemv_h16<NT>, grid, block, 0, st, w, x, y, n, add);
+            SOL_LAUNCH(k_gemv_h16<NT>, grid, block, 0, stream, w, x, y, n, add);
         else
-            SOL_LAUNCH(k_gemv_float<NT>, grid, block, 0, st, w, x, y, n, add);
+            SOL_LAUNCH(k_gemv_float<NT>, grid, block, 0, stream, w, x, y, n, add);
         return;
     }
     qx a = split_scratch(scratch, n, w.cols, act == SOL_CUDA_ACT_Q8_K ? 256 : 32);
     if (w.type == SOL_CUDA_Q6_K)
-        SOL_LAUNCH(k_gemv_kq6<NT>, grid, block, 0, st, w, a.q, a.d, (const int16_t *)a.s, y, n,
+        SOL_LAUNCH(k_gemv_kq6<NT>, grid, block, 0, stream, w, a.q, a.d, (const int16_t *)a.s, y, n,
                    add);
     else if (act == SOL_CUDA_ACT_Q8_K)
-        SOL_LAUNCH(k_gemv_kq45<NT>, grid, block, 0, st, w, a.q, a.d, (const int16_t *)a.s, y, n,
+        SOL_LAUNCH(k_gemv_kq45<NT>, grid, block, 0, stream, w, a.q, a.d, (const int16_t *)a.s, y, n,
                    add);
     else
-        SOL_LAUNCH(k_gemv_q<NT>, grid, block, 0, st, w, a.q, a.d, (const int32_t *)a.s, y, n, add);
+        SOL_LAUNCH(k_gemv_q<NT>, grid, block, 0, stream, w, a.q, a.d, (const int32_t *)a.s, y, n,
+                   add);
 }
 
 extern "C" int SOL_CUDA_FN(gemv_run)(sol_cuda_wt w, const float *x, float *y, int n,
@@ -466,17 +468,16 @@ extern "C" int SOL_CUDA_FN(gemv_run)(sol_cuda_wt w, const float *x, float *y, in
     if (w.cols % sol_cuda_block_elems(w.type) || w.rows < 1 ||
         w.split != sol_cuda_wants_split(w.type))
         return -EINVAL;
-    cudaStream_t st = (cudaStream_t)stream;
     if (n == 1)
-        gemv_launch<1>(w, x, y, n, scratch, add, st);
+        gemv_launch<1>(w, x, y, n, scratch, add, stream);
     else if (n == 2)
-        gemv_launch<2>(w, x, y, n, scratch, add, st);
+        gemv_launch<2>(w, x, y, n, scratch, add, stream);
     else if (n <= 4)
-        gemv_launch<4>(w, x, y, n, scratch, add, st);
+        gemv_launch<4>(w, x, y, n, scratch, add, stream);
     else if (n <= 8)
-        gemv_launch<8>(w, x, y, n, scratch, add, st);
+        gemv_launch<8>(w, x, y, n, scratch, add, stream);
     else
-        gemv_launch<16>(w, x, y, n, scratch, add, st);
+        gemv_launch<16>(w, x, y, n, scratch, add, stream);
     return 0;
 }
 

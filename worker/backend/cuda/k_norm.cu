@@ -20,6 +20,6 @@ static __global__ void k_rmsnorm(const float *x, const float *w, float *out, int
 extern "C" void SOL_CUDA_FN(rmsnorm)(const float *x, const float *w, float *out, int n, int dim,
                                      float eps, void *stream) {
     if (n > 0)
-        SOL_LAUNCH(k_rmsnorm, dim3((unsigned)n), dim3(NORM_THREADS), 0, (cudaStream_t)stream, x, w,
-                   out, dim, eps);
+        SOL_LAUNCH(k_rmsnorm, dim3((unsigned)n), dim3(NORM_THREADS), 0, stream, x, w, out, dim,
+                   eps);
 }
