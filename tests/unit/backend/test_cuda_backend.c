@@ -509,7 +509,8 @@ static void replay_case_open(replay_case *c, sol_backend *be, const void *wo_row
     c->wo = (sol_weight){SOL_DT_Q8_0, D, D, copy, rb, 0};
     assert_int_equal(sol_weight_prepare(be, &c->wo), 0);
     free(copy); /* the backend holds its upload */
-    /* every position of every sequence gets a K/V row, eagerly, before any step */
+    /* every position of every sequence gets a K/V row, eagerly, before any step: the same rows
+     * on both backends, since the generator restarts here */
     rng = 0x5eed;
     float *hk = rnd_vec((size_t)HIST * RC_KVH * RC_HD),
           *hv = rnd_vec((size_t)HIST * RC_KVH * RC_HD);

@@ -701,7 +701,7 @@ static int cuda_get_rows(sol_backend *be, const float *src, int64_t width, const
         float *to = dst + (size_t)i * width;
         const float *from = src + (size_t)rows[i] * width;
         const uint64_t v[] = {(uintptr_t)to, (uintptr_t)from, row};
-        if (!note_op(b, SOL_SIG_COPY, v, 3))
+        if (!note_op(b, SOL_SIG_COPY, v, sizeof v / sizeof *v))
             rc = SOL_CUDA_FN(dev_copy)(b->dev, to, from, row, SOL_CUDA_D2D);
     }
     return rc ? cbe_fail(b, rc, "get_rows", "device copy failed") : cbe_after(b, "get_rows");
