@@ -587,8 +587,8 @@ STEP = [
     # rmsnorm+quantize or quantize launch per matrix group (q/k/v, o, gate/up, down, head)
     dict(fam="norm+quantize", kernel="rmsnorm_quantize(attn)", scope="layer", mode=LQ,
          op="normq", args=dict(quant_for=QKV, norm=True),
-         today="partly (k_rmsnorm, then one k_quantize_* for q/k/v: matmul_gemv); design: "
-         "one multi-block launch"),
+         today="exists (k_rmsnorm_quantize: one block per token row; norm_matmul_many, q/k/v "
+         "biases in the GEMV store); design: one multi-block launch"),
     dict(fam="q/k/v projection", kernel="gemv_qkv_rope_kv", scope="layer", mode=LQ,
          op="matmul", args=dict(mats=QKV, inp="q", rope_kv=True),
          today="partly (GEMVs read the shared Q8 x; design: one launch, rope + KV epilogue)"),
@@ -607,12 +607,14 @@ STEP = [
          today="exists (k_gemv_* on Q8 x, residual add in the store: matmul_add)"),
     dict(fam="norm+quantize", kernel="rmsnorm_quantize(ffn)", scope="layer", mode=LQ,
          op="normq", args=dict(quant_for=GU, norm=True),
-         today="partly (k_rmsnorm, then one k_quantize_* for gate/up)"),
+         today="exists (k_rmsnorm_quantize for gate/up: norm_matmul_many)"),
     dict(fam="gate/up projection", kernel="gemv_gate_up_silu", scope="layer", mode=LQ,
          op="matmul", args=dict(mats=GU, inp="q", silu=True),
-         today="partly (GEMVs read the shared Q8 x; design: rows interleaved, SiLU*mul)"),
+         today="partly (two GEMVs read the shared Q8 x; SiLU*mul made by the down's quantize "
+         "instead: glu_matmul_add; design: one launch, rows interleaved)"),
     dict(fam="norm+quantize", kernel="quantize(silu)", scope="layer", mode=LQ, op="normq",
-         args=dict(quant_for=("ffn_down",), norm=False), today="exists (k_quantize_*)"),
+         args=dict(quant_for=("ffn_down",), norm=False),
+         today="exists (k_quantize_* reading act(gate) * up: glu_matmul_add)"),
     dict(fam="down projection", kernel="gemv_down_residual", scope="layer", mode=LQ,
          op="matmul", args=dict(mats=("ffn_down",), inp="q", residual=True),
          today="exists (k_gemv_* on Q8 x, residual add in the store: matmul_add)"),

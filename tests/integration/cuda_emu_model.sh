@@ -5,7 +5,8 @@
 # prompt position's logits within 1e-3 relative L2 (the kernels sum in other orders). A 40-token
 # prompt takes the tensor-core prefill kernels (k_mma.cu's GEMM and k_flash.cu's attention: x,
 # weights, q and the softmax weights in F16 instead of the CPU's Q8 activations and floats): its
-# logits within 2e-2, and the backend's counters show both kernels ran. The emulation runs a fiber per GPU thread: small models only.
+# logits within 2e-2, and the backend's counters show both kernels ran; the quantized models'
+# decode steps ran the fused norm+quantize and gated-product quantize launches. The emulation runs a fiber per GPU thread: small models only.
 # SOL_TEST_CUDA_SPEC=cuda runs the same comparisons on a GPU (tests/gpu/run.sh). CUDA graphs and
 # bench_decode: cuda_emu_graphs.sh.
 set -euo pipefail
@@ -34,6 +35,18 @@ for m in f32 q8 q4k; do
     echo "FAIL $line"; fail=1
   else
     echo "ok   $line"
+  fi
+  # the quantized models decode with the fused prologues (norm+quantize for q/k/v and gate/up,
+  # the gated product quantized where the down projection reads it); the F32 one cannot
+  fz=$(sed -n 's/.*fused prologues: \([0-9]*\) norm+quantize, \([0-9]*\) glu+quantize.*/\1 \2/p' "$work/err")
+  read -r normq gluq <<<"${fz:-0 0}"
+  fused_ok=0
+  if [ "$m" = f32 ]; then [ "$normq$gluq" = 00 ] && fused_ok=1
+  else [ "$normq" -gt 0 ] && [ "$gluq" -gt 0 ] && fused_ok=1; fi
+  if [ "$fused_ok" = 1 ]; then
+    echo "ok   $m: $normq norm+quantize and $gluq glu+quantize launches"
+  else
+    echo "FAIL $m: fused prologues '$fz' ($(grep -o 'fused prologues.*' "$work/err"))"; fail=1
   fi
 done
 # The prefill GEMM: prompts of more than 16 tokens.

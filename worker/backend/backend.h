@@ -71,6 +71,10 @@ typedef struct sol_kv sol_kv;
 
 typedef struct sol_backend sol_backend;
 
+/* synchronize's answer for a graph step that ran nothing (a dry step whose launches differed
+ * from its cached graph's): run the step again, once; that run is recorded and never answers it. */
+enum { SOL_STEP_RERUN = 1 };
+
 typedef struct sol_backend_ops {
     const char *name; /* "cpu", "cuda" */
     void (*free)(sol_backend *be);
@@ -167,14 +171,17 @@ typedef struct sol_backend_ops {
      * in stream order on a device backend: CPU ranks through the communicator's shared memory,
      * CUDA ranks through NCCL. The model calls it only when it is sharded. */
     int (*allreduce)(sol_backend *be, sol_tp_comm *comm, int rank, float *x, int64_t n_elems);
-    /* Wait for queued work; returns the first error since the last call. */
+    /* Wait for queued work; returns the first error since the last call, or SOL_STEP_RERUN (> 0,
+     * not an error) when the step begun with a graph key ran nothing and must be run again from
+     * its step_begin (its outputs are not written; the backend records the second run). */
     int (*synchronize)(sol_backend *be);
     /* Optional, device backends: free and total device memory, for sizing the KV pool. NULL:
      * the backend computes in host memory (the engine reads MemAvailable). */
     int (*mem_info)(sol_backend *be, size_t *free_bytes, size_t *total_bytes);
     /* Optional: a forward pass starts; it ends with synchronize. graph_key > 0 (the model passes
      * the token count of a decode or verify step) lets a device backend record the pass as a
-     * CUDA graph and replay it, updated, for later passes of the same key; 0: run eagerly. */
+     * CUDA graph and replay it for later passes of the same key, recording nothing when they
+     * launch what the graph holds (synchronize may then answer SOL_STEP_RERUN); 0: eagerly. */
     int (*step_begin)(sol_backend *be, int graph_key);
     /* Optional: one line of counters for logs and benchmarks ("cuda graphs: ..."); 0 or
      * -ENOTSUP. */

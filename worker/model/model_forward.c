@@ -183,30 +183,43 @@ static int head(model *m, const model_batch *b, float *logits) {
     return 0;
 }
 
-int model_forward_rank(model *m, sol_kv *kv, const model_batch *b, float *logits, sol_err *err) {
+/* One run of the step; SOL_STEP_RERUN when the backend ran nothing of it (backend.h). */
+static int forward_pass(model *m, sol_kv *kv, const model_batch *b, float *logits) {
     sol_backend *be = m->be;
     /* Decode and verify steps (every row samples, few rows) may be replayed as a CUDA graph
      * keyed by their size; prefill chunks run eagerly. */
     int key = b->n_logits == b->n && b->n <= MODEL_GRAPH_MAX_TOKENS && !b->n_hidden ? b->n : 0, rc;
-    if ((rc = sol_step_begin(be, key))) goto fail;
-    if ((rc = sol_embed(be, &m->tok_embd, b->tokens, b->n, m->s.x))) goto fail;
+    if ((rc = sol_step_begin(be, key))) return rc;
+    if ((rc = sol_embed(be, &m->tok_embd, b->tokens, b->n, m->s.x))) return rc;
     if ((m->hp.arch->flags & ARCH_EMBD_SCALE) &&
         (rc = sol_scale(be, m->s.x, sqrtf((float)m->hp.dim), m->s.x, (int64_t)b->n * m->hp.dim)))
-        goto fail;
+        return rc;
     for (int l = 0; l < m->hp.n_layers; l++)
-        if ((rc = attention(m, kv, l, b)) || (rc = feed_forward(m, l, b->n))) goto fail;
-    if (b->n_hidden > 0 && (rc = hidden_states(m, b))) goto fail;
-    if (b->n_logits > 0 && (rc = head(m, b, logits))) goto fail;
-    if (b->n_logits == 0 && (rc = sol_synchronize(be))) goto fail;
-    if (b->n_hidden > 0 && m->sh.rank == 0 && /* every rank holds the same hidden state */
-        (rc =
-             sol_download(be, b->hidden, m->s.xb, (size_t)b->n_hidden * m->hp.dim * sizeof(float))))
-        goto fail;
-    return 0;
-fail:
-    sol_err_set(err, rc, "forward pass: %s", be->err.msg);
-    sol_synchronize(be); /* closes a graph capture the step left open */
+        if ((rc = attention(m, kv, l, b)) || (rc = feed_forward(m, l, b->n))) return rc;
+    if (b->n_hidden > 0 && (rc = hidden_states(m, b))) return rc;
+    if (b->n_logits > 0 && (rc = head(m, b, logits))) return rc;
+    if (b->n_logits == 0 && (rc = sol_synchronize(be))) return rc;
+    if (b->n_hidden > 0 && m->sh.rank == 0) /* every rank holds the same hidden state */
+        rc = sol_download(be, b->hidden, m->s.xb, (size_t)b->n_hidden * m->hp.dim * sizeof(float));
     return rc;
+}
+
+int model_forward_rank(model *m, sol_kv *kv, const model_batch *b, float *logits, sol_err *err) {
+    sol_backend *be = m->be;
+    int rc = forward_pass(m, kv, b, logits);
+    /* A graph step that launched nothing (its launches differed from the cached graph's) is run
+     * again: nothing of it ran, not even a KV write, so the second run starts from the same
+     * state, and it is recorded, so it cannot ask again. A tensor-parallel rank that runs twice
+     * makes its collectives once, as the others do: the first run queued none. */
+    if (rc == SOL_STEP_RERUN) rc = forward_pass(m, kv, b, logits);
+    if (!rc) return 0;
+    if (rc == SOL_STEP_RERUN)
+        sol_err_set(err, -EPROTO,
+                    "forward pass: the backend asked again to run a step it had just recorded");
+    else
+        sol_err_set(err, rc, "forward pass: %s", be->err.msg);
+    sol_synchronize(be); /* closes a graph capture the step left open */
+    return err->code;
 }
 
 int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, sol_err *err) {

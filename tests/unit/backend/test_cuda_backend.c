@@ -1,6 +1,7 @@
 /* Promise: the CUDA backend, used as a GPU must be used (activations in buf_alloc buffers that
  * upload/download fill and read, weights through weight_prepare, index arrays from the host),
- * computes every op as the CPU backend does, its prefill GEMM within F16 rounding, and refuses a
+ * computes every op as the CPU backend does, its prefill GEMM within F16 rounding, its fused ops
+ * (norm_matmul_many, glu_matmul_add) as the unfused sequence, bit for bit, and refuses a
  * host pointer where a device buffer belongs. CI runs it on "cuda-emu" (this very backend code
  * on the emulated runtime); tests/gpu/run.sh runs it on a GPU with SOL_TEST_CUDA_SPEC=cuda. */
 #include <errno.h>
@@ -165,6 +166,106 @@ static void test_matmul(void **state) {
         check_matmul(cpu, be, k_types[i], 300, K, 40); /* the GEMM, several weight tiles */
     }
     sol_backend_free(cpu);
+    sol_backend_free(be);
+}
+
+/* "fused prologues: N norm+quantize, M glu+quantize" from the backend's stats line. */
+static void fused_counts(sol_backend *be, unsigned long *normq, unsigned long *glu) {
+    char buf[1024];
+    assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
+    const char *p = strstr(buf, "fused prologues: ");
+    if (!p || sscanf(p, "fused prologues: %lu norm+quantize, %lu glu+quantize", normq, glu) != 2)
+        fail_msg("unexpected stats line: %s", buf);
+}
+
+/* The fused ops give the unfused sequence's bits on the device: norm_matmul_many (the RMSNorm
+ * made by the first quantize launch, a second activation kind requantized from xn, biases in
+ * the GEMVs' store) against rmsnorm + matmul_many + add per row, and glu_matmul_add (the gated
+ * product made where it is quantized) against silu_mul/gelu_mul + matmul_add. GEMV sizes (1, 5
+ * tokens) and the GEMM's (40: the fallback, one broadcast add per bias); float weights take the
+ * unfused path inside the op. The fused launches are counted where they must happen. */
+static void fused_case(sol_backend *be, sol_dtype t, int n) {
+    enum { M = 40, M2 = 24, K = 512 };
+    void *rows[3] = {make_rows(t, M, K), make_rows(t, M, K), make_rows(SOL_DT_Q8_0, M2, K)};
+    sol_weight w[3] = {{t, M, K, rows[0], sol_dtype_row_bytes(t, K), 0},
+                       {t, M, K, rows[1], sol_dtype_row_bytes(t, K), 0},
+                       {SOL_DT_Q8_0, M2, K, rows[2], sol_dtype_row_bytes(SOL_DT_Q8_0, K), 0}};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(sol_weight_prepare(be, &w[i]), 0);
+    const sol_weight *ws[3] = {&w[0], &w[1], &w[2]};
+    float *x = rnd_vec((size_t)n * K), *g = rnd_vec((size_t)n * K), *u = rnd_vec((size_t)n * K);
+    float *nw = rnd_vec(K), *b0 = rnd_vec(M), *b2 = rnd_vec(M2), *y0 = rnd_vec((size_t)n * M);
+    float *xd = put(be, x, sizeof(float) * n * K), *nd = put(be, nw, sizeof(float) * K);
+    float *gd = put(be, g, sizeof(float) * n * K), *ud = put(be, u, sizeof(float) * n * K);
+    float *bd[3] = {put(be, b0, sizeof(float) * M), NULL, put(be, b2, sizeof(float) * M2)};
+    float *xn = put(be, NULL, sizeof(float) * n * K), *tmp = put(be, NULL, sizeof(float) * n * K);
+    float *ya[3], *yb[3];
+    for (int i = 0; i < 3; i++) {
+        ya[i] = put(be, NULL, sizeof(float) * n * w[i].rows);
+        yb[i] = put(be, NULL, sizeof(float) * n * w[i].rows);
+    }
+    unsigned long nq0, gl0, nq1, gl1;
+    fused_counts(be, &nq0, &gl0);
+    /* unfused */
+    assert_int_equal(sol_rmsnorm(be, xd, nd, tmp, n, K, 1e-5f), 0);
+    assert_int_equal(sol_matmul_many(be, ws, ya, 3, tmp, n), 0);
+    for (int i = 0; i < 3; i++)
+        for (int r = 0; bd[i] && r < n; r++) {
+            float *y = ya[i] + (size_t)r * w[i].rows;
+            assert_int_equal(sol_add(be, y, bd[i], y, w[i].rows), 0);
+        }
+    /* fused */
+    assert_int_equal(
+        sol_norm_matmul_many(be, xd, nd, 1e-5f, xn, ws, (const float *const *)bd, yb, 3, n), 0);
+    char what[96];
+    for (int i = 0; i < 3; i++) {
+        float *a = get(be, ya[i], (size_t)n * w[i].rows),
+              *b = get(be, yb[i], (size_t)n * w[i].rows);
+        if (memcmp(a, b, sizeof(float) * n * w[i].rows))
+            fail_msg("norm_matmul_many %s n=%d weight %d: not the unfused bits (%g apart)",
+                     sol_dtype_name(t), n, i, rel_l2(b, a, (size_t)n * w[i].rows));
+        free(a), free(b);
+    }
+    for (int gelu = 0; gelu < 2; gelu++) {
+        assert_int_equal(sol_upload(be, ya[0], y0, sizeof(float) * n * M), 0);
+        assert_int_equal(sol_upload(be, yb[0], y0, sizeof(float) * n * M), 0);
+        assert_int_equal(gelu ? sol_gelu_mul(be, gd, ud, tmp, (int64_t)n * K)
+                              : sol_silu_mul(be, gd, ud, tmp, (int64_t)n * K),
+                         0);
+        assert_int_equal(sol_matmul_add(be, &w[0], tmp, ya[0], xn, n), 0);
+        assert_int_equal(sol_glu_matmul_add(be, &w[0], gd, ud, gelu, tmp, yb[0], xn, n), 0);
+        float *a = get(be, ya[0], (size_t)n * M), *b = get(be, yb[0], (size_t)n * M);
+        snprintf(what, sizeof what, "glu_matmul_add %s n=%d gelu=%d", sol_dtype_name(t), n, gelu);
+        if (memcmp(a, b, sizeof(float) * n * M))
+            fail_msg("%s: not the unfused bits (%g apart)", what, rel_l2(b, a, (size_t)n * M));
+        free(a), free(b);
+    }
+    fused_counts(be, &nq1, &gl1);
+    int quant = t != SOL_DT_F32 && t != SOL_DT_F16, gemv = n <= 16;
+    print_message("  fused %s n=%d: %lu norm+quantize, %lu glu+quantize launches\n",
+                  sol_dtype_name(t), n, nq1 - nq0, gl1 - gl0);
+    /* norm+quantize: once per call when weight 0 is quantized (float: plain rmsnorm) */
+    assert_int_equal(nq1 - nq0, (unsigned long)(gemv && quant));
+    assert_int_equal(gl1 - gl0, (unsigned long)(gemv && quant) * 2);
+    for (int i = 0; i < 3; i++) {
+        sol_buf_free(be, ya[i]), sol_buf_free(be, yb[i]);
+        if (bd[i]) sol_buf_free(be, bd[i]);
+        free(rows[i]);
+    }
+    sol_buf_free(be, xd), sol_buf_free(be, nd), sol_buf_free(be, gd), sol_buf_free(be, ud);
+    sol_buf_free(be, xn), sol_buf_free(be, tmp);
+    free(x), free(g), free(u), free(nw), free(b0), free(b2), free(y0);
+}
+
+static void test_fused_prologues(void **state) {
+    (void)state;
+    sol_backend *be = open_be(spec(), 0);
+    const sol_dtype types[] = {SOL_DT_F32,  SOL_DT_F16,  SOL_DT_Q8_0,
+                               SOL_DT_Q4_0, SOL_DT_Q4_K, SOL_DT_Q6_K};
+    const int ns[] = {1, 5, 40};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
+            fused_case(be, types[i], ns[j]);
     sol_backend_free(be);
 }
 
@@ -348,23 +449,66 @@ static void test_long_context_attention(void **state) {
     sol_backend_free(be);
 }
 
-/* The backend's graph counters: steps replayed, updated in place, instantiated, cut short. */
-static void graph_stats(sol_backend *be, unsigned long c[5]) {
-    char buf[256];
+/* The backend's graph counters. */
+enum { G_STEPS, G_NO_RECORD, G_UPDATED, G_INSTANTIATED, G_CUT, G_COPIES, G_DRY, G_RERUN, G_N };
+
+static void graph_stats(sol_backend *be, unsigned long c[G_N]) {
+    char buf[512];
     assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
-    const char *p = strchr(buf, ':');
+    const char *p = strchr(buf, ':'), *q = strstr(buf, "aborted; ");
     assert_non_null(p);
     if (sscanf(p,
-               ": %lu steps replayed (%lu updated in place, %lu instantiated), %lu cut short by "
-               "an allocation; %lu staged copies",
-               &c[0], &c[1], &c[2], &c[3], &c[4]) != 5)
+               ": %lu steps replayed (%lu with no record, %lu updated in place, %lu instantiated), "
+               "%lu cut short by an allocation; %lu staged copies",
+               &c[G_STEPS], &c[G_NO_RECORD], &c[G_UPDATED], &c[G_INSTANTIATED], &c[G_CUT],
+               &c[G_COPIES]) != 6 ||
+        !q ||
+        sscanf(q, "aborted; %lu dry steps, %lu run again recorded", &c[G_DRY], &c[G_RERUN]) != 2)
         fail_msg("unexpected stats line: %s", buf);
 }
 
-/* CUDA graphs: steps begun with a key are recorded once and replayed, updated with each step's
- * staged positions, slots and block tables; the results are the eager backend's bits, step after
- * step. A scratch allocation inside a step (a wider matmul) cuts the capture short instead of
- * breaking it. A captured step sends its three index arrays up as one copy; eager, as three. */
+/* The state of test_graphs' steps on one backend. */
+typedef struct graph_case {
+    sol_backend *be;
+    sol_kv *kv;
+    float *xd, *yd, *od, *big;
+    sol_weight w, ws;
+} graph_case;
+
+enum { GC_N = 3, GC_H = 2, GC_HD = 32, GC_D = GC_H * GC_HD, GC_STEPS = 5 };
+
+/* Step s of test_graphs up to its synchronize (whose answer it returns). */
+static int graph_case_step(graph_case *c, int s) {
+    const int32_t table[3] = {5, 2, 7};
+    int32_t pos[GC_N], slots[GC_N];
+    sol_attn_seq seq[GC_N];
+    for (int t = 0; t < GC_N; t++) {
+        pos[t] = 2 * s + t;
+        slots[t] = table[pos[t] / 4] * 4 + pos[t] % 4;
+        seq[t] = (sol_attn_seq){table, pos[t] + 1};
+    }
+    sol_backend *be = c->be;
+    sol_rope_params rp = {10000.0f, 0, 0, 0, 0, 0, 0};
+    assert_int_equal(sol_step_begin(be, GC_N), 0);
+    assert_int_equal(sol_rope(be, c->xd, pos, GC_N, GC_H, GC_HD, &rp), 0);
+    assert_int_equal(sol_add(be, c->xd, c->yd, c->xd, GC_N * GC_D), 0);
+    assert_int_equal(sol_kv_write(be, c->kv, 0, c->xd, c->yd, slots, GC_N), 0);
+    assert_int_equal(
+        sol_paged_attention(be, c->kv, 0, c->xd, c->od, GC_N, GC_H, GC_H, GC_HD, 0.3f, seq), 0);
+    /* a small matmul queued, then (step 3) a wide one that grows the scratch the small one
+     * reads: the capture must end (and run) before the old scratch is freed */
+    assert_int_equal(sol_matmul(be, &c->ws, c->xd, c->od, GC_N), 0);
+    if (s == 3) assert_int_equal(sol_matmul(be, &c->w, c->big, c->big, 1), 0);
+    assert_int_equal(sol_add(be, c->xd, c->od, c->xd, GC_N * GC_D), 0);
+    return sol_synchronize(be);
+}
+
+/* CUDA graphs: steps begun with a key are recorded once, then replayed as long as they launch
+ * what the graph holds (data in the staged positions, slots and block tables may change); the
+ * results are the eager backend's bits, step after step. A scratch allocation inside a recorded
+ * step (a wider matmul) cuts the capture short instead of breaking it; inside a dry step it
+ * makes the step run again, recorded. A recorded step sends its three index arrays up as one
+ * copy; eager, as three. */
 static void test_graphs(void **state) {
     (void)state;
     if (strncmp(spec(), "cuda-emu", 8) != 0) skip(); /* the counters are the emulation's */
@@ -372,68 +516,62 @@ static void test_graphs(void **state) {
     sol_err e = {0};
     bes[1] = sol_backend_new(spec(), &(sol_backend_opts){.enforce_eager = 1}, &e);
     assert_non_null(bes[1]);
-    enum { N = 3, H = 2, HD = 32, D = H * HD, STEPS = 5 };
-    float *x0 = rnd_vec(N * D), *y0 = rnd_vec(N * D), *out[2][STEPS];
-    unsigned long copies[2];
-    void *wide = make_rows(SOL_DT_Q8_0, 8, 2048), *small = make_rows(SOL_DT_Q8_0, D, D);
-    size_t ws_bytes = sol_dtype_row_bytes(SOL_DT_Q8_0, D) * D;
+    float *x0 = rnd_vec(GC_N * GC_D), *y0 = rnd_vec(GC_N * GC_D), *out[2][GC_STEPS];
+    unsigned long copies[2], reruns[2] = {0, 0};
+    void *wide = make_rows(SOL_DT_Q8_0, 8, 2048), *small = make_rows(SOL_DT_Q8_0, GC_D, GC_D);
+    size_t ws_bytes = sol_dtype_row_bytes(SOL_DT_Q8_0, GC_D) * GC_D;
     for (int i = 0; i < 2; i++) {
-        sol_backend *be = bes[i];
-        sol_kv *kv = sol_kv_alloc(be, 1, 8, 4, H, HD, SOL_DT_F16);
-        float *xd = put(be, x0, sizeof(float) * N * D), *yd = put(be, y0, sizeof(float) * N * D);
-        float *od = put(be, NULL, sizeof(float) * N * D), *big = put(be, NULL, 4 * 2048 * N);
-        sol_weight w = {SOL_DT_Q8_0, 8, 2048, wide, sol_dtype_row_bytes(SOL_DT_Q8_0, 2048), 0};
-        void *copy = malloc(w.row_bytes * 8);
-        memcpy(copy, wide, w.row_bytes * 8);
-        w.data = copy;
-        assert_int_equal(sol_weight_prepare(be, &w), 0);
+        graph_case c = {.be = bes[i]};
+        sol_backend *be = c.be;
+        c.kv = sol_kv_alloc(be, 1, 8, 4, GC_H, GC_HD, SOL_DT_F16);
+        c.xd = put(be, x0, sizeof(float) * GC_N * GC_D);
+        c.yd = put(be, y0, sizeof(float) * GC_N * GC_D);
+        c.od = put(be, NULL, sizeof(float) * GC_N * GC_D), c.big = put(be, NULL, 4 * 2048 * GC_N);
+        c.w = (sol_weight){SOL_DT_Q8_0, 8, 2048, NULL, sol_dtype_row_bytes(SOL_DT_Q8_0, 2048), 0};
+        void *copy = malloc(c.w.row_bytes * 8);
+        memcpy(copy, wide, c.w.row_bytes * 8);
+        c.w.data = copy;
+        assert_int_equal(sol_weight_prepare(be, &c.w), 0);
         void *scopy = malloc(ws_bytes);
         memcpy(scopy, small, ws_bytes);
-        sol_weight ws = {SOL_DT_Q8_0, D, D, scopy, sol_dtype_row_bytes(SOL_DT_Q8_0, D), 0};
-        assert_int_equal(sol_weight_prepare(be, &ws), 0);
-        const int32_t table[3] = {5, 2, 7};
-        unsigned long before[5], after[5];
-        for (int s = 0; s < STEPS; s++) {
-            if (s == STEPS - 1) graph_stats(be, before);
-            int32_t pos[N], slots[N];
-            sol_attn_seq seq[N];
-            for (int t = 0; t < N; t++) {
-                pos[t] = 2 * s + t;
-                slots[t] = table[pos[t] / 4] * 4 + pos[t] % 4;
-                seq[t] = (sol_attn_seq){table, pos[t] + 1};
-            }
-            sol_rope_params rp = {10000.0f, 0, 0, 0, 0, 0, 0};
-            assert_int_equal(sol_step_begin(be, N), 0);
-            assert_int_equal(sol_rope(be, xd, pos, N, H, HD, &rp), 0);
-            assert_int_equal(sol_add(be, xd, yd, xd, N * D), 0);
-            assert_int_equal(sol_kv_write(be, kv, 0, xd, yd, slots, N), 0);
-            assert_int_equal(sol_paged_attention(be, kv, 0, xd, od, N, H, H, HD, 0.3f, seq), 0);
-            /* a small matmul queued, then (step 3) a wide one that grows the scratch the small
-             * one reads: the capture must end (and run) before the old scratch is freed */
-            assert_int_equal(sol_matmul(be, &ws, xd, od, N), 0);
-            if (s == 3) assert_int_equal(sol_matmul(be, &w, big, big, 1), 0);
-            assert_int_equal(sol_add(be, xd, od, xd, N * D), 0);
-            out[i][s] = get(be, xd, N * D);
+        c.ws =
+            (sol_weight){SOL_DT_Q8_0, GC_D, GC_D, scopy, sol_dtype_row_bytes(SOL_DT_Q8_0, GC_D), 0};
+        assert_int_equal(sol_weight_prepare(be, &c.ws), 0);
+        unsigned long before[G_N], after[G_N];
+        for (int s = 0; s < GC_STEPS; s++) {
+            if (s == GC_STEPS - 1) graph_stats(be, before);
+            int rc = graph_case_step(&c, s);
+            if (rc == SOL_STEP_RERUN) reruns[i]++, rc = graph_case_step(&c, s);
+            assert_int_equal(rc, 0);
+            out[i][s] = get(be, c.xd, GC_N * GC_D);
         }
         graph_stats(be, after);
-        copies[i] = after[4] - before[4];
-        sol_buf_free(be, xd), sol_buf_free(be, yd), sol_buf_free(be, od), sol_buf_free(be, big);
+        copies[i] = after[G_COPIES] - before[G_COPIES];
+        sol_buf_free(be, c.xd), sol_buf_free(be, c.yd), sol_buf_free(be, c.od);
+        sol_buf_free(be, c.big);
         free(copy), free(scopy);
     }
-    for (int s = 0; s < STEPS; s++) {
-        if (memcmp(out[0][s], out[1][s], sizeof(float) * N * D))
+    for (int s = 0; s < GC_STEPS; s++) {
+        if (memcmp(out[0][s], out[1][s], sizeof(float) * GC_N * GC_D))
             fail_msg("step %d: the replayed graph differs from the eager run", s);
         free(out[0][s]), free(out[1][s]);
     }
-    unsigned long on[5], off[5];
+    unsigned long on[G_N], off[G_N];
     graph_stats(bes[0], on);
     graph_stats(bes[1], off);
-    print_message("  graphs: %lu steps, %lu updated, %lu instantiated, %lu cut short\n", on[0],
-                  on[1], on[2], on[3]);
-    assert_int_equal(on[0], STEPS);
-    assert_int_equal(on[3], 2); /* step 0 sizes the scratch, step 3 grows it */
-    assert_true(on[1] >= 2);
-    assert_int_equal(off[0], 0);
+    print_message("  graphs: %lu steps, %lu with no record, %lu updated, %lu instantiated, %lu "
+                  "cut short, %lu run again\n",
+                  on[G_STEPS], on[G_NO_RECORD], on[G_UPDATED], on[G_INSTANTIATED], on[G_CUT],
+                  on[G_RERUN]);
+    assert_int_equal(on[G_STEPS], GC_STEPS);
+    /* step 0 sizes the scratch (cut short), step 1 is recorded, step 2 replays it; step 3 grows
+     * the scratch in its dry run and step 4 drops the wide matmul: both run again, recorded */
+    assert_int_equal(on[G_CUT], 1);
+    assert_int_equal(on[G_NO_RECORD], 1);
+    assert_int_equal(on[G_RERUN], 2);
+    assert_int_equal(reruns[0], 2);
+    assert_int_equal(reruns[1], 0);
+    assert_int_equal(off[G_STEPS], 0);
     print_message("  staged copies in the last step: %lu with graphs, %lu eager\n", copies[0],
                   copies[1]);
     assert_int_equal(copies[0], 1);
@@ -441,6 +579,156 @@ static void test_graphs(void **state) {
     free(x0), free(y0), free(wide), free(small);
     sol_backend_free(bes[0]);
     sol_backend_free(bes[1]);
+}
+
+/* test_graph_replay's model on one backend: q/k/v in, rope, KV write, attention, an output
+ * matmul. Three sequences with their own block tables and a history written up front. */
+typedef struct replay_case {
+    sol_backend *be;
+    sol_kv *kv;
+    float *q, *k, *v, *att, *o;
+    sol_weight wo;
+} replay_case;
+
+enum { RC_N = 3, RC_H = 4, RC_KVH = 2, RC_HD = 32, RC_BS = 16, RC_SEQ_BLOCKS = 15 };
+
+static int32_t rc_table[RC_N][RC_SEQ_BLOCKS];
+
+static void replay_case_open(replay_case *c, sol_backend *be, const void *wo_rows) {
+    enum { Q = RC_N * RC_H * RC_HD, KV = RC_N * RC_KVH * RC_HD, D = RC_H * RC_HD };
+    enum { HIST = RC_N * RC_SEQ_BLOCKS * RC_BS };
+    c->be = be;
+    c->kv = sol_kv_alloc(be, 1, RC_N * RC_SEQ_BLOCKS + 3, RC_BS, RC_KVH, RC_HD, SOL_DT_F16);
+    assert_non_null(c->kv);
+    c->q = put(be, NULL, sizeof(float) * Q), c->att = put(be, NULL, sizeof(float) * Q);
+    c->o = put(be, NULL, sizeof(float) * Q);
+    c->k = put(be, NULL, sizeof(float) * HIST * RC_KVH * RC_HD);
+    c->v = put(be, NULL, sizeof(float) * HIST * RC_KVH * RC_HD);
+    size_t rb = sol_dtype_row_bytes(SOL_DT_Q8_0, D);
+    void *copy = malloc(rb * D);
+    memcpy(copy, wo_rows, rb * D);
+    c->wo = (sol_weight){SOL_DT_Q8_0, D, D, copy, rb, 0};
+    assert_int_equal(sol_weight_prepare(be, &c->wo), 0);
+    free(copy); /* the backend holds its upload */
+    /* every position of every sequence gets a K/V row, eagerly, before any step: the same rows
+     * on both backends, since the generator restarts here */
+    rng = 0x5eed;
+    float *hk = rnd_vec((size_t)HIST * RC_KVH * RC_HD),
+          *hv = rnd_vec((size_t)HIST * RC_KVH * RC_HD);
+    int32_t *slots = malloc(sizeof(int32_t) * HIST);
+    for (int s = 0, i = 0; s < RC_N; s++)
+        for (int p = 0; p < RC_SEQ_BLOCKS * RC_BS; p++, i++)
+            slots[i] = rc_table[s][p / RC_BS] * RC_BS + p % RC_BS;
+    assert_int_equal(sol_upload(be, c->k, hk, sizeof(float) * HIST * RC_KVH * RC_HD), 0);
+    assert_int_equal(sol_upload(be, c->v, hv, sizeof(float) * HIST * RC_KVH * RC_HD), 0);
+    assert_int_equal(sol_kv_write(be, c->kv, 0, c->k, c->v, slots, HIST), 0);
+    assert_int_equal(sol_synchronize(be), 0);
+    free(hk), free(hv), free(slots);
+}
+
+static void replay_case_close(replay_case *c) {
+    sol_buf_free(c->be, c->q), sol_buf_free(c->be, c->k), sol_buf_free(c->be, c->v);
+    sol_buf_free(c->be, c->att), sol_buf_free(c->be, c->o);
+}
+
+/* One decode step of n tokens, token t of sequence t at context ctx - 5 t, up to synchronize
+ * (its answer is returned). The inputs are uploaded before step_begin by the caller. */
+static int replay_case_step(replay_case *c, int n, int ctx, float scale) {
+    int32_t pos[RC_N], slots[RC_N];
+    sol_attn_seq seq[RC_N];
+    for (int t = 0; t < n; t++) {
+        int p = ctx - 5 * t - 1;
+        pos[t] = p;
+        slots[t] = rc_table[t][p / RC_BS] * RC_BS + p % RC_BS;
+        seq[t] = (sol_attn_seq){rc_table[t], p + 1};
+    }
+    sol_backend *be = c->be;
+    sol_rope_params rp = {10000.0f, 0, 0, 0, 0, 0, 0};
+    assert_int_equal(sol_step_begin(be, n), 0);
+    assert_int_equal(sol_rope(be, c->q, pos, n, RC_H, RC_HD, &rp), 0);
+    assert_int_equal(sol_rope(be, c->k, pos, n, RC_KVH, RC_HD, &rp), 0);
+    assert_int_equal(sol_kv_write(be, c->kv, 0, c->k, c->v, slots, n), 0);
+    assert_int_equal(
+        sol_paged_attention(be, c->kv, 0, c->q, c->att, n, RC_H, RC_KVH, RC_HD, scale, seq), 0);
+    assert_int_equal(sol_matmul(be, &c->wo, c->att, c->o, n), 0);
+    return sol_synchronize(be);
+}
+
+/* Runs a step on both backends with the same fresh inputs; the graph backend's answer to its
+ * first run is returned (SOL_STEP_RERUN: it ran again, recorded), and its output must be the
+ * eager backend's, bit for bit. */
+static int replay_both(replay_case c[2], int n, int ctx, float scale) {
+    size_t nq = (size_t)n * RC_H * RC_HD, nk = (size_t)n * RC_KVH * RC_HD;
+    float *q = rnd_vec(nq), *k = rnd_vec(nk), *v = rnd_vec(nk), *got[2];
+    int first = 0;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(sol_upload(c[i].be, c[i].q, q, sizeof(float) * nq), 0);
+        assert_int_equal(sol_upload(c[i].be, c[i].k, k, sizeof(float) * nk), 0);
+        assert_int_equal(sol_upload(c[i].be, c[i].v, v, sizeof(float) * nk), 0);
+        int rc = replay_case_step(&c[i], n, ctx, scale);
+        if (i == 0) first = rc;
+        if (rc == SOL_STEP_RERUN) rc = replay_case_step(&c[i], n, ctx, scale);
+        assert_int_equal(rc, 0);
+        got[i] = get(c[i].be, c[i].o, nq);
+    }
+    if (memcmp(got[0], got[1], sizeof(float) * nq))
+        fail_msg("%d tokens at context %d: the graph step differs from the eager one", n, ctx);
+    free(q), free(k), free(v), free(got[0]), free(got[1]);
+    return first;
+}
+
+/* Graph replay with no record (docs/backend.md, "CUDA graphs"): once a key's graph is recorded,
+ * its decode steps launch nothing themselves and replay it, even while the contexts grow from
+ * 64 to 200 positions across the attention's split boundaries (1, 2, then 3 splits per token:
+ * the graph launches at the split cap and each token takes its own count); a new batch size is
+ * recorded, and the old one replays again; a step that launches something else under the same
+ * key (another attention scale) runs nothing, asks to be run again, and is recorded, updating
+ * the graph in place. Every step gives the eager backend's bits. */
+static void test_graph_replay(void **state) {
+    (void)state;
+    if (strncmp(spec(), "cuda-emu", 8) != 0) skip(); /* the counters are the emulation's */
+    for (int s = 0; s < RC_N; s++)
+        for (int i = 0; i < RC_SEQ_BLOCKS; i++)
+            rc_table[s][i] = (i * RC_N + s * 7) % (RC_N * RC_SEQ_BLOCKS) + 1;
+    sol_err e = {0};
+    sol_backend *eager = sol_backend_new(spec(), &(sol_backend_opts){.enforce_eager = 1}, &e);
+    assert_non_null(eager);
+    void *wo = make_rows(SOL_DT_Q8_0, RC_H * RC_HD, RC_H * RC_HD);
+    replay_case c[2];
+    replay_case_open(&c[0], open_be(spec(), 0), wo);
+    replay_case_open(&c[1], eager, wo);
+    unsigned long a[G_N], b[G_N];
+    for (int ctx = 56; ctx < 64; ctx += 4) /* sizes the scratch and records the graph */
+        replay_both(c, RC_N, ctx, 0.2f);
+    graph_stats(c[0].be, a);
+    int steps = 0;
+    for (int ctx = 64; ctx <= 200; ctx += 8, steps++)
+        assert_int_equal(replay_both(c, RC_N, ctx, 0.2f), 0);
+    graph_stats(c[0].be, b);
+    print_message("  contexts 64..200: %lu steps, %lu with no record, %lu recorded\n",
+                  b[G_STEPS] - a[G_STEPS], b[G_NO_RECORD] - a[G_NO_RECORD],
+                  b[G_UPDATED] + b[G_INSTANTIATED] - a[G_UPDATED] - a[G_INSTANTIATED]);
+    assert_int_equal(b[G_NO_RECORD] - a[G_NO_RECORD], steps);
+    assert_int_equal(b[G_UPDATED] + b[G_INSTANTIATED], a[G_UPDATED] + a[G_INSTANTIATED]);
+    /* a new batch size is recorded; the old one then replays with no record */
+    assert_int_equal(replay_both(c, RC_N - 1, 120, 0.2f), 0);
+    graph_stats(c[0].be, a);
+    assert_int_equal(a[G_INSTANTIATED] + a[G_UPDATED], b[G_INSTANTIATED] + b[G_UPDATED] + 1);
+    assert_int_equal(replay_both(c, RC_N, 200, 0.2f), 0);
+    assert_int_equal(replay_both(c, RC_N - 1, 120, 0.2f), 0);
+    graph_stats(c[0].be, b);
+    assert_int_equal(b[G_NO_RECORD], a[G_NO_RECORD] + 2);
+    /* the same key launching other arguments: nothing ran, the step runs again, recorded */
+    assert_int_equal(replay_both(c, RC_N, 200, 0.3f), SOL_STEP_RERUN);
+    graph_stats(c[0].be, a);
+    assert_int_equal(a[G_RERUN], b[G_RERUN] + 1);
+    assert_int_equal(a[G_UPDATED], b[G_UPDATED] + 1); /* same topology: updated in place */
+    assert_int_equal(a[G_NO_RECORD], b[G_NO_RECORD]);
+    assert_int_equal(replay_both(c, RC_N, 200, 0.3f), 0); /* and replays from then on */
+    replay_case_close(&c[0]), replay_case_close(&c[1]);
+    free(wo);
+    sol_backend_free(c[0].be);
+    sol_backend_free(eager);
 }
 
 /* The GPU's rules: a host pointer where a device buffer belongs, or a weight that skipped
@@ -500,9 +788,14 @@ static void test_memory(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_matmul),    cmocka_unit_test(test_elementwise),
-        cmocka_unit_test(test_attention), cmocka_unit_test(test_long_context_attention),
-        cmocka_unit_test(test_graphs),    cmocka_unit_test(test_host_pointers_refused),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_fused_prologues),
+        cmocka_unit_test(test_elementwise),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_long_context_attention),
+        cmocka_unit_test(test_graphs),
+        cmocka_unit_test(test_graph_replay),
+        cmocka_unit_test(test_host_pointers_refused),
         cmocka_unit_test(test_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,7 +7,8 @@
  * emulated CUDA ranks the same holds when a rank's device hangs inside a collective (the
  * emulation's fault SOL_TEST_CUDA_EMU_FAULT): the waits time out, every rank aborts its NCCL
  * communicator, the model reports the stuck rank; and a collective that fails instead of hanging
- * fails the step only: the communicators are rebuilt and the next pass gives the same ids. */
+ * fails the step only: the communicators are rebuilt and the next pass gives the same ids (its
+ * first decode step, which differs from the cached graph, is run again by the model). */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -231,6 +232,19 @@ static void comm_counts(model *m, int r, unsigned long *made, unsigned long *abo
            be->err.msg);
 }
 
+/* Rank r's dry graph steps that differed from their graph and ran again, recorded (the
+ * backend's "%lu dry steps, %lu run again recorded"). */
+static unsigned long reruns(model *m, int r) {
+    char buf[512];
+    unsigned long dry = 0, again = 0;
+    assert_int_equal(sol_backend_stats(model_tp_backend(m, r), buf, sizeof buf), 0);
+    const char *p = strstr(buf, "aborted; ");
+    if (!p || sscanf(p, "aborted; %lu dry steps, %lu run again recorded", &dry, &again) != 2)
+        fail_msg("unexpected stats line: %s", buf);
+    printf("rank %d: %lu dry graph steps, %lu run again recorded\n", r, dry, again);
+    return again;
+}
+
 /* Rank 1's emulated device hangs in its 9th collective (step 3: two layers, two all-reduces
  * each): rank 0's collective and rank 1's stream wait miss the 300 ms deadline, both abort their
  * communicators, rank 1's stream never drains, so its device is stuck and the model broken: the
@@ -302,8 +316,14 @@ static void test_emulated_cuda_comm_rebuilt(void **state) {
         assert_int_equal(made, 1);
         assert_int_equal(aborted, 1);
     }
+    unsigned long again[2] = {reruns(l.m, 0), reruns(l.m, 1)};
     if (greedy(l.m, ids, logits, &e)) fail_msg("after the failed step: %s", e.msg);
     assert_memory_equal(ids, ref_ids, sizeof ids);
+    /* The failed pass's decode graph holds its KV pools (and the aborted communicator): each
+     * rank's first decode step of this pass launches other arguments, so it ran nothing, and
+     * the model ran it again, recorded (graph replay: docs/backend.md, "CUDA graphs"). */
+    for (int r = 0; r < 2; r++)
+        assert_true(reruns(l.m, r) > again[r]);
     for (int r = 0; r < 2; r++) {
         unsigned long made, aborted;
         comm_counts(l.m, r, &made, &aborted);

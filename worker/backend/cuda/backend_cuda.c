@@ -48,15 +48,36 @@ int cbe_need_dev(cuda_backend *b, const void *p, size_t bytes, const char *op, c
 
 /* ---- CUDA graphs ---- */
 
+/* The slot for a capture of `key`: its own, else the least recently used one, whose executable
+ * stays as the target that the capture updates in place (cudaGraphExecUpdate) when it can. */
 static graph_slot *graph_for(cuda_backend *b, int key) {
     graph_slot *lru = &b->graphs[0];
     for (int i = 0; i < GRAPH_SLOTS; i++) {
         if (b->graphs[i].key == key && b->graphs[i].exec) return &b->graphs[i];
         if (b->graphs[i].used < lru->used) lru = &b->graphs[i];
     }
-    SOL_CUDA_FN(dev_graph_free)(b->dev, lru->exec);
-    *lru = (graph_slot){key, NULL, 0};
+    lru->key = key, lru->sig_len = 0, lru->used = 0;
     return lru;
+}
+
+/* The cached graph a step of `key` may replay without recording: NULL when none. */
+static graph_slot *graph_replayable(cuda_backend *b, int key) {
+    for (int i = 0; i < GRAPH_SLOTS; i++)
+        if (b->graphs[i].key == key && b->graphs[i].exec && b->graphs[i].sig_len)
+            return &b->graphs[i];
+    return NULL;
+}
+
+/* After a whole capture: g's graph is the step's, so its signature and staged copy are too (the
+ * signature's buffer is swapped, not copied). A signature that ran out of memory is dropped. */
+static void graph_keep_sig(cuda_backend *b, graph_slot *g, const void *up_src, void *up_dst,
+                           size_t up) {
+    sol_graph_sig *s = &b->stream->sig;
+    unsigned char *buf = g->sig;
+    size_t cap = g->sig_cap;
+    g->sig = s->buf, g->sig_cap = s->cap, g->sig_len = s->miss ? 0 : s->len;
+    s->buf = buf, s->cap = cap, s->len = 0;
+    g->up_src = up_src, g->up_dst = up_dst, g->up_bytes = up;
 }
 
 /* Closes an open capture and launches what it recorded (the step so far); ops then run eagerly
@@ -65,10 +86,12 @@ static graph_slot *graph_for(cuda_backend *b, int key) {
 static int end_capture(cuda_backend *b, int whole) {
     if (!b->capturing) return 0;
     b->capturing = 0;
+    b->stream->sig.mode = SOL_SIG_OFF;
     /* A step cut short runs as a throwaway graph: the cached one stays the whole step's. */
     void *tmp = NULL, **exec = &tmp;
+    graph_slot *g = NULL;
     if (whole) {
-        graph_slot *g = graph_for(b, b->key);
+        g = graph_for(b, b->key);
         g->used = ++b->tick;
         exec = &g->exec;
     }
@@ -81,6 +104,7 @@ static int end_capture(cuda_backend *b, int whole) {
     if (whole) {
         b->record_ns += t1 - b->capture_t0;
         *(how == 1 ? &b->update_ns : &b->instantiate_ns) += sol_now_ns() - t1;
+        if (!rc) graph_keep_sig(b, g, b->stage_h + from, b->stage_d + from, up);
     }
     if (!whole) SOL_CUDA_FN(dev_graph_free)(b->dev, tmp); /* freed once it has run */
     if (rc) return sol_err_set(&b->base.err, rc, BE " graph: %s", why);
@@ -91,9 +115,49 @@ static int end_capture(cuda_backend *b, int whole) {
     return 0;
 }
 
+/* A dry step's end. Its launches matched the cached graph's, byte for byte and to the end, and
+ * its staged arrays fill the same range of the ring: the graph is launched as it stands (its
+ * head copy sends this step's arrays). Else nothing ran, and SOL_STEP_RERUN asks the caller to
+ * run the step again, which step_begin then records. */
+static int end_dry(cuda_backend *b) {
+    sol_graph_sig *s = &b->stream->sig;
+    graph_slot *g = b->dry_slot;
+    size_t from = b->stage_unsent, up = from < b->stage_used ? b->stage_used - from : 0;
+    int hit = !s->miss && s->at == s->ref_len && up == g->up_bytes &&
+              (!up || (g->up_src == b->stage_h + from && g->up_dst == b->stage_d + from));
+    b->dry = 0, s->mode = SOL_SIG_OFF, b->stage_unsent = SIZE_MAX;
+    b->dry_steps++;
+    b->dry_ns += sol_now_ns() - b->capture_t0; /* the host's part: the launch is the GPU's */
+    if (!hit) {
+        b->force_capture = 1, b->reruns++;
+        return SOL_STEP_RERUN;
+    }
+    g->used = ++b->tick;
+    char why[256] = "";
+    int rc = SOL_CUDA_FN(dev_graph_launch)(b->dev, g->exec, why, sizeof why);
+    if (rc) return sol_err_set(&b->base.err, rc, BE " graph: %s", why);
+    b->stage_copies += up > 0;
+    b->steps++, b->replayed_dry++;
+    return 0;
+}
+
+/* In a dry step nothing has run, so there is nothing to end: the step cannot replay (its
+ * launches are not all in the signature, or a buffer moved) and will be run again. */
 int cbe_flush_capture(cuda_backend *b) {
+    if (b->dry) {
+        b->stream->sig.miss = 1;
+        return 0;
+    }
     if (b->capturing) b->flushed++;
     return end_capture(b, 0);
+}
+
+/* A GEMM, copy or all-reduce of a graph step written into the signature with its operands, as
+ * SOL_LAUNCH does for kernels: 1 when it must not run (a dry step). */
+static int note_op(cuda_backend *b, int what, const uint64_t *vals, size_t count) {
+    if (!sol_sig_begin(b->stream, what)) return 0;
+    sol_sig_put(&b->stream->sig, vals, sizeof *vals * count);
+    return sol_sig_dry(b->stream);
 }
 
 /* ---- staging of host index arrays ---- */
@@ -134,7 +198,7 @@ const void *cbe_stage(cuda_backend *b, const void *host, size_t bytes, int *rc) 
         off = 0;
     }
     memcpy(b->stage_h + off, host, bytes);
-    if (b->capturing) {
+    if (cbe_graph_step(b)) {
         if (b->stage_unsent == SIZE_MAX) b->stage_unsent = off;
     } else if ((*rc = SOL_CUDA_FN(dev_copy)(b->dev, b->stage_d + off, b->stage_h + off, bytes,
                                             SOL_CUDA_H2D))) {
@@ -356,6 +420,15 @@ static int cuda_download(sol_backend *be, void *dst, const void *src, size_t byt
 
 /* ---- matmul ---- */
 
+/* dev_gemm, written into a graph step's signature first (not run in a dry step). */
+static int gemm(cuda_backend *b, int bf16, const void *w, const void *x, float *y, int M, int n,
+                int K, int ldy, char *why, size_t cap) {
+    const uint64_t v[] = {(uint64_t)bf16, (uintptr_t)w, (uintptr_t)x, (uintptr_t)y,
+                          (uint64_t)M,    (uint64_t)n,  (uint64_t)K,  (uint64_t)ldy};
+    if (note_op(b, SOL_SIG_GEMM, v, sizeof v / sizeof *v)) return 0;
+    return SOL_CUDA_FN(dev_gemm)(b->dev, bf16, w, x, y, M, n, K, ldy, why, cap);
+}
+
 /* y (+)= x W^T for a batch (prefill): x rounded to half once (n x K, grown on first use);
  * F16 and BF16 weights multiply in place through cuBLASLt (x rounded to the weight's type: it
  * takes one input type; an add goes through the gemm_y scratch and the add kernel), the
@@ -383,39 +456,72 @@ static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, flo
         return rc;
     if (add) out = b->gemm_y.p;
     char why[256] = "";
-    if ((rc = SOL_CUDA_FN(dev_gemm)(b->dev, bf16, w->data, b->xh.p, out, M, n, K, M, why,
-                                    sizeof why)))
+    if ((rc = gemm(b, bf16, w->data, b->xh.p, out, M, n, K, M, why, sizeof why)))
         return cbe_fail(b, rc, "matmul", "%s", why);
     if (add) SOL_CUDA_FN(add)(y, out, y, (int64_t)n * M, b->stream);
     return cbe_after(b, "matmul");
 }
 
+/* What a GEMV group reads: x as it is; x normalized (norm: RMSNorm weights, eps; the normalized
+ * rows go to xn on the way, for float weights and a second activation kind); or the gated
+ * product act(x) * up (glu; gelu picks GELU over SiLU), made where it is quantized. */
+typedef struct gemv_in {
+    const float *x, *norm, *up;
+    float eps;
+    float *xn;
+    int glu, gelu;
+} gemv_in;
+
+/* The first quantization of token group [t0, t0 + cnt) for act, with the input's prologue in
+ * the same launch; a later kind requantizes the normalized rows. */
+static int gemv_prologue(cuda_backend *b, const gemv_in *in, int first, int act, int t0, int cnt,
+                         int K) {
+    size_t off = (size_t)t0 * (size_t)K;
+    void *q = b->qscratch.p;
+    if (in->glu) {
+        b->fused_glu++;
+        return SOL_CUDA_FN(gemv_glu_quantize)(act, in->gelu, in->x + off, in->up + off, cnt, K, q,
+                                              b->stream);
+    }
+    if (!in->norm) return SOL_CUDA_FN(gemv_quantize)(act, in->x + off, cnt, K, q, b->stream);
+    if (!first) return SOL_CUDA_FN(gemv_quantize)(act, in->xn + off, cnt, K, q, b->stream);
+    if (act == SOL_CUDA_ACT_FLOAT) {
+        SOL_CUDA_FN(rmsnorm)(in->x + off, in->norm, in->xn + off, cnt, K, in->eps, b->stream);
+        return 0;
+    }
+    b->fused_normq++;
+    return SOL_CUDA_FN(gemv_norm_quantize)(act, in->x + off, in->norm, in->eps, in->xn + off, cnt,
+                                           K, q, b->stream);
+}
+
 /* Tokens in groups of SOL_CUDA_GEMV_MAX_TOKENS (a token's sums never depend on its group); per
  * group, x is quantized once for each activation kind the weights take (gemv_act), so q/k/v
- * (and gate/up) share one quantization, then each weight's GEMV reads it. */
-static int matmul_gemv(cuda_backend *b, const sol_weight *const *ws, float *const *ys, int count,
-                       const float *x, int n, int add) {
-    int64_t K = ws[0]->cols;
-    int rc = cbe_grow(b, &b->qscratch,
-                      SOL_CUDA_FN(gemv_scratch_bytes)(SOL_CUDA_GEMV_MAX_TOKENS, (int)K), "matmul");
+ * (and gate/up) share one quantization (made with the input's norm or gated product in the same
+ * launch, gemv_prologue), then each weight's GEMV reads it and adds its bias (bs[i], bs may be
+ * NULL) in its store. */
+static int matmul_gemv(cuda_backend *b, const sol_weight *const *ws, const float *const *bs,
+                       float *const *ys, int count, const gemv_in *in, int n, int add) {
+    int K = (int)ws[0]->cols;
+    int rc = cbe_grow(b, &b->qscratch, SOL_CUDA_FN(gemv_scratch_bytes)(SOL_CUDA_GEMV_MAX_TOKENS, K),
+                      "matmul");
     if (rc) return rc;
+    const float *src = in->norm ? in->xn : in->x; /* what float weights and requantizing read */
     for (int t0 = 0; t0 < n; t0 += SOL_CUDA_GEMV_MAX_TOKENS) {
         int cnt = n - t0 < SOL_CUDA_GEMV_MAX_TOKENS ? n - t0 : SOL_CUDA_GEMV_MAX_TOKENS, have = -1;
-        const float *xt = x + (size_t)t0 * K;
         for (int i = 0; i < count && !rc; i++) {
             int act = SOL_CUDA_FN(gemv_act)((int)ws[i]->type);
             if (act != have) /* again only when the kind changes along the list */
-                rc = SOL_CUDA_FN(gemv_quantize)(act, xt, cnt, (int)K, b->qscratch.p, b->stream);
+                rc = gemv_prologue(b, in, have == -1, act, t0, cnt, K);
             have = act;
             if (!rc)
-                rc = SOL_CUDA_FN(gemv_run)(wt_of(ws[i]), xt, ys[i] + (size_t)t0 * ws[i]->rows, cnt,
-                                           b->qscratch.p, add, b->stream);
+                rc = SOL_CUDA_FN(gemv_run)(wt_of(ws[i]), src + (size_t)t0 * K,
+                                           ys[i] + (size_t)t0 * ws[i]->rows, cnt, b->qscratch.p,
+                                           add, bs ? bs[i] : NULL, b->stream);
             if (rc)
                 return cbe_fail(b, rc, "matmul",
-                                "%s weights of %lld columns, %d tokens: refused (the GEMV kernels "
+                                "%s weights of %d columns, %d tokens: refused (the GEMV kernels "
                                 "take 1..%d tokens and a multiple of 32 columns, 256 for K-quants)",
-                                sol_dtype_name(ws[i]->type), (long long)K, cnt,
-                                SOL_CUDA_GEMV_MAX_TOKENS);
+                                sol_dtype_name(ws[i]->type), K, cnt, SOL_CUDA_GEMV_MAX_TOKENS);
         }
     }
     return cbe_after(b, "matmul");
@@ -436,7 +542,7 @@ static int cuda_matmul(sol_backend *be, const sol_weight *w, const float *x, flo
         (rc = cbe_need_dev(b, y, sizeof(float) * (size_t)n * (size_t)w->rows, "matmul", "y")))
         return rc;
     if (use_gemm(b, w, n)) return matmul_gemm(b, w, x, y, n, 0);
-    return matmul_gemv(b, &w, &y, 1, x, n, 0);
+    return matmul_gemv(b, &w, NULL, &y, 1, &(gemv_in){.x = x}, n, 0);
 }
 
 /* y += x W^T: the GEMV adds in its epilogue (one launch fewer per block output); the GEMM
@@ -450,7 +556,7 @@ static int cuda_matmul_add(sol_backend *be, const sol_weight *w, const float *x,
     if ((rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n * (size_t)w->cols, "matmul_add", "x")) ||
         (rc = cbe_need_dev(b, y, sizeof(float) * ny, "matmul_add", "y")))
         return rc;
-    if (!use_gemm(b, w, n)) return matmul_gemv(b, &w, &y, 1, x, n, 1);
+    if (!use_gemm(b, w, n)) return matmul_gemv(b, &w, NULL, &y, 1, &(gemv_in){.x = x}, n, 1);
     return matmul_gemm(b, w, x, y, n, 1);
 }
 
@@ -482,7 +588,69 @@ static int cuda_matmul_many(sol_backend *be, const sol_weight *const *ws, float 
     for (int i = 0; i < count && !rc; i++)
         rc = cbe_need_dev(b, ys[i], sizeof(float) * (size_t)n * (size_t)ws[i]->rows, "matmul_many",
                           "y");
-    return rc ? rc : matmul_gemv(b, ws, ys, count, x, n, 0);
+    return rc ? rc : matmul_gemv(b, ws, NULL, ys, count, &(gemv_in){.x = x}, n, 0);
+}
+
+/* ys[i] = rmsnorm(x) ws[i]^T + bs[i]: on the GEMV path the norm and the quantization are one
+ * launch per token group and the biases are added in the GEMVs' store; on the GEMM path (or with
+ * float weights first) the norm writes xn and each bias is one broadcast add. */
+static int cuda_norm_matmul_many(sol_backend *be, const float *x, const float *norm, float eps,
+                                 float *xn, const sol_weight *const *ws, const float *const *bs,
+                                 float *const *ys, int count, int n) {
+    cuda_backend *b = cbe_bind(be);
+    const char *op = "norm_matmul_many";
+    if (count < 1 || !ws || !ys) return cbe_fail(b, -EINVAL, op, "need weights, got %d", count);
+    if (n <= 0) return cbe_fail(b, -EINVAL, op, "need n >= 1 tokens, got n=%d", n);
+    int gemv = 1, rc = 0;
+    size_t xb = sizeof(float) * (size_t)n * (size_t)ws[0]->cols;
+    for (int i = 0; i < count && !rc; i++) {
+        if ((rc = check_weight(b, ws[i], op))) return rc;
+        if (ws[i]->cols != ws[0]->cols)
+            return cbe_fail(b, -EINVAL, op, "weight %d has %lld columns, weight 0 has %lld", i,
+                            (long long)ws[i]->cols, (long long)ws[0]->cols);
+        gemv = gemv && !use_gemm(b, ws[i], n);
+        rc = cbe_need_dev(b, ys[i], sizeof(float) * (size_t)n * (size_t)ws[i]->rows, op, "y");
+        if (!rc && bs && bs[i])
+            rc = cbe_need_dev(b, bs[i], sizeof(float) * (size_t)ws[i]->rows, op, "a bias");
+    }
+    if (!rc) rc = cbe_need_dev(b, x, xb, op, "x");
+    if (!rc && norm) rc = cbe_need_dev(b, xn, xb, op, "xn");
+    if (!rc && norm) rc = cbe_need_dev(b, norm, xb / (size_t)n, op, "the norm's weights");
+    if (rc) return rc;
+    if (gemv) {
+        gemv_in in = {.x = x, .norm = norm, .eps = eps, .xn = xn};
+        return matmul_gemv(b, ws, bs, ys, count, &in, n, 0);
+    }
+    if (norm) SOL_CUDA_FN(rmsnorm)(x, norm, xn, n, (int)ws[0]->cols, eps, b->stream);
+    if ((rc = cuda_matmul_many(be, ws, ys, count, norm ? xn : x, n))) return rc;
+    for (int i = 0; i < count && bs; i++)
+        if (bs[i]) SOL_CUDA_FN(add_rows)(ys[i], bs[i], n, (int)ws[i]->rows, b->stream);
+    return cbe_after(b, op);
+}
+
+/* y += (act(gate) * up) W^T: on the GEMV path of a quantized weight the product is made where it
+ * is quantized (no f32 product written); else silu_mul/gelu_mul into glu, then matmul_add. */
+static int cuda_glu_matmul_add(sol_backend *be, const sol_weight *w, const float *gate,
+                               const float *up, int gelu, float *glu, float *y, int n) {
+    cuda_backend *b = cbe_bind(be);
+    const char *op = "glu_matmul_add";
+    int rc = check_weight(b, w, op);
+    if (rc) return rc;
+    if (n <= 0) return cbe_fail(b, -EINVAL, op, "need n >= 1 tokens, got n=%d", n);
+    size_t xb = sizeof(float) * (size_t)n * (size_t)w->cols;
+    if ((rc = cbe_need_dev(b, gate, xb, op, "gate")) || (rc = cbe_need_dev(b, up, xb, op, "up")) ||
+        (rc = cbe_need_dev(b, y, sizeof(float) * (size_t)n * (size_t)w->rows, op, "y")))
+        return rc;
+    if (!use_gemm(b, w, n) && SOL_CUDA_FN(gemv_act)((int)w->type) != SOL_CUDA_ACT_FLOAT) {
+        gemv_in in = {.x = gate, .up = up, .glu = 1, .gelu = gelu};
+        return matmul_gemv(b, &w, NULL, &y, 1, &in, n, 1);
+    }
+    if ((rc = cbe_need_dev(b, glu, xb, op, "glu"))) return rc;
+    if (gelu)
+        SOL_CUDA_FN(gelu_mul)(gate, up, glu, (int64_t)n * w->cols, b->stream);
+    else
+        SOL_CUDA_FN(silu_mul)(gate, up, glu, (int64_t)n * w->cols, b->stream);
+    return cuda_matmul_add(be, w, glu, y, n);
 }
 
 static int cuda_reserve(sol_backend *be, int max_tokens, int64_t max_dim) {
@@ -618,9 +786,13 @@ static int cuda_get_rows(sol_backend *be, const float *src, int64_t width, const
     if ((rc = cbe_need_dev(b, src, row * (size_t)src_rows, "get_rows", "src")) ||
         (rc = cbe_need_dev(b, dst, row * (size_t)n, "get_rows", "dst")))
         return rc;
-    for (int i = 0; i < n && !rc; i++)
-        rc = SOL_CUDA_FN(dev_copy)(b->dev, dst + (size_t)i * width, src + (size_t)rows[i] * width,
-                                   row, SOL_CUDA_D2D);
+    for (int i = 0; i < n && !rc; i++) {
+        float *to = dst + (size_t)i * width;
+        const float *from = src + (size_t)rows[i] * width;
+        const uint64_t v[] = {(uintptr_t)to, (uintptr_t)from, row};
+        if (!note_op(b, SOL_SIG_COPY, v, sizeof v / sizeof *v))
+            rc = SOL_CUDA_FN(dev_copy)(b->dev, to, from, row, SOL_CUDA_D2D);
+    }
     return rc ? cbe_fail(b, rc, "get_rows", "device copy failed") : cbe_after(b, "get_rows");
 }
 
@@ -634,15 +806,23 @@ static int cuda_allreduce(sol_backend *be, sol_tp_comm *comm, int rank, float *x
     int rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n, "allreduce", "x");
     if (rc) return rc;
     if (!SOL_CUDA_FN(dev_allreduce_ready)(b->dev, comm) && (rc = cbe_flush_capture(b))) return rc;
+    /* The communicators made so far name the one a graph recorded: one made since (after an
+     * abort) is another, so the graph is recorded again. */
+    unsigned long made = 0, aborted = 0;
+    SOL_CUDA_FN(dev_comm_stats)(b->dev, &made, &aborted);
+    const uint64_t v[] = {(uintptr_t)comm, (uint64_t)rank, (uintptr_t)x, (uint64_t)n, made};
+    if (note_op(b, SOL_SIG_ALLREDUCE, v, sizeof v / sizeof *v)) return 0;
     rc = SOL_CUDA_FN(dev_allreduce)(b->dev, comm, rank, x, n, why, sizeof why);
     return rc ? cbe_fail(b, rc, "allreduce", "%s", why) : cbe_after(b, "allreduce");
 }
 
-/* Waits for the step; the staging buffer is free again afterwards. */
+/* Waits for the step; the staging buffer is free again afterwards. SOL_STEP_RERUN: a dry step
+ * that did not match its graph ran nothing (end_dry). */
 static int cuda_synchronize(sol_backend *be) {
     cuda_backend *b = cbe_bind(be);
     char why[256] = "";
-    int rc = end_capture(b, 1);
+    int rc = b->dry ? end_dry(b) : end_capture(b, 1);
+    if (rc == SOL_STEP_RERUN) b->stage_used = 0, b->n_recent = 0, b->next_recent = 0;
     if (rc) return rc;
     rc = SOL_CUDA_FN(dev_sync)(b->dev, why, sizeof why);
     b->stage_used = 0, b->n_recent = 0, b->next_recent = 0;
@@ -654,27 +834,31 @@ static int cuda_synchronize(sol_backend *be) {
         why, b->last_op ? b->last_op : "none");
 }
 
-/* The graph cache's buckets of step sizes: 1, 2, 4, 8, ... as vLLM's capture sizes. */
-static int graph_bucket(int tokens) {
-    int k = 1;
-    while (k < tokens && k < (1 << 30))
-        k <<= 1;
-    return k;
-}
-
-/* Decode and verify steps (graph_key = their token count) are recorded every time and run as a
- * graph kept per bucket of sizes, updated in place from the new record when its topology is the
- * same, re-instantiated when not. */
+/* Decode and verify steps (graph_key = their token count). The first of a key is recorded by
+ * stream capture into the key's graph; later ones are dry (launch nothing, compare their
+ * launches with the graph's signature) and replay the graph at synchronize, unless they differ:
+ * then synchronize answers SOL_STEP_RERUN, and the step, begun again, is recorded (force_capture)
+ * and updates the graph in place when its topology allows. */
 static int cuda_step_begin(sol_backend *be, int graph_key) {
     cuda_backend *b = cbe_bind(be);
     int rc = cbe_flush_capture(b); /* a step that never reached synchronize (an error path) */
+    b->dry = 0, b->stream->sig.mode = SOL_SIG_OFF;
     if (rc || !b->graphs_on || graph_key <= 0) return rc;
+    b->capture_t0 = sol_now_ns();
+    b->stage_unsent = SIZE_MAX;
+    b->key = graph_key;
+    sol_graph_sig *s = &b->stream->sig;
+    graph_slot *g = b->force_capture ? NULL : graph_replayable(b, graph_key);
+    b->force_capture = 0;
+    if (g) {
+        b->dry = 1, b->dry_slot = g;
+        *s = (sol_graph_sig){SOL_SIG_DRY, s->buf, 0, s->cap, g->sig, g->sig_len, 0, 0};
+        return 0;
+    }
     char why[256] = "";
     if (SOL_CUDA_FN(dev_capture_begin)(b->dev, why, sizeof why)) return 0; /* run eagerly */
     b->capturing = 1;
-    b->capture_t0 = sol_now_ns();
-    b->stage_unsent = SIZE_MAX;
-    b->key = graph_bucket(graph_key);
+    *s = (sol_graph_sig){SOL_SIG_RECORD, s->buf, 0, s->cap, NULL, 0, 0, 0};
     return 0;
 }
 
@@ -689,14 +873,17 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
     SOL_CUDA_FN(dev_comm_stats)(b->dev, &made, &aborted);
     unsigned long whole = b->updated + b->instantiated;
     snprintf(buf, cap,
-             "cuda graphs %s: %lu steps replayed (%lu updated in place, %lu instantiated), %lu "
-             "cut short by an allocation; %lu staged copies; %lu NCCL communicators made, %lu "
-             "aborted; host us per graph step: record %.1f, update+launch %.1f, "
-             "instantiate+launch %.1f; tensor cores: %lu GEMMs, %lu prefill attention calls",
-             b->graphs_on ? "on" : "off (--enforce-eager)", b->steps, b->updated, b->instantiated,
-             b->flushed, b->stage_copies, made, aborted, mean_us(b->record_ns, whole),
+             "cuda graphs %s: %lu steps replayed (%lu with no record, %lu updated in place, %lu "
+             "instantiated), %lu cut short by an allocation; %lu staged copies; %lu NCCL "
+             "communicators made, %lu aborted; %lu dry steps, %lu run again recorded; host us per "
+             "graph step: dry %.1f, record %.1f, update+launch %.1f, instantiate+launch %.1f; "
+             "tensor cores: %lu GEMMs, %lu prefill attention calls; fused prologues: %lu "
+             "norm+quantize, %lu glu+quantize",
+             b->graphs_on ? "on" : "off (--enforce-eager)", b->steps, b->replayed_dry, b->updated,
+             b->instantiated, b->flushed, b->stage_copies, made, aborted, b->dry_steps, b->reruns,
+             mean_us(b->dry_ns, b->dry_steps), mean_us(b->record_ns, whole),
              mean_us(b->update_ns, b->updated), mean_us(b->instantiate_ns, b->instantiated),
-             b->mma_gemms, b->flash_calls);
+             b->mma_gemms, b->flash_calls, b->fused_normq, b->fused_glu);
     return 0;
 }
 
@@ -716,14 +903,16 @@ static void cuda_free(sol_backend *be) {
     cuda_backend *b = cbe_bind(be);
     cbe_flush_capture(b);
     if (b->dev) cbe_wait_quiet(b);
-    for (int i = 0; i < GRAPH_SLOTS; i++)
+    for (int i = 0; i < GRAPH_SLOTS; i++) {
         SOL_CUDA_FN(dev_graph_free)(b->dev, b->graphs[i].exec);
+        free(b->graphs[i].sig);
+    }
     while (b->kvs)
         cbe_kv_free(be, b->kvs);
     for (int i = 0; i < b->n_ups; i++)
         SOL_CUDA_FN(dev_free)(b->dev, b->ups[i].dev);
     dev_buf *bufs[] = {&b->qscratch, &b->xh, &b->att_ws, &b->gemm_y};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         SOL_CUDA_FN(dev_free)(b->dev, bufs[i]->p);
     SOL_CUDA_FN(dev_free)(b->dev, b->stage_d);
     SOL_CUDA_FN(dev_host_free)(b->dev, b->stage_h);
@@ -745,6 +934,8 @@ static const sol_backend_ops cuda_ops = {
     .matmul = cuda_matmul,
     .matmul_many = cuda_matmul_many,
     .matmul_add = cuda_matmul_add,
+    .norm_matmul_many = cuda_norm_matmul_many,
+    .glu_matmul_add = cuda_glu_matmul_add,
     .rmsnorm = cuda_rmsnorm,
     .rope = cuda_rope,
     .silu_mul = cuda_silu_mul,

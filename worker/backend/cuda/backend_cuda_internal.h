@@ -20,13 +20,21 @@ enum {
     GEMM_MIN_TOKENS = SOL_CUDA_GEMV_MAX_TOKENS + 1,
     STAGE_RECENT = 8,
     ATT_GROUP = 64,
+    GRAPH_MIN_STRIDE = 64, /* block-table entries per token in a graph step, at least */
     GRAPH_SLOTS = 8 /* graphs kept, one per key (token count), least recently used replaced */
 };
 
+/* A cached graph: its executable, the signature of the launches it holds (graph_sig.h) and its
+ * staged copy, which a step must match to replay it without recording. */
 typedef struct graph_slot {
     int key;
     void *exec;
     unsigned long used;
+    unsigned char *sig; /* NULL: not known (a capture that ran out of memory writing it) */
+    size_t sig_len, sig_cap;
+    const void *up_src; /* the staged copy: up_bytes from pinned up_src to up_dst */
+    void *up_dst;
+    size_t up_bytes;
 } graph_slot;
 
 typedef struct upload {
@@ -50,10 +58,10 @@ struct sol_kv {
 typedef struct cuda_backend {
     sol_backend base;
     sol_cuda_dev *dev;
-    void *stream;
-    int strict;          /* refuse activations that are not device buffers */
-    int sync_each;       /* SOL_CUDA_SYNC=1: wait after every op, so an error names its op */
-    int batch_invariant; /* never switch matmul kernels with n (sol_backend_opts) */
+    sol_cuda_queue *stream; /* the launchers' queue: the stream and the graph signature */
+    int strict;             /* refuse activations that are not device buffers */
+    int sync_each;          /* SOL_CUDA_SYNC=1: wait after every op, so an error names its op */
+    int batch_invariant;    /* never switch matmul kernels with n (sol_backend_opts) */
     const char *last_op;
     dev_buf qscratch, xh; /* GEMV quantized activations; the GEMM's F16 x */
     dev_buf gemm_y;       /* matmul_add through the GEMM: the product before its add */
@@ -78,13 +86,20 @@ typedef struct cuda_backend {
     /* CUDA graphs: a step_begin with a key opens a capture that synchronize closes and launches
      * (docs/backend.md, "CUDA graphs") */
     int graphs_on, capturing, key;
+    /* A dry step (a cached graph for its key): launches are compared with dry_slot's signature
+     * and run nothing; synchronize replays the graph, or asks for the step again, recorded
+     * (force_capture). */
+    int dry, force_capture;
+    graph_slot *dry_slot;
     graph_slot graphs[GRAPH_SLOTS];
-    unsigned long tick, steps, updated, instantiated, flushed;
+    unsigned long tick, steps, updated, instantiated, flushed, replayed_dry, dry_steps, reruns;
     /* Host time of whole graph steps (ns): recording (step_begin to synchronize: the launches
-     * the capture replaces) and closing (end capture, update or instantiate, launch). */
-    uint64_t capture_t0, record_ns, update_ns, instantiate_ns;
+     * the capture replaces), closing (end capture, update or instantiate, launch) and dry steps
+     * (step_begin to the replay's launch, or to the miss). */
+    uint64_t capture_t0, record_ns, update_ns, instantiate_ns, dry_ns;
     unsigned long stage_copies;           /* host-to-device copies of staged index arrays */
     unsigned long mma_gemms, flash_calls; /* tensor-core launches: batch GEMMs, prefill attention */
+    unsigned long fused_normq, fused_glu; /* quantize launches that made their input: norm, glu */
 } cuda_backend;
 
 static inline cuda_backend *cb(sol_backend *be) {
@@ -98,6 +113,12 @@ static inline cuda_backend *cbe_bind(sol_backend *be) {
     cuda_backend *b = (cuda_backend *)be;
     SOL_CUDA_FN(dev_bind)(b->dev);
     return b;
+}
+
+/* A step recorded into a graph or compared with one: attention launches at the split cap and the
+ * table stride is bucketed, so the launches of a decode step do not follow its context. */
+static inline int cbe_graph_step(const cuda_backend *b) {
+    return b->capturing || b->dry;
 }
 
 #define cbe_fail SOL_CUDA_FN(be_fail)

@@ -40,6 +40,7 @@
 #define SOL_CUDA_EMU_H
 
 #include "cuda_emu_sched.h"
+#include "graph_sig.h"
 
 #define __global__
 #define __device__
@@ -137,13 +138,16 @@ inline float __fmaf_rn(float a, float b, float c) {
 }
 
 /* kernel<<<grid, block, smem, stream>>>(args...) written portably; the kernel's name goes with
- * it for the emulation's messages and graph nodes. */
-#define SOL_LAUNCH(kernel, grid, block, smem, stream, ...)                                         \
+ * it for the emulation's messages and graph nodes. queue: a sol_cuda_queue * (graph_sig.h) or
+ * NULL; in a dry step the launch is only written down (sol_sig_launch). */
+#define SOL_LAUNCH(kernel, grid, block, smem, queue, ...)                                          \
     do {                                                                                           \
         auto sol_emu_body = [=]() { kernel(__VA_ARGS__); };                                        \
         dim3 sol_emu_g = (grid), sol_emu_b = (block);                                              \
         size_t sol_emu_s = (smem);                                                                 \
-        sol_emu::submit((void *)(stream),                                                          \
+        sol_cuda_queue *sol_q = (sol_cuda_queue *)(queue);                                         \
+        if (sol_sig_launch(sol_q, &kernel, sol_emu_g, sol_emu_b, sol_emu_s, ##__VA_ARGS__)) break; \
+        sol_emu::submit(sol_q ? sol_q->stream : nullptr,                                           \
                         sol_emu::node_desc{sol_emu::NODE_KERNEL, #kernel, 0, 0, 0},                \
                         [=]() mutable {                                                            \
                             sol_emu::launch(                                                       \

@@ -1,6 +1,7 @@
 /* cuda_kernels: the C-callable launchers of the CUDA kernels (one .cu file per kernel family);
  * the same sources run on a GPU (nvcc) and on the CPU under cuda_emu.h (tests). Pointers are
- * device buffers; `stream` is a cudaStream_t (NULL: the default stream). */
+ * device buffers; `stream` is the backend's sol_cuda_queue (graph_sig.h: the stream and the graph
+ * signature its launches are written to) or NULL: the default stream. */
 #ifndef SOL_CUDA_KERNELS_H
 #define SOL_CUDA_KERNELS_H
 
@@ -26,6 +27,8 @@ void SOL_CUDA_FN(silu_mul)(const float *gate, const float *up, float *out, int64
 void SOL_CUDA_FN(gelu_mul)(const float *gate, const float *up, float *out, int64_t n, void *stream);
 void SOL_CUDA_FN(add)(const float *a, const float *b, float *out, int64_t n, void *stream);
 void SOL_CUDA_FN(scale)(const float *x, float s, float *out, int64_t n, void *stream);
+/* y[t][i] += bias[i] for n rows of len (the same float add as `add`, one launch). */
+void SOL_CUDA_FN(add_rows)(float *y, const float *bias, int n, int len, void *stream);
 
 /* k_norm.cu: out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w for n rows of dim (a block per row). */
 void SOL_CUDA_FN(rmsnorm)(const float *x, const float *w, float *out, int n, int dim, float eps,
@@ -72,8 +75,17 @@ enum { SOL_CUDA_ACT_FLOAT = 0, SOL_CUDA_ACT_Q8_0 = 1, SOL_CUDA_ACT_Q8_K = 2 };
 int SOL_CUDA_FN(gemv_act)(int type);
 size_t SOL_CUDA_FN(gemv_scratch_bytes)(int n, int K);
 int SOL_CUDA_FN(gemv_quantize)(int act, const float *x, int n, int K, void *scratch, void *stream);
+/* The prologues fused into the quantization: act(gate) * up made where it is read (SiLU, or GELU
+ * when gelu; -ENOTSUP for ACT_FLOAT: float weights read the product itself), or the RMSNorm of x
+ * by w (eps) written to xn (n x K) and quantized in the same launch (a block per token). The
+ * same bits as silu_mul/gelu_mul or rmsnorm, then gemv_quantize. */
+int SOL_CUDA_FN(gemv_glu_quantize)(int act, int gelu, const float *gate, const float *up, int n,
+                                   int K, void *scratch, void *stream);
+int SOL_CUDA_FN(gemv_norm_quantize)(int act, const float *x, const float *w, float eps, float *xn,
+                                    int n, int K, void *scratch, void *stream);
+/* bias: NULL, or w.rows floats added to each token's sum before the store (and before add). */
 int SOL_CUDA_FN(gemv_run)(sol_cuda_wt w, const float *x, float *y, int n, const void *scratch,
-                          int add, void *stream);
+                          int add, const float *bias, void *stream);
 int SOL_CUDA_FN(gemv)(sol_cuda_wt w, const float *x, float *y, int n, void *scratch, int add,
                       void *stream);
 
@@ -104,7 +116,9 @@ void SOL_CUDA_FN(kv_copy_blocks)(void *const *pools, int count_pools, size_t blo
  * tokens [t_base, t_base + n) (q, out, tables, n_ctx indexed by absolute token). tiles: NULL (a
  * block per token), or the starts of n_tiles tiles of up to SOL_CUDA_ATT_TILE consecutive tokens
  * that share a block table, plus one end entry: a tile's queries may share each K/V load
- * (prefill chunks). max_len: the longest window of these tokens; sms: the device's SM count.
+ * (prefill chunks). max_len: the longest window of these tokens, or more (a graph step passes
+ * SPLIT_MIN x MAX_SPLITS, so its grid is the split cap whatever the contexts: each token still
+ * takes its own split count and the blocks past it return); sms: the device's SM count.
  * A window is split along the context (flash-decoding) into sol_cuda_attention_splits(len, sms,
  * heads, kv_heads, head_dim) parts, at least SOL_CUDA_ATT_SPLIT_MIN positions each, through ws
  * (sol_cuda_attention_ws_floats(n, heads, head_dim, splits of max_len) floats; NULL: never

@@ -166,6 +166,10 @@ static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float 
         int len = window > 0 && seq[t].n_ctx > window ? window : seq[t].n_ctx;
         max_len = len > max_len ? len : max_len;
     }
+    /* A graph step launches for the most splits the device takes (the cap), so its grid does not
+     * follow the context; each token still takes its own count (blocks past it return), which
+     * keeps its bits those of an eager step. */
+    if (cbe_graph_step(b)) max_len = SOL_CUDA_ATT_SPLIT_MIN * SOL_CUDA_ATT_MAX_SPLITS;
     int splits = SOL_CUDA_FN(attention_splits)(max_len, sms, heads, kv->kv_heads, head_dim);
     int group = splits > 1 ? ATT_GROUP : n;
     float *ws = NULL;
@@ -189,6 +193,16 @@ static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float 
         ti = tj;
     }
     return cbe_after(b, "paged_attention");
+}
+
+/* A graph step's table stride: a power of two of at least GRAPH_MIN_STRIDE entries, so the
+ * staged arrays (and the launches that point into them) keep their shape while contexts grow
+ * inside a bucket; a step past it is recorded again. */
+static int graph_stride(int stride) {
+    int s = GRAPH_MIN_STRIDE;
+    while (s < stride)
+        s <<= 1;
+    return s;
 }
 
 /* Prefill on tensor cores (k_flash.cu): a step of more than SOL_CUDA_GEMV_MAX_TOKENS tokens
@@ -217,6 +231,7 @@ int cbe_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, 
         int nb = (seq[t].n_ctx + kv->block_size - 1) / kv->block_size;
         stride = nb > stride ? nb : stride;
     }
+    if (cbe_graph_step(b)) stride = graph_stride(stride);
     size_t need = (size_t)n * (size_t)stride + (size_t)n + (size_t)n + 1; /* tables, ctx, tiles */
     if (need > b->tables_cap) {
         int32_t *p = realloc(b->tables, sizeof(int32_t) * need);

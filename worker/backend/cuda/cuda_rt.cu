@@ -26,6 +26,7 @@ struct sol_cuda_dev {
     int index;
     int sms; // multiprocessors, read once at open
     cudaStream_t stream;
+    sol_cuda_queue q; // the stream for the kernel launchers, with the step's graph signature
     cublasLtHandle_t lt;
     cublasLtMatmulDesc_t op; // F32 compute and scale, W transposed: the same for every GEMM
     void *blas_ws;           // cuBLASLt's workspace, ours: nothing may allocate inside a capture
@@ -188,6 +189,7 @@ extern "C" void sol_cuda_dev_close(sol_cuda_dev *d) {
     if (d->blas_ws && !d->stuck) cudaFree(d->blas_ws);
     if (d->done) cudaEventDestroy(d->done);
     if (d->stream) cudaStreamDestroy(d->stream);
+    free(d->q.sig.buf);
     free(d);
 }
 
@@ -204,8 +206,9 @@ extern "C" int sol_cuda_dev_sm_count(sol_cuda_dev *d) {
     return d->sms > 0 ? d->sms : 1;
 }
 
-extern "C" void *sol_cuda_dev_stream(sol_cuda_dev *d) {
-    return d->stream;
+extern "C" sol_cuda_queue *sol_cuda_dev_stream(sol_cuda_dev *d) {
+    d->q.stream = d->stream;
+    return &d->q;
 }
 
 extern "C" void sol_cuda_dev_bind(sol_cuda_dev *d) {
@@ -566,6 +569,11 @@ extern "C" int sol_cuda_dev_capture_end_launch(sol_cuda_dev *d, void *up_dst, co
     cudaGraphDestroy(g);
     *exec = rc ? NULL : (void *)e;
     return rc ? rc : say(cudaGraphLaunch(e, d->stream), "cudaGraphLaunch", why, cap);
+}
+
+extern "C" int sol_cuda_dev_graph_launch(sol_cuda_dev *d, void *exec, char *why, size_t cap) {
+    bind(d);
+    return say(cudaGraphLaunch((cudaGraphExec_t)exec, d->stream), "cudaGraphLaunch", why, cap);
 }
 
 extern "C" void sol_cuda_dev_graph_free(sol_cuda_dev *d, void *exec) {

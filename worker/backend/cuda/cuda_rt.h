@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "cuda_kernels.h"
+#include "graph_sig.h"
 #include "tp_comm.h"
 
 #ifdef __cplusplus
@@ -38,9 +39,11 @@ typedef struct sol_cuda_dev sol_cuda_dev;
  * code with the runtime's reason in why. */
 int SOL_CUDA_FN(dev_open)(int index, size_t mem_bytes, sol_cuda_dev **out, char *why, size_t cap);
 void SOL_CUDA_FN(dev_close)(sol_cuda_dev *d);
-/* The device's name ("NVIDIA H200", "host emulation") and the stream, for kernel launches. */
+/* The device's name ("NVIDIA H200", "host emulation") and its queue for kernel launches: the
+ * stream and the graph signature the launches are written to (graph_sig.h; the backend sets its
+ * mode per step). */
 void SOL_CUDA_FN(dev_name)(sol_cuda_dev *d, char *out, size_t cap);
-void *SOL_CUDA_FN(dev_stream)(sol_cuda_dev *d);
+sol_cuda_queue *SOL_CUDA_FN(dev_stream)(sol_cuda_dev *d);
 /* Makes the device current on the calling thread (CUDA keeps it per thread; nothing is done
  * when it already is). Every backend op calls it before it launches anything: a rank's backend
  * is driven from threads other than the one that opened it. The emulation keeps the same per
@@ -115,6 +118,9 @@ int SOL_CUDA_FN(dev_capture_begin)(sol_cuda_dev *d, char *why, size_t cap);
 int SOL_CUDA_FN(dev_capture_end_launch)(sol_cuda_dev *d, void *up_dst, const void *up_src,
                                         size_t up_bytes, void **exec, int *how, char *why,
                                         size_t cap);
+/* Launches an executable graph as it stands (a replay: its staged copy reads the pinned bytes
+ * again, its kernels the arguments they were recorded with). */
+int SOL_CUDA_FN(dev_graph_launch)(sol_cuda_dev *d, void *exec, char *why, size_t cap);
 void SOL_CUDA_FN(dev_graph_free)(sol_cuda_dev *d, void *exec);
 
 #ifdef __cplusplus

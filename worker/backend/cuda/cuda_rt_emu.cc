@@ -30,6 +30,7 @@ struct sol_cuda_dev {
     alloc *allocs;
     int n_allocs, cap_allocs;
     sol_emu::stream stream; // kernels launched on it are recorded while a capture is open
+    sol_cuda_queue q;       // that stream for the kernel launchers, with the graph signature
     int err;                // the first failure of queued work (an all-reduce), until sync
     char why[SOL_ERR_MSG_MAX];
     /* The communicator's life as cuda_rt.cu's NCCL one: the rank group, the group epoch the
@@ -185,6 +186,7 @@ extern "C" int sol_emu_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out,
 extern "C" void sol_emu_dev_close(sol_cuda_dev *d) {
     if (!d) return;
     delete d->stream.capture;
+    free(d->q.sig.buf);
     for (int i = 0; i < d->n_allocs; i++)
         free((void *)d->allocs[i].p);
     free(d->allocs);
@@ -199,8 +201,9 @@ extern "C" int sol_emu_dev_sm_count(sol_cuda_dev *d) {
     return d->sms;
 }
 
-extern "C" void *sol_emu_dev_stream(sol_cuda_dev *d) {
-    return &d->stream;
+extern "C" sol_cuda_queue *sol_emu_dev_stream(sol_cuda_dev *d) {
+    d->q.stream = &d->stream;
+    return &d->q;
 }
 
 extern "C" void sol_emu_dev_bind(sol_cuda_dev *d) {
@@ -440,6 +443,14 @@ extern "C" int sol_emu_dev_capture_end_launch(sol_cuda_dev *d, void *up_dst, con
     d->stream.capture = nullptr;
     *exec = g;
     for (auto &n : g->work)
+        n.work();
+    return 0;
+}
+
+extern "C" int sol_emu_dev_graph_launch(sol_cuda_dev *d, void *exec, char *why, size_t cap) {
+    int rc = not_bound(d, why, cap);
+    if (rc) return rc;
+    for (auto &n : ((graph *)exec)->work)
         n.work();
     return 0;
 }

@@ -402,9 +402,9 @@ struct att_launch_args {
 };
 
 template <bool F16, int E, int B, int NQ>
-static void att_launch(const att_launch_args &a, dim3 grid, cudaStream_t st) {
+static void att_launch(const att_launch_args &a, dim3 grid, void *stream) {
 #define k_paged_attention_T k_paged_attention<F16, E, B, NQ>
-    SOL_LAUNCH(k_paged_attention_T, grid, dim3(32 * ATT_WARPS), 0, st, a.kp, a.vp, a.block_size,
+    SOL_LAUNCH(k_paged_attention_T, grid, dim3(32 * ATT_WARPS), 0, stream, a.kp, a.vp, a.block_size,
                a.q, a.out, a.tiles, a.t_base, a.heads, a.kv_heads, a.head_dim, a.hs, a.slices,
                a.scale, a.window, a.tables, a.table_stride, a.n_ctx, a.ws, a.split_target);
 #undef k_paged_attention_T
@@ -412,13 +412,13 @@ static void att_launch(const att_launch_args &a, dim3 grid, cudaStream_t st) {
 
 /* NQ: the power of two >= nq (nq <= att_max_nq(E)). */
 template <bool F16, int E, int B>
-static void att_launch_nq(int nq, const att_launch_args &a, dim3 grid, cudaStream_t st) {
+static void att_launch_nq(int nq, const att_launch_args &a, dim3 grid, void *stream) {
     if (nq <= 1)
-        att_launch<F16, E, B, 1>(a, grid, st);
+        att_launch<F16, E, B, 1>(a, grid, stream);
     else if (nq <= 2 || E == 8)
-        att_launch<F16, E, B, 2>(a, grid, st);
+        att_launch<F16, E, B, 2>(a, grid, stream);
     else
-        att_launch<F16, E, B, (E == 8 ? 2 : 4)>(a, grid, st);
+        att_launch<F16, E, B, (E == 8 ? 2 : 4)>(a, grid, stream);
 }
 
 extern "C" void SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_pool, int f16,
@@ -452,30 +452,29 @@ extern "C" void SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_p
                          heads,  kv_heads,     head_dim,   hs, slices, scale, window,
                          tables, table_stride, n_ctx,      w,  target};
     dim3 grid((unsigned)((tiled ? n_tiles : n) * kv_heads * slices), (unsigned)splits);
-    cudaStream_t st = (cudaStream_t)stream;
     int nq = tq * hs;
     if (!wide) {
         if (f16)
-            att_launch<true, 8, 2, 1>(a, grid, st);
+            att_launch<true, 8, 2, 1>(a, grid, stream);
         else
-            att_launch<false, 8, 4, 1>(a, grid, st);
+            att_launch<false, 8, 4, 1>(a, grid, stream);
     } else if (f16) {
         if (E == 2)
-            att_launch_nq<true, 2, 4>(nq, a, grid, st);
+            att_launch_nq<true, 2, 4>(nq, a, grid, stream);
         else if (E == 4)
-            att_launch_nq<true, 4, 8>(nq, a, grid, st);
+            att_launch_nq<true, 4, 8>(nq, a, grid, stream);
         else
-            att_launch_nq<true, 8, 16>(nq, a, grid, st);
+            att_launch_nq<true, 8, 16>(nq, a, grid, stream);
     } else {
         if (E == 2)
-            att_launch_nq<false, 2, 8>(nq, a, grid, st);
+            att_launch_nq<false, 2, 8>(nq, a, grid, stream);
         else if (E == 4)
-            att_launch_nq<false, 4, 16>(nq, a, grid, st);
+            att_launch_nq<false, 4, 16>(nq, a, grid, stream);
         else
-            att_launch_nq<false, 8, 16>(nq, a, grid, st);
+            att_launch_nq<false, 8, 16>(nq, a, grid, stream);
     }
     if (splits > 1)
-        SOL_LAUNCH(k_attention_combine, dim3((unsigned)(n * heads)), dim3(32), 0, st, ws,
+        SOL_LAUNCH(k_attention_combine, dim3((unsigned)(n * heads)), dim3(32), 0, stream, ws,
                    out + (size_t)t_base * heads * head_dim, heads, head_dim, window, n_ctx + t_base,
                    target, splits);
 }

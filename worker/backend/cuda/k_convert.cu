@@ -14,5 +14,5 @@ static __global__ void k_to_half(const float *x, uint16_t *out, int64_t n, int b
 extern "C" void SOL_CUDA_FN(to_half)(const float *x, void *out, int64_t n, int bf16, void *stream) {
     if (n > 0)
         SOL_LAUNCH(k_to_half, dim3((unsigned)((n + CONVERT_THREADS - 1) / CONVERT_THREADS)),
-                   dim3(CONVERT_THREADS), 0, (cudaStream_t)stream, x, (uint16_t *)out, n, bf16);
+                   dim3(CONVERT_THREADS), 0, stream, x, (uint16_t *)out, n, bf16);
 }

@@ -17,7 +17,6 @@ extern "C" int SOL_CUDA_FN(embed)(sol_cuda_wt table, const int32_t *ids, int n, 
     if (!sol_cuda_type_known(table.type)) return -ENOTSUP;
     if (table.split != sol_cuda_wants_split(table.type)) return -EINVAL;
     if (n > 0)
-        SOL_LAUNCH(k_embed, dim3((unsigned)n), dim3(EMBED_THREADS), 0, (cudaStream_t)stream, table,
-                   ids, out);
+        SOL_LAUNCH(k_embed, dim3((unsigned)n), dim3(EMBED_THREADS), 0, stream, table, ids, out);
     return 0;
 }

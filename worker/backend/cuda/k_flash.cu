@@ -218,12 +218,11 @@ extern "C" int SOL_CUDA_FN(flash_attention)(const void *k_pool, const void *v_po
     if (n_tiles <= 0) return 0;
     const unsigned char *kp = (const unsigned char *)k_pool, *vp = (const unsigned char *)v_pool;
     dim3 grid((unsigned)(n_tiles * kv_heads));
-    cudaStream_t st = (cudaStream_t)stream;
     if (head_dim == 64)
-        SOL_LAUNCH(k_flash_attention<64>, grid, dim3(FL_THREADS), 0, st, kp, vp, block_size, q, out,
-                   tiles, heads, kv_heads, scale, window, tables, table_stride, n_ctx);
+        SOL_LAUNCH(k_flash_attention<64>, grid, dim3(FL_THREADS), 0, stream, kp, vp, block_size, q,
+                   out, tiles, heads, kv_heads, scale, window, tables, table_stride, n_ctx);
     else
-        SOL_LAUNCH(k_flash_attention<128>, grid, dim3(FL_THREADS), 0, st, kp, vp, block_size, q,
+        SOL_LAUNCH(k_flash_attention<128>, grid, dim3(FL_THREADS), 0, stream, kp, vp, block_size, q,
                    out, tiles, heads, kv_heads, scale, window, tables, table_stride, n_ctx);
     return 0;
 }

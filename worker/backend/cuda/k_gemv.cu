@@ -13,7 +13,7 @@
 #include <errno.h>
 
 #include "dequant.cuh"
-#include "reduce.cuh"
+#include "prologue.cuh"
 
 enum { GEMV_WARPS = 4, QUANT_WARPS = 8 };
 
@@ -25,11 +25,26 @@ enum { GEMV_WARPS = 4, QUANT_WARPS = 8 };
 /* One warp per 32-element block of x (n x K, K a multiple of 32): the CPU backend's Q8_0
  * activations (cpu_matmul.c quantize_x, llama.cpp's x86 rounding: multiplier 127 / amax, halves
  * to even, the scale amax / 127 stored as F16) and the block's sum of quants. */
-static __global__ void k_quantize_q8_0(const float *x, int n_blocks, int8_t *xq, float *xd,
-                                       int32_t *xs) {
-    int blk = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
-    if (blk >= n_blocks) return; /* whole warps: blk depends on the warp only */
-    float v = x[(size_t)blk * 32 + lane], amax = fabsf(v);
+/* Where a quantize kernel reads element i of its (n x K) input: x as it is, or the gated
+ * product act(g) * u made there (glu_matmul_add: the product is never written). */
+struct src_x {
+    const float *x;
+    __device__ float operator()(size_t i) const {
+        return x[i];
+    }
+};
+struct src_glu {
+    const float *g, *u;
+    int gelu;
+    __device__ float operator()(size_t i) const {
+        return gelu ? sol_gelu_mul1(g[i], u[i]) : sol_silu_mul1(g[i], u[i]);
+    }
+};
+
+/* Block blk's Q8_0 quantization by its warp; lane holds element v. */
+__device__ __forceinline__ void q8_0_block(float v, int blk, int lane, int8_t *xq, float *xd,
+                                           int32_t *xs) {
+    float amax = fabsf(v);
     for (int o = 16; o > 0; o >>= 1)
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     float dd = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
@@ -45,12 +60,9 @@ static __global__ void k_quantize_q8_0(const float *x, int n_blocks, int8_t *xq,
 
 /* One warp per 256-element block: ggml's Q8_K (iscale = -127 / the first element of largest
  * magnitude, sign kept; quants rounded half to even, capped at 127; d = 1 / iscale; sums per 16).
- * Lane i holds elements 8i..8i+7. */
-static __global__ void k_quantize_q8_k(const float *x, int n_blocks, int8_t *kq, float *kd,
-                                       int16_t *ks) {
-    int blk = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
-    if (blk >= n_blocks) return;
-    const float *xb = x + (size_t)blk * 256 + lane * 8;
+ * Lane i holds elements 8i..8i+7 (xb). */
+__device__ __forceinline__ void q8_k_block(const float (&xb)[8], int blk, int lane, int8_t *kq,
+                                           float *kd, int16_t *ks) {
     float amax = 0.0f, mx = 0.0f;
     int at = 1 << 30;
     for (int j = 0; j < 8; j++)
@@ -73,16 +85,60 @@ static __global__ void k_quantize_q8_k(const float *x, int n_blocks, int8_t *kq,
     if (lane == 0) kd[blk] = amax != 0.0f ? 1.0f / iscale : 0.0f;
 }
 
+template <class S>
+static __global__ void k_quantize_q8_0(S src, int n_blocks, int8_t *xq, float *xd, int32_t *xs) {
+    int blk = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
+    if (blk >= n_blocks) return; /* whole warps: blk depends on the warp only */
+    q8_0_block(src((size_t)blk * 32 + lane), blk, lane, xq, xd, xs);
+}
+
+template <class S>
+static __global__ void k_quantize_q8_k(S src, int n_blocks, int8_t *kq, float *kd, int16_t *ks) {
+    int blk = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
+    if (blk >= n_blocks) return;
+    float xb[8];
+    for (int j = 0; j < 8; j++)
+        xb[j] = src((size_t)blk * 256 + lane * 8 + j);
+    q8_k_block(xb, blk, lane, kq, kd, ks);
+}
+
+/* RMSNorm and quantization in one launch, a block per token row: the row normalized as
+ * k_rmsnorm does (its bits) into xn, then, after the block's barrier, quantized from xn by the
+ * block's warps, each block of the row as k_quantize_* does. act: SOL_CUDA_ACT_Q8_0 or _Q8_K. */
+enum { NORMQ_THREADS = 256 };
+static __global__ void k_rmsnorm_quantize(const float *x, const float *w, float *xn, int dim,
+                                          float eps, int act, int8_t *q, float *d, void *s) {
+    SOL_SHARED(float, scratch, [32]);
+    sol_rmsnorm_row(x, w, xn, dim, eps, scratch);
+    const float *o = xn + (size_t)blockIdx.x * dim;
+    __syncthreads(); /* the row is whole in xn before any warp quantizes its blocks */
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    if (act == SOL_CUDA_ACT_Q8_K) {
+        int per = dim / 256, first = (int)blockIdx.x * per;
+        for (int b = warp; b < per; b += warps) {
+            float xb[8];
+            for (int j = 0; j < 8; j++)
+                xb[j] = o[(size_t)b * 256 + lane * 8 + j];
+            q8_k_block(xb, first + b, lane, q, d, (int16_t *)s);
+        }
+    } else {
+        int per = dim / 32, first = (int)blockIdx.x * per;
+        for (int b = warp; b < per; b += warps)
+            q8_0_block(o[(size_t)b * 32 + lane], first + b, lane, q, d, (int32_t *)s);
+    }
+}
+
 /* Each token's row sum: the warp's lanes reduced, written by lane 0, or added to what y holds
  * (add: the residual add of matmul_add, the same float sum as a separate add kernel's). */
 template <int NT>
 __device__ __forceinline__ void gemv_store(const float (&acc)[NT], int n, float *y, int rows,
-                                           int row, int lane, int add) {
+                                           int row, int lane, int add, const float *bias) {
     SOL_UNROLL
     for (int t = 0; t < NT; t++) {
         float s = sol_warp_sum(acc[t]);
         if (t < n && lane == 0) {
             float *o = y + (size_t)t * rows + row;
+            if (bias) s += bias[row]; /* after the sum: the bits of a separate add */
             *o = add ? *o + s : s;
         }
     }
@@ -92,7 +148,7 @@ __device__ __forceinline__ void gemv_store(const float (&acc)[NT], int n, float 
  * each a 32-bit load (a half through the aligned word that holds it). */
 template <int NT>
 static __global__ void GEMV_BOUNDS k_gemv_float(sol_cuda_wt w, const float *x, float *y, int n,
-                                                int add) {
+                                                int add, const float *bias) {
     int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
     if (row >= w.rows) return;
     int K = w.cols;
@@ -106,7 +162,7 @@ static __global__ void GEMV_BOUNDS k_gemv_float(sol_cuda_wt w, const float *x, f
         for (int t = 0; t < NT; t++)
             if (t < n) acc[t] = fmaf(wv, x[(size_t)t * K + k], acc[t]);
     }
-    gemv_store(acc, n, y, w.rows, row, lane, add);
+    gemv_store(acc, n, y, w.rows, row, lane, add, bias);
 }
 
 /* F16/BF16 rows with 128-bit loads: lane l takes elements 8(l + 32i) .. +7 of the row and of
@@ -114,7 +170,7 @@ static __global__ void GEMV_BOUNDS k_gemv_float(sol_cuda_wt w, const float *x, f
  * 16-byte aligned rows and x (the launcher checks, else k_gemv_float). */
 template <int NT>
 static __global__ void GEMV_BOUNDS k_gemv_h16(sol_cuda_wt w, const float *x, float *y, int n,
-                                              int add) {
+                                              int add, const float *bias) {
     int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
     if (row >= w.rows) return;
     int K = w.cols;
@@ -145,7 +201,7 @@ static __global__ void GEMV_BOUNDS k_gemv_h16(sol_cuda_wt w, const float *x, flo
             acc[t] = a;
         }
     }
-    gemv_store(acc, n, y, w.rows, row, lane, add);
+    gemv_store(acc, n, y, w.rows, row, lane, add, bias);
 }
 
 /* Four 5-bit high bits (bits 0..3 of h) moved to bit 4 of four bytes. */
@@ -211,7 +267,8 @@ __device__ __forceinline__ qblock q_load(const sol_cuda_wt &w, int row, int b, i
  * quants, then the CPU's float steps: dot * (d * dx), and Q5_1's m * dx * sum. */
 template <int NT>
 static __global__ void GEMV_BOUNDS k_gemv_q(sol_cuda_wt w, const int8_t *xq, const float *xd,
-                                            const int32_t *xs, float *y, int n, int add) {
+                                            const int32_t *xs, float *y, int n, int add,
+                                            const float *bias) {
     int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
     if (row >= w.rows) return;
     int nb = w.cols / 32, off = w.type == SOL_CUDA_Q4_0 ? 8 : w.type == SOL_CUDA_Q5_0 ? 16 : 0;
@@ -237,7 +294,7 @@ static __global__ void GEMV_BOUNDS k_gemv_q(sol_cuda_wt w, const int8_t *xq, con
             if (w.type == SOL_CUDA_Q5_1) acc[t] += q.m * dx * (float)sx;
         }
     }
-    gemv_store(acc, n, y, w.rows, row, lane, add);
+    gemv_store(acc, n, y, w.rows, row, lane, add, bias);
 }
 
 /* Q4_K/Q5_K: a lane per (super-block, pair of 32-element sub-blocks), so a row of K = 2048
@@ -247,7 +304,8 @@ static __global__ void GEMV_BOUNDS k_gemv_q(sol_cuda_wt w, const int8_t *xq, con
  * added back per super-block across four lanes; then the CPU's one float term per super-block. */
 template <int NT>
 static __global__ void GEMV_BOUNDS k_gemv_kq45(sol_cuda_wt w, const int8_t *kq, const float *kd,
-                                               const int16_t *ks, float *y, int n, int add) {
+                                               const int16_t *ks, float *y, int n, int add,
+                                               const float *bias) {
     int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
     if (row >= w.rows) return; /* whole warps: row depends on the warp only */
     int nb = w.cols / 256, q5 = w.type == SOL_CUDA_Q5_K;
@@ -314,7 +372,7 @@ static __global__ void GEMV_BOUNDS k_gemv_kq45(sol_cuda_wt w, const int8_t *kq, 
             if (on && c == 0) acc[t] += kd[tb] * (d * (float)is - dmin * (float)ms);
         }
     }
-    gemv_store(acc, n, y, w.rows, row, lane, add);
+    gemv_store(acc, n, y, w.rows, row, lane, add, bias);
 }
 
 /* Q6_K: a lane per (super-block, 32-element group g = 4h + part): its 32 low-nibble bytes and 32
@@ -324,7 +382,8 @@ static __global__ void GEMV_BOUNDS k_gemv_kq45(sol_cuda_wt w, const int8_t *kq, 
  * CPU's float term d * isum. */
 template <int NT>
 static __global__ void GEMV_BOUNDS k_gemv_kq6(sol_cuda_wt w, const int8_t *kq, const float *kd,
-                                              const int16_t *ks, float *y, int n, int add) {
+                                              const int16_t *ks, float *y, int n, int add,
+                                              const float *bias) {
     int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
     if (row >= w.rows) return;
     int nb = w.cols / 256;
@@ -373,7 +432,7 @@ static __global__ void GEMV_BOUNDS k_gemv_kq6(sol_cuda_wt w, const int8_t *kq, c
             if (on && g == 0) acc[t] += kd[tb] * (d * (float)is); /* the CPU's, dmin = 0 */
         }
     }
-    gemv_store(acc, n, y, w.rows, row, lane, add);
+    gemv_store(acc, n, y, w.rows, row, lane, add, bias);
 }
 
 /* Quantized activations in the scratch, each part 16-byte aligned: n x K quants, a float scale
@@ -419,64 +478,89 @@ extern "C" size_t SOL_CUDA_FN(gemv_scratch_bytes)(int n, int K) {
     return align16((size_t)n * (size_t)K) + align16(nb * sizeof(float)) + nb * sizeof(int32_t);
 }
 
-extern "C" int SOL_CUDA_FN(gemv_quantize)(int act, const float *x, int n, int K, void *scratch,
-                                          void *stream) {
+/* The quantize kernel of act over n x K elements read through src. */
+template <class S>
+static int quantize_launch(int act, S src, int n, int K, void *scratch, void *stream) {
     if (n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS) return -ENOTSUP;
     if (act == SOL_CUDA_ACT_FLOAT) return 0;
     if (K % (act == SOL_CUDA_ACT_Q8_K ? 256 : 32)) return -EINVAL;
     qx a = split_scratch(scratch, n, K, act == SOL_CUDA_ACT_Q8_K ? 256 : 32);
     dim3 qgrid((unsigned)((a.n_blocks + QUANT_WARPS - 1) / QUANT_WARPS)), qblock(32 * QUANT_WARPS);
-    cudaStream_t st = (cudaStream_t)stream;
     if (act == SOL_CUDA_ACT_Q8_K)
-        SOL_LAUNCH(k_quantize_q8_k, qgrid, qblock, 0, st, x, a.n_blocks, a.q, a.d, (int16_t *)a.s);
+        SOL_LAUNCH(k_quantize_q8_k<S>, qgrid, qblock, 0, stream, src, a.n_blocks, a.q, a.d,
+                   (int16_t *)a.s);
     else
-        SOL_LAUNCH(k_quantize_q8_0, qgrid, qblock, 0, st, x, a.n_blocks, a.q, a.d, (int32_t *)a.s);
+        SOL_LAUNCH(k_quantize_q8_0<S>, qgrid, qblock, 0, stream, src, a.n_blocks, a.q, a.d,
+                   (int32_t *)a.s);
+    return 0;
+}
+
+extern "C" int SOL_CUDA_FN(gemv_quantize)(int act, const float *x, int n, int K, void *scratch,
+                                          void *stream) {
+    return quantize_launch(act, src_x{x}, n, K, scratch, stream);
+}
+
+extern "C" int SOL_CUDA_FN(gemv_glu_quantize)(int act, int gelu, const float *gate, const float *up,
+                                              int n, int K, void *scratch, void *stream) {
+    if (act == SOL_CUDA_ACT_FLOAT) return -ENOTSUP; /* float weights read the product itself */
+    return quantize_launch(act, src_glu{gate, up, gelu}, n, K, scratch, stream);
+}
+
+extern "C" int SOL_CUDA_FN(gemv_norm_quantize)(int act, const float *x, const float *w, float eps,
+                                               float *xn, int n, int K, void *scratch,
+                                               void *stream) {
+    if (n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS) return -ENOTSUP;
+    if (act == SOL_CUDA_ACT_FLOAT || K % (act == SOL_CUDA_ACT_Q8_K ? 256 : 32)) return -EINVAL;
+    qx a = split_scratch(scratch, n, K, act == SOL_CUDA_ACT_Q8_K ? 256 : 32);
+    SOL_LAUNCH(k_rmsnorm_quantize, dim3((unsigned)n), dim3(NORMQ_THREADS), 0, stream, x, w, xn, K,
+               eps, act, a.q, a.d, a.s);
     return 0;
 }
 
 /* The kernel for NT tokens (1, 2, 4, 8 or 16) of w's type. */
 template <int NT>
 static void gemv_launch(const sol_cuda_wt &w, const float *x, float *y, int n, const void *scratch,
-                        int add, cudaStream_t st) {
+                        int add, const float *bias, void *stream) {
     dim3 grid((unsigned)((w.rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(32 * GEMV_WARPS);
     int act = SOL_CUDA_FN(gemv_act)(w.type);
     if (act == SOL_CUDA_ACT_FLOAT) {
         int h16 = (w.type == SOL_CUDA_F16 || w.type == SOL_CUDA_BF16) && w.cols % 8 == 0 &&
                   w.row_bytes % 16 == 0 && (uintptr_t)w.data % 16 == 0 && (uintptr_t)x % 16 == 0;
         if (h16)
-            SOL_LAUNCH(k_gemv_h16<NT>, grid, block, 0, st, w, x, y, n, add);
+            SOL_LAUNCH(k_gemv_h16<NT>, grid, block, 0, stream, w, x, y, n, add, bias);
         else
-            SOL_LAUNCH(k_gemv_float<NT>, grid, block, 0, st, w, x, y, n, add);
+            SOL_LAUNCH(k_gemv_float<NT>, grid, block, 0, stream, w, x, y, n, add, bias);
         return;
     }
     qx a = split_scratch(scratch, n, w.cols, act == SOL_CUDA_ACT_Q8_K ? 256 : 32);
     if (w.type == SOL_CUDA_Q6_K)
-        SOL_LAUNCH(k_gemv_kq6<NT>, grid, block, 0, st, w, a.q, a.d, (const int16_t *)a.s, y, n,
-                   add);
+        SOL_LAUNCH(k_gemv_kq6<NT>, grid, block, 0, stream, w, a.q, a.d, (const int16_t *)a.s, y, n,
+                   add, bias);
     else if (act == SOL_CUDA_ACT_Q8_K)
-        SOL_LAUNCH(k_gemv_kq45<NT>, grid, block, 0, st, w, a.q, a.d, (const int16_t *)a.s, y, n,
-                   add);
+        SOL_LAUNCH(k_gemv_kq45<NT>, grid, block, 0, stream, w, a.q, a.d, (const int16_t *)a.s, y, n,
+                   add, bias);
     else
-        SOL_LAUNCH(k_gemv_q<NT>, grid, block, 0, st, w, a.q, a.d, (const int32_t *)a.s, y, n, add);
+        SOL_LAUNCH(k_gemv_q<NT>, grid, block, 0, stream, w, a.q, a.d, (const int32_t *)a.s, y, n,
+                   add, bias);
 }
 
 extern "C" int SOL_CUDA_FN(gemv_run)(sol_cuda_wt w, const float *x, float *y, int n,
-                                     const void *scratch, int add, void *stream) {
+                                     const void *scratch, int add, const float *bias,
+                                     void *stream) {
     if (!sol_cuda_type_known(w.type) || n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS) return -ENOTSUP;
     if (w.cols % sol_cuda_block_elems(w.type) || w.rows < 1 ||
         w.split != sol_cuda_wants_split(w.type))
         return -EINVAL;
-    cudaStream_t st = (cudaStream_t)stream;
     if (n == 1)
-        gemv_launch<1>(w, x, y, n, scratch, add, st);
+        gemv_launch<1>(w, x, y, n, scratch, add, bias, stream);
     else if (n == 2)
-        gemv_launch<2>(w, x, y, n, scratch, add, st);
+        gemv_launch<2>(w, x, y, n, scratch, add, bias, stream);
     else if (n <= 4)
-        gemv_launch<4>(w, x, y, n, scratch, add, st);
+        gemv_launch<4>(w, x, y, n, scratch, add, bias, stream);
     else if (n <= 8)
-        gemv_launch<8>(w, x, y, n, scratch, add, st);
+        gemv_launch<8>(w, x, y, n, scratch, add, bias, stream);
     else
-        gemv_launch<16>(w, x, y, n, scratch, add, st);
+        gemv_launch<16>(w, x, y, n, scratch, add, bias, stream);
     return 0;
 }
 
@@ -485,5 +569,5 @@ extern "C" int SOL_CUDA_FN(gemv)(sol_cuda_wt w, const float *x, float *y, int n,
     if (!sol_cuda_type_known(w.type) || n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS) return -ENOTSUP;
     int rc =
         SOL_CUDA_FN(gemv_quantize)(SOL_CUDA_FN(gemv_act)(w.type), x, n, w.cols, scratch, stream);
-    return rc ? rc : SOL_CUDA_FN(gemv_run)(w, x, y, n, scratch, add, stream);
+    return rc ? rc : SOL_CUDA_FN(gemv_run)(w, x, y, n, scratch, add, nullptr, stream);
 }

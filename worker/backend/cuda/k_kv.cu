@@ -34,7 +34,7 @@ static __global__ void k_kv_copy(unsigned char *const *pools, size_t block_bytes
 extern "C" void SOL_CUDA_FN(kv_write)(void *k_pool, void *v_pool, int f16, int row, const float *k,
                                       const float *v, const int32_t *slots, int n, void *stream) {
     if (n > 0)
-        SOL_LAUNCH(k_kv_write, dim3((unsigned)n), dim3(KV_THREADS), 0, (cudaStream_t)stream,
+        SOL_LAUNCH(k_kv_write, dim3((unsigned)n), dim3(KV_THREADS), 0, stream,
                    (unsigned char *)k_pool, (unsigned char *)v_pool, f16, row, k, v, slots);
 }
 
@@ -43,5 +43,5 @@ extern "C" void SOL_CUDA_FN(kv_copy_blocks)(void *const *pools, int count_pools,
                                             void *stream) {
     if (count > 0 && count_pools > 0)
         SOL_LAUNCH(k_kv_copy, dim3((unsigned)count, (unsigned)count_pools), dim3(KV_THREADS), 0,
-                   (cudaStream_t)stream, (unsigned char *const *)pools, block_bytes, src, dst);
+                   stream, (unsigned char *const *)pools, block_bytes, src, dst);
 }

@@ -130,7 +130,7 @@ extern "C" int SOL_CUDA_FN(mma_gemm)(sol_cuda_wt w, const void *xh, float *y, in
     if (w.split != sol_cuda_wants_split(w.type) || w.cols % MMA_BK || n < 1 || ldy < w.rows)
         return -EINVAL;
     dim3 grid((unsigned)((w.rows + MMA_BM - 1) / MMA_BM), (unsigned)((n + MMA_BN - 1) / MMA_BN));
-    SOL_LAUNCH(k_mma_gemm, grid, dim3(MMA_THREADS), 0, (cudaStream_t)stream, w,
-               (const uint16_t *)xh, y, (int)w.rows, n, (int)w.cols, ldy, add);
+    SOL_LAUNCH(k_mma_gemm, grid, dim3(MMA_THREADS), 0, stream, w, (const uint16_t *)xh, y,
+               (int)w.rows, n, (int)w.cols, ldy, add);
     return 0;
 }

@@ -73,5 +73,5 @@ extern "C" void SOL_CUDA_FN(rope)(float *x, const int32_t *pos, int n, int heads
     int64_t total = (int64_t)n * heads * (head_dim / 2);
     if (total > 0)
         SOL_LAUNCH(k_rope, dim3((unsigned)((total + ROPE_THREADS - 1) / ROPE_THREADS)),
-                   dim3(ROPE_THREADS), 0, (cudaStream_t)stream, x, pos, n, heads, head_dim, p);
+                   dim3(ROPE_THREADS), 0, stream, x, pos, n, heads, head_dim, p);
 }

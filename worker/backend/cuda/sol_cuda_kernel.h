@@ -1,8 +1,9 @@
 /* sol_cuda_kernel: what a Sol kernel source includes instead of the CUDA headers, so one .cu
  * file compiles with nvcc for the GPU and as host C++ against cuda_emu.h for tests.
  *
- * Portable spellings: SOL_LAUNCH(kernel, grid, block, smem, stream, args...) for
- * kernel<<<grid, block, smem, stream>>>(args...), SOL_SHARED(T, name, [dims]) for
+ * Portable spellings: SOL_LAUNCH(kernel, grid, block, smem, queue, args...) for
+ * kernel<<<grid, block, smem, stream>>>(args...) (queue: the backend's sol_cuda_queue, which
+ * carries the stream and the graph signature, graph_sig.h), SOL_SHARED(T, name, [dims]) for
  * `__shared__ T name[dims]` (the emulation poisons it before each block, so it has no bare
  * __shared__) and SOL_DYN_SMEM(T, name) for `extern __shared__ T name[]`. Everything else is
  * plain CUDA (SOL_UNROLL for `#pragma unroll`; __global__, __syncthreads, threadIdx, __shfl_*_sync,
@@ -21,8 +22,19 @@
 
 #ifdef __CUDACC__
 #include <cuda_runtime.h>
-#define SOL_LAUNCH(kernel, grid, block, smem, stream, ...)                                         \
-    kernel<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+
+#include "graph_sig.h"
+/* queue: a sol_cuda_queue * (graph_sig.h) or NULL. A step that replays a cached graph only
+ * writes its launches down (sol_sig_launch) and runs none. */
+#define SOL_LAUNCH(kernel, grid, block, smem, queue, ...)                                          \
+    do {                                                                                           \
+        void *sol_q = (void *)(queue);                                                             \
+        if (sol_sig_launch(sol_q, &kernel, dim3(grid), dim3(block), (size_t)(smem),                \
+                           ##__VA_ARGS__))                                                         \
+            break;                                                                                 \
+        kernel<<<(grid), (block), (smem),                                                          \
+                 sol_q ? (cudaStream_t)((sol_cuda_queue *)sol_q)->stream : 0>>>(__VA_ARGS__);      \
+    } while (0)
 #define SOL_SHARED(T, name, ...) __shared__ T name __VA_ARGS__
 #define SOL_DYN_SMEM(T, name) extern __shared__ T name[]
 #else

@@ -1,0 +1,34 @@
+/* prologue: what the GEMVs' activation prologues compute, written once for the element-wise
+ * kernels, k_rmsnorm and the fused quantize kernels (k_gemv.cu), so fused and unfused give the
+ * same bits: the gated activations and an RMSNorm row. */
+#ifndef SOL_CUDA_PROLOGUE_CUH
+#define SOL_CUDA_PROLOGUE_CUH
+
+#include "reduce.cuh"
+
+/* SiLU(g) * u. */
+__device__ __forceinline__ float sol_silu_mul1(float g, float u) {
+    return g / (1.0f + expf(-g)) * u;
+}
+
+/* GELU's tanh form as x * sigmoid(2u) (the CPU backend's formula), times u. */
+__device__ __forceinline__ float sol_gelu_mul1(float x, float u) {
+    float k = 0.79788456080286535588f;
+    return x / (1.0f + expf(-2.0f * k * x * (1.0f + 0.044715f * x * x))) * u;
+}
+
+/* Row blockIdx.x of x (rows of dim) normalized by the whole block into the same row of out:
+ * x / sqrt(mean(x^2) + eps) * w, the sum of squares in a fixed order (a row's result never
+ * depends on the batch). scratch: 32 shared floats. */
+__device__ __forceinline__ void sol_rmsnorm_row(const float *x, const float *w, float *out, int dim,
+                                                float eps, float *scratch) {
+    const float *xr = x + (size_t)blockIdx.x * dim;
+    float *o = out + (size_t)blockIdx.x * dim, ss = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x)
+        ss += xr[i] * xr[i];
+    float scale = 1.0f / sqrtf(sol_block_sum(ss, scratch) / (float)dim + eps);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x)
+        o[i] = xr[i] * scale * w[i];
+}
+
+#endif
