@@ -422,11 +422,13 @@ static void write_two_seqs(sol_backend *be, sol_kv *kv, std::vector<unsigned cha
                            std::vector<unsigned char> &vp, int f16, int row, int bs,
                            const int32_t *t0, const int32_t *t1, const int lens[2]) {
     std::vector<float> k(row), v(row);
+    const int32_t *tabs[2] = {t0, t1};
     for (int s = 0; s < 2; s++)
         for (int p = 0; p < lens[s]; p++) {
             fill(k.data(), row, 100 * s + p);
             fill(v.data(), row, 5000 + 100 * s + p);
-            int32_t slot = (s ? t1 : t0)[p / bs] * bs + p % bs;
+            int blk = p / bs, in_blk = p - blk * bs;
+            int32_t slot = tabs[s][blk] * bs + in_blk;
             assert_int_equal(sol_kv_write(be, kv, 0, k.data(), v.data(), &slot, 1), 0);
             sol_emu_kv_write(kp.data(), vp.data(), f16, row, k.data(), v.data(), &slot, 1, nullptr);
         }
@@ -703,5 +705,7 @@ int main(void) {
         cmocka_unit_test(test_flash_attention),
         cmocka_unit_test(test_graph_update_rules),
     };
+    /* SOL_TEST_FILTER=test_flash*: one test alone (the sanitized emulation is slow) */
+    if (getenv("SOL_TEST_FILTER")) cmocka_set_test_filter(getenv("SOL_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

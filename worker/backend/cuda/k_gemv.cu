@@ -132,11 +132,12 @@ static __global__ void k_rmsnorm_quantize(const float *x, const float *w, float 
  * (add: the residual add of matmul_add, the same float sum as a separate add kernel's). */
 template <int NT>
 __device__ __forceinline__ void gemv_store(const float (&acc)[NT], int n, float *y, int rows,
-                                           int row, int lane, int add, const float *bias) {
+                                           int row, int lane, int add, const float *bias,
+                                           int span = 32) {
     SOL_UNROLL
     for (int t = 0; t < NT; t++) {
-        float s = sol_warp_sum(acc[t]);
-        if (t < n && lane == 0) {
+        float s = sol_span_sum(acc[t], span);
+        if (t < n && lane % span == 0 && row < rows) {
             float *o = y + (size_t)t * rows + row;
             if (bias) s += bias[row]; /* after the sum: the bits of a separate add */
             *o = add ? *o + s : s;
@@ -262,6 +263,17 @@ __device__ __forceinline__ qblock q_load(const sol_cuda_wt &w, int row, int b, i
     return r;
 }
 
+/* Lanes per row of the block-per-lane GEMV: a row of nb < 32 blocks takes the power of two
+ * >= nb, so 32 / span rows share a warp instead of leaving lanes idle (K = 512: 2 rows a warp);
+ * its sum over span lanes has the bits of the 32-lane sum (the lanes past the row held zeros,
+ * and x + 0 is x). */
+__host__ __device__ __forceinline__ int gemv_q_span(int nb) {
+    int s = 1;
+    while (s < nb && s < 32)
+        s <<= 1;
+    return s;
+}
+
 /* Q4_0/Q5_0/Q5_1/Q8_0: a lane per block, every 32nd; the integer dot against the token's Q8_0
  * block (32 quants: two 128-bit loads), offsets (8, 16) removed through the block's sum of
  * quants, then the CPU's float steps: dot * (d * dx), and Q5_1's m * dx * sum. */
@@ -269,11 +281,12 @@ template <int NT>
 static __global__ void GEMV_BOUNDS k_gemv_q(sol_cuda_wt w, const int8_t *xq, const float *xd,
                                             const int32_t *xs, float *y, int n, int add,
                                             const float *bias) {
-    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
-    if (row >= w.rows) return;
-    int nb = w.cols / 32, off = w.type == SOL_CUDA_Q4_0 ? 8 : w.type == SOL_CUDA_Q5_0 ? 16 : 0;
+    /* rows of fewer than 32 blocks share a warp: span lanes a row (gemv_q_span) */
+    int nb = w.cols / 32, span = gemv_q_span(nb), lane = threadIdx.x & 31;
+    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
+    int off = w.type == SOL_CUDA_Q4_0 ? 8 : w.type == SOL_CUDA_Q5_0 ? 16 : 0;
     float acc[NT] = {};
-    for (int b = lane; b < nb; b += 32) {
+    for (int b = lane % span; b < nb && row < w.rows; b += span) {
         qblock q = q_load(w, row, b, nb);
         SOL_UNROLL
         for (int t = 0; t < NT; t++) {
@@ -294,7 +307,7 @@ static __global__ void GEMV_BOUNDS k_gemv_q(sol_cuda_wt w, const int8_t *xq, con
             if (w.type == SOL_CUDA_Q5_1) acc[t] += q.m * dx * (float)sx;
         }
     }
-    gemv_store(acc, n, y, w.rows, row, lane, add, bias);
+    gemv_store(acc, n, y, w.rows, row, lane, add, bias, span);
 }
 
 /* Q4_K/Q5_K: a lane per (super-block, pair of 32-element sub-blocks), so a row of K = 2048
@@ -517,6 +530,12 @@ extern "C" int SOL_CUDA_FN(gemv_norm_quantize)(int act, const float *x, const fl
     return 0;
 }
 
+/* k_gemv_q's grid: GEMV_WARPS warps a block, 32 / span rows a warp. */
+static dim3 qgrid(int rows, int span) {
+    int per = GEMV_WARPS * (32 / span);
+    return dim3((unsigned)((rows + per - 1) / per));
+}
+
 /* The kernel for NT tokens (1, 2, 4, 8 or 16) of w's type. */
 template <int NT>
 static void gemv_launch(const sol_cuda_wt &w, const float *x, float *y, int n, const void *scratch,
@@ -540,8 +559,8 @@ static void gemv_launch(const sol_cuda_wt &w, const float *x, float *y, int n, c
         SOL_LAUNCH(k_gemv_kq45<NT>, grid, block, 0, stream, w, a.q, a.d, (const int16_t *)a.s, y, n,
                    add, bias);
     else
-        SOL_LAUNCH(k_gemv_q<NT>, grid, block, 0, stream, w, a.q, a.d, (const int32_t *)a.s, y, n,
-                   add, bias);
+        SOL_LAUNCH(k_gemv_q<NT>, qgrid(w.rows, gemv_q_span(w.cols / 32)), block, 0, stream, w, a.q,
+                   a.d, (const int32_t *)a.s, y, n, add, bias);
 }
 
 extern "C" int SOL_CUDA_FN(gemv_run)(sol_cuda_wt w, const float *x, float *y, int n,

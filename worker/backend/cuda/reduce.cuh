@@ -13,6 +13,17 @@ __device__ __forceinline__ float sol_warp_sum(float v) {
     return v;
 }
 
+/* Sum over aligned groups of span lanes (a power of two <= 32; every lane gets its group's
+ * total): the butterfly's steps below span, the others skipped, so a group's sum has the bits
+ * sol_warp_sum gives when the warp's other lanes hold zeros. */
+__device__ __forceinline__ float sol_span_sum(float v, int span) {
+    for (int off = 16; off > 0; off >>= 1) {
+        float o = __shfl_xor_sync(0xffffffffu, v, off);
+        if (off < span) v += o;
+    }
+    return v;
+}
+
 /* Sum over a block of blockDim.x threads (a multiple of 32, at most 1024): warp sums, then the
  * first warp sums those. Every thread gets the total. `scratch` holds 32 floats of shared
  * memory; it may be reused after the call returns (the last barrier: no Sol kernel sums twice
