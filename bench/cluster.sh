@@ -19,7 +19,7 @@ mk() { [ -f "$models/$1" ] || "$build/tools/sol-mkmodel" -o "$models/$1" "${@:2}
 mk "$preset-f16.gguf" --preset "$preset" --type f16 --seed 1
 mk "$preset-q4_0.gguf" --preset "$preset" --type q4_0 --seed 1
 draft=()
-if "$build/tools/sol-mkmodel" --help 2>&1 | grep -q -- --draft-of; then
+if grep -q -- --draft-of <<<"$("$build/tools/sol-mkmodel" --help 2>&1)"; then
     mk "$preset-draft-q4_0.gguf" --draft-of "$models/$preset-f16.gguf" --type q4_0
     draft=(--draft-model "$models/$preset-draft-q4_0.gguf")
 fi

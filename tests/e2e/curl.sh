@@ -95,7 +95,7 @@ assert d["object"] == "list" and "demo" in ids, d
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$BASE/ready")" = 200 ] || fail "/ready"
 m=$(curl -s "$BASE/metrics")
 for series in vllm:time_to_first_token_seconds vllm:e2e_request_latency_seconds vllm:num_requests_running; do
-    echo "$m" | grep -q "^$series" || fail "/metrics lacks $series"
+    grep -q "^$series" <<<"$m" || fail "/metrics lacks $series"
 done
 ok "/v1/models, /health, /ready, /metrics (vllm: series)"
 

@@ -169,13 +169,13 @@ sass() {
     paste - - | sed -E 's/.*Function ([^ :]*).*REG:([0-9]+) STACK:([0-9]+) SHARED:([0-9]+) LOCAL:([0-9]+).*/\1 REG \2 STACK \3 SHARED \4 LOCAL \5/' |
     sort -u >"$W/logs/resources.txt"
   cuobjdump --dump-sass "$SOL_CUDA_MODULE" | gzip >"$OUT/sass.txt.gz" &&
-    [ -s "$W/logs/resources.txt" ] && zcat "$OUT/sass.txt.gz" | grep -q k_gemv
+    [ -s "$W/logs/resources.txt" ] && grep -q k_gemv <(zcat "$OUT/sass.txt.gz")
 }
 export -f sass
 export OUT
 if gpu_tool sass && step sass 60 bash -c sass; then
   say "kernels with local memory (spills) or a stack, per cuobjdump:"
-  awk '$9 > 0 || $5 > 0 {print "     " $0}' "$W/logs/resources.txt" | head -20 | tee -a "$S"
+  awk '($9 > 0 || $5 > 0) && n++ < 20 {print "     " $0}' "$W/logs/resources.txt" | tee -a "$S"
   [ -s "$W/logs/resources.txt" ] && say "     ($(wc -l <"$W/logs/resources.txt") kernel entries; the others have none)"
 fi
 
@@ -242,7 +242,7 @@ gpu_model_lines() {
         $([ $d = unfused ] && echo --unfused) --json |
         python3 -c 'import json,sys; d=json.load(sys.stdin); print("model %s %s: %.1f tok/s predicted at batch 1 (%.0f%% of the copy roofline, %d launches)" % (sys.argv[1], d["design"], d["tok_s"], 100 * d["roof_copy"], d["nodes"]))' "$m" || return 1
     done
-    grep -E '^decode batch +1,' "$W/logs/bench_$m.log" 2>/dev/null | head -1 | sed "s/^/measured $m: /"
+    grep -m1 -E '^decode batch +1,' "$W/logs/bench_$m.log" 2>/dev/null | sed "s/^/measured $m: /"
   done
 }
 export -f gpu_model_lines; export MODEL_PY CTX M W bw

@@ -31,24 +31,24 @@ mkmodel "$T_DIR/long.gguf" --preset tiny --ctx 32768 --seed 2
 out=$(SOL_CUDA_EMU_MEMORY_MB=12 timeout 60 "$WORKER_BIN" --backend cuda-emu --pool p \
     --router "$ZMQ_EP" --model "$T_DIR/long.gguf" --set worker.kv.max_model_len=32768 2>&1) &&
     fail "a KV pool too small for max_model_len started"
-echo "$out" | grep -q "KV pool: 0.90 of .* MiB free device memory (after weights and workspace)" ||
+grep -q "KV pool: 0.90 of .* MiB free device memory (after weights and workspace)" <<<"$out" ||
     fail "no device-memory figures in: $out"
-echo "$out" | grep -q "needs 2048 blocks, 8.0 MiB" || fail "the needed size is not named: $out"
+grep -q "needs 2048 blocks, 8.0 MiB" <<<"$out" || fail "the needed size is not named: $out"
 out=$(SOL_CUDA_EMU_MEMORY_MB=12 timeout 60 "$WORKER_BIN" --backend cuda-emu --pool p \
     --router "$ZMQ_EP" --model "$T_DIR/long.gguf" --set worker.kv.max_model_len=32768 \
     --gpu-memory-utilization 0.1 2>&1) && fail "--gpu-memory-utilization 0.1 started"
-echo "$out" | grep -q "KV pool: 0.10 of" || fail "--gpu-memory-utilization is not the KV share: $out"
+grep -q "KV pool: 0.10 of" <<<"$out" || fail "--gpu-memory-utilization is not the KV share: $out"
 ok "a device too small for one max_model_len sequence is a start-up error with the figures"
 
 # Device choice: the emulation has devices 0..7 (one per tensor-parallel rank); worker.device is a
 # cuda-only key.
 out=$("$WORKER_BIN" --backend cuda-emu --device 8 --pool p --router "$ZMQ_EP" \
     --model "$T_DIR/m.gguf" 2>&1) && fail "--device 8 on cuda-emu started"
-echo "$out" | grep -q "worker.device" || fail "--device 8: $out"
+grep -q "worker.device" <<<"$out" || fail "--device 8: $out"
 out=$("$WORKER_BIN" --backend cpu --device 1 --pool p --router "$ZMQ_EP" \
     --model "$T_DIR/m.gguf" 2>&1) && fail "--device 1 on cpu started"
-echo "$out" | grep -q "worker.device.*applies to backend cuda" || fail "--device with cpu: $out"
+grep -q "worker.device.*applies to backend cuda" <<<"$out" || fail "--device with cpu: $out"
 out=$("$WORKER_BIN" --backend cuda-emu --device 7 --pool p --router "$ZMQ_EP" --model "$T_DIR/m.gguf" \
     --tensor-parallel-size 2 2>&1) && fail "devices 7..8 started"
-echo "$out" | grep -q "worker.device.*emulation has 0..7" || fail "tensor_parallel: $out"
+grep -q "worker.device.*emulation has 0..7" <<<"$out" || fail "tensor_parallel: $out"
 ok "--device and tensor_parallel are refused where they cannot apply"

@@ -133,7 +133,7 @@ long=$(python3 -c 'print(" ".join(["word"] * 2500))')
 out=$(post /v1/completions "{\"model\":\"precise\",\"prompt\":\"$long\",\"max_tokens\":4}")
 [ "$(status)" = 400 ] || fail "prompt over the context: status $(status): $out"
 msg=$(echo "$out" | field '["error"]["message"]')
-echo "$msg" | grep -qi "context\|model length\|too long" || fail "prompt over the context: unclear message '$msg'"
+grep -qi "context\|model length\|too long" <<<"$msg" || fail "prompt over the context: unclear message '$msg'"
 still_serves "a prompt over the context"
 ok "prompt over the context → 400: $msg"
 

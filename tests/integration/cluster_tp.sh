@@ -75,21 +75,21 @@ wait_worker back
 streams_match_refs "the stall" "$N"
 wait_unhealthy stall
 why=$(workers_field stall unhealthy_reason)
-echo "$why" | grep -q "rank 1.*tp_timeout_ms" || fail "unhealthy_reason: '$why'"
+grep -q "rank 1.*tp_timeout_ms" <<<"$why" || fail "unhealthy_reason: '$why'"
 grep -q "the worker is unhealthy" "$T_DIR/router.log" || fail "the router logged no failover"
 [ "$(workers_field stall failed_over)" -gt 0 ] || fail "no stream of the stalled worker failed over"
 ok "a stalled rank: the worker reports unhealthy ('$why'), $N streams complete unchanged"
 
 out=$("$WORKER_BIN" --backend cpu --model "$M" --router "$ZMQ_EP" --tensor-parallel-size 3 2>&1) &&
     fail "tensor parallel 3 started"
-echo "$out" | grep -q "tensor_parallel 3 does not divide llama.attention.head_count 8" ||
+grep -q "tensor_parallel 3 does not divide llama.attention.head_count 8" <<<"$out" ||
     fail "tensor parallel 3: $out"
 out=$("$WORKER_BIN" --backend sim --router "$ZMQ_EP" --tensor-parallel-size 2 2>&1) &&
     fail "sim with tensor parallel started"
-echo "$out" | grep -q "worker.tensor_parallel" || fail "sim tp: $out"
+grep -q "worker.tensor_parallel" <<<"$out" || fail "sim tp: $out"
 out=$("$WORKER_BIN" --backend cpu --model "$M" --router "$ZMQ_EP" --dtype float16 2>&1) &&
     fail "--dtype float16 started"
-echo "$out" | grep -q "worker.dtype" || fail "--dtype: $out"
+grep -q "worker.dtype" <<<"$out" || fail "--dtype: $out"
 ok "refused at start: a head count tensor parallel 3 does not divide, sim + tp, --dtype float16"
 
 cfg=$("$WORKER_BIN" --print-config --model "$M" --tensor-parallel-size 4 --max-model-len 512 \
@@ -97,8 +97,8 @@ cfg=$("$WORKER_BIN" --print-config --model "$M" --tensor-parallel-size 4 --max-m
     fail "--print-config with the vLLM flags failed"
 for want in "tensor_parallel: 4" "max_model_len: 512" "max_num_seqs: 8" "prefix_caching: false" \
     "memory_fraction: 0.5" "dtype: auto" "tp_timeout_ms: 60000"; do
-    echo "$cfg" | grep -q "$want" || fail "--print-config lacks '$want'"
+    grep -q "$want" <<<"$cfg" || fail "--print-config lacks '$want'"
 done
 cfg=$("$WORKER_BIN" --print-config --model "$M" --enable-prefix-caching)
-echo "$cfg" | grep -q "prefix_caching: true" || fail "--enable-prefix-caching"
+grep -q "prefix_caching: true" <<<"$cfg" || fail "--enable-prefix-caching"
 ok "vLLM-style flags set their keys (--print-config)"

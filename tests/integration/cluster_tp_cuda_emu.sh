@@ -56,7 +56,7 @@ wait_worker back
 streams_match_refs "the hang" "$N"
 wait_unhealthy hang
 why=$(workers_field hang unhealthy_reason)
-echo "$why" | grep -q "rank 1.*stuck.*tp_timeout_ms" || fail "unhealthy_reason: '$why'"
+grep -q "rank 1.*stuck.*tp_timeout_ms" <<<"$why" || fail "unhealthy_reason: '$why'"
 [ "$(workers_field hang failed_over)" -gt 0 ] || fail "no stream of the hung worker failed over"
 for r in 0 1; do # every rank said what it saw
     grep -q "tensor-parallel rank $r failed step" "$T_DIR/worker-hang.log" ||

@@ -34,7 +34,7 @@ done
 for _ in $(seq 50); do [ "$(workers_field stuck state)" = unhealthy ] && break; sleep 0.1; done
 [ "$(workers_field stuck state)" = unhealthy ] || fail "the stalled worker is $(workers_field stuck state)"
 why=$(workers_field stuck unhealthy_reason)
-echo "$why" | grep -q "has not stepped for .* ms .*worker.stall_after_ms" || fail "reason: '$why'"
+grep -q "has not stepped for .* ms .*worker.stall_after_ms" <<<"$why" || fail "reason: '$why'"
 [ "$(workers_field stuck failed_over)" -gt 0 ] || fail "no stream of the stalled worker failed over"
 kill -0 "${W_PID[stuck]}" || fail "the stalled worker died instead of reporting"
 # (the metrics text is read whole first: grep -q closing the pipe early fails curl under pipefail)

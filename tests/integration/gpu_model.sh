@@ -247,7 +247,7 @@ for bad in short.gguf missing.gguf notgguf; do
 done
 grep -q "truncated" <($M --gguf "$w/short.gguf" 2>&1) || fail "a short file is not called truncated"
 # a trained GGUF of the repository (tokenizer arrays and all)
-$M --gguf "$S/models/demo/demo-target-f16.gguf" | grep -q "^       llama, .* layers, d 256" ||
+grep -q "^       llama, .* layers, d 256" <<<"$($M --gguf "$S/models/demo/demo-target-f16.gguf")" ||
   fail "reading models/demo/demo-target-f16.gguf"
 
 # files written by Sol's own tools: sol-quantize's mixes give the preset's bytes exactly

@@ -178,7 +178,7 @@ post() {
     cat "$T_DIR/body"
 }
 status() { cat "$T_DIR/status"; }
-header() { grep -i "^$1:" "$T_DIR/headers" | head -1 | cut -d' ' -f2- | tr -d '\r'; }
+header() { grep -i -m1 "^$1:" "$T_DIR/headers" | cut -d' ' -f2- | tr -d '\r'; }
 
 # sse_text FILE: the concatenated text of an SSE stream (completions or chat); fails if no [DONE].
 sse_text() {

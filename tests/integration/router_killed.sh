@@ -24,7 +24,7 @@ SOL_TEST_RESOLVE_FILE=$NAMES start_worker w fast 1 20 --router "tcp://routers.so
 for h in "$HA" "$HB"; do wait_http "http://127.0.0.1:$h/ready" 200 50 || true; done
 for h in "$HA" "$HB"; do
     for _ in $(seq 100); do
-        curl -s "http://127.0.0.1:$h/admin/workers" | grep -q '"id":"w"' && break
+        grep -q '"id":"w"' <<<"$(curl -s "http://127.0.0.1:$h/admin/workers")" && break
         sleep 0.1
     done
 done

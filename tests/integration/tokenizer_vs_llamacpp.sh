@@ -59,7 +59,8 @@ for v in $VOCABS; do
             echo "ok   $v/$mode: $(wc -l <"$CORPUS") corpus lines identical"
         else
             echo "FAIL: $v/$mode differs from llama.cpp (line: corpus / llama.cpp / sol):"
-            diff <(cat -n "$ref") <(cat -n "$work/sol") | grep '^<' | head -5 | while read -r _ n _; do
+            diff <(cat -n "$ref") <(cat -n "$work/sol") >"$work/diff" || true
+            grep -m5 '^<' "$work/diff" | while read -r _ n _; do
                 echo "  $n: $(sed -n "${n}p" "$CORPUS")"
                 echo "     llama.cpp: $(sed -n "${n}p" "$ref")"
                 echo "     sol:       $(sed -n "${n}p" "$work/sol")"

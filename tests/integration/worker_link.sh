@@ -15,7 +15,7 @@ out=$("$W" --backend cuda --model /nonexistent.gguf --router tcp://127.0.0.1:1 -
 rc=$?
 set -e
 [ "$rc" -eq 2 ] || fail "--backend cuda exited $rc, expected 2: $out"
-echo "$out" | grep -Eq "worker\.backend: backend cuda: (no NVIDIA driver: the driver.s library|no CUDA device: the driver|this build has no CUDA backend|the CUDA runtime .* was not found)" ||
+grep -Eq "worker\.backend: backend cuda: (no NVIDIA driver: the driver.s library|no CUDA device: the driver|this build has no CUDA backend|the CUDA runtime .* was not found)" <<<"$out" ||
   fail "no clear cuda message: $out"
 
 log=$(mktemp)

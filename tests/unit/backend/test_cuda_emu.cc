@@ -10,6 +10,8 @@
 #include <cstdarg>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <functional>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -253,6 +255,44 @@ static void test_launch_limits(void **state) {
                  {"32768 bytes of static and 16385 of dynamic", "emu_big_shared<8192>"});
 }
 
+/* After kernels ran as fibers on this thread, a longjmp (what a failed cmocka assertion does)
+ * must still unpoison the stack: the fiber switches have to give ASan this thread's own stack
+ * bounds back. With bounds of [0, 0) ASan ignored the longjmp, the dead frames' redzones stayed
+ * poisoned, and the next deep call reported a stack-buffer-overflow that was not there (CI,
+ * test_model_tp). Only an ASan build can fail this; elsewhere it checks the write itself. */
+static jmp_buf g_jump;
+
+/* Called through a volatile pointer: GCC calls a function whose every path recurses or jumps
+ * "infinite recursion". */
+static void (*volatile g_deeper)(int);
+
+__attribute__((noinline)) static void leave_deep(int depth) {
+    volatile char pad[64];
+    pad[0] = (char)depth;
+    if (depth > 0) g_deeper(depth - 1);
+    longjmp(g_jump, 1 + pad[0]);
+}
+
+__attribute__((noinline)) static size_t write_wide(const char *fmt, ...) {
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return n > 0 ? strlen(buf) : 0;
+}
+
+static void test_longjmp_after_fibers(void **state) {
+    (void)state;
+    static float x[4 * 300], w[300], out[4 * 300];
+    fill(x, 4 * 300);
+    fill(w, 300);
+    SOL_LAUNCH(emu_rmsnorm, dim3(4), dim3(128), 0, 0, x, w, out, 300, 1e-5f);
+    g_deeper = leave_deep;
+    if (!setjmp(g_jump)) leave_deep(16);
+    assert_int_equal(write_wide("%2000s", "x"), 2000);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_sum_and_rmsnorm),
@@ -263,6 +303,7 @@ int main(void) {
         cmocka_unit_test(test_divergent_shuffle_is_reported),
         cmocka_unit_test(test_shuffle_masks),
         cmocka_unit_test(test_launch_limits),
+        cmocka_unit_test(test_longjmp_after_fibers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

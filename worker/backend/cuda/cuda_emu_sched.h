@@ -50,6 +50,9 @@ struct fiber {
     warp_op op;    /* the warp intrinsic it waits in (F_WARP) */
     unsigned mask; /* and that intrinsic's mask */
     unsigned char *stack;
+#ifdef SOL_EMU_ASAN
+    void *fake_stack; /* this fiber's ASan fake stack while it is switched out */
+#endif
 };
 
 enum {
@@ -149,7 +152,12 @@ struct block {
     uint64_t slots[MAX_THREADS]; /* warp exchange: each lane's published value */
     int order[MAX_THREADS];
 #ifdef SOL_EMU_ASAN
+    /* The scheduler's (the OS thread's own) stack and fake stack while a fiber runs: ASan must
+     * get these bounds back on every switch to the scheduler, or it takes the thread's stack as
+     * [0, 0) and ignores later longjmps (their dead frames stay poisoned: false reports). */
     void *fake_stack;
+    const void *sched_bottom;
+    size_t sched_size;
 #endif
 };
 
@@ -187,18 +195,20 @@ inline void yield(fiber_state s) {
     fiber *me = &b->f[b->cur];
     me->state = s;
 #ifdef SOL_EMU_ASAN
-    __sanitizer_start_switch_fiber(&b->fake_stack, nullptr, 0);
+    /* a finished fiber is never resumed (the next block makes its context anew): no save */
+    __sanitizer_start_switch_fiber(s == F_DONE ? nullptr : &me->fake_stack, b->sched_bottom,
+                                   b->sched_size);
 #endif
     swapcontext(&me->ctx, &b->sched_ctx);
 #ifdef SOL_EMU_ASAN
-    __sanitizer_finish_switch_fiber(b->fake_stack, nullptr, nullptr);
+    __sanitizer_finish_switch_fiber(me->fake_stack, &b->sched_bottom, &b->sched_size);
 #endif
 }
 
 inline void entry() {
     block *b = current();
 #ifdef SOL_EMU_ASAN
-    __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+    __sanitizer_finish_switch_fiber(nullptr, &b->sched_bottom, &b->sched_size);
 #endif
     b->body(b->arg);
     yield(F_DONE);
@@ -283,6 +293,9 @@ inline void run_block(block *b) {
         f->ctx.uc_stack.ss_size = STACK_BYTES;
         f->ctx.uc_link = nullptr;
         makecontext(&f->ctx, entry, 0);
+#ifdef SOL_EMU_ASAN
+        f->fake_stack = nullptr;
+#endif
         f->state = F_RUN;
         f->op = W_NONE;
     }
