@@ -26,6 +26,8 @@ sample = 'set -o pipefail\necho "$out" | grep -q "x" || fail "no x"\n'
 assert offenders("sample.sh", sample), "the check does not see a known race"
 bad = []
 for f in files:
+    if f == "tests/integration/shell_pipes.sh":  # its own pattern and sample
+        continue
     try:
         bad += offenders(f, open(f, encoding="utf-8").read())
     except (UnicodeDecodeError, IsADirectoryError, FileNotFoundError):
