@@ -546,7 +546,8 @@ STEP = [
     dict(fam="sampler", kernel="sample_argmax_topk", scope="end", mode=F, op="sampler",
          today="design (today the host samples downloaded logits)"),
     dict(fam="host (per step)", kernel="graph launch + I/O", scope="end", mode=F, op="host",
-         today="graph replayed (design; today re-captured)"),
+         today="exists (graphs replayed: keyed by token count, a dry step compares "
+         "every launch with the record)"),
     # --- the lean design: 5 launches per layer, +1 combine when the context is split
     dict(fam="rmsnorm", kernel="rmsnorm_quantize(attn) tc", scope="layer", mode=L, op="norm",
          args=dict(quant_for=QKV, unfold=True), today="design (tensor-core path only)"),
@@ -582,7 +583,8 @@ STEP = [
     dict(fam="sampler", kernel="sample_argmax_topk", scope="end", mode=L, op="sampler",
          today="design (today the host samples downloaded logits)"),
     dict(fam="host (per step)", kernel="graph launch + I/O", scope="end", mode=L, op="host",
-         today="graph replayed (design; today re-captured)"),
+         today="exists (graphs replayed: keyed by token count, a dry step compares "
+         "every launch with the record)"),
     # --- lean-q: 9 launches per layer (7 with float weights), +1 combine when split; one
     # rmsnorm+quantize or quantize launch per matrix group (q/k/v, o, gate/up, down, head)
     dict(fam="norm+quantize", kernel="rmsnorm_quantize(attn)", scope="layer", mode=LQ,
@@ -601,7 +603,8 @@ STEP = [
          op="combine", args=dict(splits="lean"), today="exists (k_attention_combine)"),
     dict(fam="norm+quantize", kernel="quantize(attn out)", scope="layer", mode=LQ, op="normq",
          args=dict(quant_for=("attn_output",), norm=False),
-         today="exists (k_quantize_*; design: normq_slice blocks)"),
+         today="exists (k_quantize_*), none when split: the combine writes the o GEMV's Q8_0 "
+         "(Q8_0-activation weights; design: normq_slice blocks)"),
     dict(fam="o projection", kernel="gemv_o_residual", scope="layer", mode=LQ, op="matmul",
          args=dict(mats=("attn_output",), inp="q", residual=True),
          today="exists (k_gemv_* on Q8 x, residual add in the store: matmul_add)"),
@@ -626,7 +629,8 @@ STEP = [
     dict(fam="sampler", kernel="sample_argmax_topk", scope="end", mode=LQ, op="sampler",
          today="design (today the host samples downloaded logits)"),
     dict(fam="host (per step)", kernel="graph launch + I/O", scope="end", mode=LQ, op="host",
-         today="graph replayed (design; today re-captured)"),
+         today="exists (graphs replayed: keyed by token count, a dry step compares "
+         "every launch with the record)"),
     # --- today (before issue 30): ~23 launches per layer, +1 combine when split
     dict(fam="rmsnorm", kernel="k_rmsnorm(attn)", scope="layer", mode=U, op="norm",
          args=dict(quant_for=()), today="exists"),
@@ -848,6 +852,16 @@ class Model:
         blocks = math.ceil(n * K / (256 if "q8_k" in fm else 32) / 8)  # QUANT_WARPS = 8
         return [self.part(n * K * 4 + out, blocks=blocks)]
 
+    def attq_folded(self, lw):
+        """lean-q as built: with a split, k_attention_combine also writes its output as the o
+        projection's Q8_0 activations (an epilogue per 32-element block of a head's row), so
+        the o GEMV reads them and no quantize launch runs: o weights that take Q8_0 (Q4_0, Q5_x,
+        Q8_0; not K-quants, whose Q8_K blocks span heads), head_dim a multiple of 32, a GEMV
+        step (at most 16 tokens)."""
+        sh = self.sh
+        return (self.leanq and self.n <= 16 and not self.prefill and sh["head_dim"] % 32 == 0
+                and self.splits("lean") > 1 and self.formats(lw, ("attn_output",)) == {"q8_0"})
+
     def op_normq(self, row, lw):
         """lean-q: rmsnorm+quantize (norm) or quantize, one launch per matrix group, every
         activation kind the group's weights take written by it; blocks of normq_slice elements
@@ -863,6 +877,8 @@ class Model:
         fm = self.formats(lw, names)
         if not a["norm"] and not fm:
             return []
+        if names == ("attn_output",) and self.attq_folded(lw):
+            return []  # the combine wrote them (op_combine)
         if fm:
             out = sum(n * K * ACT_BYTES[f] for f in fm)
         elif self.tc_path(n, [m0]) == "tc16":
@@ -1114,6 +1130,8 @@ class Model:
             return []
         sh = self.sh
         byt = self.n * sh["heads"] * s * (sh["head_dim"] + 2) * 4 + self.n * self.q_dim * 4
+        if self.attq_folded(lw):  # and the o projection's Q8_0 of it
+            byt += self.n * self.q_dim * ACT_BYTES["q8_0"]
         # lean: one block (head_dim threads) per token and head; fused/today: 4 heads per block
         per = 1 if self.lean else 4
         return [self.part(byt, blocks=math.ceil(self.n * sh["heads"] / per))]
@@ -1251,9 +1269,13 @@ class Model:
     def quant_groups(self):
         """Per step: matmul launches of quantized matrix groups (q/k/v, o, gate/up, down, head:
         one launch each at batch 1), and the launches that quantize activations for a group
-        (lean-q's normq with a Q8 output; lean: none, the GEMV prologues do it)"""
+        (lean-q's normq with a Q8 output, or the attention combine that writes the o
+        projection's Q8_0: attq_folded; lean: none, the GEMV prologues do it)"""
         groups = quants = 0
         for r in STEP:
+            if self.design in r["mode"] and r["op"] == "combine":
+                quants += sum(pt["launches"] for lw in self.sh["layers"] if self.attq_folded(lw)
+                              for pt in self.op_combine(r, lw))
             if self.design not in r["mode"] or r["op"] not in ("matmul", "normq", "quant", "norm"):
                 continue
             layers = self.sh["layers"] if r["scope"] == "layer" else [self.sh["layers"][0]]

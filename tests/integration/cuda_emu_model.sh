@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Promise: a whole model runs on the CUDA backend through the host emulation (backend cuda-emu:
 # the GPU backend's own code, every activation in a device buffer) as on the CPU backend: the
-# same 24 greedy ids for an F32 model, and for Q8_0, Q4_K (a qwen3 shape with q/k norms) the last
+# same 24 greedy ids for an F32 model, and for Q8_0, Q4_K and Q4_0 (a qwen3 shape with q/k norms) the last
 # prompt position's logits within 1e-3 relative L2 (the kernels sum in other orders). A 40-token
 # prompt takes the tensor-core prefill kernels (k_mma.cu's GEMM and k_flash.cu's attention: x,
 # weights, q and the softmax weights in F16 instead of the CPU's Q8 activations and floats): its
 # logits within 2e-2, and the backend's counters show both kernels ran; the quantized models'
-# decode steps ran the fused norm+quantize and gated-product quantize launches. The emulation runs a fiber per GPU thread: small models only.
+# decode steps ran the fused norm+quantize and gated-product quantize launches, and the Q4_0 one's
+# o projections read the attention combine's Q8_0 output (graph steps split at the cap). The
+# emulation runs a fiber per GPU thread: small models only.
 # SOL_TEST_CUDA_SPEC=cuda runs the same comparisons on a GPU (tests/gpu/run.sh). CUDA graphs and
 # bench_decode: cuda_emu_graphs.sh.
 set -euo pipefail
@@ -19,9 +21,10 @@ P=1,15,27,300,42,7,99
 "$B/tools/sol-mkmodel" -o "$work/qwen3.gguf" --arch qwen3 --dim 256 --heads 4 --kv-heads 2 \
   --head-dim 64 --ffn 512 --layers 2 --vocab 600 --ctx 128 --seed 5 --type f16 >/dev/null 2>&1
 "$B/tools/sol-quantize" "$work/qwen3.gguf" "$work/q4k.gguf" --type q4_k_m --quiet 2>/dev/null
+"$B/tools/sol-quantize" "$work/qwen3.gguf" "$work/q40.gguf" --type q4_0 --quiet 2>/dev/null
 DEV=${SOL_TEST_CUDA_SPEC:-cuda-emu}
 fail=0
-for m in f32 q8 q4k; do
+for m in f32 q8 q4k q40; do
   for be in cpu "$DEV"; do
     th=(); [ "$be" = cpu ] && th=(--threads 1) # cuda-emu refuses --threads: it has none
     "$B/tools/sol-generate" -m "$work/$m.gguf" --backend "$be" --prompt-tokens "$P" -n 24 --temp 0 \
@@ -38,13 +41,16 @@ for m in f32 q8 q4k; do
   fi
   # the quantized models decode with the fused prologues (norm+quantize for q/k/v and gate/up,
   # the gated product quantized where the down projection reads it); the F32 one cannot
-  fz=$(sed -n 's/.*fused prologues: \([0-9]*\) norm+quantize, \([0-9]*\) glu+quantize.*/\1 \2/p' "$work/err")
-  read -r normq gluq <<<"${fz:-0 0}"
+  fz=$(sed -n 's/.*fused prologues: \([0-9]*\) norm+quantize, \([0-9]*\) glu+quantize, \([0-9]*\) attention+quantize.*/\1 \2 \3/p' "$work/err")
+  read -r normq gluq attq <<<"${fz:-0 0 0}"
   fused_ok=0
-  if [ "$m" = f32 ]; then [ "$normq$gluq" = 00 ] && fused_ok=1
+  if [ "$m" = f32 ]; then [ "$normq$gluq$attq" = 000 ] && fused_ok=1
   else [ "$normq" -gt 0 ] && [ "$gluq" -gt 0 ] && fused_ok=1; fi
+  # only o weights that take Q8_0 activations (q4_0, q8_0) at a head_dim that is a multiple of
+  # 32 (not the tiny q8 model's 16)
+  if [ "$m" = q40 ] && [ "$attq" -eq 0 ]; then fused_ok=0; fi
   if [ "$fused_ok" = 1 ]; then
-    echo "ok   $m: $normq norm+quantize and $gluq glu+quantize launches"
+    echo "ok   $m: $normq norm+quantize, $gluq glu+quantize and $attq attention+quantize launches"
   else
     echo "FAIL $m: fused prologues '$fz' ($(grep -o 'fused prologues.*' "$work/err"))"; fail=1
   fi

@@ -169,13 +169,22 @@ static void test_matmul(void **state) {
     sol_backend_free(be);
 }
 
-/* "fused prologues: N norm+quantize, M glu+quantize" from the backend's stats line. */
-static void fused_counts(sol_backend *be, unsigned long *normq, unsigned long *glu) {
+/* "fused prologues: N norm+quantize, M glu+quantize, A attention+quantize" from the backend's
+ * stats line (att: NULL when not wanted). */
+static void fused_counts3(sol_backend *be, unsigned long *normq, unsigned long *glu,
+                          unsigned long *att) {
     char buf[1024];
+    unsigned long a;
     assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
     const char *p = strstr(buf, "fused prologues: ");
-    if (!p || sscanf(p, "fused prologues: %lu norm+quantize, %lu glu+quantize", normq, glu) != 2)
+    if (!p ||
+        sscanf(p, "fused prologues: %lu norm+quantize, %lu glu+quantize, %lu attention+quantize",
+               normq, glu, att ? att : &a) != 3)
         fail_msg("unexpected stats line: %s", buf);
+}
+
+static void fused_counts(sol_backend *be, unsigned long *normq, unsigned long *glu) {
+    fused_counts3(be, normq, glu, NULL);
 }
 
 /* The fused ops give the unfused sequence's bits on the device: norm_matmul_many (the RMSNorm
@@ -397,6 +406,37 @@ static void test_attention(void **state) {
     sol_backend_free(be);
 }
 
+/* The split combine also writes its output as Q8_0 activations, and the o projection right after
+ * it (a Q4_0 matmul_add of that output, 5 tokens: a GEMV) reads them instead of quantizing: the
+ * same bits as when any op in between makes it quantize for itself, and counted only then. */
+static void attention_then_o(sol_backend *be, sol_kv *kd, const float *qd, float *od,
+                             const sol_attn_seq *seqs) {
+    enum { N = 5, H = 2, HD = 32, M = 48 };
+    void *rows = make_rows(SOL_DT_Q4_0, M, H * HD);
+    sol_weight w = {SOL_DT_Q4_0, M, H * HD, rows, sol_dtype_row_bytes(SOL_DT_Q4_0, H * HD), 0};
+    assert_int_equal(sol_weight_prepare(be, &w), 0);
+    float *r = rnd_vec(N * M), *y[2], *scratch = put(be, r, sizeof(float) * N * M);
+    unsigned long nq, gl, att[3];
+    for (int pass = 0; pass < 2; pass++) {
+        y[pass] = put(be, r, sizeof(float) * N * M);
+        fused_counts3(be, &nq, &gl, &att[pass]);
+        assert_int_equal(sol_paged_attention_swa(be, kd, 0, qd, od, N, H, 1, HD, 0.17f, 0, seqs),
+                         0);
+        if (pass) /* any op in between: the matmul must quantize od itself */
+            assert_int_equal(sol_add(be, scratch, scratch, scratch, N * M), 0);
+        assert_int_equal(sol_matmul_add(be, &w, od, y[pass], NULL, N), 0);
+    }
+    fused_counts3(be, &nq, &gl, &att[2]);
+    assert_int_equal(att[1] - att[0], 1); /* the first pass read the combine's Q8_0 */
+    assert_int_equal(att[2] - att[1], 0);
+    float *a = get(be, y[0], N * M), *b = get(be, y[1], N * M);
+    if (memcmp(a, b, sizeof(float) * N * M))
+        fail_msg("o projection on the combine's Q8_0 differs from its own quantization");
+    print_message("  attention+quantize: o projection of %d tokens, the same bits\n", N);
+    free(a), free(b), free(r), free(rows);
+    sol_buf_free(be, y[0]), sol_buf_free(be, y[1]), sol_buf_free(be, scratch);
+}
+
 /* Long windows are split along the context (flash-decoding): still the CPU's result, and a
  * token's bits are the same alone as in any batch (its split count follows its own context), also
  * past the 64-token groups the split scratch is used in. */
@@ -442,6 +482,7 @@ static void test_long_context_attention(void **state) {
         }
         free(batch);
     }
+    attention_then_o(be, kd, qd, od, seqs);
     sol_buf_free(be, kdv), sol_buf_free(be, vdv), sol_buf_free(be, qd), sol_buf_free(be, od);
     free(k), free(v), free(q), free(want);
     sol_kv_free(cpu, kc);

@@ -494,6 +494,13 @@ static int gemv_prologue(cuda_backend *b, const gemv_in *in, int first, int act,
                                            K, q, b->stream);
 }
 
+/* Whether qscratch already holds x's Q8_0 for act: the op just before this one (the attention
+ * combine) wrote them for these n rows of K (one group: n <= SOL_CUDA_GEMV_MAX_TOKENS). */
+static int have_q8(const cuda_backend *b, const gemv_in *in, int act, int n, int K) {
+    return act == SOL_CUDA_ACT_Q8_0 && !in->norm && !in->glu && in->x == b->q8_prev.x &&
+           n == b->q8_prev.n && K == b->q8_prev.k;
+}
+
 /* Tokens in groups of SOL_CUDA_GEMV_MAX_TOKENS (a token's sums never depend on its group); per
  * group, x is quantized once for each activation kind the weights take (gemv_act), so q/k/v
  * (and gate/up) share one quantization (made with the input's norm or gated product in the same
@@ -510,7 +517,9 @@ static int matmul_gemv(cuda_backend *b, const sol_weight *const *ws, const float
         int cnt = n - t0 < SOL_CUDA_GEMV_MAX_TOKENS ? n - t0 : SOL_CUDA_GEMV_MAX_TOKENS, have = -1;
         for (int i = 0; i < count && !rc; i++) {
             int act = SOL_CUDA_FN(gemv_act)((int)ws[i]->type);
-            if (act != have) /* again only when the kind changes along the list */
+            if (act != have && have_q8(b, in, act, n, K))
+                b->fused_attq++;  /* the attention combine quantized x on its way out */
+            else if (act != have) /* again only when the kind changes along the list */
                 rc = gemv_prologue(b, in, have == -1, act, t0, cnt, K);
             have = act;
             if (!rc)
@@ -878,12 +887,12 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
              "communicators made, %lu aborted; %lu dry steps, %lu run again recorded; host us per "
              "graph step: dry %.1f, record %.1f, update+launch %.1f, instantiate+launch %.1f; "
              "tensor cores: %lu GEMMs, %lu prefill attention calls; fused prologues: %lu "
-             "norm+quantize, %lu glu+quantize",
+             "norm+quantize, %lu glu+quantize, %lu attention+quantize",
              b->graphs_on ? "on" : "off (--enforce-eager)", b->steps, b->replayed_dry, b->updated,
              b->instantiated, b->flushed, b->stage_copies, made, aborted, b->dry_steps, b->reruns,
              mean_us(b->dry_ns, b->dry_steps), mean_us(b->record_ns, whole),
              mean_us(b->update_ns, b->updated), mean_us(b->instantiate_ns, b->instantiated),
-             b->mma_gemms, b->flash_calls, b->fused_normq, b->fused_glu);
+             b->mma_gemms, b->flash_calls, b->fused_normq, b->fused_glu, b->fused_attq);
     return 0;
 }
 

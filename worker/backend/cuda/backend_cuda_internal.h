@@ -100,6 +100,15 @@ typedef struct cuda_backend {
     unsigned long stage_copies;           /* host-to-device copies of staged index arrays */
     unsigned long mma_gemms, flash_calls; /* tensor-core launches: batch GEMMs, prefill attention */
     unsigned long fused_normq, fused_glu; /* quantize launches that made their input: norm, glu */
+    unsigned long fused_attq; /* GEMVs that read the attention combine's Q8_0 (no quantize) */
+    /* Q8_0 activations of x (n rows of k) that an op left in qscratch (the attention combine's
+     * epilogue): made by the op that just ran; prev, by the op before this one. Only the very
+     * next op may use them (cbe_bind moves made to prev), so nothing written in between can
+     * leave them stale. */
+    struct cbe_q8_note {
+        const float *x;
+        int n, k;
+    } q8_made, q8_prev;
 } cuda_backend;
 
 static inline cuda_backend *cb(sol_backend *be) {
@@ -112,6 +121,8 @@ static inline cuda_backend *cb(sol_backend *be) {
 static inline cuda_backend *cbe_bind(sol_backend *be) {
     cuda_backend *b = (cuda_backend *)be;
     SOL_CUDA_FN(dev_bind)(b->dev);
+    b->q8_prev = b->q8_made;
+    b->q8_made = (struct cbe_q8_note){0};
     return b;
 }
 

@@ -131,12 +131,16 @@ void SOL_CUDA_FN(kv_copy_blocks)(void *const *pools, int count_pools, size_t blo
 #define SOL_CUDA_ATT_POOL_SLACK 16
 int SOL_CUDA_FN(attention_splits)(int len, int sms, int heads, int kv_heads, int head_dim);
 size_t SOL_CUDA_FN(attention_ws_floats)(int n, int heads, int head_dim, int splits);
-void SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_pool, int f16, int block_size,
-                                  const float *q, float *out, int n_tiles, const int32_t *tiles,
-                                  int t_base, int n, int heads, int kv_heads, int head_dim,
-                                  float scale, int window, const int32_t *tables, int table_stride,
-                                  const int32_t *n_ctx, int max_len, int sms, float *ws,
-                                  void *stream);
+/* q8 (NULL: none): a gemv_scratch_bytes(q8_n, heads * head_dim) scratch; when the call runs
+ * the split combine and head_dim is a multiple of 32, the combine also quantizes rows
+ * [t_base, t_base + n) of out to Q8_0 into it, as gemv_quantize(SOL_CUDA_ACT_Q8_0) would, and
+ * the call returns 1 (else 0, and the scratch is untouched). */
+int SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_pool, int f16, int block_size,
+                                 const float *q, float *out, int n_tiles, const int32_t *tiles,
+                                 int t_base, int n, int heads, int kv_heads, int head_dim,
+                                 float scale, int window, const int32_t *tables, int table_stride,
+                                 const int32_t *n_ctx, int max_len, int sms, float *ws, void *q8,
+                                 int q8_n, void *stream);
 
 /* k_flash.cu: prefill attention on tensor cores over an F16 cache, as paged_attention computes
  * it (same arguments) but with q and the softmax weights rounded to F16 (~1e-3 relative): a block

@@ -181,17 +181,23 @@ static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float 
         if ((rc = cbe_grow(b, &b->att_ws, floats * sizeof(float), "paged_attention"))) return rc;
         ws = b->att_ws.p;
     }
+    /* A decode-sized step's output also leaves as the o projection's Q8_0 activations (the
+     * combine's epilogue), so that GEMV needs no quantize launch: qscratch sized as it sizes it */
+    int K = heads * head_dim, quant = splits > 1 && n <= SOL_CUDA_GEMV_MAX_TOKENS && K % 32 == 0;
+    size_t qb = SOL_CUDA_FN(gemv_scratch_bytes)(SOL_CUDA_GEMV_MAX_TOKENS, K);
+    if (quant && (rc = cbe_grow(b, &b->qscratch, qb, "paged_attention"))) return rc;
     const int32_t *ctx = tables + (size_t)n * stride;
     for (int t0 = 0, ti = 0; t0 < n; t0 += group) {
         int cnt = n - t0 < group ? n - t0 : group, tj = ti;
         while (tj < n_tiles && tiles_h[tj] < t0 + cnt)
             tj++;
-        SOL_CUDA_FN(paged_attention)
-        (kv->pools[2 * layer], kv->pools[2 * layer + 1], kv->f16, kv->block_size, q, out, tj - ti,
-         tiles_d + ti, t0, cnt, heads, kv->kv_heads, head_dim, scale, window, tables, stride, ctx,
-         max_len, sms, ws, b->stream);
+        quant &= SOL_CUDA_FN(paged_attention)(
+            kv->pools[2 * layer], kv->pools[2 * layer + 1], kv->f16, kv->block_size, q, out,
+            tj - ti, tiles_d + ti, t0, cnt, heads, kv->kv_heads, head_dim, scale, window, tables,
+            stride, ctx, max_len, sms, ws, quant ? b->qscratch.p : NULL, n, b->stream);
         ti = tj;
     }
+    if (quant) b->q8_made = (struct cbe_q8_note){out, n, K};
     return cbe_after(b, "paged_attention");
 }
 

@@ -39,6 +39,7 @@
  * shape, never on the batch (SOL_CUDA_FN(attention_splits) below has the formula). */
 #include "cuda_kernels.h"
 #include "half_bits.cuh"
+#include "q8.cuh"
 #include "reduce.cuh"
 
 enum {
@@ -333,10 +334,13 @@ static __global__ void k_paged_attention(const unsigned char *k_pool, const unsi
 }
 
 /* One warp per (token, head): the splits' states merged as the warps' are above (for one split
- * that is the unsplit kernel's a / L, bit for bit). ws_splits: the slots per (token, head). */
+ * that is the unsplit kernel's a / L, bit for bit). ws_splits: the slots per (token, head).
+ * xq (head_dim a multiple of 32): the output is also quantized to Q8_0 (xq, xd, xs: its
+ * blocks, counted from out's first row) as k_quantize_q8_0 would quantize out, for the o
+ * projection's GEMV, which then needs no quantize launch of its own. */
 static __global__ void k_attention_combine(const float *ws, float *out, int heads, int head_dim,
                                            int window, const int32_t *n_ctx, int split_target,
-                                           int ws_splits) {
+                                           int ws_splits, int8_t *xq, float *xd, int32_t *xs) {
     /* t counts from the group's first token: out and n_ctx are passed offset to it */
     int t = (int)blockIdx.x / heads, h = (int)blockIdx.x % heads, lane = threadIdx.x;
     int ctx = n_ctx[t], lo = window > 0 && ctx > window ? ctx - window : 0;
@@ -356,7 +360,10 @@ static __global__ void k_attention_combine(const float *ws, float *out, int head
             const float *st = base + (size_t)s * (head_dim + 2);
             if (st[head_dim + 1] > 0.0f) a += st[i] * expf(st[head_dim] - M);
         }
-        o[i] = a / L;
+        float r = a / L;
+        o[i] = r;
+        if (xq) /* whole warps: head_dim is a multiple of 32, so every lane is here */
+            q8_0_block(r, (int)((((size_t)t * heads + h) * head_dim + i) / 32), lane, xq, xd, xs);
     }
 }
 
@@ -421,14 +428,14 @@ static void att_launch_nq(int nq, const att_launch_args &a, dim3 grid, void *str
         att_launch<F16, E, B, (E == 8 ? 2 : 4)>(a, grid, stream);
 }
 
-extern "C" void SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_pool, int f16,
-                                             int block_size, const float *q, float *out,
-                                             int n_tiles, const int32_t *tiles, int t_base, int n,
-                                             int heads, int kv_heads, int head_dim, float scale,
-                                             int window, const int32_t *tables, int table_stride,
-                                             const int32_t *n_ctx, int max_len, int sms, float *ws,
-                                             void *stream) {
-    if (n <= 0 || (tiles && n_tiles <= 0)) return;
+extern "C" int SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_pool, int f16,
+                                            int block_size, const float *q, float *out, int n_tiles,
+                                            const int32_t *tiles, int t_base, int n, int heads,
+                                            int kv_heads, int head_dim, float scale, int window,
+                                            const int32_t *tables, int table_stride,
+                                            const int32_t *n_ctx, int max_len, int sms, float *ws,
+                                            void *q8, int q8_n, void *stream) {
+    if (n <= 0 || (tiles && n_tiles <= 0)) return 0;
     int esz = f16 ? 2 : 4, E = att_elems(head_dim), group = heads / kv_heads;
     int target = att_split_target(sms, heads, kv_heads, head_dim);
     int splits = ws ? att_splits(max_len, target) : 1;
@@ -473,8 +480,18 @@ extern "C" void SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_p
         else
             att_launch_nq<false, 8, 16>(nq, a, grid, stream);
     }
-    if (splits > 1)
-        SOL_LAUNCH(k_attention_combine, dim3((unsigned)(n * heads)), dim3(32), 0, stream, ws,
-                   out + (size_t)t_base * heads * head_dim, heads, head_dim, window, n_ctx + t_base,
-                   target, splits);
+    if (splits < 2) return 0;
+    int8_t *xq = nullptr;
+    float *xd = nullptr;
+    int32_t *xs = nullptr;
+    bool quant = q8 && head_dim % 32 == 0 && t_base + n <= q8_n;
+    if (quant) { /* the blocks of rows [t_base, t_base + n) of the q8_n rows' scratch */
+        qx s = split_scratch(q8, q8_n, heads * head_dim, 32);
+        size_t first = (size_t)t_base * heads * head_dim;
+        xq = s.q + first, xd = s.d + first / 32, xs = (int32_t *)s.s + first / 32;
+    }
+    SOL_LAUNCH(k_attention_combine, dim3((unsigned)(n * heads)), dim3(32), 0, stream, ws,
+               out + (size_t)t_base * heads * head_dim, heads, head_dim, window, n_ctx + t_base,
+               target, splits, xq, xd, xs);
+    return quant;
 }

@@ -14,6 +14,7 @@
 
 #include "dequant.cuh"
 #include "prologue.cuh"
+#include "q8.cuh"
 
 enum { GEMV_WARPS = 4, QUANT_WARPS = 8 };
 
@@ -22,9 +23,6 @@ enum { GEMV_WARPS = 4, QUANT_WARPS = 8 };
  * SASS check's budget (tests/gpu/sass_check.py) and its no-local-memory rule hold them to it. */
 #define GEMV_BOUNDS __launch_bounds__(32 * GEMV_WARPS, 4)
 
-/* One warp per 32-element block of x (n x K, K a multiple of 32): the CPU backend's Q8_0
- * activations (cpu_matmul.c quantize_x, llama.cpp's x86 rounding: multiplier 127 / amax, halves
- * to even, the scale amax / 127 stored as F16) and the block's sum of quants. */
 /* Where a quantize kernel reads element i of its (n x K) input: x as it is, or the gated
  * product act(g) * u made there (glu_matmul_add: the product is never written). */
 struct src_x {
@@ -40,50 +38,6 @@ struct src_glu {
         return gelu ? sol_gelu_mul1(g[i], u[i]) : sol_silu_mul1(g[i], u[i]);
     }
 };
-
-/* Block blk's Q8_0 quantization by its warp; lane holds element v. */
-__device__ __forceinline__ void q8_0_block(float v, int blk, int lane, int8_t *xq, float *xd,
-                                           int32_t *xs) {
-    float amax = fabsf(v);
-    for (int o = 16; o > 0; o >>= 1)
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    float dd = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    int q = (int)rintf(v * id), s = q;
-    xq[(size_t)blk * 32 + lane] = (int8_t)q;
-    for (int o = 16; o > 0; o >>= 1)
-        s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) {
-        xd[blk] = sol_f16_to_f32(sol_f32_to_f16(dd));
-        xs[blk] = s;
-    }
-}
-
-/* One warp per 256-element block: ggml's Q8_K (iscale = -127 / the first element of largest
- * magnitude, sign kept; quants rounded half to even, capped at 127; d = 1 / iscale; sums per 16).
- * Lane i holds elements 8i..8i+7 (xb). */
-__device__ __forceinline__ void q8_k_block(const float (&xb)[8], int blk, int lane, int8_t *kq,
-                                           float *kd, int16_t *ks) {
-    float amax = 0.0f, mx = 0.0f;
-    int at = 1 << 30;
-    for (int j = 0; j < 8; j++)
-        if (fabsf(xb[j]) > amax) amax = fabsf(xb[j]), mx = xb[j], at = lane * 8 + j;
-    for (int o = 16; o > 0; o >>= 1) { /* the largest magnitude, the first one on ties */
-        float a = __shfl_xor_sync(0xffffffffu, amax, o), m = __shfl_xor_sync(0xffffffffu, mx, o);
-        int i = __shfl_xor_sync(0xffffffffu, at, o);
-        if (a > amax || (a == amax && i < at)) amax = a, mx = m, at = i;
-    }
-    float iscale = amax != 0.0f ? -127.0f / mx : 0.0f;
-    int sum = 0;
-    for (int j = 0; j < 8; j++) {
-        int v = (int)rintf(xb[j] * iscale);
-        v = v > 127 ? 127 : v;
-        kq[(size_t)blk * 256 + lane * 8 + j] = (int8_t)v;
-        sum += v;
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1); /* two lanes make a group of 16 */
-    if ((lane & 1) == 0) ks[(size_t)blk * 16 + lane / 2] = (int16_t)sum;
-    if (lane == 0) kd[blk] = amax != 0.0f ? 1.0f / iscale : 0.0f;
-}
 
 template <class S>
 static __global__ void k_quantize_q8_0(S src, int n_blocks, int8_t *xq, float *xd, int32_t *xs) {
@@ -450,26 +404,6 @@ static __global__ void GEMV_BOUNDS k_gemv_kq6(sol_cuda_wt w, const int8_t *kq, c
 
 /* Quantized activations in the scratch, each part 16-byte aligned: n x K quants, a float scale
  * per block, then the sums (int32 per Q8_0 block, or int16 per 16 elements of a Q8_K block). */
-struct qx {
-    int8_t *q;
-    float *d;
-    void *s;
-    int n_blocks;
-};
-
-static size_t align16(size_t v) {
-    return (v + 15) & ~(size_t)15;
-}
-
-static qx split_scratch(const void *scratch, int n, int K, int block_elems) {
-    qx r;
-    r.n_blocks = n * (K / block_elems);
-    r.q = (int8_t *)scratch;
-    r.d = (float *)(r.q + align16((size_t)n * K));
-    r.s = (char *)r.d + align16((size_t)r.n_blocks * sizeof(float));
-    return r;
-}
-
 extern "C" int SOL_CUDA_FN(gemv_act)(int type) {
     switch (type) {
     case SOL_CUDA_Q4_K:
