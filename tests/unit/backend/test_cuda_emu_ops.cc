@@ -257,6 +257,40 @@ static void test_gemv(void **state) {
         assert_int_equal(sol_emu_gemv(wt, x.data(), got.data(), 1, scratch.data(), 0, nullptr),
                          -EINVAL);
     }
+    /* K-quant rows of several lane rounds and of a partial one (K = 512 above: 8 or 16 lanes a
+     * row, rows sharing a warp): 5 and 9 super-blocks, Q4_K/Q5_K 20 and 36 lanes, Q6_K 40, 72 */
+    for (int k2 : {1280, 2304}) {
+        std::vector<float> x2(5 * k2), want2(5 * M), got2(5 * M);
+        fill(x2.data(), 5 * k2, 4);
+        std::vector<unsigned char> scratch2(sol_emu_gemv_scratch_bytes(5, k2));
+        for (sol_dtype t : {SOL_DT_Q4_K, SOL_DT_Q5_K, SOL_DT_Q6_K}) {
+            weight_pair w = make_weight(be, t, M, k2);
+            std::vector<unsigned char> dev;
+            sol_cuda_wt wt = device_view(w, dev);
+            for (int n : {1, 5}) {
+                assert_int_equal(sol_matmul(be, &w.cpu, x2.data(), want2.data(), n), 0);
+                assert_int_equal(
+                    sol_emu_gemv(wt, x2.data(), got2.data(), n, scratch2.data(), 0, nullptr), 0);
+                double e = rel_err(got2.data(), want2.data(), n * M);
+                if (!(e < 1e-5)) fail_msg("gemv %s K=%d n=%d: %g", sol_dtype_name(t), k2, n, e);
+            }
+        }
+    }
+    /* float rows short enough to share a warp: 16 elements (F32: 16 lanes a row; F16/BF16's
+     * 128-bit kernel: 2), 64 (8) and 200 (25 loads: one partial round of 32 lanes) */
+    for (int k3 : {16, 64, 200})
+        for (sol_dtype t : {SOL_DT_F32, SOL_DT_F16, SOL_DT_BF16}) {
+            weight_pair w = make_weight(be, t, M, k3);
+            std::vector<unsigned char> dev;
+            sol_cuda_wt wt = device_view(w, dev);
+            for (int n : {1, 5}) {
+                assert_int_equal(sol_matmul(be, &w.cpu, x.data(), want.data(), n), 0);
+                assert_int_equal(
+                    sol_emu_gemv(wt, x.data(), got.data(), n, scratch.data(), 0, nullptr), 0);
+                double e = rel_err(got.data(), want.data(), n * M);
+                if (!(e < 1e-5)) fail_msg("gemv %s K=%d n=%d: %g", sol_dtype_name(t), k3, n, e);
+            }
+        }
     weight_pair w = make_weight(be, SOL_DT_F32, M, K);
     std::vector<unsigned char> dev;
     sol_cuda_wt wt = device_view(w, dev);

@@ -6,7 +6,9 @@
  * - each token's partial sum is a register: the kernels are templates over NT, the token count
  *   rounded up to 1, 2, 4, 8 or 16, with every loop over tokens unrolled (no local memory);
  * - Q4_K/Q5_K spread a super-block over 4 lanes (pairs of sub-blocks), Q6_K over 8 (its 16-byte
- *   groups), so a row of K = 2048 keeps every lane busy;
+ *   groups), so a row of K = 2048 keeps every lane busy; shorter rows (Q4_0/Q5_x/Q8_0 rows of
+ *   fewer than 32 blocks, float rows of fewer than 32 loads) share a warp, a power of two of
+ *   lanes each (gemv_q_span);
  * - the activations are quantized by a separate launch into a scratch that several matrices
  *   share (matmul_many: q/k/v, gate/up), as the CPU backend does (same rounding), and the
  *   quantized types take integer dots through __dp4a with the CPU's float steps per block. */
@@ -99,17 +101,29 @@ __device__ __forceinline__ void gemv_store(const float (&acc)[NT], int n, float 
     }
 }
 
+/* Lanes per row of a GEMV whose lanes take blocks (or loads) of a row: a row of nb < 32 blocks
+ * takes the power of two
+ * >= nb, so 32 / span rows share a warp instead of leaving lanes idle (K = 512: 2 rows a warp);
+ * its sum over span lanes has the bits of the 32-lane sum (the lanes past the row held zeros,
+ * and x + 0 is x). */
+__host__ __device__ __forceinline__ int gemv_q_span(int nb) {
+    int s = 1;
+    while (s < nb && s < 32)
+        s <<= 1;
+    return s;
+}
+
 /* F32 weights, and F16/BF16 rows the 128-bit kernel cannot take: an element per lane per step,
  * each a 32-bit load (a half through the aligned word that holds it). */
 template <int NT>
 static __global__ void GEMV_BOUNDS k_gemv_float(sol_cuda_wt w, const float *x, float *y, int n,
                                                 int add, const float *bias) {
-    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
-    if (row >= w.rows) return;
-    int K = w.cols;
+    /* rows of fewer than 32 elements share a warp: span lanes a row (gemv_q_span) */
+    int K = w.cols, span = gemv_q_span(K), lane = threadIdx.x & 31;
+    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
     const unsigned char *wr = (const unsigned char *)w.data + (size_t)row * w.row_bytes;
     float acc[NT] = {};
-    for (int k = lane; k < K; k += 32) {
+    for (int k = lane % span; k < K && row < w.rows; k += span) {
         float wv = w.type == SOL_CUDA_F32   ? sol_bits_f32(sol_ld32(wr + 4 * (size_t)k))
                    : w.type == SOL_CUDA_F16 ? sol_f16_to_f32(sol_ld16w(wr + 2 * (size_t)k))
                                             : sol_bf16_to_f32(sol_ld16w(wr + 2 * (size_t)k));
@@ -117,7 +131,7 @@ static __global__ void GEMV_BOUNDS k_gemv_float(sol_cuda_wt w, const float *x, f
         for (int t = 0; t < NT; t++)
             if (t < n) acc[t] = fmaf(wv, x[(size_t)t * K + k], acc[t]);
     }
-    gemv_store(acc, n, y, w.rows, row, lane, add, bias);
+    gemv_store(acc, n, y, w.rows, row, lane, add, bias, span);
 }
 
 /* F16/BF16 rows with 128-bit loads: lane l takes elements 8(l + 32i) .. +7 of the row and of
@@ -126,12 +140,12 @@ static __global__ void GEMV_BOUNDS k_gemv_float(sol_cuda_wt w, const float *x, f
 template <int NT>
 static __global__ void GEMV_BOUNDS k_gemv_h16(sol_cuda_wt w, const float *x, float *y, int n,
                                               int add, const float *bias) {
-    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
-    if (row >= w.rows) return;
-    int K = w.cols;
+    /* rows of fewer than 256 elements share a warp: span lanes a row (gemv_q_span) */
+    int K = w.cols, span = gemv_q_span(K / 8), lane = threadIdx.x & 31;
+    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
     const unsigned char *wr = (const unsigned char *)w.data + (size_t)row * w.row_bytes;
     float acc[NT] = {};
-    for (int g = lane; g < K / 8; g += 32) {
+    for (int g = lane % span; g < K / 8 && row < w.rows; g += span) {
         uint32_t h[4];
         float wv[8];
         sol_ld128(h, wr + (size_t)g * 16);
@@ -156,7 +170,7 @@ static __global__ void GEMV_BOUNDS k_gemv_h16(sol_cuda_wt w, const float *x, flo
             acc[t] = a;
         }
     }
-    gemv_store(acc, n, y, w.rows, row, lane, add, bias);
+    gemv_store(acc, n, y, w.rows, row, lane, add, bias, span);
 }
 
 /* Four 5-bit high bits (bits 0..3 of h) moved to bit 4 of four bytes. */
@@ -217,17 +231,6 @@ __device__ __forceinline__ qblock q_load(const sol_cuda_wt &w, int row, int b, i
     return r;
 }
 
-/* Lanes per row of the block-per-lane GEMV: a row of nb < 32 blocks takes the power of two
- * >= nb, so 32 / span rows share a warp instead of leaving lanes idle (K = 512: 2 rows a warp);
- * its sum over span lanes has the bits of the 32-lane sum (the lanes past the row held zeros,
- * and x + 0 is x). */
-__host__ __device__ __forceinline__ int gemv_q_span(int nb) {
-    int s = 1;
-    while (s < nb && s < 32)
-        s <<= 1;
-    return s;
-}
-
 /* Q4_0/Q5_0/Q5_1/Q8_0: a lane per block, every 32nd; the integer dot against the token's Q8_0
  * block (32 quants: two 128-bit loads), offsets (8, 16) removed through the block's sum of
  * quants, then the CPU's float steps: dot * (d * dx), and Q5_1's m * dx * sum. */
@@ -273,15 +276,16 @@ template <int NT>
 static __global__ void GEMV_BOUNDS k_gemv_kq45(sol_cuda_wt w, const int8_t *kq, const float *kd,
                                                const int16_t *ks, float *y, int n, int add,
                                                const float *bias) {
-    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
-    if (row >= w.rows) return; /* whole warps: row depends on the warp only */
-    int nb = w.cols / 256, q5 = w.type == SOL_CUDA_Q5_K;
+    /* rows of fewer than 8 super-blocks share a warp: span lanes a row (gemv_q_span) */
+    int nb = w.cols / 256, q5 = w.type == SOL_CUDA_Q5_K, span = gemv_q_span(nb * 4);
+    int lane = threadIdx.x & 31, l = lane % span;
+    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
     size_t bb = q5 ? 176 : 144;
     const unsigned char *wr = (const unsigned char *)w.data + (size_t)row * w.row_bytes;
     float acc[NT] = {};
-    for (int base = 0; base < nb * 4; base += 32) { /* every lane runs each round: shuffles */
-        int it = base + lane, on = it < nb * 4, b = it / 4, c = it % 4, sc1 = 0, m1 = 0, sc2 = 0,
-            m2 = 0;
+    for (int base = 0; base < nb * 4; base += span) { /* every lane runs each round: shuffles */
+        int it = base + l, on = it < nb * 4 && row < w.rows, b = it / 4, c = it % 4, sc1 = 0,
+            m1 = 0, sc2 = 0, m2 = 0;
         int lo[8] = {0}, hi[8] = {0};
         float d = 0.0f, dmin = 0.0f;
         if (on) {
@@ -339,7 +343,7 @@ static __global__ void GEMV_BOUNDS k_gemv_kq45(sol_cuda_wt w, const int8_t *kq, 
             if (on && c == 0) acc[t] += kd[tb] * (d * (float)is - dmin * (float)ms);
         }
     }
-    gemv_store(acc, n, y, w.rows, row, lane, add, bias);
+    gemv_store(acc, n, y, w.rows, row, lane, add, bias, span);
 }
 
 /* Q6_K: a lane per (super-block, 32-element group g = 4h + part): its 32 low-nibble bytes and 32
@@ -351,12 +355,13 @@ template <int NT>
 static __global__ void GEMV_BOUNDS k_gemv_kq6(sol_cuda_wt w, const int8_t *kq, const float *kd,
                                               const int16_t *ks, float *y, int n, int add,
                                               const float *bias) {
-    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)), lane = threadIdx.x & 31;
-    if (row >= w.rows) return;
-    int nb = w.cols / 256;
+    /* rows of fewer than 4 super-blocks share a warp: span lanes a row (gemv_q_span) */
+    int nb = w.cols / 256, span = gemv_q_span(nb * 8), lane = threadIdx.x & 31, l = lane % span;
+    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
     float acc[NT] = {};
-    for (int base = 0; base < nb * 8; base += 32) {
-        int it = base + lane, on = it < nb * 8, b = it / 8, g = it % 8, h = g / 4, part = g % 4;
+    for (int base = 0; base < nb * 8; base += span) {
+        int it = base + l, on = it < nb * 8 && row < w.rows, b = it / 8, g = it % 8, h = g / 4,
+            part = g % 4;
         int v[8] = {0}, sc0 = 0, sc1 = 0;
         float d = 0.0f;
         if (on) {
@@ -399,7 +404,7 @@ static __global__ void GEMV_BOUNDS k_gemv_kq6(sol_cuda_wt w, const int8_t *kq, c
             if (on && g == 0) acc[t] += kd[tb] * (d * (float)is); /* the CPU's, dmin = 0 */
         }
     }
-    gemv_store(acc, n, y, w.rows, row, lane, add, bias);
+    gemv_store(acc, n, y, w.rows, row, lane, add, bias, span);
 }
 
 /* Quantized activations in the scratch, each part 16-byte aligned: n x K quants, a float scale
@@ -474,24 +479,27 @@ static dim3 qgrid(int rows, int span) {
 template <int NT>
 static void gemv_launch(const sol_cuda_wt &w, const float *x, float *y, int n, const void *scratch,
                         int add, const float *bias, void *stream) {
-    dim3 grid((unsigned)((w.rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(32 * GEMV_WARPS);
+    dim3 block(32 * GEMV_WARPS);
     int act = SOL_CUDA_FN(gemv_act)(w.type);
     if (act == SOL_CUDA_ACT_FLOAT) {
         int h16 = (w.type == SOL_CUDA_F16 || w.type == SOL_CUDA_BF16) && w.cols % 8 == 0 &&
                   w.row_bytes % 16 == 0 && (uintptr_t)w.data % 16 == 0 && (uintptr_t)x % 16 == 0;
         if (h16)
-            SOL_LAUNCH(k_gemv_h16<NT>, grid, block, 0, stream, w, x, y, n, add, bias);
+            SOL_LAUNCH(k_gemv_h16<NT>, qgrid(w.rows, gemv_q_span(w.cols / 8)), block, 0, stream, w,
+                       x, y, n, add, bias);
         else
-            SOL_LAUNCH(k_gemv_float<NT>, grid, block, 0, stream, w, x, y, n, add, bias);
+            SOL_LAUNCH(k_gemv_float<NT>, qgrid(w.rows, gemv_q_span(w.cols)), block, 0, stream, w, x,
+                       y, n, add, bias);
         return;
     }
     qx a = split_scratch(scratch, n, w.cols, act == SOL_CUDA_ACT_Q8_K ? 256 : 32);
+    int nsb = w.cols / 256; /* K-quants: 8 (Q6_K) or 4 lanes a super-block, spans as k_gemv_q */
     if (w.type == SOL_CUDA_Q6_K)
-        SOL_LAUNCH(k_gemv_kq6<NT>, grid, block, 0, stream, w, a.q, a.d, (const int16_t *)a.s, y, n,
-                   add, bias);
+        SOL_LAUNCH(k_gemv_kq6<NT>, qgrid(w.rows, gemv_q_span(nsb * 8)), block, 0, stream, w, a.q,
+                   a.d, (const int16_t *)a.s, y, n, add, bias);
     else if (act == SOL_CUDA_ACT_Q8_K)
-        SOL_LAUNCH(k_gemv_kq45<NT>, grid, block, 0, stream, w, a.q, a.d, (const int16_t *)a.s, y, n,
-                   add, bias);
+        SOL_LAUNCH(k_gemv_kq45<NT>, qgrid(w.rows, gemv_q_span(nsb * 4)), block, 0, stream, w, a.q,
+                   a.d, (const int16_t *)a.s, y, n, add, bias);
     else
         SOL_LAUNCH(k_gemv_q<NT>, qgrid(w.rows, gemv_q_span(w.cols / 32)), block, 0, stream, w, a.q,
                    a.d, (const int32_t *)a.s, y, n, add, bias);
