@@ -220,6 +220,22 @@ static void test_embed(void **state) {
  * the float terms (one per block: K / 32 = 16 here) are summed over 32 lanes and a warp tree
  * instead of in order, and nvcc fuses acc += a b: each sum is within ~16 * 2^-24 of its terms'
  * magnitudes, 1e-6 relative for these rows; 1e-5 leaves room for cancellation. */
+/* One weight of type t, M x K, against the CPU at 1 and 5 tokens (rows of other lengths than
+ * test_gemv's K: how many lanes a row takes, and how many rounds). */
+static void gemv_shape(sol_backend *be, sol_dtype t, int M, int K) {
+    std::vector<float> x(5 * K), want(5 * M), got(5 * M);
+    fill(x.data(), 5 * K, 4);
+    std::vector<unsigned char> scratch(sol_emu_gemv_scratch_bytes(5, K)), dev;
+    weight_pair w = make_weight(be, t, M, K);
+    sol_cuda_wt wt = device_view(w, dev);
+    for (int n : {1, 5}) {
+        assert_int_equal(sol_matmul(be, &w.cpu, x.data(), want.data(), n), 0);
+        assert_int_equal(sol_emu_gemv(wt, x.data(), got.data(), n, scratch.data(), 0, nullptr), 0);
+        double e = rel_err(got.data(), want.data(), n * M);
+        if (!(e < 1e-5)) fail_msg("gemv %s K=%d n=%d: %g", sol_dtype_name(t), K, n, e);
+    }
+}
+
 static void test_gemv(void **state) {
     (void)state;
     sol_backend *be = cpu();
@@ -259,38 +275,14 @@ static void test_gemv(void **state) {
     }
     /* K-quant rows of several lane rounds and of a partial one (K = 512 above: 8 or 16 lanes a
      * row, rows sharing a warp): 5 and 9 super-blocks, Q4_K/Q5_K 20 and 36 lanes, Q6_K 40, 72 */
-    for (int k2 : {1280, 2304}) {
-        std::vector<float> x2(5 * k2), want2(5 * M), got2(5 * M);
-        fill(x2.data(), 5 * k2, 4);
-        std::vector<unsigned char> scratch2(sol_emu_gemv_scratch_bytes(5, k2));
-        for (sol_dtype t : {SOL_DT_Q4_K, SOL_DT_Q5_K, SOL_DT_Q6_K}) {
-            weight_pair w = make_weight(be, t, M, k2);
-            std::vector<unsigned char> dev;
-            sol_cuda_wt wt = device_view(w, dev);
-            for (int n : {1, 5}) {
-                assert_int_equal(sol_matmul(be, &w.cpu, x2.data(), want2.data(), n), 0);
-                assert_int_equal(
-                    sol_emu_gemv(wt, x2.data(), got2.data(), n, scratch2.data(), 0, nullptr), 0);
-                double e = rel_err(got2.data(), want2.data(), n * M);
-                if (!(e < 1e-5)) fail_msg("gemv %s K=%d n=%d: %g", sol_dtype_name(t), k2, n, e);
-            }
-        }
-    }
+    for (int k : {1280, 2304})
+        for (sol_dtype t : {SOL_DT_Q4_K, SOL_DT_Q5_K, SOL_DT_Q6_K})
+            gemv_shape(be, t, M, k);
     /* float rows short enough to share a warp: 16 elements (F32: 16 lanes a row; F16/BF16's
      * 128-bit kernel: 2), 64 (8) and 200 (25 loads: one partial round of 32 lanes) */
-    for (int k3 : {16, 64, 200})
-        for (sol_dtype t : {SOL_DT_F32, SOL_DT_F16, SOL_DT_BF16}) {
-            weight_pair w = make_weight(be, t, M, k3);
-            std::vector<unsigned char> dev;
-            sol_cuda_wt wt = device_view(w, dev);
-            for (int n : {1, 5}) {
-                assert_int_equal(sol_matmul(be, &w.cpu, x.data(), want.data(), n), 0);
-                assert_int_equal(
-                    sol_emu_gemv(wt, x.data(), got.data(), n, scratch.data(), 0, nullptr), 0);
-                double e = rel_err(got.data(), want.data(), n * M);
-                if (!(e < 1e-5)) fail_msg("gemv %s K=%d n=%d: %g", sol_dtype_name(t), k3, n, e);
-            }
-        }
+    for (int k : {16, 64, 200})
+        for (sol_dtype t : {SOL_DT_F32, SOL_DT_F16, SOL_DT_BF16})
+            gemv_shape(be, t, M, k);
     weight_pair w = make_weight(be, SOL_DT_F32, M, K);
     std::vector<unsigned char> dev;
     sol_cuda_wt wt = device_view(w, dev);
