@@ -124,12 +124,16 @@ static void observe_timing(http_stream *s, const http_chunk *c) {
 /* With tools: the text goes through the call parser; content is sent as it comes, each call when
  * it is complete, and the last chunk says tool_calls when the model made any. */
 static void format_tools(http_stream *s, const http_chunk *c) {
-    strbuf content;
+    strbuf parsed, content;
+    strbuf_init(&parsed);
     strbuf_init(&content);
     oai_call_parser *p = &s->calls[c->index];
     size_t from = p->n_calls;
-    oai_call_parser_feed(p, c->text ? c->text : "", c->text_len, &content);
-    if (c->finish != OAI_FINISH_NONE) oai_call_parser_flush(p, &content);
+    oai_call_parser_feed(p, c->text ? c->text : "", c->text_len, &parsed);
+    if (c->finish != OAI_FINISH_NONE) oai_call_parser_flush(p, &parsed);
+    /* whitespace waits for text: no whitespace-only deltas, none at all for calls only */
+    oai_call_parser_gate(p, &parsed, &content, c->finish != OAI_FINISH_NONE);
+    strbuf_free(&parsed);
     if (content.len || c->n_logprobs)
         oai_sse_chunk(&s->out, &s->sse, content.data, content.len, c->logprobs, c->n_logprobs,
                       OAI_FINISH_NONE);

@@ -221,6 +221,7 @@ void oai_call_parser_init(oai_call_parser *p, oai_tool_format fmt, const char *r
     p->fmt = fmt;
     p->state = fmt == OAI_FMT_LLAMA3 ? ST_START : ST_OUTSIDE;
     strbuf_init(&p->held);
+    strbuf_init(&p->ws);
     snprintf(p->id_base, sizeof p->id_base, "%.36s", request_id);
 }
 
@@ -229,6 +230,35 @@ void oai_call_parser_free(oai_call_parser *p) {
         free(p->calls[i].name), free(p->calls[i].arguments);
     free(p->calls);
     strbuf_free(&p->held);
+    strbuf_free(&p->ws);
+}
+
+static bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* The length of text without its trailing whitespace. */
+static size_t trimmed(const char *text, size_t len) {
+    while (len && is_space(text[len - 1]))
+        len--;
+    return len;
+}
+
+size_t oai_content_len(const char *text, size_t len, size_t n_calls) {
+    return n_calls && text ? trimmed(text, len) : len;
+}
+
+void oai_call_parser_gate(oai_call_parser *p, const strbuf *in, strbuf *out, bool final) {
+    const char *t = in->data ? in->data : "";
+    size_t keep = trimmed(t, in->len);
+    if (keep) { /* text: what was held goes out first, this chunk's own trailing run waits */
+        strbuf_append(out, p->ws.data ? p->ws.data : "", p->ws.len);
+        strbuf_reset(&p->ws);
+        strbuf_append(out, t, keep);
+    }
+    strbuf_append(&p->ws, t + keep, in->len - keep);
+    if (final && !p->n_calls) strbuf_append(out, p->ws.data ? p->ws.data : "", p->ws.len);
+    if (final) strbuf_reset(&p->ws);
 }
 
 /* Mistral's template takes 9 letters and digits; the others OpenAI's call_ prefix. */

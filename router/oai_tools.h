@@ -83,6 +83,7 @@ typedef struct oai_call_parser {
     oai_call *calls;
     size_t n_calls;
     char id_base[40];
+    strbuf ws; /* streaming: trailing whitespace of the content, held (oai_call_parser_gate) */
 } oai_call_parser;
 
 /* request_id seeds the calls' ids: call_<id>_<k>, or for Mistral 9 letters and digits (its
@@ -94,6 +95,14 @@ void oai_call_parser_free(oai_call_parser *p);
 int oai_call_parser_feed(oai_call_parser *p, const char *text, size_t len, strbuf *content);
 /* At the end: held text (a tag start, an unterminated call) is content after all. */
 void oai_call_parser_flush(oai_call_parser *p, strbuf *content);
+/* The content an answer with calls keeps: its trailing whitespace (the separators between and
+ * after the calls) dropped; 0 means none (message.content null, as OpenAI and vLLM answer). */
+size_t oai_content_len(const char *text, size_t len, size_t n_calls);
+/* Streaming: what of a chunk's content `in` to send now (into `out`), so that the deltas add up
+ * to oai_content_len's content: whitespace after the last other character is held until more
+ * text follows, and at the end (final) sent only when the answer has no calls. A calls-only
+ * answer streams no content delta at all. */
+void oai_call_parser_gate(oai_call_parser *p, const strbuf *in, strbuf *out, bool final);
 
 /* `"tool_calls":[{"id":..,"type":"function","function":{"name":..,"arguments":".."}},...]`
  * for calls[from, n); with index fields for stream deltas. */

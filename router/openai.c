@@ -832,6 +832,7 @@ static void put_header(strbuf *out, const char *id, const char *object, int64_t 
 static void put_chat_message(strbuf *out, const char *text, size_t len, const oai_call *calls,
                              size_t n_calls) {
     strbuf_puts(out, "\"message\":{\"role\":\"assistant\",\"content\":");
+    len = oai_content_len(text, len, n_calls); /* the separators around calls are not content */
     if (n_calls && !len)
         strbuf_puts(out, "null"); /* OpenAI's shape when the answer is only calls */
     else

@@ -38,6 +38,32 @@ for (let seed = 1; seed <= 6; seed++) {
 check(stopped >= 3 && good === stopped,
       `tool_choice required, parallel_tool_calls false: ${good} of ${stopped} finished answers are one valid call`);
 
+// An answer of calls only has content null (not the whitespace around the calls), and its
+// stream sends no content delta (whitespace waits for text that never comes). One call per
+// answer: with parallel calls allowed the random model rarely stops calling within max_tokens.
+let callsOnly = 0, nulls = 0;
+for (let seed = 1; seed <= 6; seed++) {
+  const r = await client.chat.completions.create({ model: "precise", messages, tools, tool_choice: "required",
+                                                   parallel_tool_calls: false, temperature: 1, seed,
+                                                   max_tokens: 120 });
+  const ch = r.choices[0];
+  if (ch.finish_reason !== "tool_calls") continue;
+  callsOnly++;
+  if (ch.message.content === null) nulls++;
+}
+check(callsOnly >= 3 && nulls === callsOnly, `calls only: content null in ${nulls} of ${callsOnly} answers`);
+let contentDeltas = 0, callDeltas = 0, streamedFinish = null;
+for await (const chunk of await client.chat.completions.create({ model: "precise", messages, tools,
+    tool_choice: "required", parallel_tool_calls: false, temperature: 1, seed: 3, max_tokens: 120,
+    stream: true })) {
+  const c = chunk.choices[0];
+  if (c?.delta?.content) contentDeltas++;
+  if (c?.delta?.tool_calls) callDeltas++;
+  if (c?.finish_reason) streamedFinish = c.finish_reason;
+}
+check(streamedFinish === "tool_calls" && callDeltas === 1 && contentDeltas === 0,
+      `calls only, streamed: ${callDeltas} tool_calls delta, ${contentDeltas} content deltas (${streamedFinish})`);
+
 const named = await client.chat.completions.create({ model: "precise", messages, tools, seed: 2, max_tokens: 120,
   tool_choice: { type: "function", function: { name: "get_weather" } } });
 check(named.choices[0].finish_reason === "length" ||

@@ -135,6 +135,77 @@ static oai_request *chat_with_tools(const char *extra) {
     return r;
 }
 
+/* Streams text through the parser and the content gate, step bytes at a time: the deltas it
+ * would send, each checked to hold a non-space character, concatenated into `sent`. */
+static size_t stream_gated(const char *text, size_t step, strbuf *sent) {
+    oai_call_parser p;
+    oai_call_parser_init(&p, OAI_FMT_HERMES, "r");
+    size_t len = strlen(text), deltas = 0;
+    for (size_t i = 0; i <= len; i += step) {
+        strbuf parsed, out;
+        strbuf_init(&parsed), strbuf_init(&out);
+        size_t k = i + step > len ? len - i : step;
+        assert_true(oai_call_parser_feed(&p, text + i, k, &parsed) >= 0);
+        bool final = i + step > len;
+        if (final) oai_call_parser_flush(&p, &parsed);
+        oai_call_parser_gate(&p, &parsed, &out, final);
+        if (out.len) {
+            bool text_in = false;
+            for (size_t j = 0; j < out.len; j++)
+                text_in |= !strchr(" \t\r\n", out.data[j]);
+            if (!text_in && p.n_calls) fail_msg("a whitespace-only delta: '%s'", out.data);
+            strbuf_append(sent, out.data, out.len), deltas++;
+        }
+        strbuf_free(&parsed), strbuf_free(&out);
+    }
+    oai_call_parser_free(&p);
+    return deltas;
+}
+
+/* An answer of calls only has no content (null; not the separators between the calls), and
+ * streams no content delta; text around calls keeps everything but its trailing whitespace,
+ * streamed or not; an answer without calls keeps all of its text. */
+static void test_content_around_calls(void **state) {
+    (void)state;
+    const char *call = "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+    char only[512], text[512];
+    snprintf(only, sizeof only, "%s\n\n%s\n\n\n", call, call);
+    snprintf(text, sizeof text, "\n Sure. \n%s\n\n%s\n", call, call);
+    const struct {
+        const char *in, *content;
+    } cases[] = {{only, ""}, {text, "\n Sure."}, {"  no calls \n", "  no calls \n"}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (size_t step = 1; step <= 9; step += 4) {
+            parsed r;
+            parse(&r, OAI_FMT_HERMES, cases[c].in, step);
+            size_t n = oai_content_len(r.content.data, r.content.len, r.p.n_calls);
+            if (n != strlen(cases[c].content) || memcmp(r.content.data, cases[c].content, n))
+                fail_msg("case %zu: content '%.*s'", c, (int)n, r.content.data);
+            done(&r);
+            strbuf sent;
+            strbuf_init(&sent);
+            size_t deltas = stream_gated(cases[c].in, step, &sent);
+            if (sent.len != n || (n && memcmp(sent.data, cases[c].content, n)))
+                fail_msg("case %zu step %zu: streamed '%.*s'", c, step, (int)sent.len, sent.data);
+            if (c == 0) assert_int_equal(deltas, 0);
+            strbuf_free(&sent);
+        }
+    /* the response: null content for calls only */
+    oai_call call1 = {.id = "c1", .name = (char *)"f", .arguments = (char *)"{}"};
+    oai_response resp = {.kind = OAI_CHAT,
+                         .id = "x",
+                         .model = "m",
+                         .text = "\n\n\n",
+                         .text_len = 3,
+                         .calls = &call1,
+                         .n_calls = 1};
+    strbuf out;
+    strbuf_init(&out);
+    assert_int_equal(oai_response_json(&out, &resp), 0);
+    assert_non_null(strstr(out.data, "\"content\":null"));
+    strbuf_free(&out);
+}
+
 static void test_bind(void **state) {
     (void)state;
     oai_error e;
@@ -180,6 +251,7 @@ int main(void) {
         cmocka_unit_test(test_llama3),
         cmocka_unit_test(test_mistral),
         cmocka_unit_test(test_bind),
+        cmocka_unit_test(test_content_around_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
