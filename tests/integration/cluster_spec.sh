@@ -53,7 +53,7 @@ emitted=$(metric sol_worker_spec_emitted_tokens_total f1)
 # each verify step emits its accepted drafts plus one token; 80 completion tokens were served
 [ "$emitted" = $((accepted + steps)) ] && [ "$emitted" -le 80 ] \
     || fail "$emitted tokens emitted by $steps verify steps that accepted $accepted"
-grep -q "^vllm:spec_decode_num_drafts_total{.*worker=\" <<<"$scrape"f1\"} $steps\$" \
+grep -q "^vllm:spec_decode_num_drafts_total{.*worker=\"f1\"} $steps\$" <<<"$scrape" \
     || fail "vllm:spec_decode_num_drafts_total for f1 differs from $steps"
 for s in draft verify; do
     python3 -c "import sys; sys.exit(not float(sys.argv[1]) > 0)" \
