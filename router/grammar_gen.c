@@ -3,10 +3,13 @@
 #include "grammar_gen.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "grammar_range.h"
 
 enum { USE_STRING = 1, USE_NUMBER = 2, USE_INT = 4, USE_VALUE = 8, USE_WS = 16, USE_CHAR = 32 };
 
@@ -66,7 +69,11 @@ static void common_rules(gg *c) {
         strbuf_puts(o, "json-number ::= json-int ( \".\" [0-9]{1,15} )? ( [eE] [-+]? [0-9]{1,2} "
                        ")?\n");
     }
-    if (c->used & USE_INT) strbuf_puts(o, "json-int ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n");
+    if (c->used & USE_INT) { /* integers a JSON client reads exactly: within ±(2^53 - 1) */
+        strbuf_puts(o, "json-int ::= ");
+        gg_int_range(o, -GG_INT_SAFE, GG_INT_SAFE);
+        strbuf_putc(o, '\n');
+    }
     if (c->used & USE_STRING) {
         c->used |= USE_CHAR;
         strbuf_puts(o, "json-string ::= \"\\\"\" json-char* \"\\\"\"\n");
@@ -89,12 +96,30 @@ static bool in_list(const char *k, const char *const *list) {
 static const char *const k_annotations[] = {
     "title",      "description", "default",   "examples", "$schema",     "$id", "$comment",
     "deprecated", "readOnly",    "writeOnly", "$defs",    "definitions", NULL};
-static const char *const k_keywords[] = {
-    "type",    "properties",  "required",  "additionalProperties",
-    "items",   "prefixItems", "minItems",  "maxItems",
-    "enum",    "const",       "anyOf",     "oneOf",
-    "allOf",   "$ref",        "minLength", "maxLength",
-    "pattern", "strict",      NULL};
+static const char *const k_keywords[] = {"type",
+                                         "properties",
+                                         "required",
+                                         "additionalProperties",
+                                         "items",
+                                         "prefixItems",
+                                         "minItems",
+                                         "maxItems",
+                                         "enum",
+                                         "const",
+                                         "anyOf",
+                                         "oneOf",
+                                         "allOf",
+                                         "$ref",
+                                         "minLength",
+                                         "maxLength",
+                                         "pattern",
+                                         "strict",
+                                         "minimum",
+                                         "maximum",
+                                         "exclusiveMinimum",
+                                         "exclusiveMaximum",
+                                         "format",
+                                         NULL};
 
 static int check_keywords(gg *c, const json_t *s, const char *path) {
     const char *k;
@@ -133,20 +158,98 @@ static void repeat_suffix(strbuf *o, int min, int max) {
 
 static int regex_to(gg *c, strbuf *b, const char *re, bool json_string, const char *path);
 
+/* JSON Schema's string formats, each as a regex of the subset (RFC 3339 dates and times, RFC
+ * 9562 UUIDs with their version and variant digits, dotted-quad IPv4, LDH hostnames). ipv6 is
+ * built by ipv6_regex. */
+#define HEX4 "[0-9a-fA-F]{1,4}"
+#define D4 "[0-9]{1,4}"
+#define DATE_RE "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+#define TIME_RE                                                                                    \
+    "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9]" \
+    ")"
+#define DUR_T "T(" D4 "H(" D4 "M(" D4 "S)?)?|" D4 "M(" D4 "S)?|" D4 "S)"
+#define LABEL "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+#define OCTET "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+static const struct {
+    const char *name, *re;
+} k_formats[] = {
+    {"date-time", DATE_RE "T" TIME_RE},
+    {"date", DATE_RE},
+    {"time", TIME_RE},
+    {"duration",
+     "P((" D4 "D|" D4 "M(" D4 "D)?|" D4 "Y(" D4 "M(" D4 "D)?)?)(" DUR_T ")?|" DUR_T "|" D4 "W)"},
+    {"email", "[A-Za-z0-9_+-]+(\\.[A-Za-z0-9_+-]+)*@(" LABEL "\\.)+[A-Za-z]{2,24}"},
+    {"hostname", LABEL "(\\." LABEL ")*"},
+    {"ipv4", OCTET "(\\." OCTET "){3}"},
+    {"ipv6", NULL},
+    {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-"
+             "[0-9a-fA-F]{12}"},
+};
+
+/* IPv6: eight groups, or l groups "::" r more with l + r <= 7 (each split its own branch, so no
+ * text has too many groups). */
+static void ipv6_regex(strbuf *o) {
+    strbuf_puts(o, HEX4 "(:" HEX4 "){7}");
+    for (int l = 0; l <= 7; l++) {
+        strbuf_puts(o, "|");
+        if (l) strbuf_printf(o, HEX4 "(:" HEX4 "){%d}", l - 1);
+        strbuf_puts(o, "::");
+        if (7 - l > 0) strbuf_printf(o, "(" HEX4 "(:" HEX4 "){0,%d})?", 6 - l);
+    }
+}
+
+static int format_regex(gg *c, const json_t *f, const char *path, strbuf *re) {
+    char where[300];
+    snprintf(where, sizeof where, "%.200s.format", path);
+    if (!json_is_string(f)) return bad(c, where, "must be a string");
+    for (size_t i = 0; i < sizeof k_formats / sizeof k_formats[0]; i++) {
+        if (strcmp(json_string_value(f), k_formats[i].name)) continue;
+        if (k_formats[i].re)
+            strbuf_puts(re, k_formats[i].re);
+        else
+            ipv6_regex(re);
+        return 0;
+    }
+    return bad(c, where,
+               "unsupported format (date-time, date, time, duration, email, hostname, ipv4, "
+               "ipv6, uuid)");
+}
+
+/* A string held to a regex: pattern when it is in the subset, else format's (zod writes both,
+ * and some of its patterns use lookaround); json_string: escapes as JSON needs. */
+static int regex_string(gg *c, strbuf *o, const json_t *pat, const json_t *fmt, const char *path) {
+    strbuf re, body;
+    strbuf_init(&re), strbuf_init(&body);
+    int rc = fmt ? format_regex(c, fmt, path, &re) : 0;
+    if (!rc && pat && !json_is_string(pat)) rc = bad(c, path, "pattern must be a string");
+    if (!rc && pat) {
+        rc = regex_to(c, &body, json_string_value(pat), true, path);
+        if (rc && fmt) { /* the format holds the string instead */
+            sol_err_clear(c->err);
+            strbuf_reset(&body);
+            rc = regex_to(c, &body, re.data, true, path);
+        }
+    } else if (!rc) {
+        rc = regex_to(c, &body, re.data, true, path);
+    }
+    if (!rc) strbuf_printf(o, "\"\\\"\" %s \"\\\"\"", body.data);
+    strbuf_free(&re), strbuf_free(&body);
+    return rc;
+}
+
 static int string_rule(gg *c, strbuf *o, const json_t *s, const char *path) {
     int min, max, rc;
     if ((rc = get_count(c, s, "minLength", path, 0, &min)) ||
         (rc = get_count(c, s, "maxLength", path, -1, &max)))
         return rc;
     if (max >= 0 && max < min) return bad(c, path, "maxLength is below minLength");
-    const json_t *pat = json_object_get(s, "pattern");
-    if (pat) {
-        if (!json_is_string(pat)) return bad(c, path, "pattern must be a string");
-        if (min || max >= 0) return bad(c, path, "pattern with minLength/maxLength");
-        strbuf_puts(o, "\"\\\"\" ");
-        if ((rc = regex_to(c, o, json_string_value(pat), true, path))) return rc;
-        strbuf_puts(o, " \"\\\"\"");
-        return 0;
+    const json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
+    if (pat || fmt) {
+        if (min || max >= 0)
+            return bad(c, path,
+                       pat ? "pattern with minLength/maxLength"
+                           : "format with minLength/maxLength");
+        return regex_string(c, o, pat, fmt, path);
     }
     c->used |= USE_CHAR;
     strbuf_puts(o, "\"\\\"\" json-char");
@@ -302,11 +405,58 @@ static int ref_rule(gg *c, const char *ref, const char *path, char *name, int de
     return rc;
 }
 
+/* The bound keywords of numbers, in one table: which side, and whether the bound itself is out. */
+static const struct {
+    const char *key;
+    bool upper, exclusive;
+} k_bounds[] = {{"minimum", false, false},
+                {"exclusiveMinimum", false, true},
+                {"maximum", true, false},
+                {"exclusiveMaximum", true, true}};
+enum { N_BOUNDS = sizeof k_bounds / sizeof k_bounds[0] };
+
+/* The first bound keyword s has, or NULL. */
+static const char *first_bound(const json_t *s) {
+    for (int i = 0; i < N_BOUNDS; i++)
+        if (json_object_get(s, k_bounds[i].key)) return k_bounds[i].key;
+    return NULL;
+}
+
+/* An integer within s's bounds (none: the ±(2^53 - 1) that JSON clients read exactly). */
+static int int_rule(gg *c, strbuf *b, const json_t *s, const char *path) {
+    int64_t lo = -GG_INT_SAFE, hi = GG_INT_SAFE;
+    char where[300];
+    for (int i = 0; i < N_BOUNDS; i++) {
+        const json_t *v = json_object_get(s, k_bounds[i].key);
+        if (!v) continue;
+        snprintf(where, sizeof where, "%.200s.%s", path, k_bounds[i].key);
+        if (!json_is_number(v)) return bad(c, where, "must be a number");
+        double x = json_number_value(v);
+        /* the nearest integer inside the bound, clamped to the safe range */
+        double e = k_bounds[i].upper ? (k_bounds[i].exclusive ? ceil(x) - 1 : floor(x))
+                                     : (k_bounds[i].exclusive ? floor(x) + 1 : ceil(x));
+        e = e < (double)-GG_INT_SAFE ? (double)-GG_INT_SAFE : e;
+        e = e > (double)GG_INT_SAFE ? (double)GG_INT_SAFE : e;
+        if (k_bounds[i].upper && (int64_t)e < hi) hi = (int64_t)e;
+        if (!k_bounds[i].upper && (int64_t)e > lo) lo = (int64_t)e;
+    }
+    if (lo > hi) return bad(c, path, "no integer lies within minimum/maximum");
+    if (lo == -GG_INT_SAFE && hi == GG_INT_SAFE)
+        return c->used |= USE_INT, strbuf_puts(b, "json-int"), 0;
+    gg_int_range(b, lo, hi);
+    return 0;
+}
+
 static int one_type(gg *c, strbuf *b, const json_t *s, const char *t, const char *path, int depth) {
     if (!strcmp(t, "string")) return string_rule(c, b, s, path);
     if (!strcmp(t, "object")) return object_rule(c, b, s, path, depth);
     if (!strcmp(t, "array")) return array_rule(c, b, s, path, depth);
-    if (!strcmp(t, "integer")) return c->used |= USE_INT, strbuf_puts(b, "json-int"), 0;
+    if (!strcmp(t, "integer")) return int_rule(c, b, s, path);
+    if (!strcmp(t, "number") && first_bound(s)) {
+        char where[300];
+        snprintf(where, sizeof where, "%.200s.%s", path, first_bound(s));
+        return bad(c, where, "bounds on type number are not supported (on integer they are)");
+    }
     if (!strcmp(t, "number")) return c->used |= USE_NUMBER, strbuf_puts(b, "json-number"), 0;
     if (!strcmp(t, "boolean")) return strbuf_puts(b, "( \"true\" | \"false\" )"), 0;
     if (!strcmp(t, "null")) return strbuf_puts(b, "\"null\""), 0;
@@ -339,6 +489,31 @@ static int alternatives(gg *c, strbuf *b, const json_t *list, const char *kw, co
     return 0;
 }
 
+/* Whether type t (a string or a list) names one of the two types. */
+static bool has_type(const json_t *t, const char *a, const char *b) {
+    if (json_is_string(t))
+        return !strcmp(json_string_value(t), a) || (b && !strcmp(json_string_value(t), b));
+    for (size_t i = 0; json_is_array(t) && i < json_array_size(t); i++)
+        if (has_type(json_array_get(t, i), a, b)) return true;
+    return false;
+}
+
+/* Bounds hold numbers and format strings: on a schema of no such type they would hold nothing,
+ * so they are refused rather than dropped. */
+static int keywords_fit_type(gg *c, const json_t *s, const json_t *t, const char *path) {
+    char where[300];
+    const char *k = first_bound(s);
+    if (k && !has_type(t, "integer", "number")) {
+        snprintf(where, sizeof where, "%.200s.%s", path, k);
+        return bad(c, where, "applies to type integer or number: give the schema that type");
+    }
+    if (json_object_get(s, "format") && !has_type(t, "string", NULL)) {
+        snprintf(where, sizeof where, "%.200s.format", path);
+        return bad(c, where, "applies to type string: give the schema that type");
+    }
+    return 0;
+}
+
 static int schema_body(gg *c, strbuf *b, const json_t *s, const char *path, int depth) {
     const json_t *v;
     if ((v = json_object_get(s, "$ref"))) {
@@ -359,6 +534,8 @@ static int schema_body(gg *c, strbuf *b, const json_t *s, const char *path, int 
         return rc ? rc : (strbuf_puts(b, sub), 0);
     }
     const json_t *t = json_object_get(s, "type");
+    int rc = keywords_fit_type(c, s, t, path);
+    if (rc) return rc;
     if (json_is_string(t)) return one_type(c, b, s, json_string_value(t), path, depth);
     if (json_is_array(t) && json_array_size(t)) {
         strbuf_puts(b, "( ");

@@ -145,7 +145,9 @@ def bad(body, needle, path="/v1/chat/completions"):
     assert st == 400 and needle in r["error"]["message"], (st, r)
     print("  400:", r["error"]["message"][:110])
 bad({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema":
-     {"type": "string", "format": "email"}}}}, "schema.format: unsupported")
+     {"type": "string", "format": "color"}}}}, "schema.format: unsupported format")
+bad({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema":
+     {"type": "integer", "multipleOf": 2}}}}, "schema.multipleOf: unsupported")
 bad({"response_format": {"type": "json_object"}, "guided_regex": "a"}, "cannot be combined")
 bad({"grammar": "root ::= undefined-rule"}, "never defined")
 bad({"guided_regex": "a(?=b)"}, "lookaround")

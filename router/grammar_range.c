@@ -1,0 +1,97 @@
+/* grammar_range: integer ranges as alternatives of digit patterns. For numbers of one length
+ * from a to b, the first digit splits the range: a's own first digit followed by a's tail up to
+ * 9...9, the digits strictly between followed by any tail, and b's first digit followed by 0...0
+ * up to b's tail; a shared first digit is a literal and the rest recurses. */
+#include "grammar_range.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { MAX_DIGITS = 20 };
+
+static void alt(strbuf *o, bool *first) {
+    if (!*first) strbuf_puts(o, " | ");
+    *first = false;
+}
+
+static bool all(const char *s, char c, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != c) return false;
+    return true;
+}
+
+/* " [0-9]{n}" (nothing for n = 0). */
+static void any_digits(strbuf *o, size_t n) {
+    if (n == 1) strbuf_puts(o, " [0-9]");
+    if (n > 1) strbuf_printf(o, " [0-9]{%zu}", n);
+}
+
+/* The alternatives for the n-digit strings from a to b (a <= b), each after the GBNF text pre. */
+static void span(strbuf *o, bool *first, const char *pre, const char *a, const char *b, size_t n) {
+    static const char nines[] = "99999999999999999999", zeros[] = "00000000000000000000";
+    char more[256];
+    if (n == 0 || (all(a, '0', n) && all(b, '9', n))) {
+        alt(o, first);
+        strbuf_puts(o, pre);
+        any_digits(o, n);
+        return;
+    }
+    if (a[0] == b[0]) {
+        snprintf(more, sizeof more, "%s \"%c\"", pre, a[0]);
+        span(o, first, more, a + 1, b + 1, n - 1);
+        return;
+    }
+    char lo = a[0], hi = b[0];
+    if (!all(a + 1, '0', n - 1)) { /* a's digit with a's tail and above */
+        snprintf(more, sizeof more, "%s \"%c\"", pre, a[0]);
+        span(o, first, more, a + 1, nines, n - 1);
+        lo++;
+    }
+    bool b_tail = !all(b + 1, '9', n - 1);
+    if (b_tail) hi--;
+    if (lo <= hi) {
+        alt(o, first);
+        if (lo == hi)
+            strbuf_printf(o, "%s \"%c\"", pre, lo);
+        else
+            strbuf_printf(o, "%s [%c-%c]", pre, lo, hi);
+        any_digits(o, n - 1);
+    }
+    if (b_tail) { /* b's digit with b's tail and below */
+        snprintf(more, sizeof more, "%s \"%c\"", pre, b[0]);
+        span(o, first, more, zeros, b + 1, n - 1);
+    }
+}
+
+/* The non-negative integers a..b, length by length. */
+static void nonneg(strbuf *o, bool *first, uint64_t a, uint64_t b) {
+    char sa[MAX_DIGITS + 1], sb[MAX_DIGITS + 1], x[MAX_DIGITS + 1], y[MAX_DIGITS + 1];
+    size_t la = (size_t)snprintf(sa, sizeof sa, "%llu", (unsigned long long)a);
+    size_t lb = (size_t)snprintf(sb, sizeof sb, "%llu", (unsigned long long)b);
+    for (size_t len = la; len <= lb; len++) {
+        if (len == la)
+            memcpy(x, sa, len + 1);
+        else
+            x[0] = '1', memset(x + 1, '0', len - 1), x[len] = 0;
+        if (len == lb)
+            memcpy(y, sb, len + 1);
+        else
+            memset(y, '9', len), y[len] = 0;
+        span(o, first, "", x, y, len);
+    }
+}
+
+void gg_int_range(strbuf *out, int64_t lo, int64_t hi) {
+    bool first = true;
+    strbuf_puts(out, "(");
+    if (lo < 0) { /* "-" and the magnitudes max(1, -hi)..-lo */
+        bool inner = true;
+        alt(out, &first);
+        strbuf_puts(out, " \"-\" (");
+        nonneg(out, &inner, hi < 0 ? (uint64_t)-hi : 1, (uint64_t)-lo);
+        strbuf_puts(out, " )");
+    }
+    if (hi >= 0) nonneg(out, &first, lo < 0 ? 0 : (uint64_t)lo, (uint64_t)hi);
+    strbuf_puts(out, " )");
+}
