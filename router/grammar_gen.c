@@ -597,12 +597,85 @@ static void opt_literal(strbuf *o, const char *s) {
     if (s && *s) literal(o, s, strlen(s)), strbuf_putc(o, ' ');
 }
 
+/* KMP's automaton over the trigger t: the state after reading c in state i (i characters of t
+ * matched). */
+static size_t kmp_next(const char *t, size_t i, char c) {
+    while (i && t[i] != c) { /* the longest proper border of t[0..i) that c extends */
+        size_t k = i - 1;
+        while (k && strncmp(t, t + i - k, k))
+            k--;
+        i = k;
+    }
+    return t[i] == c ? i + 1 : 0;
+}
+
+/* A GBNF class member: c, escaped where classes need it. */
+static void class_char(strbuf *o, char c) {
+    if (strchr("\\]-^[", c)) strbuf_putc(o, '\\');
+    strbuf_putc(o, c);
+}
+
+/* Rules free-0 .. free-(m-1): any text without the trigger t (free-i: i characters of it just
+ * read), where reading all of t continues with rule `then`. Any state may end the text. */
+static void free_text_rules(strbuf *o, const char *t, const char *then) {
+    size_t m = strlen(t);
+    char alpha[64] = "";
+    for (size_t i = 0, n = 0; i < m && n + 1 < sizeof alpha; i++)
+        if (!strchr(alpha, t[i])) alpha[n++] = t[i], alpha[n] = 0;
+    for (size_t i = 0; i < m; i++) {
+        strbuf_printf(o, "free-%zu ::= ( [^", i);
+        for (const char *c = alpha; *c; c++)
+            class_char(o, *c);
+        strbuf_puts(o, "] free-0");
+        for (const char *c = alpha; *c; c++) {
+            size_t next = kmp_next(t, i, *c);
+            strbuf_puts(o, " | ");
+            literal(o, c, 1);
+            if (next == m)
+                strbuf_printf(o, " %s", then);
+            else
+                strbuf_printf(o, " free-%zu", next);
+        }
+        strbuf_puts(o, " )?\n");
+    }
+}
+
+/* The calls' root: begin call (sep call)* end; lazy: free text, and from the trigger on the
+ * rest of begin + open, the first call's body, then the others as above. */
+static int calls_root(gg *c, strbuf *root, bool parallel, bool lazy, const gg_call_shape *shape) {
+    strbuf more;
+    strbuf_init(&more);
+    if (parallel) {
+        strbuf_puts(&more, "( ");
+        opt_literal(&more, shape->sep);
+        strbuf_puts(&more, "tool-call )* ");
+    }
+    opt_literal(&more, shape->end);
+    if (!lazy) {
+        opt_literal(root, shape->begin);
+        strbuf_printf(root, "tool-call %s", more.data ? more.data : "");
+    } else {
+        char head[128];
+        snprintf(head, sizeof head, "%s%s", shape->begin, shape->open);
+        size_t tl = strlen(shape->trigger);
+        strbuf_puts(c->out, "calls-rest ::= ");
+        opt_literal(c->out, head + tl);
+        strbuf_printf(c->out, "tool-body %s\n", more.data ? more.data : "");
+        free_text_rules(c->out, shape->trigger, "calls-rest");
+        strbuf_puts(root, "free-0");
+    }
+    strbuf_free(&more);
+    return 0;
+}
+
 int gg_tool_calls(const char *const *names, const json_t *const *params, size_t n, bool parallel,
-                  const gg_call_shape *shape, strbuf *out, sol_err *err) {
+                  bool lazy, const gg_call_shape *shape, strbuf *out, sol_err *err) {
     gg c = {.out = out, .err = err};
     strbuf alts;
     strbuf_init(&alts);
     int rc = n ? 0 : sol_err_set(err, -EINVAL, "tool calls: no tools");
+    if (!rc && lazy && !shape->trigger)
+        rc = sol_err_set(err, -EINVAL, "this tool format has no opening text to wait for");
     for (size_t i = 0; i < n && !rc; i++) {
         char args[32] = "json-obj", path[64];
         snprintf(path, sizeof path, "tools[%zu].function.parameters", i);
@@ -615,8 +688,7 @@ int gg_tool_calls(const char *const *names, const json_t *const *params, size_t 
         char head[256];
         json_t *name = json_string(names[i]);
         char *quoted = json_dumps(name, JSON_ENCODE_ANY);
-        snprintf(head, sizeof head, "%s{\"name\": %s, \"%s\": ", shape->open, quoted,
-                 shape->args_key);
+        snprintf(head, sizeof head, "{\"name\": %s, \"%s\": ", quoted, shape->args_key);
         free(quoted), json_decref(name);
         if (i) strbuf_puts(&alts, " | ");
         strbuf_puts(&alts, "( ");
@@ -631,17 +703,13 @@ int gg_tool_calls(const char *const *names, const json_t *const *params, size_t 
     strbuf_init(&root);
     if (!rc) {
         c.used |= USE_WS;
-        strbuf_printf(out, "tool-call ::= %s\n", alts.data);
-        opt_literal(&root, shape->begin);
-        strbuf_puts(&root, "tool-call ");
-        if (parallel) {
-            strbuf_puts(&root, "( ");
-            opt_literal(&root, shape->sep);
-            strbuf_puts(&root, "tool-call )* ");
-        }
-        opt_literal(&root, shape->end);
-        rc = root.oom ? sol_err_set(err, -ENOMEM, "out of memory for the grammar")
-                      : finish(&c, root.data);
+        strbuf_printf(out, "tool-body ::= %s\ntool-call ::= ", alts.data);
+        opt_literal(out, shape->open);
+        strbuf_puts(out, "tool-body\n");
+        rc = calls_root(&c, &root, parallel, lazy, shape);
+        if (!rc)
+            rc = root.oom ? sol_err_set(err, -ENOMEM, "out of memory for the grammar")
+                          : finish(&c, root.data);
     }
     strbuf_free(&root);
     strbuf_free(&alts);

@@ -127,9 +127,11 @@ bool oai_tools_active(const oai_tools *t) {
 }
 
 static const gg_call_shape SHAPES[] = {
-    [OAI_FMT_HERMES] = {"", "<tool_call>\n", "arguments", "\n</tool_call>", "\n", ""},
-    [OAI_FMT_LLAMA3] = {"", "", "parameters", "", "; ", ""},
-    [OAI_FMT_MISTRAL] = {"[TOOL_CALLS] [", "", "arguments", "", ", ", "]"},
+    [OAI_FMT_HERMES] = {"", "<tool_call>\n", "arguments", "\n</tool_call>", "\n", "",
+                        "<tool_call>"},
+    /* a Llama 3 answer is calls when it starts with "{": no text to wait for in free text */
+    [OAI_FMT_LLAMA3] = {"", "", "parameters", "", "; ", "", NULL},
+    [OAI_FMT_MISTRAL] = {"[TOOL_CALLS] [", "", "arguments", "", ", ", "]", "[TOOL_CALLS]"},
 };
 static const char *const FORMAT_NAMES[] = {"hermes", "llama3-json", "mistral"};
 
@@ -143,26 +145,26 @@ const char *oai_tool_format_name(oai_tool_format f) {
     return (unsigned)f < 3 ? FORMAT_NAMES[f] : "?";
 }
 
+/* tool_choice auto with something to hold the calls to: strict schemas, or one call only. */
+static bool auto_lazy(const oai_tools *t) {
+    return t->n && t->choice == OAI_TOOLS_AUTO &&
+           (t->strict || (t->parallel_given && !t->parallel));
+}
+
 int oai_tools_finish(oai_tools *t, const char *grammar, const char *grammar_field, oai_error *err) {
     if (!t->n && t->choice_given && t->choice != OAI_TOOLS_NONE)
         return BAD(err, "tool_choice", "'tool_choice' needs 'tools'"), -EINVAL;
-    /* With auto nothing constrains the model's calls: promises that need it are refused, not
-     * silently unkept. */
-    if (t->n && t->choice == OAI_TOOLS_AUTO && t->strict)
-        return BAD(err, "tools",
-                   "'strict': true is enforced with tool_choice required or a named "
-                   "function; with auto the arguments are not constrained yet"),
-               -EINVAL;
-    if (t->n && t->choice == OAI_TOOLS_AUTO && t->parallel_given && !t->parallel)
-        return BAD(err, "parallel_tool_calls",
-                   "'parallel_tool_calls': false is enforced with "
-                   "tool_choice required or a named function; with auto it is not yet"),
-               -EINVAL;
-    if (t->choice != OAI_TOOLS_REQUIRED && t->choice != OAI_TOOLS_NAMED) return 0;
+    /* With auto, strict tools and parallel_tool_calls false are held by a lazy grammar
+     * (oai_tools_bind): free text, and the calls from their opening text on */
+    if (t->choice != OAI_TOOLS_REQUIRED && t->choice != OAI_TOOLS_NAMED && !auto_lazy(t)) return 0;
     if (grammar)
         return BAD(err, "tool_choice", "'tool_choice' %s and '%s' cannot be combined",
-                   t->choice == OAI_TOOLS_NAMED ? "naming a function" : "required", grammar_field),
+                   t->choice == OAI_TOOLS_NAMED  ? "naming a function"
+                   : t->choice == OAI_TOOLS_AUTO ? "auto with strict tools"
+                                                 : "required",
+                   grammar_field),
                -EINVAL;
+    if (t->choice == OAI_TOOLS_AUTO) return 0;
     for (size_t i = 0; i < t->n; i++)
         if (t->choice == OAI_TOOLS_REQUIRED || !strcmp(t->names[i], t->choice_name)) return 0;
     return BAD(err, "tool_choice", "'tool_choice' names \"%s\", which is not in 'tools'",
@@ -185,17 +187,25 @@ int oai_tools_bind(oai_tools *t, const char *tool_format, const char *chat_templ
         return oai_error_set(err, 500, "server_error", NULL, "tools",
                              "pool '%s' reports an unknown tool format '%s'", pool, tool_format),
                -EINVAL;
-    if (t->choice != OAI_TOOLS_REQUIRED && t->choice != OAI_TOOLS_NAMED) return 0;
+    bool lazy = auto_lazy(t);
+    if (t->choice != OAI_TOOLS_REQUIRED && t->choice != OAI_TOOLS_NAMED && !lazy) return 0;
+    if (lazy && !SHAPES[t->format].trigger)
+        return BAD(err, "tools",
+                   "pool '%s' writes calls as %s, which open with no text a grammar can wait "
+                   "for: 'strict' tools and 'parallel_tool_calls': false need tool_choice "
+                   "required or a named function there",
+                   pool, oai_tool_format_name(t->format)),
+               -EINVAL;
     const char *names[OAI_MAX_TOOLS];
     const json_t *params[OAI_MAX_TOOLS];
     size_t n = 0;
-    for (size_t i = 0; i < t->n; i++)
-        if (t->choice == OAI_TOOLS_REQUIRED || !strcmp(t->names[i], t->choice_name))
-            names[n] = t->names[i], params[n++] = t->params[i];
+    for (size_t i = 0; i < t->n; i++) /* auto: any tool; not strict: any arguments object */
+        if (t->choice != OAI_TOOLS_NAMED || !strcmp(t->names[i], t->choice_name))
+            names[n] = t->names[i], params[n++] = lazy && !t->strict ? NULL : t->params[i];
     strbuf g;
     strbuf_init(&g);
     sol_err e = {0};
-    if (gg_tool_calls(names, params, n, t->parallel && t->choice == OAI_TOOLS_REQUIRED,
+    if (gg_tool_calls(names, params, n, t->parallel && t->choice != OAI_TOOLS_NAMED, lazy,
                       &SHAPES[t->format], &g, &e)) {
         strbuf_free(&g);
         return BAD(err, "tools", "%s", e.msg), -EINVAL;

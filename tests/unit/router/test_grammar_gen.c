@@ -439,6 +439,86 @@ static void test_bounds_and_formats(void **state) {
     strbuf_free(&gb);
 }
 
+/* tool_choice auto with strict tools: free text that never holds the opening text, and from
+ * it on the calls to the end (hermes and mistral shapes, a trigger that repeats its first
+ * character); long free text stays cheap. */
+static void test_lazy_tool_calls(void **state) {
+    (void)state;
+    const gg_call_shape hermes = {"", "<tool_call>\n", "arguments", "\n</tool_call>", "\n",
+                                  "", "<tool_call>"};
+    const gg_call_shape mistral = {"[TOOL_CALLS] [", "", "arguments", "", ", ", "]",
+                                   "[TOOL_CALLS]"};
+    json_error_t je;
+    json_t *params = json_loads("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\","
+                                "\"minimum\":1,\"maximum\":9}},\"required\":[\"a\"],"
+                                "\"additionalProperties\":false}",
+                                0, &je);
+    const char *names[] = {"f"};
+    const json_t *ps[] = {params};
+    const char *call = "{\"name\": \"f\", \"arguments\": {\"a\": 3}}";
+    char buf[512];
+    for (int shape = 0; shape < 2; shape++) {
+        strbuf gb;
+        strbuf_init(&gb);
+        sol_err e = {0};
+        const gg_call_shape *sh = shape ? &mistral : &hermes;
+        if (gg_tool_calls(names, ps, 1, true, true, sh, &gb, &e)) fail_msg("%s", e.msg);
+        const char *t = sh->trigger;
+        const struct {
+            const char *pre, *post;
+            bool ok;
+        } cases[] = {
+            {"", NULL, true}, /* empty text */
+            {"Hello there, no calls.", NULL, true},
+            {"partial <tool_cal", NULL, true},
+            {"partial [TOOL_CALL", NULL, true},
+            {"Sure. ", "", true},      /* text, then calls to the end */
+            {"<<[[", "", true},        /* the trigger's first character repeated before it */
+            {"Sure. ", " bye", false}, /* nothing after the calls */
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            if (!cases[i].post) {
+                snprintf(buf, sizeof buf, "%s", cases[i].pre);
+            } else if (shape) {
+                snprintf(buf, sizeof buf, "%s%s [%s, %s]%s", cases[i].pre, t, call, call,
+                         cases[i].post);
+            } else {
+                snprintf(buf, sizeof buf, "%s%s\n%s\n</tool_call>\n<tool_call>\n%s\n</tool_call>%s",
+                         cases[i].pre, t, call, call, cases[i].post);
+            }
+            if (takes(gb.data, buf) != cases[i].ok)
+                fail_msg("%s: '%s' %s\n%s", t, buf, cases[i].ok ? "refused" : "taken", gb.data);
+        }
+        /* the trigger with anything but a call after it, and arguments outside the schema */
+        snprintf(buf, sizeof buf, "ok %s oops", t);
+        assert_false(takes(gb.data, buf));
+        snprintf(buf, sizeof buf, "%c%s oops", t[0], t); /* found after a false start too */
+        assert_false(takes(gb.data, buf));
+        snprintf(buf, sizeof buf,
+                 shape ? "%s [{\"name\": \"f\", \"arguments\": {\"a\": 12}}]"
+                       : "%s\n{\"name\": \"f\", \"arguments\": {\"a\": 12}}\n"
+                         "</tool_call>",
+                 t);
+        assert_false(takes(gb.data, buf));
+        /* 3000 characters of free text: the grammar's state does not grow with them */
+        char *longt = malloc(3001);
+        for (int i = 0; i < 3000; i++)
+            longt[i] = "ab<c [x]"[i % 8];
+        longt[3000] = 0;
+        assert_true(takes(gb.data, longt));
+        free(longt);
+        strbuf_free(&gb);
+    }
+    /* a shape with no opening text cannot be lazy */
+    const gg_call_shape llama = {"", "", "parameters", "", "; ", "", NULL};
+    strbuf gb;
+    strbuf_init(&gb);
+    sol_err e = {0};
+    assert_int_equal(gg_tool_calls(names, ps, 1, true, true, &llama, &gb, &e), -EINVAL);
+    strbuf_free(&gb);
+    json_decref(params);
+}
+
 static void test_refusals(void **state) {
     (void)state;
     expect_refused("{\"type\":\"string\",\"format\":\"color\"}",
@@ -485,6 +565,7 @@ int main(void) {
         cmocka_unit_test(test_const_pattern_prefix), cmocka_unit_test(test_json_object),
         cmocka_unit_test(test_regex_and_choice),     cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_int_ranges),           cmocka_unit_test(test_bounds_and_formats),
+        cmocka_unit_test(test_lazy_tool_calls),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
