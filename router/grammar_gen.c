@@ -447,17 +447,36 @@ static int int_rule(gg *c, strbuf *b, const json_t *s, const char *path) {
     return 0;
 }
 
+/* A number within s's bounds (gg_num_range: no exponent, fractions only where they all fit);
+ * none: any JSON number. */
+static int number_rule(gg *c, strbuf *b, const json_t *s, const char *path) {
+    if (!first_bound(s)) return c->used |= USE_NUMBER, strbuf_puts(b, "json-number"), 0;
+    double lo = -INFINITY, hi = INFINITY;
+    bool lo_x = false, hi_x = false;
+    char where[300];
+    for (int i = 0; i < N_BOUNDS; i++) {
+        const json_t *v = json_object_get(s, k_bounds[i].key);
+        if (!v) continue;
+        snprintf(where, sizeof where, "%.200s.%s", path, k_bounds[i].key);
+        if (!json_is_number(v)) return bad(c, where, "must be a number");
+        double x = json_number_value(v);
+        bool x_ex = k_bounds[i].exclusive;
+        if (k_bounds[i].upper && (x < hi || (x == hi && x_ex))) hi = x, hi_x = x_ex;
+        if (!k_bounds[i].upper && (x > lo || (x == lo && x_ex))) lo = x, lo_x = x_ex;
+    }
+    if (gg_num_range(b, lo, lo_x, hi, hi_x))
+        return bad(c, path,
+                   "no number this grammar writes lies within minimum/maximum (it needs an "
+                   "integer part whose every fraction fits, or an integer inside them)");
+    return 0;
+}
+
 static int one_type(gg *c, strbuf *b, const json_t *s, const char *t, const char *path, int depth) {
     if (!strcmp(t, "string")) return string_rule(c, b, s, path);
     if (!strcmp(t, "object")) return object_rule(c, b, s, path, depth);
     if (!strcmp(t, "array")) return array_rule(c, b, s, path, depth);
     if (!strcmp(t, "integer")) return int_rule(c, b, s, path);
-    if (!strcmp(t, "number") && first_bound(s)) {
-        char where[300];
-        snprintf(where, sizeof where, "%.200s.%s", path, first_bound(s));
-        return bad(c, where, "bounds on type number are not supported (on integer they are)");
-    }
-    if (!strcmp(t, "number")) return c->used |= USE_NUMBER, strbuf_puts(b, "json-number"), 0;
+    if (!strcmp(t, "number")) return number_rule(c, b, s, path);
     if (!strcmp(t, "boolean")) return strbuf_puts(b, "( \"true\" | \"false\" )"), 0;
     if (!strcmp(t, "null")) return strbuf_puts(b, "\"null\""), 0;
     return bad(c, path, "type must be string, number, integer, boolean, object, array or null");

@@ -4,6 +4,7 @@
  * up to b's tail; a shared first digit is a literal and the rest recurses. */
 #include "grammar_range.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -94,4 +95,51 @@ void gg_int_range(strbuf *out, int64_t lo, int64_t hi) {
     }
     if (hi >= 0) nonneg(out, &first, lo < 0 ? 0 : (uint64_t)lo, (uint64_t)hi);
     strbuf_puts(out, " )");
+}
+
+/* x rounded as f rounds it, within [0, GG_INT_SAFE] (infinities to the ends). */
+static int64_t clamp_int(double x) {
+    if (!(x > 0)) return 0;
+    if (x >= (double)GG_INT_SAFE) return GG_INT_SAFE;
+    return (int64_t)x;
+}
+
+/* Non-negative magnitudes m with a <= m <= b (ax, bx: exclusive), after sign: bare integers
+ * (from 1 when one_up: "-0" is not written), and I.fraction where every fraction fits. */
+static void magnitudes(strbuf *o, bool *first, const char *sign, double a, bool ax, double b,
+                       bool bx, bool one_up) {
+    double lo_i = ax ? floor(a) + 1 : ceil(a);
+    bool lo_in = lo_i <= (double)GG_INT_SAFE;
+    int64_t i_lo = clamp_int(lo_i);
+    int64_t top = isinf(b) ? GG_INT_SAFE : (bx ? (int64_t)ceil(b) - 1 : (int64_t)floor(b));
+    int64_t any_hi = isinf(b) ? GG_INT_SAFE : (int64_t)floor(b) - 1; /* I + 1 <= b */
+    top = top > GG_INT_SAFE ? GG_INT_SAFE : top;
+    any_hi = any_hi > GG_INT_SAFE ? GG_INT_SAFE : any_hi;
+    int64_t bare_lo = one_up && i_lo < 1 ? 1 : i_lo;
+    if (lo_in && bare_lo <= top) {
+        alt(o, first);
+        strbuf_puts(o, sign);
+        gg_int_range(o, bare_lo, top);
+    }
+    if (lo_in && i_lo <= any_hi) {
+        alt(o, first);
+        strbuf_puts(o, sign);
+        gg_int_range(o, i_lo, any_hi);
+        strbuf_puts(o, " \".\" [0-9]{1,15}");
+    }
+}
+
+int gg_num_range(strbuf *out, double lo, bool lo_x, double hi, bool hi_x) {
+    strbuf body;
+    strbuf_init(&body);
+    bool first = true;
+    if (lo < 0) /* -m: hi's magnitude below (0 when hi >= 0), lo's above */
+        magnitudes(&body, &first, "\"-\" ", hi < 0 ? -hi : 0, hi < 0 ? hi_x : hi == 0 && hi_x, -lo,
+                   lo_x, true);
+    if (hi > 0 || (hi == 0 && !hi_x))
+        magnitudes(&body, &first, "", lo < 0 ? 0 : lo, lo < 0 ? false : lo_x, hi, hi_x, false);
+    int rc = first ? -1 : 0;
+    if (!rc) strbuf_printf(out, "( %s )", body.data);
+    strbuf_free(&body);
+    return rc;
 }

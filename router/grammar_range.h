@@ -3,6 +3,7 @@
 #ifndef SOL_GRAMMAR_RANGE_H
 #define SOL_GRAMMAR_RANGE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "strbuf.h"
@@ -13,5 +14,12 @@
 /* Appends "( ... )" matching exactly the JSON texts of the integers lo..hi: no leading zeros, a
  * "-" for negatives, never "-0". Needs -GG_INT_SAFE <= lo <= hi <= GG_INT_SAFE. */
 void gg_int_range(strbuf *out, int64_t lo, int64_t hi);
+
+/* Appends "( ... )" for JSON numbers between lo and hi (lo_x, hi_x: the bound itself excluded;
+ * -INFINITY, INFINITY: no bound), without exponent: integers, and decimals with up to 15
+ * fraction digits where every fraction keeps the value inside (an integer part I with I + 1 <= hi,
+ * so [0, 1] gives 0.x and 1, [0.5, 2.25] gives 1.x, 1 and 2). Integer parts within ±(2^53 - 1).
+ * Returns 0, or -1 when that leaves no number (nothing appended). */
+int gg_num_range(strbuf *out, double lo, bool lo_x, double hi, bool hi_x);
 
 #endif

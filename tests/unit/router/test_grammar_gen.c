@@ -374,6 +374,56 @@ static void test_int_ranges(void **state) {
     }
 }
 
+/* Number ranges: what is taken lies inside (soundness), and the integers and the decimals whose
+ * integer part leaves room for any fraction are taken (the documented reach); no exponent. */
+static void test_num_ranges(void **state) {
+    (void)state;
+    const struct {
+        double lo;
+        bool lo_x;
+        double hi;
+        bool hi_x;
+        const char *must; /* space-separated texts that must be taken */
+    } cases[] = {
+        {0, false, 1, false, "0 1 0.5 0.999"},
+        {-2.5, true, -0.5, false, "-1 -2 -1.25"},
+        {-3, false, 2, true, "-3 -2.5 -0.5 0 1 1.75"},
+        {0.5, false, 2.25, false, "1 2 1.5"},
+        {-INFINITY, false, 10, false, "-12345.5 0 10 9.5"},
+        {3, true, INFINITY, false, "4 4.5 123456"},
+    };
+    const char *probes[] = {"0",    "1",   "0.5",  "0.999", "1.0",  "1.5",      "2",    "2.2",
+                            "2.25", "2.3", "-0.5", "-1",    "-2.4", "-2.5",     "-3",   "3",
+                            "-0",   "1e2", "4",    "10",    "10.5", "-12345.5", "0.25", "3.5"};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        strbuf gb;
+        strbuf_init(&gb);
+        strbuf_puts(&gb, "root ::= ");
+        assert_int_equal(gg_num_range(&gb, cases[c].lo, cases[c].lo_x, cases[c].hi, cases[c].hi_x),
+                         0);
+        strbuf_putc(&gb, '\n');
+        for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
+            double v = strtod(probes[i], NULL);
+            bool in = (cases[c].lo_x ? v > cases[c].lo : v >= cases[c].lo) &&
+                      (cases[c].hi_x ? v < cases[c].hi : v <= cases[c].hi);
+            if (takes(gb.data, probes[i]) && !in)
+                fail_msg("case %zu takes %s, outside", c, probes[i]);
+            if (strchr(probes[i], 'e') && takes(gb.data, probes[i]))
+                fail_msg("case %zu takes an exponent", c);
+        }
+        char must[128];
+        snprintf(must, sizeof must, "%s", cases[c].must);
+        for (char *w = strtok(must, " "); w; w = strtok(NULL, " "))
+            if (!takes(gb.data, w)) fail_msg("case %zu refuses %s\n%s", c, w, gb.data);
+        strbuf_free(&gb);
+    }
+    strbuf gb;
+    strbuf_init(&gb);
+    assert_int_equal(gg_num_range(&gb, 0.2, false, 0.8, false), -1);
+    assert_int_equal(gb.len, 0);
+    strbuf_free(&gb);
+}
+
 static bool matches(const char *re_text, const char *s) {
     regex_t re;
     assert_int_equal(regcomp(&re, re_text, REG_EXTENDED | REG_NOSUB), 0);
@@ -410,6 +460,9 @@ static void check_bounded(const json_t *v) {
     struct tm tm = {0};
     const char *rest = dt ? strptime(dt, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
     if (!rest) fail_msg("not a date-time: %s", dt ? dt : "(none)");
+    const json_t *p = json_object_get(v, "p"), *t = json_object_get(v, "t");
+    assert_true(json_is_number(p) && json_number_value(p) >= 0 && json_number_value(p) <= 1);
+    assert_true(json_is_number(t) && json_number_value(t) > -2.5 && json_number_value(t) <= -0.5);
     const char *dur = json_string_value(json_object_get(v, "dur"));
     assert_true(dur && dur[0] == 'P' && strlen(dur) > 1 && dur[strlen(dur) - 1] != 'T');
 }
@@ -420,13 +473,16 @@ static void test_bounds_and_formats(void **state) {
                "\"age\":{\"type\":\"integer\",\"minimum\":18,\"maximum\":120},"
                "\"neg\":{\"type\":\"integer\",\"exclusiveMinimum\":-20,\"exclusiveMaximum\":-3},"
                "\"big\":{\"type\":\"integer\"},\"d\":{\"type\":\"string\",\"format\":\"date\"},"
+               "\"p\":{\"type\":\"number\",\"minimum\":0,\"maximum\":1},"
+               "\"t\":{\"type\":\"number\",\"exclusiveMinimum\":-2.5,\"maximum\":-0.5},"
                "\"ip\":{\"type\":\"string\",\"format\":\"ipv4\"},"
                "\"ip6\":{\"type\":\"string\",\"format\":\"ipv6\"},"
                "\"u\":{\"type\":\"string\",\"format\":\"uuid\"},"
                "\"mail\":{\"type\":\"string\",\"format\":\"email\"},"
                "\"dt\":{\"type\":\"string\",\"format\":\"date-time\"},"
                "\"dur\":{\"type\":\"string\",\"format\":\"duration\"}},"
-               "\"required\":[\"age\",\"neg\",\"big\",\"d\",\"ip\",\"ip6\",\"u\",\"mail\",\"dt\","
+               "\"required\":[\"age\",\"neg\",\"big\",\"p\",\"t\",\"d\",\"ip\",\"ip6\",\"u\","
+               "\"mail\",\"dt\","
                "\"dur\"],\"additionalProperties\":false}",
                check_bounded, 40, 1500);
     /* zod writes a pattern beside some formats; one outside the regex subset (lookaround)
@@ -525,7 +581,8 @@ static void test_refusals(void **state) {
                    "schema.format: unsupported format");
     expect_refused("{\"properties\":{\"a\":{\"type\":\"integer\",\"multipleOf\":3}}}",
                    "schema.properties.a.multipleOf: unsupported");
-    expect_refused("{\"type\":\"number\",\"maximum\":3}", "schema.maximum: bounds on type number");
+    expect_refused("{\"type\":\"number\",\"minimum\":0.2,\"maximum\":0.8}",
+                   "schema: no number this grammar writes");
     expect_refused("{\"type\":\"string\",\"minimum\":3}",
                    "schema.minimum: applies to type integer");
     expect_refused("{\"type\":\"integer\",\"format\":\"date\"}",
@@ -565,7 +622,7 @@ int main(void) {
         cmocka_unit_test(test_const_pattern_prefix), cmocka_unit_test(test_json_object),
         cmocka_unit_test(test_regex_and_choice),     cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_int_ranges),           cmocka_unit_test(test_bounds_and_formats),
-        cmocka_unit_test(test_lazy_tool_calls),
+        cmocka_unit_test(test_lazy_tool_calls),      cmocka_unit_test(test_num_ranges),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
