@@ -422,9 +422,15 @@ static const char *first_bound(const json_t *s) {
     return NULL;
 }
 
-/* An integer within s's bounds (none: the ±(2^53 - 1) that JSON clients read exactly). */
-static int int_rule(gg *c, strbuf *b, const json_t *s, const char *path) {
-    int64_t lo = -GG_INT_SAFE, hi = GG_INT_SAFE;
+/* The tightest of s's bounds (each side: the larger lower or smaller upper value, exclusive on a
+ * tie); ±INFINITY where s has none. */
+typedef struct bounds {
+    double lo, hi;
+    bool lo_x, hi_x;
+} bounds;
+
+static int read_bounds(gg *c, const json_t *s, const char *path, bounds *r) {
+    *r = (bounds){-INFINITY, INFINITY, false, false};
     char where[300];
     for (int i = 0; i < N_BOUNDS; i++) {
         const json_t *v = json_object_get(s, k_bounds[i].key);
@@ -432,14 +438,28 @@ static int int_rule(gg *c, strbuf *b, const json_t *s, const char *path) {
         snprintf(where, sizeof where, "%.200s.%s", path, k_bounds[i].key);
         if (!json_is_number(v)) return bad(c, where, "must be a number");
         double x = json_number_value(v);
-        /* the nearest integer inside the bound, clamped to the safe range */
-        double e = k_bounds[i].upper ? (k_bounds[i].exclusive ? ceil(x) - 1 : floor(x))
-                                     : (k_bounds[i].exclusive ? floor(x) + 1 : ceil(x));
-        e = e < (double)-GG_INT_SAFE ? (double)-GG_INT_SAFE : e;
-        e = e > (double)GG_INT_SAFE ? (double)GG_INT_SAFE : e;
-        if (k_bounds[i].upper && (int64_t)e < hi) hi = (int64_t)e;
-        if (!k_bounds[i].upper && (int64_t)e > lo) lo = (int64_t)e;
+        bool ex = k_bounds[i].exclusive;
+        if (k_bounds[i].upper && (x < r->hi || (x == r->hi && ex))) r->hi = x, r->hi_x = ex;
+        if (!k_bounds[i].upper && (x > r->lo || (x == r->lo && ex))) r->lo = x, r->lo_x = ex;
     }
+    return 0;
+}
+
+/* x within ±(2^53 - 1). */
+static double clamp_safe(double x) {
+    return x < (double)-GG_INT_SAFE  ? (double)-GG_INT_SAFE
+           : x > (double)GG_INT_SAFE ? (double)GG_INT_SAFE
+                                     : x;
+}
+
+/* An integer within s's bounds (none: the ±(2^53 - 1) that JSON clients read exactly). */
+static int int_rule(gg *c, strbuf *b, const json_t *s, const char *path) {
+    bounds r;
+    int rc = read_bounds(c, s, path, &r);
+    if (rc) return rc;
+    /* the integers inside: the nearest to each bound, clamped to the safe range */
+    int64_t lo = (int64_t)clamp_safe(r.lo_x ? floor(r.lo) + 1 : ceil(r.lo));
+    int64_t hi = (int64_t)clamp_safe(r.hi_x ? ceil(r.hi) - 1 : floor(r.hi));
     if (lo > hi) return bad(c, path, "no integer lies within minimum/maximum");
     if (lo == -GG_INT_SAFE && hi == GG_INT_SAFE)
         return c->used |= USE_INT, strbuf_puts(b, "json-int"), 0;
@@ -451,20 +471,10 @@ static int int_rule(gg *c, strbuf *b, const json_t *s, const char *path) {
  * none: any JSON number. */
 static int number_rule(gg *c, strbuf *b, const json_t *s, const char *path) {
     if (!first_bound(s)) return c->used |= USE_NUMBER, strbuf_puts(b, "json-number"), 0;
-    double lo = -INFINITY, hi = INFINITY;
-    bool lo_x = false, hi_x = false;
-    char where[300];
-    for (int i = 0; i < N_BOUNDS; i++) {
-        const json_t *v = json_object_get(s, k_bounds[i].key);
-        if (!v) continue;
-        snprintf(where, sizeof where, "%.200s.%s", path, k_bounds[i].key);
-        if (!json_is_number(v)) return bad(c, where, "must be a number");
-        double x = json_number_value(v);
-        bool x_ex = k_bounds[i].exclusive;
-        if (k_bounds[i].upper && (x < hi || (x == hi && x_ex))) hi = x, hi_x = x_ex;
-        if (!k_bounds[i].upper && (x > lo || (x == lo && x_ex))) lo = x, lo_x = x_ex;
-    }
-    if (gg_num_range(b, lo, lo_x, hi, hi_x))
+    bounds r;
+    int rc = read_bounds(c, s, path, &r);
+    if (rc) return rc;
+    if (gg_num_range(b, r.lo, r.lo_x, r.hi, r.hi_x))
         return bad(c, path,
                    "no number this grammar writes lies within minimum/maximum (it needs an "
                    "integer part whose every fraction fits, or an integer inside them)");
