@@ -69,7 +69,8 @@ typedef struct {
     int n_specs;
     float *row; /* one row of floats, reused by the fill callback */
     int last_pct;
-    const char *draft_of; /* --draft-of TARGET.gguf */
+    const char *draft_of;   /* --draft-of TARGET.gguf */
+    const char *vocab_from; /* --vocab-from VOCAB.gguf: its tokenizer.* keys, its vocab size */
     int draft_layers, type_given;
 } model;
 
@@ -241,6 +242,33 @@ static int add_hparams(gguf_writer *w, const model *m, sol_err *e) {
     return rc;
 }
 
+/* --vocab-from: every tokenizer.* key of that GGUF (a real vocabulary, merges, special ids and
+ * its chat template if it has one, else Sol's default), and the model's vocab size is its
+ * token count. */
+static int open_vocab(model *m, gguf_file **out, sol_err *e) {
+    gguf_file *g = gguf_open(m->vocab_from, 0, e);
+    if (!g) return e->code ? e->code : -EINVAL;
+    const gguf_arr *tokens;
+    int rc = gguf_get_arr(g, "tokenizer.ggml.tokens", -1, &tokens, e);
+    if (!rc && (tokens->n < 16 || tokens->n > 1u << 20))
+        rc = sol_err_set(e, -EINVAL, "%s: %llu tokens: not a vocabulary to build a model on",
+                         m->vocab_from, (unsigned long long)tokens->n);
+    if (rc) return gguf_close(g), rc;
+    m->s.vocab = (int)tokens->n;
+    *out = g;
+    return 0;
+}
+
+static int copy_tokenizer(gguf_writer *w, const gguf_file *g, sol_err *e) {
+    int rc = 0;
+    for (int i = 0; !rc && i < gguf_n_kv(g); i++)
+        if (!strncmp(gguf_kv_at(g, i)->key, "tokenizer.", 10))
+            rc = quant_copy_kv(w, gguf_kv_at(g, i), e);
+    if (!rc && gguf_find_key(g, "tokenizer.chat_template") < 0)
+        rc = gguf_writer_add_str(w, "tokenizer.chat_template", k_chat_template, e);
+    return rc;
+}
+
 static int add_tokenizer(gguf_writer *w, const model *m, sol_err *e) {
     vocab_gen *v = vocab_gen_new((uint32_t)m->s.vocab, e);
     if (!v) return e->code ? e->code : -ENOMEM;
@@ -268,8 +296,10 @@ static int write_model(model *m, sol_err *e) {
     if ((int64_t)m->head_dim * m->s.heads > widest) widest = (int64_t)m->head_dim * m->s.heads;
     m->row = malloc((size_t)widest * sizeof(float));
     int rc = (!w || !m->specs || !m->row) ? sol_err_set(e, -ENOMEM, "out of memory") : 0;
+    gguf_file *vocab = NULL;
+    if (!rc && m->vocab_from) rc = open_vocab(m, &vocab, e);
     if (!rc) rc = add_hparams(w, m, e);
-    if (!rc) rc = add_tokenizer(w, m, e);
+    if (!rc) rc = vocab ? copy_tokenizer(w, vocab, e) : add_tokenizer(w, m, e);
     if (!rc) plan_tensors(m);
     for (int i = 0; i < m->n_specs && !rc; i++) {
         const tensor_spec *t = &m->specs[i];
@@ -288,6 +318,7 @@ static int write_model(model *m, sol_err *e) {
                 (double)gguf_writer_data_bytes(w) / (1 << 20));
     }
     gguf_writer_free(w);
+    if (vocab) gguf_close(vocab);
     free(m->specs);
     free(m->row);
     return rc;
@@ -301,7 +332,7 @@ static void usage(FILE *f) {
         "                   [--vocab N] [--ctx N] [--seed N] [--rope-base F] [--tied]\n"
         "                   [--depth-decay F] [--arch llama|qwen2|qwen3|gemma3] [--head-dim N]\n"
         "                   [--sliding-window N [--swa-pattern P]] [--softcap F]\n"
-        "                   [--pooling-type N]\n"
+        "                   [--pooling-type N] [--vocab-from VOCAB.gguf]\n"
         "       sol-mkmodel --draft-of TARGET.gguf -o DRAFT.gguf [--layers N] [--type T]\n"
         "With --draft-of, writes a draft model for speculative decoding: the target's first N\n"
         "layers (default a quarter, at least 1) with its embeddings, final norm, output head and\n"
@@ -313,6 +344,8 @@ static void usage(FILE *f) {
         "and post-norms; --sliding-window N makes layers local with a window of N tokens (every\n"
         "P-th layer global, P = --swa-pattern, default 6; 0 = all local), --softcap F writes\n"
         "final_logit_softcapping.\n"
+        "--vocab-from VOCAB.gguf takes that file's tokenizer (every tokenizer.* key: a real\n"
+        "vocabulary such as llama.cpp's models/ggml-vocab-qwen2.gguf) and its size as --vocab.\n"
         "--pooling-type N writes <arch>.pooling_type as llama.cpp numbers it (1 mean, 2 cls,\n"
         "3 last): what an embedding model's GGUF says about pooling.\n"
         "presets: tiny  dim 64,   2 layers,  4 heads, 2 kv heads, ffn 192,  vocab 512,   ctx 256\n"
@@ -387,6 +420,7 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
                                          {"swa-pattern", required_argument, 0, 'P'},
                                          {"softcap", required_argument, 0, 'C'},
                                          {"pooling-type", required_argument, 0, 'Y'},
+                                         {"vocab-from", required_argument, 0, 'V'},
                                          {0, 0, 0, 0}};
     int over[8] = {0}, c, rc = 0;
     const char *preset = "tiny", *type = "f32", *arch = "llama";
@@ -411,6 +445,9 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
             break;
         case 'D':
             m->draft_of = optarg;
+            break;
+        case 'V':
+            m->vocab_from = optarg;
             break;
         case 'A':
             arch = optarg;
@@ -481,6 +518,10 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
     }
     if (rc) return rc;
     if (optind < argc) return sol_err_set(e, -EINVAL, "unexpected argument '%s'", argv[optind]);
+    if (m->vocab_from && (m->draft_of || over[6]))
+        return sol_err_set(e, -EINVAL,
+                           "--vocab-from takes the vocabulary's size: not with --vocab or "
+                           "--draft-of");
     if (m->draft_of && (strcmp(arch, "llama") || m->head_dim))
         return sol_err_set(e, -EINVAL,
                            "--arch and --head-dim do not apply to --draft-of (the draft takes the "

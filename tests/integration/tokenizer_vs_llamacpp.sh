@@ -23,22 +23,9 @@ fi
 DATA=$SOL_BUILD/peer-data
 VOCABS="llama-spm llama-bpe qwen2 gpt-2" # corpus vs llama.cpp, and .inp/.out pairs
 EXTRA="phi-3 mpt"                        # .inp/.out pairs only (no node run needed)
-have_all() {
-    for v in $VOCABS $EXTRA; do [ -f "$DATA/ggml-vocab-$v.gguf" ] || return 1; done
-}
-if ! have_all; then
-    echo "extracting vocab files from $BUNDLE"
-    tmp=$(mktemp -d)
-    trap 'rm -rf "$tmp"' EXIT
-    git clone -q --no-checkout "$BUNDLE" "$tmp/src"
-    mkdir -p "$DATA"
-    rev=$(git -C "$tmp/src" rev-parse HEAD)
-    for v in $VOCABS $EXTRA; do
-        for ext in "" .inp .out; do
-            git -C "$tmp/src" show "$rev:models/ggml-vocab-$v.gguf$ext" >"$DATA/ggml-vocab-$v.gguf$ext"
-        done
-    done
-fi
+. "$SOL_SOURCE/tests/peer/vocab.sh"
+# shellcheck disable=SC2086
+peer_vocab $VOCABS $EXTRA || { echo "FAIL: cannot extract the vocab files from the bundle"; exit 1; }
 
 fail=0
 work=$(mktemp -d)
