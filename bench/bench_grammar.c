@@ -34,6 +34,36 @@ static const char k_tool_schema[] =
     "\"maxItems\":3}},\"required\":[\"location\",\"unit\"],\"additionalProperties\":false}},"
     "\"required\":[\"name\",\"arguments\"]}";
 
+/* Pattern-heavy: regexes on most fields (issue 31's cost table). */
+static const char k_pattern_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"sku\":{\"type\":\"string\",\"pattern\":\"^[A-Z]{3}-[0-9]{4}(-[a-z]{2})?$\"},"
+    "\"phone\":{\"type\":\"string\",\"pattern\":\"^\\\\+?[0-9]{1,3}( [0-9]{2,4}){2,4}$\"},"
+    "\"slug\":{\"type\":\"string\",\"pattern\":\"^[a-z0-9]+(-[a-z0-9]+){0,5}$\"},"
+    "\"hex\":{\"type\":\"string\",\"pattern\":\"^#[0-9a-fA-F]{6}$\"},"
+    "\"note\":{\"type\":\"string\",\"maxLength\":40}},"
+    "\"required\":[\"sku\",\"phone\",\"slug\",\"hex\",\"note\"],"
+    "\"additionalProperties\":false}";
+
+/* Format-heavy: what zod's helpers write for uuid, email, date-time, bounded numbers. */
+static const char k_format_schema[] =
+    "{\"type\":\"object\",\"properties\":{"
+    "\"id\":{\"type\":\"string\",\"format\":\"uuid\"},"
+    "\"email\":{\"type\":\"string\",\"format\":\"email\"},"
+    "\"at\":{\"type\":\"string\",\"format\":\"date-time\"},"
+    "\"ip\":{\"type\":\"string\",\"format\":\"ipv4\"},"
+    "\"age\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":150},"
+    "\"score\":{\"type\":\"number\",\"minimum\":0,\"maximum\":1},"
+    "\"count\":{\"type\":\"integer\"}},"
+    "\"required\":[\"id\",\"email\",\"at\",\"ip\",\"age\",\"score\",\"count\"],"
+    "\"additionalProperties\":false}";
+
+/* --schema's choices, one table. */
+static const struct {
+    const char *name, *text;
+} k_schemas[] = {
+    {"tool", k_tool_schema}, {"pattern", k_pattern_schema}, {"format", k_format_schema}};
+
 typedef struct walk_stats {
     double ms_per_token;
     int docs, masks;
@@ -187,13 +217,23 @@ static int run_engine(const char *path, int threads, const char *batches, int st
 }
 
 int main(int argc, char **argv) {
-    const char *model = NULL, *batches = NULL;
+    const char *model = NULL, *batches = NULL, *schema_text = NULL;
     int tokens = 2000, steps = 48, rounds = 2, threads = 0;
     static const struct option longs[] = {
-        {"model", 1, 0, 'm'},  {"tokens", 1, 0, 'n'},  {"batch", 1, 0, 'b'}, {"steps", 1, 0, 's'},
-        {"rounds", 1, 0, 'r'}, {"threads", 1, 0, 't'}, {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
-    for (int c; (c = getopt_long(argc, argv, "m:n:b:s:r:t:h", longs, NULL)) != -1;) {
-        if (c == 'm')
+        {"model", 1, 0, 'm'},  {"tokens", 1, 0, 'n'}, {"batch", 1, 0, 'b'},
+        {"steps", 1, 0, 's'},  {"rounds", 1, 0, 'r'}, {"threads", 1, 0, 't'},
+        {"schema", 1, 0, 'S'}, {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
+    for (int c; (c = getopt_long(argc, argv, "m:n:b:s:r:t:S:h", longs, NULL)) != -1;) {
+        if (c == 'S') {
+            for (size_t i = 0; i < sizeof k_schemas / sizeof k_schemas[0]; i++)
+                if (!strcmp(optarg, k_schemas[i].name)) schema_text = k_schemas[i].text;
+            if (!schema_text)
+                return fprintf(stderr,
+                               "bench_grammar: --schema: tool, pattern or format, not "
+                               "'%s'\n",
+                               optarg),
+                       2;
+        } else if (c == 'm')
             model = optarg;
         else if (c == 'n')
             tokens = atoi(optarg);
@@ -206,9 +246,12 @@ int main(int argc, char **argv) {
         else if (c == 't')
             threads = atoi(optarg);
         else {
-            printf("usage: bench_grammar -m MODEL.gguf [-n|--tokens N] [--batch B,B.. [--steps N]\n"
-                   "                     [--rounds R] [--threads T]]\n"
-                   "Times compiling a tool-call schema and the grammar mask per token over the "
+            printf("usage: bench_grammar -m MODEL.gguf [-n|--tokens N] [--schema tool|pattern|"
+                   "format]\n"
+                   "                     [--batch B,B.. [--steps N] [--rounds R] [--threads T]]\n"
+                   "Times compiling a schema (--schema: the typical tool call, default; regexes on "
+                   "most fields; uuid/email/date-time/ipv4 formats and bounded numbers) and the "
+                   "grammar mask per token over the "
                    "model's vocabulary (tokens: how many to walk, default 2000). --batch: decode "
                    "ms per token through the engine at each batch size, without and with the "
                    "grammar (steps per sequence, default 48; rounds interleaved, default 2).\n");
@@ -225,7 +268,8 @@ int main(int argc, char **argv) {
     if (!v) return fprintf(stderr, "bench_grammar: %s\n", e.msg), 1;
     printf("vocabulary: %d tokens, trie built in %.1f ms\n", tokenizer_n_vocab(tok),
            sol_now_ns() / 1e6 - t0);
-    json_t *schema = json_loads(k_tool_schema, 0, NULL);
+    json_t *schema = json_loads(schema_text ? schema_text : k_tool_schema, 0, NULL);
+    if (!schema) return fprintf(stderr, "bench_grammar: the built-in schema does not parse\n"), 1;
     double best = 1e9;
     strbuf gb;
     for (int rep = 0; rep < 20; rep++) {
@@ -239,8 +283,7 @@ int main(int argc, char **argv) {
         grammar_free(gr);
         if (rep < 19) strbuf_free(&gb);
     }
-    printf("tool schema -> GBNF -> matcher: %.3f ms (best of 20), %zu bytes of GBNF\n", best,
-           gb.len);
+    printf("schema -> GBNF -> matcher: %.3f ms (best of 20), %zu bytes of GBNF\n", best, gb.len);
     for (int sample_first = 0; sample_first < 2; sample_first++) {
         walk_stats w = walk(&gb, v, tok, tokens, sample_first, NULL, 12345);
         printf("%s: %.3f ms per token over %d tokens (%d documents finished, %d masks, %llu "
