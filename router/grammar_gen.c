@@ -119,6 +119,7 @@ static const char *const k_keywords[] = {"type",
                                          "exclusiveMinimum",
                                          "exclusiveMaximum",
                                          "format",
+                                         "multipleOf",
                                          NULL};
 
 static int check_keywords(gg *c, const json_t *s, const char *path) {
@@ -452,6 +453,31 @@ static double clamp_safe(double x) {
                                      : x;
 }
 
+/* multipleOf m on an integer in lo..hi: the multiples listed when the range holds few, else
+ * (no bounds given) an automaton over the digits' remainder mod m. */
+static int multiple_rule(gg *c, strbuf *b, const json_t *s, const char *path, int64_t lo,
+                         int64_t hi) {
+    const json_t *v = json_object_get(s, "multipleOf");
+    char where[300];
+    snprintf(where, sizeof where, "%.200s.multipleOf", path);
+    if (!json_is_integer(v) || json_integer_value(v) < 1)
+        return bad(c, where, "must be a positive integer (multipleOf holds integers only)");
+    int64_t m = json_integer_value(v);
+    if (m == 1) return c->used |= USE_INT, gg_int_range(b, lo, hi), 0;
+    if (!gg_int_multiples_listed(b, lo, hi, m)) return 0;
+    if (lo == -GG_INT_SAFE && hi == GG_INT_SAFE && m <= GG_MULTIPLE_OF_MAX) {
+        char name[32];
+        snprintf(name, sizeof name, "mult-%d", ++c->n_rules);
+        gg_int_multiples_dfa(c->out, b, name, (int)m);
+        return 0;
+    }
+    return bad(c, where,
+               lo > hi || (hi - lo) / m < GG_MULTIPLES_MAX
+                   ? "no multiple lies within minimum/maximum"
+                   : "held by listing the multiples within minimum/maximum (at most 512), or "
+                     "without bounds for multipleOf up to 64: this schema is neither");
+}
+
 /* An integer within s's bounds (none: the ±(2^53 - 1) that JSON clients read exactly). */
 static int int_rule(gg *c, strbuf *b, const json_t *s, const char *path) {
     bounds r;
@@ -461,6 +487,7 @@ static int int_rule(gg *c, strbuf *b, const json_t *s, const char *path) {
     int64_t lo = (int64_t)clamp_safe(r.lo_x ? floor(r.lo) + 1 : ceil(r.lo));
     int64_t hi = (int64_t)clamp_safe(r.hi_x ? ceil(r.hi) - 1 : floor(r.hi));
     if (lo > hi) return bad(c, path, "no integer lies within minimum/maximum");
+    if (json_object_get(s, "multipleOf")) return multiple_rule(c, b, s, path, lo, hi);
     if (lo == -GG_INT_SAFE && hi == GG_INT_SAFE)
         return c->used |= USE_INT, strbuf_puts(b, "json-int"), 0;
     gg_int_range(b, lo, hi);
@@ -470,6 +497,11 @@ static int int_rule(gg *c, strbuf *b, const json_t *s, const char *path) {
 /* A number within s's bounds (gg_num_range: no exponent, fractions only where they all fit);
  * none: any JSON number. */
 static int number_rule(gg *c, strbuf *b, const json_t *s, const char *path) {
+    if (json_object_get(s, "multipleOf")) {
+        char where[300];
+        snprintf(where, sizeof where, "%.200s.multipleOf", path);
+        return bad(c, where, "on type number is not supported (on integer it is)");
+    }
     if (!first_bound(s)) return c->used |= USE_NUMBER, strbuf_puts(b, "json-number"), 0;
     bounds r;
     int rc = read_bounds(c, s, path, &r);
@@ -532,6 +564,7 @@ static bool has_type(const json_t *t, const char *a, const char *b) {
 static int keywords_fit_type(gg *c, const json_t *s, const json_t *t, const char *path) {
     char where[300];
     const char *k = first_bound(s);
+    k = k ? k : json_object_get(s, "multipleOf") ? "multipleOf" : NULL;
     if (k && !has_type(t, "integer", "number")) {
         snprintf(where, sizeof where, "%.200s.%s", path, k);
         return bad(c, where, "applies to type integer or number: give the schema that type");

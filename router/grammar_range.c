@@ -143,3 +143,52 @@ int gg_num_range(strbuf *out, double lo, bool lo_x, double hi, bool hi_x) {
     strbuf_free(&body);
     return rc;
 }
+
+int gg_int_multiples_listed(strbuf *out, int64_t lo, int64_t hi, int64_t m) {
+    int64_t first = lo % m == 0 ? lo : lo >= 0 ? lo + (m - lo % m) : lo - lo % m;
+    if (first > hi || (hi - first) / m >= GG_MULTIPLES_MAX) return -1;
+    strbuf_puts(out, "(");
+    for (int64_t v = first; v <= hi; v += m)
+        strbuf_printf(out, "%s \"%lld\"", v == first ? "" : " |", (long long)v);
+    strbuf_puts(out, " )");
+    return 0;
+}
+
+/* NAME-R-K: K digits read (1..15), their value is R mod m; the next digit moves to
+ * (10 R + d) mod m, and the number may end when R is 0. Only states that can still end are
+ * written (GBNF has no rule that matches nothing). */
+void gg_int_multiples_dfa(strbuf *rules, strbuf *out, const char *name, int m) {
+    enum { DIGITS = 15 };
+    bool live[GG_MULTIPLE_OF_MAX][DIGITS + 2] = {{false}};
+    for (int k = DIGITS; k >= 1; k--)
+        for (int r = 0; r < m; r++) {
+            live[r][k] = r == 0;
+            for (int d = 0; d <= 9 && k < DIGITS && !live[r][k]; d++)
+                live[r][k] = live[(10 * r + d) % m][k + 1];
+        }
+    for (int k = 1; k < DIGITS; k++) /* the 15th digit ends the number: no rule after it */
+        for (int r = 0; r < m; r++) {
+            if (!live[r][k]) continue;
+            strbuf_printf(rules, "%s-%d-%d ::= (", name, r, k);
+            bool first = true; /* never stays true: (0, k) moves on with a 0, the others live */
+            for (int d = 0; d <= 9; d++) {
+                int to = (10 * r + d) % m;
+                if (!live[to][k + 1]) continue;
+                alt(rules, &first);
+                if (k + 1 == DIGITS)
+                    strbuf_printf(rules, " \"%d\"", d);
+                else
+                    strbuf_printf(rules, " \"%d\" %s-%d-%d", d, name, to, k + 1);
+            }
+            strbuf_puts(rules, r == 0 ? " )?\n" : " )\n");
+        }
+    /* 0, or a first digit 1..9 then the automaton, with an optional "-" before non-zero ones */
+    strbuf_puts(out, "( \"0\" | \"-\"? (");
+    bool first = true;
+    for (int d = 1; d <= 9; d++)
+        if (live[d % m][1]) {
+            alt(out, &first);
+            strbuf_printf(out, " \"%d\" %s-%d-1", d, name, d % m);
+        }
+    strbuf_puts(out, " ) )");
+}

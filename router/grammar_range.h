@@ -22,4 +22,18 @@ void gg_int_range(strbuf *out, int64_t lo, int64_t hi);
  * Returns 0, or -1 when that leaves no number (nothing appended). */
 int gg_num_range(strbuf *out, double lo, bool lo_x, double hi, bool hi_x);
 
+/* The most multiples of multipleOf a bounded range may hold (they are listed as literals). */
+#define GG_MULTIPLES_MAX 512
+/* The largest multipleOf an unbounded integer takes (its grammar has m x 15 rules). */
+#define GG_MULTIPLE_OF_MAX 64
+
+/* Appends the integers in lo..hi that are multiples of m (m >= 1), listed, into out; 0, or -1
+ * when there are more than GG_MULTIPLES_MAX of them or none (nothing appended). */
+int gg_int_multiples_listed(strbuf *out, int64_t lo, int64_t hi, int64_t m);
+
+/* The multiples of m (1 <= m <= GG_MULTIPLE_OF_MAX) of up to 15 digits (so within ±(2^53 - 1)),
+ * as rules "NAME-R-K" (remainder R after K digits) appended to rules, and the expression that
+ * uses them to out. */
+void gg_int_multiples_dfa(strbuf *rules, strbuf *out, const char *name, int m);
+
 #endif

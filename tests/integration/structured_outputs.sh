@@ -147,7 +147,7 @@ def bad(body, needle, path="/v1/chat/completions"):
 bad({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema":
      {"type": "string", "format": "color"}}}}, "schema.format: unsupported format")
 bad({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema":
-     {"type": "integer", "multipleOf": 2}}}}, "schema.multipleOf: unsupported")
+     {"type": "array", "contains": {"type": "integer"}}}}}, "schema.contains: unsupported")
 bad({"response_format": {"type": "json_object"}, "guided_regex": "a"}, "cannot be combined")
 bad({"grammar": "root ::= undefined-rule"}, "never defined")
 bad({"guided_regex": "a(?=b)"}, "lookaround")

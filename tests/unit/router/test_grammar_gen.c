@@ -424,6 +424,53 @@ static void test_num_ranges(void **state) {
     strbuf_free(&gb);
 }
 
+/* The grammar compiled from a schema, as GBNF text (the caller frees it). */
+static char *schema_gbnf(const char *schema) {
+    json_error_t je;
+    json_t *s = json_loads(schema, 0, &je);
+    assert_non_null(s);
+    strbuf gb;
+    strbuf_init(&gb);
+    sol_err e = {0};
+    if (gg_json_schema(s, &gb, &e)) fail_msg("%s: %s", schema, e.msg);
+    json_decref(s);
+    return strbuf_take(&gb, NULL);
+}
+
+/* multipleOf on integers: listed within bounds, an automaton over the digits without them;
+ * exactly the multiples, in JSON form, within 15 digits. */
+static void test_multiple_of(void **state) {
+    (void)state;
+    char *listed = schema_gbnf("{\"type\":\"integer\",\"minimum\":-20,\"maximum\":100,"
+                               "\"multipleOf\":7}");
+    for (int v = -30; v <= 110; v++) {
+        char text[16];
+        snprintf(text, sizeof text, "%d", v);
+        if (takes(listed, text) != (v >= -20 && v <= 100 && v % 7 == 0))
+            fail_msg("multipleOf 7 in -20..100: %d", v);
+    }
+    free(listed);
+    char *dfa = schema_gbnf("{\"type\":\"integer\",\"multipleOf\":12}");
+    for (int v = -200; v <= 400; v++) {
+        char text[16];
+        snprintf(text, sizeof text, "%d", v);
+        if (takes(dfa, text) != (v % 12 == 0)) fail_msg("multipleOf 12: %d\n%s", v, dfa);
+    }
+    const char *big_ok[] = {"999999999999996", "-120000000000000", "100000000000008"};
+    const char *big_bad[] = {"1200000000000000", "999999999999997", "-0", "012", "+12", ""};
+    for (size_t i = 0; i < sizeof big_ok / sizeof big_ok[0]; i++)
+        if (!takes(dfa, big_ok[i])) fail_msg("multipleOf 12 refuses %s", big_ok[i]);
+    for (size_t i = 0; i < sizeof big_bad / sizeof big_bad[0]; i++)
+        if (takes(dfa, big_bad[i])) fail_msg("multipleOf 12 takes '%s'", big_bad[i]);
+    free(dfa);
+    expect_refused("{\"type\":\"integer\",\"multipleOf\":7.5}", "schema.multipleOf: must be");
+    expect_refused("{\"type\":\"number\",\"multipleOf\":5}", "schema.multipleOf: on type number");
+    expect_refused("{\"type\":\"integer\",\"multipleOf\":100}", "schema.multipleOf: held by");
+    expect_refused("{\"type\":\"integer\",\"minimum\":1,\"maximum\":6,\"multipleOf\":7}",
+                   "no multiple lies within");
+    expect_refused("{\"type\":\"string\",\"multipleOf\":7}", "schema.multipleOf: applies to type");
+}
+
 static bool matches(const char *re_text, const char *s) {
     regex_t re;
     assert_int_equal(regcomp(&re, re_text, REG_EXTENDED | REG_NOSUB), 0);
@@ -579,8 +626,8 @@ static void test_refusals(void **state) {
     (void)state;
     expect_refused("{\"type\":\"string\",\"format\":\"color\"}",
                    "schema.format: unsupported format");
-    expect_refused("{\"properties\":{\"a\":{\"type\":\"integer\",\"multipleOf\":3}}}",
-                   "schema.properties.a.multipleOf: unsupported");
+    expect_refused("{\"properties\":{\"a\":{\"type\":\"integer\",\"contains\":3}}}",
+                   "schema.properties.a.contains: unsupported");
     expect_refused("{\"type\":\"number\",\"minimum\":0.2,\"maximum\":0.8}",
                    "schema: no number this grammar writes");
     expect_refused("{\"type\":\"string\",\"minimum\":3}",
@@ -623,6 +670,7 @@ int main(void) {
         cmocka_unit_test(test_regex_and_choice),     cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_int_ranges),           cmocka_unit_test(test_bounds_and_formats),
         cmocka_unit_test(test_lazy_tool_calls),      cmocka_unit_test(test_num_ranges),
+        cmocka_unit_test(test_multiple_of),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
