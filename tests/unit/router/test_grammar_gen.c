@@ -294,18 +294,24 @@ static void test_regex_and_choice(void **state) {
     strbuf_free(&gb);
 }
 
-static void expect_refused(const char *schema, const char *needle) {
+/* gg_json_schema on a schema's text: its return, the GBNF into gb (initialized here), e. */
+static int gen_text(const char *schema, strbuf *gb, sol_err *e) {
     json_error_t je;
     json_t *s = json_loads(schema, 0, &je);
     assert_non_null(s);
+    strbuf_init(gb);
+    int rc = gg_json_schema(s, gb, e);
+    json_decref(s);
+    return rc;
+}
+
+static void expect_refused(const char *schema, const char *needle) {
     strbuf gb;
-    strbuf_init(&gb);
     sol_err e = {0};
-    int rc = gg_json_schema(s, &gb, &e);
+    int rc = gen_text(schema, &gb, &e);
     printf("refused: %s\n", e.msg);
     if (rc != -EINVAL) fail_msg("%s: not refused (%d): %s", schema, rc, gb.data ? gb.data : "");
     if (!strstr(e.msg, needle)) fail_msg("'%s' not in '%s'", needle, e.msg);
-    json_decref(s);
     strbuf_free(&gb);
 }
 
@@ -426,14 +432,9 @@ static void test_num_ranges(void **state) {
 
 /* The grammar compiled from a schema, as GBNF text (the caller frees it). */
 static char *schema_gbnf(const char *schema) {
-    json_error_t je;
-    json_t *s = json_loads(schema, 0, &je);
-    assert_non_null(s);
     strbuf gb;
-    strbuf_init(&gb);
     sol_err e = {0};
-    if (gg_json_schema(s, &gb, &e)) fail_msg("%s: %s", schema, e.msg);
-    json_decref(s);
+    if (gen_text(schema, &gb, &e)) fail_msg("%s: %s", schema, e.msg);
     return strbuf_take(&gb, NULL);
 }
 
