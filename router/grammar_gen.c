@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "grammar_range.h"
+#include "regex_gbnf.h"
 
 enum { USE_STRING = 1, USE_NUMBER = 2, USE_INT = 4, USE_VALUE = 8, USE_WS = 16, USE_CHAR = 32 };
 
@@ -28,28 +29,11 @@ static int bad(gg *c, const char *path, const char *what) {
     return sol_err_set(c->err, -EINVAL, "%s: %s", path, what);
 }
 
-/* A GBNF string literal of n bytes. */
-static void literal(strbuf *o, const char *s, size_t n) {
-    strbuf_putc(o, '"');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\')
-            strbuf_putc(o, '\\'), strbuf_putc(o, (char)ch);
-        else if (ch == '\n')
-            strbuf_puts(o, "\\n");
-        else if (ch < 0x20 || ch == 0x7f)
-            strbuf_printf(o, "\\x%02x", ch);
-        else
-            strbuf_putc(o, (char)ch);
-    }
-    strbuf_putc(o, '"');
-}
-
 /* A JSON value's compact text as a literal (const, enum, property names). */
 static int json_literal(gg *c, strbuf *o, const json_t *v, const char *path) {
     char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
     if (!text) return bad(c, path, "cannot encode the value");
-    literal(o, text, strlen(text));
+    gbnf_literal(o, text, strlen(text));
     free(text);
     return 0;
 }
@@ -147,18 +131,6 @@ static int get_count(gg *c, const json_t *s, const char *key, const char *path, 
     return 0;
 }
 
-/* " {m,n}" or "*" for a repetition count pair (max < 0: unbounded). */
-static void repeat_suffix(strbuf *o, int min, int max) {
-    if (min == 0 && max < 0)
-        strbuf_puts(o, "*");
-    else if (max < 0)
-        strbuf_printf(o, "{%d,}", min);
-    else
-        strbuf_printf(o, "{%d,%d}", min, max);
-}
-
-static int regex_to(gg *c, strbuf *b, const char *re, bool json_string, const char *path);
-
 /* JSON Schema's string formats, each as a regex of the subset (RFC 3339 dates and times, RFC
  * 9562 UUIDs with their version and variant digits, dotted-quad IPv4, LDH hostnames). ipv6 is
  * built by ipv6_regex. */
@@ -224,14 +196,14 @@ static int regex_string(gg *c, strbuf *o, const json_t *pat, const json_t *fmt, 
     int rc = fmt ? format_regex(c, fmt, path, &re) : 0;
     if (!rc && pat && !json_is_string(pat)) rc = bad(c, path, "pattern must be a string");
     if (!rc && pat) {
-        rc = regex_to(c, &body, json_string_value(pat), true, path);
+        rc = regex_gbnf(&body, json_string_value(pat), true, path, c->err);
         if (rc && fmt) { /* the format holds the string instead */
             sol_err_clear(c->err);
             strbuf_reset(&body);
-            rc = regex_to(c, &body, re.data, true, path);
+            rc = regex_gbnf(&body, re.data, true, path, c->err);
         }
     } else if (!rc) {
-        rc = regex_to(c, &body, re.data, true, path);
+        rc = regex_gbnf(&body, re.data, true, path, c->err);
     }
     if (!rc) strbuf_printf(o, "\"\\\"\" %s \"\\\"\"", body.data);
     strbuf_free(&re), strbuf_free(&body);
@@ -254,7 +226,7 @@ static int string_rule(gg *c, strbuf *o, const json_t *s, const char *path) {
     }
     c->used |= USE_CHAR;
     strbuf_puts(o, "\"\\\"\" json-char");
-    repeat_suffix(o, min, max);
+    gbnf_repeat(o, min, max);
     strbuf_puts(o, " \"\\\"\"");
     return 0;
 }
@@ -288,13 +260,13 @@ static int array_rule(gg *c, strbuf *o, const json_t *s, const char *path, int d
     if (!rc && n_prefix) {
         strbuf_printf(&tail, "( \",\" ws %s )", item);
         int lo = min > (int)n_prefix ? min - (int)n_prefix : 0;
-        repeat_suffix(&tail, lo, max < 0 ? -1 : (max > (int)n_prefix ? max - (int)n_prefix : 0));
+        gbnf_repeat(&tail, lo, max < 0 ? -1 : (max > (int)n_prefix ? max - (int)n_prefix : 0));
     } else if (!rc && (max < 0 || max > 0)) {
         if (min == 0)
             strbuf_printf(&tail, "( %s ( \",\" ws %s )", item, item);
         else
             strbuf_printf(&tail, "%s ( \",\" ws %s )", item, item);
-        repeat_suffix(&tail, min > 0 ? min - 1 : 0, max < 0 ? -1 : max - 1);
+        gbnf_repeat(&tail, min > 0 ? min - 1 : 0, max < 0 ? -1 : max - 1);
         if (min == 0) strbuf_puts(&tail, " )?");
     }
     strbuf_puts(&tail, " \"]\"");
@@ -656,7 +628,7 @@ int gg_json_schema(const json_t *schema, strbuf *out, sol_err *err) {
 
 /* A literal, or nothing for "" (GBNF has no empty literal to write). */
 static void opt_literal(strbuf *o, const char *s) {
-    if (s && *s) literal(o, s, strlen(s)), strbuf_putc(o, ' ');
+    if (s && *s) gbnf_literal(o, s, strlen(s)), strbuf_putc(o, ' ');
 }
 
 /* KMP's automaton over the trigger t: the state after reading c in state i (i characters of t
@@ -692,7 +664,7 @@ static void free_text_rules(strbuf *o, const char *t, const char *then) {
         for (const char *c = alpha; *c; c++) {
             size_t next = kmp_next(t, i, *c);
             strbuf_puts(o, " | ");
-            literal(o, c, 1);
+            gbnf_literal(o, c, 1);
             if (next == m)
                 strbuf_printf(o, " %s", then);
             else
@@ -754,11 +726,11 @@ int gg_tool_calls(const char *const *names, const json_t *const *params, size_t 
         free(quoted), json_decref(name);
         if (i) strbuf_puts(&alts, " | ");
         strbuf_puts(&alts, "( ");
-        literal(&alts, head, strlen(head));
+        gbnf_literal(&alts, head, strlen(head));
         strbuf_printf(&alts, " %s ", args);
         char tail[64];
         snprintf(tail, sizeof tail, "}%s", shape->close);
-        literal(&alts, tail, strlen(tail));
+        gbnf_literal(&alts, tail, strlen(tail));
         strbuf_puts(&alts, " )");
     }
     strbuf root;
@@ -788,7 +760,7 @@ int gg_choice(const char *const *choices, size_t n, strbuf *out, sol_err *err) {
     strbuf_puts(out, "root ::= ");
     for (size_t i = 0; i < n; i++) {
         if (i) strbuf_puts(out, " | ");
-        literal(out, choices[i], strlen(choices[i]));
+        gbnf_literal(out, choices[i], strlen(choices[i]));
     }
     strbuf_putc(out, '\n');
     if (out->oom) return sol_err_set(err, -ENOMEM, "out of memory for the grammar");
@@ -798,204 +770,11 @@ int gg_choice(const char *const *choices, size_t n, strbuf *out, sol_err *err) {
     return 0;
 }
 
-/* ---- regular expressions -------------------------------------------------------------- */
-
-typedef struct re_ctx {
-    gg *c;
-    strbuf *b;
-    const char *p, *start;
-    bool json; /* inside a JSON string: " and \ are written escaped, classes exclude them */
-    const char *path;
-} re_ctx;
-
-static int re_bad(re_ctx *r, const char *what) {
-    char where[300];
-    snprintf(where, sizeof where, "%.200s (at offset %d of the regex)", r->path,
-             (int)(r->p - r->start));
-    return bad(r->c, where, what);
-}
-
-static int re_alt(re_ctx *r);
-
-/* \d \w \s (and their negations) as class members; 0 when esc is not one of them. */
-static const char *class_escape(char esc) {
-    switch (esc) {
-    case 'd':
-        return "0-9";
-    case 'w':
-        return "a-zA-Z0-9_";
-    case 's':
-        return " \\t\\n\\r\\x0b\\x0c";
-    default:
-        return NULL;
-    }
-}
-
-static void re_char(re_ctx *r, char ch) {
-    if (r->json && (ch == '"' || ch == '\\')) {
-        char esc[2] = {'\\', ch};
-        literal(r->b, esc, 2);
-    } else {
-        literal(r->b, &ch, 1);
-    }
-}
-
-static int re_class(re_ctx *r) {
-    const char *at = r->p++;
-    bool neg = *r->p == '^';
-    if (neg) r->p++;
-    strbuf_puts(r->b, neg ? "[^" : "[");
-    if (neg && r->json) strbuf_puts(r->b, "\"\\\\\\x00-\\x1f");
-    for (bool first = true; *r->p && (*r->p != ']' || first); first = false) {
-        char ch = *r->p++;
-        if (ch == '\\') {
-            char e = *r->p++;
-            const char *cls = class_escape(e);
-            if (cls)
-                strbuf_puts(r->b, cls);
-            else if (e == 'n')
-                strbuf_puts(r->b, "\\n");
-            else if (e == 't')
-                strbuf_puts(r->b, "\\t");
-            else if (e && strchr("\\]^-[.", e))
-                strbuf_putc(r->b, '\\'), strbuf_putc(r->b, e);
-            else if (e &&
-                     !((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9')))
-                strbuf_putc(r->b, e);
-            else
-                return r->p = at, re_bad(r, "unsupported escape in a class");
-            if (r->json && e == '\\') return re_bad(r, "a class with \\ inside a JSON string");
-            continue;
-        }
-        if (r->json && ch == '"') return re_bad(r, "a class with \" inside a JSON string");
-        if (ch == '"')
-            strbuf_puts(r->b, "\\\"");
-        else
-            strbuf_putc(r->b, ch);
-    }
-    if (*r->p != ']') return r->p = at, re_bad(r, "unterminated class");
-    r->p++;
-    strbuf_putc(r->b, ']');
-    return 0;
-}
-
-static int re_atom(re_ctx *r) {
-    char ch = *r->p;
-    if (ch == '(') {
-        r->p++;
-        if (r->p[0] == '?') {
-            if (r->p[1] != ':') return re_bad(r, "lookaround and named groups are not supported");
-            r->p += 2;
-        }
-        strbuf_puts(r->b, "( ");
-        int rc = re_alt(r);
-        if (rc) return rc;
-        if (*r->p != ')') return re_bad(r, "expected )");
-        r->p++;
-        strbuf_puts(r->b, " )");
-        return 0;
-    }
-    if (ch == '[') return re_class(r);
-    if (ch == '.') {
-        r->p++;
-        strbuf_puts(r->b, r->json ? "[^\"\\\\\\x00-\\x1f]" : "[^\\n\\x00]");
-        return 0;
-    }
-    if (ch == '\\') {
-        char e = r->p[1];
-        r->p += 2;
-        const char *cls = class_escape(e);
-        if (cls) return strbuf_printf(r->b, "[%s]", cls), 0;
-        if (e == 'D' || e == 'W' || e == 'S') {
-            strbuf_printf(r->b, "[^%s%s]", class_escape((char)(e + 32)),
-                          r->json ? "\"\\\\\\x00-\\x1f" : "");
-            return 0;
-        }
-        if (e == 'n') return re_char(r, '\n'), 0;
-        if (e == 't') return re_char(r, '\t'), 0;
-        if (e && !((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9')))
-            return re_char(r, e), 0;
-        return re_bad(r, "unsupported escape (backreferences, \\b and the like)");
-    }
-    if (strchr("*+?{", ch)) return re_bad(r, "a quantifier follows nothing");
-    r->p++;
-    re_char(r, ch);
-    return 0;
-}
-
-static int re_quant(re_ctx *r) {
-    char ch = *r->p;
-    if (ch == '*' || ch == '+' || ch == '?') {
-        r->p++;
-        strbuf_putc(r->b, ch);
-    } else if (ch == '{') {
-        const char *q = r->p;
-        int m = 0, n = -1, k = 0;
-        if (sscanf(q, "{%d,%d}%n", &m, &n, &k) == 2 && k) {
-        } else if (sscanf(q, "{%d,}%n", &m, &k) == 1 && k) {
-            n = -1;
-        } else if (sscanf(q, "{%d}%n", &m, &k) == 1 && k) {
-            n = m;
-        } else {
-            return re_bad(r, "bad {m,n}");
-        }
-        if (m < 0 || m > 1000 || n > 1000 || (n >= 0 && n < m))
-            return re_bad(r, "repetition counts must be 0..1000, m <= n");
-        r->p += k;
-        repeat_suffix(r->b, m, n);
-    } else {
-        return 0;
-    }
-    if (*r->p == '?' || *r->p == '+') return re_bad(r, "lazy and possessive quantifiers");
-    return 0;
-}
-
-static int re_seq(re_ctx *r) {
-    bool any = false;
-    while (*r->p && *r->p != '|' && *r->p != ')') {
-        if (*r->p == '^' && r->p == r->start) { /* the match is anchored anyway */
-            r->p++;
-            continue;
-        }
-        if (*r->p == '$' && (r->p[1] == 0)) {
-            r->p++;
-            continue;
-        }
-        if (any) strbuf_putc(r->b, ' ');
-        int rc = re_atom(r);
-        if (!rc) rc = re_quant(r);
-        if (rc) return rc;
-        any = true;
-    }
-    if (!any) strbuf_puts(r->b, "\"\"");
-    return 0;
-}
-
-static int re_alt(re_ctx *r) {
-    int rc = re_seq(r);
-    while (!rc && *r->p == '|') {
-        r->p++;
-        strbuf_puts(r->b, " | ");
-        rc = re_seq(r);
-    }
-    return rc;
-}
-
-/* A whole regex as a GBNF expression into b (the whole text must match: ^ and $ are implied). */
-static int regex_to(gg *c, strbuf *b, const char *re, bool json_string, const char *path) {
-    re_ctx r = {c, b, re, re, json_string, path};
-    strbuf_puts(b, "( ");
-    int rc = re_alt(&r);
-    if (!rc && *r.p) rc = re_bad(&r, "unbalanced )");
-    strbuf_puts(b, " )");
-    return rc;
-}
-
 int gg_regex(const char *re, strbuf *out, sol_err *err) {
     gg c = {.out = out, .err = err};
     strbuf body;
     strbuf_init(&body);
-    int rc = regex_to(&c, &body, re, false, "guided_regex");
+    int rc = regex_gbnf(&body, re, false, "guided_regex", c.err);
     if (!rc) strbuf_printf(out, "root ::= %s\n", body.data);
     strbuf_free(&body);
     return rc;
