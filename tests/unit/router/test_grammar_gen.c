@@ -491,7 +491,7 @@ static void check_bounded(const json_t *v) {
     assert_true(json_is_integer(json_object_get(v, "neg")) && neg > -20 && neg < -3);
     assert_true(json_is_integer(big) && llabs(json_integer_value(big)) <= GG_INT_SAFE);
     const char *d = json_string_value(json_object_get(v, "d"));
-    int y, m, day;
+    int y = 0, m = 0, day = 0;
     assert_true(d && sscanf(d, "%4d-%2d-%2d", &y, &m, &day) == 3 && strlen(d) == 10);
     assert_true(m >= 1 && m <= 12 && day >= 1 && day <= 31);
     unsigned char addr[16];
