@@ -25,7 +25,10 @@ const valid = (call) => {
     typeof a.city === "string" && ["c", "f"].includes(a.unit);
 };
 
-let stopped = 0, good = 0;
+// The same answers: an answer of calls only has content null (not the whitespace around the
+// calls). One call per answer: with parallel calls allowed the random model rarely stops calling
+// within max_tokens.
+let stopped = 0, good = 0, callsOnly = 0, nulls = 0;
 for (let seed = 1; seed <= 6; seed++) {
   const r = await client.chat.completions.create({ model: "precise", messages, tools, tool_choice: "required",
                                                    parallel_tool_calls: false, temperature: 1, seed,
@@ -34,24 +37,12 @@ for (let seed = 1; seed <= 6; seed++) {
   if (ch.finish_reason === "length") continue;
   stopped++;
   if (ch.finish_reason === "tool_calls" && ch.message.tool_calls?.length === 1 && valid(ch.message.tool_calls[0])) good++;
+  if (ch.finish_reason === "tool_calls") callsOnly++, nulls += ch.message.content === null;
 }
 check(stopped >= 3 && good === stopped,
       `tool_choice required, parallel_tool_calls false: ${good} of ${stopped} finished answers are one valid call`);
-
-// An answer of calls only has content null (not the whitespace around the calls), and its
-// stream sends no content delta (whitespace waits for text that never comes). One call per
-// answer: with parallel calls allowed the random model rarely stops calling within max_tokens.
-let callsOnly = 0, nulls = 0;
-for (let seed = 1; seed <= 6; seed++) {
-  const r = await client.chat.completions.create({ model: "precise", messages, tools, tool_choice: "required",
-                                                   parallel_tool_calls: false, temperature: 1, seed,
-                                                   max_tokens: 120 });
-  const ch = r.choices[0];
-  if (ch.finish_reason !== "tool_calls") continue;
-  callsOnly++;
-  if (ch.message.content === null) nulls++;
-}
 check(callsOnly >= 3 && nulls === callsOnly, `calls only: content null in ${nulls} of ${callsOnly} answers`);
+// Its stream sends no content delta (whitespace waits for text that never comes).
 let contentDeltas = 0, callDeltas = 0, streamedFinish = null;
 for await (const chunk of await client.chat.completions.create({ model: "precise", messages, tools,
     tool_choice: "required", parallel_tool_calls: false, temperature: 1, seed: 3, max_tokens: 120,
