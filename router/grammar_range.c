@@ -65,11 +65,23 @@ static void span(strbuf *o, bool *first, const char *pre, const char *a, const c
     }
 }
 
-/* The non-negative integers a..b, length by length. */
+/* Lengths first..last (>= 2) whose every number is in the range, as one alternative:
+ * [1-9] [0-9]{first-1,last-1} (one repeat keeps one matcher stack, where one alternative per
+ * length kept one each). */
+static void full_lengths(strbuf *o, bool *first_alt, size_t first, size_t last) {
+    alt(o, first_alt);
+    if (first == last)
+        strbuf_printf(o, " [1-9] [0-9]{%zu}", first - 1);
+    else
+        strbuf_printf(o, " [1-9] [0-9]{%zu,%zu}", first - 1, last - 1);
+}
+
+/* The non-negative integers a..b, length by length; a run of whole lengths in one piece. */
 static void nonneg(strbuf *o, bool *first, uint64_t a, uint64_t b) {
     char sa[MAX_DIGITS + 1], sb[MAX_DIGITS + 1], x[MAX_DIGITS + 1], y[MAX_DIGITS + 1];
     size_t la = (size_t)snprintf(sa, sizeof sa, "%llu", (unsigned long long)a);
     size_t lb = (size_t)snprintf(sb, sizeof sb, "%llu", (unsigned long long)b);
+    size_t run = 0; /* first length of the pending run of whole lengths, 0: none */
     for (size_t len = la; len <= lb; len++) {
         if (len == la)
             memcpy(x, sa, len + 1);
@@ -79,8 +91,13 @@ static void nonneg(strbuf *o, bool *first, uint64_t a, uint64_t b) {
             memcpy(y, sb, len + 1);
         else
             memset(y, '9', len), y[len] = 0;
+        bool whole = len >= 2 && x[0] == '1' && all(x + 1, '0', len - 1) && all(y, '9', len);
+        if (whole && !run) run = len;
+        if (whole) continue;
+        if (run) full_lengths(o, first, run, len - 1), run = 0;
         span(o, first, "", x, y, len);
     }
+    if (run) full_lengths(o, first, run, lb);
 }
 
 void gg_int_range(strbuf *out, int64_t lo, int64_t hi) {
