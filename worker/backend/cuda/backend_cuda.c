@@ -517,7 +517,7 @@ static int matmul_gemv(cuda_backend *b, const sol_weight *const *ws, const float
         int cnt = n - t0 < SOL_CUDA_GEMV_MAX_TOKENS ? n - t0 : SOL_CUDA_GEMV_MAX_TOKENS, have = -1;
         for (int i = 0; i < count && !rc; i++) {
             int act = SOL_CUDA_FN(gemv_act)((int)ws[i]->type);
-            if (act != have && have_q8(b, in, act, n, K))
+            if (have == -1 && have_q8(b, in, act, n, K)) /* before this call wrote qscratch */
                 b->fused_attq++;  /* the attention combine quantized x on its way out */
             else if (act != have) /* again only when the kind changes along the list */
                 rc = gemv_prologue(b, in, have == -1, act, t0, cnt, K);
