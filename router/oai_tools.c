@@ -151,12 +151,17 @@ static bool auto_lazy(const oai_tools *t) {
            (t->strict || (t->parallel_given && !t->parallel));
 }
 
+/* Whether a grammar holds the calls: required, a named function, or auto_lazy. */
+static bool calls_held(const oai_tools *t) {
+    return t->choice == OAI_TOOLS_REQUIRED || t->choice == OAI_TOOLS_NAMED || auto_lazy(t);
+}
+
 int oai_tools_finish(oai_tools *t, const char *grammar, const char *grammar_field, oai_error *err) {
     if (!t->n && t->choice_given && t->choice != OAI_TOOLS_NONE)
         return BAD(err, "tool_choice", "'tool_choice' needs 'tools'"), -EINVAL;
     /* With auto, strict tools and parallel_tool_calls false are held by a lazy grammar
      * (oai_tools_bind): free text, and the calls from their opening text on */
-    if (t->choice != OAI_TOOLS_REQUIRED && t->choice != OAI_TOOLS_NAMED && !auto_lazy(t)) return 0;
+    if (!calls_held(t)) return 0;
     if (grammar)
         return BAD(err, "tool_choice", "'tool_choice' %s and '%s' cannot be combined",
                    t->choice == OAI_TOOLS_NAMED  ? "naming a function"
@@ -187,8 +192,8 @@ int oai_tools_bind(oai_tools *t, const char *tool_format, const char *chat_templ
         return oai_error_set(err, 500, "server_error", NULL, "tools",
                              "pool '%s' reports an unknown tool format '%s'", pool, tool_format),
                -EINVAL;
+    if (!calls_held(t)) return 0;
     bool lazy = auto_lazy(t);
-    if (t->choice != OAI_TOOLS_REQUIRED && t->choice != OAI_TOOLS_NAMED && !lazy) return 0;
     if (lazy && !SHAPES[t->format].trigger)
         return BAD(err, "tools",
                    "pool '%s' writes calls as %s, which open with no text a grammar can wait "
