@@ -220,20 +220,51 @@ static int32_t verify_one(engine *e, ereq *r, int32_t i) {
 }
 
 /* A grammar-constrained draw, sample first (as llama.cpp does): the unconstrained draw is tried
- * against the grammar (microseconds); only when the grammar refuses it is the whole mask computed
- * (milliseconds on a 32k vocabulary inside a string) and the draw made again among the allowed
- * tokens, from a separate position of the request's random stream. For plain temperature
- * sampling that is exactly the distribution restricted to the allowed tokens, and the argmax over
- * them when greedy; with top-k/top-p/min-p the truncation is applied before the grammar on the
- * first try. With logprobs the mask comes first, so they describe the constrained row. */
+ * against the grammar (microseconds). When the grammar refuses it in a wide state (inside a
+ * string: most tokens fit), the draw is made again without the refused tokens, up to
+ * ENGINE_GRAMMAR_REDRAWS times (sampler_redraw); otherwise, or when those are refused too, the
+ * whole mask is computed (cached per state; milliseconds to walk inside a string at a 150k
+ * vocabulary) and the draw made among the allowed tokens. Each retry has its own position of
+ * the request's random stream, and whether to redraw depends on the state alone, so replicas
+ * draw alike. For plain temperature sampling every path gives exactly the distribution
+ * restricted to the allowed tokens, and the argmax over them when greedy; with
+ * top-k/top-p/min-p the truncation is applied before the grammar on the first try. With
+ * logprobs the mask comes first, so they describe the constrained row. */
+static uint64_t retry_position(uint64_t pos, int j) {
+    return pos | 1ull << 62 | (uint64_t)j << 40; /* j = 0: the masked draw's old position */
+}
+
+static int32_t redraw_or_mask(engine *e, ereq *r, int32_t refused, uint64_t pos,
+                              sampler_result *res, sol_err *err) {
+    int k = grammar_wide(r->gram) ? ENGINE_GRAMMAR_REDRAWS : 0, j = 0;
+    int32_t id = refused;
+    for (; j < k; j++) {
+        sampler_seq_set_position(&r->sseq, retry_position(pos, j));
+        id = sampler_redraw(e->smp, &r->sseq, id, err);
+        if (id == -ENOENT) break;
+        if (id < 0) return id;
+        if (grammar_accept(r->gram, id, err) == 0) break;
+    }
+    if (j == k || id == -ENOENT) {
+        sampler_seq_set_position(&r->sseq, retry_position(pos, j));
+        const uint64_t *allowed = grammar_allowed(r->gram, err);
+        if (!allowed) return err->code;
+        id = sampler_resample_allowed(e->smp, &r->sseq, allowed, err);
+        if (id >= 0 && grammar_accept(r->gram, id, err)) return -EINVAL;
+    }
+    sampler_seq_set_position(&r->sseq, pos + 1);
+    if (id >= 0) res->token = id, res->logprob = 0.0f, res->n_top = 0;
+    return id;
+}
+
 static int32_t sample_constrained(engine *e, ereq *r, float *row, sampler_result *res,
                                   sol_err *err) {
     uint64_t pos = r->sseq.pos;
     int32_t id;
     const sampler_params *p = &r->sseq.params;
     /* Greedy or plain temperature: a refused draw is redrawn from the same distribution over
-     * the allowed tokens (sampler_resample_allowed), so the row needs no copy and no second
-     * pass. With truncation the mask comes before top-k/top-p/min-p on the retry: a copy. */
+     * the allowed tokens, so the row needs no copy and no second pass. With truncation the mask
+     * comes before top-k/top-p/min-p on the retry: a copy. */
     bool plain = p->temperature == 0.0f || ((p->top_k <= 0 || p->top_k >= e->n_vocab) &&
                                             p->top_p >= 1.0f && p->min_p <= 0.0f);
     if (!p->want_logprobs) {
@@ -241,16 +272,8 @@ static int32_t sample_constrained(engine *e, ereq *r, float *row, sampler_result
         if (!plain) memcpy(e->row_copy, row, sizeof(float) * (size_t)e->n_vocab);
         id = sampler_sample(e->smp, &r->sseq, first, r->seq.tokens, r->seq.n_tokens, res, err);
         if (id < 0 || grammar_accept(r->gram, id, err) == 0) return id;
+        if (plain) return redraw_or_mask(e, r, id, pos, res, err);
         sampler_seq_set_position(&r->sseq, pos | (1ull << 62)); /* an independent draw */
-        if (plain) {
-            const uint64_t *allowed = grammar_allowed(r->gram, err);
-            if (!allowed) return err->code;
-            id = sampler_resample_allowed(e->smp, &r->sseq, allowed, err);
-            sampler_seq_set_position(&r->sseq, pos + 1);
-            if (id >= 0) res->token = id, res->logprob = 0.0f, res->n_top = 0;
-            if (id >= 0 && grammar_accept(r->gram, id, err)) return -EINVAL;
-            return id;
-        }
     }
     int rc = grammar_apply(r->gram, row, err);
     if (rc) return rc;

@@ -15,6 +15,11 @@
 /* Grammar masks kept per worker across requests (grammar_cache): 32 MiB holds ~8000 masks of a
  * 32k vocabulary, ~1700 of a 152k one. */
 #define ENGINE_GRAMMAR_CACHE_BYTES ((size_t)32 << 20)
+/* Redraws of a refused token in a wide grammar state before the mask is walked: a mask walk
+ * costs about (allowed fraction f) x 60 ms at 150k tokens, and K redraws all fail with
+ * probability (1 - f)^K, so the expected walk cost peaks near 60 ms / (e (K + 1)), 0.3 ms at 64;
+ * a redraw costs a few microseconds (bench_grammar, docs/benchmarks.md). */
+#define ENGINE_GRAMMAR_REDRAWS 64
 
 /* One request, from engine_submit to its finish event. Owned by the engine. */
 typedef struct ereq {

@@ -14,6 +14,7 @@
 #define MAX_STEPS 200000 /* expansion steps for one byte */
 #define CACHE_SLOTS 32   /* masks kept per grammar */
 #define MAX_LEVEL 2000   /* nested rule references expanded for one stack */
+#define WIDE_SHARE 16    /* grammar_wide: 1/16 of the vocabulary starts with an admitted byte */
 
 /* ---- the vocabulary trie -------------------------------------------------------------- */
 
@@ -32,6 +33,7 @@ struct grammar_vocab {
     char **piece;
     size_t *len;
     uint8_t *kind;
+    uint32_t first[256]; /* text tokens by first byte */
 };
 
 static int cmp_piece(const void *a, const void *b, void *ctx) {
@@ -103,6 +105,7 @@ grammar_vocab *grammar_vocab_new(int32_t n_vocab, const char *const *piece, cons
         }
         memcpy(v->piece[i], piece[i], len[i]);
         v->toks[n++] = i;
+        v->first[(uint8_t)piece[i][0]]++;
     }
     qsort_r(v->toks, (size_t)n, sizeof *v->toks, cmp_piece, v);
     int next = 1;
@@ -269,19 +272,24 @@ static void set_bit(uint64_t *bits, int32_t i) {
     bits[i >> 6] |= 1ull << (i & 63);
 }
 
-/* Marks every token whose bytes the state at arena[off, off + len) can consume, walking the
- * trie below `node` and skipping children no stack's next byte set admits. */
-static int walk(grammar *m, int node, size_t off, uint32_t len) {
-    const grammar_vocab *v = m->v;
-    const gbnf *g = m->g;
-    uint8_t any[32] = {0};
-    const uint32_t *w = m->arena.w + off;
+/* any = the bytes some stack of the state (w, len words) admits next. */
+static void first_bytes(const gbnf *g, const uint32_t *w, uint32_t len, uint8_t any[32]) {
+    memset(any, 0, 32);
     for (uint32_t i = 0; i < len; i += 1 + w[i])
         if (w[i] > 0) {
             const uint8_t *set = g->sets[g->elems[w[i + w[i]]].arg];
             for (int k = 0; k < 32; k++)
                 any[k] |= set[k];
         }
+}
+
+/* Marks every token whose bytes the state at arena[off, off + len) can consume, walking the
+ * trie below `node` and skipping children no stack's next byte set admits. */
+static int walk(grammar *m, int node, size_t off, uint32_t len) {
+    const grammar_vocab *v = m->v;
+    const gbnf *g = m->g;
+    uint8_t any[32];
+    first_bytes(g, m->arena.w + off, len, any);
     const tnode *t = &v->nodes[node];
     for (uint32_t c = 0; c < t->n_child; c++) {
         uint32_t child = t->child0 + c;
@@ -443,6 +451,15 @@ int grammar_apply(grammar *g, float *logits, sol_err *err) {
 bool grammar_allows(grammar *g, int32_t token) {
     if (token < 0 || token >= g->v->n_vocab || compute_mask(g)) return false;
     return g->mask[token >> 6] >> (token & 63) & 1;
+}
+
+bool grammar_wide(const grammar *g) {
+    uint8_t any[32];
+    first_bytes(g->g, g->cur.w, (uint32_t)g->cur.len, any);
+    uint64_t n = 0;
+    for (int b = 0; b < 256; b++)
+        n += (any[b >> 3] >> (b & 7) & 1) ? g->v->first[b] : 0;
+    return n * WIDE_SHARE >= (uint64_t)g->v->n_vocab;
 }
 
 bool grammar_complete(const grammar *g) {

@@ -47,6 +47,14 @@ int grammar_accept(grammar *g, int32_t token, sol_err *err);
 int grammar_mark(grammar *g);
 void grammar_reset_to_mark(grammar *g);
 
+/* Whether many tokens may continue the current state: at least 1/16 of the vocabulary starts
+ * with a byte it admits (inside a string, free text, a wide class). A refused draw is then best
+ * drawn again (sampler_redraw): a mask walk here visits much of the vocabulary's trie,
+ * milliseconds at 150k tokens, and the state often differs at every step (a bounded length
+ * counts down). A narrow state (structure, digits, a small class) has a small mask, cheap to
+ * walk and soon cached. Computed from the state alone, so every replica decides alike. */
+bool grammar_wide(const grammar *g);
+
 /* The text so far is a complete match (end of generation is allowed). */
 bool grammar_complete(const grammar *g);
 

@@ -41,10 +41,17 @@ struct sampler {
     uint8_t *seen;
     float *raw; /* raw logits kept for logprobs, since the row is modified in place */
     float *w;   /* exp weights, then the dense distribution when nothing was truncated */
-    /* the last sampler_sample, for sampler_resample_allowed */
+    /* the last sampler_sample, for sampler_resample_allowed and sampler_redraw */
     enum { LAST_NONE, LAST_GREEDY, LAST_DENSE } last;
-    const float *last_logits; /* its row after the transforms (penalized; scaled when dense) */
+    float *last_logits; /* its row after the transforms (penalized; scaled when dense) */
+    /* sampler_redraw's view of that row, REDRAW_BLOCK ids a block: the weight left in each
+     * block (dense) or its highest logit left (greedy); built by the row's first redraw */
+    double *blk;
+    int32_t n_blk;
+    bool blk_built;
 };
+
+#define REDRAW_BLOCK 256
 
 /* The kept set: sparse (c[0, n) in id order) or dense (dense[0, n_vocab), zeros removed). */
 typedef struct kept {
@@ -256,8 +263,10 @@ sampler *sampler_new(int32_t n_vocab, sol_err *err) {
         s->seen = calloc((size_t)n_vocab, sizeof *s->seen);
         s->raw = malloc((size_t)n_vocab * sizeof *s->raw);
         s->w = malloc((size_t)n_vocab * sizeof *s->w);
+        s->n_blk = (n_vocab + REDRAW_BLOCK - 1) / REDRAW_BLOCK;
+        s->blk = malloc((size_t)s->n_blk * sizeof *s->blk);
     }
-    if (!s || !s->cands || !s->counts || !s->seen || !s->raw || !s->w) {
+    if (!s || !s->cands || !s->counts || !s->seen || !s->raw || !s->w || !s->blk) {
         sampler_free(s);
         sol_err_set(err, -ENOMEM, "sampler: out of memory for a %d-token vocabulary", (int)n_vocab);
         return NULL;
@@ -272,6 +281,7 @@ void sampler_free(sampler *s) {
     free(s->seen);
     free(s->raw);
     free(s->w);
+    free(s->blk);
     free(s);
 }
 
@@ -587,6 +597,7 @@ int32_t sampler_sample(sampler *s, sampler_seq *seq, float *logits, const int32_
     if (rc) return rc;
     s->last = seq->params.temperature == 0.0f ? LAST_GREEDY : k.dense ? LAST_DENSE : LAST_NONE;
     s->last_logits = logits;
+    s->blk_built = false;
     double u = sol_rng_uniform(seq->params.seed, seq->pos, SOL_RNG_LANE_SAMPLE);
     seq->pos++;
     int32_t tok = cdf_pick(k, u);
@@ -685,5 +696,90 @@ int32_t sampler_sample_from_probs(sampler_seq *seq, const float *probs, int32_t 
     int32_t tok = cdf_pick((kept){NULL, probs, n}, u);
     if (tok < 0) return sol_err_set(err, -EINVAL, "sampler: all %d probabilities are zero", (int)n);
     seq->pos++;
+    return tok;
+}
+
+/* ---- redraws ------------------------------------------------------------------------------ */
+
+/* Block b's value in sampler_redraw's table: the weight left (dense) or the highest logit left
+ * (greedy). Four running sums in a fixed order: the same bits on every machine. */
+static double block_value(const sampler *s, int32_t b) {
+    int32_t lo = b * REDRAW_BLOCK,
+            hi = lo + REDRAW_BLOCK < s->n_vocab ? lo + REDRAW_BLOCK : s->n_vocab;
+    if (s->last == LAST_GREEDY) {
+        float mx = -INFINITY;
+        for (int32_t i = lo; i < hi; i++)
+            mx = s->last_logits[i] > mx ? s->last_logits[i] : mx;
+        return mx;
+    }
+    double a[4] = {0, 0, 0, 0};
+    int32_t i = lo;
+    for (; i + 4 <= hi; i += 4)
+        for (int j = 0; j < 4; j++)
+            a[j] += s->w[i + j];
+    for (; i < hi; i++)
+        a[0] += s->w[i];
+    return (a[0] + a[1]) + (a[2] + a[3]);
+}
+
+/* Greedy: the highest logit left, the lowest id on ties (as argmax). */
+static int32_t redraw_greedy(const sampler *s) {
+    int32_t best = -1;
+    for (int32_t b = 0; b < s->n_blk; b++)
+        if (s->blk[b] > -INFINITY && (best < 0 || s->blk[b] > s->blk[best])) best = b;
+    if (best < 0) return -1;
+    int32_t i = best * REDRAW_BLOCK;
+    while ((double)s->last_logits[i] != s->blk[best])
+        i++;
+    return i;
+}
+
+/* Dense: the inverse CDF over the weights left, a block at a time, then within the block. */
+static int32_t redraw_dense(const sampler *s, double u) {
+    double total = 0.0;
+    int32_t last = -1;
+    for (int32_t b = 0; b < s->n_blk; b++)
+        if (s->blk[b] > 0.0) total += s->blk[b], last = b;
+    if (last < 0) return -1;
+    double target = u * total, cum = 0.0;
+    int32_t b = 0;
+    for (; b < last; b++) {
+        if (s->blk[b] <= 0.0) continue;
+        if (cum + s->blk[b] > target) break;
+        cum += s->blk[b];
+    }
+    int32_t lo = b * REDRAW_BLOCK,
+            hi = lo + REDRAW_BLOCK < s->n_vocab ? lo + REDRAW_BLOCK : s->n_vocab;
+    int32_t pick = -1;
+    for (int32_t i = lo; i < hi; i++) {
+        if (s->w[i] <= 0.0f) continue;
+        pick = i;
+        cum += s->w[i];
+        if (cum > target) break;
+    }
+    return pick;
+}
+
+int32_t sampler_redraw(sampler *s, sampler_seq *seq, int32_t refused, sol_err *err) {
+    if (s->last == LAST_NONE)
+        return sol_err_set(err, -EAGAIN, "sampler: the last draw truncated; sample masked logits");
+    if (refused < 0 || refused >= s->n_vocab)
+        return sol_err_set(err, -EINVAL, "sampler: refused id %d is outside the vocabulary",
+                           (int)refused);
+    if (s->last == LAST_GREEDY)
+        s->last_logits[refused] = -INFINITY;
+    else
+        s->w[refused] = 0.0f;
+    if (!s->blk_built) {
+        for (int32_t b = 0; b < s->n_blk; b++)
+            s->blk[b] = block_value(s, b);
+        s->blk_built = true;
+    } else {
+        s->blk[refused / REDRAW_BLOCK] = block_value(s, refused / REDRAW_BLOCK);
+    }
+    double u = sol_rng_uniform(seq->params.seed, seq->pos, SOL_RNG_LANE_SAMPLE);
+    seq->pos++;
+    int32_t tok = s->last == LAST_GREEDY ? redraw_greedy(s) : redraw_dense(s, u);
+    if (tok < 0) return sol_err_set(err, -ENOENT, "sampler: every token was refused");
     return tok;
 }

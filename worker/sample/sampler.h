@@ -83,6 +83,15 @@ int32_t sampler_sample(sampler *s, sampler_seq *seq, float *logits, const int32_
 int32_t sampler_resample_allowed(sampler *s, sampler_seq *seq, const uint64_t *allowed,
                                  sol_err *err);
 
+/* Right after sampler_sample (or an earlier redraw of the same row) drew `refused`, which the
+ * caller cannot use: draw again from the same distribution without it and without every token
+ * refused before on this row (sampling without replacement: the first token a grammar takes in
+ * such a series is distributed exactly as sampler_resample_allowed's draw would be, without the
+ * mask). The first redraw of a row costs one pass over the vocabulary, later ones a scan of
+ * 256-id blocks. Greedy: the next best logit (lowest id on ties). -EAGAIN after a truncated
+ * draw, -ENOENT when every token has been refused. Consumes one draw. */
+int32_t sampler_redraw(sampler *s, sampler_seq *seq, int32_t refused, sol_err *err);
+
 /* The final distribution after every transform, as a dense probs[n_vocab] (zeros for removed
  * tokens; one-hot when greedy). Overwrites logits. Consumes no draw. Same errors as above. */
 int sampler_probs(sampler *s, const sampler_seq *seq, float *logits, const int32_t *history,

@@ -234,6 +234,25 @@ static void test_utf8(void **state) {
     grammar_free(g);
 }
 
+/* A state is wide when at least 1/16 of the vocabulary (here 8 of 121 tokens) starts with a
+ * byte it admits: inside a free string, not at a quote or a small class. The answer follows
+ * the state as tokens are accepted. */
+static void test_wide(void **state) {
+    (void)state;
+    grammar *g = compile("root ::= \"\\\"\" [^\"]{0,20} \"\\\"\" [!#] \"a\"");
+    sol_err e = {0};
+    assert_false(grammar_wide(g)); /* the opening quote: 4 tokens start with it */
+    assert_int_equal(grammar_accept(g, tok("\""), &e), 0);
+    assert_true(grammar_wide(g)); /* inside the string: all but 4 */
+    assert_int_equal(grammar_accept(g, tok("yes"), &e), 0);
+    assert_true(grammar_wide(g));
+    assert_int_equal(grammar_accept(g, tok("\""), &e), 0);
+    assert_false(grammar_wide(g)); /* ! or #: 2 tokens */
+    assert_int_equal(grammar_accept(g, tok("#"), &e), 0);
+    assert_false(grammar_wide(g));
+    grammar_free(g);
+}
+
 static void test_cache(void **state) {
     (void)state;
     const char *text = "root ::= \"ab\"* \"!\"";
@@ -293,7 +312,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors),       cmocka_unit_test(test_choice),
         cmocka_unit_test(test_random_walks), cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_cache),        cmocka_unit_test(test_shared_cache),
+        cmocka_unit_test(test_wide),         cmocka_unit_test(test_cache),
+        cmocka_unit_test(test_shared_cache),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -554,6 +554,93 @@ static void test_resample_allowed_matches_masking(void **state) {
     sampler_free(s);
 }
 
+/* Redraws without replacement: greedy walks the logits in descending order (lowest id on ties)
+ * across 256-id blocks; a refused token never comes back; -ENOENT once all are refused. */
+static void test_redraw_greedy_order(void **state) {
+    (void)state;
+    enum { N = 700 };
+    sampler *s = sampler_new(N, NULL);
+    static float l[N], row[N];
+    random_logits(l, N, 31, 4.0f);
+    l[10] = l[650] = l[300] = 9.0f; /* a tie across blocks: ids 10, 300, 650 in that order */
+    sampler_params p = sampler_params_default();
+    p.temperature = 0.0f;
+    sampler_seq q = make_seq(p, 0);
+    memcpy(row, l, sizeof row);
+    sol_err e = {0};
+    int32_t t = sampler_sample(s, &q, row, NULL, 0, NULL, &e);
+    assert_int_equal(t, 10);
+    static int refused[N];
+    memset(refused, 0, sizeof refused);
+    for (int k = 1; k < N; k++) {
+        refused[t] = 1;
+        int32_t want = -1;
+        for (int32_t i = 0; i < N; i++)
+            if (!refused[i] && (want < 0 || l[i] > l[want])) want = i;
+        uint64_t before = q.pos;
+        t = sampler_redraw(s, &q, t, &e);
+        assert_int_equal(t, want);
+        assert_int_equal(q.pos, before + 1);
+        if (k == 1) assert_int_equal(t, 300);
+        if (k == 2) assert_int_equal(t, 650);
+    }
+    assert_int_equal(sampler_redraw(s, &q, t, &e), -ENOENT);
+    /* after a truncated draw the caller must mask instead */
+    p = sampler_params_default();
+    p.top_k = 5;
+    q = make_seq(p, 0);
+    memcpy(row, l, sizeof row);
+    t = sampler_sample(s, &q, row, NULL, 0, NULL, &e);
+    assert_int_equal(sampler_redraw(s, &q, t, &e), -EAGAIN);
+    assert_int_equal(sampler_redraw(s, &q, -1, &e), -EAGAIN);
+    sampler_free(s);
+}
+
+/* The engine's series (draw, then redraw until an allowed token comes) is distributed as the
+ * row restricted to the allowed tokens: frequencies over 20000 seeds within 5 sigma of the
+ * renormalized probabilities, and never a refused token. */
+static void test_redraw_series_is_the_restricted_distribution(void **state) {
+    (void)state;
+    enum { N = 600, RUNS = 20000 };
+    sampler *s = sampler_new(N, NULL);
+    static float l[N], row[N];
+    static int hits[N];
+    memset(hits, 0, sizeof hits);
+    for (int32_t i = 0; i < N; i++) /* mass on a few ids, in several blocks */
+        l[i] = i % 97 == 3 ? 4.0f + (float)(i % 5) * 0.3f : (float)(i % 7) * 0.1f - 2.0f;
+    bool allowed[N];
+    for (int32_t i = 0; i < N; i++)
+        allowed[i] = i % 3 == 0 || i == 100; /* 100 = 97 + 3 carries much mass */
+    sampler_params p = sampler_params_default();
+    sol_err e = {0};
+    for (int r = 0; r < RUNS; r++) {
+        p.seed = 1000 + (uint64_t)r;
+        sampler_seq q = make_seq(p, 0);
+        memcpy(row, l, sizeof row);
+        int32_t t = sampler_sample(s, &q, row, NULL, 0, NULL, &e);
+        bool seen[N] = {0};
+        while (t >= 0 && !allowed[t]) {
+            assert_false(seen[t]);
+            seen[t] = true;
+            t = sampler_redraw(s, &q, t, &e);
+        }
+        assert_true(t >= 0 && !seen[t]);
+        hits[t]++;
+    }
+    double z = 0.0, mx = l[0];
+    for (int32_t i = 0; i < N; i++)
+        mx = l[i] > mx ? l[i] : mx;
+    for (int32_t i = 0; i < N; i++)
+        z += allowed[i] ? exp(l[i] - mx) : 0.0;
+    for (int32_t i = 0; i < N; i++) {
+        double pi = allowed[i] ? exp(l[i] - mx) / z : 0.0;
+        double sd = sqrt(RUNS * pi * (1.0 - pi)) + 1.0;
+        if (fabs(hits[i] - RUNS * pi) > 5.0 * sd)
+            fail_msg("token %d: %d hits, %.1f expected", (int)i, hits[i], RUNS * pi);
+    }
+    sampler_free(s);
+}
+
 static void test_rng_lanes_and_seed_from_bytes(void **state) {
     (void)state;
     assert_true(sol_rng_u64(1, 0, SOL_RNG_LANE_SAMPLE) != sol_rng_u64(1, 0, SOL_RNG_LANE_ACCEPT));
@@ -579,6 +666,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_ties_lowest_id),
         cmocka_unit_test(test_resample_allowed_matches_masking),
+        cmocka_unit_test(test_redraw_greedy_order),
+        cmocka_unit_test(test_redraw_series_is_the_restricted_distribution),
         cmocka_unit_test(test_temperature_to_zero_is_greedy),
         cmocka_unit_test(test_top_k_one_is_greedy),
         cmocka_unit_test(test_top_k_ties_keep_lower_ids),
