@@ -478,10 +478,15 @@ static int number_rule(gg *c, strbuf *b, const json_t *s, const char *path) {
     bounds r;
     int rc = read_bounds(c, s, path, &r);
     if (rc) return rc;
-    if (gg_num_range(b, r.lo, r.lo_x, r.hi, r.hi_x))
+    int rc2 = gg_num_range(b, r.lo, r.lo_x, r.hi, r.hi_x);
+    if (rc2 == -2)
         return bad(c, path,
-                   "no number this grammar writes lies within minimum/maximum (it needs an "
-                   "integer part whose every fraction fits, or an integer inside them)");
+                   "a bound (minimum/maximum) needs more than 15 fraction digits; numbers are "
+                   "written with at most 15");
+    if (rc2)
+        return bad(c, path,
+                   "no number lies within minimum/maximum (numbers are written with at most 15 "
+                   "fraction digits)");
     return 0;
 }
 

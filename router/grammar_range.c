@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { MAX_DIGITS = 20 };
@@ -114,48 +115,140 @@ void gg_int_range(strbuf *out, int64_t lo, int64_t hi) {
     strbuf_puts(out, " )");
 }
 
-/* x rounded as f rounds it, within [0, GG_INT_SAFE] (infinities to the ends). */
-static int64_t clamp_int(double x) {
-    if (!(x > 0)) return 0;
-    if (x >= (double)GG_INT_SAFE) return GG_INT_SAFE;
-    return (int64_t)x;
+enum { FRAC_DIGITS = 15 };
+
+/* x >= 0 as decimal digits, from the fewest fraction digits that give x back (0.2 is "0"
+ * and "2", as the schema wrote it): the integer part and the fraction without trailing zeros.
+ * False when x needs more than FRAC_DIGITS fraction digits. */
+static bool decimal_of(double x, char ip[24], char fp[FRAC_DIGITS + 1]) {
+    char buf[48];
+    for (int fd = 0; fd <= FRAC_DIGITS; fd++) {
+        snprintf(buf, sizeof buf, "%.*f", fd, x);
+        if (strtod(buf, NULL) != x) continue;
+        char *dot = strchr(buf, '.');
+        if (dot) *dot = 0;
+        snprintf(ip, 24, "%.23s", buf);
+        snprintf(fp, FRAC_DIGITS + 1, "%.15s", dot ? dot + 1 : "");
+        for (size_t n = strlen(fp); n && fp[n - 1] == '0';)
+            fp[--n] = 0;
+        return true;
+    }
+    return false;
 }
 
-/* Non-negative magnitudes m with a <= m <= b (ax, bx: exclusive), after sign: bare integers
- * (from 1 when one_up: "-0" is not written), and I.fraction where every fraction fits. */
-static void magnitudes(strbuf *o, bool *first, const char *sign, double a, bool ax, double b,
-                       bool bx, bool one_up) {
-    double lo_i = ax ? floor(a) + 1 : ceil(a);
-    bool lo_in = lo_i <= (double)GG_INT_SAFE;
-    int64_t i_lo = clamp_int(lo_i);
-    int64_t top = isinf(b) ? GG_INT_SAFE : (bx ? (int64_t)ceil(b) - 1 : (int64_t)floor(b));
-    int64_t any_hi = isinf(b) ? GG_INT_SAFE : (int64_t)floor(b) - 1; /* I + 1 <= b */
-    top = top > GG_INT_SAFE ? GG_INT_SAFE : top;
-    any_hi = any_hi > GG_INT_SAFE ? GG_INT_SAFE : any_hi;
-    int64_t bare_lo = one_up && i_lo < 1 ? 1 : i_lo;
-    if (lo_in && bare_lo <= top) {
+/* One side of a fraction's bound: its digits not yet matched (NULL: no bound on this side; ""
+ * is zeros from here on), and whether the bound itself is excluded. */
+typedef struct fbound {
+    const char *d;
+    bool x;
+} fbound;
+
+static fbound fb_next(fbound b) {
+    if (b.d && *b.d) b.d++;
+    return b;
+}
+
+/* The continuations of at most `left` digits of a fraction whose digits so far equal the
+ * bounds' own (on each side that has one), keeping lo <= fraction <= hi: appends "( ... )",
+ * with "?" when ending here is allowed; returns 0, 1 when ending is the only way (nothing
+ * appended), -1 when there is none (need: at least one digit must come). */
+static int frac_tail(strbuf *o, fbound lo, fbound hi, int left, bool need) {
+    if (lo.d && !*lo.d && !lo.x) lo.d = NULL; /* >= 0.000...: no bound */
+    bool zeros = hi.d && !*hi.d && !lo.d;     /* <= 0.000...: only zeros follow */
+    if (zeros && hi.x) return -1;
+    if ((zeros || (!lo.d && !hi.d)) && left > 0) {
+        strbuf_printf(o, "( %s{1,%d} )%s", zeros ? "\"0\"" : "[0-9]", left, need ? "" : "?");
+        return 0;
+    }
+    bool end = !need && (!lo.d || (!*lo.d && !lo.x)) && (!hi.d || !hi.x || *hi.d);
+    int l = lo.d && *lo.d ? *lo.d - '0' : 0, h = hi.d ? (*hi.d ? *hi.d - '0' : 0) : 9;
+    strbuf b;
+    strbuf_init(&b);
+    bool first = true;
+    int fa = lo.d ? l + 1 : 0, fz = hi.d ? h - 1 : 9; /* digits that free both sides */
+    if (left > 0 && fa <= fz) {
+        alt(&b, &first);
+        strbuf_printf(&b, "[%d-%d]", fa, fz);
+        if (left > 1) strbuf_printf(&b, " [0-9]{0,%d}", left - 1);
+    }
+    for (int side = 0; left > 0 && side < 2; side++) { /* the digit that keeps a side tight */
+        bool both = lo.d && hi.d && l == h;
+        if (side == 0 ? !lo.d || (hi.d && l > h) : !hi.d || (both || (lo.d && h < l))) continue;
+        int d = side == 0 ? l : h;
+        fbound nl = (side == 0 || both) ? fb_next(lo) : (fbound){NULL, false};
+        fbound nh = (side == 1 || both) ? fb_next(hi) : (fbound){NULL, false};
+        strbuf sub;
+        strbuf_init(&sub);
+        int rc = frac_tail(&sub, nl, nh, left - 1, false);
+        if (rc >= 0) {
+            alt(&b, &first);
+            strbuf_printf(&b, "\"%d\"%s%s", d, rc ? "" : " ", rc ? "" : sub.data);
+        }
+        strbuf_free(&sub);
+    }
+    int rc = first ? (end ? 1 : -1) : 0;
+    if (!rc) strbuf_printf(o, "( %s )%s", b.data, end ? "?" : "");
+    strbuf_free(&b);
+    return rc;
+}
+
+/* `sign I` and `sign I "." fraction` within the fraction bounds lo, hi (bare: I itself is in). */
+static void int_part(strbuf *o, bool *first, const char *sign, const char *i, bool bare, fbound lo,
+                     fbound hi) {
+    if (bare) {
+        alt(o, first);
+        strbuf_printf(o, "%s\"%s\"", sign, i);
+    }
+    strbuf f;
+    strbuf_init(&f);
+    if (frac_tail(&f, lo, hi, FRAC_DIGITS, true) == 0) {
+        alt(o, first);
+        strbuf_printf(o, "%s\"%s.\" %s", sign, i, f.data);
+    }
+    strbuf_free(&f);
+}
+
+/* Non-negative magnitudes m with a <= m <= b (ax, bx: exclusive; b infinite or beyond
+ * GG_INT_SAFE: no upper bound), after sign: integers (not 0 when one_up: "-0" is not written)
+ * and decimals of up to FRAC_DIGITS fraction digits, exactly those inside. The integer parts
+ * strictly between a's and b's take any fraction; a's and b's own take the fractions on their
+ * side of the bound's digits. -2 when a bound needs more fraction digits. */
+static int magnitudes(strbuf *o, bool *first, const char *sign, double a, bool ax, double b,
+                      bool bx, bool one_up) {
+    char ai[24], af[FRAC_DIGITS + 1], bi[24], bf[FRAC_DIGITS + 1];
+    bool b_open = isinf(b) || b > (double)GG_INT_SAFE;
+    if (a > (double)GG_INT_SAFE || (!b_open && a > b)) return 0;
+    if (!decimal_of(a, ai, af) || (!b_open && !decimal_of(b, bi, bf))) return -2;
+    int64_t ia = strtoll(ai, NULL, 10), ib = b_open ? GG_INT_SAFE + 1 : strtoll(bi, NULL, 10);
+    fbound lo = {af, ax}, hi = {bf, bx}, none = {NULL, false};
+    bool a_bare = !*af && !ax && !(one_up && ia == 0);
+    if (ia == ib) {
+        int_part(o, first, sign, ai, a_bare && (*bf || !bx), lo, hi);
+        return 0;
+    }
+    int_part(o, first, sign, ai, a_bare, lo, none);
+    int64_t from = ia + 1, to = ib - 1 > GG_INT_SAFE ? GG_INT_SAFE : ib - 1;
+    if (from <= to) {
         alt(o, first);
         strbuf_puts(o, sign);
-        gg_int_range(o, bare_lo, top);
+        gg_int_range(o, from, to);
+        strbuf_printf(o, " ( \".\" [0-9]{1,%d} )?", FRAC_DIGITS);
     }
-    if (lo_in && i_lo <= any_hi) {
-        alt(o, first);
-        strbuf_puts(o, sign);
-        gg_int_range(o, i_lo, any_hi);
-        strbuf_puts(o, " \".\" [0-9]{1,15}");
-    }
+    if (!b_open) int_part(o, first, sign, bi, *bf || !bx, none, hi);
+    return 0;
 }
 
 int gg_num_range(strbuf *out, double lo, bool lo_x, double hi, bool hi_x) {
     strbuf body;
     strbuf_init(&body);
     bool first = true;
+    int rc = 0;
     if (lo < 0) /* -m: hi's magnitude below (0 when hi >= 0), lo's above */
-        magnitudes(&body, &first, "\"-\" ", hi < 0 ? -hi : 0, hi < 0 ? hi_x : hi == 0 && hi_x, -lo,
-                   lo_x, true);
-    if (hi > 0 || (hi == 0 && !hi_x))
-        magnitudes(&body, &first, "", lo < 0 ? 0 : lo, lo < 0 ? false : lo_x, hi, hi_x, false);
-    int rc = first ? -1 : 0;
+        rc = magnitudes(&body, &first, "\"-\" ", hi < 0 ? -hi : 0, hi < 0 ? hi_x : hi == 0 && hi_x,
+                        -lo, lo_x, true);
+    if (!rc && (hi > 0 || (hi == 0 && !hi_x)))
+        rc = magnitudes(&body, &first, "", lo < 0 ? 0 : lo, lo < 0 ? false : lo_x, hi, hi_x, false);
+    if (!rc && first) rc = -1;
     if (!rc) strbuf_printf(out, "( %s )", body.data);
     strbuf_free(&body);
     return rc;

@@ -15,11 +15,11 @@
  * "-" for negatives, never "-0". Needs -GG_INT_SAFE <= lo <= hi <= GG_INT_SAFE. */
 void gg_int_range(strbuf *out, int64_t lo, int64_t hi);
 
-/* Appends "( ... )" for JSON numbers between lo and hi (lo_x, hi_x: the bound itself excluded;
- * -INFINITY, INFINITY: no bound), without exponent: integers, and decimals with up to 15
- * fraction digits where every fraction keeps the value inside (an integer part I with I + 1 <= hi,
- * so [0, 1] gives 0.x and 1, [0.5, 2.25] gives 1.x, 1 and 2). Integer parts within ±(2^53 - 1).
- * Returns 0, or -1 when that leaves no number (nothing appended). */
+/* Appends "( ... )" for exactly the JSON numbers between lo and hi that have no exponent and
+ * at most 15 fraction digits (lo_x, hi_x: the bound itself excluded; -INFINITY, INFINITY: no
+ * bound), integer parts within ±(2^53 - 1); the bounds are read as the shortest decimals that
+ * give them back (0.2 is 0.2). Returns 0; -1 when no such number lies inside (nothing
+ * appended); -2 when a bound needs more than 15 fraction digits. */
 int gg_num_range(strbuf *out, double lo, bool lo_x, double hi, bool hi_x);
 
 /* The most multiples of multipleOf a bounded range may hold (they are listed as literals). */

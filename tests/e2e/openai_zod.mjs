@@ -42,6 +42,7 @@ const Person = z.object({
   name: z.string().max(12),
   age: z.number().int(),
   score: z.number().min(0).max(1),
+  ratio: z.number().gt(0.2).lte(0.8),
   level: z.number().int().min(1).max(5),
   role: z.enum(["admin", "user"]),
   tags: z.array(z.string().max(6)).max(3),
@@ -61,7 +62,8 @@ for (let seed = 1; seed <= 8; seed++) {
     const r = await client.chat.completions.parse({ model: "precise", messages, temperature: 1, seed,
       max_tokens: 400, logit_bias: closers, response_format: zodResponseFormat(Person, "person") });
     const p = r.choices[0].message.parsed;
-    if (p && Number.isSafeInteger(p.age) && p.level >= 1 && p.level <= 5 && p.score >= 0 && p.score <= 1) ended++;
+    if (p && Number.isSafeInteger(p.age) && p.level >= 1 && p.level <= 5 && p.score >= 0 && p.score <= 1 &&
+        p.ratio > 0.2 && p.ratio <= 0.8) ended++;
     else check(false, `parse seed ${seed}: ${JSON.stringify(r.choices[0].message)}`);
   } catch (e) {
     if (e.constructor.name !== "LengthFinishReasonError") { check(false, `parse seed ${seed}: ${e}`); continue; }
