@@ -34,10 +34,12 @@ int genmsg_encode(const oai_request *req, const char *request_id, uint32_t choic
     Sol__ChatMessage *msgs = NULL;
     Sol__ChatMessage **ptrs = NULL;
     Sol__ToolCall *calls = NULL, **call_ptrs = NULL;
+    const char *opening = oai_tools_text_token(&req->tools); /* lives until packed */
     if (oai_tools_active(&req->tools)) {
         g.tools = (char **)req->tools.json;
         g.n_tools = req->tools.n;
         g.tool_format = (char *)oai_tool_format_name(req->tools.format);
+        if (opening) g.text_tokens = (char **)&opening, g.n_text_tokens = 1;
     }
     if (req->kind == OAI_CHAT) {
         size_t n_calls = 0;

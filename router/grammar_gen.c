@@ -679,6 +679,25 @@ static void free_text_rules(strbuf *o, const char *t, const char *then) {
     }
 }
 
+/* Rules lead-0 .. lead-m for an answer that is calls when it opens (after whitespace) with a call
+ * or with `start` (m characters), and free text otherwise: lead-i has read i characters of
+ * start; a character that leaves start (or, first, that is neither `{` nor start's first) makes
+ * the rest free. Any state but lead-0's call may end the text. */
+static void lead_rules(strbuf *o, const char *start, const char *calls) {
+    size_t m = strlen(start);
+    strbuf_puts(o, "free-any ::= [^\\x00]*\n");
+    for (size_t i = 0; i < m; i++) {
+        strbuf_printf(o, "lead-%zu ::= ", i);
+        if (!i) strbuf_printf(o, "%s | ", calls);
+        gbnf_literal(o, start + i, 1);
+        strbuf_printf(o, " lead-%zu | [^", i + 1);
+        class_char(o, start[i]);
+        strbuf_puts(o, i ? "" : "{ \\t\\n");
+        strbuf_printf(o, "] free-any%s\n", i ? " | \"\"" : "");
+    }
+    strbuf_printf(o, "lead-%zu ::= [ \\t\\n]* %s\n", m, calls);
+}
+
 /* The calls' root: begin call (sep call)* end; lazy: free text, and from the trigger on the
  * rest of begin + open, the first call's body, then the others as above. */
 static int calls_root(gg *c, strbuf *root, bool parallel, bool lazy, const gg_call_shape *shape) {
@@ -693,6 +712,12 @@ static int calls_root(gg *c, strbuf *root, bool parallel, bool lazy, const gg_ca
     if (!lazy) {
         opt_literal(root, shape->begin);
         strbuf_printf(root, "tool-call %s", more.data ? more.data : "");
+    } else if (!shape->trigger) { /* calls or text, told apart by how the answer opens */
+        strbuf_puts(c->out, "calls-all ::= ");
+        opt_literal(c->out, shape->begin);
+        strbuf_printf(c->out, "tool-call %s\n", more.data ? more.data : "");
+        lead_rules(c->out, shape->start, "calls-all");
+        strbuf_puts(root, "[ \\t\\n]* lead-0?");
     } else {
         char head[128];
         snprintf(head, sizeof head, "%s%s", shape->begin, shape->open);
@@ -713,7 +738,7 @@ int gg_tool_calls(const char *const *names, const json_t *const *params, size_t 
     strbuf alts;
     strbuf_init(&alts);
     int rc = n ? 0 : sol_err_set(err, -EINVAL, "tool calls: no tools");
-    if (!rc && lazy && !shape->trigger)
+    if (!rc && lazy && !shape->trigger && !(shape->start && *shape->start))
         rc = sol_err_set(err, -EINVAL, "this tool format has no opening text to wait for");
     for (size_t i = 0; i < n && !rc; i++) {
         char args[32] = "json-obj", path[64];

@@ -127,11 +127,11 @@ bool oai_tools_active(const oai_tools *t) {
 }
 
 static const gg_call_shape SHAPES[] = {
-    [OAI_FMT_HERMES] = {"", "<tool_call>\n", "arguments", "\n</tool_call>", "\n", "",
-                        "<tool_call>"},
-    /* a Llama 3 answer is calls when it starts with "{": no text to wait for in free text */
-    [OAI_FMT_LLAMA3] = {"", "", "parameters", "", "; ", "", NULL},
-    [OAI_FMT_MISTRAL] = {"[TOOL_CALLS] [", "", "arguments", "", ", ", "]", "[TOOL_CALLS]"},
+    [OAI_FMT_HERMES] = {"", "<tool_call>\n", "arguments", "\n</tool_call>", "\n", "", "<tool_call>",
+                        NULL},
+    /* a Llama 3 answer is calls when it opens with "{" or <|python_tag|> (step_llama) */
+    [OAI_FMT_LLAMA3] = {"", "", "parameters", "", "; ", "", NULL, "<|python_tag|>"},
+    [OAI_FMT_MISTRAL] = {"[TOOL_CALLS] [", "", "arguments", "", ", ", "]", "[TOOL_CALLS]", NULL},
 };
 static const char *const FORMAT_NAMES[] = {"hermes", "llama3-json", "mistral"};
 
@@ -193,14 +193,7 @@ int oai_tools_bind(oai_tools *t, const char *tool_format, const char *chat_templ
                              "pool '%s' reports an unknown tool format '%s'", pool, tool_format),
                -EINVAL;
     if (!calls_held(t)) return 0;
-    bool lazy = auto_lazy(t);
-    if (lazy && !SHAPES[t->format].trigger)
-        return BAD(err, "tools",
-                   "pool '%s' writes calls as %s, which open with no text a grammar can wait "
-                   "for: 'strict' tools and 'parallel_tool_calls': false need tool_choice "
-                   "required or a named function there",
-                   pool, oai_tool_format_name(t->format)),
-               -EINVAL;
+    bool lazy = auto_lazy(t); /* every format has an opening (trigger or start) to wait for */
     const char *names[OAI_MAX_TOOLS];
     const json_t *params[OAI_MAX_TOOLS];
     size_t n = 0;
@@ -221,10 +214,17 @@ int oai_tools_bind(oai_tools *t, const char *tool_format, const char *chat_templ
     return 0;
 }
 
+const char *oai_tools_text_token(const oai_tools *t) {
+    if (!oai_tools_active(t)) return NULL;
+    return SHAPES[t->format].trigger ? SHAPES[t->format].trigger : SHAPES[t->format].start;
+}
+
 /* ---- output --------------------------------------------------------------------------- */
 
 static const char k_open[] = "<tool_call>", k_close[] = "</tool_call>";
-static const char k_mistral[] = "[TOOL_CALLS]", k_python[] = "<|python_tag|>";
+/* The parsers' markers, from the shapes the grammars are written with. */
+#define k_mistral (SHAPES[OAI_FMT_MISTRAL].trigger)
+#define k_python (SHAPES[OAI_FMT_LLAMA3].start)
 
 /* Parser states. Hermes: OUTSIDE / INSIDE the tags. Llama 3: START (only whitespace so far),
  * CALLS (the answer is calls), TEXT (it is not: all content). Mistral: OUTSIDE, then ARRAY

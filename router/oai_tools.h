@@ -61,6 +61,11 @@ int oai_tools_finish(oai_tools *t, const char *grammar, const char *grammar_fiel
  * another format refuses by name; "" = the template has none: a 400 naming chat_template and
  * pool) and, for required or named, the grammar of the calls in that format into *grammar
  * (malloc'd GBNF). Nothing to do when the request offers no tools. */
+/* The format's opening (Mistral's [TOOL_CALLS], hermes' <tool_call>), which a model may write as
+ * one control token: the worker streams that token as its text, so the call parser sees it, and
+ * a grammar takes it where its text fits. NULL when no tools are active or the format has none. */
+const char *oai_tools_text_token(const oai_tools *t);
+
 int oai_tools_bind(oai_tools *t, const char *tool_format, const char *chat_template,
                    const char *pool, char **grammar, const char **grammar_field,
                    struct oai_error *err);

@@ -51,6 +51,8 @@ typedef struct {
     uint64_t key; /* RNG stream of this tensor */
 } tensor_spec;
 
+enum { MAX_CONTROL = 8 }; /* --control-token */
+
 typedef struct {
     shape s;
     sol_dtype type;
@@ -71,6 +73,8 @@ typedef struct {
     int last_pct;
     const char *draft_of;   /* --draft-of TARGET.gguf */
     const char *vocab_from; /* --vocab-from VOCAB.gguf: its tokenizer.* keys, its vocab size */
+    const char *control[MAX_CONTROL]; /* --control-token: the vocabulary's last entries */
+    int n_control;
     int draft_layers, type_given;
 } model;
 
@@ -272,7 +276,18 @@ static int copy_tokenizer(gguf_writer *w, const gguf_file *g, sol_err *e) {
 static int add_tokenizer(gguf_writer *w, const model *m, sol_err *e) {
     vocab_gen *v = vocab_gen_new((uint32_t)m->s.vocab, e);
     if (!v) return e->code ? e->code : -ENOMEM;
-    int rc = gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", e);
+    int rc = 0;
+    for (int i = 0; i < m->n_control && !rc; i++) { /* the last entries: no merge needs them */
+        uint32_t at = v->n - (uint32_t)m->n_control + (uint32_t)i;
+        char *dup = vocab_gen_find(v, m->control[i]) >= 0 ? NULL : strdup(m->control[i]);
+        if (!dup)
+            rc = sol_err_set(e, -EINVAL, "--control-token '%s': already a piece of the vocabulary",
+                             m->control[i]);
+        else
+            free(v->pieces[at]), v->pieces[at] = dup, v->scores[at] = 0.0f,
+                                 v->types[at] = VOCAB_TOK_CONTROL;
+    }
+    if (!rc) rc = gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", e);
     if (!rc)
         rc = gguf_writer_add_str_arr(w, "tokenizer.ggml.tokens", (const char *const *)v->pieces,
                                      v->n, e);
@@ -332,7 +347,7 @@ static void usage(FILE *f) {
         "                   [--vocab N] [--ctx N] [--seed N] [--rope-base F] [--tied]\n"
         "                   [--depth-decay F] [--arch llama|qwen2|qwen3|gemma3] [--head-dim N]\n"
         "                   [--sliding-window N [--swa-pattern P]] [--softcap F]\n"
-        "                   [--pooling-type N] [--vocab-from VOCAB.gguf]\n"
+        "                   [--pooling-type N] [--vocab-from VOCAB.gguf] [--control-token T]...\n"
         "       sol-mkmodel --draft-of TARGET.gguf -o DRAFT.gguf [--layers N] [--type T]\n"
         "With --draft-of, writes a draft model for speculative decoding: the target's first N\n"
         "layers (default a quarter, at least 1) with its embeddings, final norm, output head and\n"
@@ -348,6 +363,8 @@ static void usage(FILE *f) {
         "vocabulary such as llama.cpp's models/ggml-vocab-qwen2.gguf) and its size as --vocab.\n"
         "--pooling-type N writes <arch>.pooling_type as llama.cpp numbers it (1 mean, 2 cls,\n"
         "3 last): what an embedding model's GGUF says about pooling.\n"
+        "--control-token T (up to 8) makes the generated vocabulary's last entries control\n"
+        "tokens with these texts, as a real one has (Mistral v0.3's [TOOL_CALLS]).\n"
         "presets: tiny  dim 64,   2 layers,  4 heads, 2 kv heads, ffn 192,  vocab 512,   ctx 256\n"
         "         small dim 768,  12 layers, 12 heads, 4 kv heads, ffn 2048, vocab 32000, ctx "
         "2048\n"
@@ -421,6 +438,7 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
                                          {"softcap", required_argument, 0, 'C'},
                                          {"pooling-type", required_argument, 0, 'Y'},
                                          {"vocab-from", required_argument, 0, 'V'},
+                                         {"control-token", required_argument, 0, 'K'},
                                          {0, 0, 0, 0}};
     int over[8] = {0}, c, rc = 0;
     const char *preset = "tiny", *type = "f32", *arch = "llama";
@@ -448,6 +466,14 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
             break;
         case 'V':
             m->vocab_from = optarg;
+            break;
+        case 'K':
+            if (m->n_control == MAX_CONTROL)
+                rc = sol_err_set(e, -EINVAL, "--control-token: at most %d", MAX_CONTROL);
+            else if (!*optarg)
+                rc = sol_err_set(e, -EINVAL, "--control-token: empty");
+            else
+                m->control[m->n_control++] = optarg;
             break;
         case 'A':
             arch = optarg;
@@ -522,6 +548,10 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
         return sol_err_set(e, -EINVAL,
                            "--vocab-from takes the vocabulary's size: not with --vocab or "
                            "--draft-of");
+    if (m->n_control && (m->vocab_from || m->draft_of))
+        return sol_err_set(e, -EINVAL,
+                           "--control-token adds to the generated vocabulary: not with "
+                           "--vocab-from or --draft-of");
     if (m->draft_of && (strcmp(arch, "llama") || m->head_dim))
         return sol_err_set(e, -EINVAL,
                            "--arch and --head-dim do not apply to --draft-of (the draft takes the "

@@ -4,11 +4,22 @@
 # pool's format), with finish_reason "tool_calls", arguments valid against the function's
 # parameters, streamed as delta.tool_calls pieces that assemble to the same calls; n > 1 gives
 # each choice its own calls; "auto" and "none" answer; a tool result round trip renders; a
-# template without a tool format refuses tools with a 400 naming it.
+# template without a tool format refuses tools with a 400 naming it. The Mistral model has
+# Mistral v0.3's control tokens ([INST], [TOOL_CALLS], ...): a call it opens with the single
+# [TOOL_CALLS] control token is taken by the grammar, also under "auto" with strict tools.
 . "$(dirname "$0")/lib.sh"
 
-M=$T_DIR/m.gguf
+M=$T_DIR/m.gguf M3=$T_DIR/m3.gguf
 mkmodel "$M" --seed 23 --ctx 2048
+mkmodel "$M3" --seed 23 --ctx 2048 --control-token '[INST]' --control-token '[/INST]' \
+  --control-token '[TOOL_CALLS]' --control-token '[AVAILABLE_TOOLS]' \
+  --control-token '[/AVAILABLE_TOOLS]' --control-token '[TOOL_RESULTS]' \
+  --control-token '[/TOOL_RESULTS]'
+TOOL_CALLS_ID=$("$SOL_BUILD/tools/sol-tokenize" -m "$M3" --special --no-bos <<<'[TOOL_CALLS]')
+[[ $TOOL_CALLS_ID =~ ^[0-9]+$ ]] || fail "[TOOL_CALLS] is not one token of m3: '$TOOL_CALLS_ID'"
+BRACE_ID=$("$SOL_BUILD/tools/sol-tokenize" -m "$M" --no-bos <<<'a{') # "a{" -> "▁a" "{"
+BRACE_ID=${BRACE_ID##* }
+[[ $BRACE_ID =~ ^[0-9]+$ ]] || fail "no '{' token in m: '$BRACE_ID'"
 cat >"$T_DIR/router.yaml" <<EOF
 router:
   routing: {pools: [precise, fast, llama, mistral], default_pool: precise}
@@ -17,15 +28,15 @@ start_router --config "$T_DIR/router.yaml"
 start_cpu_worker w precise "$M" --chat-template qwen2.5
 start_cpu_worker plain fast "$M" # the synthetic model's own template (llama-2) has no tool format
 start_cpu_worker l31 llama "$M" --chat-template llama3.1
-start_cpu_worker m3 mistral "$M" --chat-template mistral-v3
+start_cpu_worker m3 mistral "$M3" --chat-template mistral-v3
 wait_ready
 wait_worker w
 
-python3 - "$BASE" "$(dirname "$0")" <<'PY' || fail "tool calls: see above"
+python3 - "$BASE" "$(dirname "$0")" "$TOOL_CALLS_ID" "$BRACE_ID" <<'PY' || fail "tool calls: see above"
 import json, sys
 sys.path.insert(0, sys.argv[2])
 import oai_post
-base = sys.argv[1]
+base, tool_calls_id, brace_id = sys.argv[1], sys.argv[3], sys.argv[4]
 
 def post(body, stream=False):
     return oai_post.post(base, "/v1/chat/completions", body, stream)
@@ -201,6 +212,61 @@ for pool in ("llama", "mistral"):
     assert st == 200, r
     print(f"  {pool}: {n_stop} of 8 required ended with tool_calls, all valid; named streamed;",
           "round trip 200")
+
+# Mistral under auto with strict tools: the model opens the call with its [TOOL_CALLS] control
+# token (logit_bias makes it likely, as training does; the grammar refuses control tokens unless
+# the router names the format's opening), then the lazy grammar holds the call to the schema.
+strict = [dict(t, function=dict(t["function"], strict=True)) for t in tools]
+n_calls = 0
+for seed in range(1, 6):
+    body = {"model": "mistral", "messages": msgs, "tools": strict, "tool_choice": "auto",
+            "temperature": 1, "seed": seed, "max_tokens": 120, "logit_bias": {tool_calls_id: 30},
+            "parallel_tool_calls": False}
+    st, r = post(body)
+    assert st == 200, r
+    ch = r["choices"][0]
+    if ch["finish_reason"] == "length":
+        continue
+    assert ch["finish_reason"] == "tool_calls" and ch["message"]["tool_calls"], ch
+    assert ch["message"]["content"] is None, ch
+    for c in ch["message"]["tool_calls"]:
+        check_call(c)
+    n_calls += 1
+    st, ev = post(dict(body, stream=True), stream=True)
+    got = {}
+    for e in ev:
+        for tc in (e["choices"][0]["delta"].get("tool_calls") or []) if e["choices"] else []:
+            g = got.setdefault(tc["index"], {"name": "", "arguments": ""})
+            g["name"] += tc["function"].get("name") or ""
+            g["arguments"] += tc["function"].get("arguments") or ""
+    assert [got[i] for i in sorted(got)] == \
+        [{"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+         for c in ch["message"]["tool_calls"]], (got, ch)
+assert n_calls >= 3, ("mistral auto + strict: answers that called a tool", n_calls)
+print(f"  mistral auto + strict: {n_calls} of 5 opened with the [TOOL_CALLS] control token,",
+      "calls valid, streamed alike")
+
+# Llama 3.1 under auto with strict tools: an answer that opens with "{" is held to a call of the
+# schema; one that opens otherwise is free text. logit_bias on "{" makes answers open with it.
+n_calls = n_text = 0
+for seed in range(1, 7):
+    for bias in ({brace_id: 30}, {}):
+        st, r = post({"model": "llama", "messages": msgs, "tools": strict, "tool_choice": "auto",
+                      "temperature": 1, "seed": seed, "max_tokens": 120, "logit_bias": bias,
+                      "parallel_tool_calls": False})
+        assert st == 200, r
+        ch = r["choices"][0]
+        if ch["message"].get("tool_calls"):
+            assert ch["finish_reason"] == "tool_calls" and ch["message"]["content"] is None, ch
+            for c in ch["message"]["tool_calls"]:
+                check_call(c)
+            n_calls += 1
+        else:
+            text = ch["message"]["content"] or ""
+            assert not text.lstrip().startswith("{"), ch  # such a text would have been a call
+            n_text += ch["finish_reason"] in ("stop", "length")
+assert n_calls >= 3 and n_text >= 3, ("llama auto + strict: calls, texts", n_calls, n_text)
+print(f"  llama auto + strict: {n_calls} calls (valid), {n_text} free texts of 12")
 
 # a template with no tool format refuses tools by name
 st, r = post({"model": "fast", "messages": msgs, "tools": tools, "max_tokens": 4})

@@ -130,8 +130,14 @@ typedef struct engine_request {
     const int32_t *bias_tokens; /* logit_bias: added to these tokens' logits before sampling */
     const float *bias_values;
     int32_t n_bias;
-    const char *grammar;          /* GBNF the output must match (structured outputs); NULL =
-                                     none. Needs a tokenizer; the request never speculates */
+    const char *grammar;            /* GBNF the output must match (structured outputs); NULL =
+                                       none. Needs a tokenizer; the request never speculates */
+    const char *const *text_tokens; /* control tokens that belong to the output's text (a tool
+                                     * format's opening such as [TOOL_CALLS]): streamed as their
+                                     * text, taken by the grammar where it fits; a text that is
+                                     * no control token changes nothing. At most
+                                     * GRAMMAR_MAX_CONTROL */
+    int32_t n_text_tokens;
     const int32_t *resume_tokens; /* failover: ids already generated elsewhere */
     int32_t n_resume_tokens;
     float *prompt_logits; /* when set: n_vocab floats, filled with the last prompt position's raw

@@ -47,7 +47,9 @@ typedef struct ereq {
     char *salt;
     stop_text stop;
     tok_stream *ts;
-    grammar *gram;          /* the output constraint (owned), NULL = none */
+    grammar *gram;                         /* the output constraint (owned), NULL = none */
+    int32_t text_ids[GRAMMAR_MAX_CONTROL]; /* engine_request.text_tokens as control ids */
+    int n_text_ids;
     bool embed;             /* engine_request.embed */
     const float *embedding; /* set just before an embed request's finish (emb_out) */
     double *emb_acc;        /* embed: dim sums (mean) or the pooled row (last, cls) */

@@ -116,6 +116,22 @@ static int check_length(const engine *e, int32_t n_prompt, int32_t n_resume, int
     return 0;
 }
 
+/* The control tokens of text_tokens (the others change nothing: ordinary tokens spell them). */
+static int setup_text_tokens(const engine *e, const engine_request *q, ereq *r, sol_err *err) {
+    if (q->n_text_tokens > GRAMMAR_MAX_CONTROL)
+        return sol_err_set(err, -EINVAL, "text_tokens: more than %d", GRAMMAR_MAX_CONTROL);
+    if (q->n_text_tokens > 0 && !e->tok)
+        return sol_err_set(err, -EINVAL, "text_tokens need a tokenizer (text output)");
+    for (int32_t i = 0; i < q->n_text_tokens; i++) {
+        const char *t = q->text_tokens[i];
+        int32_t id = t && *t ? tokenizer_find(e->tok, t, strlen(t)) : -1;
+        if (id >= 0 && tokenizer_token_type(e->tok, id) == TOK_TYPE_CONTROL &&
+            !tokenizer_is_eog(e->tok, id))
+            r->text_ids[r->n_text_ids++] = id;
+    }
+    return 0;
+}
+
 static int setup_output(const engine *e, const engine_request *q, ereq *r, sol_err *err) {
     int rc = sampler_seq_init(&r->sseq, &q->sampling, r->n_prompt, err);
     if (rc) return rc;
@@ -128,6 +144,9 @@ static int setup_output(const engine *e, const engine_request *q, ereq *r, sol_e
     r->seq.cache_salt = r->salt;
     if (!e->tok) return 0;
     if (!(r->ts = tok_stream_new(e->tok, 0))) return sol_err_set(err, -ENOMEM, "out of memory");
+    for (int i = 0; i < r->n_text_ids; i++)
+        if (tok_stream_show(r->ts, r->text_ids[i]))
+            return sol_err_set(err, -E2BIG, "text_tokens: too many");
     /* Resumed ids were streamed by the previous worker: prime the detokenizer with them so the
      * text continues exactly (a half-finished UTF-8 character stays pending). */
     for (int32_t i = 0; i < q->n_resume_tokens; i++) {
@@ -163,6 +182,8 @@ static int setup_grammar(const engine *e, const engine_request *q, ereq *r, sol_
     if (!(r->gram = grammar_new(q->grammar, strlen(q->grammar), e->gvocab, err)))
         return err->code ? err->code : -EINVAL;
     grammar_use_cache(r->gram, e->gcache); /* masks are computed on the engine thread only */
+    /* before the resume tokens: they may hold one */
+    if (grammar_allow_control(r->gram, r->text_ids, r->n_text_ids, err)) return err->code;
     for (int32_t i = 0; i < q->n_resume_tokens; i++) {
         int rc = grammar_accept(r->gram, q->resume_tokens[i], err);
         if (rc) return sol_err_wrap(err, "resume token %d of %d: ", i, q->n_resume_tokens);
@@ -234,8 +255,8 @@ int ereq_build(const engine *e, const engine_request *q, ereq **out, sol_err *er
         /* mean and cls read rows a prefix-cache hit would skip: compute them all */
         r->seq.no_prefix_hit = e->pooling != ENGINE_POOL_LAST;
     }
-    if ((rc = setup_output(e, q, r, err)) || (rc = setup_bias(e, q, r, err)) ||
-        (rc = setup_grammar(e, q, r, err)))
+    if ((rc = setup_text_tokens(e, q, r, err)) || (rc = setup_output(e, q, r, err)) ||
+        (rc = setup_bias(e, q, r, err)) || (rc = setup_grammar(e, q, r, err)))
         goto fail;
     *out = r;
     return 0;

@@ -194,6 +194,8 @@ static int eng_submit(void *self, const Sol__Generate *g, sol_err *e) {
     q.tools = (const char *const *)g->tools;
     q.n_tools = g->n_tools;
     q.grammar = g->grammar && g->grammar[0] ? g->grammar : NULL;
+    q.text_tokens = (const char *const *)g->text_tokens;
+    q.n_text_tokens = (int32_t)g->n_text_tokens;
     q.bias_tokens = (const int32_t *)g->bias_tokens; /* checked against the vocabulary */
     q.bias_values = g->bias_values;
     q.n_bias = (int32_t)g->n_bias_tokens;

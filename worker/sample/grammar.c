@@ -96,14 +96,15 @@ grammar_vocab *grammar_vocab_new(int32_t n_vocab, const char *const *piece, cons
     for (int32_t i = 0; i < n_vocab; i++) {
         v->kind[i] = kind[i] == 0 && len[i] == 0 ? 2 : kind[i];
         if (v->kind[i] == 1) v->eog[v->n_eog++] = i;
-        if (v->kind[i] != 0) continue;
-        v->len[i] = len[i];
+        if (v->kind[i] == 1 || len[i] == 0) continue;
+        v->len[i] = len[i]; /* control tokens too: grammar_allow_control */
         if (!(v->piece[i] = malloc(len[i]))) {
             grammar_vocab_free(v);
             sol_err_set(err, -ENOMEM, "out of memory for the grammar vocabulary");
             return NULL;
         }
         memcpy(v->piece[i], piece[i], len[i]);
+        if (v->kind[i] != 0) continue;
         v->toks[n++] = i;
         v->first[(uint8_t)piece[i][0]]++;
     }
@@ -183,6 +184,8 @@ struct grammar {
     mask_slot cache[CACHE_SLOTS];
     int next_slot;
     uint64_t computed, cached;
+    int32_t control[GRAMMAR_MAX_CONTROL]; /* control tokens taken as their text */
+    int n_control;
     grammar_cache *shared; /* NULL: the slots above */
     uint64_t text_hash;    /* of the GBNF text: the shared cache's key with the state */
 };
@@ -190,6 +193,15 @@ struct grammar {
 static bool is_set(const gbnf *g, uint32_t pos, uint8_t byte) {
     const gelem *e = &g->elems[pos];
     return e->type == GE_SET && (g->sets[e->arg][byte >> 3] >> (byte & 7) & 1);
+}
+
+/* Whether the set at pos admits one byte only: a literal's character, not a class. */
+static bool is_single(const gbnf *g, uint32_t pos) {
+    const uint8_t *set = g->sets[g->elems[pos].arg];
+    int n = 0;
+    for (int k = 0; k < 32 && n < 2; k++)
+        n += __builtin_popcount(set[k]);
+    return n == 1;
 }
 
 /* Appends the stack to the state being built unless it is there already. */
@@ -241,13 +253,15 @@ static int expand(grammar *m, size_t off, uint32_t depth, uint32_t *n_stacks, si
 /* The state after `byte` from state (w, len words), built in m->build from `start`. Returns the
  * stack count (0: the byte is not allowed) or a negative code. w must not live in tmp or
  * build. */
-static int advance(grammar *m, const uint32_t *w, uint32_t len, uint8_t byte, size_t start) {
+static int advance_by(grammar *m, const uint32_t *w, uint32_t len, uint8_t byte, size_t start,
+                      bool literal) {
     uint32_t n = 0;
     m->build.len = start;
     m->steps = 0;
     for (uint32_t i = 0; i < len; i += 1 + w[i]) {
         uint32_t depth = w[i];
         if (depth == 0 || !is_set(m->g, w[i + depth], byte)) continue;
+        if (literal && !is_single(m->g, w[i + depth])) continue;
         size_t at = m->tmp.len;
         if (wbuf_need(&m->tmp, depth)) return -ENOMEM;
         memcpy(m->tmp.w + at, w + i + 1, depth * sizeof *w);
@@ -260,10 +274,29 @@ static int advance(grammar *m, const uint32_t *w, uint32_t len, uint8_t byte, si
     return (int)n;
 }
 
+static int advance(grammar *m, const uint32_t *w, uint32_t len, uint8_t byte, size_t start) {
+    return advance_by(m, w, len, byte, start, false);
+}
+
 static bool complete(const uint32_t *w, uint32_t len) {
     for (uint32_t i = 0; i < len; i += 1 + w[i])
         if (w[i] == 0) return true;
     return false;
+}
+
+/* Advances a copy of the current state over n bytes into g->spare (the current state stays):
+ * > 0 when every byte is taken, 0 when one is not, < 0 on an error. literal: only through
+ * one-byte sets (a control token spells a literal of the grammar, never a class's text). */
+static int run_bytes(grammar *g, const char *p, size_t n, bool literal) {
+    const wbuf *src = &g->cur;
+    for (size_t i = 0; i < n; i++) {
+        int k = advance_by(g, src->w, (uint32_t)src->len, (uint8_t)p[i], 0, literal);
+        if (k <= 0) return k;
+        wbuf t = g->spare;
+        g->spare = g->build, g->build = t;
+        src = &g->spare;
+    }
+    return 1;
 }
 
 /* ---- masks ---------------------------------------------------------------------------- */
@@ -374,6 +407,11 @@ static int compute_mask(grammar *m) {
     if (complete(m->cur.w, (uint32_t)m->cur.len))
         for (int i = 0; i < m->v->n_eog; i++)
             set_bit(m->mask, m->v->eog[i]);
+    for (int i = 0; i < m->n_control; i++) {
+        int32_t t = m->control[i];
+        if ((rc = run_bytes(m, m->v->piece[t], m->v->len[t], true)) < 0) return rc;
+        if (rc) set_bit(m->mask, t);
+    }
     m->computed++;
     uint32_t *key = realloc(s->key, (m->cur.len ? m->cur.len : 1) * sizeof *key);
     if (!key) return 0; /* not cached: still correct */
@@ -466,26 +504,41 @@ bool grammar_complete(const grammar *g) {
     return complete(g->cur.w, (uint32_t)g->cur.len);
 }
 
+static bool is_control(const grammar *g, int32_t token) {
+    for (int i = 0; i < g->n_control; i++)
+        if (g->control[i] == token) return true;
+    return false;
+}
+
 int grammar_accept(grammar *g, int32_t token, sol_err *err) {
     const grammar_vocab *v = g->v;
-    if (token < 0 || token >= v->n_vocab || v->kind[token] == 2 ||
+    if (token < 0 || token >= v->n_vocab || (v->kind[token] == 2 && !is_control(g, token)) ||
         (v->kind[token] == 1 && !grammar_complete(g)))
         return sol_err_set(err, -EINVAL, "grammar: token %d is not allowed here", token);
     if (v->kind[token] == 1) return 0;
-    /* Byte by byte between two spare buffers: the current state changes only on success. */
-    const wbuf *src = &g->cur;
-    for (size_t i = 0; i < v->len[token]; i++) {
-        int n = advance(g, src->w, (uint32_t)src->len, (uint8_t)v->piece[token][i], 0);
-        if (n <= 0)
-            return n < 0
-                       ? mask_error(n, err)
-                       : sol_err_set(err, -EINVAL, "grammar: token %d is not allowed here", token);
-        wbuf t = g->spare;
-        g->spare = g->build, g->build = t;
-        src = &g->spare;
-    }
-    wbuf t = g->cur;
+    int n = run_bytes(g, v->piece[token], v->len[token], v->kind[token] == 2);
+    if (n <= 0)
+        return n < 0 ? mask_error(n, err)
+                     : sol_err_set(err, -EINVAL, "grammar: token %d is not allowed here", token);
+    wbuf t = g->cur; /* the current state changes only on success */
     g->cur = g->spare, g->spare = t;
+    return 0;
+}
+
+int grammar_allow_control(grammar *g, const int32_t *ids, int n, sol_err *err) {
+    for (int i = 0; i < n; i++) {
+        int32_t t = ids[i];
+        if (t < 0 || t >= g->v->n_vocab || g->v->kind[t] != 2 || !g->v->len[t])
+            return sol_err_set(err, -EINVAL, "grammar: token %d is not a control token with text",
+                               (int)t);
+        if (is_control(g, t)) continue;
+        if (g->n_control == GRAMMAR_MAX_CONTROL)
+            return sol_err_set(err, -E2BIG, "grammar: more than %d control tokens",
+                               GRAMMAR_MAX_CONTROL);
+        g->control[g->n_control++] = t;
+        /* the masks differ from the same text's without them: another key in the shared cache */
+        g->text_hash = sol_fnv64(g->text_hash, &t, sizeof t);
+    }
     return 0;
 }
 

@@ -27,9 +27,19 @@ void grammar_vocab_free(grammar_vocab *v);
 
 typedef struct grammar grammar;
 
+/* The most control tokens one grammar takes as text. */
+#define GRAMMAR_MAX_CONTROL 8
+
 /* Compiles GBNF text for one request; v is borrowed (it must outlive the grammar). */
 grammar *grammar_new(const char *gbnf_text, size_t len, const grammar_vocab *v, sol_err *err);
 void grammar_free(grammar *g);
+
+/* Control tokens are never allowed, since their text is no text the model writes (it would
+ * match a free string); these ids (control tokens of v) are, where the grammar spells their
+ * text as a literal (one-byte sets all along, never a string's or a class's characters): a tool
+ * format's opening such as Mistral's [TOOL_CALLS], which the model writes as one control token.
+ * Call before the first mask; -EINVAL for an id that is no control token. */
+int grammar_allow_control(grammar *g, const int32_t *ids, int n, sol_err *err);
 
 /* logits[i] = -inf for every token the grammar does not allow next. -ENOENT when no token is
  * allowed (the grammar cannot continue with this vocabulary). */

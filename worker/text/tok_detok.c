@@ -157,7 +157,22 @@ struct tok_stream {
     uint8_t held[4]; /* start of a character whose remaining bytes have not arrived yet */
     size_t n_held;
     uint8_t *work, *out; /* held + piece, and what is ready (each bad byte may become 3) */
+    int32_t shown[TOK_STREAM_MAX_SHOWN]; /* control tokens rendered as their text */
+    int n_shown;
 };
+
+int tok_stream_show(tok_stream *s, int32_t id) {
+    if (id < 0 || id >= s->tok->n) return -EINVAL;
+    if (s->n_shown == TOK_STREAM_MAX_SHOWN) return -E2BIG;
+    s->shown[s->n_shown++] = id;
+    return 0;
+}
+
+static unsigned stream_flags(const tok_stream *s, int32_t id) {
+    for (int i = 0; i < s->n_shown; i++)
+        if (s->shown[i] == id) return s->flags | TOK_DECODE_SPECIAL;
+    return s->flags;
+}
 
 tok_stream *tok_stream_new(const tokenizer *tok, unsigned flags) {
     tok_stream *s = calloc(1, sizeof *s);
@@ -188,7 +203,7 @@ int tok_stream_push(tok_stream *s, int32_t id, const char **text, size_t *len) {
     *len = 0;
     if (id < 0 || id >= s->tok->n) return -EINVAL;
     size_t pl, n = s->n_held, o = 0;
-    const char *p = visible_piece(s->tok, id, s->flags, &s->strip, &pl);
+    const char *p = visible_piece(s->tok, id, stream_flags(s, id), &s->strip, &pl);
     memcpy(s->work, s->held, n);
     memcpy(s->work + n, p, pl);
     n += pl;

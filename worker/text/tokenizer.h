@@ -101,6 +101,12 @@ typedef struct tok_stream tok_stream;
 tok_stream *tok_stream_new(const tokenizer *tok, unsigned flags);
 void tok_stream_free(tok_stream *s);
 
+/* The most control tokens one stream shows (tok_stream_show). */
+#define TOK_STREAM_MAX_SHOWN 8
+/* Show control token id as its text (a tool format's opening the call parser must see), as if
+ * TOK_DECODE_SPECIAL held for it alone. -E2BIG past TOK_STREAM_MAX_SHOWN, -EINVAL for a bad id. */
+int tok_stream_show(tok_stream *s, int32_t id);
+
 /* Feed one id. *text points to the bytes ready to emit (valid until the next call), *len their
  * count (may be 0). Returns 0, or -EINVAL for an id out of range (nothing is consumed). */
 int tok_stream_push(tok_stream *s, int32_t id, const char **text, size_t *len);

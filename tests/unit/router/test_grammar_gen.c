@@ -566,9 +566,9 @@ static void test_bounds_and_formats(void **state) {
 static void test_lazy_tool_calls(void **state) {
     (void)state;
     const gg_call_shape hermes = {"", "<tool_call>\n", "arguments", "\n</tool_call>", "\n",
-                                  "", "<tool_call>"};
-    const gg_call_shape mistral = {"[TOOL_CALLS] [", "", "arguments", "", ", ", "]",
-                                   "[TOOL_CALLS]"};
+                                  "", "<tool_call>",   NULL};
+    const gg_call_shape mistral = {"[TOOL_CALLS] [", "",  "arguments", "", ", ", "]",
+                                   "[TOOL_CALLS]",   NULL};
     json_error_t je;
     json_t *params = json_loads("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\","
                                 "\"minimum\":1,\"maximum\":9}},\"required\":[\"a\"],"
@@ -630,12 +630,44 @@ static void test_lazy_tool_calls(void **state) {
         free(longt);
         strbuf_free(&gb);
     }
-    /* a shape with no opening text cannot be lazy */
-    const gg_call_shape llama = {"", "", "parameters", "", "; ", "", NULL};
+    /* Llama 3: calls when the answer opens with one (after whitespace) or with <|python_tag|>,
+     * free text when it opens otherwise */
+    const gg_call_shape llama = {"", "", "parameters", "", "; ", "", NULL, "<|python_tag|>"};
     strbuf gb;
     strbuf_init(&gb);
     sol_err e = {0};
-    assert_int_equal(gg_tool_calls(names, ps, 1, true, true, &llama, &gb, &e), -EINVAL);
+    if (gg_tool_calls(names, ps, 1, true, true, &llama, &gb, &e)) fail_msg("%s", e.msg);
+    const char *lcall = "{\"name\": \"f\", \"parameters\": {\"a\": 3}}";
+    const struct {
+        const char *text;
+        bool ok;
+    } lcases[] = {
+        {"", true},
+        {"Hello {there}", true},
+        {"  \n hi", true},
+        {"<b>bold</b>", true},
+        {"<|pyt", true},
+        {"<|python_tag", true},
+        {"{not a call}", false},
+        {" {\"name\": \"g\"", false},
+        {"<|python_tag|>oops", false},
+    };
+    for (size_t i = 0; i < sizeof lcases / sizeof lcases[0]; i++)
+        if (takes(gb.data, lcases[i].text) != lcases[i].ok)
+            fail_msg("llama: '%s' %s\n%s", lcases[i].text, lcases[i].ok ? "refused" : "taken",
+                     gb.data);
+    const char *lpre[] = {"", " \n", "<|python_tag|>", "<|python_tag|> "};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(buf, sizeof buf, "%s%s; %s", lpre[i], lcall, lcall);
+        if (!takes(gb.data, buf)) fail_msg("llama: '%s' refused\n%s", buf, gb.data);
+        snprintf(buf, sizeof buf, "%s{\"name\": \"f\", \"parameters\": {\"a\": 12}}", lpre[i]);
+        if (takes(gb.data, buf)) fail_msg("llama: '%s' taken (a = 12)", buf);
+    }
+    strbuf_free(&gb);
+    /* a shape with no opening text at all cannot be lazy */
+    const gg_call_shape none = {"", "", "parameters", "", "; ", "", NULL, NULL};
+    strbuf_init(&gb);
+    assert_int_equal(gg_tool_calls(names, ps, 1, true, true, &none, &gb, &e), -EINVAL);
     strbuf_free(&gb);
     json_decref(params);
 }

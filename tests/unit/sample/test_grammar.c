@@ -41,6 +41,7 @@ static int setup(void **state) {
     for (int i = 0; i < N_EXTRA; i++)
         g_len[95 + i] = strlen(k_pieces[i]), memcpy(g_piece[95 + i], k_pieces[i], g_len[95 + i]);
     g_kind[EOS] = 1, g_kind[CTRL] = 2;
+    g_len[CTRL] = 3, memcpy(g_piece[CTRL], "[T]", 3); /* a control token with text */
     for (int i = 0; i < N_VOCAB; i++)
         g_ptr[i] = g_piece[i];
     sol_err e = {0};
@@ -253,6 +254,41 @@ static void test_wide(void **state) {
     grammar_free(g);
 }
 
+/* A control token is refused even where its text fits, unless the grammar is told it may take
+ * it (a tool format's opening); then it is allowed exactly where its text fits, and a shared
+ * cache never hands one grammar's masks to the other. */
+static void test_control_tokens(void **state) {
+    (void)state;
+    const char *text = "root ::= [a-z]* \"[T]\" \"1\" | \"x\" [^a]*";
+    sol_err e = {0};
+    grammar_cache *c = grammar_cache_new(g_vocab, 1 << 20, &e);
+    grammar *plain = compile(text), *g = compile(text);
+    grammar_use_cache(plain, c), grammar_use_cache(g, c);
+    int32_t id = CTRL, ab = tok("ab");
+    assert_int_equal(grammar_allow_control(g, &ab, 1, &e), -EINVAL);
+    assert_int_equal(grammar_allow_control(g, &id, 1, &e), 0);
+    assert_int_equal(grammar_accept(g, ab, &e), 0);
+    assert_int_equal(grammar_accept(plain, ab, &e), 0);
+    assert_true(grammar_allows(g, CTRL)); /* computed first: the plain one must not reuse it */
+    assert_false(grammar_allows(plain, CTRL));
+    assert_int_equal(grammar_accept(plain, CTRL, &e), -EINVAL);
+    assert_int_equal(grammar_accept(g, CTRL, &e), 0);
+    assert_false(grammar_allows(g, CTRL)); /* "1" must follow */
+    assert_int_equal(grammar_accept(g, CTRL, &e), -EINVAL);
+    assert_int_equal(grammar_accept(g, tok("1"), &e), 0);
+    assert_true(grammar_complete(g));
+    assert_int_equal(grammar_accept(plain, tok("["), &e), 0); /* spelled: still possible */
+    grammar_free(plain), grammar_free(g);
+    g = compile(text); /* in the class [^a], whose text it fits, it is refused */
+    assert_int_equal(grammar_allow_control(g, &id, 1, &e), 0);
+    assert_int_equal(grammar_accept(g, tok("x"), &e), 0);
+    assert_int_equal(grammar_accept(g, tok("["), &e), 0);
+    assert_false(grammar_allows(g, CTRL));
+    assert_int_equal(grammar_accept(g, CTRL, &e), -EINVAL);
+    grammar_free(g);
+    grammar_cache_free(c);
+}
+
 static void test_cache(void **state) {
     (void)state;
     const char *text = "root ::= \"ab\"* \"!\"";
@@ -312,8 +348,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors),       cmocka_unit_test(test_choice),
         cmocka_unit_test(test_random_walks), cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_wide),         cmocka_unit_test(test_cache),
-        cmocka_unit_test(test_shared_cache),
+        cmocka_unit_test(test_wide),         cmocka_unit_test(test_control_tokens),
+        cmocka_unit_test(test_cache),        cmocka_unit_test(test_shared_cache),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -142,6 +142,20 @@ static void test_special_tokens(void **state) {
     expect_ids(out, n, (int32_t[]){T_SPA, T_USER, T_SP, T_B}, 4);
     assert_true(tokenizer_is_eog(t, EOS));
     assert_false(tokenizer_is_eog(t, BOS));
+    /* a stream shows a control token as its text only when told (a tool format's opening) */
+    const char *txt;
+    size_t len;
+    tok_stream *s = tok_stream_new(t, 0), *shown = tok_stream_new(t, 0);
+    assert_int_equal(tok_stream_show(shown, BOS), 0);
+    assert_int_equal(tok_stream_show(shown, -1), -EINVAL);
+    assert_int_equal(tok_stream_push(s, BOS, &txt, &len), 0);
+    assert_int_equal(len, 0);
+    assert_int_equal(tok_stream_push(shown, BOS, &txt, &len), 0);
+    assert_int_equal(len, 3);
+    assert_memory_equal(txt, "<s>", 3);
+    assert_int_equal(tok_stream_push(shown, EOS, &txt, &len), 0); /* not shown */
+    assert_int_equal(len, 0);
+    tok_stream_free(s), tok_stream_free(shown);
     tokenizer_free(t);
 }
 
