@@ -75,6 +75,8 @@ typedef struct {
     const char *vocab_from; /* --vocab-from VOCAB.gguf: its tokenizer.* keys, its vocab size */
     const char *control[MAX_CONTROL]; /* --control-token: the vocabulary's last entries */
     int n_control;
+    const char *user[MAX_CONTROL]; /* --user-token ID=TEXT: the vocab-from token's new text */
+    int user_id[MAX_CONTROL], n_user;
     int draft_layers, type_given;
 } model;
 
@@ -263,11 +265,40 @@ static int open_vocab(model *m, gguf_file **out, sol_err *e) {
     return 0;
 }
 
-static int copy_tokenizer(gguf_writer *w, const gguf_file *g, sol_err *e) {
-    int rc = 0;
-    for (int i = 0; !rc && i < gguf_n_kv(g); i++)
-        if (!strncmp(gguf_kv_at(g, i)->key, "tokenizer.", 10))
-            rc = quant_copy_kv(w, gguf_kv_at(g, i), e);
+/* The tokens and their types with --user-token's renames (user-defined tokens, as Qwen2.5's
+ * <tool_call> stands where Qwen2's vocabulary has padding). */
+static int renamed_tokens(gguf_writer *w, const model *m, const gguf_file *g, sol_err *e) {
+    const gguf_arr *tok, *ty;
+    int rc = gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_T_STR, &tok, e);
+    if (!rc) rc = gguf_get_arr(g, "tokenizer.ggml.token_type", GGUF_T_I32, &ty, e);
+    if (rc) return rc;
+    const char **strs = malloc(tok->n * sizeof *strs);
+    int32_t *types = malloc(tok->n * sizeof *types);
+    if (!strs || !types) rc = sol_err_set(e, -ENOMEM, "out of memory");
+    for (uint64_t i = 0; !rc && i < tok->n; i++)
+        strs[i] = tok->strs[i], types[i] = ((const int32_t *)ty->data)[i];
+    for (int k = 0; !rc && k < m->n_user; k++) {
+        if ((uint64_t)m->user_id[k] >= tok->n)
+            rc = sol_err_set(e, -EINVAL, "--user-token %d: the vocabulary has %llu tokens",
+                             m->user_id[k], (unsigned long long)tok->n);
+        else
+            strs[m->user_id[k]] = m->user[k], types[m->user_id[k]] = VOCAB_TOK_USER_DEFINED;
+    }
+    if (!rc) rc = gguf_writer_add_str_arr(w, "tokenizer.ggml.tokens", strs, tok->n, e);
+    if (!rc) rc = gguf_writer_add_arr(w, "tokenizer.ggml.token_type", GGUF_T_I32, types, tok->n, e);
+    free(strs), free(types);
+    return rc;
+}
+
+static int copy_tokenizer(gguf_writer *w, const model *m, const gguf_file *g, sol_err *e) {
+    int rc = m->n_user ? renamed_tokens(w, m, g, e) : 0;
+    for (int i = 0; !rc && i < gguf_n_kv(g); i++) {
+        const char *key = gguf_kv_at(g, i)->key;
+        if (m->n_user &&
+            (!strcmp(key, "tokenizer.ggml.tokens") || !strcmp(key, "tokenizer.ggml.token_type")))
+            continue;
+        if (!strncmp(key, "tokenizer.", 10)) rc = quant_copy_kv(w, gguf_kv_at(g, i), e);
+    }
     if (!rc && gguf_find_key(g, "tokenizer.chat_template") < 0)
         rc = gguf_writer_add_str(w, "tokenizer.chat_template", k_chat_template, e);
     return rc;
@@ -314,7 +345,7 @@ static int write_model(model *m, sol_err *e) {
     gguf_file *vocab = NULL;
     if (!rc && m->vocab_from) rc = open_vocab(m, &vocab, e);
     if (!rc) rc = add_hparams(w, m, e);
-    if (!rc) rc = vocab ? copy_tokenizer(w, vocab, e) : add_tokenizer(w, m, e);
+    if (!rc) rc = vocab ? copy_tokenizer(w, m, vocab, e) : add_tokenizer(w, m, e);
     if (!rc) plan_tensors(m);
     for (int i = 0; i < m->n_specs && !rc; i++) {
         const tensor_spec *t = &m->specs[i];
@@ -347,7 +378,9 @@ static void usage(FILE *f) {
         "                   [--vocab N] [--ctx N] [--seed N] [--rope-base F] [--tied]\n"
         "                   [--depth-decay F] [--arch llama|qwen2|qwen3|gemma3] [--head-dim N]\n"
         "                   [--sliding-window N [--swa-pattern P]] [--softcap F]\n"
-        "                   [--pooling-type N] [--vocab-from VOCAB.gguf] [--control-token T]...\n"
+        "                   [--pooling-type N] [--vocab-from VOCAB.gguf [--user-token "
+        "ID=TEXT]...]\n"
+        "                   [--control-token T]...\n"
         "       sol-mkmodel --draft-of TARGET.gguf -o DRAFT.gguf [--layers N] [--type T]\n"
         "With --draft-of, writes a draft model for speculative decoding: the target's first N\n"
         "layers (default a quarter, at least 1) with its embeddings, final norm, output head and\n"
@@ -365,6 +398,8 @@ static void usage(FILE *f) {
         "3 last): what an embedding model's GGUF says about pooling.\n"
         "--control-token T (up to 8) makes the generated vocabulary's last entries control\n"
         "tokens with these texts, as a real one has (Mistral v0.3's [TOOL_CALLS]).\n"
+        "--user-token ID=TEXT (up to 8, with --vocab-from) makes token ID a user-defined token\n"
+        "with that text (Qwen2.5's <tool_call> is 151657, padding in Qwen2's vocabulary).\n"
         "presets: tiny  dim 64,   2 layers,  4 heads, 2 kv heads, ffn 192,  vocab 512,   ctx 256\n"
         "         small dim 768,  12 layers, 12 heads, 4 kv heads, ffn 2048, vocab 32000, ctx "
         "2048\n"
@@ -439,6 +474,7 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
                                          {"pooling-type", required_argument, 0, 'Y'},
                                          {"vocab-from", required_argument, 0, 'V'},
                                          {"control-token", required_argument, 0, 'K'},
+                                         {"user-token", required_argument, 0, 'U'},
                                          {0, 0, 0, 0}};
     int over[8] = {0}, c, rc = 0;
     const char *preset = "tiny", *type = "f32", *arch = "llama";
@@ -467,6 +503,17 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
         case 'V':
             m->vocab_from = optarg;
             break;
+        case 'U': {
+            char *eq = strchr(optarg, '=');
+            long id = strtol(optarg, &end, 10);
+            if (m->n_user == MAX_CONTROL)
+                rc = sol_err_set(e, -EINVAL, "--user-token: at most %d", MAX_CONTROL);
+            else if (!eq || end != eq || id < 0 || !eq[1])
+                rc = sol_err_set(e, -EINVAL, "--user-token: expected ID=TEXT, found '%s'", optarg);
+            else
+                m->user_id[m->n_user] = (int)id, m->user[m->n_user++] = eq + 1;
+            break;
+        }
         case 'K':
             if (m->n_control == MAX_CONTROL)
                 rc = sol_err_set(e, -EINVAL, "--control-token: at most %d", MAX_CONTROL);
@@ -548,6 +595,8 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
         return sol_err_set(e, -EINVAL,
                            "--vocab-from takes the vocabulary's size: not with --vocab or "
                            "--draft-of");
+    if (m->n_user && !m->vocab_from)
+        return sol_err_set(e, -EINVAL, "--user-token renames a token of --vocab-from's vocabulary");
     if (m->n_control && (m->vocab_from || m->draft_of))
         return sol_err_set(e, -EINVAL,
                            "--control-token adds to the generated vocabulary: not with "
