@@ -188,23 +188,35 @@ static int format_regex(gg *c, const json_t *f, const char *path, strbuf *re) {
                "ipv6, uuid)");
 }
 
+/* The regex as a GBNF expression into body (inside a JSON string), its length held to min..max
+ * too when those bound it (max < 0: none): the automaton's rules go to the grammar's rules. */
+static int regex_body(gg *c, strbuf *body, const char *re, int min, int max, const char *path) {
+    if (!min && max < 0) return regex_gbnf(body, re, true, path, c->err);
+    char name[32];
+    snprintf(name, sizeof name, "len%d", ++c->n_rules);
+    return regex_gbnf_bounded(c->out, body, name, re, true, min, max, path, c->err);
+}
+
 /* A string held to a regex: pattern when it is in the subset, else format's (zod writes both,
- * and some of its patterns use lookaround); json_string: escapes as JSON needs. */
-static int regex_string(gg *c, strbuf *o, const json_t *pat, const json_t *fmt, const char *path) {
+ * and some of its patterns use lookaround), and to min..max characters. */
+static int regex_string(gg *c, strbuf *o, const json_t *pat, const json_t *fmt, int min, int max,
+                        const char *path) {
     strbuf re, body;
     strbuf_init(&re), strbuf_init(&body);
     int rc = fmt ? format_regex(c, fmt, path, &re) : 0;
     if (!rc && pat && !json_is_string(pat)) rc = bad(c, path, "pattern must be a string");
-    if (!rc && pat) {
-        rc = regex_gbnf(&body, json_string_value(pat), true, path, c->err);
-        if (rc && fmt) { /* the format holds the string instead */
-            sol_err_clear(c->err);
-            strbuf_reset(&body);
-            rc = regex_gbnf(&body, re.data, true, path, c->err);
-        }
-    } else if (!rc) {
-        rc = regex_gbnf(&body, re.data, true, path, c->err);
+    const char *use = re.data;
+    if (!rc && pat) { /* a pattern outside the subset leaves the string to the format */
+        strbuf probe;
+        strbuf_init(&probe);
+        rc = regex_gbnf(&probe, json_string_value(pat), true, path, c->err);
+        strbuf_free(&probe);
+        if (rc && fmt)
+            sol_err_clear(c->err), rc = 0;
+        else
+            use = json_string_value(pat);
     }
+    if (!rc) rc = regex_body(c, &body, use, min, max, path);
     if (!rc) strbuf_printf(o, "\"\\\"\" %s \"\\\"\"", body.data);
     strbuf_free(&re), strbuf_free(&body);
     return rc;
@@ -217,13 +229,7 @@ static int string_rule(gg *c, strbuf *o, const json_t *s, const char *path) {
         return rc;
     if (max >= 0 && max < min) return bad(c, path, "maxLength is below minLength");
     const json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
-    if (pat || fmt) {
-        if (min || max >= 0)
-            return bad(c, path,
-                       pat ? "pattern with minLength/maxLength"
-                           : "format with minLength/maxLength");
-        return regex_string(c, o, pat, fmt, path);
-    }
+    if (pat || fmt) return regex_string(c, o, pat, fmt, min, max, path);
     c->used |= USE_CHAR;
     strbuf_puts(o, "\"\\\"\" json-char");
     gbnf_repeat(o, min, max);

@@ -20,4 +20,11 @@ void gbnf_repeat(strbuf *o, int min, int max);
  * 0, or -EINVAL naming path and the offset in re. */
 int regex_gbnf(strbuf *b, const char *re, bool json_string, const char *path, sol_err *err);
 
+/* The same regex, its matches also min..max characters long (max < 0: no maximum): rules
+ * NAME-Q-K (automaton state Q after K characters) appended to rules, and the expression that
+ * uses them to b. -EINVAL, naming path, when no match has such a length or when the grammar
+ * would pass 20,000 rules. */
+int regex_gbnf_bounded(strbuf *rules, strbuf *b, const char *name, const char *re, bool json_string,
+                       int min, int max, const char *path, sol_err *err);
+
 #endif

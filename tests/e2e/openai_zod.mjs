@@ -49,7 +49,7 @@ const Person = z.object({
   home: z.object({ city: z.string().max(10), zip: z.string().regex(/^[0-9]{5}$/) }),
   nick: z.string().max(8).nullable(),
   id: z.uuid(),
-  email: z.email(),
+  email: z.email().max(40),
   at: z.iso.datetime(),
 });
 // A random model has no reason to end a string (a trained one does): logit_bias favours the
@@ -63,7 +63,7 @@ for (let seed = 1; seed <= 8; seed++) {
       max_tokens: 400, logit_bias: closers, response_format: zodResponseFormat(Person, "person") });
     const p = r.choices[0].message.parsed;
     if (p && Number.isSafeInteger(p.age) && p.level >= 1 && p.level <= 5 && p.score >= 0 && p.score <= 1 &&
-        p.ratio > 0.2 && p.ratio <= 0.8) ended++;
+        p.ratio > 0.2 && p.ratio <= 0.8 && p.email.length <= 40) ended++;
     else check(false, `parse seed ${seed}: ${JSON.stringify(r.choices[0].message)}`);
   } catch (e) {
     if (e.constructor.name !== "LengthFinishReasonError") { check(false, `parse seed ${seed}: ${e}`); continue; }

@@ -1,9 +1,9 @@
 # Promise: the official openai npm client's zod helpers work unmodified against Sol, on a model
 # with a real vocabulary (llama.cpp's ggml-vocab-qwen2.gguf, 151,936 tokens, random weights made
 # at test time) and the Qwen chat template with tools: parse + zodResponseFormat (integers,
-# bounded numbers, enums, arrays, nested and nullable fields, a regex, uuid, email, date-time),
-# runTools with zodFunction (forced over two rounds, and under tool_choice auto), the stream
-# helper with tools, tool_choice none. The vocabulary takes Qwen2.5's <tool_call> and
+# bounded numbers, enums, arrays, nested and nullable fields, a regex, uuid, an email with a
+# maximum length, date-time), runTools with zodFunction (forced over two rounds, and under
+# tool_choice auto), the stream helper with tools, tool_choice none. The vocabulary takes Qwen2.5's <tool_call> and
 # </tool_call> (user-defined tokens 151657-8, padding in Qwen2's). Without node_modules (openai,
 # zod) or the bundle: skip_test.
 . "$(dirname "$0")/../integration/lib.sh"

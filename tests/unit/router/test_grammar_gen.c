@@ -672,6 +672,55 @@ static void test_lazy_tool_calls(void **state) {
     json_decref(params);
 }
 
+/* A pattern or format beside minLength/maxLength: every string over {a, b, c} up to 5
+ * characters is taken exactly when POSIX regexec matches it whole and its length is in bounds;
+ * zod's z.email().max(20) takes emails of at most 20 characters only. */
+static void test_bounded_patterns(void **state) {
+    (void)state;
+    const char *pats[] = {"(ab|c)*", "a{1,3}b?c*", "[ab]+(c[ab]{2})?"};
+    const int bounds[][2] = {{2, 4}, {3, -1}, {0, 1}};
+    for (size_t p = 0; p < 3; p++) {
+        char want_re[64];
+        snprintf(want_re, sizeof want_re, "^(%s)$", pats[p]);
+        regex_t rx;
+        assert_int_equal(regcomp(&rx, want_re, REG_EXTENDED | REG_NOSUB), 0);
+        for (size_t b = 0; b < 3; b++) {
+            char schema[256];
+            int n = snprintf(schema, sizeof schema,
+                             "{\"type\":\"string\",\"pattern\":\"%s\","
+                             "\"minLength\":%d",
+                             pats[p], bounds[b][0]);
+            if (bounds[b][1] >= 0)
+                n += snprintf(schema + n, sizeof schema - (size_t)n, ",\"maxLength\":%d",
+                              bounds[b][1]);
+            snprintf(schema + n, sizeof schema - (size_t)n, "}");
+            char *gb = schema_gbnf(schema);
+            char s[8], text[16];
+            for (int len = 0; len <= 5; len++)
+                for (int code = 0; code < (int)pow(3, len); code++) {
+                    for (int i = 0, c = code; i < len; i++, c /= 3)
+                        s[i] = (char)('a' + c % 3);
+                    s[len] = 0;
+                    bool in = !regexec(&rx, s, 0, NULL, 0) && len >= bounds[b][0] &&
+                              (bounds[b][1] < 0 || len <= bounds[b][1]);
+                    snprintf(text, sizeof text, "\"%s\"", s);
+                    if (takes(gb, text) != in)
+                        fail_msg("%s: '%s' %s", schema, s, in ? "refused" : "taken");
+                }
+            free(gb);
+        }
+        regfree(&rx);
+    }
+    char *email = schema_gbnf("{\"type\":\"string\",\"format\":\"email\",\"maxLength\":20}");
+    assert_true(takes(email, "\"ann@example.org\""));
+    assert_true(takes(email, "\"a.b@cd.example.com\""));     /* 18 */
+    assert_false(takes(email, "\"ann.smith@example.com\"")); /* 21 */
+    assert_false(takes(email, "\"not an email\""));
+    free(email);
+    expect_refused("{\"type\":\"string\",\"format\":\"uuid\",\"maxLength\":10}",
+                   "no text the pattern or format allows is 0 to 10 characters long");
+}
+
 static void test_refusals(void **state) {
     (void)state;
     expect_refused("{\"type\":\"string\",\"format\":\"color\"}",
@@ -690,7 +739,9 @@ static void test_refusals(void **state) {
                    "schema: no integer lies within");
     expect_refused("{\"type\":\"integer\",\"minimum\":\"3\"}", "schema.minimum: must be a number");
     expect_refused("{\"type\":\"string\",\"format\":\"date\",\"maxLength\":3}",
-                   "format with minLength/maxLength");
+                   "schema: no text the pattern or format allows is 0 to 3 characters long");
+    expect_refused("{\"type\":\"string\",\"format\":\"email\",\"maxLength\":1000}",
+                   "needs over 20000 grammar rules");
     expect_refused("{\"$ref\":\"#/nowhere\"}", "$ref must name an entry");
     expect_refused("{\"type\":\"object\",\"required\":[\"x\"]}", "required names a property");
     expect_refused("{\"type\":\"strin\"}", "type must be");
@@ -721,8 +772,8 @@ int main(void) {
         cmocka_unit_test(test_const_pattern_prefix), cmocka_unit_test(test_json_object),
         cmocka_unit_test(test_regex_and_choice),     cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_int_ranges),           cmocka_unit_test(test_bounds_and_formats),
-        cmocka_unit_test(test_lazy_tool_calls),      cmocka_unit_test(test_num_ranges),
-        cmocka_unit_test(test_multiple_of),
+        cmocka_unit_test(test_lazy_tool_calls),      cmocka_unit_test(test_bounded_patterns),
+        cmocka_unit_test(test_num_ranges),           cmocka_unit_test(test_multiple_of),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
