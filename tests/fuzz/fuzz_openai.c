@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "oai_tools.h"
-#include "openai.h"
+#include "oai_render.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) return 0;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Promise: no include points from a lower room to a higher one (docs/architecture.md, "Rooms").
+# Promise: no include points from a lower room to a higher one (docs/architecture.md, "Rooms"),
+# in the worker and in the router; no source lies loose beside a process's main.c.
 # CMake already refuses such an include (each room sees only the folders of the rooms it links);
 # this test keeps the table itself honest, so a room cannot climb by growing a link in CMake.
 set -euo pipefail
@@ -9,7 +10,13 @@ import os, re, sys
 # room -> rooms it may include from (besides itself); common and proto are below everything.
 allowed = {
     "common": set(),
-    "router": {"common"},
+    "router/grammar": {"common"},
+    "router/route": {"common"},
+    "router/api": {"router/grammar", "common"},
+    "router/http": {"router/api", "router/route", "router/grammar", "common"},
+    "router/broker": {"router/http", "router/api", "router/route", "router/grammar", "common"},
+    "router/setup": {"router/broker", "router/http", "router/api", "router/route",
+                     "router/grammar", "common"},
     "worker/gguf": {"common"},
     "worker/backend/comm": {"common"},
     "worker/backend": {"worker/gguf", "common", "worker/backend/cpu", "worker/backend/cuda",
@@ -38,10 +45,11 @@ for room in allowed:
         if f.endswith(".h"):
             home[f] = room
 bad = []
-loose = [f for f in os.listdir("worker") if os.path.isfile(os.path.join("worker", f))
-         and f.endswith((".c", ".h")) and f != "main.c"]
-if loose:
-    bad.append(f"files directly in worker/ besides main.c: {loose}")
+for top in ("worker", "router"):
+    loose = [f for f in os.listdir(top) if os.path.isfile(os.path.join(top, f))
+             and f.endswith((".c", ".h")) and f != "main.c"]
+    if loose:
+        bad.append(f"files directly in {top}/ besides main.c: {loose}")
 for room, ok in allowed.items():
     for f in sorted(os.listdir(room)):
         if not f.endswith((".c", ".h", ".cu")):
@@ -57,9 +65,16 @@ for room, ok in allowed.items():
             if to not in ok or (to in registry_only and room == "worker/backend"
                                 and f not in registry_files):
                 bad.append(f"{path}:{n}: {room} includes {m.group(1)} from {to}")
-for room in [d for d, _, _ in os.walk("worker") if d != "worker"]:
-    if room not in allowed:
-        bad.append(f"{room}: a folder the table does not know (add it to the rooms)")
+for top in ("worker", "router"):
+    for room in [d for d, _, _ in os.walk(top) if d != top]:
+        if room not in allowed:
+            bad.append(f"{room}: a folder the table does not know (add it to the rooms)")
+# main.c of each process sees the top room only (and what it exposes)
+for top, room in (("router", "router/setup"), ("worker", "worker/node")):
+    for n, line in enumerate(open(os.path.join(top, "main.c"), encoding="utf-8"), 1):
+        m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+        if m and m.group(1) in home and home[m.group(1)] not in allowed[room] | {room}:
+            bad.append(f"{top}/main.c:{n}: includes {m.group(1)} from {home[m.group(1)]}")
 if bad:
     print("\n".join(bad))
     sys.exit(1)

@@ -23,6 +23,7 @@
 #include "gbnf.h"
 #include "grammar.h"
 #include "grammar_gen.h"
+#include "grammar_tools.h"
 #include "grammar_range.h"
 #include "strbuf.h"
 

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "oai_tools.h"
-#include "openai.h"
+#include "oai_render.h"
 
 typedef struct parsed {
     strbuf content;

@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "openai.h"
+#include "oai_render.h"
 
 static oai_request *ok(oai_kind k, const char *body) {
     oai_request *r = NULL;

@@ -1,6 +1,6 @@
-/* broker_workers: messages from workers (Register, Heartbeat, TokenChunk, Error) and the
- * periodic tick. Split from broker_work.c, which holds dispatch and failover; the shared helpers
- * below are small wrappers so each file reads top to bottom. */
+/* broker_inbox: messages from workers (Register, Heartbeat, TokenChunk, Error) and the
+ * periodic tick. Split from broker_dispatch.c, which holds dispatch and failover; the shared
+ * helpers below are small wrappers so each file reads top to bottom. */
 #include "broker_internal.h"
 
 #include <errno.h>

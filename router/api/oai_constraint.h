@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-#include "openai.h"
+#include "oai_error.h"
 
 /* 1 when key is not a constraint field; else 0 with *grammar set (malloc'd GBNF; *field names
  * the request field it came from), or -EINVAL/-ENOMEM with err filled (two constraints in one

@@ -1,5 +1,5 @@
 /* broker_internal: state shared by broker.c (the actor, its pipe and the HTTP-facing callbacks),
- * broker_work.c (dispatch, cancel, drain, failover) and broker_workers.c (worker messages, the
+ * broker_dispatch.c (dispatch, cancel, drain, failover) and broker_inbox.c (worker messages, the
  * tick). Only the broker thread touches it, except `snap` (snap_mu) and `push` (push_mu). */
 #ifndef SOL_BROKER_INTERNAL_H
 #define SOL_BROKER_INTERNAL_H
@@ -64,12 +64,12 @@ struct broker {
     bool snap_ready;
 };
 
-/* broker_workers.c: the worker socket's messages, the periodic tick, shutdown. */
+/* broker_inbox.c: the worker socket's messages, the periodic tick, shutdown. */
 void bw_on_worker_message(broker *b);
 void bw_tick(broker *b, uint64_t now_ms);
 void bw_shutdown(broker *b);
 
-/* broker_work.c: requests. */
+/* broker_dispatch.c: requests. */
 void bw_on_dispatch(broker *b, bk_cmd *c);
 void bw_on_cancel(broker *b, const char *http_id);
 void bw_on_drain(broker *b, const char *worker_id);

@@ -9,21 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar_internal.h"
 #include "grammar_range.h"
 #include "regex_gbnf.h"
-
-enum { USE_STRING = 1, USE_NUMBER = 2, USE_INT = 4, USE_VALUE = 8, USE_WS = 16, USE_CHAR = 32 };
-
-typedef struct gg {
-    strbuf *out;
-    sol_err *err;
-    const json_t *root;
-    int n_rules;
-    unsigned used;
-    char refs[64][96]; /* $ref targets already made into rules */
-    int n_refs;
-    int def_base; /* rule number of refs[0]: several schemas (tools) share one grammar */
-} gg;
 
 static int bad(gg *c, const char *path, const char *what) {
     return sol_err_set(c->err, -EINVAL, "%s: %s", path, what);
@@ -68,8 +56,6 @@ static void common_rules(gg *c) {
                        "[0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} ) )\n");
     if (c->used & USE_WS) strbuf_puts(o, "ws ::= \" \"?\n");
 }
-
-static int schema_rule(gg *c, const json_t *s, const char *path, char *name, int depth);
 
 static bool in_list(const char *k, const char *const *list) {
     for (; *list; list++)
@@ -248,7 +234,7 @@ static int array_rule(gg *c, strbuf *o, const json_t *s, const char *path, int d
     c->used |= USE_WS;
     if (items) {
         snprintf(where, sizeof where, "%.200s.items", path);
-        if ((rc = schema_rule(c, items, where, item, depth + 1))) return rc;
+        if ((rc = gg_schema_rule(c, items, where, item, depth + 1))) return rc;
     } else {
         c->used |= USE_VALUE;
     }
@@ -260,7 +246,7 @@ static int array_rule(gg *c, strbuf *o, const json_t *s, const char *path, int d
     for (size_t i = 0; i < n_prefix && !rc; i++) {
         char p[32];
         snprintf(where, sizeof where, "%.200s.prefixItems[%zu]", path, i);
-        if ((rc = schema_rule(c, json_array_get(prefix, i), where, p, depth + 1))) break;
+        if ((rc = gg_schema_rule(c, json_array_get(prefix, i), where, p, depth + 1))) break;
         strbuf_printf(&tail, "%s%s ", i ? "\",\" ws " : "", p);
     }
     if (!rc && n_prefix) {
@@ -306,7 +292,7 @@ static int object_rule(gg *c, strbuf *o, const json_t *s, const char *path, int 
             required |= !strcmp(json_string_value(json_array_get(req, i)), k);
         char where[300], sub[32];
         snprintf(where, sizeof where, "%.200s.properties.%.64s", path, k);
-        if ((rc = schema_rule(c, v, where, sub, depth + 1))) break;
+        if ((rc = gg_schema_rule(c, v, where, sub, depth + 1))) break;
         strbuf *b = &kv[required ? 0 : 1];
         json_t *key = json_string(k);
         json_literal(c, b, key, where);
@@ -321,7 +307,7 @@ static int object_rule(gg *c, strbuf *o, const json_t *s, const char *path, int 
         if (json_is_true(extra))
             c->used |= USE_VALUE, strcpy(extra_rule, "json-value");
         else
-            rc = schema_rule(c, extra, where, extra_rule, depth + 1);
+            rc = gg_schema_rule(c, extra, where, extra_rule, depth + 1);
         c->used |= USE_STRING;
     }
     if (rc) {
@@ -379,7 +365,7 @@ static int ref_rule(gg *c, const char *ref, const char *path, char *name, int de
     snprintf(name, 32, "def-%d", id);
     char sub[32], where[300];
     snprintf(where, sizeof where, "%.200s", ref);
-    int rc = schema_rule(c, target, where, sub, depth + 1);
+    int rc = gg_schema_rule(c, target, where, sub, depth + 1);
     if (!rc) strbuf_printf(c->out, "def-%d ::= %s\n", id, sub);
     return rc;
 }
@@ -524,7 +510,7 @@ static int alternatives(gg *c, strbuf *b, const json_t *list, const char *kw, co
         } else {
             char sub[32], w[320];
             snprintf(w, sizeof w, "%.280s[%zu]", where, i);
-            rc = schema_rule(c, json_array_get(list, i), w, sub, depth + 1);
+            rc = gg_schema_rule(c, json_array_get(list, i), w, sub, depth + 1);
             if (!rc) strbuf_puts(b, sub);
         }
         if (rc) return rc;
@@ -575,7 +561,7 @@ static int schema_body(gg *c, strbuf *b, const json_t *s, const char *path, int 
         if (!json_is_array(v) || json_array_size(v) != 1)
             return bad(c, path, "allOf is supported with exactly one member");
         char sub[32];
-        int rc = schema_rule(c, json_array_get(v, 0), path, sub, depth + 1);
+        int rc = gg_schema_rule(c, json_array_get(v, 0), path, sub, depth + 1);
         return rc ? rc : (strbuf_puts(b, sub), 0);
     }
     const json_t *t = json_object_get(s, "type");
@@ -604,7 +590,7 @@ static int schema_body(gg *c, strbuf *b, const json_t *s, const char *path, int 
 }
 
 /* A rule "sN ::= ..." for schema s (its name into name); sub-schemas' rules come first. */
-static int schema_rule(gg *c, const json_t *s, const char *path, char *name, int depth) {
+int gg_schema_rule(gg *c, const json_t *s, const char *path, char *name, int depth) {
     if (depth > GG_MAX_DEPTH) return bad(c, path, "schema nested more than 32 deep");
     if (c->out->len > GG_MAX_BYTES) return bad(c, path, "schema too large");
     if (json_is_true(s)) return c->used |= USE_VALUE, strcpy(name, "json-value"), 0;
@@ -621,7 +607,7 @@ static int schema_rule(gg *c, const json_t *s, const char *path, char *name, int
     return rc;
 }
 
-static int finish(gg *c, const char *root_rule) {
+int gg_finish(gg *c, const char *root_rule) {
     strbuf_printf(c->out, "root ::= %s\n", root_rule);
     common_rules(c);
     if (c->out->oom) return sol_err_set(c->err, -ENOMEM, "out of memory for the grammar");
@@ -633,162 +619,13 @@ static int finish(gg *c, const char *root_rule) {
 int gg_json_schema(const json_t *schema, strbuf *out, sol_err *err) {
     gg c = {.out = out, .err = err, .root = schema};
     char name[32];
-    int rc = schema_rule(&c, schema, "schema", name, 0);
-    return rc ? rc : finish(&c, name);
-}
-
-/* A literal, or nothing for "" (GBNF has no empty literal to write). */
-static void opt_literal(strbuf *o, const char *s) {
-    if (s && *s) gbnf_literal(o, s, strlen(s)), strbuf_putc(o, ' ');
-}
-
-/* KMP's automaton over the trigger t: the state after reading c in state i (i characters of t
- * matched). */
-static size_t kmp_next(const char *t, size_t i, char c) {
-    while (i && t[i] != c) { /* the longest proper border of t[0..i) that c extends */
-        size_t k = i - 1;
-        while (k && strncmp(t, t + i - k, k))
-            k--;
-        i = k;
-    }
-    return t[i] == c ? i + 1 : 0;
-}
-
-/* A GBNF class member: c, escaped where classes need it. */
-static void class_char(strbuf *o, char c) {
-    if (strchr("\\]-^[", c)) strbuf_putc(o, '\\');
-    strbuf_putc(o, c);
-}
-
-/* Rules free-0 .. free-(m-1): any text without the trigger t (free-i: i characters of it just
- * read), where reading all of t continues with rule `then`. Any state may end the text. */
-static void free_text_rules(strbuf *o, const char *t, const char *then) {
-    size_t m = strlen(t);
-    char alpha[64] = "";
-    for (size_t i = 0, n = 0; i < m && n + 1 < sizeof alpha; i++)
-        if (!strchr(alpha, t[i])) alpha[n++] = t[i], alpha[n] = 0;
-    for (size_t i = 0; i < m; i++) {
-        strbuf_printf(o, "free-%zu ::= ( [^", i);
-        for (const char *c = alpha; *c; c++)
-            class_char(o, *c);
-        strbuf_puts(o, "] free-0");
-        for (const char *c = alpha; *c; c++) {
-            size_t next = kmp_next(t, i, *c);
-            strbuf_puts(o, " | ");
-            gbnf_literal(o, c, 1);
-            if (next == m)
-                strbuf_printf(o, " %s", then);
-            else
-                strbuf_printf(o, " free-%zu", next);
-        }
-        strbuf_puts(o, " )?\n");
-    }
-}
-
-/* Rules lead-0 .. lead-m for an answer that is calls when it opens (after whitespace) with a call
- * or with `start` (m characters), and free text otherwise: lead-i has read i characters of
- * start; a character that leaves start (or, first, that is neither `{` nor start's first) makes
- * the rest free. Any state but lead-0's call may end the text. */
-static void lead_rules(strbuf *o, const char *start, const char *calls) {
-    size_t m = strlen(start);
-    strbuf_puts(o, "free-any ::= [^\\x00]*\n");
-    for (size_t i = 0; i < m; i++) {
-        strbuf_printf(o, "lead-%zu ::= ", i);
-        if (!i) strbuf_printf(o, "%s | ", calls);
-        gbnf_literal(o, start + i, 1);
-        strbuf_printf(o, " lead-%zu | [^", i + 1);
-        class_char(o, start[i]);
-        strbuf_puts(o, i ? "" : "{ \\t\\n");
-        strbuf_printf(o, "] free-any%s\n", i ? " | \"\"" : "");
-    }
-    strbuf_printf(o, "lead-%zu ::= [ \\t\\n]* %s\n", m, calls);
-}
-
-/* The calls' root: begin call (sep call)* end; lazy: free text, and from the trigger on the
- * rest of begin + open, the first call's body, then the others as above. */
-static int calls_root(gg *c, strbuf *root, bool parallel, bool lazy, const gg_call_shape *shape) {
-    strbuf more;
-    strbuf_init(&more);
-    if (parallel) {
-        strbuf_puts(&more, "( ");
-        opt_literal(&more, shape->sep);
-        strbuf_puts(&more, "tool-call )* ");
-    }
-    opt_literal(&more, shape->end);
-    if (!lazy) {
-        opt_literal(root, shape->begin);
-        strbuf_printf(root, "tool-call %s", more.data ? more.data : "");
-    } else if (!shape->trigger) { /* calls or text, told apart by how the answer opens */
-        strbuf_puts(c->out, "calls-all ::= ");
-        opt_literal(c->out, shape->begin);
-        strbuf_printf(c->out, "tool-call %s\n", more.data ? more.data : "");
-        lead_rules(c->out, shape->start, "calls-all");
-        strbuf_puts(root, "[ \\t\\n]* lead-0?");
-    } else {
-        char head[128];
-        snprintf(head, sizeof head, "%s%s", shape->begin, shape->open);
-        size_t tl = strlen(shape->trigger);
-        strbuf_puts(c->out, "calls-rest ::= ");
-        opt_literal(c->out, head + tl);
-        strbuf_printf(c->out, "tool-body %s\n", more.data ? more.data : "");
-        free_text_rules(c->out, shape->trigger, "calls-rest");
-        strbuf_puts(root, "free-0");
-    }
-    strbuf_free(&more);
-    return 0;
-}
-
-int gg_tool_calls(const char *const *names, const json_t *const *params, size_t n, bool parallel,
-                  bool lazy, const gg_call_shape *shape, strbuf *out, sol_err *err) {
-    gg c = {.out = out, .err = err};
-    strbuf alts;
-    strbuf_init(&alts);
-    int rc = n ? 0 : sol_err_set(err, -EINVAL, "tool calls: no tools");
-    if (!rc && lazy && !shape->trigger && !(shape->start && *shape->start))
-        rc = sol_err_set(err, -EINVAL, "this tool format has no opening text to wait for");
-    for (size_t i = 0; i < n && !rc; i++) {
-        char args[32] = "json-obj", path[64];
-        snprintf(path, sizeof path, "tools[%zu].function.parameters", i);
-        c.root = params[i], c.def_base += c.n_refs, c.n_refs = 0;
-        if (params[i])
-            rc = schema_rule(&c, params[i], path, args, 0);
-        else
-            c.used |= USE_VALUE;
-        if (rc) break;
-        char head[256];
-        json_t *name = json_string(names[i]);
-        char *quoted = json_dumps(name, JSON_ENCODE_ANY);
-        snprintf(head, sizeof head, "{\"name\": %s, \"%s\": ", quoted, shape->args_key);
-        free(quoted), json_decref(name);
-        if (i) strbuf_puts(&alts, " | ");
-        strbuf_puts(&alts, "( ");
-        gbnf_literal(&alts, head, strlen(head));
-        strbuf_printf(&alts, " %s ", args);
-        char tail[64];
-        snprintf(tail, sizeof tail, "}%s", shape->close);
-        gbnf_literal(&alts, tail, strlen(tail));
-        strbuf_puts(&alts, " )");
-    }
-    strbuf root;
-    strbuf_init(&root);
-    if (!rc) {
-        c.used |= USE_WS;
-        strbuf_printf(out, "tool-body ::= %s\ntool-call ::= ", alts.data);
-        opt_literal(out, shape->open);
-        strbuf_puts(out, "tool-body\n");
-        rc = calls_root(&c, &root, parallel, lazy, shape);
-        if (!rc)
-            rc = root.oom ? sol_err_set(err, -ENOMEM, "out of memory for the grammar")
-                          : finish(&c, root.data);
-    }
-    strbuf_free(&root);
-    strbuf_free(&alts);
-    return rc;
+    int rc = gg_schema_rule(&c, schema, "schema", name, 0);
+    return rc ? rc : gg_finish(&c, name);
 }
 
 int gg_json_object(strbuf *out, sol_err *err) {
     gg c = {.out = out, .err = err, .used = USE_VALUE};
-    return finish(&c, "json-obj");
+    return gg_finish(&c, "json-obj");
 }
 
 int gg_choice(const char *const *choices, size_t n, strbuf *out, sol_err *err) {

@@ -1,6 +1,6 @@
-/* broker_work: what the broker thread does with requests — dispatch to a worker of the pool,
+/* broker_dispatch: what the broker thread does with requests — dispatch to a worker of the pool,
  * cancels, drains, failover and failure. Worker messages and the periodic tick are in
- * broker_workers.c.
+ * broker_inbox.c.
  *
  * Invariants: a request is either in exactly one pool queue (worker == NULL) or on one worker
  * (worker != NULL, counted in worker->inflight). Chunks are accepted only from the worker the

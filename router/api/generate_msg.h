@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "err.h"
-#include "openai.h"
+#include "oai_request.h"
 
 /* Encode a Generate envelope for `req` with `request_id` into a new malloc'd buffer (the caller
  * frees *out). Errors (a field the wire refuses) come back as -EINVAL with the reason. */

@@ -11,7 +11,7 @@
 #include "classify.h"
 #include "err.h"
 #include "metrics.h"
-#include "openai.h"
+#include "oai_render.h"
 #include "ratelimit.h"
 #include "strbuf.h"
 

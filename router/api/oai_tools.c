@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grammar_gen.h"
+#include "grammar_tools.h"
 #include "hash.h"
-#include "openai.h"
+#include "oai_error.h"
 
 #define BAD(err, param, ...)                                                                       \
     oai_error_set(err, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
