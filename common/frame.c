@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sampling.h"
 #include "utf8.h"
 
 /* ---- UTF-8 ------------------------------------------------------------------------------- */
@@ -268,23 +269,12 @@ static int validate_heartbeat(const Sol__Heartbeat *h, sol_err *e) {
     return 0;
 }
 
+/* The numeric settings against sampling.c's table (the bounds the router's API takes), as the
+ * sampler reads them (sol_sampling_from_msg: a zero top_p or repetition_penalty is the default). */
 static int validate_sampling(const Sol__SamplingParams *s, sol_err *e) {
-    int rc;
-    if ((rc = check_range(s->temperature, 0, SOL_FRAME_MAX_TEMPERATURE, e)) < 0)
-        return at_field(e, rc, "generate.sampling.temperature");
-    if ((rc = check_range(s->top_p, 0, 1, e)) < 0)
-        return at_field(e, rc, "generate.sampling.top_p");
-    if (s->top_k < 0)
-        return sol_err_set(e, -EINVAL, "generate.sampling.top_k is %d; expected >= 0 (0 = off)",
-                           s->top_k);
-    if ((rc = check_range(s->min_p, 0, 1, e)) < 0)
-        return at_field(e, rc, "generate.sampling.min_p");
-    if ((rc = check_range(s->repetition_penalty, 0, 100, e)) < 0)
-        return at_field(e, rc, "generate.sampling.repetition_penalty");
-    if ((rc = check_range(s->frequency_penalty, -2, 2, e)) < 0)
-        return at_field(e, rc, "generate.sampling.frequency_penalty");
-    if ((rc = check_range(s->presence_penalty, -2, 2, e)) < 0)
-        return at_field(e, rc, "generate.sampling.presence_penalty");
+    sol_sampling v = sol_sampling_from_msg(s);
+    int rc = sol_sampling_check(&v, e);
+    if (rc) return sol_err_wrap(e, "generate.sampling: "), rc;
     if (s->logprobs > SOL_FRAME_MAX_TOP_LOGPROBS)
         return sol_err_set(e, -EINVAL, "generate.sampling.logprobs is %u; at most %d allowed",
                            s->logprobs, SOL_FRAME_MAX_TOP_LOGPROBS);
@@ -316,6 +306,9 @@ static int validate_messages(const Sol__Generate *g, sol_err *e) {
     }
     if ((rc = check_strings(g->tools, g->n_tools, SOL_FRAME_MAX_TOOLS, SIZE_MAX, 0,
                             "generate.tools", e)) < 0)
+        return rc;
+    if ((rc = check_strings(g->text_tokens, g->n_text_tokens, SOL_FRAME_MAX_TEXT_TOKENS,
+                            SOL_FRAME_MAX_NAME_BYTES, STR_REQUIRED, "generate.text_tokens", e)) < 0)
         return rc;
     return 0;
 }

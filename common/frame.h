@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "sampling.h"
 #include "sol.pb-c.h"
 
 /* Bumped on any incompatible change to proto/sol.proto; carried in Register.protocol_version.
@@ -21,20 +22,20 @@
 #define SOL_FRAME_MAX_BYTES (4u << 20)
 
 /* Per-field bounds checked on both encode and decode (see docs/protocol.md, "Limits"). */
-#define SOL_FRAME_MAX_ID_BYTES 128             /* request_id, worker_id: printable ASCII */
-#define SOL_FRAME_MAX_NAME_BYTES 256           /* pool, model, backend, chat_template, role */
-#define SOL_FRAME_MAX_STOP 256                 /* Generate.stop */
-#define SOL_FRAME_MAX_STOP_BYTES 1024          /* one stop string */
-#define SOL_FRAME_MAX_TAGS 64                  /* Generate.tags */
-#define SOL_FRAME_MAX_MESSAGES 4096            /* Generate.messages */
-#define SOL_FRAME_MAX_TOKENS (1u << 20)        /* resume_tokens, token_ids, logprobs entries */
-#define SOL_FRAME_MAX_TOP_LOGPROBS 20          /* SamplingParams.logprobs, TokenLogprob.top */
-#define SOL_FRAME_MAX_GRAMMAR_BYTES (1u << 20) /* Generate.grammar (GBNF) */
-#define SOL_FRAME_MAX_LOGIT_BIAS 1024          /* Generate.bias_tokens / bias_values */
-#define SOL_FRAME_MAX_TOOLS 128                /* Generate.tools, ChatMessage.tool_calls */
-#define SOL_FRAME_MAX_EMBEDDING 65536          /* TokenChunk.embedding: floats (the model dim) */
-#define SOL_FRAME_MAX_SUBMESSAGES (1u << 17)   /* nested messages + repeated strings per frame */
-#define SOL_FRAME_MAX_TEMPERATURE 100.0f
+#define SOL_FRAME_MAX_ID_BYTES 128      /* request_id, worker_id: printable ASCII */
+#define SOL_FRAME_MAX_NAME_BYTES 256    /* pool, model, backend, chat_template, role */
+#define SOL_FRAME_MAX_STOP 256          /* Generate.stop */
+#define SOL_FRAME_MAX_STOP_BYTES 1024   /* one stop string */
+#define SOL_FRAME_MAX_TAGS 64           /* Generate.tags */
+#define SOL_FRAME_MAX_MESSAGES 4096     /* Generate.messages */
+#define SOL_FRAME_MAX_TOKENS (1u << 20) /* resume_tokens, token_ids, logprobs entries */
+#define SOL_FRAME_MAX_TOP_LOGPROBS SOL_SAMPLING_MAX_LOGPROBS /* logprobs, TokenLogprob.top */
+#define SOL_FRAME_MAX_GRAMMAR_BYTES (1u << 20)               /* Generate.grammar (GBNF) */
+#define SOL_FRAME_MAX_LOGIT_BIAS 1024        /* Generate.bias_tokens / bias_values */
+#define SOL_FRAME_MAX_TOOLS 128              /* Generate.tools, ChatMessage.tool_calls */
+#define SOL_FRAME_MAX_TEXT_TOKENS 8          /* Generate.text_tokens */
+#define SOL_FRAME_MAX_EMBEDDING 65536        /* TokenChunk.embedding: floats (the model dim) */
+#define SOL_FRAME_MAX_SUBMESSAGES (1u << 17) /* nested messages + repeated strings per frame */
 
 /* Error.code values (HTTP-like) used on the wire. */
 #define SOL_ERROR_BAD_REQUEST 400

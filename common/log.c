@@ -60,8 +60,8 @@ void sol_log(sol_log_level level, const char *module, const char *fmt, ...) {
     /* One fprintf per line keeps lines from different threads whole (stdio locks the stream). */
     flockfile(stderr);
     if (g_log.json) {
-        fprintf(stderr, "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"proc\":\"%s\",\"module\":\"", when,
-                ts.tv_nsec / 1000000L, k_names[level], g_log.component);
+        fprintf(stderr, "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"proc\":\"%s\",\"module\":\"",
+                when, ts.tv_nsec / 1000000L, k_names[level], g_log.component);
         json_escape(stderr, module ? module : "");
         fputs("\",\"msg\":\"", stderr);
         json_escape(stderr, msg);

@@ -3,7 +3,13 @@
 #ifndef SOL_LOG_H
 #define SOL_LOG_H
 
-typedef enum { SOL_LOG_DEBUG = 0, SOL_LOG_INFO, SOL_LOG_WARN, SOL_LOG_ERROR, SOL_LOG_OFF } sol_log_level;
+typedef enum {
+    SOL_LOG_DEBUG = 0,
+    SOL_LOG_INFO,
+    SOL_LOG_WARN,
+    SOL_LOG_ERROR,
+    SOL_LOG_OFF
+} sol_log_level;
 
 /* Called from main() only. `component` names the process ("router", "worker"). */
 void sol_log_setup(sol_log_level level, int json, const char *component);

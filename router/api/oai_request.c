@@ -49,20 +49,6 @@ static char *dup_json_str(const json_t *v) {
     return s;
 }
 
-/* Numbers: range [lo, hi]; lo_open/hi_open make an end exclusive. */
-static int get_real(const json_t *v, const char *name, double lo, int lo_open, double hi,
-                    int hi_open, double *out, oai_error *err) {
-    if (!json_is_number(v))
-        return BAD(err, name, "'%s' must be a number, got %s", name, json_type_name(v)), -EINVAL;
-    double x = json_number_value(v);
-    if (!isfinite(x) || (lo_open ? x <= lo : x < lo) || (hi_open ? x >= hi : x > hi))
-        return BAD(err, name, "'%s' must be in %c%g, %g%c, got %g", name, lo_open ? '(' : '[', lo,
-                   hi, hi_open ? ')' : ']', x),
-               -EINVAL;
-    *out = x;
-    return 0;
-}
-
 static int get_int(const json_t *v, const char *name, json_int_t lo, json_int_t hi, json_int_t *out,
                    oai_error *err) {
     if (!json_is_integer(v))
@@ -308,25 +294,15 @@ static int reject_unsupported(oai_kind kind, const char *key, const json_t *v, o
 }
 
 static int parse_sampling(oai_request *r, const char *key, const json_t *v, oai_error *err) {
-    double d;
-    json_int_t i;
-    int rc;
-#define REAL(name, lo, lo_open, hi, hi_open, field)                                                \
-    if (!strcmp(key, name)) {                                                                      \
-        if ((rc = get_real(v, name, lo, lo_open, hi, hi_open, &d, err))) return rc;                \
-        r->sampling.field = (float)d;                                                              \
-        return 0;                                                                                  \
-    }
-    REAL("temperature", 0, 0, 2, 0, temperature)
-    REAL("top_p", 0, 1, 1, 0, top_p)
-    REAL("min_p", 0, 0, 1, 0, min_p)
-    REAL("frequency_penalty", -2, 0, 2, 0, frequency_penalty)
-    REAL("presence_penalty", -2, 0, 2, 0, presence_penalty)
-    REAL("repetition_penalty", 0, 1, 1e9, 0, repetition_penalty)
-#undef REAL
-    if (!strcmp(key, "top_k")) {
-        if ((rc = get_int(v, "top_k", -1, INT32_MAX, &i, err))) return rc;
-        r->sampling.top_k = (int32_t)i;
+    const sol_sampling_field *f = sol_sampling_field_find(key);
+    if (f) { /* the bounds are the table's (common/sampling.c), as the wire and the sampler's */
+        if (f->integer ? !json_is_integer(v) : !json_is_number(v))
+            return BAD(err, key, "'%s' must be %s, got %s", key,
+                       f->integer ? "an integer" : "a number", json_type_name(v)),
+                   -EINVAL;
+        sol_err e = {0};
+        if (sol_sampling_field_set(&r->sampling, f, json_number_value(v), &e))
+            return BAD(err, key, "%s", e.msg), -EINVAL;
         return 0;
     }
     if (!strcmp(key, "seed")) {

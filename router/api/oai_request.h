@@ -12,8 +12,8 @@
 #include "sampling.h"
 #include "strbuf.h"
 
-#define OAI_MAX_STOP 4      /* OpenAI accepts up to 4 stop sequences */
-#define OAI_MAX_LOGPROBS 20 /* completions `logprobs` and chat `top_logprobs` upper bound */
+#define OAI_MAX_STOP 4                             /* OpenAI accepts up to 4 stop sequences */
+#define OAI_MAX_LOGPROBS SOL_SAMPLING_MAX_LOGPROBS /* `logprobs`, chat `top_logprobs` */
 #define OAI_MAX_TOKENS_LIMIT (1u << 20) /* sanity bound; workers clamp to their context */
 #define OAI_MAX_TAGS 16
 #define OAI_MAX_MESSAGES 4096

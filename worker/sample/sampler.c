@@ -204,23 +204,10 @@ sampler_params sampler_params_default(void) {
     return sol_sampling_default();
 }
 
-static int check_range(float v, float lo, float hi, int lo_open, const char *name, sol_err *err) {
-    if (!isfinite(v) || v < lo || v > hi || (lo_open && v == lo))
-        return sol_err_set(err, -EINVAL, "sampling: %s must be in %s%g, %g], got %g", name,
-                           lo_open ? "(" : "[", (double)lo, (double)hi, (double)v);
-    return 0;
-}
-
 int sampler_params_check(const sampler_params *p, sol_err *err) {
     if (!p) return sol_err_set(err, -EINVAL, "sampling: params is NULL");
-    int rc;
-    if ((rc = check_range(p->temperature, 0.0f, 100.0f, 0, "temperature", err)) ||
-        (rc = check_range(p->top_p, 0.0f, 1.0f, 1, "top_p", err)) ||
-        (rc = check_range(p->min_p, 0.0f, 1.0f, 0, "min_p", err)) ||
-        (rc = check_range(p->repetition_penalty, 0.0f, 100.0f, 1, "repetition_penalty", err)) ||
-        (rc = check_range(p->frequency_penalty, -2.0f, 2.0f, 0, "frequency_penalty", err)) ||
-        (rc = check_range(p->presence_penalty, -2.0f, 2.0f, 0, "presence_penalty", err)))
-        return rc;
+    int rc = sol_sampling_check(p, err); /* the table's bounds (common/sampling.c) */
+    if (rc) return sol_err_wrap(err, "sampling: "), rc;
     if (p->penalty_last_n < -1)
         return sol_err_set(err, -EINVAL,
                            "sampling: penalty_last_n must be -1 (all) or >= 0, got %d",

@@ -19,7 +19,7 @@
 #include "err.h"
 #include "sampling.h"
 
-#define SAMPLER_MAX_LOGPROBS 20 /* OpenAI's top_logprobs limit */
+#define SAMPLER_MAX_LOGPROBS SOL_SAMPLING_MAX_LOGPROBS
 
 /* The settings are common/sampling.h's, defined once for the router, the wire and the sampler.
  * The sampler draws with `seed` whatever has_seed says: the caller picks one when the client

@@ -22,6 +22,7 @@ typedef struct fixture {
     Sol__ChatMessage *msgp[2];
     Sol__ToolCall call, *callp[1];
     char *tools[1];
+    char *text_tokens[9]; /* one used; nine for the count check */
     Sol__SamplingParams sp;
     char *stop[2];
     char *tags[2];
@@ -115,6 +116,10 @@ static void fill_generate(fixture *f) {
     sol__generate__init(g);
     g->tools = f->tools;
     g->n_tools = 1;
+    for (int i = 0; i < 9; i++)
+        f->text_tokens[i] = "[TOOL_CALLS]";
+    g->text_tokens = f->text_tokens;
+    g->n_text_tokens = 1;
     g->tool_format = "hermes";
     g->traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     g->request_id = "req-0001";
@@ -506,14 +511,21 @@ static void test_rejects_out_of_range(void **state) {
     fixture f;
     fixture_init(&f);
     f.sp.temperature = NAN;
-    expect_raw_reject(&f.env[2], -EINVAL, "generate.sampling.temperature is nan");
+    expect_raw_reject(&f.env[2], -EINVAL,
+                      "generate.sampling: 'temperature' must be in [0, 2], got nan");
     f.sp.temperature = -0.5f;
-    expect_raw_reject(&f.env[2], -EINVAL, "generate.sampling.temperature is -0.5");
+    expect_raw_reject(&f.env[2], -EINVAL, "'temperature' must be in [0, 2], got -0.5");
     f.sp.temperature = INFINITY;
-    expect_raw_reject(&f.env[2], -EINVAL, "temperature is inf");
+    expect_raw_reject(&f.env[2], -EINVAL, "'temperature' must be in [0, 2], got inf");
     fixture_init(&f);
     f.sp.top_p = 1.5f;
-    expect_raw_reject(&f.env[2], -EINVAL, "generate.sampling.top_p is 1.5");
+    expect_raw_reject(&f.env[2], -EINVAL, "generate.sampling: 'top_p' must be in (0, 1], got 1.5");
+    fixture_init(&f);
+    f.sp.repetition_penalty = 500.0f; /* the API's bound, from the same table */
+    expect_raw_reject(&f.env[2], -EINVAL, "'repetition_penalty' must be in (0, 100], got 500");
+    fixture_init(&f);
+    f.gen.n_text_tokens = 9; /* SOL_FRAME_MAX_TEXT_TOKENS is 8 */
+    expect_raw_reject(&f.env[2], -EINVAL, "generate.text_tokens");
     fixture_init(&f);
     f.sp.logprobs = 21;
     expect_raw_reject(&f.env[2], -EINVAL, "generate.sampling.logprobs is 21");

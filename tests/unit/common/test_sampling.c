@@ -1,6 +1,9 @@
 /* Promise: a request's sampling settings cross the wire unchanged (router -> worker), with the
  * wire's conventions: every "off" top_k is 0, logprobs travel only when asked, and fields a sender
- * left out take their defaults. */
+ * left out take their defaults. The table of numeric settings holds each bound once: setting and
+ * checking obey it at its edges, and docs/api.md's rows say the same bounds. */
+#include <errno.h>
+#include <stdio.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +13,69 @@
 #include <cmocka.h>
 
 #include "sampling.h"
+
+/* Each field's bounds, open and closed edges, and integer-ness, through set and check. */
+static void test_field_table(void **state) {
+    (void)state;
+    assert_true(sol_sampling_n_fields >= 7);
+    assert_null(sol_sampling_field_find("seed"));
+    for (size_t i = 0; i < sol_sampling_n_fields; i++) {
+        const sol_sampling_field *f = &sol_sampling_fields[i];
+        assert_ptr_equal(sol_sampling_field_find(f->name), f);
+        sol_sampling s = sol_sampling_default();
+        assert_int_equal(sol_sampling_check(&s, NULL), 0); /* the defaults lie inside */
+        sol_err e = {0};
+        assert_int_equal(sol_sampling_field_set(&s, f, f->lo, &e), f->lo_open ? -EINVAL : 0);
+        assert_int_equal(sol_sampling_field_set(&s, f, f->lo - 1, &e), -EINVAL);
+        char want[96];
+        snprintf(want, sizeof want, "'%s' must be", f->name);
+        assert_non_null(strstr(e.msg, want));
+        if (f->hi < 1e9) {
+            assert_int_equal(sol_sampling_field_set(&s, f, f->hi, &e), 0);
+            assert_int_equal(sol_sampling_field_set(&s, f, f->hi * 1.5 + 1, &e), -EINVAL);
+        }
+        if (f->integer) assert_int_equal(sol_sampling_field_set(&s, f, 0.5, &e), -EINVAL);
+    }
+    const sol_sampling_field *rp = sol_sampling_field_find("repetition_penalty");
+    sol_sampling s = sol_sampling_default();
+    sol_err e = {0};
+    assert_int_equal(sol_sampling_field_set(&s, rp, 500, &e), -EINVAL);
+    assert_string_equal(e.msg, "'repetition_penalty' must be in (0, 100], got 500");
+    s.repetition_penalty = 500.0f; /* set behind the table's back: check finds it */
+    assert_int_equal(sol_sampling_check(&s, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "repetition_penalty"));
+}
+
+/* docs/api.md's request-field rows state each table field's bounds as the table writes them. */
+static void test_docs_state_the_bounds(void **state) {
+    (void)state;
+    FILE *f = fopen(SOL_SOURCE_DIR "/docs/api.md", "r");
+    assert_non_null(f);
+    static char doc[1 << 20];
+    size_t n = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[n] = 0;
+    for (size_t i = 0; i < sol_sampling_n_fields; i++) {
+        const sol_sampling_field *fl = &sol_sampling_fields[i];
+        char cell[64], bounds[48];
+        snprintf(cell, sizeof cell, "`%s`", fl->name);
+        sol_sampling_field_bounds(fl, bounds, sizeof bounds);
+        int rows = 0;
+        for (char *line = doc; line && *line;
+             line = strchr(line, '\n'), line = line ? line + 1 : 0) {
+            char *end = strchr(line, '\n');
+            size_t len = end ? (size_t)(end - line) : strlen(line);
+            char row[1024];
+            snprintf(row, sizeof row, "%.*s", (int)(len < sizeof row ? len : sizeof row - 1), line);
+            char *first = strstr(row, " | "); /* the first cell: the field's name */
+            if (row[0] != '|' || !first || !strstr(row, cell) || strstr(row, cell) > first)
+                continue;
+            rows++;
+            if (!strstr(row, bounds)) fail_msg("docs/api.md: %s lacks %s", row, bounds);
+        }
+        if (!rows) fail_msg("docs/api.md: no row for %s", cell);
+    }
+}
 
 /* Field by field: the struct has padding. */
 static void assert_same(const sol_sampling *a, const sol_sampling *b) {
@@ -75,6 +141,8 @@ static void test_wire_conventions(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_field_table),
+        cmocka_unit_test(test_docs_state_the_bounds),
         cmocka_unit_test(test_wire_conventions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

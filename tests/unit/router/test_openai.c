@@ -101,6 +101,13 @@ static void test_completion_errors(void **st) {
     BAD(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"x\",\"stream\":1}", "stream", "boolean");
     BAD(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"x\",\"repetition_penalty\":0}",
         "repetition_penalty", "got 0");
+    /* the bound the wire and the sampler hold (one table): a 400 naming the API field */
+    BAD(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"x\",\"repetition_penalty\":500}",
+        "repetition_penalty", "'repetition_penalty' must be in (0, 100], got 500");
+    BAD(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_k\":1.5}", "top_k",
+        "'top_k' must be an integer");
+    BAD(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"min_p\":\"0\"}", "min_p",
+        "'min_p' must be a number, got a string");
     BAD(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"x\",\"tags\":[1]}", "tags", "string");
     BAD(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"x\",", "", "invalid JSON");
     BAD(OAI_COMPLETION, "[1]", "", "JSON object");
