@@ -139,47 +139,27 @@ static void put_chat_message(strbuf *out, const char *text, size_t len, const oa
 }
 
 int oai_response_json(strbuf *out, const oai_response *r) {
-    size_t offset = 0;
-    if (r->kind == OAI_CHAT) {
-        put_header(out, r->id, "chat.completion", r->created, r->model);
-        strbuf_puts(out, ",\"choices\":[{\"index\":0,");
-        put_chat_message(out, r->text, r->text_len, r->calls, r->n_calls);
-        strbuf_puts(out, ",\"logprobs\":");
-        if (r->logprobs)
-            put_chat_logprobs(out, r->logprobs, r->n_logprobs);
-        else
-            strbuf_puts(out, "null");
-    } else {
-        put_header(out, r->id, "text_completion", r->created, r->model);
-        strbuf_puts(out, ",\"choices\":[{\"index\":0,\"text\":");
-        strbuf_json_str(out, r->text ? r->text : "", r->text ? r->text_len : 0);
-        strbuf_puts(out, ",\"logprobs\":");
-        if (r->logprobs)
-            put_completion_logprobs(out, r->logprobs, r->n_logprobs, &offset);
-        else
-            strbuf_puts(out, "null");
-    }
-    put_finish(out, r->finish);
-    strbuf_putc(out, '}');
-    for (size_t i = 0; i < r->n_more; i++) { /* n > 1 */
-        strbuf_printf(out, ",{\"index\":%zu,", i + 1);
-        if (r->kind == OAI_CHAT) {
-            put_chat_message(out, r->more_text[i], r->more_len[i],
-                             r->more_calls ? r->more_calls[i] : NULL,
-                             r->more_calls ? r->more_n_calls[i] : 0);
+    bool chat = r->kind == OAI_CHAT;
+    put_header(out, r->id, chat ? "chat.completion" : "text_completion", r->created, r->model);
+    strbuf_puts(out, ",\"choices\":[");
+    for (size_t i = 0; i < r->n_choices; i++) {
+        const oai_answer *c = &r->choices[i];
+        strbuf_printf(out, "%s{\"index\":%zu,", i ? "," : "", i);
+        if (chat) {
+            put_chat_message(out, c->text, c->text_len, c->calls, c->n_calls);
         } else {
             strbuf_puts(out, "\"text\":");
-            strbuf_json_str(out, r->more_text[i] ? r->more_text[i] : "", r->more_len[i]);
+            strbuf_json_str(out, c->text ? c->text : "", c->text ? c->text_len : 0);
         }
         strbuf_puts(out, ",\"logprobs\":");
-        size_t off = 0;
-        if (!r->more_lp)
+        size_t offset = 0; /* completions: text_offset counts within the choice */
+        if (!c->logprobs)
             strbuf_puts(out, "null");
-        else if (r->kind == OAI_CHAT)
-            put_chat_logprobs(out, r->more_lp[i], r->more_n_lp[i]);
+        else if (chat)
+            put_chat_logprobs(out, c->logprobs, c->n_logprobs);
         else
-            put_completion_logprobs(out, r->more_lp[i], r->more_n_lp[i], &off);
-        put_finish(out, r->more_finish[i]);
+            put_completion_logprobs(out, c->logprobs, c->n_logprobs, &offset);
+        put_finish(out, c->finish);
         strbuf_putc(out, '}');
     }
     strbuf_puts(out, "],\"usage\":");

@@ -37,29 +37,26 @@ typedef struct oai_usage {
     uint32_t cached_tokens;
 } oai_usage;
 
-/* Everything a non-streaming response carries; all borrowed. */
+/* One choice of a non-streaming answer; all borrowed. */
+typedef struct oai_answer {
+    const char *text; /* chat with tools: the text less the calls read out of it */
+    size_t text_len;
+    const oai_token_logprob *logprobs; /* NULL when not requested */
+    size_t n_logprobs;
+    oai_finish finish;
+    const oai_call *calls; /* chat: tool calls read out of the text */
+    size_t n_calls;
+} oai_answer;
+
+/* Everything a non-streaming response carries; all borrowed. choices[i] has index i. */
 typedef struct oai_response {
     oai_kind kind;
     const char *id;  /* "cmpl-..." / "chatcmpl-..." (see oai_make_id) */
     int64_t created; /* unix seconds */
     const char *model;
-    const char *text;
-    size_t text_len;
-    const oai_token_logprob *logprobs; /* NULL when not requested */
-    size_t n_logprobs;
-    oai_finish finish;
+    const oai_answer *choices;
+    size_t n_choices; /* the request's n (>= 1) */
     oai_usage usage;
-    const oai_call *calls; /* chat: tool calls read out of the text (which is then the rest) */
-    size_t n_calls;
-    /* n > 1: the other choices' texts and finishes (choice 0 is text/finish above) */
-    const char *const *more_text;
-    const size_t *more_len;
-    const oai_finish *more_finish;
-    oai_token_logprob *const *more_lp; /* NULL when logprobs were not asked for */
-    const size_t *more_n_lp;
-    const oai_call *const *more_calls; /* chat with tools: each other choice's calls */
-    const size_t *more_n_calls;
-    size_t n_more;
 } oai_response;
 
 int oai_response_json(strbuf *out, const oai_response *r);

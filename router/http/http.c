@@ -366,47 +366,28 @@ static void read_calls(http_stream *st, uint32_t i, const strbuf *text, strbuf *
 static enum MHD_Result respond_full(struct MHD_Connection *c, http_stream *st) {
     if (st->req->kind == OAI_EMBEDDING) return respond_embeddings(c, st);
     strbuf content[OAI_MAX_N]; /* with tools: each choice's text less its calls */
-    const char *more_text[OAI_MAX_N];
-    size_t more_len[OAI_MAX_N], more_n_calls[OAI_MAX_N];
-    const oai_call *more_calls[OAI_MAX_N];
+    oai_answer choices[OAI_MAX_N];
+    bool lp = st->req->sampling.want_logprobs;
     for (uint32_t i = 0; i < st->n_choices; i++) {
-        const strbuf *text = i ? &st->more_text[i - 1] : &st->text;
+        http_choice *ch = &st->choices[i];
         strbuf_init(&content[i]);
-        if (st->tools)
-            read_calls(st, i, text, &content[i], i ? &st->more_finish[i - 1] : &st->finish);
-        const strbuf *shown = st->tools ? &content[i] : text;
-        if (i) {
-            more_text[i - 1] = shown->data, more_len[i - 1] = shown->len;
-            more_calls[i - 1] = st->calls[i].calls, more_n_calls[i - 1] = st->calls[i].n_calls;
-        }
+        if (st->tools) read_calls(st, i, &ch->text, &content[i], &ch->finish);
+        const strbuf *shown = st->tools ? &content[i] : &ch->text;
+        choices[i] = (oai_answer){.text = shown->data,
+                                  .text_len = shown->len,
+                                  .logprobs = lp ? ch->lp : NULL,
+                                  .n_logprobs = ch->n_lp,
+                                  .finish = ch->finish,
+                                  .calls = st->calls[i].calls,
+                                  .n_calls = st->calls[i].n_calls};
     }
-    const strbuf *first = st->tools ? &content[0] : &st->text;
-    oai_response r = {st->req->kind,
-                      st->sse.id,
-                      st->sse.created,
-                      st->req->model,
-                      first->data,
-                      first->len,
-                      st->req->sampling.want_logprobs ? st->lp : NULL,
-                      st->n_lp,
-                      st->finish,
-                      st->usage,
-                      st->calls[0].calls,
-                      st->calls[0].n_calls,
-                      NULL,
-                      NULL,
-                      NULL,
-                      NULL,
-                      NULL,
-                      NULL,
-                      NULL,
-                      0};
-    if (st->n_choices > 1) {
-        r.more_text = more_text, r.more_len = more_len, r.more_finish = st->more_finish;
-        if (st->req->sampling.want_logprobs) r.more_lp = st->more_lp, r.more_n_lp = st->more_n_lp;
-        if (st->tools) r.more_calls = more_calls, r.more_n_calls = more_n_calls;
-        r.n_more = st->n_choices - 1;
-    }
+    oai_response r = {.kind = st->req->kind,
+                      .id = st->sse.id,
+                      .created = st->sse.created,
+                      .model = st->req->model,
+                      .choices = choices,
+                      .n_choices = st->n_choices,
+                      .usage = st->usage};
     strbuf b;
     strbuf_init(&b);
     oai_response_json(&b, &r);

@@ -27,6 +27,14 @@ struct http_server {
     bool stopping;
 };
 
+/* One choice of a non-streaming answer, accumulated as its chunks arrive. */
+typedef struct http_choice {
+    strbuf text;
+    oai_token_logprob *lp; /* owned copies */
+    size_t n_lp;
+    oai_finish finish;
+} http_choice;
+
 struct http_stream {
     pthread_mutex_t mu;
     int refs;
@@ -49,19 +57,12 @@ struct http_stream {
     oai_stream sse;
     strbuf out; /* SSE bytes not yet handed to MHD */
     size_t out_off;
-    strbuf text;           /* non-streaming: accumulated completion text */
-    oai_token_logprob *lp; /* non-streaming: accumulated logprobs (owned copies) */
-    size_t n_lp;
+    http_choice choices[OAI_MAX_N]; /* non-streaming: each choice's text, logprobs, finish */
     oai_usage usage;
-    oai_finish finish;
     uint64_t t_start, t_first, t_last;
-    uint32_t n_choices;              /* the request's n: one dispatch per sample into this stream */
-    uint32_t n_finished;             /* choices whose last chunk arrived */
-    strbuf more_text[OAI_MAX_N - 1]; /* non-streaming: choices 1..n-1 */
-    oai_finish more_finish[OAI_MAX_N - 1];
-    float *emb[OAI_MAX_N];                     /* /v1/embeddings: each input's vector (owned) */
-    oai_token_logprob *more_lp[OAI_MAX_N - 1]; /* non-streaming, choices 1..n-1 (owned) */
-    size_t more_n_lp[OAI_MAX_N - 1];
+    uint32_t n_choices;    /* the request's n: one dispatch per sample into this stream */
+    uint32_t n_finished;   /* choices whose last chunk arrived */
+    float *emb[OAI_MAX_N]; /* /v1/embeddings: each input's vector (owned) */
     size_t emb_dim[OAI_MAX_N];
     bool tools;                       /* chat with tools offered: calls are read out of the text */
     oai_call_parser calls[OAI_MAX_N]; /* per choice: the calls so far (streaming: sent as they

@@ -37,16 +37,12 @@ void http_stream_unref(http_stream *s) {
     if (left) return;
     pthread_mutex_destroy(&s->mu);
     strbuf_free(&s->out);
-    strbuf_free(&s->text);
-    for (size_t i = 0; i + 1 < OAI_MAX_N; i++)
-        strbuf_free(&s->more_text[i]);
-    for (size_t i = 0; i < OAI_MAX_N; i++)
+    for (size_t i = 0; i < OAI_MAX_N; i++) {
+        strbuf_free(&s->choices[i].text);
+        free_logprobs(s->choices[i].lp, s->choices[i].n_lp);
         free(s->emb[i]);
-    for (size_t i = 0; i < OAI_MAX_N; i++)
         oai_call_parser_free(&s->calls[i]);
-    free_logprobs(s->lp, s->n_lp);
-    for (size_t i = 0; i + 1 < OAI_MAX_N; i++)
-        free_logprobs(s->more_lp[i], s->more_n_lp[i]);
+    }
     oai_request_free(s->req);
     free(s);
 }
@@ -72,12 +68,10 @@ http_stream *http_stream_new(http_server *srv, struct MHD_Connection *conn, oai_
     oai_make_id(id, sizeof id, req->kind, request_id);
     oai_stream_init(&s->sse, req, id, (int64_t)(time(NULL)));
     strbuf_init(&s->out);
-    strbuf_init(&s->text);
     s->tools = req->kind == OAI_CHAT && oai_tools_active(&req->tools);
     s->n_choices = req->n ? req->n : 1;
-    for (size_t i = 0; i + 1 < OAI_MAX_N; i++)
-        strbuf_init(&s->more_text[i]);
     for (size_t i = 0; i < OAI_MAX_N; i++) { /* ids stay unique across the n choices */
+        strbuf_init(&s->choices[i].text);
         char base[32];
         snprintf(base, sizeof base, i ? "%.24s_%zu" : "%.24s", request_id, i);
         oai_call_parser_init(&s->calls[i], req->tools.format, base);
@@ -229,19 +223,13 @@ int http_stream_push(http_stream *s, const http_chunk *c) {
             break_off(s);
             rc = -EPIPE;
         }
-    } else if (c->index > 0) {
-        strbuf_append(&s->more_text[c->index - 1], c->text ? c->text : "",
-                      c->text ? c->text_len : 0);
-        if (c->finish != OAI_FINISH_NONE) s->more_finish[c->index - 1] = c->finish;
+    } else if (c->index < OAI_MAX_N) {
+        http_choice *ch = &s->choices[c->index];
+        strbuf_append(&ch->text, c->text ? c->text : "", c->text ? c->text_len : 0);
+        if (c->finish != OAI_FINISH_NONE) ch->finish = c->finish;
         if (s->req->sampling.want_logprobs)
-            keep_logprobs(&s->more_lp[c->index - 1], &s->more_n_lp[c->index - 1], c->logprobs,
-                          c->n_logprobs);
-    } else {
-        strbuf_append(&s->text, c->text ? c->text : "", c->text ? c->text_len : 0);
-        if (s->req->sampling.want_logprobs)
-            keep_logprobs(&s->lp, &s->n_lp, c->logprobs, c->n_logprobs);
+            keep_logprobs(&ch->lp, &ch->n_lp, c->logprobs, c->n_logprobs);
     }
-    if (c->index == 0 && c->finish != OAI_FINISH_NONE) s->finish = c->finish;
     if (last) s->done = true;
     /* non-streaming responses wake the connection only once, when complete */
     if (s->suspended && (last || s->streaming)) {

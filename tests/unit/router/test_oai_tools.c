@@ -192,13 +192,9 @@ static void test_content_around_calls(void **state) {
         }
     /* the response: null content for calls only */
     oai_call call1 = {.id = "c1", .name = (char *)"f", .arguments = (char *)"{}"};
-    oai_response resp = {.kind = OAI_CHAT,
-                         .id = "x",
-                         .model = "m",
-                         .text = "\n\n\n",
-                         .text_len = 3,
-                         .calls = &call1,
-                         .n_calls = 1};
+    oai_answer ans = {.text = "\n\n\n", .text_len = 3, .calls = &call1, .n_calls = 1};
+    oai_response resp = {
+        .kind = OAI_CHAT, .id = "x", .model = "m", .choices = &ans, .n_choices = 1};
     strbuf out;
     strbuf_init(&out);
     assert_int_equal(oai_response_json(&out, &resp), 0);

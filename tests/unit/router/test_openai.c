@@ -232,26 +232,12 @@ static void test_responses(void **st) {
     (void)st;
     oai_top_logprob top[2] = {{"a", -0.1f}, {"b\"", -2.5f}};
     oai_token_logprob lp[2] = {{"a", -0.1f, top, 2}, {"\xc3\xa9", -1.0f, NULL, 0}};
-    oai_response r = {OAI_COMPLETION,
-                      "cmpl-1",
-                      1700000000,
-                      "m",
-                      "a\xc3\xa9",
-                      3,
-                      lp,
-                      2,
-                      OAI_FINISH_LENGTH,
-                      {4, 2, 0},
-                      NULL,
-                      0,
-                      NULL,
-                      NULL,
-                      NULL,
-                      NULL,
-                      NULL,
-                      NULL,
-                      NULL,
-                      0};
+    oai_answer a = {.text = "a\xc3\xa9",
+                    .text_len = 3,
+                    .logprobs = lp,
+                    .n_logprobs = 2,
+                    .finish = OAI_FINISH_LENGTH};
+    oai_response r = {OAI_COMPLETION, "cmpl-1", 1700000000, "m", &a, 1, {4, 2, 0}};
     strbuf b;
     strbuf_init(&b);
     assert_int_equal(oai_response_json(&b, &r), 0);
@@ -270,7 +256,7 @@ static void test_responses(void **st) {
 
     strbuf_reset(&b);
     r.kind = OAI_CHAT;
-    r.finish = OAI_FINISH_STOP;
+    a.finish = OAI_FINISH_STOP;
     oai_response_json(&b, &r);
     j = parse_json(b.data, b.len);
     assert_string_equal(json_string_value(json_object_get(j, "object")), "chat.completion");
