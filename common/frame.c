@@ -460,7 +460,10 @@ int frame_validate(const Sol__Envelope *env, sol_err *e) {
 
 int frame_measure(const Sol__Envelope *env, size_t *len, sol_err *e) {
     int rc = frame_validate(env, e);
-    if (rc < 0) return rc;
+    return rc < 0 ? rc : frame_size(env, len, e);
+}
+
+int frame_size(const Sol__Envelope *env, size_t *len, sol_err *e) {
     size_t n = protobuf_c_message_get_packed_size(&env->base);
     if (n > SOL_FRAME_MAX_BYTES)
         return sol_err_set(e, -EMSGSIZE,

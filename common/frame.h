@@ -50,6 +50,11 @@ int frame_validate(const Sol__Envelope *env, sol_err *e);
 /* Validate `env` and compute its encoded size (-EMSGSIZE past SOL_FRAME_MAX_BYTES). */
 int frame_measure(const Sol__Envelope *env, size_t *len, sol_err *e);
 
+/* The encoded size alone (-EMSGSIZE past SOL_FRAME_MAX_BYTES), for a message frame_measure
+ * accepted once and whose later changes come from checked state (the router's per-attempt ids and
+ * resume fields): the rules are not checked again. */
+int frame_size(const Sol__Envelope *env, size_t *len, sol_err *e);
+
 /* Pack an envelope that frame_measure accepted into `buf` (at least the measured length).
  * Returns the number of bytes written. */
 size_t frame_pack(const Sol__Envelope *env, uint8_t *buf);

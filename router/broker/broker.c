@@ -214,10 +214,10 @@ void broker_free(broker *b) {
         pthread_mutex_unlock(&b->push_mu);
         pthread_join(b->thread, NULL);
     }
-    /* commands still in the pipe hold stream references and encoded messages */
+    /* commands still in the pipe hold stream references and messages */
     bk_cmd c;
     while (b->pull && zmq_recv(b->pull, &c, sizeof c, ZMQ_DONTWAIT) == (int)sizeof c) {
-        free(c.generate);
+        genmsg_free(c.msg);
         if (c.type == BK_DISPATCH) http_stream_unref(c.stream);
     }
     inflight_free(&b->inf);
@@ -302,8 +302,7 @@ static int cb_dispatch(void *ctx, const http_dispatch_info *info, http_stream *s
     snprintf(c.id, sizeof c.id, "%s", info->request_id);
     c.choice = info->choice;
     sol_err e = {0};
-    if (genmsg_encode(info->req, info->request_id, info->choice, &c.generate, &c.generate_len,
-                      &e)) {
+    if (genmsg_new(info->req, info->request_id, info->choice, &c.msg, &e)) {
         oai_error_set(err, e.code == -ENOMEM ? 500 : 400, "invalid_request_error", NULL, NULL, "%s",
                       e.msg);
         return -1;
@@ -317,8 +316,8 @@ static int cb_dispatch(void *ctx, const http_dispatch_info *info, http_stream *s
     }
     http_stream_ref(stream);
     if (send_cmd(b, &c)) {
+        genmsg_free(c.msg);
         http_stream_unref(stream);
-        free(c.generate);
         oai_error_status(err, 503, "the router is overloaded; retry later");
         err->retry_after_s = 1;
         return -1;

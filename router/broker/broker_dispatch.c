@@ -45,14 +45,15 @@ void bw_send_cancel(broker *b, bk_worker *w, const char *wire_id) {
 
 /* Encode r's Generate for this attempt (with what was already streamed) into b->enc. */
 static int encode_attempt(broker *b, bk_req *r, size_t *len) {
-    Sol__Generate *g = r->msg->generate;
+    Sol__Envelope *env = genmsg_envelope(r->msg);
+    Sol__Generate *g = env->generate;
     char *orig_id = g->request_id, *orig_text = g->resume_text;
     g->request_id = r->wire_id;
     g->resume_text = r->text.len ? r->text.data : "";
     g->resume_tokens = r->toks;
     g->n_resume_tokens = r->n_toks;
     sol_err e = {0};
-    int rc = frame_measure(r->msg, len, &e);
+    int rc = frame_size(env, len, &e); /* checked once when built; the resume fields are ours */
     if (!rc && *len > b->enc_cap) {
         uint8_t *p = realloc(b->enc, *len);
         if (!p)
@@ -62,7 +63,7 @@ static int encode_attempt(broker *b, bk_req *r, size_t *len) {
             b->enc_cap = *len;
         }
     }
-    if (!rc) frame_pack(r->msg, b->enc);
+    if (!rc) frame_pack(env, b->enc);
     g->request_id = orig_id;
     g->resume_text = orig_text;
     g->resume_tokens = NULL;
@@ -219,22 +220,18 @@ static int retry_after_s(const broker *b) {
 
 void bw_on_dispatch(broker *b, bk_cmd *c) {
     bk_req *r = inflight_add(&b->inf, c->id);
-    sol_err e = {0};
-    Sol__Envelope *env = NULL;
-    if (r && frame_decode(c->generate, c->generate_len, &env, &e)) env = NULL;
-    free(c->generate);
-    if (!r || !env) {
+    if (!r) {
         oai_error err;
-        oai_error_status(&err, 500, r ? e.msg : "out of memory");
+        oai_error_status(&err, 500, "out of memory");
         http_chunk ch = {.error = &err};
         http_stream_push(c->stream, &ch);
+        genmsg_free(c->msg);
         http_stream_unref(c->stream);
-        if (r) inflight_release(&b->inf, r);
         return;
     }
     r->stream = c->stream;
     r->choice = c->choice;
-    r->msg = env;
+    r->msg = c->msg; /* built and checked on the HTTP thread: no decode here */
     r->received_ns = c->received_ns;
     r->queued_ms = sol_now_ms();
     r->prefix_hash = c->prefix_hash;

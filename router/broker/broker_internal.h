@@ -31,8 +31,7 @@ typedef struct bk_cmd {
     uint64_t received_ns;
     uint64_t prefix_hash;
     http_stream *stream; /* BK_DISPATCH: one reference, now the broker's */
-    uint8_t *generate;   /* BK_DISPATCH: encoded Generate envelope (malloc'd) */
-    size_t generate_len;
+    genmsg *msg;         /* BK_DISPATCH: the Generate message (owned), built on the HTTP thread */
     char id[SOL_FRAME_MAX_ID_BYTES + 1]; /* request id (DISPATCH, CANCEL) or worker id (DRAIN) */
     uint32_t choice;                     /* BK_DISPATCH: which of the request's n samples */
 } bk_cmd;

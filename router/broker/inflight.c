@@ -16,7 +16,7 @@ static void req_free(bk_req *r) {
     if (!r) return;
     strbuf_free(&r->text);
     free(r->toks);
-    frame_free_envelope(r->msg);
+    genmsg_free(r->msg);
     http_stream_unref(r->stream);
     free(r);
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "frame.h"
+#include "generate_msg.h"
 #include "http.h"
 #include "strbuf.h"
 #include "worker_table.h"
@@ -21,7 +22,7 @@ typedef struct bk_req {
                                            reuse X-Request-Id, and decodable in O(1) */
     char http_id[HTTP_REQUEST_ID_MAX + 1];
     http_stream *stream; /* one reference held */
-    Sol__Envelope *msg;  /* the decoded Generate (owned): re-encoded per attempt with resume */
+    genmsg *msg;         /* the Generate (owned): packed per attempt with its id and resume */
     int pool;            /* index of the pool it is queued for / served by */
     int metric_pool;     /* the pool classify chose (labels metrics) */
     uint64_t received_ns, queued_ms;
