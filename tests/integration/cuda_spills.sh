@@ -10,7 +10,7 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 fail=0; n=0
 for src in "$S"/worker/backend/cuda/k_*.cu; do
   for arch in sm_80 sm_90; do
-    if ! "$NVCC" -std=c++17 -arch="$arch" -Xptxas -v -I"$S/worker/backend/cuda" -I"$S/worker/backend" \
+    if ! "$NVCC" -std=c++17 -arch="$arch" -Xptxas -v -I"$S/worker/backend/cuda" -I"$S/worker/backend" -I"$S/common" \
         -c "$src" -o "$work/k.o" >"$work/log" 2>&1; then
       echo "FAIL $(basename "$src") $arch: does not compile"; tail -5 "$work/log"; fail=1; continue
     fi

@@ -67,68 +67,9 @@ size_t sol_dtype_row_bytes(sol_dtype t, int64_t n) {
     return (size_t)(n / (int64_t)d->block_elems) * d->block_bytes;
 }
 
-static uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* Rounds the low `shift` bits of q away, to nearest with ties to even. */
-static uint32_t round_shift_rne(uint32_t m, uint32_t shift) {
-    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1))) q++;
-    return q;
-}
-
-uint16_t sol_fp32_to_fp16(float f) {
-    uint32_t x = f32_bits(f);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
-    uint32_t ax = x & 0x7fffffff;
-    if (ax > 0x7f800000) return sign | 0x7e00;  /* NaN: quiet, sign kept */
-    if (ax >= 0x477ff000) return sign | 0x7c00; /* at or past the halfway point above 65504 */
-    if (ax < 0x38800000) {                      /* below 2^-14: half subnormal or zero */
-        if (ax < 0x33000000) return sign;       /* below 2^-25 rounds to zero */
-        uint32_t e = ax >> 23, m = (ax & 0x7fffff) | 0x800000;
-        /* value = m * 2^(e-150); in units of 2^-24 that is m >> (126 - e). A carry into 0x400
-         * yields the smallest normal, which is the correct encoding. */
-        return sign | (uint16_t)round_shift_rne(m, 126 - e);
-    }
-    uint32_t h = ((((ax >> 23) - 112) << 10) | ((ax & 0x7fffff) >> 13));
-    uint32_t rem = ax & 0x1fff;
-    if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++; /* carry may roll into the exponent */
-    return sign | (uint16_t)h;
-}
-
-float sol_fp16_to_fp32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-    uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    if (e == 0x1f) return bits_f32(sign | 0x7f800000 | (m << 13));
-    if (e == 0) {
-        float v = (float)m * (1.0f / 16777216.0f); /* m * 2^-24, exact */
-        return sign ? -v : v;
-    }
-    return bits_f32(sign | ((e + 112) << 23) | (m << 13));
-}
-
-uint16_t sol_fp32_to_bf16(float f) {
-    uint32_t u = f32_bits(f);
-    if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40); /* keep NaN quiet */
-    return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-
-float sol_bf16_to_fp32(uint16_t h) {
-    return bits_f32((uint32_t)h << 16);
-}
-
 static void dequant_q4_0(const sol_block_q4_0 *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += SOL_QK4_0) {
-        float d = sol_fp16_to_fp32(b[i].d);
+        float d = sol_f16_to_f32(b[i].d);
         for (int j = 0; j < SOL_QK4_0 / 2; j++) {
             y[j] = (float)((b[i].qs[j] & 0xf) - 8) * d;
             y[j + SOL_QK4_0 / 2] = (float)((b[i].qs[j] >> 4) - 8) * d;
@@ -138,7 +79,7 @@ static void dequant_q4_0(const sol_block_q4_0 *b, float *y, int64_t nb) {
 
 static void dequant_q8_0(const sol_block_q8_0 *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += SOL_QK8_0) {
-        float d = sol_fp16_to_fp32(b[i].d);
+        float d = sol_f16_to_f32(b[i].d);
         for (int j = 0; j < SOL_QK8_0; j++)
             y[j] = (float)b[i].qs[j] * d;
     }
@@ -153,7 +94,7 @@ int sol_q5_quant(const uint8_t *qs, const uint8_t *qh, int j) {
 
 static void dequant_q5_0(const sol_block_q5_0 *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += SOL_QK4_0) {
-        float d = sol_fp16_to_fp32(b[i].d);
+        float d = sol_f16_to_f32(b[i].d);
         for (int j = 0; j < SOL_QK4_0; j++)
             y[j] = (float)(sol_q5_quant(b[i].qs, b[i].qh, j) - 16) * d;
     }
@@ -161,7 +102,7 @@ static void dequant_q5_0(const sol_block_q5_0 *b, float *y, int64_t nb) {
 
 static void dequant_q5_1(const sol_block_q5_1 *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += SOL_QK4_0) {
-        float d = sol_fp16_to_fp32(b[i].d), m = sol_fp16_to_fp32(b[i].m);
+        float d = sol_f16_to_f32(b[i].d), m = sol_f16_to_f32(b[i].m);
         for (int j = 0; j < SOL_QK4_0; j++)
             y[j] = (float)sol_q5_quant(b[i].qs, b[i].qh, j) * d + m;
     }
@@ -181,7 +122,7 @@ void sol_q4k_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8_t *m) {
 
 static void dequant_q4_k(const sol_block_q4_k *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++) {
-        float d = sol_fp16_to_fp32(b[i].d), dmin = sol_fp16_to_fp32(b[i].dmin);
+        float d = sol_f16_to_f32(b[i].d), dmin = sol_f16_to_f32(b[i].dmin);
         const uint8_t *q = b[i].qs;
         for (int j = 0; j < SOL_QK_K; j += 64, q += 32) {
             uint8_t sc, m;
@@ -200,7 +141,7 @@ static void dequant_q4_k(const sol_block_q4_k *b, float *y, int64_t nb) {
 /* Q5_K: Q4_K's scales and nibbles plus one high bit per element from qh. */
 static void dequant_q5_k(const sol_block_q5_k *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++) {
-        float d = sol_fp16_to_fp32(b[i].d), dmin = sol_fp16_to_fp32(b[i].dmin);
+        float d = sol_f16_to_f32(b[i].d), dmin = sol_f16_to_f32(b[i].dmin);
         const uint8_t *q = b[i].qs, *qh = b[i].qh;
         for (int c = 0; c < 4; c++, q += 32) {
             uint8_t sc, m;
@@ -220,7 +161,7 @@ static void dequant_q5_k(const sol_block_q5_k *b, float *y, int64_t nb) {
  * 8 signed scales (one per 16 values). */
 static void dequant_q6_k(const sol_block_q6_k *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++) {
-        float d = sol_fp16_to_fp32(b[i].d);
+        float d = sol_f16_to_f32(b[i].d);
         const uint8_t *ql = b[i].ql, *qh = b[i].qh;
         const int8_t *sc = b[i].scales;
         for (int n = 0; n < SOL_QK_K; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
@@ -247,11 +188,11 @@ void sol_dequantize_row(sol_dtype t, const void *src, float *dst, int64_t n) {
         return;
     case SOL_DT_F16:
         for (int64_t i = 0; i < n; i++)
-            dst[i] = sol_fp16_to_fp32(h[i]);
+            dst[i] = sol_f16_to_f32(h[i]);
         return;
     case SOL_DT_BF16:
         for (int64_t i = 0; i < n; i++)
-            dst[i] = sol_bf16_to_fp32(h[i]);
+            dst[i] = sol_bf16_to_f32(h[i]);
         return;
     case SOL_DT_Q4_0:
         dequant_q4_0(src, dst, n / SOL_QK4_0);
@@ -284,7 +225,7 @@ static void quant_q8_0(const float *x, sol_block_q8_0 *y, int64_t nb) {
             amax = fmaxf(amax, fabsf(x[j]));
         const float d = amax / 127;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = sol_fp32_to_fp16(d);
+        y[i].d = sol_f32_to_f16(d);
         for (int j = 0; j < SOL_QK8_0; j++)
             y[i].qs[j] = (int8_t)roundf(x[j] * id);
     }
@@ -301,7 +242,7 @@ static void quant_q4_0(const float *x, sol_block_q4_0 *y, int64_t nb) {
         }
         const float d = max / -8;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = sol_fp32_to_fp16(d);
+        y[i].d = sol_f32_to_f16(d);
         for (int j = 0; j < SOL_QK4_0 / 2; j++) {
             int8_t a = (int8_t)(x[j] * id + 8.5f), b = (int8_t)(x[j + SOL_QK4_0 / 2] * id + 8.5f);
             uint8_t lo = (uint8_t)(a < 15 ? a : 15), hi = (uint8_t)(b < 15 ? b : 15);
@@ -319,11 +260,11 @@ int sol_quantize_row(sol_dtype t, const float *src, void *dst, int64_t n) {
         return 0;
     case SOL_DT_F16:
         for (int64_t i = 0; i < n; i++)
-            h[i] = sol_fp32_to_fp16(src[i]);
+            h[i] = sol_f32_to_f16(src[i]);
         return 0;
     case SOL_DT_BF16:
         for (int64_t i = 0; i < n; i++)
-            h[i] = sol_fp32_to_bf16(src[i]);
+            h[i] = sol_f32_to_bf16(src[i]);
         return 0;
     case SOL_DT_Q8_0:
         quant_q8_0(src, dst, n / SOL_QK8_0);

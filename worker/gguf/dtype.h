@@ -1,10 +1,13 @@
-/* dtype: tensor element types with ggml's exact ids and block layouts, fp16/bf16 conversion,
- * and reference (scalar) quantize/dequantize of one row. SIMD kernels live in the backend. */
+/* dtype: tensor element types with ggml's exact ids and block layouts (fp16/bf16 conversion is
+ * common/half.h's), and reference (scalar) quantize/dequantize of one row. SIMD kernels live in the
+ * backend. */
 #ifndef SOL_DTYPE_H
 #define SOL_DTYPE_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "half.h" /* sol_f16_to_f32 and the other half conversions */
 
 /* Values are ggml's `enum ggml_type` ids, as stored in GGUF tensor infos. */
 typedef enum {
@@ -95,11 +98,6 @@ size_t sol_dtype_block_elems(sol_dtype t);
 size_t sol_dtype_block_bytes(sol_dtype t);
 /* Bytes of a row of n elements; 0 when n is not a multiple of the block size. */
 size_t sol_dtype_row_bytes(sol_dtype t, int64_t n);
-
-uint16_t sol_fp32_to_fp16(float f); /* round to nearest even, like ggml */
-float sol_fp16_to_fp32(uint16_t h);
-uint16_t sol_fp32_to_bf16(float f); /* round to nearest even; NaN stays NaN */
-float sol_bf16_to_fp32(uint16_t h);
 
 /* The 5-bit quant j (0..31) of a q5_0 / q5_1 block (qs, qh as stored), before q5_0's -16. */
 int sol_q5_quant(const uint8_t *qs, const uint8_t *qh, int j);

@@ -68,8 +68,8 @@ static void quant_k45(const float *x, int qmax, uint16_t *d_out, uint16_t *dmin_
         smax = s[j] > smax ? s[j] : smax;
         mmax = m[j] > mmax ? m[j] : mmax;
     }
-    uint16_t dh = sol_fp32_to_fp16(smax / 63), mh = sol_fp32_to_fp16(mmax / 63);
-    float d = sol_fp16_to_fp32(dh), dmin = sol_fp16_to_fp32(mh);
+    uint16_t dh = sol_f32_to_f16(smax / 63), mh = sol_f32_to_f16(mmax / 63);
+    float d = sol_f16_to_f32(dh), dmin = sol_f16_to_f32(mh);
     uint8_t sc[8], mn[8];
     for (int j = 0; j < 8; j++) {
         sc[j] = (uint8_t)(d > 0 ? clampi((int)lrintf(s[j] / d), 0, 63) : 0);
@@ -115,8 +115,8 @@ static void quant_q6_k(const float *x, sol_block_q6_k *b) {
         s[j] = max / -32;
         smax = fabsf(s[j]) > smax ? fabsf(s[j]) : smax;
     }
-    uint16_t dh = sol_fp32_to_fp16(smax / 127);
-    float d = sol_fp16_to_fp32(dh);
+    uint16_t dh = sol_f32_to_f16(smax / 127);
+    float d = sol_f16_to_f32(dh);
     uint8_t q[256];
     for (int j = 0; j < 16; j++) {
         int sc = d > 0 ? clampi((int)lrintf(s[j] / d), -128, 127) : 0;

@@ -112,16 +112,16 @@ static void random_block(sol_dtype t, void *blk) {
     size_t bytes = sol_dtype_block_bytes(t);
     for (size_t i = 0; i < bytes; i++)
         ((uint8_t *)blk)[i] = (uint8_t)rnd_u32();
-    uint16_t d = sol_fp32_to_fp16(0.01f + 0.01f * fabsf(rnd_f())),
-             m = sol_fp32_to_fp16(0.01f * rnd_f());
+    uint16_t d = sol_f32_to_f16(0.01f + 0.01f * fabsf(rnd_f())),
+             m = sol_f32_to_f16(0.01f * rnd_f());
     if (t == SOL_DT_Q4_K) {
         ((sol_block_q4_k *)blk)->d = d;
-        ((sol_block_q4_k *)blk)->dmin = sol_fp32_to_fp16(0.01f * fabsf(rnd_f()));
+        ((sol_block_q4_k *)blk)->dmin = sol_f32_to_f16(0.01f * fabsf(rnd_f()));
     } else if (t == SOL_DT_Q5_K) {
         ((sol_block_q5_k *)blk)->d = d;
-        ((sol_block_q5_k *)blk)->dmin = sol_fp32_to_fp16(0.01f * fabsf(rnd_f()));
+        ((sol_block_q5_k *)blk)->dmin = sol_f32_to_f16(0.01f * fabsf(rnd_f()));
     } else if (t == SOL_DT_Q6_K) {
-        ((sol_block_q6_k *)blk)->d = sol_fp32_to_fp16(0.001f + 0.001f * fabsf(rnd_f()));
+        ((sol_block_q6_k *)blk)->d = sol_f32_to_f16(0.001f + 0.001f * fabsf(rnd_f()));
     } else if (t == SOL_DT_Q5_0) {
         ((sol_block_q5_0 *)blk)->d = d;
     } else {
@@ -607,8 +607,8 @@ static void fill_cache(sol_backend *be, sol_kv *kv, const attn_case *c, int32_t 
             fill(k, (size_t)row), fill(v, (size_t)row);
             if (c->kv_type == SOL_DT_F16)
                 for (int i = 0; i < row; i++) {
-                    k[i] = sol_fp16_to_fp32(sol_fp32_to_fp16(k[i]));
-                    v[i] = sol_fp16_to_fp32(sol_fp32_to_fp16(v[i]));
+                    k[i] = sol_f16_to_f32(sol_f32_to_f16(k[i]));
+                    v[i] = sol_f16_to_f32(sol_f32_to_f16(v[i]));
                 }
             int32_t slot = tables[s][p / BS] * BS + p % BS;
             assert_int_equal(sol_kv_write(be, kv, 1, k, v, &slot, 1), 0);

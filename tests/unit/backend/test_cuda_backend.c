@@ -91,8 +91,8 @@ static void *make_rows(sol_dtype t, int64_t rows, int64_t cols) {
         for (size_t i = 0; i < rb * (size_t)rows; i++)
             w[i] = (unsigned char)(rnd_f() * 128.0f + 128.0f);
         for (size_t b = 0; b < rb * (size_t)rows / bb; b++) {
-            uint16_t d = sol_fp32_to_fp16(0.01f + 0.005f * rnd_f()),
-                     m = sol_fp32_to_fp16(0.01f * rnd_f());
+            uint16_t d = sol_f32_to_f16(0.01f + 0.005f * rnd_f()),
+                     m = sol_f32_to_f16(0.01f * rnd_f());
             memcpy(w + b * bb, &d, 2);
             if (t == SOL_DT_Q5_1) memcpy(w + b * bb + 2, &m, 2);
         }

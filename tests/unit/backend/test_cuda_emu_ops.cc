@@ -152,8 +152,8 @@ static weight_pair make_weight(sol_backend *be, sol_dtype type, int rows, int K)
                 b[i] = (unsigned char)((i * 131 + (size_t)r * 71 + 17) % 251);
             size_t bb = sol_dtype_block_bytes(type);
             for (size_t o = 0; o < rb; o += bb) {
-                uint16_t d = sol_fp32_to_fp16(0.004f + 0.001f * (float)(o % 7)),
-                         m = sol_fp32_to_fp16(-0.03f);
+                uint16_t d = sol_f32_to_f16(0.004f + 0.001f * (float)(o % 7)),
+                         m = sol_f32_to_f16(-0.03f);
                 memcpy(b + o, &d, 2);
                 if (type == SOL_DT_Q5_1) memcpy(b + o + 2, &m, 2);
             }
@@ -346,10 +346,10 @@ static void test_mma_gemm(void **state) {
     std::vector<float> x(NMAX * K), xr(NMAX * K), wr(M * K);
     fill(x.data(), NMAX * K, 9);
     for (int i = 0; i < NMAX * K; i++)
-        xr[i] = sol_fp16_to_fp32(sol_fp32_to_fp16(x[i]));
+        xr[i] = sol_f16_to_f32(sol_f32_to_f16(x[i]));
     std::vector<uint16_t> xh(NMAX * K);
     for (int i = 0; i < NMAX * K; i++)
-        xh[i] = sol_fp32_to_fp16(x[i]);
+        xh[i] = sol_f32_to_f16(x[i]);
     std::vector<int32_t> ids(M);
     for (int r = 0; r < M; r++)
         ids[r] = r;
@@ -365,7 +365,7 @@ static void test_mma_gemm(void **state) {
         }
         assert_int_equal(sol_embed(be, &w.cpu, ids.data(), M, wr.data()), 0);
         for (float &v : wr)
-            v = sol_fp16_to_fp32(sol_fp32_to_fp16(v));
+            v = sol_f16_to_f32(sol_f32_to_f16(v));
         for (int n : {17, 64, 70}) {
             std::vector<float> want(n * M);
             for (int tk = 0; tk < n; tk++)
@@ -407,7 +407,7 @@ static void test_mma_gemm(void **state) {
          * holds the F16-rounded weights themselves, bit for bit. */
         std::vector<uint16_t> hot(64 * K, 0);
         for (int tk = 0; tk < 64; tk++)
-            hot[tk * K + 8 * tk + tk % 8] = sol_fp32_to_fp16(1.0f);
+            hot[tk * K + 8 * tk + tk % 8] = sol_f32_to_f16(1.0f);
         assert_int_equal(sol_emu_mma_gemm(wt, hot.data(), got.data(), 64, LDY, 0, nullptr), 0);
         for (int tk = 0; tk < 64; tk++)
             for (int r = 0; r < M; r++)

@@ -20,49 +20,49 @@ static float from_bits(uint32_t u) {
 
 static void test_fp16_known(void **state) {
     (void)state;
-    assert_int_equal(sol_fp32_to_fp16(1.0f), 0x3c00);
-    assert_int_equal(sol_fp32_to_fp16(-2.0f), 0xc000);
-    assert_int_equal(sol_fp32_to_fp16(0.1f), 0x2e66);
-    assert_int_equal(sol_fp32_to_fp16(65504.0f), 0x7bff);
-    assert_int_equal(sol_fp32_to_fp16(65519.0f), 0x7bff);
-    assert_int_equal(sol_fp32_to_fp16(65520.0f), 0x7c00); /* halfway, odd mantissa: up to inf */
-    assert_int_equal(sol_fp32_to_fp16(INFINITY), 0x7c00);
-    assert_int_equal(sol_fp32_to_fp16(-INFINITY), 0xfc00);
-    uint16_t n = sol_fp32_to_fp16(NAN);
+    assert_int_equal(sol_f32_to_f16(1.0f), 0x3c00);
+    assert_int_equal(sol_f32_to_f16(-2.0f), 0xc000);
+    assert_int_equal(sol_f32_to_f16(0.1f), 0x2e66);
+    assert_int_equal(sol_f32_to_f16(65504.0f), 0x7bff);
+    assert_int_equal(sol_f32_to_f16(65519.0f), 0x7bff);
+    assert_int_equal(sol_f32_to_f16(65520.0f), 0x7c00); /* halfway, odd mantissa: up to inf */
+    assert_int_equal(sol_f32_to_f16(INFINITY), 0x7c00);
+    assert_int_equal(sol_f32_to_f16(-INFINITY), 0xfc00);
+    uint16_t n = sol_f32_to_f16(NAN);
     assert_true((n & 0x7c00) == 0x7c00 && (n & 0x3ff) != 0);
-    assert_int_equal(sol_fp32_to_fp16(-0.0f), 0x8000);
-    assert_int_equal(sol_fp32_to_fp16(ldexpf(1, -14)), 0x0400);        /* smallest normal */
-    assert_int_equal(sol_fp32_to_fp16(ldexpf(1, -24)), 0x0001);        /* smallest subnormal */
-    assert_int_equal(sol_fp32_to_fp16(ldexpf(1, -25)), 0x0000);        /* tie to even: zero */
-    assert_int_equal(sol_fp32_to_fp16(ldexpf(3, -25)), 0x0002);        /* 1.5 ulp ties to 2 */
-    assert_int_equal(sol_fp32_to_fp16(1.0f + ldexpf(1, -11)), 0x3c00); /* tie, even stays */
-    assert_int_equal(sol_fp32_to_fp16(1.0f + ldexpf(3, -11)), 0x3c02); /* tie, odd rounds up */
-    assert_int_equal(sol_fp32_to_fp16(ldexpf(1023, -24) + ldexpf(1, -25)), 0x0400); /* carry */
-    assert_true(sol_fp16_to_fp32(0x0001) == ldexpf(1, -24));
-    assert_true(sol_fp16_to_fp32(0x7bff) == 65504.0f);
-    assert_true(isinf(sol_fp16_to_fp32(0xfc00)) && sol_fp16_to_fp32(0xfc00) < 0);
-    assert_true(isnan(sol_fp16_to_fp32(0x7e00)));
+    assert_int_equal(sol_f32_to_f16(-0.0f), 0x8000);
+    assert_int_equal(sol_f32_to_f16(ldexpf(1, -14)), 0x0400);        /* smallest normal */
+    assert_int_equal(sol_f32_to_f16(ldexpf(1, -24)), 0x0001);        /* smallest subnormal */
+    assert_int_equal(sol_f32_to_f16(ldexpf(1, -25)), 0x0000);        /* tie to even: zero */
+    assert_int_equal(sol_f32_to_f16(ldexpf(3, -25)), 0x0002);        /* 1.5 ulp ties to 2 */
+    assert_int_equal(sol_f32_to_f16(1.0f + ldexpf(1, -11)), 0x3c00); /* tie, even stays */
+    assert_int_equal(sol_f32_to_f16(1.0f + ldexpf(3, -11)), 0x3c02); /* tie, odd rounds up */
+    assert_int_equal(sol_f32_to_f16(ldexpf(1023, -24) + ldexpf(1, -25)), 0x0400); /* carry */
+    assert_true(sol_f16_to_f32(0x0001) == ldexpf(1, -24));
+    assert_true(sol_f16_to_f32(0x7bff) == 65504.0f);
+    assert_true(isinf(sol_f16_to_f32(0xfc00)) && sol_f16_to_f32(0xfc00) < 0);
+    assert_true(isnan(sol_f16_to_f32(0x7e00)));
 }
 
 static void test_fp16_roundtrip_all(void **state) {
     (void)state;
     for (uint32_t h = 0; h < 65536; h++) {
         if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue; /* NaN payloads are not kept */
-        assert_int_equal(sol_fp32_to_fp16(sol_fp16_to_fp32((uint16_t)h)), h);
+        assert_int_equal(sol_f32_to_f16(sol_f16_to_f32((uint16_t)h)), h);
     }
 }
 
 static void test_bf16(void **state) {
     (void)state;
-    assert_int_equal(sol_fp32_to_bf16(1.0f), 0x3f80);
-    assert_int_equal(sol_fp32_to_bf16(from_bits(0x3f808000)), 0x3f80); /* tie, even */
-    assert_int_equal(sol_fp32_to_bf16(from_bits(0x3f818000)), 0x3f82); /* tie, odd up */
-    assert_int_equal(sol_fp32_to_bf16(from_bits(0x3f808001)), 0x3f81);
-    assert_true(isnan(sol_bf16_to_fp32(sol_fp32_to_bf16(from_bits(0x7f800001)))));
-    assert_int_equal(sol_fp32_to_bf16(INFINITY), 0x7f80);
+    assert_int_equal(sol_f32_to_bf16(1.0f), 0x3f80);
+    assert_int_equal(sol_f32_to_bf16(from_bits(0x3f808000)), 0x3f80); /* tie, even */
+    assert_int_equal(sol_f32_to_bf16(from_bits(0x3f818000)), 0x3f82); /* tie, odd up */
+    assert_int_equal(sol_f32_to_bf16(from_bits(0x3f808001)), 0x3f81);
+    assert_true(isnan(sol_bf16_to_f32(sol_f32_to_bf16(from_bits(0x7f800001)))));
+    assert_int_equal(sol_f32_to_bf16(INFINITY), 0x7f80);
     for (uint32_t h = 0; h < 65536; h++) {
         if ((h & 0x7f80) == 0x7f80 && (h & 0x7f)) continue;
-        assert_int_equal(sol_fp32_to_bf16(sol_bf16_to_fp32((uint16_t)h)), h);
+        assert_int_equal(sol_f32_to_bf16(sol_bf16_to_f32((uint16_t)h)), h);
     }
 }
 
@@ -122,12 +122,12 @@ static void test_q8_0_known(void **state) {
         x[j] = (float)(j - 16);
     sol_block_q8_0 b;
     assert_int_equal(sol_quantize_row(SOL_DT_Q8_0, x, &b, 32), 0);
-    assert_int_equal(b.d, sol_fp32_to_fp16(16.0f / 127));
+    assert_int_equal(b.d, sol_f32_to_f16(16.0f / 127));
     assert_int_equal(b.qs[0], -127);
     assert_int_equal(b.qs[17], 8);   /* 1 * 127/16 = 7.94 */
     assert_int_equal(b.qs[31], 119); /* 15 * 127/16 = 119.06 */
     sol_dequantize_row(SOL_DT_Q8_0, &b, y, 32);
-    assert_true(y[17] == 8 * sol_fp16_to_fp32(b.d));
+    assert_true(y[17] == 8 * sol_f16_to_f32(b.d));
 }
 
 static void test_q4_0_known(void **state) {
@@ -137,7 +137,7 @@ static void test_q4_0_known(void **state) {
         x[j] = (float)(j - 8); /* -8..23: largest magnitude is +23 */
     sol_block_q4_0 b;
     assert_int_equal(sol_quantize_row(SOL_DT_Q4_0, x, &b, 32), 0);
-    assert_int_equal(b.d, sol_fp32_to_fp16(-23.0f / 8));
+    assert_int_equal(b.d, sol_f32_to_f16(-23.0f / 8));
     assert_int_equal(b.qs[15] >> 4, 0);  /* x = 23 maps to -8 */
     assert_int_equal(b.qs[0] & 0xf, 11); /* x = -8: -8 / -2.875 + 8.5 = 11.28 */
     assert_int_equal(b.qs[8] & 0xf, 8);  /* x = 0 */
@@ -148,7 +148,7 @@ static void test_q4_0_known(void **state) {
         x[j] = (float)(8 - j); /* extreme is -23 */
     x[0] = 22.9f;              /* 22.9 / 2.875 + 8.5 = 16.47 */
     assert_int_equal(sol_quantize_row(SOL_DT_Q4_0, x, &b, 32), 0);
-    assert_true(sol_fp16_to_fp32(b.d) > 0);
+    assert_true(sol_f16_to_f32(b.d) > 0);
     assert_int_equal(b.qs[0] & 0xf, 15);
 }
 
@@ -201,8 +201,8 @@ static void test_q4_k_q6_k_known(void **state) {
     (void)state;
     sol_block_q4_k k;
     memset(&k, 0, sizeof k);
-    k.d = sol_fp32_to_fp16(1.0f);
-    k.dmin = sol_fp32_to_fp16(0.5f);
+    k.d = sol_f32_to_f16(1.0f);
+    k.dmin = sol_f32_to_f16(0.5f);
     k.scales[0] = 2 | (1 << 6); /* sub-block 0 scale 2; its top bits feed sub-block 4's scale */
     k.scales[4] = 1;            /* sub-block 0 min 1 */
     k.scales[1] = 3;
@@ -219,7 +219,7 @@ static void test_q4_k_q6_k_known(void **state) {
 
     sol_block_q6_k q;
     memset(&q, 0, sizeof q);
-    q.d = sol_fp32_to_fp16(0.5f);
+    q.d = sol_f32_to_f16(0.5f);
     q.ql[0] = 0x21;
     q.ql[32] = 0x05;
     q.qh[0] = 0xe4; /* 2-bit highs 0, 1, 2, 3 for the four quarter-blocks */

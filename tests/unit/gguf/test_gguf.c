@@ -188,7 +188,7 @@ static gguf_writer *make_writer(void) {
     for (int i = 0; i < 64; i++)
         g_f32[i] = (float)i * 0.5f;
     for (int i = 0; i < 96; i++)
-        g_f16[i] = sol_fp32_to_fp16((float)i);
+        g_f16[i] = sol_f32_to_f16((float)i);
     for (size_t i = 0; i < sizeof g_q8; i++)
         g_q8[i] = (uint8_t)(i * 7);
     for (size_t i = 0; i < sizeof g_q4; i++)

@@ -164,7 +164,7 @@ static void test_convert_and_copy(void **state) {
     enum { NE0 = 64, ROWS = 3 };
     uint16_t src[NE0 * ROWS];
     for (int i = 0; i < NE0 * ROWS; i++)
-        src[i] = sol_fp32_to_fp16(sinf((float)i) * 0.1f);
+        src[i] = sol_f32_to_f16(sinf((float)i) * 0.1f);
     gguf_tensor t = tensor("w", 2, NE0, ROWS);
     t.data = src;
     sol_block_q8_0 out[2 * ROWS];

@@ -174,7 +174,7 @@ static float gelu_fast(float x) {
 static float gelu_llamacpp(float x) {
     if (x <= -10.0f) return 0.0f;
     if (x >= 10.0f) return x;
-    return cpu_fp16_to_fp32(cpu_fp32_to_fp16(gelu_tanh(cpu_fp16_to_fp32(cpu_fp32_to_fp16(x)))));
+    return sol_f16_to_f32(sol_f32_to_f16(gelu_tanh(sol_f16_to_f32(sol_f32_to_f16(x)))));
 }
 
 typedef enum { ACT_SILU, ACT_SILU_LLAMACPP, ACT_GELU, ACT_GELU_LLAMACPP } act_kind;

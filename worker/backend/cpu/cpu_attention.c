@@ -77,7 +77,7 @@ static void store_row(const sol_kv *kv, unsigned char *dst, const float *src, in
     }
     uint16_t *h = (uint16_t *)dst;
     for (int i = 0; i < count; i++)
-        h[i] = cpu_fp32_to_fp16(src[i]);
+        h[i] = sol_f32_to_f16(src[i]);
 }
 
 int cpu_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k, const float *v,
@@ -161,7 +161,7 @@ static float lc_dot_f16(const float *x, const float *y, int n) {
 
 static float lc_load(const unsigned char *row, int i, int f16) {
     if (!f16) return ((const float *)row)[i];
-    return cpu_fp16_to_fp32(((const uint16_t *)row)[i]);
+    return sol_f16_to_f32(((const uint16_t *)row)[i]);
 }
 
 static void attend_one_llamacpp(const attn_job *j, int t, int h, const unsigned char *kp,
@@ -180,7 +180,7 @@ static void attend_one_llamacpp(const attn_job *j, int t, int h, const unsigned 
         return;
     }
     for (int i = 0; i < hd; i++)
-        q[i] = cpu_fp16_to_fp32(cpu_fp32_to_fp16(q0[i]));
+        q[i] = sol_f16_to_f32(sol_f32_to_f16(q0[i]));
     float m = -INFINITY;
     for (int p = 0; p < n64; p++) {
         sc[p] = -INFINITY;
@@ -201,7 +201,7 @@ static void attend_one_llamacpp(const attn_job *j, int t, int h, const unsigned 
     }
     float inv = (float)(1.0 / sum);
     for (int p = 0; p < n64; p++)
-        pr[p] = p < n16 ? cpu_fp16_to_fp32(cpu_fp32_to_fp16(pr[p] * inv)) : 0.0f;
+        pr[p] = p < n16 ? sol_f16_to_f32(sol_f32_to_f16(pr[p] * inv)) : 0.0f;
     float *vcol = sc; /* reuse: one V column over the positions */
     for (int d = 0; d < hd; d++) {
         for (int p = 0; p < n64; p++) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "half.h"
 #include "cpu_features.h"
 #include "threadpool.h"
 
@@ -91,8 +92,8 @@ static inline void cpu_q4k_scales(const uint8_t *scales, uint8_t sc[8], uint8_t 
                     if (q5_1) memcpy(&mh, blk + 2, 2);                                             \
                     const uint8_t *qh = blk + (q5_1 ? 4 : 2);                                      \
                     int32_t dot = DOT(qh + 4, qh, xq + b * 32) - (q5_1 ? 0 : 16 * xs[b]);          \
-                    acc += (float)dot * (cpu_fp16_to_fp32(dh) * xd[b]);                            \
-                    if (q5_1) acc += cpu_fp16_to_fp32(mh) * xd[b] * (float)xs[b];                  \
+                    acc += (float)dot * (sol_f16_to_f32(dh) * xd[b]);                              \
+                    if (q5_1) acc += sol_f16_to_f32(mh) * xd[b] * (float)xs[b];                    \
                 }                                                                                  \
                 a->y[(size_t)t * M + r] = acc;                                                     \
             }                                                                                      \
@@ -316,49 +317,5 @@ int cpu_kv_copy_blocks(sol_backend *be, sol_kv *kv, const int32_t *src, const in
 int cpu_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out, int n,
                         int heads, int kv_heads, int head_dim, float scale, int window,
                         const sol_attn_seq *per_token);
-
-/* Exact fp16 <-> fp32 (round to nearest even), inline for hot loops on every ISA path. */
-static inline float cpu_fp16_to_fp32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-    uint32_t exp = (h >> 10) & 0x1F, man = h & 0x3FF, bits;
-    if (exp == 0x1F) {
-        bits = sign | 0x7F800000u | (man << 13);
-    } else if (exp != 0) {
-        bits = sign | ((exp + 112) << 23) | (man << 13);
-    } else if (man == 0) {
-        bits = sign;
-    } else { /* subnormal: value = man * 2^-24 */
-        float f = (float)man * (1.0f / 16777216.0f);
-        memcpy(&bits, &f, 4);
-        bits |= sign;
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static inline uint16_t cpu_fp32_to_fp16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000;
-    uint32_t ax = x & 0x7FFFFFFF;
-    if (ax >= 0x7F800000u) return (uint16_t)(sign | 0x7C00 | (ax > 0x7F800000u ? 0x200 : 0));
-    if (ax >= 0x477FF000u) return (uint16_t)(sign | 0x7C00); /* rounds to >= 65520: inf */
-    if (ax < 0x38800000u) { /* below the smallest normal: round at 2^-24 granularity */
-        float a;
-        memcpy(&a, &ax, 4);
-        float r = a * 16777216.0f; /* exact scaling; rint rounds to nearest even */
-        return (uint16_t)(sign | (uint32_t)__builtin_rintf(r));
-    }
-    uint32_t r = ax + 0xFFF + ((ax >> 13) & 1) - 0x38000000u;
-    return (uint16_t)(sign | (r >> 13));
-}
-
-static inline float cpu_bf16_to_fp32(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
 
 #endif

@@ -43,8 +43,8 @@ INL __m512 load16(sol_dtype t, const void *row, int64_t k) {
 }
 
 INL float load1(sol_dtype t, const void *row, int64_t k) {
-    if (t == SOL_DT_F16) return cpu_fp16_to_fp32(((const uint16_t *)row)[k]);
-    if (t == SOL_DT_BF16) return cpu_bf16_to_fp32(((const uint16_t *)row)[k]);
+    if (t == SOL_DT_F16) return sol_f16_to_f32(((const uint16_t *)row)[k]);
+    if (t == SOL_DT_BF16) return sol_bf16_to_f32(((const uint16_t *)row)[k]);
     return ((const float *)row)[k];
 }
 

@@ -78,7 +78,7 @@ INL float kq45_dot1(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
     __m256i mv = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), mins);
     int32_t isum, msum;
     hsum2_i32(_mm256_add_epi32(p0, p1), mv, &isum, &msum);
-    return cpu_kq_term(dx, cpu_fp16_to_fp32(dh), isum, cpu_fp16_to_fp32(dminh), msum);
+    return cpu_kq_term(dx, sol_f16_to_f32(dh), isum, sol_f16_to_f32(dminh), msum);
 }
 
 /* A Q4_K or Q5_K super-block unpacked: w[j] holds sub-block j's 32 quants, s[j] its scale in
@@ -103,8 +103,8 @@ INL void kq45_unpack(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh
         u->s[j] = _mm256_set1_epi16(sc[j]);
     __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
     u->mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-    u->d = cpu_fp16_to_fp32(dh);
-    u->dmin = cpu_fp16_to_fp32(dminh);
+    u->d = sol_f16_to_f32(dh);
+    u->dmin = sol_f16_to_f32(dminh);
 }
 
 /* One token's share of an unpacked Q4_K/Q5_K super-block: q its 256 Q8_K quants, bs its 16
@@ -156,7 +156,7 @@ INL void kq6_unpack(const sol_block_q6_k *b, kq6_block *u) {
         }
     }
     u->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-    u->d = cpu_fp16_to_fp32(b->d);
+    u->d = sol_f16_to_f32(b->d);
 }
 
 INL float kq6_dot(const kq6_block *u, const int8_t *q, const int16_t *bs, float dx) {
@@ -222,7 +222,7 @@ INL float kq6_dot1(const sol_block_q6_k *b, const int8_t *q, const int16_t *bs, 
     __m256i o = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), sc16);
     int32_t isum, osum;
     hsum2_i32(_mm256_add_epi32(p0, p1), o, &isum, &osum);
-    return cpu_kq_term(dx, cpu_fp16_to_fp32(b->d), isum - 32 * osum, 0.0f, 0);
+    return cpu_kq_term(dx, sol_f16_to_f32(b->d), isum - 32 * osum, 0.0f, 0);
 }
 
 /* One token (decode): each row's super-blocks in order, unpacked on the fly. */

@@ -76,8 +76,8 @@ INL void unpack_q45(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
     }
     __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
     u->side = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-    u->d = _mm512_set1_ps(cpu_fp16_to_fp32(dh));
-    u->dm = _mm512_set1_ps(cpu_fp16_to_fp32(dminh));
+    u->d = _mm512_set1_ps(sol_f16_to_f32(dh));
+    u->dm = _mm512_set1_ps(sol_f16_to_f32(dminh));
 }
 
 /* Q6_K: per half h, ql[64h, 64h+64) holds elements [128h, 128h+64) in its low nibbles and
@@ -108,7 +108,7 @@ INL void unpack_q6(const sol_block_q6_k *b, kq_row *u) {
         }
     }
     u->side = _mm512_castsi512_si256(sv);
-    float d = cpu_fp16_to_fp32(b->d);
+    float d = sol_f16_to_f32(b->d);
     u->d = _mm512_set1_ps(d);
     u->dm = _mm512_set1_ps(32.0f * d); /* exact: a power of two */
 }

@@ -15,9 +15,9 @@ static const char *row_of(const sol_weight *w, int64_t r) {
 static float load_f(sol_dtype t, const void *row, int64_t k) {
     switch (t) {
     case SOL_DT_F16:
-        return cpu_fp16_to_fp32(((const uint16_t *)row)[k]);
+        return sol_f16_to_f32(((const uint16_t *)row)[k]);
     case SOL_DT_BF16:
-        return cpu_bf16_to_fp32(((const uint16_t *)row)[k]);
+        return sol_bf16_to_f32(((const uint16_t *)row)[k]);
     default:
         return ((const float *)row)[k];
     }
@@ -53,7 +53,7 @@ static void mm_q8_0(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch
                 int32_t dot = 0;
                 for (int j = 0; j < 32; j++)
                     dot += wb[b].qs[j] * xq[b * 32 + j];
-                acc += (float)dot * (cpu_fp16_to_fp32(wb[b].d) * xd[b]);
+                acc += (float)dot * (sol_f16_to_f32(wb[b].d) * xd[b]);
             }
             a->y[(size_t)t * M + r] = acc;
         }
@@ -76,7 +76,7 @@ static void mm_q4_0(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch
                 int32_t dot = -8 * xs[b];
                 for (int j = 0; j < 16; j++)
                     dot += (wb[b].qs[j] & 0xF) * xb[j] + (wb[b].qs[j] >> 4) * xb[j + 16];
-                acc += (float)dot * (cpu_fp16_to_fp32(wb[b].d) * xd[b]);
+                acc += (float)dot * (sol_f16_to_f32(wb[b].d) * xd[b]);
             }
             a->y[(size_t)t * M + r] = acc;
         }
@@ -119,17 +119,17 @@ static void mm_kquant(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scrat
                 if (w->type == SOL_DT_Q6_K) {
                     const sol_block_q6_k *k6 = (const sol_block_q6_k *)blk;
                     isum = sol_kq6_sum(k6->ql, k6->qh, k6->scales, qb, bs);
-                    d = cpu_fp16_to_fp32(k6->d);
+                    d = sol_f16_to_f32(k6->d);
                 } else if (w->type == SOL_DT_Q5_K) {
                     const sol_block_q5_k *k5 = (const sol_block_q5_k *)blk;
                     sol_kq45_sums(k5->scales, k5->qs, k5->qh, qb, bs, &isum, &msum);
-                    d = cpu_fp16_to_fp32(k5->d);
-                    dmin = cpu_fp16_to_fp32(k5->dmin);
+                    d = sol_f16_to_f32(k5->d);
+                    dmin = sol_f16_to_f32(k5->dmin);
                 } else {
                     const sol_block_q4_k *k4 = (const sol_block_q4_k *)blk;
                     sol_kq45_sums(k4->scales, k4->qs, NULL, qb, bs, &isum, &msum);
-                    d = cpu_fp16_to_fp32(k4->d);
-                    dmin = cpu_fp16_to_fp32(k4->dmin);
+                    d = sol_f16_to_f32(k4->d);
+                    dmin = sol_f16_to_f32(k4->dmin);
                 }
                 acc += cpu_kq_term(kd[b], d, isum, dmin, msum);
             }
@@ -203,7 +203,7 @@ typedef struct lc_acc {
 static void lc_q6_block(const sol_block_q6_k *k6, const int8_t *q, const int16_t *bs, float dx,
                         lc_acc *a) {
     int32_t lane[8];
-    float d = dx * cpu_fp16_to_fp32(k6->d);
+    float d = dx * sol_f16_to_f32(k6->d);
     lc_q6_lanes(k6, q, bs, lane);
     for (int L = 0; L < 8; L++)
         a->lane[L] = fmaf(d, (float)lane[L], a->lane[L]);
@@ -236,8 +236,7 @@ static void lc_q45_block(const sol_weight *w, const uint8_t *blk, const int8_t *
     int q5 = w->type == SOL_DT_Q5_K;
     const sol_block_q5_k *k5 = (const sol_block_q5_k *)blk;
     const sol_block_q4_k *k4 = (const sol_block_q4_k *)blk;
-    float dh = cpu_fp16_to_fp32(q5 ? k5->d : k4->d),
-          mh = cpu_fp16_to_fp32(q5 ? k5->dmin : k4->dmin);
+    float dh = sol_f16_to_f32(q5 ? k5->d : k4->d), mh = sol_f16_to_f32(q5 ? k5->dmin : k4->dmin);
     uint8_t sc[8], mn[8];
     cpu_q4k_scales(q5 ? k5->scales : k4->scales, sc, mn);
     int32_t msum[4], lane[4][8];
@@ -319,7 +318,7 @@ static float attn_dot(const float *q, const void *k, int hd, int f16) {
     float acc = 0.0f;
     if (f16) {
         for (int i = 0; i < hd; i++)
-            acc += q[i] * cpu_fp16_to_fp32(((const uint16_t *)k)[i]);
+            acc += q[i] * sol_f16_to_f32(((const uint16_t *)k)[i]);
     } else {
         for (int i = 0; i < hd; i++)
             acc += q[i] * ((const float *)k)[i];
@@ -330,7 +329,7 @@ static float attn_dot(const float *q, const void *k, int hd, int f16) {
 static void attn_axpy(float *acc, float a, const void *v, int hd, int f16) {
     if (f16) {
         for (int i = 0; i < hd; i++)
-            acc[i] += a * cpu_fp16_to_fp32(((const uint16_t *)v)[i]);
+            acc[i] += a * sol_f16_to_f32(((const uint16_t *)v)[i]);
     } else {
         for (int i = 0; i < hd; i++)
             acc[i] += a * ((const float *)v)[i];

@@ -104,7 +104,7 @@ static void quantize_x(const float *x, int64_t K, int8_t *q, float *d, int32_t *
             q[b * 32 + j] = (int8_t)v;
             sum += v;
         }
-        d[b] = cpu_fp16_to_fp32(cpu_fp32_to_fp16(dd));
+        d[b] = sol_f16_to_f32(sol_f32_to_f16(dd));
         s[b] = sum;
     }
 }

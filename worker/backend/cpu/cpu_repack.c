@@ -95,7 +95,7 @@ static const x8_format k_q8x8 = {CPU_Q8X8_BLOCK, 128, lane_q8};
 static float lane_scale(const unsigned char *blk, int lane) {
     uint16_t dh;
     memcpy(&dh, blk + 2 * lane, 2);
-    return cpu_fp16_to_fp32(dh);
+    return sol_f16_to_f32(dh);
 }
 
 static void dequant_row(const x8_format *f, const sol_weight *w, int64_t r, float *dst) {

@@ -1,52 +1,10 @@
-/* half_bits: F16/BF16 <-> F32 by bit manipulation, the same on the GPU and the host (the
- * emulation has no cuda_fp16.h arithmetic to lean on), rounding to nearest even like the CPU
- * backend's conversions, so both backends see the same values. */
+/* half_bits: the kernels' F16/BF16 <-> F32 conversions, which are common/half.h's: the same bits
+ * on the GPU, in the emulation and in the CPU backend. */
 #ifndef SOL_CUDA_HALF_BITS_CUH
 #define SOL_CUDA_HALF_BITS_CUH
 
-#include <stdint.h>
-#include <string.h>
-
 #include "sol_cuda_kernel.h"
 
-__host__ __device__ __forceinline__ float sol_bits_f32(uint32_t b) {
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-}
-
-__host__ __device__ __forceinline__ uint32_t sol_f32_bits(float f) {
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    return b;
-}
-
-__host__ __device__ __forceinline__ float sol_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, man = h & 0x3FF;
-    if (exp == 0x1F) return sol_bits_f32(sign | 0x7F800000u | (man << 13));
-    if (exp != 0) return sol_bits_f32(sign | ((exp + 112) << 23) | (man << 13));
-    if (man == 0) return sol_bits_f32(sign);
-    return sol_bits_f32(sign | sol_f32_bits((float)man * (1.0f / 16777216.0f)));
-}
-
-__host__ __device__ __forceinline__ uint16_t sol_f32_to_f16(float f) {
-    uint32_t x = sol_f32_bits(f), sign = (x >> 16) & 0x8000, ax = x & 0x7FFFFFFF;
-    if (ax >= 0x7F800000u) return (uint16_t)(sign | 0x7C00 | (ax > 0x7F800000u ? 0x200 : 0));
-    if (ax >= 0x477FF000u) return (uint16_t)(sign | 0x7C00);
-    if (ax < 0x38800000u) return (uint16_t)(sign | (uint32_t)rintf(sol_bits_f32(ax) * 16777216.0f));
-    uint32_t r = ax + 0xFFF + ((ax >> 13) & 1) - 0x38000000u;
-    return (uint16_t)(sign | (r >> 13));
-}
-
-__host__ __device__ __forceinline__ float sol_bf16_to_f32(uint16_t h) {
-    return sol_bits_f32((uint32_t)h << 16);
-}
-
-/* Nearest even; a NaN stays a (quiet) NaN rather than rounding into infinity. */
-__host__ __device__ __forceinline__ uint16_t sol_f32_to_bf16(float f) {
-    uint32_t x = sol_f32_bits(f);
-    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40);
-    return (uint16_t)((x + 0x7FFFu + ((x >> 16) & 1)) >> 16);
-}
+#include "half.h"
 
 #endif
