@@ -42,6 +42,7 @@ static void usage(FILE *f) {
           "      --seed N            sampling seed (default 1)\n"
           "  -t, --threads N         CPU threads (default: all cores)\n"
           "      --backend NAME      compute backend: cpu (default), cpu:scalar|avx2|avx512,\n"
+          "                          cpu:llamacpp (llama.cpp's float order; + joins an ISA),\n"
           "                          cuda, cuda:DEVICE, cuda-emu\n"
           "      --enforce-eager     cuda: never replay decode steps as CUDA graphs\n"
           "      --tensor-parallel-size N  shard the model over N ranks (1..8), one thread\n"

@@ -400,10 +400,24 @@ static void test_q4_0_repack(void **state) {
 static void test_q8_0_repack(void **state) {
     (void)state;
     check_repack(SOL_DT_Q8_0);
-    /* The llama.cpp reference mode keeps Q8_0 rows (and their llama.cpp summation order). */
-    setenv("SOL_CPU_ATTN", "llamacpp", 1);
-    sol_backend *be = cpu_best(1);
-    unsetenv("SOL_CPU_ATTN");
+    /* The llama.cpp reference mode keeps Q8_0 rows (and their llama.cpp summation order); chosen
+     * as the backend variant cpu:llamacpp, or by SOL_CPU_ATTN, its alias. */
+    for (int alias = 0; alias < 2; alias++) {
+        if (alias) setenv("SOL_CPU_ATTN", "llamacpp", 1);
+        sol_backend *be = alias ? cpu_best(1) : backend_for("cpu:llamacpp", 1);
+        unsetenv("SOL_CPU_ATTN");
+        test_weight q8 = make_weight(SOL_DT_Q8_0, 16, 64);
+        assert_int_equal(sol_weight_prepare(be, &q8.w), 0);
+        assert_int_equal(q8.w.layout, 0);
+        free_weight(&q8);
+        sol_backend_free(be);
+    }
+    sol_err e = {0};
+    assert_null(sol_backend_new("cpu:avx2+exact+llamacpp", NULL, &e));
+    assert_non_null(strstr(e.msg, "a mode (exact, llamacpp) given twice"));
+    assert_null(sol_backend_new("cpu:fast", NULL, &e));
+    assert_non_null(strstr(e.msg, "'fast' is neither a kernel ISA"));
+    sol_backend *be = backend_for("cpu:scalar+llamacpp", 1);
     test_weight q8 = make_weight(SOL_DT_Q8_0, 16, 64), q4 = make_weight(SOL_DT_Q4_0, 16, 64);
     assert_int_equal(sol_weight_prepare(be, &q8.w), 0);
     assert_int_equal(sol_weight_prepare(be, &q4.w), 0);
@@ -447,9 +461,7 @@ static void test_kquant_paths_agree(void **state) {
  * double reference, like every other kernel. */
 static void test_kquant_llamacpp_order(void **state) {
     (void)state;
-    setenv("SOL_CPU_ATTN", "llamacpp", 1);
-    sol_backend *be = backend_for("cpu:scalar", 2);
-    unsetenv("SOL_CPU_ATTN");
+    sol_backend *be = backend_for("cpu:scalar+llamacpp", 2);
     const sol_dtype types[] = {SOL_DT_Q4_K, SOL_DT_Q5_K, SOL_DT_Q6_K};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         check_matmul(be, types[ti], 16, 512, 5, 1); /* rows % 8 == 0: Q4_K repacked order */
@@ -835,7 +847,8 @@ static void test_registry(void **state) {
     assert_int_equal(e.code, -EINVAL);
     assert_non_null(strstr(e.msg, "unknown backend 'tpu': this build has cpu, cuda"));
     assert_null(try_new("cpu:neon", &e));
-    assert_non_null(strstr(e.msg, "backend cpu:neon: cpu:neon: expected scalar, avx2 or avx512"));
+    assert_non_null(strstr(e.msg, "backend cpu:neon: cpu:neon: 'neon' is neither a kernel ISA "
+                                  "(scalar, avx2, avx512) nor a mode"));
     setenv("SOL_CPU_ISA", "neon", 1);
     assert_null(try_new("cpu", &e));
     assert_non_null(strstr(e.msg, "SOL_CPU_ISA=neon: expected scalar, avx2 or avx512"));

@@ -335,6 +335,50 @@ int sol_backend_cpu_variants(char out[][SOL_BACKEND_VARIANT_MAX], int cap) {
     return n;
 }
 
+/* The reference modes (docs/backend.md): exact (F32 attention, the default) or llamacpp
+ * (llama.cpp's float order and F16 rounding, for comparisons with it). */
+static const char *const k_modes[] = {"exact", "llamacpp"};
+
+static int mode_of(const char *name) {
+    for (int i = 0; i < 2; i++)
+        if (!strcmp(name, k_modes[i])) return i;
+    return -1;
+}
+
+/* "cpu:" variants: a kernel ISA (scalar, avx2, avx512), a reference mode (exact, llamacpp), or
+ * both joined by '+' ("avx2+llamacpp"). What the spec leaves out comes from SOL_CPU_ISA and
+ * SOL_CPU_ATTN (the mode's older spelling, kept as an alias), else the best ISA and exact. */
+static int parse_variant(const char *variant, sol_cpu_isa *isa, int *llamacpp, sol_err *err) {
+    char buf[64], *isa_part = NULL;
+    int mode = -1;
+    if (snprintf(buf, sizeof buf, "%s", variant ? variant : "") >= (int)sizeof buf)
+        return sol_err_set(err, -EINVAL, "cpu:%s: too long", variant);
+    for (char *save = NULL, *p = strtok_r(buf, "+", &save); p; p = strtok_r(NULL, "+", &save)) {
+        int m = mode_of(p);
+        if (m >= 0 ? mode >= 0 : isa_part != NULL)
+            return sol_err_set(err, -EINVAL, "cpu:%s: %s given twice", variant,
+                               m >= 0 ? "a mode (exact, llamacpp)" : "an ISA");
+        if (m >= 0)
+            mode = m;
+        else
+            isa_part = p;
+    }
+    int rc = sol_cpu_isa_select(isa_part, isa, err);
+    if (rc == -EINVAL && isa_part)
+        return sol_err_set(err, -EINVAL,
+                           "cpu:%s: '%s' is neither a kernel ISA (scalar, avx2, avx512) nor a "
+                           "mode (exact, llamacpp)",
+                           variant, isa_part);
+    if (rc) return rc;
+    if (mode < 0) {
+        const char *env = getenv("SOL_CPU_ATTN");
+        if (env && (mode = mode_of(env)) < 0)
+            return sol_err_set(err, -EINVAL, "SOL_CPU_ATTN=%s: expected exact or llamacpp", env);
+    }
+    *llamacpp = mode == 1;
+    return 0;
+}
+
 sol_backend *sol_backend_cpu_create(const char *variant, const sol_backend_opts *o, sol_err *err) {
     int n_threads = o ? o->threads : 0;
     if (n_threads < 0) {
@@ -347,13 +391,8 @@ sol_backend *sol_backend_cpu_create(const char *variant, const sol_backend_opts 
         n_threads = c > 0 ? (int)c : 1;
     }
     sol_cpu_isa isa;
-    if (sol_cpu_isa_select(variant, &isa, err)) return NULL;
-    /* Reference mode for llama.cpp comparisons (docs/backend.md); read once, like SOL_CPU_ISA. */
-    const char *attn_env = getenv("SOL_CPU_ATTN");
-    if (attn_env && strcmp(attn_env, "exact") != 0 && strcmp(attn_env, "llamacpp") != 0) {
-        sol_err_set(err, -EINVAL, "SOL_CPU_ATTN=%s: expected exact or llamacpp", attn_env);
-        return NULL;
-    }
+    int llamacpp = 0;
+    if (parse_variant(variant, &isa, &llamacpp, err)) return NULL;
     cpu_backend *cb = calloc(1, sizeof(*cb));
     if (!cb) {
         sol_err_set(err, -ENOMEM, "cpu backend: out of memory");
@@ -362,7 +401,7 @@ sol_backend *sol_backend_cpu_create(const char *variant, const sol_backend_opts 
     cb->base.ops = &cpu_ops;
     cb->n_threads = n_threads;
     cb->isa = isa;
-    cb->attn_llamacpp = attn_env && strcmp(attn_env, "llamacpp") == 0;
+    cb->attn_llamacpp = llamacpp;
     cb->attn = isa == SOL_ISA_AVX512 ? &cpu_attn_avx512
                : isa == SOL_ISA_AVX2 ? &cpu_attn_avx2
                                      : &cpu_attn_scalar;

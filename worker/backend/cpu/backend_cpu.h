@@ -9,7 +9,8 @@
 int sol_backend_cpu_variants(char out[][SOL_BACKEND_VARIANT_MAX], int cap);
 
 /* variant: an ISA name, or NULL/"" for SOL_CPU_ISA or the best path. o->threads 0 = all cores.
- * Reference mode env SOL_CPU_ATTN=exact|llamacpp is read here (docs/backend.md). */
+ * Variants: "cpu:ISA", "cpu:MODE" or "cpu:ISA+MODE" (ISA scalar|avx2|avx512, MODE
+ * exact|llamacpp); SOL_CPU_ISA and SOL_CPU_ATTN fill what the spec leaves out (docs/backend.md). */
 sol_backend *sol_backend_cpu_create(const char *variant, const sol_backend_opts *o, sol_err *err);
 
 #endif
