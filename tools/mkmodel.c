@@ -605,9 +605,11 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
         return sol_err_set(e, -EINVAL,
                            "--arch and --head-dim do not apply to --draft-of (the draft takes the "
                            "target's architecture and head size)");
-    if (!(m->arch = model_arch_find(arch)) || !strcmp(arch, "mistral"))
-        return sol_err_set(e, -EINVAL, "--arch: expected llama, qwen2, qwen3 or gemma3, found '%s'",
-                           arch);
+    if (!(m->arch = model_arch_find(arch)) || !strcmp(arch, "mistral")) {
+        char names[128]; /* mistral's files are llama's with another name: write llama */
+        model_arch_names(names, sizeof names, "mistral");
+        return sol_err_set(e, -EINVAL, "--arch: expected one of %s, found '%s'", names, arch);
+    }
     if (gemma_opt && !(m->arch->flags & ARCH_SWA))
         return sol_err_set(e, -EINVAL,
                            "--sliding-window, --swa-pattern and --softcap apply to --arch gemma3 "

@@ -237,8 +237,8 @@ int sol_backend_registry(const sol_backend_entry **out);
  * unsupported variant, no device and the driver's error). Caller owns the result. */
 sol_backend *sol_backend_new(const char *spec, const sol_backend_opts *opts, sol_err *err);
 
-/* "cpu, cuda": the registered names, for messages. */
-const char *sol_backend_names(void);
+/* "cpu, cuda, cuda-emu": the registry's names in its order, for messages (into out, cap bytes). */
+void sol_backend_names(char *out, size_t cap);
 
 /* Frees the backend, its scratch and every KV cache it still holds. NULL is a no-op. */
 void sol_backend_free(sol_backend *be);

@@ -24,8 +24,11 @@ int sol_backend_registry(const sol_backend_entry **out) {
     return (int)(sizeof k_backends / sizeof k_backends[0]);
 }
 
-const char *sol_backend_names(void) {
-    return "cpu, cuda, cuda-emu";
+void sol_backend_names(char *out, size_t cap) {
+    size_t at = 0;
+    if (cap) out[0] = 0;
+    for (size_t i = 0; i < sizeof k_backends / sizeof k_backends[0] && at < cap; i++)
+        at += (size_t)snprintf(out + at, cap - at, "%s%s", i ? ", " : "", k_backends[i].name);
 }
 
 sol_backend *sol_backend_new(const char *spec, const sol_backend_opts *opts, sol_err *err) {
@@ -41,7 +44,9 @@ sol_backend *sol_backend_new(const char *spec, const sol_backend_opts *opts, sol
         if (!be) sol_err_wrap(err, "backend %s: ", spec);
         return be;
     }
-    sol_err_set(err, -EINVAL, "unknown backend '%s': this build has %s", spec, sol_backend_names());
+    char names[128];
+    sol_backend_names(names, sizeof names);
+    sol_err_set(err, -EINVAL, "unknown backend '%s': this build has %s", spec, names);
     return NULL;
 }
 

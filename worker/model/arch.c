@@ -7,6 +7,7 @@
  * Gemma's (1 + w) already folded in by the converter, so they are used as stored. */
 #include "arch.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const model_arch k_archs[] = {
@@ -26,6 +27,17 @@ const model_arch *model_arch_find(const char *name) {
     return NULL;
 }
 
-const char *model_arch_names(void) {
-    return "llama, mistral, qwen2, qwen3, gemma3";
+const model_arch *model_arch_at(int i) {
+    return i >= 0 && (size_t)i < sizeof k_archs / sizeof k_archs[0] ? &k_archs[i] : NULL;
+}
+
+void model_arch_names(char *out, size_t cap, const char *except) {
+    size_t at = 0;
+    if (cap) out[0] = 0;
+    int k = 0;
+    for (int i = 0; model_arch_at(i) && at < cap; i++) {
+        const char *name = model_arch_at(i)->name;
+        if (except && !strcmp(name, except)) continue;
+        at += (size_t)snprintf(out + at, cap - at, "%s%s", k++ ? ", " : "", name);
+    }
 }

@@ -3,6 +3,8 @@
 #ifndef SOL_ARCH_H
 #define SOL_ARCH_H
 
+#include <stddef.h>
+
 enum {
     ARCH_QKV_BIAS = 1u << 0,   /* blk.N.attn_{q,k,v}.bias added after the projections (qwen2) */
     ARCH_QK_NORM = 1u << 1,    /* blk.N.attn_{q,k}_norm.weight: per-head RMSNorm before RoPE */
@@ -29,7 +31,10 @@ typedef struct model_arch {
 /* The description for general.architecture = name, or NULL when it is not supported. */
 const model_arch *model_arch_find(const char *name);
 
-/* "llama, mistral, qwen2, qwen3, gemma3": every supported name, for error messages and --help. */
-const char *model_arch_names(void);
+/* The i-th supported architecture (0..), NULL past the last. */
+const model_arch *model_arch_at(int i);
+/* "llama, mistral, qwen2, qwen3, gemma3": the table's names in order (but `except`, when not
+ * NULL), for error messages and --help, into out (cap bytes). */
+void model_arch_names(char *out, size_t cap, const char *except);
 
 #endif

@@ -158,11 +158,13 @@ static int load_hparams(model *m, sol_err *err) {
                            gguf_path(g));
     if (rc) return rc;
     model_hparams *hp = &m->hp;
+    char names[128];
+    model_arch_names(names, sizeof names, NULL);
     if (!(hp->arch = model_arch_find(arch)))
         return sol_err_set(err, -ENOTSUP,
                            "%s: key general.architecture: \"%s\" is not supported (expected one "
                            "of %s)",
-                           gguf_path(g), arch, model_arch_names());
+                           gguf_path(g), arch, names);
     if ((rc = get_u32_req(g, arch, "embedding_length", &hp->dim, err)) ||
         (rc = get_u32_req(g, arch, "block_count", &hp->n_layers, err)) ||
         (rc = get_u32_req(g, arch, "attention.head_count", &hp->n_heads, err)) ||
