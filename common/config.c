@@ -71,6 +71,7 @@ static const cfg_key k_keys[] = {
     KEY(worker.model, T_NSTR, .flags = F_NONEMPTY),
     KEY(worker.id, T_STR, .check = CHK_ID),
     KEY(worker.backend, T_ENUM, .names = k_backends),
+    KEY(worker.backend_variant, T_NSTR, .flags = F_NONEMPTY),
     KINT(worker.threads, 0, 1024),
     KINT(worker.device, 0, 63),
     KEY(worker.batch_invariant, T_BOOL),
@@ -475,6 +476,10 @@ static int validate_worker(const sol_config *cfg, sol_err *err) {
                      "%d with worker.tensor_parallel %d needs emulated devices up to %d; the "
                      "emulation has 0..7",
                      w->device, w->tensor_parallel, w->device + w->tensor_parallel - 1);
+    if (w->backend_variant && w->backend != SOL_BACKEND_CPU)
+        return vfail(cfg, err, "worker.backend_variant",
+                     "\"%s\" applies to backend cpu (an ISA and/or the llamacpp mode), found %s",
+                     w->backend_variant, sol_backend_kind_name(w->backend));
     if (w->device > 0 && w->backend != SOL_BACKEND_CUDA && w->backend != SOL_BACKEND_CUDA_EMU)
         return vfail(cfg, err, "worker.device", "%d applies to backend cuda, found %s", w->device,
                      sol_backend_kind_name(w->backend));

@@ -96,6 +96,7 @@ typedef struct sol_worker_config {
     char *model; /* GGUF path; NULL allowed only with backend sim */
     char *id;    /* "": derived from host name and pid */
     sol_backend_kind backend;
+    char *backend_variant; /* cpu: an ISA and/or mode ("llamacpp", "avx2+llamacpp"); NULL = none */
     int threads;           /* 0: all cores */
     int device;            /* cuda: the GPU index */
     bool batch_invariant;  /* cuda: GEMV kernels for prefill too (cpu: always) */

@@ -133,9 +133,12 @@ static int make_backend(const sol_worker_config *w, sol_backend **out, sol_err *
                           .device = w->device,
                           .batch_invariant = w->batch_invariant,
                           .enforce_eager = w->enforce_eager};
-    *out = sol_backend_new(sol_backend_kind_name(w->backend), &o, e);
+    char spec[96]; /* "cpu:VARIANT" with worker.backend_variant (validated: cpu only) */
+    snprintf(spec, sizeof spec, "%s%s%s", sol_backend_kind_name(w->backend),
+             w->backend_variant ? ":" : "", w->backend_variant ? w->backend_variant : "");
+    *out = sol_backend_new(spec, &o, e);
     if (*out) return 0;
-    sol_err_wrap(e, "worker.backend: ");
+    sol_err_wrap(e, w->backend_variant ? "worker.backend_variant: " : "worker.backend: ");
     return e->code ? e->code : -EINVAL;
 }
 

@@ -2,7 +2,8 @@
 # Promise: tools choose their compute backend by name through the registry: sol-generate runs on
 # a named CPU path (cpu:scalar gives the same greedy ids as the default on this tiny model, where
 # the paths agree), and unknown names, unknown variants and an unusable cuda are refused with the
-# reason and a non-zero exit, never a crash.
+# reason and a non-zero exit, never a crash. The llama.cpp reference mode is the variant
+# cpu:llamacpp, for tools and (worker.backend_variant) for workers.
 set -euo pipefail
 B=${SOL_BUILD:?}
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -24,7 +25,28 @@ expect_refusal() { # pattern, backend spec
   grep -Eq "$1" <<<"$out" || fail "--backend $2: unclear message: $out"
 }
 expect_refusal "unknown backend 'tpu': this build has cpu, cuda" tpu
-expect_refusal "backend cpu:neon: cpu:neon: expected scalar, avx2 or avx512" cpu:neon
+expect_refusal "backend cpu:neon: cpu:neon: 'neon' is neither a kernel ISA \(scalar, avx2, avx512\) nor a mode" cpu:neon
+expect_refusal "cpu:avx2\+exact\+llamacpp: a mode \(exact, llamacpp\) given twice" cpu:avx2+exact+llamacpp
+# the llama.cpp reference mode is a variant of the cpu backend; a worker takes it from
+# worker.backend_variant (cpu only)
+[ "$(gen --backend cpu:llamacpp | wc -l)" -eq 12 ] || fail "cpu:llamacpp gave no 12 ids"
+set +e
+out=$("$B/worker/sol-worker" --backend sim --pool p --router tcp://127.0.0.1:1 \
+  --set worker.backend_variant=llamacpp --print-config 2>&1)
+rc=$?
+set -e
+[ $rc = 2 ] && grep -q 'worker.backend_variant.*"llamacpp" applies to backend cpu' <<<"$out" ||
+  fail "a variant for backend sim: rc $rc, $out"
+out=$("$B/worker/sol-worker" --backend cpu --model "$work/t.gguf" --pool p --router tcp://127.0.0.1:1 \
+  --set worker.backend_variant=scalar+llamacpp --print-config 2>&1)
+grep -q 'backend_variant: "scalar+llamacpp"' <<<"$out" || fail "--print-config lacks the variant: $out"
+set +e
+out=$(timeout 20 "$B/worker/sol-worker" --backend cpu --model "$work/t.gguf" --pool p \
+  --router tcp://127.0.0.1:1 --set worker.backend_variant=bogus 2>&1)
+rc=$?
+set -e
+[ $rc = 2 ] && grep -q "worker.backend_variant: backend cpu:bogus: .*'bogus' is neither" <<<"$out" ||
+  fail "a bad variant: rc $rc, $out"
 expect_refusal "backend cuda: (no NVIDIA driver|no CUDA device|this build has no CUDA backend|the CUDA runtime)" cuda
 # a test-only fault that does not parse is refused, never ignored
 set +e
