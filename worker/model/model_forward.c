@@ -17,7 +17,7 @@ enum { MODEL_GRAPH_MAX_TOKENS = 256 };
 
 /* q, k and v of the batch: the attention norm, the projections with the architecture's biases
  * (one dispatch: x normalized and quantized once, biases in the store), then per-head norms. */
-static int qkv(model *m, const layer_weights *L, int n) {
+static int qkv(model_rank *m, const layer_weights *L, int n) {
     const model_hparams *hp = &m->hp;
     const model_shard *sh = &m->sh;
     model_scratch *s = &m->s;
@@ -36,12 +36,12 @@ static int qkv(model *m, const layer_weights *L, int n) {
 }
 
 /* A sharded rank's partial sums of attn_output / ffn_down become the whole on every rank. */
-static int allreduce(model *m, float *x, int64_t n) {
+static int allreduce(model_rank *m, float *x, int64_t n) {
     return m->sh.n > 1 ? sol_allreduce(m->be, m->sh.comm, m->sh.rank, x, n) : 0;
 }
 
 /* x += post_norm(xb2) (ARCH_POST_NORMS), else x += xb2: a block's output joins the stream. */
-static int residual(model *m, const float *post_norm, int n) {
+static int residual(model_rank *m, const float *post_norm, int n) {
     const model_hparams *hp = &m->hp;
     model_scratch *s = &m->s;
     int rc;
@@ -53,8 +53,8 @@ static int residual(model *m, const float *post_norm, int n) {
 /* x += W in (n rows): a block's output projection joining the residual stream. With one rank and
  * no post-norm the add happens in the matmul's epilogue (sol_matmul_add; the same bits), else
  * into xb2, all-reduced across ranks, post-normed, then added. */
-static int project_residual(model *m, const sol_weight *w, const float *in, const float *post_norm,
-                            int n) {
+static int project_residual(model_rank *m, const sol_weight *w, const float *in,
+                            const float *post_norm, int n) {
     model_scratch *s = &m->s;
     int rc;
     if (m->sh.n == 1 && !post_norm) return sol_matmul_add(m->be, w, in, s->x, s->xb2, n);
@@ -65,7 +65,7 @@ static int project_residual(model *m, const sol_weight *w, const float *in, cons
 }
 
 /* Attention block of layer l: x += Wo · attn(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x)). */
-static int attention(model *m, sol_kv *kv, int l, const model_batch *b) {
+static int attention(model_rank *m, sol_kv *kv, int l, const model_batch *b) {
     const model_hparams *hp = &m->hp;
     const model_shard *sh = &m->sh;
     const layer_weights *L = &m->layers[l];
@@ -94,7 +94,7 @@ static int attention(model *m, sol_kv *kv, int l, const model_batch *b) {
  * the norm with the gate/up projections (x normalized and quantized once), and, with one rank
  * and no post-norm, the gated product made where the down projection reads it, the residual
  * added in its store. */
-static int feed_forward(model *m, int l, int n) {
+static int feed_forward(model_rank *m, int l, int n) {
     const model_hparams *hp = &m->hp;
     const layer_weights *L = &m->layers[l];
     model_scratch *s = &m->s;
@@ -113,7 +113,7 @@ static int feed_forward(model *m, int l, int n) {
     return project_residual(m, &L->w_down, s->hb, L->ffn_post_norm, n);
 }
 
-static int check_batch(const model *m, const model_batch *b, sol_err *err) {
+int rank_check_batch(const model_rank *m, const model_batch *b, sol_err *err) {
     if (b->n < 1 || !b->tokens || !b->pos || !b->slots || !b->attn)
         return sol_err_set(err, -EINVAL, "model_forward: empty or incomplete batch");
     if (b->n_logits < 0 || b->n_logits > b->n || (b->n_logits && !b->logit_rows))
@@ -143,7 +143,7 @@ static int check_batch(const model *m, const model_batch *b, sol_err *err) {
 
 /* Embeddings: the final-normed hidden states of the asked rows, into xb (free after the last
  * layer; n_hidden <= n rows fit). Downloaded once the step is synchronized. */
-static int hidden_states(model *m, const model_batch *b) {
+static int hidden_states(model_rank *m, const model_batch *b) {
     sol_backend *be = m->be;
     model_scratch *s = &m->s;
     int rc = sol_get_rows(be, s->x, m->hp.dim, b->hidden_rows, b->n_hidden, b->n, s->xb);
@@ -153,7 +153,7 @@ static int hidden_states(model *m, const model_batch *b) {
 
 /* This rank's vocabulary columns of the sampling rows, straight into the host rows (the gather
  * of a vocabulary-split head is the download itself). */
-static int head(model *m, const model_batch *b, float *logits) {
+static int head(model_rank *m, const model_batch *b, float *logits) {
     const model_hparams *hp = &m->hp;
     const model_shard *sh = &m->sh;
     model_scratch *s = &m->s;
@@ -184,7 +184,7 @@ static int head(model *m, const model_batch *b, float *logits) {
 }
 
 /* One run of the step; SOL_STEP_RERUN when the backend ran nothing of it (backend.h). */
-static int forward_pass(model *m, sol_kv *kv, const model_batch *b, float *logits) {
+static int forward_pass(model_rank *m, sol_kv *kv, const model_batch *b, float *logits) {
     sol_backend *be = m->be;
     /* Decode and verify steps (every row samples, few rows) may be replayed as a CUDA graph
      * keyed by their size; prefill chunks run eagerly. */
@@ -204,7 +204,7 @@ static int forward_pass(model *m, sol_kv *kv, const model_batch *b, float *logit
     return rc;
 }
 
-int model_forward_rank(model *m, sol_kv *kv, const model_batch *b, float *logits, sol_err *err) {
+int rank_forward(model_rank *m, sol_kv *kv, const model_batch *b, float *logits, sol_err *err) {
     sol_backend *be = m->be;
     int rc = forward_pass(m, kv, b, logits);
     /* A graph step that launched nothing (its launches differed from the cached graph's) is run
@@ -220,12 +220,4 @@ int model_forward_rank(model *m, sol_kv *kv, const model_batch *b, float *logits
         sol_err_set(err, rc, "forward pass: %s", be->err.msg);
     sol_synchronize(be); /* closes a graph capture the step left open */
     return err->code;
-}
-
-int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, sol_err *err) {
-    int rc = check_batch(m, b, err);
-    if (rc) return rc;
-    if ((rc = model_reserve(m, b->n, b->n_logits > 0 ? b->n_logits : 1, err))) return rc;
-    if (m->grp) return tp_forward(m, kv, b, logits, err);
-    return model_forward_rank(m, kv->r[0], b, logits, err);
 }

@@ -1,6 +1,7 @@
-/* model_internal: the model's private structures, shared by its three files: model.c (loading,
- * sharding, scratch, KV), model_forward.c (the forward pass of one rank) and model_tp.c (the
- * tensor-parallel rank group: one thread per rank in lock-step). Nothing outside worker/model
+/* model_internal: the model's private structures. A model (model.c, the public API) is rank 0 and
+ * the group of the other ranks (model_tp.c: one thread per rank in lock-step); a rank
+ * (model_rank.c: loading, sharding, scratch; model_forward.c: its forward pass) knows nothing of
+ * the group, so the calls only go down: model -> group -> rank. Nothing outside worker/model
  * includes it. */
 #ifndef SOL_MODEL_INTERNAL_H
 #define SOL_MODEL_INTERNAL_H
@@ -41,7 +42,10 @@ typedef struct model_shard {
 
 typedef struct model_group model_group; /* model_tp.c */
 
-struct model {
+typedef struct model_rank model_rank;
+
+/* One rank: the whole model when n = 1. */
+struct model_rank {
     gguf_file *gguf;
     sol_backend *be;
     model_hparams hp; /* the whole model's sizes; the shard says what this rank holds */
@@ -54,7 +58,13 @@ struct model {
     model_scratch s;
     void **owned; /* column slices copied out of the file (attn_output, ffn_down) */
     int n_owned;
-    model_group *grp; /* rank 0 of a tensor-parallel group: the other ranks; else NULL */
+};
+
+/* The public model: rank 0 on the caller's thread, and with tensor parallelism the group of the
+ * other ranks. */
+struct model {
+    model_rank *r0;
+    model_group *grp; /* NULL without tensor parallelism */
 };
 
 /* One rank's KV caches: per rank the heads it holds, one block table for all. */
@@ -63,21 +73,25 @@ struct model_kv {
     sol_kv *r[SOL_TP_MAX];
 };
 
-/* model.c: one rank of `n` (rank 0 of 1: the whole model) on `be`, sharing nothing. */
-model *model_load_rank(const char *path, int gguf_flags, sol_backend *be, int rank, int n,
-                       sol_tp_comm *comm, sol_err *err);
-int model_reserve_rank(model *m, int max_tokens, int max_logits, sol_err *err);
+/* model_rank.c: rank `rank` of `n` (rank 0 of 1: the whole model) on `be`, sharing nothing. */
+model_rank *rank_load(const char *path, int gguf_flags, sol_backend *be, int rank, int n,
+                      sol_tp_comm *comm, sol_err *err);
+void rank_free(model_rank *m);
+int rank_reserve(model_rank *m, int max_tokens, int max_logits, sol_err *err);
 
-/* model_forward.c: this rank's forward pass; its logits columns [vocab0, vocab0 + vocab) of
- * each row go to `logits` (n_logits x n_vocab, host). */
-int model_forward_rank(model *m, sol_kv *kv, const model_batch *b, float *logits, sol_err *err);
+/* model_forward.c: a batch the model can run (ids, positions, rows), and this rank's forward
+ * pass; its logits columns [vocab0, vocab0 + vocab) of each row go to `logits` (n_logits x
+ * n_vocab, host). */
+int rank_check_batch(const model_rank *m, const model_batch *b, sol_err *err);
+int rank_forward(model_rank *m, sol_kv *kv, const model_batch *b, float *logits, sol_err *err);
 
-/* model_tp.c: the group behind rank 0 (grp != NULL). */
-model_group *tp_group_new(model *rank0, const char *path, int gguf_flags, const model_tp_config *tp,
+/* model_tp.c: ranks 1..n-1 of a group (each its own backend and thread), stepped with rank 0. */
+model_group *tp_group_new(const char *path, int gguf_flags, const model_tp_config *tp,
                           sol_tp_comm *comm, sol_err *err);
 void tp_group_free(model_group *g);
-model *tp_rank(model_group *g, int r); /* r in 1..n-1 */
-int tp_forward(model *m, model_kv *kv, const model_batch *b, float *logits, sol_err *err);
-int tp_health(const model *m, char *why, size_t cap);
+model_rank *tp_rank(model_group *g, int r); /* r in 1..n-1 */
+int tp_forward(model_group *g, model_rank *r0, model_kv *kv, const model_batch *b, float *logits,
+               sol_err *err);
+int tp_health(const model_group *g, char *why, size_t cap);
 
 #endif

@@ -1,4 +1,4 @@
-/* model_tp: the tensor-parallel rank group behind rank 0's model. Rank 0 runs on the caller's
+/* model_tp: the tensor-parallel rank group behind a model's rank 0. Rank 0 runs on the caller's
  * thread (the engine's), ranks 1..n-1 on a thread each, all in lock-step on one batch: a step is
  * posted, every rank runs its shard's forward pass (meeting at the all-reduces), rank 0 waits for
  * the others. A rank that fails aborts the communicator so the others return at once; a rank
@@ -22,7 +22,7 @@
 typedef struct rank {
     model_group *g;
     int r;
-    model *m;
+    model_rank *m;
     sol_backend *be; /* owned */
     pthread_t thread;
     int started;
@@ -93,7 +93,7 @@ static void *rank_main(void *arg) {
             return NULL;
         }
         sol_err_clear(&k->err);
-        int rc = model_forward_rank(k->m, kv->r[k->r], b, logits, &k->err);
+        int rc = rank_forward(k->m, kv->r[k->r], b, logits, &k->err);
         if (rc) sol_tp_comm_abort(g->comm, k->err.msg);
         pthread_mutex_lock(&g->mu);
         k->rc = rc;
@@ -106,7 +106,7 @@ static void *rank_main(void *arg) {
 
 /* A rank whose device stopped answering (sol_backend_health): the group is broken, as when its
  * thread does not come back. 0, or 1 with g->broken set. Only when no rank is running. */
-static int device_stuck(model_group *g, model *m0) {
+static int device_stuck(model_group *g, model_rank *m0) {
     char why[SOL_ERR_MSG_MAX / 2 - 64];
     for (int r = 0; r < g->n; r++) {
         sol_backend *be = r ? g->ranks[r].be : m0->be;
@@ -154,8 +154,8 @@ static int first_error(model_group *g, int rc0, const sol_err *e0, sol_err *err)
     return rc;
 }
 
-int tp_forward(model *m, model_kv *kv, const model_batch *b, float *logits, sol_err *err) {
-    model_group *g = m->grp;
+int tp_forward(model_group *g, model_rank *m, model_kv *kv, const model_batch *b, float *logits,
+               sol_err *err) {
     if (g->broken[0]) return sol_err_set(err, -EIO, "%s", g->broken);
     pthread_mutex_lock(&g->mu);
     g->kv = kv, g->b = b, g->logits = logits;
@@ -166,7 +166,7 @@ int tp_forward(model *m, model_kv *kv, const model_batch *b, float *logits, sol_
     pthread_cond_broadcast(&g->go);
     pthread_mutex_unlock(&g->mu);
     sol_err e0 = {0};
-    int rc0 = model_forward_rank(m, kv->r[0], b, logits, &e0);
+    int rc0 = rank_forward(m, kv->r[0], b, logits, &e0);
     if (rc0) sol_tp_comm_abort(g->comm, e0.msg);
     int late = wait_ranks(g);
     if (late) {
@@ -182,14 +182,13 @@ int tp_forward(model *m, model_kv *kv, const model_batch *b, float *logits, sol_
     return rc;
 }
 
-int tp_health(const model *m, char *why, size_t cap) {
-    const model_group *g = m->grp;
+int tp_health(const model_group *g, char *why, size_t cap) {
     if (!g->broken[0]) return 0;
     snprintf(why, cap, "%s", g->broken);
     return -ETIMEDOUT;
 }
 
-model *tp_rank(model_group *g, int r) {
+model_rank *tp_rank(model_group *g, int r) {
     return g->ranks[r].m;
 }
 
@@ -202,7 +201,7 @@ static int add_rank(model_group *g, int r, const char *path, int flags, const mo
     o.device += r;
     if (!(k->be = sol_backend_new(tp->backend, &o, err)))
         return sol_err_wrap(err, "tensor-parallel rank %d: ", r);
-    if (!(k->m = model_load_rank(path, flags, k->be, r, g->n, g->comm, err)))
+    if (!(k->m = rank_load(path, flags, k->be, r, g->n, g->comm, err)))
         return sol_err_wrap(err, "tensor-parallel rank %d: ", r);
     if (pthread_create(&k->thread, NULL, rank_main, k) != 0)
         return sol_err_set(err, -EAGAIN, "cannot start the thread of tensor-parallel rank %d", r);
@@ -210,9 +209,8 @@ static int add_rank(model_group *g, int r, const char *path, int flags, const mo
     return 0;
 }
 
-model_group *tp_group_new(model *rank0, const char *path, int gguf_flags, const model_tp_config *tp,
+model_group *tp_group_new(const char *path, int gguf_flags, const model_tp_config *tp,
                           sol_tp_comm *comm, sol_err *err) {
-    (void)rank0;
     model_group *g = calloc(1, sizeof *g);
     if (!g) {
         sol_tp_comm_free(comm);
@@ -241,7 +239,7 @@ void tp_group_free(model_group *g) {
     for (int r = 1; r < g->n; r++) {
         rank *k = &g->ranks[r];
         if (k->started) pthread_join(k->thread, NULL);
-        model_free(k->m);
+        rank_free(k->m);
         sol_backend_free(k->be);
     }
     pthread_cond_destroy(&g->go);
