@@ -4,7 +4,6 @@
  * name, element index), so every tensor is independent of generation order, and are quantized row
  * by row while writing. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include "gguf_writer.h"
 #include "hash.h"
 #include "quantize.h"
+#include "args.h"
 #include "vocab_gen.h"
 
 #define MAX_TENSORS 4096
@@ -439,158 +439,73 @@ static int check_shape(const model *m, sol_err *e) {
     return 0;
 }
 
-static int parse_int(const char *opt, const char *s, int *out, sol_err *e) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < 1 || v > 1 << 24)
-        return sol_err_set(e, -EINVAL, "%s: expected a positive integer, found '%s'", opt, s);
-    *out = (int)v;
+/* --user-token ID=TEXT (repeatable). */
+static int user_token(const char *v, void *ctx, sol_err *e) {
+    model *m = ctx;
+    char *end, *eq = strchr(v, '=');
+    long id = strtol(v, &end, 10);
+    if (m->n_user == MAX_CONTROL)
+        return sol_err_set(e, -EINVAL, "--user-token: at most %d", MAX_CONTROL);
+    if (!eq || end != eq || id < 0 || !eq[1])
+        return sol_err_set(e, -EINVAL, "--user-token: expected ID=TEXT, found '%s'", v);
+    m->user_id[m->n_user] = (int)id, m->user[m->n_user++] = eq + 1;
+    return 0;
+}
+
+/* --control-token TEXT (repeatable). */
+static int control_token(const char *v, void *ctx, sol_err *e) {
+    model *m = ctx;
+    if (m->n_control == MAX_CONTROL)
+        return sol_err_set(e, -EINVAL, "--control-token: at most %d", MAX_CONTROL);
+    if (!*v) return sol_err_set(e, -EINVAL, "--control-token: empty");
+    m->control[m->n_control++] = v;
     return 0;
 }
 
 static int parse_args(int argc, char **argv, model *m, sol_err *e) {
-    static const struct option opts[] = {{"out", required_argument, 0, 'o'},
-                                         {"preset", required_argument, 0, 'p'},
-                                         {"type", required_argument, 0, 't'},
-                                         {"dim", required_argument, 0, 1},
-                                         {"layers", required_argument, 0, 2},
-                                         {"heads", required_argument, 0, 3},
-                                         {"kv-heads", required_argument, 0, 4},
-                                         {"ffn", required_argument, 0, 5},
-                                         {"vocab", required_argument, 0, 6},
-                                         {"ctx", required_argument, 0, 7},
-                                         {"seed", required_argument, 0, 's'},
-                                         {"rope-base", required_argument, 0, 'r'},
-                                         {"tied", no_argument, 0, 'T'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {"draft-of", required_argument, 0, 'D'},
-                                         {"depth-decay", required_argument, 0, 'd'},
-                                         {"arch", required_argument, 0, 'A'},
-                                         {"head-dim", required_argument, 0, 'H'},
-                                         {"sliding-window", required_argument, 0, 'W'},
-                                         {"swa-pattern", required_argument, 0, 'P'},
-                                         {"softcap", required_argument, 0, 'C'},
-                                         {"pooling-type", required_argument, 0, 'Y'},
-                                         {"vocab-from", required_argument, 0, 'V'},
-                                         {"control-token", required_argument, 0, 'K'},
-                                         {"user-token", required_argument, 0, 'U'},
-                                         {0, 0, 0, 0}};
-    int over[8] = {0}, c, rc = 0;
+    int over[8] = {0}, rc = 0, help = 0, gemma_opt = 0;
     const char *preset = "tiny", *type = "f32", *arch = "llama";
     m->seed = 1;
     m->rope_base = 10000.0f;
     m->depth_decay = 0; /* 0: the preset's */
     m->swa_pattern = -1;
     m->pooling_type = -1;
-    int gemma_opt = 0;
-    while (!rc && (c = getopt_long(argc, argv, "o:p:t:s:r:Th", opts, NULL)) != -1) {
-        char *end;
-        switch (c) {
-        case 'o':
-            m->out = optarg;
-            break;
-        case 'p':
-            preset = optarg;
-            break;
-        case 't':
-            type = optarg;
-            m->type_given = 1;
-            break;
-        case 'D':
-            m->draft_of = optarg;
-            break;
-        case 'V':
-            m->vocab_from = optarg;
-            break;
-        case 'U': {
-            char *eq = strchr(optarg, '=');
-            long id = strtol(optarg, &end, 10);
-            if (m->n_user == MAX_CONTROL)
-                rc = sol_err_set(e, -EINVAL, "--user-token: at most %d", MAX_CONTROL);
-            else if (!eq || end != eq || id < 0 || !eq[1])
-                rc = sol_err_set(e, -EINVAL, "--user-token: expected ID=TEXT, found '%s'", optarg);
-            else
-                m->user_id[m->n_user] = (int)id, m->user[m->n_user++] = eq + 1;
-            break;
-        }
-        case 'K':
-            if (m->n_control == MAX_CONTROL)
-                rc = sol_err_set(e, -EINVAL, "--control-token: at most %d", MAX_CONTROL);
-            else if (!*optarg)
-                rc = sol_err_set(e, -EINVAL, "--control-token: empty");
-            else
-                m->control[m->n_control++] = optarg;
-            break;
-        case 'A':
-            arch = optarg;
-            break;
-        case 'H':
-            rc = parse_int("--head-dim", optarg, &m->head_dim, e);
-            break;
-        case 's':
-            m->seed = strtoull(optarg, &end, 0);
-            rc = *end ? sol_err_set(e, -EINVAL, "--seed: expected an integer, found '%s'", optarg)
-                      : 0;
-            break;
-        case 'r':
-            m->rope_base = strtof(optarg, &end);
-            rc = (*end || !(m->rope_base > 0))
-                     ? sol_err_set(e, -EINVAL,
-                                   "--rope-base: expected a positive number, found '%s'", optarg)
-                     : 0;
-            break;
-        case 'T':
-            m->tied = 1;
-            break;
-        case 'W':
-            rc = parse_int("--sliding-window", optarg, &m->sliding_window, e);
-            gemma_opt = 1;
-            break;
-        case 'P': /* 0 is meaningful: every layer slides */
-            m->swa_pattern = (int)strtol(optarg, &end, 10);
-            rc = (*end || end == optarg || m->swa_pattern < 0 || m->swa_pattern > 1 << 16)
-                     ? sol_err_set(e, -EINVAL,
-                                   "--swa-pattern: expected an integer >= 0, found '%s'", optarg)
-                     : 0;
-            gemma_opt = 1;
-            break;
-        case 'Y':
-            m->pooling_type = (int)strtol(optarg, &end, 10);
-            rc = (*end || m->pooling_type < 0 || m->pooling_type > 4)
-                     ? sol_err_set(e, -EINVAL,
-                                   "--pooling-type: expected 0 to 4 (llama.cpp's numbering), "
-                                   "found '%s'",
-                                   optarg)
-                     : 0;
-            break;
-        case 'C':
-            m->softcap = strtof(optarg, &end);
-            rc = (*end || !(m->softcap > 0))
-                     ? sol_err_set(e, -EINVAL, "--softcap: expected a positive number, found '%s'",
-                                   optarg)
-                     : 0;
-            gemma_opt = 1;
-            break;
-        case 'd':
-            m->depth_decay = strtof(optarg, &end);
-            rc = (*end || !(m->depth_decay > 0 && m->depth_decay <= 1))
-                     ? sol_err_set(e, -EINVAL,
-                                   "--depth-decay: expected a number in (0, 1], found '%s'", optarg)
-                     : 0;
-            break;
-        case 'h':
-            usage(stdout);
-            exit(0);
-        default:
-            if (c >= 1 && c <= 7)
-                rc = parse_int(opts[c + 2].name, optarg, &over[c], e);
-            else
-                rc = sol_err_set(e, -EINVAL, "unknown option (see --help)");
-        }
-    }
-    if (rc) return rc;
-    if (optind < argc) return sol_err_set(e, -EINVAL, "unexpected argument '%s'", argv[optind]);
+    unsigned long long seed = 1;
+    const double big = 1 << 24, inf = INFINITY;
+    /* The flags, one table: name, short name, kind, destination, bounds (args.h). */
+    const sol_arg args[] = {
+        {"--out", 'o', SOL_ARG_STR, &m->out, 0, 0, 0, NULL, NULL, NULL},
+        {"--preset", 'p', SOL_ARG_STR, &preset, 0, 0, 0, NULL, NULL, NULL},
+        {"--type", 't', SOL_ARG_STR, &type, 0, 0, 0, NULL, NULL, &m->type_given},
+        {"--dim", 0, SOL_ARG_INT, &over[1], 1, big, 0, NULL, NULL, NULL},
+        {"--layers", 0, SOL_ARG_INT, &over[2], 1, big, 0, NULL, NULL, NULL},
+        {"--heads", 0, SOL_ARG_INT, &over[3], 1, big, 0, NULL, NULL, NULL},
+        {"--kv-heads", 0, SOL_ARG_INT, &over[4], 1, big, 0, NULL, NULL, NULL},
+        {"--ffn", 0, SOL_ARG_INT, &over[5], 1, big, 0, NULL, NULL, NULL},
+        {"--vocab", 0, SOL_ARG_INT, &over[6], 1, big, 0, NULL, NULL, NULL},
+        {"--ctx", 0, SOL_ARG_INT, &over[7], 1, big, 0, NULL, NULL, NULL},
+        {"--seed", 's', SOL_ARG_U64, &seed, 0, 0, 0, NULL, NULL, NULL},
+        {"--rope-base", 'r', SOL_ARG_FLOAT, &m->rope_base, 0, inf, 1, NULL, NULL, NULL},
+        {"--tied", 'T', SOL_ARG_SWITCH, &m->tied, 0, 0, 0, NULL, NULL, NULL},
+        {"--help", 'h', SOL_ARG_SWITCH, &help, 0, 0, 0, NULL, NULL, NULL},
+        {"--draft-of", 0, SOL_ARG_STR, &m->draft_of, 0, 0, 0, NULL, NULL, NULL},
+        {"--depth-decay", 0, SOL_ARG_FLOAT, &m->depth_decay, 0, 1, 1, NULL, NULL, NULL},
+        {"--arch", 0, SOL_ARG_STR, &arch, 0, 0, 0, NULL, NULL, NULL},
+        {"--head-dim", 0, SOL_ARG_INT, &m->head_dim, 1, big, 0, NULL, NULL, NULL},
+        {"--sliding-window", 0, SOL_ARG_INT, &m->sliding_window, 1, big, 0, NULL, NULL, &gemma_opt},
+        {"--swa-pattern", 0, SOL_ARG_INT, &m->swa_pattern, 0, 1 << 16, 0, NULL, NULL, &gemma_opt},
+        {"--softcap", 0, SOL_ARG_FLOAT, &m->softcap, 0, inf, 1, NULL, NULL, &gemma_opt},
+        {"--pooling-type", 0, SOL_ARG_INT, &m->pooling_type, 0, 4, 0, NULL, NULL, NULL},
+        {"--vocab-from", 0, SOL_ARG_STR, &m->vocab_from, 0, 0, 0, NULL, NULL, NULL},
+        {"--control-token", 0, SOL_ARG_FN, NULL, 0, 0, 0, control_token, m, NULL},
+        {"--user-token", 0, SOL_ARG_FN, NULL, 0, 0, 0, user_token, m, NULL},
+    };
+    int first = sol_args_parse(args, sizeof args / sizeof args[0], argc, argv, e);
+    if (first < 0) return first;
+    m->seed = seed;
+    if (help) usage(stdout), exit(0);
+    if (first < argc) return sol_err_set(e, -EINVAL, "unexpected argument '%s'", argv[first]);
+
     if (m->vocab_from && (m->draft_of || over[6]))
         return sol_err_set(e, -EINVAL,
                            "--vocab-from takes the vocabulary's size: not with --vocab or "
