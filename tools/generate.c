@@ -1,7 +1,6 @@
 /* sol-generate: run one prompt through the serving engine (one request) and stream the
  * continuation. Its flags are a fixed interface (equivalence checks against llama.cpp use them). */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include "gguf.h"
 #include "log.h"
 #include "model.h"
+#include "args.h"
 #include "sampler.h"
 #include "spec.h"
 #include "tokenizer.h"
@@ -67,162 +67,75 @@ static void usage(FILE *f) {
           f);
 }
 
+/* A sampling flag: the setting it names in the request's table of bounds (common/sampling.c),
+ * so --temp 5 is refused with the API's own message. */
+typedef struct sampling_flag {
+    sampler_params *sp;
+    const char *flag, *field;
+} sampling_flag;
+
+static int set_sampling(const char *v, void *ctx, sol_err *err) {
+    const sampling_flag *f = ctx;
+    char *end;
+    double x = strtod(v, &end);
+    if (*end || end == v)
+        return sol_err_set(err, -EINVAL, "%s: expected a number, found '%s'", f->flag, v);
+    int rc = sol_sampling_field_set(f->sp, sol_sampling_field_find(f->field), x, err);
+    return rc ? sol_err_wrap(err, "%s: ", f->flag), rc : 0;
+}
+
 static int parse_args(int argc, char **argv, gen_opts *o) {
-    enum {
-        O_PT = 256,
-        O_TEMP,
-        O_TOPK,
-        O_TOPP,
-        O_MINP,
-        O_REP,
-        O_SEED,
-        O_BATCH,
-        O_CTX,
-        O_TOKENS,
-        O_LOGITS,
-        O_TOKENIZE,
-        O_STOP,
-        O_IGN,
-        O_NOMMAP,
-        O_MLOCK,
-        O_DRAFT,
-        O_SPEC,
-        O_SPECK,
-        O_SPECA,
-        O_BACKEND,
-        O_EAGER,
-        O_TP
+    int help = 0, no_eos = 0, eos = 0;
+    unsigned long long seed = o->sp.seed;
+    sampling_flag temp = {&o->sp, "--temp", "temperature"}, top_k = {&o->sp, "--top-k", "top_k"},
+                  top_p = {&o->sp, "--top-p", "top_p"}, min_p = {&o->sp, "--min-p", "min_p"},
+                  rep = {&o->sp, "--repeat-penalty", "repetition_penalty"};
+    /* The flags, one table (common/args.h). */
+    const sol_arg args[] = {
+        {"--model", 'm', SOL_ARG_STR, &o->model, 0, 0, 0, NULL, NULL, NULL},
+        {"--prompt", 'p', SOL_ARG_STR, &o->prompt, 0, 0, 0, NULL, NULL, NULL},
+        {"--n-predict", 'n', SOL_ARG_INT, &o->n_predict, 0, 1 << 30, 0, NULL, NULL, NULL},
+        {"--threads", 't', SOL_ARG_INT, &o->threads, 0, 4096, 0, NULL, NULL, NULL},
+        {"--help", 'h', SOL_ARG_SWITCH, &help, 0, 0, 0, NULL, NULL, NULL},
+        {"--prompt-tokens", 0, SOL_ARG_STR, &o->prompt_tokens, 0, 0, 0, NULL, NULL, NULL},
+        {"--temp", 0, SOL_ARG_FN, NULL, 0, 0, 0, set_sampling, &temp, NULL},
+        {"--top-k", 0, SOL_ARG_FN, NULL, 0, 0, 0, set_sampling, &top_k, NULL},
+        {"--top-p", 0, SOL_ARG_FN, NULL, 0, 0, 0, set_sampling, &top_p, NULL},
+        {"--min-p", 0, SOL_ARG_FN, NULL, 0, 0, 0, set_sampling, &min_p, NULL},
+        {"--repeat-penalty", 0, SOL_ARG_FN, NULL, 0, 0, 0, set_sampling, &rep, NULL},
+        {"--seed", 0, SOL_ARG_U64, &seed, 0, 0, 0, NULL, NULL, NULL},
+        {"--batch", 0, SOL_ARG_INT, &o->chunk, 1, 1 << 20, 0, NULL, NULL, NULL},
+        {"--ctx", 0, SOL_ARG_INT, &o->ctx, 0, 1 << 24, 0, NULL, NULL, NULL},
+        {"--tokens", 0, SOL_ARG_SWITCH, &o->print_tokens, 0, 0, 0, NULL, NULL, NULL},
+        {"--logits", 0, SOL_ARG_STR, &o->logits_file, 0, 0, 0, NULL, NULL, NULL},
+        {"--tokenize", 0, SOL_ARG_SWITCH, &o->tokenize_only, 0, 0, 0, NULL, NULL, NULL},
+        {"--stop-at-eos", 0, SOL_ARG_SWITCH, &eos, 0, 0, 0, NULL, NULL, NULL},
+        {"--ignore-eos", 0, SOL_ARG_SWITCH, &no_eos, 0, 0, 0, NULL, NULL, NULL},
+        {"--no-mmap", 0, SOL_ARG_SWITCH, &o->no_mmap, 0, 0, 0, NULL, NULL, NULL},
+        {"--mlock", 0, SOL_ARG_SWITCH, &o->mlock, 0, 0, 0, NULL, NULL, NULL},
+        {"--draft-model", 0, SOL_ARG_STR, &o->draft_model, 0, 0, 0, NULL, NULL, NULL},
+        {"--spec", 0, SOL_ARG_STR, &o->spec, 0, 0, 0, NULL, NULL, NULL},
+        {"--spec-k", 0, SOL_ARG_INT, &o->spec_k, 1, SPEC_MAX_K, 0, NULL, NULL, NULL},
+        {"--spec-adaptive", 0, SOL_ARG_SWITCH, &o->spec_adaptive, 0, 0, 0, NULL, NULL, NULL},
+        {"--backend", 0, SOL_ARG_STR, &o->backend, 0, 0, 0, NULL, NULL, NULL},
+        {"--enforce-eager", 0, SOL_ARG_SWITCH, &o->enforce_eager, 0, 0, 0, NULL, NULL, NULL},
+        {"--tensor-parallel-size", 0, SOL_ARG_INT, &o->tp, 1, 8, 0, NULL, NULL, NULL},
     };
-    static const struct option longs[] = {{"model", 1, 0, 'm'},
-                                          {"prompt", 1, 0, 'p'},
-                                          {"n-predict", 1, 0, 'n'},
-                                          {"threads", 1, 0, 't'},
-                                          {"help", 0, 0, 'h'},
-                                          {"prompt-tokens", 1, 0, O_PT},
-                                          {"temp", 1, 0, O_TEMP},
-                                          {"top-k", 1, 0, O_TOPK},
-                                          {"top-p", 1, 0, O_TOPP},
-                                          {"min-p", 1, 0, O_MINP},
-                                          {"repeat-penalty", 1, 0, O_REP},
-                                          {"seed", 1, 0, O_SEED},
-                                          {"batch", 1, 0, O_BATCH},
-                                          {"ctx", 1, 0, O_CTX},
-                                          {"tokens", 0, 0, O_TOKENS},
-                                          {"logits", 1, 0, O_LOGITS},
-                                          {"tokenize", 0, 0, O_TOKENIZE},
-                                          {"stop-at-eos", 0, 0, O_STOP},
-                                          {"ignore-eos", 0, 0, O_IGN},
-                                          {"no-mmap", 0, 0, O_NOMMAP},
-                                          {"mlock", 0, 0, O_MLOCK},
-                                          {"draft-model", 1, 0, O_DRAFT},
-                                          {"spec", 1, 0, O_SPEC},
-                                          {"spec-k", 1, 0, O_SPECK},
-                                          {"spec-adaptive", 0, 0, O_SPECA},
-                                          {"backend", 1, 0, O_BACKEND},
-                                          {"enforce-eager", 0, 0, O_EAGER},
-                                          {"tensor-parallel-size", 1, 0, O_TP},
-                                          {0, 0, 0, 0}};
-    int c;
-    while ((c = getopt_long(argc, argv, "m:p:n:t:h", longs, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            o->model = optarg;
-            break;
-        case 'p':
-            o->prompt = optarg;
-            break;
-        case 'n':
-            o->n_predict = atoi(optarg);
-            break;
-        case 't':
-            o->threads = atoi(optarg);
-            break;
-        case 'h':
-            usage(stdout);
-            exit(0);
-        case O_BACKEND:
-            o->backend = optarg;
-            break;
-        case O_EAGER:
-            o->enforce_eager = 1;
-            break;
-        case O_TP: {
-            char *end = NULL;
-            long v = strtol(optarg, &end, 10);
-            o->tp = end != optarg && !*end && v >= 1 && v <= 8 ? (int)v : -1;
-            if (o->tp < 0) {
-                fprintf(stderr, "sol-generate: --tensor-parallel-size %s: expected 1..8\n", optarg);
-                exit(2);
-            }
-            break;
-        }
-        case O_PT:
-            o->prompt_tokens = optarg;
-            break;
-        case O_TEMP:
-            o->sp.temperature = strtof(optarg, NULL);
-            break;
-        case O_TOPK:
-            o->sp.top_k = atoi(optarg);
-            break;
-        case O_TOPP:
-            o->sp.top_p = strtof(optarg, NULL);
-            break;
-        case O_MINP:
-            o->sp.min_p = strtof(optarg, NULL);
-            break;
-        case O_REP:
-            o->sp.repetition_penalty = strtof(optarg, NULL);
-            break;
-        case O_SEED:
-            o->sp.seed = strtoull(optarg, NULL, 10);
-            break;
-        case O_BATCH:
-            o->chunk = atoi(optarg);
-            break;
-        case O_CTX:
-            o->ctx = atoi(optarg);
-            break;
-        case O_TOKENS:
-            o->print_tokens = 1;
-            break;
-        case O_LOGITS:
-            o->logits_file = optarg;
-            break;
-        case O_TOKENIZE:
-            o->tokenize_only = 1;
-            break;
-        case O_STOP:
-            o->eos_mode = 1;
-            break;
-        case O_IGN:
-            o->eos_mode = 0;
-            break;
-        case O_NOMMAP:
-            o->no_mmap = 1;
-            break;
-        case O_MLOCK:
-            o->mlock = 1;
-            break;
-        case O_DRAFT:
-            o->draft_model = optarg;
-            break;
-        case O_SPEC:
-            o->spec = optarg;
-            break;
-        case O_SPECK:
-            o->spec_k = atoi(optarg);
-            break;
-        case O_SPECA:
-            o->spec_adaptive = 1;
-            break;
-        default:
-            usage(stderr);
-            return -EINVAL;
-        }
+    sol_err e = {0};
+    int first = sol_args_parse(args, sizeof args / sizeof args[0], argc, argv, &e);
+    if (first < 0) {
+        fprintf(stderr, "sol-generate: %s\n", e.msg);
+        return -EINVAL;
     }
-    if (optind < argc) {
-        fprintf(stderr, "sol-generate: unexpected argument '%s' (try --help)\n", argv[optind]);
+    if (help) usage(stdout), exit(0);
+    o->sp.seed = seed;
+    if (eos && no_eos) {
+        fprintf(stderr, "sol-generate: --stop-at-eos and --ignore-eos contradict each other\n");
+        return -EINVAL;
+    }
+    if (eos || no_eos) o->eos_mode = eos;
+    if (first < argc) {
+        fprintf(stderr, "sol-generate: unexpected argument '%s' (try --help)\n", argv[first]);
         return -EINVAL;
     }
     if (!o->model || (!o->prompt && !o->prompt_tokens)) {
