@@ -83,11 +83,18 @@ static int set_value(const sol_arg *f, const char *v, sol_err *err) {
 }
 
 int sol_args_parse(const sol_arg *args, size_t n, int argc, char **argv, sol_err *err) {
-    int i = 1;
-    for (; i < argc; i++) {
+    int npos = 0;
+    for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
-        if (!strcmp(a, "--")) return i + 1;
-        if (a[0] != '-' || !a[1]) return i; /* the first positional argument */
+        if (!strcmp(a, "--")) { /* the rest are positional */
+            while (++i < argc)
+                argv[1 + npos++] = argv[i];
+            break;
+        }
+        if (a[0] != '-' || !a[1]) { /* positional: moved down, over flags already read */
+            argv[1 + npos++] = argv[i];
+            continue;
+        }
         const sol_arg *f = find(args, n, a, &v);
         if (!f) return sol_err_set(err, -EINVAL, "unknown option '%s' (see --help)", a);
         if (f->seen) *f->seen = 1;
@@ -103,5 +110,5 @@ int sol_args_parse(const sol_arg *args, size_t n, int argc, char **argv, sol_err
         int rc = set_value(f, v, err);
         if (rc) return rc;
     }
-    return i;
+    return npos;
 }

@@ -31,9 +31,11 @@ typedef struct sol_arg {
     int *seen; /* when not NULL: set to 1 when the flag is given */
 } sol_arg;
 
-/* Parses argv[1..] against args[0, n): "--name VALUE", "--name=VALUE", "-s VALUE" and switches.
- * Returns the index of the first positional argument (argc when none), or a negative code with
- * err naming the flag and what was expected ("--seed: expected an integer, found 'x'"). */
+/* Parses argv[1..] against args[0, n): "--name VALUE", "--name=VALUE", "-s VALUE" and switches,
+ * before, between or after the positional arguments (as GNU getopt permutes; "--" ends the flags).
+ * Returns the count of positional arguments, moved to argv[1 ..] in their order, or a negative
+ * code with err naming the flag and what was expected ("--seed: expected an integer, found
+ * 'x'"). */
 int sol_args_parse(const sol_arg *args, size_t n, int argc, char **argv, sol_err *err);
 
 #endif

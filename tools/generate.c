@@ -122,8 +122,8 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
         {"--tensor-parallel-size", 0, SOL_ARG_INT, &o->tp, 1, 8, 0, NULL, NULL, NULL},
     };
     sol_err e = {0};
-    int first = sol_args_parse(args, sizeof args / sizeof args[0], argc, argv, &e);
-    if (first < 0) {
+    int npos = sol_args_parse(args, sizeof args / sizeof args[0], argc, argv, &e);
+    if (npos < 0) {
         fprintf(stderr, "sol-generate: %s\n", e.msg);
         return -EINVAL;
     }
@@ -134,8 +134,8 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
         return -EINVAL;
     }
     if (eos || no_eos) o->eos_mode = eos;
-    if (first < argc) {
-        fprintf(stderr, "sol-generate: unexpected argument '%s' (try --help)\n", argv[first]);
+    if (npos > 0) {
+        fprintf(stderr, "sol-generate: unexpected argument '%s' (try --help)\n", argv[1]);
         return -EINVAL;
     }
     if (!o->model || (!o->prompt && !o->prompt_tokens)) {

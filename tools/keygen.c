@@ -1,11 +1,11 @@
 /* sol-keygen: writes a CURVE key pair for the router or a worker - NAME.key (secret, mode 0600)
  * and NAME.pub (the public key to give the other side). */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "args.h"
 #include "curve_keys.h"
 
 static void usage(FILE *f) {
@@ -22,21 +22,22 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
     const char *dir = ".";
-    static const struct option longs[] = {
-        {"dir", required_argument, 0, 'd'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    for (int c; (c = getopt_long(argc, argv, "d:h", longs, NULL)) != -1;) {
-        if (c == 'd')
-            dir = optarg;
-        else
-            return usage(c == 'h' ? stdout : stderr), c == 'h' ? 0 : 2;
-    }
-    if (optind >= argc) return usage(stderr), 2;
+    int help = 0;
+    const sol_arg args[] = {
+        {"--dir", 'd', SOL_ARG_STR, &dir, 0, 0, 0, NULL, NULL, NULL},
+        {"--help", 'h', SOL_ARG_SWITCH, &help, 0, 0, 0, NULL, NULL, NULL},
+    };
+    sol_err ae = {0};
+    int npos = sol_args_parse(args, sizeof args / sizeof args[0], argc, argv, &ae);
+    if (npos < 0) return fprintf(stderr, "sol-keygen: %s\n", ae.msg), 2;
+    if (help) return usage(stdout), 0;
+    if (npos == 0) return usage(stderr), 2;
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         fprintf(stderr, "sol-keygen: %s is not a directory\n", dir);
         return 1;
     }
-    for (int i = optind; i < argc; i++) {
+    for (int i = 1; i <= npos; i++) {
         const char *name = argv[i];
         if (!*name || strchr(name, '/')) {
             fprintf(stderr, "sol-keygen: '%s' is not a plain file name\n", name);

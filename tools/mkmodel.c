@@ -500,11 +500,11 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
         {"--control-token", 0, SOL_ARG_FN, NULL, 0, 0, 0, control_token, m, NULL},
         {"--user-token", 0, SOL_ARG_FN, NULL, 0, 0, 0, user_token, m, NULL},
     };
-    int first = sol_args_parse(args, sizeof args / sizeof args[0], argc, argv, e);
-    if (first < 0) return first;
+    int npos = sol_args_parse(args, sizeof args / sizeof args[0], argc, argv, e);
+    if (npos < 0) return npos;
     m->seed = seed;
     if (help) usage(stdout), exit(0);
-    if (first < argc) return sol_err_set(e, -EINVAL, "unexpected argument '%s'", argv[first]);
+    if (npos > 0) return sol_err_set(e, -EINVAL, "unexpected argument '%s'", argv[1]);
 
     if (m->vocab_from && (m->draft_of || over[6]))
         return sol_err_set(e, -EINVAL,

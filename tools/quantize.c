@@ -1,13 +1,13 @@
 /* sol-quantize: converts an F32/F16/BF16 GGUF to Q4_0 or Q8_0 (bit-compatible with ggml), with a
  * mixed-precision default and --keep rules, printing sizes and per-tensor RMSE vs the source. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "gguf.h"
 #include "gguf_writer.h"
 #include "quantize.h"
@@ -138,47 +138,51 @@ static int quantize(const char *in, const char *out, quant_policy *p, int quiet,
     return rc;
 }
 
+typedef struct keep_list {
+    const char *v[QUANT_MAX_KEEP + 1];
+    int n;
+} keep_list;
+
+/* --keep PATTERN (repeatable); one past the policy's limit, so it names the limit. */
+static int keep(const char *v, void *ctx, sol_err *err) {
+    keep_list *k = ctx;
+    if (k->n > QUANT_MAX_KEEP)
+        return sol_err_set(err, -EINVAL, "--keep: at most %d patterns", QUANT_MAX_KEEP);
+    k->v[k->n++] = v;
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    static const struct option opts[] = {{"type", 1, 0, 't'},     {"keep", 1, 0, 'k'},
-                                         {"no-mixed", 0, 0, 'M'}, {"quiet", 0, 0, 'q'},
-                                         {"help", 0, 0, 'h'},     {0, 0, 0, 0}};
-    const char *type = NULL, *keeps[QUANT_MAX_KEEP + 1];
-    int n_keep = 0, mixed = 1, quiet = 0, c;
-    while ((c = getopt_long(argc, argv, "t:k:qh", opts, NULL)) != -1) {
-        switch (c) {
-        case 't':
-            type = optarg;
-            break;
-        case 'k':
-            if (n_keep <= QUANT_MAX_KEEP) keeps[n_keep++] = optarg;
-            break;
-        case 'M':
-            mixed = 0;
-            break;
-        case 'q':
-            quiet = 1;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
+    const char *type = NULL;
+    keep_list keeps = {{0}, 0};
+    int no_mixed = 0, quiet = 0, help = 0;
+    const sol_arg args[] = {
+        {"--type", 't', SOL_ARG_STR, &type, 0, 0, 0, NULL, NULL, NULL},
+        {"--keep", 'k', SOL_ARG_FN, NULL, 0, 0, 0, keep, &keeps, NULL},
+        {"--no-mixed", 0, SOL_ARG_SWITCH, &no_mixed, 0, 0, 0, NULL, NULL, NULL},
+        {"--quiet", 'q', SOL_ARG_SWITCH, &quiet, 0, 0, 0, NULL, NULL, NULL},
+        {"--help", 'h', SOL_ARG_SWITCH, &help, 0, 0, 0, NULL, NULL, NULL},
+    };
+    sol_err e = {0};
+    int npos = sol_args_parse(args, sizeof args / sizeof args[0], argc, argv, &e);
+    if (npos < 0) {
+        fprintf(stderr, "sol-quantize: %s\n", e.msg);
+        return 2;
     }
-    if (argc - optind != 2 || !type) {
+    if (help) return usage(stdout), 0;
+    if (npos != 2 || !type) {
         fprintf(stderr, "sol-quantize: need IN.gguf OUT.gguf and --type (try --help)\n");
         return 2;
     }
-    sol_err e = {0};
+    int mixed = !no_mixed;
     quant_policy p;
     int rc = quant_policy_parse(&p, type, &e);
     if (!rc && !mixed && p.base != SOL_DT_Q4_0)
         rc = sol_err_set(&e, -EINVAL, "--no-mixed applies to --type q4_0 only, not %s", type);
     if (!rc) p.mixed = mixed;
-    for (int i = 0; !rc && i < n_keep; i++)
-        rc = quant_policy_add_keep(&p, keeps[i], &e);
-    if (!rc) rc = quantize(argv[optind], argv[optind + 1], &p, quiet, &e);
+    for (int i = 0; !rc && i < keeps.n; i++)
+        rc = quant_policy_add_keep(&p, keeps.v[i], &e);
+    if (!rc) rc = quantize(argv[1], argv[2], &p, quiet, &e);
     if (rc) {
         fprintf(stderr, "sol-quantize: %s\n", e.msg[0] ? e.msg : strerror(-rc));
         return 1;

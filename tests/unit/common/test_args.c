@@ -45,9 +45,11 @@ static void test_forms(void **state) {
     (void)state;
     vals x;
     sol_err e = {0};
-    char *argv[] = {"t",    "-o",     "a.gguf", "--n=3",  "--f",    "0.5",  "--u", "0x10",
-                    "--sw", "--item", "first",  "--item", "second", "rest", NULL};
-    assert_int_equal(parse(&x, 14, argv, &e), 13); /* "rest" is the first positional */
+    char *argv[] = {"t",    "in",   "-o",     "a.gguf", "--n=3",  "--f",    "0.5",  "--u",
+                    "0x10", "--sw", "--item", "first",  "--item", "second", "rest", NULL};
+    assert_int_equal(parse(&x, 15, argv, &e), 2); /* positionals anywhere, moved down */
+    assert_string_equal(argv[1], "in");
+    assert_string_equal(argv[2], "rest");
     assert_string_equal(x.out, "a.gguf");
     assert_int_equal(x.n, 3);
     assert_int_equal(x.seen_n, 1);
@@ -57,7 +59,8 @@ static void test_forms(void **state) {
     assert_int_equal(x.calls, 2);
     assert_string_equal(x.last, "second");
     char *dash[] = {"t", "--", "--n", NULL};
-    assert_int_equal(parse(&x, 3, dash, &e), 2);
+    assert_int_equal(parse(&x, 3, dash, &e), 1);
+    assert_string_equal(dash[1], "--n");
     assert_int_equal(x.seen_n, 0);
 }
 
