@@ -14,12 +14,12 @@
  * device-to-device copy of a MiB-sized buffer through the backend (get_rows of one wide row):
  * bytes read + bytes written per second. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "args.h"
 #include "backend.h"
 #include "gguf.h"
 #include "model.h"
@@ -60,18 +60,10 @@ static int parse_batches(opts *o, const char *s) {
     return o->n_batches ? 0 : -1;
 }
 
-/* A whole number (or, with real, any number) in [lo, hi] from the flag's text, else 0 with the
- * flag named on stderr: "--ctx x" is an error, not a 0. */
-static int number(const char *flag, const char *text, double lo, double hi, int real, double *out) {
-    char *end = NULL;
-    double v = strtod(text, &end);
-    if (end == text || *end || v < lo || v > hi || (!real && v != (double)(long)v)) {
-        fprintf(stderr, "bench_decode: %s %s: expected %s from %.15g to %.15g\n", flag, text,
-                real ? "a number" : "an integer", lo, hi);
-        return 0;
-    }
-    *out = v;
-    return 1;
+/* --batch N,N,...: the batch sizes to time. */
+static int batch_list(const char *v, void *ctx, sol_err *err) {
+    if (parse_batches(ctx, v)) return sol_err_set(err, -EINVAL, "--batch %s: expected N,N,...", v);
+    return 0;
 }
 
 static int parse(int argc, char **argv, opts *o) {
@@ -82,77 +74,27 @@ static int parse(int argc, char **argv, opts *o) {
                 .steps = 32,
                 .prefill = 512,
                 .tp = 1};
-    static const struct option lo[] = {{"model", 1, 0, 'm'},
-                                       {"backend", 1, 0, 'b'},
-                                       {"batch", 1, 0, 'B'},
-                                       {"ctx", 1, 0, 'c'},
-                                       {"steps", 1, 0, 's'},
-                                       {"prefill", 1, 0, 'p'},
-                                       {"membw", 1, 0, 'w'},
-                                       {"measure-membw", 1, 0, 'M'},
-                                       {"batch-invariant", 0, 0, 'i'},
-                                       {"enforce-eager", 0, 0, 'e'},
-                                       {"help", 0, 0, 'h'},
-                                       {"tensor-parallel-size", 1, 0, 'T'},
-                                       {"threads", 1, 0, 't'},
-                                       {0, 0, 0, 0}};
-    int c;
-    double v = 0;
-    while ((c = getopt_long(argc, argv, "m:h", lo, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            o->model = optarg;
-            break;
-        case 'b':
-            o->backend = optarg;
-            break;
-        case 'B':
-            if (parse_batches(o, optarg))
-                return fprintf(stderr, "--batch %s: expected N,N,...\n", optarg), 2;
-            break;
-        case 'c':
-            if (!number("--ctx", optarg, 1, 1048576, 0, &v)) return 2;
-            o->ctx = (int)v;
-            break;
-        case 's':
-            if (!number("--steps", optarg, 1, 1000000, 0, &v)) return 2;
-            o->steps = (int)v;
-            break;
-        case 'p':
-            if (!number("--prefill", optarg, 0, 1048576, 0, &v)) return 2;
-            o->prefill = (int)v;
-            break;
-        case 'w':
-            if (!number("--membw", optarg, 0.001, 1000000.0, 1, &v)) return 2;
-            o->membw = v;
-            break;
-        case 'M':
-            if (!number("--measure-membw", optarg, 1, 1048576, 0, &v)) return 2;
-            o->measure_mib = (int)v;
-            break;
-        case 'e':
-            o->enforce_eager = 1;
-            break;
-        case 'T':
-            if (!number("--tensor-parallel-size", optarg, 1, 8, 0, &v)) return 2;
-            o->tp = (int)v;
-            break;
-        case 't':
-            if (!number("--threads", optarg, 0, 1024, 0, &v)) return 2;
-            o->threads = (int)v;
-            break;
-        case 'i':
-            o->batch_invariant = 1;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (optind < argc) return fprintf(stderr, "unexpected argument %s\n", argv[optind]), 2;
+    int help = 0;
+    const sol_arg args[] = {
+        {"--model", 'm', SOL_ARG_STR, &o->model, 0, 0, 0, NULL, NULL, NULL},
+        {"--backend", 0, SOL_ARG_STR, &o->backend, 0, 0, 0, NULL, NULL, NULL},
+        {"--batch", 0, SOL_ARG_FN, NULL, 0, 0, 0, batch_list, o, NULL},
+        {"--ctx", 0, SOL_ARG_INT, &o->ctx, 1, 1048576, 0, NULL, NULL, NULL},
+        {"--steps", 0, SOL_ARG_INT, &o->steps, 1, 1000000, 0, NULL, NULL, NULL},
+        {"--prefill", 0, SOL_ARG_INT, &o->prefill, 0, 1048576, 0, NULL, NULL, NULL},
+        {"--membw", 0, SOL_ARG_DOUBLE, &o->membw, 0.001, 1000000.0, 0, NULL, NULL, NULL},
+        {"--measure-membw", 0, SOL_ARG_INT, &o->measure_mib, 1, 1048576, 0, NULL, NULL, NULL},
+        {"--batch-invariant", 0, SOL_ARG_SWITCH, &o->batch_invariant, 0, 0, 0, NULL, NULL, NULL},
+        {"--enforce-eager", 0, SOL_ARG_SWITCH, &o->enforce_eager, 0, 0, 0, NULL, NULL, NULL},
+        {"--help", 'h', SOL_ARG_SWITCH, &help, 0, 0, 0, NULL, NULL, NULL},
+        {"--tensor-parallel-size", 0, SOL_ARG_INT, &o->tp, 1, 8, 0, NULL, NULL, NULL},
+        {"--threads", 0, SOL_ARG_INT, &o->threads, 0, 1024, 0, NULL, NULL, NULL},
+    };
+    sol_err e = {0};
+    int npos = sol_args_parse(args, sizeof args / sizeof args[0], argc, argv, &e);
+    if (npos < 0) return fprintf(stderr, "bench_decode: %s\n", e.msg), 2;
+    if (help) return usage(stdout), 0;
+    if (npos > 0) return fprintf(stderr, "bench_decode: unexpected argument %s\n", argv[1]), 2;
     if (!o->model) return usage(stderr), 2;
     if (o->membw > 0 && o->measure_mib > 0)
         return fprintf(stderr, "bench_decode: give --membw or --measure-membw, not both\n"), 2;

@@ -6,13 +6,13 @@
  * of B sequences sampling at temperature 1, without and with the grammar (an array of tool
  * calls, so it never has to end), interleaved over --rounds: the overhead as the engine sees it. */
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "backend.h"
 #include "clock.h"
 #include "engine.h"
@@ -216,48 +216,42 @@ static int run_engine(const char *path, int threads, const char *batches, int st
     return 0;
 }
 
+static void usage(FILE *f) {
+    fprintf(f, "usage: bench_grammar -m MODEL.gguf [-n|--tokens N] [--schema tool|pattern|format]\n"
+               "                     [--batch B,B.. [--steps N] [--rounds R] [--threads T]]\n"
+               "Times compiling a schema (--schema: the typical tool call, default; regexes on "
+               "most fields; uuid/email/date-time/ipv4 formats and bounded numbers) and the "
+               "grammar mask per token over the model's vocabulary (tokens: how many to walk, "
+               "default 2000). --batch: decode ms per token through the engine at each batch "
+               "size, without and with the grammar (steps per sequence, default 48; rounds "
+               "interleaved, default 2).\n");
+}
+
+/* --schema NAME: one of k_schemas. */
+static int pick_schema(const char *v, void *ctx, sol_err *err) {
+    for (size_t i = 0; i < sizeof k_schemas / sizeof k_schemas[0]; i++)
+        if (!strcmp(v, k_schemas[i].name)) return *(const char **)ctx = k_schemas[i].text, 0;
+    return sol_err_set(err, -EINVAL, "--schema: tool, pattern or format, not '%s'", v);
+}
+
 int main(int argc, char **argv) {
     const char *model = NULL, *batches = NULL, *schema_text = NULL;
-    int tokens = 2000, steps = 48, rounds = 2, threads = 0;
-    static const struct option longs[] = {
-        {"model", 1, 0, 'm'},  {"tokens", 1, 0, 'n'}, {"batch", 1, 0, 'b'},
-        {"steps", 1, 0, 's'},  {"rounds", 1, 0, 'r'}, {"threads", 1, 0, 't'},
-        {"schema", 1, 0, 'S'}, {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
-    for (int c; (c = getopt_long(argc, argv, "m:n:b:s:r:t:S:h", longs, NULL)) != -1;) {
-        if (c == 'S') {
-            for (size_t i = 0; i < sizeof k_schemas / sizeof k_schemas[0]; i++)
-                if (!strcmp(optarg, k_schemas[i].name)) schema_text = k_schemas[i].text;
-            if (!schema_text)
-                return fprintf(stderr,
-                               "bench_grammar: --schema: tool, pattern or format, not "
-                               "'%s'\n",
-                               optarg),
-                       2;
-        } else if (c == 'm')
-            model = optarg;
-        else if (c == 'n')
-            tokens = atoi(optarg);
-        else if (c == 'b')
-            batches = optarg;
-        else if (c == 's')
-            steps = atoi(optarg);
-        else if (c == 'r')
-            rounds = atoi(optarg) > 0 ? atoi(optarg) : 1;
-        else if (c == 't')
-            threads = atoi(optarg);
-        else {
-            printf("usage: bench_grammar -m MODEL.gguf [-n|--tokens N] [--schema tool|pattern|"
-                   "format]\n"
-                   "                     [--batch B,B.. [--steps N] [--rounds R] [--threads T]]\n"
-                   "Times compiling a schema (--schema: the typical tool call, default; regexes on "
-                   "most fields; uuid/email/date-time/ipv4 formats and bounded numbers) and the "
-                   "grammar mask per token over the "
-                   "model's vocabulary (tokens: how many to walk, default 2000). --batch: decode "
-                   "ms per token through the engine at each batch size, without and with the "
-                   "grammar (steps per sequence, default 48; rounds interleaved, default 2).\n");
-            return c == 'h' ? 0 : 2;
-        }
-    }
+    int tokens = 2000, steps = 48, rounds = 2, threads = 0, help = 0;
+    const sol_arg args[] = {
+        {"--model", 'm', SOL_ARG_STR, &model, 0, 0, 0, NULL, NULL, NULL},
+        {"--tokens", 'n', SOL_ARG_INT, &tokens, 1, 1 << 24, 0, NULL, NULL, NULL},
+        {"--batch", 'b', SOL_ARG_STR, &batches, 0, 0, 0, NULL, NULL, NULL},
+        {"--steps", 's', SOL_ARG_INT, &steps, 1, 1 << 20, 0, NULL, NULL, NULL},
+        {"--rounds", 'r', SOL_ARG_INT, &rounds, 1, 64, 0, NULL, NULL, NULL},
+        {"--threads", 't', SOL_ARG_INT, &threads, 0, 4096, 0, NULL, NULL, NULL},
+        {"--schema", 'S', SOL_ARG_FN, NULL, 0, 0, 0, pick_schema, &schema_text, NULL},
+        {"--help", 'h', SOL_ARG_SWITCH, &help, 0, 0, 0, NULL, NULL, NULL},
+    };
+    sol_err ae = {0};
+    int npos = sol_args_parse(args, sizeof args / sizeof args[0], argc, argv, &ae);
+    if (npos < 0) return fprintf(stderr, "bench_grammar: %s\n", ae.msg), 2;
+    if (help) return usage(stdout), 0;
+    if (npos > 0) return fprintf(stderr, "bench_grammar: unexpected argument '%s'\n", argv[1]), 2;
     if (!model || tokens < 1) return fprintf(stderr, "bench_grammar: -m MODEL.gguf needed\n"), 2;
     sol_err e = {0};
     gguf_file *g = gguf_open(model, 0, &e);

@@ -74,6 +74,13 @@ static int set_value(const sol_arg *f, const char *v, sol_err *err) {
         *(float *)f->dst = x;
         return 0;
     }
+    case SOL_ARG_DOUBLE: {
+        double x = strtod(v, &end);
+        if (*end || end == v || !isfinite(x) || !in_bounds(f, x))
+            return bounds_msg(f, "a number", v, err);
+        *(double *)f->dst = x;
+        return 0;
+    }
     case SOL_ARG_FN:
         return f->fn(v, f->ctx, err);
     case SOL_ARG_SWITCH:

@@ -15,6 +15,7 @@ typedef enum {
     SOL_ARG_INT,    /* int *dst, an integer in [lo, hi] */
     SOL_ARG_U64,    /* unsigned long long *dst, any unsigned integer (decimal or 0x hex) */
     SOL_ARG_FLOAT,  /* float *dst, a number in [lo, hi] or (lo, hi] with lo_open */
+    SOL_ARG_DOUBLE, /* double *dst, the same */
     SOL_ARG_SWITCH, /* int *dst = 1; takes no value */
     SOL_ARG_FN,     /* fn(value, ctx, err): repeatable or structured values */
 } sol_arg_kind;
