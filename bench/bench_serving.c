@@ -9,7 +9,6 @@
  *              over --rounds rounds; acceptance and tokens per verify step
  * The speculative options also apply to the other modes. */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "backend.h"
 #include "clock.h"
 #include "engine.h"
@@ -318,6 +318,29 @@ static int range(const char *s, int *lo, int *hi) {
     return 0;
 }
 
+/* --prompt / --output "MIN:MAX" or ":N". */
+typedef struct range_flag {
+    const char *flag;
+    int *lo, *hi;
+} range_flag;
+
+static int set_range(const char *v, void *ctx, sol_err *err) {
+    const range_flag *f = ctx;
+    if (range(v, f->lo, f->hi) || *f->lo < 1 || *f->hi < *f->lo)
+        return sol_err_set(err, -EINVAL, "%s: expected MIN:MAX or :N (1 <= MIN <= MAX), found '%s'",
+                           f->flag, v);
+    return 0;
+}
+
+/* --spec ngram (a draft model is --draft-model). */
+static int set_spec(const char *v, void *ctx, sol_err *err) {
+    if (strcmp(v, "ngram") != 0)
+        return sol_err_set(err, -EINVAL, "--spec: expected ngram (or --draft-model), found '%s'",
+                           v);
+    *(engine_spec_method *)ctx = ENGINE_SPEC_NGRAM;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     opts o = {.mode = "load",
               .n = 64,
@@ -331,95 +354,40 @@ int main(int argc, char **argv) {
               .num_blocks = 2048,
               .spec_k = 4,
               .rounds = 2};
-    static const struct option longs[] = {{"mode", 1, 0, 'M'},
-                                          {"prompt", 1, 0, 'P'},
-                                          {"output", 1, 0, 'O'},
-                                          {"rate", 1, 0, 'r'},
-                                          {"concurrency", 1, 0, 'c'},
-                                          {"max-seqs", 1, 0, 'S'},
-                                          {"max-batched-tokens", 1, 0, 'B'},
-                                          {"num-blocks", 1, 0, 'K'},
-                                          {"draft-model", 1, 0, 'D'},
-                                          {"spec", 1, 0, 'E'},
-                                          {"spec-k", 1, 0, 'k'},
-                                          {"spec-adaptive", 0, 0, 'A'},
-                                          {"rounds", 1, 0, 'R'},
-                                          {"no-mmap", 0, 0, 'N'},
-                                          {"prompt-file", 1, 0, 'F'},
-                                          {"backend", 1, 0, 'b'},
-                                          {"help", 0, 0, 'h'},
-                                          {0, 0, 0, 0}};
-    int c;
-    while ((c = getopt_long(argc, argv, "m:n:t:h", longs, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            o.model = optarg;
-            break;
-        case 'n':
-            o.n = atoi(optarg);
-            break;
-        case 't':
-            o.threads = atoi(optarg);
-            break;
-        case 'M':
-            o.mode = optarg;
-            break;
-        case 'b':
-            o.backend = optarg;
-            break;
-        case 'P':
-            if (range(optarg, &o.pmin, &o.pmax)) return usage(), 2;
-            break;
-        case 'O':
-            if (range(optarg, &o.omin, &o.omax)) return usage(), 2;
-            break;
-        case 'r':
-            o.rate = atof(optarg);
-            break;
-        case 'c':
-            o.conc = atoi(optarg);
-            break;
-        case 'S':
-            o.max_seqs = atoi(optarg);
-            break;
-        case 'B':
-            o.max_tokens = atoi(optarg);
-            break;
-        case 'K':
-            o.num_blocks = atoi(optarg);
-            break;
-        case 'D':
-            o.draft_path = optarg;
-            o.spec = ENGINE_SPEC_DRAFT;
-            break;
-        case 'E':
-            if (strcmp(optarg, "ngram") != 0) return usage(), 2;
-            o.spec = ENGINE_SPEC_NGRAM;
-            break;
-        case 'k':
-            o.spec_k = atoi(optarg);
-            break;
-        case 'A':
-            o.spec_adaptive = 1;
-            break;
-        case 'N':
-            o.no_mmap = 1;
-            break;
-        case 'F':
-            o.prompt_file = optarg;
-            break;
-        case 'R':
-            o.rounds = atoi(optarg) > 0 ? atoi(optarg) : 1;
-            break;
-        case 'h':
-            printf("usage: see below (also printed on stderr)\n");
-            usage();
-            return 0;
-        default:
-            usage();
-            return 2;
-        }
+    int help = 0, draft_given = 0;
+    range_flag prompt = {"--prompt", &o.pmin, &o.pmax}, output = {"--output", &o.omin, &o.omax};
+    const sol_arg args[] = {
+        {"--model", 'm', SOL_ARG_STR, &o.model, 0, 0, 0, NULL, NULL, NULL},
+        {"--requests", 'n', SOL_ARG_INT, &o.n, 1, 1 << 20, 0, NULL, NULL, NULL},
+        {"--threads", 't', SOL_ARG_INT, &o.threads, 0, 4096, 0, NULL, NULL, NULL},
+        {"--mode", 0, SOL_ARG_STR, &o.mode, 0, 0, 0, NULL, NULL, NULL},
+        {"--prompt", 0, SOL_ARG_FN, NULL, 0, 0, 0, set_range, &prompt, NULL},
+        {"--output", 0, SOL_ARG_FN, NULL, 0, 0, 0, set_range, &output, NULL},
+        {"--rate", 0, SOL_ARG_DOUBLE, &o.rate, 0, 1e9, 0, NULL, NULL, NULL},
+        {"--concurrency", 0, SOL_ARG_INT, &o.conc, 1, 1 << 16, 0, NULL, NULL, NULL},
+        {"--max-seqs", 0, SOL_ARG_INT, &o.max_seqs, 1, 1 << 16, 0, NULL, NULL, NULL},
+        {"--max-batched-tokens", 0, SOL_ARG_INT, &o.max_tokens, 1, 1 << 24, 0, NULL, NULL, NULL},
+        {"--num-blocks", 0, SOL_ARG_INT, &o.num_blocks, 1, 1 << 24, 0, NULL, NULL, NULL},
+        {"--draft-model", 0, SOL_ARG_STR, &o.draft_path, 0, 0, 0, NULL, NULL, &draft_given},
+        {"--spec", 0, SOL_ARG_FN, NULL, 0, 0, 0, set_spec, &o.spec, NULL},
+        {"--spec-k", 0, SOL_ARG_INT, &o.spec_k, 1, 16, 0, NULL, NULL, NULL},
+        {"--spec-adaptive", 0, SOL_ARG_SWITCH, &o.spec_adaptive, 0, 0, 0, NULL, NULL, NULL},
+        {"--rounds", 0, SOL_ARG_INT, &o.rounds, 1, 1000, 0, NULL, NULL, NULL},
+        {"--no-mmap", 0, SOL_ARG_SWITCH, &o.no_mmap, 0, 0, 0, NULL, NULL, NULL},
+        {"--prompt-file", 0, SOL_ARG_STR, &o.prompt_file, 0, 0, 0, NULL, NULL, NULL},
+        {"--backend", 0, SOL_ARG_STR, &o.backend, 0, 0, 0, NULL, NULL, NULL},
+        {"--help", 'h', SOL_ARG_SWITCH, &help, 0, 0, 0, NULL, NULL, NULL},
+    };
+    sol_err ae = {0};
+    int npos = sol_args_parse(args, sizeof args / sizeof args[0], argc, argv, &ae);
+    if (npos < 0) return fprintf(stderr, "bench_serving: %s\n", ae.msg), 2;
+    if (help) {
+        printf("usage: see below (also printed on stderr)\n");
+        usage();
+        return 0;
     }
+    if (npos > 0) return fprintf(stderr, "bench_serving: unexpected argument %s\n", argv[1]), 2;
+    if (draft_given) o.spec = ENGINE_SPEC_DRAFT;
     if (!o.model || o.pmin < 1 || o.pmax < o.pmin || o.omin < 1 || o.omax < o.omin) {
         usage();
         return 2;
