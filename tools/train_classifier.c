@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include "args.h"
 #include "classifier_model.h"
 #include "err.h"
 
@@ -80,41 +81,31 @@ int main(int argc, char **argv) {
     clf_train_opts o = {30, 0.5f, 1e-6f, 42};
     double holdout = 0.2;
     float prune = 1e-3f;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
-            return 0;
-        }
-        if (!v) {
-            fprintf(stderr, "sol-train_classifier: %s needs a value\n", a);
-            return 2;
-        }
-        i++;
-        if (!strcmp(a, "--data"))
-            data = v;
-        else if (!strcmp(a, "--out"))
-            out = v;
-        else if (!strcmp(a, "--positive"))
-            pos = v;
-        else if (!strcmp(a, "--negative"))
-            neg = v;
-        else if (!strcmp(a, "--epochs"))
-            o.epochs = (unsigned)strtoul(v, NULL, 10);
-        else if (!strcmp(a, "--lr"))
-            o.lr = strtof(v, NULL);
-        else if (!strcmp(a, "--seed"))
-            o.seed = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--holdout"))
-            holdout = strtod(v, NULL);
-        else if (!strcmp(a, "--prune"))
-            prune = strtof(v, NULL);
-        else {
-            fprintf(stderr, "sol-train_classifier: unknown option %s\n", a);
-            usage();
-            return 2;
-        }
+    int help = 0;
+    unsigned long long seed = o.seed;
+    int epochs = (int)o.epochs;
+    const sol_arg args[] = {
+        {"--data", 0, SOL_ARG_STR, &data, 0, 0, 0, NULL, NULL, NULL},
+        {"--out", 0, SOL_ARG_STR, &out, 0, 0, 0, NULL, NULL, NULL},
+        {"--positive", 0, SOL_ARG_STR, &pos, 0, 0, 0, NULL, NULL, NULL},
+        {"--negative", 0, SOL_ARG_STR, &neg, 0, 0, 0, NULL, NULL, NULL},
+        {"--epochs", 0, SOL_ARG_INT, &epochs, 1, 100000, 0, NULL, NULL, NULL},
+        {"--lr", 0, SOL_ARG_FLOAT, &o.lr, 0, 100, 1, NULL, NULL, NULL},
+        {"--seed", 0, SOL_ARG_U64, &seed, 0, 0, 0, NULL, NULL, NULL},
+        {"--holdout", 0, SOL_ARG_DOUBLE, &holdout, 0, 0.9, 0, NULL, NULL, NULL},
+        {"--prune", 0, SOL_ARG_FLOAT, &prune, 0, 1, 0, NULL, NULL, NULL},
+        {"--help", 'h', SOL_ARG_SWITCH, &help, 0, 0, 0, NULL, NULL, NULL},
+    };
+    sol_err ae = {0};
+    int npos = sol_args_parse(args, sizeof args / sizeof args[0], argc, argv, &ae);
+    if (npos < 0) return fprintf(stderr, "sol-train_classifier: %s\n", ae.msg), 2;
+    if (help) return usage(), 0;
+    if (npos > 0) {
+        fprintf(stderr, "sol-train_classifier: unexpected argument %s\n", argv[1]);
+        return 2;
     }
+    o.seed = seed;
+    o.epochs = (unsigned)epochs;
     if (!data || !out || holdout < 0 || holdout >= 1) {
         usage();
         return 2;
