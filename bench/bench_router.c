@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
+
 #define BUF_BYTES (1 << 16)
 #define MAX_POOLS 8
 
@@ -379,6 +381,21 @@ static int parse_models(opts *o, char *v) {
     return 0;
 }
 
+/* --model A[,B...]: the pool names the tickets cycle through. */
+static int model_list(const char *v, void *ctx, sol_err *err) {
+    if (parse_models(ctx, (char *)v)) return sol_err_set(err, -EINVAL, "--model: bad list '%s'", v);
+    return 0;
+}
+
+/* --mode rps|latency|stream. */
+static int set_mode(const char *v, void *ctx, sol_err *err) {
+    static const char *const names[] = {"rps", "latency", "stream"};
+    static const mode modes[] = {MODE_RPS, MODE_LATENCY, MODE_STREAM};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(v, names[i])) return *(mode *)ctx = modes[i], 0;
+    return sol_err_set(err, -EINVAL, "--mode: expected rps, latency or stream, found '%s'", v);
+}
+
 static int parse(int argc, char **argv, opts *o) {
     static char def_model[] = "precise";
     *o = (opts){.m = MODE_RPS,
@@ -390,55 +407,27 @@ static int parse(int argc, char **argv, opts *o) {
                 .rate = 1000,
                 .time_limit_s = 20,
                 .read_timeout_s = 10};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            exit(0);
-        }
-        if (!v) {
-            fprintf(stderr, "bench_router: %s needs a value (or is unknown)\n", a);
-            return -1;
-        }
-        i++;
-        if (!strcmp(a, "--port"))
-            o->port = atoi(v);
-        else if (!strcmp(a, "--conns"))
-            o->conns = atoi(v);
-        else if (!strcmp(a, "--requests"))
-            o->requests = atol(v);
-        else if (!strcmp(a, "--model")) {
-            if (parse_models(o, argv[i])) return -1;
-        } else if (!strcmp(a, "--rate"))
-            o->rate = atof(v), o->rate_set = 1;
-        else if (!strcmp(a, "--max-tokens"))
-            o->max_tokens = atoi(v);
-        else if (!strcmp(a, "--time-limit"))
-            o->time_limit_s = atof(v);
-        else if (!strcmp(a, "--read-timeout"))
-            o->read_timeout_s = atoi(v);
-        else if (!strcmp(a, "--mode")) {
-            if (!strcmp(v, "rps"))
-                o->m = MODE_RPS;
-            else if (!strcmp(v, "latency"))
-                o->m = MODE_LATENCY;
-            else if (!strcmp(v, "stream"))
-                o->m = MODE_STREAM;
-            else {
-                fprintf(stderr,
-                        "bench_router: --mode: expected rps, latency or stream, found '%s'\n", v);
-                return -1;
-            }
-        } else {
-            fprintf(stderr, "bench_router: unknown option %s (try --help)\n", a);
-            return -1;
-        }
-    }
-    if (o->port <= 0 || o->port > 65535 || o->conns < 1 || o->conns > 4096 || o->requests < 1 ||
-        o->requests > 10000000 || o->rate <= 0 || o->max_tokens < 1 || o->time_limit_s <= 0 ||
-        o->read_timeout_s < 1) {
-        fprintf(stderr, "bench_router: need --port 1..65535, --conns 1..4096, --requests "
-                        "1..10000000, positive --rate, --max-tokens, --time-limit\n");
+    int help = 0, requests = (int)o->requests;
+    const sol_arg args[] = {
+        {"--port", 0, SOL_ARG_INT, &o->port, 1, 65535, 0, NULL, NULL, NULL},
+        {"--conns", 0, SOL_ARG_INT, &o->conns, 1, 4096, 0, NULL, NULL, NULL},
+        {"--requests", 0, SOL_ARG_INT, &requests, 1, 10000000, 0, NULL, NULL, NULL},
+        {"--model", 0, SOL_ARG_FN, NULL, 0, 0, 0, model_list, o, NULL},
+        {"--rate", 0, SOL_ARG_DOUBLE, &o->rate, 0, 1e9, 1, NULL, NULL, &o->rate_set},
+        {"--max-tokens", 0, SOL_ARG_INT, &o->max_tokens, 1, 1 << 20, 0, NULL, NULL, NULL},
+        {"--time-limit", 0, SOL_ARG_DOUBLE, &o->time_limit_s, 0, 1e6, 1, NULL, NULL, NULL},
+        {"--read-timeout", 0, SOL_ARG_INT, &o->read_timeout_s, 1, 3600, 0, NULL, NULL, NULL},
+        {"--mode", 0, SOL_ARG_FN, NULL, 0, 0, 0, set_mode, &o->m, NULL},
+        {"--help", 'h', SOL_ARG_SWITCH, &help, 0, 0, 0, NULL, NULL, NULL},
+    };
+    sol_err e = {0};
+    int npos = sol_args_parse(args, sizeof args / sizeof args[0], argc, argv, &e);
+    if (npos < 0) return fprintf(stderr, "bench_router: %s\n", e.msg), -1;
+    if (help) usage(stdout), exit(0);
+    if (npos > 0) return fprintf(stderr, "bench_router: unexpected argument %s\n", argv[1]), -1;
+    o->requests = requests;
+    if (o->port == 0) {
+        fprintf(stderr, "bench_router: need --port 1..65535\n");
         return -1;
     }
     if (o->rate_set && o->m == MODE_RPS) {
