@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 
+#include "args.h"
 #include "chat_template.h"
 #include "err.h"
 #include "gguf.h"
@@ -295,40 +296,31 @@ static int render_chat(const char *path, const char *tools_path, const char *nam
 int main(int argc, char **argv) {
     const char *model = NULL, *vt_in = NULL, *vt_out = NULL;
     const char *chat = NULL, *tmpl = NULL, *tmpl_file = NULL, *tools = NULL;
-    int bos = 1, special = 0, escapes = 0, roundtrip = 0, gen_prompt = 1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "-m") && i + 1 < argc)
-            model = argv[++i];
-        else if (!strcmp(argv[i], "--no-bos"))
-            bos = 0;
-        else if (!strcmp(argv[i], "--special"))
-            special = 1;
-        else if (!strcmp(argv[i], "--escapes"))
-            escapes = 1;
-        else if (!strcmp(argv[i], "--roundtrip"))
-            roundtrip = 1;
-        else if (!strcmp(argv[i], "--render-chat") && i + 1 < argc)
-            chat = argv[++i];
-        else if (!strcmp(argv[i], "--template") && i + 1 < argc)
-            tmpl = argv[++i];
-        else if (!strcmp(argv[i], "--template-file") && i + 1 < argc)
-            tmpl_file = argv[++i];
-        else if (!strcmp(argv[i], "--tools") && i + 1 < argc)
-            tools = argv[++i];
-        else if (!strcmp(argv[i], "--no-gen-prompt"))
-            gen_prompt = 0;
-        else if (!strcmp(argv[i], "--vocab-test") && i + 2 < argc) {
-            vt_in = argv[++i];
-            vt_out = argv[++i];
-        } else {
-            usage(stderr);
-            return 2;
-        }
+    int no_bos = 0, special = 0, escapes = 0, roundtrip = 0, no_gen_prompt = 0, help = 0;
+    const sol_arg args[] = {
+        {"--model", 'm', SOL_ARG_STR, &model, 0, 0, 0, NULL, NULL, NULL},
+        {"--no-bos", 0, SOL_ARG_SWITCH, &no_bos, 0, 0, 0, NULL, NULL, NULL},
+        {"--special", 0, SOL_ARG_SWITCH, &special, 0, 0, 0, NULL, NULL, NULL},
+        {"--escapes", 0, SOL_ARG_SWITCH, &escapes, 0, 0, 0, NULL, NULL, NULL},
+        {"--roundtrip", 0, SOL_ARG_SWITCH, &roundtrip, 0, 0, 0, NULL, NULL, NULL},
+        {"--render-chat", 0, SOL_ARG_STR, &chat, 0, 0, 0, NULL, NULL, NULL},
+        {"--template", 0, SOL_ARG_STR, &tmpl, 0, 0, 0, NULL, NULL, NULL},
+        {"--template-file", 0, SOL_ARG_STR, &tmpl_file, 0, 0, 0, NULL, NULL, NULL},
+        {"--tools", 0, SOL_ARG_STR, &tools, 0, 0, 0, NULL, NULL, NULL},
+        {"--no-gen-prompt", 0, SOL_ARG_SWITCH, &no_gen_prompt, 0, 0, 0, NULL, NULL, NULL},
+        {"--vocab-test", 0, SOL_ARG_STR, &vt_in, 0, 0, 0, NULL, NULL, NULL}, /* IN, then OUT */
+        {"--help", 'h', SOL_ARG_SWITCH, &help, 0, 0, 0, NULL, NULL, NULL},
+    };
+    sol_err ae = {0};
+    int npos = sol_args_parse(args, sizeof args / sizeof args[0], argc, argv, &ae);
+    if (npos < 0) return fprintf(stderr, "sol-tokenize: %s\n", ae.msg), 2;
+    if (help) return usage(stdout), 0;
+    if (vt_in && npos == 1) vt_out = argv[1], npos = 0; /* --vocab-test IN OUT */
+    if (npos > 0 || (vt_in && !vt_out)) {
+        usage(stderr);
+        return 2;
     }
+    int bos = !no_bos, gen_prompt = !no_gen_prompt;
     if (chat) {
         if ((tmpl != NULL) + (tmpl_file != NULL) + (model != NULL) != 1) {
             fprintf(stderr, "sol-tokenize: --render-chat needs exactly one of --template, "
