@@ -38,60 +38,6 @@ typedef struct conn_ctx {
     http_stream *stream;
 } conn_ctx;
 
-/* ---- responses ------------------------------------------------------------------------------- */
-
-static void common_headers(struct MHD_Response *r, const char *request_id, const char *pool,
-                           const char *reason) {
-    if (request_id && request_id[0]) MHD_add_response_header(r, "X-Request-Id", request_id);
-    if (pool && pool[0]) MHD_add_response_header(r, "X-Sol-Pool", pool);
-    if (reason && reason[0]) MHD_add_response_header(r, "X-Sol-Route-Reason", reason);
-}
-
-static enum MHD_Result send_buf(struct MHD_Connection *c, unsigned status, const char *ctype,
-                                strbuf *body, const char *request_id, const char *pool,
-                                const char *reason, int retry_after) {
-    size_t len;
-    char *data = strbuf_take(body, &len);
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(data);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", ctype);
-    common_headers(r, request_id, pool, reason);
-    if (retry_after > 0) {
-        char v[16];
-        snprintf(v, sizeof v, "%d", retry_after);
-        MHD_add_response_header(r, "Retry-After", v);
-    }
-    enum MHD_Result ok = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ok;
-}
-
-static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, strbuf *body,
-                                 const char *request_id) {
-    return send_buf(c, status, "application/json", body, request_id, NULL, NULL, 0);
-}
-
-static enum MHD_Result send_error(struct MHD_Connection *c, const oai_error *e,
-                                  const char *request_id, const char *pool, const char *reason) {
-    strbuf b;
-    strbuf_init(&b);
-    oai_error_json(&b, e);
-    return send_buf(c, (unsigned)e->status, "application/json", &b, request_id, pool, reason,
-                    e->retry_after_s);
-}
-
-static enum MHD_Result send_status(struct MHD_Connection *c, int status, const char *request_id,
-                                   const char *fmt, const char *arg) {
-    oai_error e;
-    char msg[256];
-    snprintf(msg, sizeof msg, fmt, arg ? arg : "");
-    oai_error_status(&e, status, msg);
-    return send_error(c, &e, request_id, NULL, NULL);
-}
-
 /* ---- simple endpoints ------------------------------------------------------------------------ */
 
 static enum MHD_Result handle_models(http_server *s, struct MHD_Connection *c, const char *rid) {
@@ -115,7 +61,7 @@ static enum MHD_Result handle_models(http_server *s, struct MHD_Connection *c, c
         first = 0;
     }
     strbuf_puts(&b, "]}");
-    return send_json(c, 200, &b, rid);
+    return http_send_json(c, 200, &b, rid);
 }
 
 static enum MHD_Result handle_ready(http_server *s, struct MHD_Connection *c, const char *rid) {
@@ -123,14 +69,15 @@ static enum MHD_Result handle_ready(http_server *s, struct MHD_Connection *c, co
     strbuf_init(&b);
     int ready = !s->cfg.backend.ready || s->cfg.backend.ready(s->cfg.backend.ctx);
     strbuf_puts(&b, ready ? "{\"status\":\"ready\"}" : "{\"status\":\"not ready\"}");
-    return send_json(c, ready ? 200 : 503, &b, rid);
+    return http_send_json(c, ready ? 200 : 503, &b, rid);
 }
 
 static enum MHD_Result handle_metrics(http_server *s, struct MHD_Connection *c, const char *rid) {
     strbuf b;
     strbuf_init(&b);
     if (s->cfg.metrics) metrics_render(s->cfg.metrics, &b);
-    return send_buf(c, 200, "text/plain; version=0.0.4; charset=utf-8", &b, rid, NULL, NULL, 0);
+    return http_send_buf(c, 200, "text/plain; version=0.0.4; charset=utf-8", &b, rid, NULL, NULL,
+                         0);
 }
 
 static enum MHD_Result handle_workers(http_server *s, struct MHD_Connection *c, const char *rid) {
@@ -140,7 +87,7 @@ static enum MHD_Result handle_workers(http_server *s, struct MHD_Connection *c, 
         s->cfg.backend.workers_json(s->cfg.backend.ctx, &b);
     else
         strbuf_puts(&b, "{\"workers\":[]}");
-    return send_json(c, 200, &b, rid);
+    return http_send_json(c, 200, &b, rid);
 }
 
 static enum MHD_Result handle_drain(http_server *s, struct MHD_Connection *c, const char *url,
@@ -150,7 +97,7 @@ static enum MHD_Result handle_drain(http_server *s, struct MHD_Connection *c, co
     char worker[128];
     size_t n = end ? (size_t)(end - id) : 0;
     if (!n || n >= sizeof worker || strcmp(end, "/drain"))
-        return send_status(c, 404, rid, "no such endpoint: %s", url);
+        return http_send_status(c, 404, rid, "no such endpoint: %s", url);
     memcpy(worker, id, n);
     worker[n] = '\0';
     oai_error e;
@@ -161,9 +108,9 @@ static enum MHD_Result handle_drain(http_server *s, struct MHD_Connection *c, co
         strbuf_puts(&b, "{\"worker\":");
         strbuf_json_str(&b, worker, n);
         strbuf_puts(&b, ",\"draining\":true}");
-        return send_json(c, 200, &b, rid);
+        return http_send_json(c, 200, &b, rid);
     }
-    return send_error(c, &e, rid, NULL, NULL);
+    return http_send_error(c, &e, rid, NULL, NULL);
 }
 
 /* ---- generation ------------------------------------------------------------------------------ */
@@ -247,26 +194,30 @@ static void unlink_stream(http_server *s, http_stream *st) {
     pthread_mutex_unlock(&s->mu);
 }
 
-static enum MHD_Result start_generation(http_server *s, struct MHD_Connection *c, conn_ctx *cc) {
-    oai_request *req = NULL;
-    oai_error e;
-    cc->responded = true; /* every early return below queues a response */
+/* ---- a request's way: parse -> route -> bind the pool's tools -> stream -> dispatch ---------- */
+
+/* The OpenAI body, validated (oai_request.c), with the W3C trace context of the headers. */
+static int parse_body(struct MHD_Connection *c, http_server *s, conn_ctx *cc, oai_request **out,
+                      oai_error *e) {
+    *out = NULL;
     if (cc->too_large) {
         char msg[128];
         snprintf(msg, sizeof msg, "request body exceeds the limit of %zu bytes",
                  s->cfg.max_body_bytes);
-        oai_error_status(&e, 413, msg);
-        return send_error(c, &e, cc->request_id, NULL, NULL);
+        return oai_error_status(e, 413, msg), -1;
     }
     oai_kind kind = cc->ep == EP_CHAT         ? OAI_CHAT
                     : cc->ep == EP_EMBEDDINGS ? OAI_EMBEDDING
                                               : OAI_COMPLETION;
-    if (oai_parse_request(kind, cc->body.data ? cc->body.data : "", cc->body.len, &req, &e))
-        return send_error(c, &e, cc->request_id, NULL, NULL);
-    if (read_traceparent(c, req, &e)) {
-        oai_request_free(req);
-        return send_error(c, &e, cc->request_id, NULL, NULL);
-    }
+    if (oai_parse_request(kind, cc->body.data ? cc->body.data : "", cc->body.len, out, e))
+        return -1;
+    if (read_traceparent(c, *out, e)) return oai_request_free(*out), *out = NULL, -1;
+    return 0;
+}
+
+/* The pool: explicit tags, then the YAML rules, then the classifier (classify.c). */
+static int route_request(http_server *s, struct MHD_Connection *c, const oai_request *req,
+                         classify_result *route, oai_error *e) {
     strbuf text;
     strbuf_init(&text);
     oai_request_text(req, &text);
@@ -282,61 +233,86 @@ static enum MHD_Result start_generation(http_server *s, struct MHD_Connection *c
                          req->max_tokens_set,
                          tags,
                          collect_tags(req, c, tagstore, sizeof tagstore, tags)};
-    classify_result route;
-    int rc = classify_route(s->cfg.router, &in, &route);
+    int rc = classify_route(s->cfg.router, &in, route);
     strbuf_free(&text);
-    if (rc) {
-        oai_error_set(&e, 404, "invalid_request_error", "model_not_found", "model",
+    if (rc)
+        oai_error_set(e, 404, "invalid_request_error", "model_not_found", "model",
                       "The model '%.100s' does not exist", req->model);
-        oai_request_free(req);
-        return send_error(c, &e, cc->request_id, NULL, NULL);
-    }
+    return rc ? -1 : 0;
+}
+
+/* Tools in the chosen pool's call format (its workers' chat template): their grammar, if any. */
+static int bind_pool_tools(http_server *s, oai_request *req, const classify_result *route,
+                           oai_error *e) {
     char tmpl[32] = "", fmt[16] = "";
     int known =
-        s->cfg.backend.pool_tools && s->cfg.backend.pool_tools(s->cfg.backend.ctx, route.pool, tmpl,
-                                                               sizeof tmpl, fmt, sizeof fmt);
-    if (oai_tools_bind(&req->tools, known ? fmt : NULL, tmpl, route.pool, &req->grammar,
-                       &req->grammar_field, &e)) {
-        oai_request_free(req);
-        return send_error(c, &e, cc->request_id, route.pool, route.reason);
-    }
-    if (!req->model && !(req->model = strdup(route.pool))) { /* echoed as the response's model */
-        oai_request_free(req);
-        return send_status(c, 500, cc->request_id, "out of memory%s", NULL);
-    }
-    http_stream *st = http_stream_new(s, c, req, cc->request_id, route.pool, cc->t_start);
-    if (!st) {
-        oai_request_free(req);
-        return send_status(c, 500, cc->request_id, "out of memory%s", NULL);
-    }
-    snprintf(st->reason, sizeof st->reason, "%s", route.reason);
+        s->cfg.backend.pool_tools && s->cfg.backend.pool_tools(s->cfg.backend.ctx, route->pool,
+                                                               tmpl, sizeof tmpl, fmt, sizeof fmt);
+    return oai_tools_bind(&req->tools, known ? fmt : NULL, tmpl, route->pool, &req->grammar,
+                          &req->grammar_field, e)
+               ? -1
+               : 0;
+}
+
+/* One dispatch per sample into the stream (n > 1: each its own seed and worker, sharing the
+ * prompt's KV through the prefix cache when they land together); a refusal part-way cancels
+ * the ones already sent. */
+static int dispatch_all(http_server *s, conn_ctx *cc, http_stream *st, oai_request *req,
+                        const classify_result *route, oai_error *e) {
     http_dispatch_info info = {
-        req, cc->request_id, route.pool, route.reason, cc->client_key, cc->t_start, 0};
-    cc->stream = st;
-    cc->dispatched = true;
-    link_stream(s, st);
-    /* n > 1: one dispatch per sample into this stream (each its own seed and worker, sharing the
-     * prompt's KV through the prefix cache when they land together); a refusal part-way cancels
-     * the ones already sent. */
+        req, cc->request_id, route->pool, route->reason, cc->client_key, cc->t_start, 0};
     for (uint32_t i = 0; i < req->n; i++) {
         info.choice = i;
-        if (s->cfg.backend.dispatch(s->cfg.backend.ctx, &info, st, &e) == 0) continue;
+        if (s->cfg.backend.dispatch(s->cfg.backend.ctx, &info, st, e) == 0) continue;
         pthread_mutex_lock(&st->mu);
         st->done = true;
         st->client_gone = i > 0; /* the broker drops the samples already sent */
         pthread_mutex_unlock(&st->mu);
         if (i > 0 && s->cfg.backend.cancel)
             s->cfg.backend.cancel(s->cfg.backend.ctx, cc->request_id);
-        metrics_count_request(s->cfg.metrics, route.pool, e.status);
-        return send_error(c, &e, cc->request_id, route.pool, route.reason);
+        metrics_count_request(s->cfg.metrics, route->pool, e->status);
+        return -1;
     }
+    return 0;
+}
+
+static enum MHD_Result start_generation(http_server *s, struct MHD_Connection *c, conn_ctx *cc) {
+    oai_request *req = NULL;
+    oai_error e;
+    classify_result route;
+    cc->responded = true; /* every early return below queues a response */
+    if (parse_body(c, s, cc, &req, &e)) return http_send_error(c, &e, cc->request_id, NULL, NULL);
+    if (route_request(s, c, req, &route, &e)) {
+        oai_request_free(req);
+        return http_send_error(c, &e, cc->request_id, NULL, NULL);
+    }
+    if (bind_pool_tools(s, req, &route, &e)) {
+        oai_request_free(req);
+        return http_send_error(c, &e, cc->request_id, route.pool, route.reason);
+    }
+    if (!req->model && !(req->model = strdup(route.pool))) { /* echoed as the response's model */
+        oai_request_free(req);
+        return http_send_status(c, 500, cc->request_id, "out of memory%s", NULL);
+    }
+    http_stream *st = http_stream_new(s, c, req, cc->request_id, route.pool, cc->t_start);
+    if (!st) {
+        oai_request_free(req);
+        return http_send_status(c, 500, cc->request_id, "out of memory%s", NULL);
+    }
+    snprintf(st->reason, sizeof st->reason, "%s", route.reason);
+    cc->stream = st;
+    cc->dispatched = true;
+    link_stream(s, st);
+    if (dispatch_all(s, cc, st, req, &route, &e))
+        return http_send_error(c, &e, cc->request_id, route.pool, route.reason);
     if (req->traceparent[0])
         LOG_INFO(MOD, "request %s traceparent %s → pool %s (%s)", cc->request_id, req->traceparent,
                  route.pool, route.reason);
     else
         LOG_DEBUG(MOD, "request %s → pool %s (%s)", cc->request_id, route.pool, route.reason);
     cc->responded = false;
-    return MHD_YES; /* continue_generation runs next, on this same call path */
+    return MHD_YES; /* continue_generation runs next; the answer is rendered by respond_full or
+                     * streamed by http_stream_push (the broker's chunks) */
 }
 
 static enum MHD_Result respond_embeddings(struct MHD_Connection *c, http_stream *st) {
@@ -347,11 +323,11 @@ static enum MHD_Result respond_embeddings(struct MHD_Connection *c, http_stream 
             oai_error e;
             oai_error_set(&e, 500, "server_error", NULL, "input",
                           "the worker returned no embedding for input %u", i);
-            return send_error(c, &e, st->request_id, st->pool, st->reason);
+            return http_send_error(c, &e, st->request_id, st->pool, st->reason);
         }
     oai_embeddings_json(&b, st->req->model, (const float *const *)st->emb, st->emb_dim,
                         st->n_choices, st->req->base64, st->usage.prompt_tokens);
-    return send_buf(c, 200, "application/json", &b, st->request_id, st->pool, st->reason, 0);
+    return http_send_buf(c, 200, "application/json", &b, st->request_id, st->pool, st->reason, 0);
 }
 
 /* With tools: a choice's text less the calls read out of it (into st->calls[i]); its finish
@@ -393,7 +369,7 @@ static enum MHD_Result respond_full(struct MHD_Connection *c, http_stream *st) {
     oai_response_json(&b, &r);
     for (uint32_t i = 0; i < st->n_choices; i++)
         strbuf_free(&content[i]);
-    return send_buf(c, 200, "application/json", &b, st->request_id, st->pool, st->reason, 0);
+    return http_send_buf(c, 200, "application/json", &b, st->request_id, st->pool, st->reason, 0);
 }
 
 static enum MHD_Result respond_stream(struct MHD_Connection *c, http_stream *st) {
@@ -402,7 +378,7 @@ static enum MHD_Result respond_stream(struct MHD_Connection *c, http_stream *st)
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
-    common_headers(r, st->request_id, st->pool, st->reason);
+    http_common_headers(r, st->request_id, st->pool, st->reason);
     enum MHD_Result ok = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
     return ok;
@@ -417,7 +393,7 @@ static enum MHD_Result continue_generation(struct MHD_Connection *c, conn_ctx *c
         oai_error e = st->err;
         st->headers_sent = true;
         pthread_mutex_unlock(&st->mu);
-        return send_error(c, &e, st->request_id, st->pool, st->reason);
+        return http_send_error(c, &e, st->request_id, st->pool, st->reason);
     }
     if (st->streaming && (st->out.len || st->done)) {
         st->headers_sent = true;
@@ -466,7 +442,7 @@ static enum MHD_Result send_status_page(struct MHD_Connection *c, const char *ri
                             "default-src 'none'; connect-src 'self'; script-src 'unsafe-inline'; "
                             "style-src 'unsafe-inline'; img-src 'self'");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
-    common_headers(r, rid, NULL, NULL);
+    http_common_headers(r, rid, NULL, NULL);
     enum MHD_Result ok = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
     return ok;
@@ -504,13 +480,13 @@ static enum MHD_Result first_call(http_server *s, struct MHD_Connection *c, conn
         snprintf(msg, sizeof msg,
                  "request header too large: %zu bytes (router.http.max_header_bytes = %zu)", hb,
                  s->cfg.max_header_bytes);
-        return send_status(c, 431, rid, "%s", msg);
+        return http_send_status(c, 431, rid, "%s", msg);
     }
     if (!strcmp(url, "/health")) {
         strbuf b;
         strbuf_init(&b);
         strbuf_puts(&b, "{\"status\":\"ok\"}");
-        return send_json(c, 200, &b, rid);
+        return http_send_json(c, 200, &b, rid);
     }
     if (!strcmp(url, "/v1/completions"))
         cc->ep = EP_COMPLETIONS;
@@ -521,28 +497,28 @@ static enum MHD_Result first_call(http_server *s, struct MHD_Connection *c, conn
     bool page = !strcmp(url, "/") || !strcmp(url, "/ui");
     int known = cc->ep || page || !strcmp(url, "/v1/models") || !strcmp(url, "/ready") ||
                 !strcmp(url, "/metrics") || !strncmp(url, "/admin/workers", 14);
-    if (!known) return send_status(c, 404, rid, "no such endpoint: %s", url);
+    if (!known) return http_send_status(c, 404, rid, "no such endpoint: %s", url);
     if (page && get) return send_status_page(c, rid);
-    if (page) return send_status(c, 405, rid, "method not allowed on %s", url);
+    if (page) return http_send_status(c, 405, rid, "method not allowed on %s", url);
     if (!strcmp(url, "/ready") && get) return handle_ready(s, c, rid);
     if (!strcmp(url, "/metrics") && get) return handle_metrics(s, c, rid);
     if (check_auth(s, c, cc)) {
         oai_error e;
         oai_error_status(&e, 401,
                          "missing or invalid API key (send 'Authorization: Bearer <key>')");
-        return send_error(c, &e, rid, NULL, NULL);
+        return http_send_error(c, &e, rid, NULL, NULL);
     }
     int retry = 0;
     if (!ratelimit_take(s->cfg.limiter, cc->client_key, &retry)) {
         oai_error e;
         oai_error_status(&e, 429, "rate limit exceeded for this API key; retry later");
         e.retry_after_s = retry;
-        return send_error(c, &e, rid, NULL, NULL);
+        return http_send_error(c, &e, rid, NULL, NULL);
     }
     if (!strcmp(url, "/v1/models") && get) return handle_models(s, c, rid);
     if (!strcmp(url, "/admin/workers") && get) return handle_workers(s, c, rid);
     if (!strncmp(url, "/admin/workers/", 15) && post) return handle_drain(s, c, url, rid);
-    if (!cc->ep || !post) return send_status(c, 405, rid, "method not allowed on %s", url);
+    if (!cc->ep || !post) return http_send_status(c, 405, rid, "method not allowed on %s", url);
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
     if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body_bytes) {
         cc->too_large = true; /* answer before reading the body; MHD closes the connection */
@@ -584,7 +560,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_YES;
         }
         cc->deferred = false;
-        if (cc->get_body) return send_status(c, 400, cc->request_id, "a GET takes no body%s", NULL);
+        if (cc->get_body)
+            return http_send_status(c, 400, cc->request_id, "a GET takes no body%s", NULL);
         return first_call(s, c, cc, url, method);
     }
     if (*upload_size) {

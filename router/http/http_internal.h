@@ -73,4 +73,19 @@ http_stream *http_stream_new(http_server *srv, struct MHD_Connection *conn, oai_
                              const char *request_id, const char *pool, uint64_t received_ns);
 ssize_t http_stream_read(void *cls, uint64_t pos, char *buf, size_t max);
 
+/* http_send.c: the headers every answer carries (request id, pool, route reason; NULL: none). */
+void http_common_headers(struct MHD_Response *r, const char *request_id, const char *pool,
+                         const char *reason);
+/* Queue a whole response (the body's buffer is taken); pool and reason may be NULL. */
+enum MHD_Result http_send_buf(struct MHD_Connection *c, unsigned status, const char *ctype,
+                              strbuf *body, const char *request_id, const char *pool,
+                              const char *reason, int retry_after);
+enum MHD_Result http_send_json(struct MHD_Connection *c, unsigned status, strbuf *body,
+                               const char *request_id);
+enum MHD_Result http_send_error(struct MHD_Connection *c, const oai_error *e,
+                                const char *request_id, const char *pool, const char *reason);
+/* An OpenAI error of that status with fmt's message (one %s: arg). */
+enum MHD_Result http_send_status(struct MHD_Connection *c, int status, const char *request_id,
+                                 const char *fmt, const char *arg);
+
 #endif
