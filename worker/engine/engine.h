@@ -136,7 +136,7 @@ typedef struct engine_request {
                                      * format's opening such as [TOOL_CALLS]): streamed as their
                                      * text, taken by the grammar where it fits; a text that is
                                      * no control token changes nothing. At most
-                                     * GRAMMAR_MAX_CONTROL */
+                                     * SOL_FRAME_MAX_TEXT_TOKENS (the wire's bound) */
     int32_t n_text_tokens;
     const int32_t *resume_tokens; /* failover: ids already generated elsewhere */
     int32_t n_resume_tokens;

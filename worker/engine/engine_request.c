@@ -8,6 +8,8 @@
 
 #include "engine_internal.h"
 
+#include "frame.h"
+
 void ereq_free(ereq *r) {
     if (!r) return;
     free(r->seq.tokens);
@@ -116,10 +118,16 @@ static int check_length(const engine *e, int32_t n_prompt, int32_t n_resume, int
     return 0;
 }
 
+/* The wire's bound on text_tokens is the one rule; the matcher's and the detokenizer's capacities
+ * only have to hold it. */
+_Static_assert(SOL_FRAME_MAX_TEXT_TOKENS <= GRAMMAR_MAX_CONTROL &&
+                   SOL_FRAME_MAX_TEXT_TOKENS <= TOK_STREAM_MAX_SHOWN,
+               "text_tokens: the grammar and the stream hold fewer than the wire allows");
+
 /* The control tokens of text_tokens (the others change nothing: ordinary tokens spell them). */
 static int setup_text_tokens(const engine *e, const engine_request *q, ereq *r, sol_err *err) {
-    if (q->n_text_tokens > GRAMMAR_MAX_CONTROL)
-        return sol_err_set(err, -EINVAL, "text_tokens: more than %d", GRAMMAR_MAX_CONTROL);
+    if (q->n_text_tokens > SOL_FRAME_MAX_TEXT_TOKENS)
+        return sol_err_set(err, -EINVAL, "text_tokens: more than %d", SOL_FRAME_MAX_TEXT_TOKENS);
     if (q->n_text_tokens > 0 && !e->tok)
         return sol_err_set(err, -EINVAL, "text_tokens need a tokenizer (text output)");
     for (int32_t i = 0; i < q->n_text_tokens; i++) {
