@@ -26,6 +26,8 @@ static const char *const k_dtypes[] = {"f16", "f32", NULL};
 static const char *const k_model_dtypes[] = {"auto", NULL};
 /* worker.embedding_pooling: the order of engine_pooling */
 static const char *const k_poolings[] = {"auto", "last", "mean", "cls", NULL};
+/* worker.drain: the order of sol_drain_mode */
+static const char *const k_drains[] = {"migrate", "finish", NULL};
 static const char *const k_methods[] = {"off", "draft", "ngram", NULL};
 
 #define OFF(m) offsetof(sol_config, m)
@@ -87,6 +89,7 @@ static const cfg_key k_keys[] = {
     KINT(worker.heartbeat_ms, 10, 60000),
     KINT(worker.router_resolve_ms, 0, 3600000),
     KEY(worker.health_file, T_NSTR, .flags = F_NONEMPTY),
+    KEY(worker.drain, T_ENUM, .names = k_drains),
     KEY(worker.curve.secret_key_file, T_NSTR, .flags = F_NONEMPTY),
     KEY(worker.curve.server_public_key, T_NSTR, .flags = F_NONEMPTY),
     KINT(worker.kv.block_size, 1, 1024, .check = CHK_POW2),

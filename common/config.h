@@ -21,6 +21,8 @@ typedef enum {
     SOL_BACKEND_CUDA_EMU
 } sol_backend_kind;
 typedef enum { SOL_KV_F16 = 0, SOL_KV_F32 } sol_kv_dtype;
+/* worker.drain: what a drain does with running requests (docs/configuration.md) */
+typedef enum { SOL_DRAIN_MIGRATE = 0, SOL_DRAIN_FINISH } sol_drain_mode;
 typedef enum { SOL_SPEC_OFF = 0, SOL_SPEC_DRAFT, SOL_SPEC_NGRAM } sol_spec_method;
 
 /* An owned list of owned strings. */
@@ -108,6 +110,7 @@ typedef struct sol_worker_config {
     char *chat_template;   /* a family name overriding the GGUF's template; "" = detect */
     int router_resolve_ms; /* > 0: router names resolved to every address this often */
     char *health_file;     /* rewritten at each heartbeat while healthy (liveness); NULL: none */
+    sol_drain_mode drain;  /* migrate: running requests go back to the router; finish: they end */
     struct {
         char *secret_key_file;   /* the worker's key pair (sol-keygen); NULL: no CURVE */
         char *server_public_key; /* the router's public key: 40 Z85 characters or a file */

@@ -55,6 +55,11 @@ static const sol_cli_flag k_worker_flags[] = {
      "rewritten at every heartbeat while the worker is healthy; a liveness check (Docker's "
      "HEALTHCHECK, a Kubernetes exec probe) fails when it grows old",
      NULL},
+    {"--drain", "migrate|finish", SOL_FLAG_SET, "worker.drain",
+     "what a drain (SIGTERM, POST /admin/workers/ID/drain) does with running requests: migrate "
+     "hands each back to the router, which moves it token-exactly to another worker of the pool "
+     "(the default); finish lets them run to their end",
+     NULL},
     {"--curve-secret-key", "FILE", SOL_FLAG_SET, "worker.curve.secret_key_file",
      "this worker's CURVE key pair (sol-keygen); with --curve-server-key", NULL},
     {"--curve-server-key", "KEY|FILE", SOL_FLAG_SET, "worker.curve.server_public_key",
@@ -281,6 +286,7 @@ static int worker_run(const sol_config *cfg) {
         .stall_after_ms = w->stall_after_ms,
         .router_resolve_ms = w->router_resolve_ms,
         .health_file = w->health_file,
+        .drain_migrate = w->drain == SOL_DRAIN_MIGRATE,
     };
     curve_pair pair;
     curve_key server;

@@ -44,14 +44,15 @@ static void render_worker(strbuf *o, const bk_worker *w, uint64_t now) {
                   "\"running\":%u,\"waiting\":%u,\"load\":%.4f,\"kv_usage\":%.4f,"
                   "\"prefix_hit_rate\":%.4f,\"spec_acceptance\":%.4f,\"tokens_per_s\":%.1f,"
                   "\"engine_steps\":%llu,"
-                  "\"served\":%llu,\"failed_over\":%llu,\"last_heartbeat_ms_ago\":%llu",
+                  "\"served\":%llu,\"failed_over\":%llu,\"migrated\":%llu,"
+                  "\"last_heartbeat_ms_ago\":%llu",
                   w->unhealthy  ? "unhealthy"
                   : w->draining ? "draining"
                                 : "ready",
                   w->capacity, w->max_context, w->inflight, w->hb_running, w->hb_waiting,
                   wt_load(w), w->kv_usage, w->prefix_hit_rate, w->spec_acceptance, w->tokens_per_s,
                   (unsigned long long)w->engine_steps, (unsigned long long)w->served,
-                  (unsigned long long)w->failed_over,
+                  (unsigned long long)w->failed_over, (unsigned long long)w->migrated,
                   (unsigned long long)(now > w->last_seen_ms ? now - w->last_seen_ms : 0));
     if (w->unhealthy) {
         strbuf_puts(o, ",\"unhealthy_reason\":");

@@ -163,27 +163,46 @@ void bw_drop(broker *b, bk_req *r) {
     bw_pump(b, pool);
 }
 
-void bw_failover(broker *b, bk_req *r, const char *why) {
+/* r goes back to the front of its queue, to be sent (with what it streamed) to another worker.
+ * A migration (its worker handed it back while draining) is planned, so it is not a failed
+ * attempt and never exhausts BROKER_MAX_ATTEMPTS: a stream may move at every rolling restart. */
+static void requeue(broker *b, bk_req *r, const char *why, bool migration) {
     bk_worker *w = r->worker;
     if (w) {
         w->inflight--;
         w->finished_since_hb++;
-        w->failed_over++;
+        if (migration)
+            w->migrated++;
+        else
+            w->failed_over++;
     }
     r->worker = NULL;
     r->avoid = w;
+    if (migration && r->attempts) r->attempts--;
     if (r->attempts >= BROKER_MAX_ATTEMPTS) {
         LOG_WARN(MOD, "request %s failed after %u attempts (%s)", r->wire_id, r->attempts, why);
         bw_fail(b, r, 503, "the request failed on every worker it was sent to", 1);
         return;
     }
-    LOG_INFO(MOD, "request %s fails over (%s) after %zu tokens", r->wire_id, why, r->n_toks);
-    metrics_count_failover(b->cfg.metrics, b->cfg.pools[r->metric_pool]);
+    LOG_INFO(MOD, "request %s %s (%s) after %zu tokens", r->wire_id,
+             migration ? "migrates" : "fails over", why, r->n_toks);
+    if (migration)
+        metrics_count_migration(b->cfg.metrics, b->cfg.pools[r->metric_pool]);
+    else
+        metrics_count_failover(b->cfg.metrics, b->cfg.pools[r->metric_pool]);
     inflight_new_attempt(&b->inf, r);
     /* Queued again now: if its pool just lost its last worker, a replacement gets the whole
      * dead_after_ms grace (expire_requests) from here, not from when the request first came. */
     r->queued_ms = sol_now_ms();
     queue_push_front(&b->queues[r->pool], r);
+}
+
+void bw_failover(broker *b, bk_req *r, const char *why) {
+    requeue(b, r, why, false);
+}
+
+void bw_migrate(broker *b, bk_req *r) {
+    requeue(b, r, "its worker is draining and handed it back", true);
 }
 
 void bw_worker_dead(broker *b, bk_worker *w, const char *why) {

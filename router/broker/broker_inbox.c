@@ -207,8 +207,11 @@ static void on_chunk(broker *b, bk_worker *w, const Sol__TokenChunk *c) {
     r->last_seq = c->seq;
     int pool = r->pool;
     switch (c->finish_reason) {
-    case SOL__FINISH_REASON__FINISH_CANCELLED:
-        bw_failover(b, r, "the worker cancelled it");
+    case SOL__FINISH_REASON__FINISH_CANCELLED: /* unasked: the worker gives it back */
+        if (w->draining)
+            bw_migrate(b, r); /* worker.drain = migrate: its draining Heartbeat came first */
+        else
+            bw_failover(b, r, "the worker cancelled it");
         bw_pump(b, pool);
         return;
     case SOL__FINISH_REASON__FINISH_ERROR: {

@@ -76,6 +76,9 @@ void bw_on_drain(broker *b, const char *worker_id);
 void bw_pump(broker *b, int pool);
 /* Put r back at the front of its queue for another worker (or give up past the attempt cap). */
 void bw_failover(broker *b, bk_req *r, const char *why);
+/* A draining worker handed r back (a CANCELLED it was not asked for): moved as a failover is,
+ * without counting an attempt (sol_migrations_total). */
+void bw_migrate(broker *b, bk_req *r);
 /* Fail over everything on w and remove it from the table (w is freed). */
 void bw_worker_dead(broker *b, bk_worker *w, const char *why);
 /* Tell w to stop work on wire_id (best effort: a gone worker has nothing to stop). */

@@ -38,6 +38,7 @@ typedef struct bk_worker {
     double spec_draft_seconds, spec_verify_seconds;
     uint64_t served; /* requests finished here (any finish reason except failover) */
     uint64_t failed_over;
+    uint64_t migrated; /* requests it handed back while draining (worker.drain = migrate) */
     bool draining;
     bool unhealthy;          /* its heartbeat says the engine cannot step: no new work */
     char unhealthy_why[256]; /* the worker's reason, for /admin/workers */

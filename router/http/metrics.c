@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,7 @@ typedef struct pool_series {
     uint64_t status_count[STATUS_SLOTS];
     uint64_t prefix_hits, prefix_queries;
     uint64_t failovers;
+    uint64_t migrations;
     uint64_t prompt_tokens, generation_tokens;
 } pool_series;
 
@@ -116,12 +118,23 @@ void metrics_count_request(metrics *m, const char *pool, int status) {
     pthread_mutex_unlock(&m->mu);
 }
 
-void metrics_count_failover(metrics *m, const char *pool) {
+static void count_move(metrics *m, const char *pool, bool migration) {
     if (!m) return;
     pthread_mutex_lock(&m->mu);
     pool_series *p = pool_get(m, pool);
-    if (p) p->failovers++;
+    if (p && migration)
+        p->migrations++;
+    else if (p)
+        p->failovers++;
     pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_count_failover(metrics *m, const char *pool) {
+    count_move(m, pool, false);
+}
+
+void metrics_count_migration(metrics *m, const char *pool) {
+    count_move(m, pool, true);
 }
 
 void metrics_add_prefix_cache(metrics *m, const char *pool, uint64_t hits, uint64_t queries) {
@@ -345,7 +358,7 @@ static void render_spec(strbuf *o, const metrics *m) {
 }
 
 /* A per-pool counter; which picks the pool_series field. */
-typedef enum { P_QUERIES, P_HITS, P_FAILOVERS, P_PROMPT, P_GENERATED } pool_counter;
+typedef enum { P_QUERIES, P_HITS, P_FAILOVERS, P_MIGRATIONS, P_PROMPT, P_GENERATED } pool_counter;
 
 static uint64_t pool_value(const pool_series *p, pool_counter which) {
     switch (which) {
@@ -355,6 +368,8 @@ static uint64_t pool_value(const pool_series *p, pool_counter which) {
         return p->prefix_hits;
     case P_FAILOVERS:
         return p->failovers;
+    case P_MIGRATIONS:
+        return p->migrations;
     case P_PROMPT:
         return p->prompt_tokens;
     case P_GENERATED:
@@ -422,6 +437,10 @@ int metrics_render(metrics *m, strbuf *o) {
     render_pool_counter(o, m, "sol_failovers_total",
                         "Requests moved to another worker (theirs died, left or refused them).",
                         P_FAILOVERS);
+    render_pool_counter(o, m, "sol_migrations_total",
+                        "Requests a draining worker handed back, moved token-exactly to another "
+                        "worker (worker.drain = migrate).",
+                        P_MIGRATIONS);
     static const char *tok[4][2] = {
         {"sol_prompt_tokens_total", "Prompt tokens of finished requests (per choice)."},
         {"vllm:prompt_tokens_total", "Prompt tokens of finished requests (per choice)."},

@@ -42,6 +42,8 @@ void metrics_observe(metrics *m, metric_hist h, const char *pool, double seconds
 void metrics_count_request(metrics *m, const char *pool, int http_status);
 /* A request moved to another worker (its worker died, left or refused it). */
 void metrics_count_failover(metrics *m, const char *pool);
+/* A request a draining worker handed back (sol_migrations_total{pool}). */
+void metrics_count_migration(metrics *m, const char *pool);
 void metrics_set_worker(metrics *m, const char *worker, const char *pool,
                         const metrics_worker_load *load);
 void metrics_remove_worker(metrics *m, const char *worker);

@@ -33,20 +33,9 @@ check_streams() {
         [ "$got" = "$want" ] || fail "$1: stream $i differs:\n got  '$got'\n want '$want'"
     done
 }
-wait_inflight() { # ID TAG: until the worker holds requests and the streams have begun
-    for _ in $(seq 200); do
-        if [ "$(workers_field "$1" inflight)" -gt 0 ] 2>/dev/null &&
-            [ "$(cat "$T_DIR/$2".* 2>/dev/null | grep -c '^data: {')" -ge "$N" ]; then
-            return 0
-        fi
-        sleep 0.02
-    done
-    fail "$1 never got work"
-}
-
 # --- kill -9 mid-stream --------------------------------------------------------------------------
 run_streams kill
-wait_inflight w1 kill
+wait_inflight w1 kill "$N"
 kill -9 "${W_PID[w1]}"
 check_streams kill
 grep -q "fails over" "$T_DIR/router.log" || fail "no failover happened (w1 held no stream?)"
@@ -65,13 +54,14 @@ check_streams late
 [ "$(workers_field w3 served)" -gt 0 ] || fail "late worker w3 served nothing"
 ok "worker started later received work after $t_ms ms"
 
-# --- SIGTERM drain loses nothing -----------------------------------------------------------------
+# --- SIGTERM drain loses nothing (worker.drain = migrate: the sim worker hands its streams back) --
 run_streams drain
-wait_inflight w2 drain
+wait_inflight w2 drain "$N"
 kill -TERM "${W_PID[w2]}"
 check_streams drain
 wait "${W_PID[w2]}" || fail "w2 did not exit 0 after its drain"
-ok "SIGTERM drain: every request finished"
+grep -q "migrates (its worker is draining" "$T_DIR/router.log" || fail "the drain moved no stream"
+ok "SIGTERM drain: every stream moved and completed with its undisturbed text"
 
 # --- client disconnect cancels on the worker -----------------------------------------------------
 count_499() { curl -s "$BASE/metrics" | sed -n 's/^sol_requests_total{pool="fast",status="499"} //p' | head -1; }

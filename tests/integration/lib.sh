@@ -158,6 +158,19 @@ for w in d["workers"]:
         print(w.get(sys.argv[2], "")); break' "$1" "$2"
 }
 
+# wait_inflight ID TAG N: until worker ID holds requests and the N streams in $T_DIR/TAG.* have
+# all begun (the moment to kill or drain it mid-stream).
+wait_inflight() {
+    for _ in $(seq 300); do
+        if [ "$(workers_field "$1" inflight)" -gt 0 ] 2>/dev/null &&
+            [ "$(cat "$T_DIR/$2".* 2>/dev/null | grep -c '^data: {')" -ge "$3" ]; then
+            return 0
+        fi
+        sleep 0.02
+    done
+    fail "$1 never held a stream of $2"
+}
+
 # wait_worker ID: until the router lists ID.
 wait_worker() {
     for _ in $(seq 100); do

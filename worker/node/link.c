@@ -55,6 +55,7 @@ typedef struct link_entry {
     char id[SOL_FRAME_MAX_ID_BYTES + 1];
     uint16_t router;
     bool used, orphaned;
+    bool handed_back; /* cancelled by a migrating drain: the router moves it */
 } link_entry;
 
 struct worker_link {
@@ -80,6 +81,9 @@ struct worker_link {
     link_entry *table;
     size_t table_cap, n_inflight;
     bool draining;
+    bool drain_migrate;     /* link_config.drain_migrate */
+    bool exit_when_drained; /* a signal's drain ends the link; a router's leaves it idle */
+    bool idle_logged;
     int exit_status; /* >= 0: leave the loop with it */
     uint64_t next_beat_ms;
     int stall_after_ms;   /* the engine watchdog (link_config) */
@@ -113,6 +117,7 @@ static link_entry *table_insert(worker_link *l, const char *id, uint16_t router)
     en->router = router;
     en->used = true;
     en->orphaned = false;
+    en->handed_back = false;
     l->n_inflight++;
     return en;
 }
@@ -377,12 +382,30 @@ static void on_generate(worker_link *l, link_router *r, const Sol__Generate *g) 
     LOG_DEBUG("link", "request %s accepted from %s", g->request_id, r->endpoint);
 }
 
-static void start_drain(worker_link *l, const char *why) {
+/* A migrating drain: every running request is cancelled now. The draining Heartbeat went out
+ * first on each router's socket, so the router reads the CANCELLED final chunk that follows the
+ * request's last tokens as a hand-back and moves the request (docs/protocol.md, "Drain"). */
+static void hand_back(worker_link *l) {
+    size_t n = 0;
+    for (size_t i = 0; i < l->table_cap; i++) {
+        link_entry *en = &l->table[i];
+        if (!en->used || en->orphaned || en->handed_back) continue;
+        en->handed_back = true;
+        exec_cancel(l->exec, en->id);
+        n++;
+    }
+    if (n) LOG_INFO("link", "drain: handed %zu running requests back to the router", n);
+}
+
+static void start_drain(worker_link *l, const char *why, bool exit_when_drained) {
+    if (exit_when_drained) l->exit_when_drained = true;
     if (l->draining) return;
     l->draining = true;
-    LOG_INFO("link", "draining (%s): %zu requests still running, no new work accepted", why,
-             l->n_inflight);
+    LOG_INFO("link", "draining (%s): %zu requests running; %s, no new work accepted", why,
+             l->n_inflight,
+             l->drain_migrate ? "they move to other workers" : "they run to their end");
     send_heartbeats(l);
+    if (l->drain_migrate) hand_back(l);
 }
 
 static void on_error(worker_link *l, link_router *r, const Sol__Error *er) {
@@ -418,7 +441,7 @@ static void on_envelope(worker_link *l, link_router *r, const Sol__Envelope *env
         break;
     }
     case SOL__ENVELOPE__BODY_DRAIN:
-        start_drain(l, "router asked");
+        start_drain(l, "router asked", false);
         break;
     case SOL__ENVELOPE__BODY_ERROR:
         on_error(l, r, env->error);
@@ -480,7 +503,7 @@ static void on_pipe(worker_link *l) {
     int n;
     while ((n = zmq_recv(l->pipe_actor, cmd, sizeof cmd - 1, ZMQ_DONTWAIT)) >= 0) {
         cmd[n < (int)sizeof cmd - 1 ? n : (int)sizeof cmd - 1] = '\0';
-        if (strcmp(cmd, "DRAIN") == 0) start_drain(l, "signal");
+        if (strcmp(cmd, "DRAIN") == 0) start_drain(l, "signal", true);
         if (strcmp(cmd, "TERM") == 0 && l->exit_status < 0) l->exit_status = 0;
     }
 }
@@ -591,8 +614,14 @@ static void *link_main(void *arg) {
         }
         on_timers(l);
         if (l->draining && l->n_inflight == 0 && exec_idle(l->exec) && l->exit_status < 0) {
-            LOG_INFO("link", "drained: every request finished");
-            l->exit_status = 0;
+            if (l->exit_when_drained) {
+                LOG_INFO("link", "drained: this worker holds no request");
+                l->exit_status = 0;
+            } else if (!l->idle_logged) {
+                LOG_INFO("link",
+                         "drained: holding no request; idle (taking no work) until stopped");
+                l->idle_logged = true;
+            }
         }
     }
     for (size_t i = 0; i < l->n_routers; i++)
@@ -626,6 +655,7 @@ static int link_setup(worker_link *l, const link_config *cfg, sol_err *e) {
     snprintf(l->pool, sizeof l->pool, "%s", cfg->pool ? cfg->pool : "");
     l->heartbeat_ms = cfg->heartbeat_ms;
     l->stall_after_ms = cfg->stall_after_ms;
+    l->drain_migrate = cfg->drain_migrate;
     if (cfg->health_file && !(l->health_file = strdup(cfg->health_file)))
         return sol_err_set(e, -ENOMEM, "out of memory");
     if (cfg->curve && cfg->curve_server) {

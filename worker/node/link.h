@@ -3,6 +3,7 @@
 #ifndef SOL_LINK_H
 #define SOL_LINK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "curve_keys.h"
@@ -24,8 +25,10 @@ typedef struct link_config {
     unsigned max_inflight; /* requests accepted at once (running + waiting); 0: 4 * capacity */
     int router_resolve_ms; /* > 0: tcp://NAME:PORT routers are resolved to every address this
                             * often, one connection each (worker.router_resolve_ms) */
-    const char *health_file;       /* rewritten each heartbeat while healthy; NULL: none (copied) */
-    const curve_pair *curve;       /* worker.curve: its pair (copied); NULL = plain ZMTP */
+    const char *health_file; /* rewritten each heartbeat while healthy; NULL: none (copied) */
+    bool drain_migrate;      /* worker.drain = migrate: a drain cancels running requests at once and
+                              * the router moves them (a CANCELLED from a draining worker) */
+    const curve_pair *curve; /* worker.curve: its pair (copied); NULL = plain ZMTP */
     const curve_key *curve_server; /* the routers' public key (copied), with curve */
 } link_config;
 
@@ -36,9 +39,12 @@ typedef struct worker_link worker_link;
 int link_new(void *zctx, const link_config *cfg, executor *exec, exec_events *events,
              worker_link **out, sol_err *e);
 
-/* Begin a drain (as SIGTERM or a router's Drain does): a Heartbeat with draining=true goes to
- * every router, new Generates are answered with Error 503 so the router re-routes them, running
- * requests finish, then the link ends with status 0. Call from the owner's thread. */
+/* Begin a drain (as SIGTERM does): a Heartbeat with draining=true goes to every router, new
+ * Generates are answered with Error 503 so the router re-routes them, running requests are handed
+ * back (drain_migrate: cancelled now, and the router, which knows the worker is draining, moves
+ * each with what it streamed) or finish, then the link ends with status 0. A router's Drain
+ * (POST /admin/workers/ID/drain) does the same but leaves the link idle, connected and taking no
+ * work, until it is stopped. Call from the owner's thread. */
 int link_drain(worker_link *l);
 
 /* The owner's end of the actor pipe: poll it for ZMQ_POLLIN to learn that the link ended. */

@@ -193,9 +193,10 @@ static void test_link_lifecycle(void **state) {
     zmq_ctx_term(zctx);
 }
 
-/* The real binary: SIGTERM mid-stream finishes the running request, then exits 0. */
-static void test_binary_sigterm_drains(void **state) {
-    (void)state;
+/* The real binary, SIGTERM mid-stream: with worker.drain = migrate (the default) the draining
+ * Heartbeat comes first, then the request's final chunk CANCELLED before its end (the hand-back
+ * the router moves); with finish the request runs to its end. Either way the worker exits 0. */
+static void sigterm_drain(bool migrate) {
     void *zctx = zmq_ctx_new();
     sol_err e = {0};
     char ep[128];
@@ -205,7 +206,8 @@ static void test_binary_sigterm_drains(void **state) {
     if (pid == 0) {
         execl(SOL_BUILD_DIR "/worker/sol-worker", "sol-worker", "--backend", "sim", "--router", ep,
               "--pool", "fast", "--id", "w-bin", "--log-level", "warn", "--set",
-              "worker.sim.tokens_per_s=40", "--set", "worker.sim.ttft_ms=0", (char *)NULL);
+              "worker.sim.tokens_per_s=40", "--set", "worker.sim.ttft_ms=0", "--drain",
+              migrate ? "migrate" : "finish", (char *)NULL);
         _exit(127);
     }
     zmq_util_identity w;
@@ -231,20 +233,36 @@ static void test_binary_sigterm_drains(void **state) {
         if (env->body_case == SOL__ENVELOPE__BODY_HEARTBEAT && env->heartbeat->draining)
             saw_draining = true;
         if (env->body_case == SOL__ENVELOPE__BODY_TOKEN_CHUNK) {
+            if (migrate) assert_true(saw_draining); /* the router learns first: a hand-back */
             n += env->token_chunk->n_token_ids;
             f = env->token_chunk->finish_reason;
         }
         frame_free_envelope(env);
     }
     assert_true(saw_draining);
-    assert_int_equal(f, SOL__FINISH_REASON__FINISH_LENGTH);
-    assert_int_equal(n, 30);
+    if (migrate) {
+        assert_int_equal(f, SOL__FINISH_REASON__FINISH_CANCELLED);
+        assert_true(n < 30);
+    } else {
+        assert_int_equal(f, SOL__FINISH_REASON__FINISH_LENGTH);
+        assert_int_equal(n, 30);
+    }
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
     zmq_util_close(router);
     zmq_ctx_term(zctx);
+}
+
+static void test_binary_sigterm_drains(void **state) {
+    (void)state;
+    sigterm_drain(false);
+}
+
+static void test_binary_sigterm_migrates(void **state) {
+    (void)state;
+    sigterm_drain(true);
 }
 
 /* An executor that is the simulation but for its stats, which carry fixed speculative counters:
@@ -334,6 +352,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_link_lifecycle),
         cmocka_unit_test(test_binary_sigterm_drains),
+        cmocka_unit_test(test_binary_sigterm_migrates),
         cmocka_unit_test(test_heartbeat_carries_spec_counters),
         cmocka_unit_test(test_default_id),
     };
