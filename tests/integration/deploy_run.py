@@ -108,15 +108,22 @@ def secrets_of(name, s, made):
     return {"/run/secrets": run_dir}
 
 
+def host_path(src, sec_dir):
+    """A bind source of the Compose file: only its secrets folder (SOL_SECRETS) is one."""
+    for prefix in ("${SOL_SECRETS:-./secrets}", "./secrets", sec_dir):
+        if src.startswith(prefix):
+            return sec_dir + src[len(prefix):]
+    sys.exit(f"bind source {src}: not under the secrets folder, not mapped here")
+
+
 def compose():
     global api_key
     doc = yaml.safe_load(open(path))
     sec_dir = f"{work}/secrets"
     subprocess.run([os.path.join(os.path.dirname(path), "secrets.sh"), sec_dir], env=env,
                    check=True, stdout=subprocess.DEVNULL)
-    # the file's ./secrets/X is what deploy/secrets.sh writes; here it wrote into sec_dir
-    made = {k: os.path.join(sec_dir, os.path.relpath(v["file"], "secrets"))
-            for k, v in doc.get("secrets", {}).items()}
+    # the file's ${SOL_SECRETS:-./secrets}/X is what deploy/secrets.sh writes; here, into sec_dir
+    made = {k: host_path(v["file"], sec_dir) for k, v in doc.get("secrets", {}).items()}
     for k, f in made.items():
         if not os.path.exists(f):
             sys.exit(f"secret {k}: deploy/secrets.sh did not write {f}")
@@ -140,8 +147,8 @@ def compose():
         mounts = secrets_of(name, s, made)
         mounts["/tmp/sol-health"] = f"{work}/{name}.health"  # each container has its own /tmp
         for v in s.get("volumes", []):
-            src, dst = v.split(":")[:2]
-            mounts[dst] = vols[src]
+            src, dst = v.replace("${SOL_SECRETS:-./secrets}", sec_dir).split(":")[:2]
+            mounts[dst] = vols[src] if src in vols else host_path(src, sec_dir)
         cmd = [c.replace("$$", "$") for c in s["command"]]
         if "--backend" in cmd and cmd[cmd.index("--backend") + 1] == "cuda":
             gpu_service(name, cmd, mounts)

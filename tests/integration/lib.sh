@@ -18,6 +18,8 @@ t_cleanup() {
     pkill -9 -P "$T_WATCHDOG" 2>/dev/null || true
     kill -9 "$T_WATCHDOG" 2>/dev/null || true
     [ -f "$T_DIR/deadline" ] && cat "$T_DIR/deadline" >&2
+    # T_ON_EXIT: a command the test registers to undo what lives outside its processes (containers)
+    [ -n "${T_ON_EXIT:-}" ] && { eval "$T_ON_EXIT" || true; }
     for p in "${T_PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
     if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then # 77: skip_test
