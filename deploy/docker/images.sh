@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
 # Builds Sol's container images with a real Docker engine and no registry: the Debian base that the
 # Dockerfiles' FROM lines name, made once by debootstrap and imported, then the images themselves.
-#   deploy/docker/images.sh [--cuda] [--rebuild-base]
+#   deploy/docker/images.sh [--cuda BUNDLE] [--rebuild-base]
 #     base   debootstrap --variant=minbase bookworm, slimmed (no docs, man pages or locales, and a
 #            dpkg rule so that later installs add none), imported as debian:bookworm-slim and
 #            tagged debian:bookworm (the build stage's FROM). The root is cached as a tarball in
 #            ${SOL_BASE_CACHE:-~/.cache/sol} and reused while the image exists.
 #     sol    docker build -f deploy/docker/Dockerfile -t sol:latest (the repository is the context)
-#     --cuda also sol-cuda:latest from deploy/docker/Dockerfile.cuda (docs/deployment.md, "GPU")
+#     --cuda BUNDLE  sol-cuda:latest instead, from deploy/docker/Dockerfile.cuda: the GPU bundle
+#            of tests/gpu/bundle.sh BUNDLE and the CUDA runtime libraries of $CUDA_HOME
+#            (/usr/local/cuda) staged as its context (docs/deployment.md, "GPU")
 # Prints each image's size. Needs a running Docker engine (scripts/docker-engine start).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cuda=0 rebuild=0
-for a in "$@"; do
-  case "$a" in
-    --cuda) cuda=1 ;;
+bundle="" rebuild=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --cuda) bundle=${2:?images.sh: --cuda needs the bundle folder (tests/gpu/bundle.sh DIR)}; shift ;;
     --rebuild-base) rebuild=1 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
-    *) echo "images.sh: unknown option $a (try --help)" >&2; exit 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "images.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
+  shift
 done
 docker info >/dev/null 2>&1 || { echo "images.sh: no Docker engine answers (start one: scripts/docker-engine start)" >&2; exit 2; }
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
@@ -57,13 +60,32 @@ EOF
   echo "images: debian:bookworm-slim (also tagged debian:bookworm): $(mib debian:bookworm-slim)"
 }
 
-build() { # TAG DOCKERFILE
+build() { # TAG DOCKERFILE [CONTEXT]
   local t0=$SECONDS
-  echo "images: docker build -t $1 -f $2 ."
-  DOCKER_BUILDKIT=0 docker build -t "$1" -f "$2" .
+  echo "images: docker build -t $1 -f $2 ${3:-.}"
+  DOCKER_BUILDKIT=0 docker build -t "$1" -f "$2" "${3:-.}"
   echo "images: $1: $(mib "$1") (built in $((SECONDS - t0)) s)"
 }
 
+cuda_context() { # the bundle and the CUDA runtime libraries, staged (hard links where possible)
+  local cuda=${CUDA_HOME:-/usr/local/cuda} l f
+  [ -x "$bundle/bin/sol-worker" ] && [ -f "$bundle/lib/sol/libsol-cuda.so" ] ||
+    { echo "images.sh: $bundle is not a GPU bundle (tests/gpu/bundle.sh $bundle)" >&2; exit 2; }
+  ctx=$(mktemp -d /tmp/sol-cuda-ctx-XXXXXX)
+  mkdir -p "$ctx/cuda"
+  cp -a "$bundle" "$ctx/bundle"
+  for l in libcudart.so.13 libcublasLt.so.13 libcublas.so.13 libnccl.so.2; do
+    f=$(find -L "$cuda/lib64" "$cuda/lib" -maxdepth 1 -name "$l" 2>/dev/null | head -1)
+    [ -n "$f" ] || { echo "images.sh: $l not found under $cuda" >&2; exit 2; }
+    cp -L "$f" "$ctx/cuda/$l"
+  done
+}
+
 base
-build sol:latest deploy/docker/Dockerfile
-[ "$cuda" = 0 ] || build sol-cuda:latest deploy/docker/Dockerfile.cuda
+if [ -n "$bundle" ]; then
+  cuda_context
+  trap 'rm -rf "$ctx"' EXIT
+  build sol-cuda:latest "$PWD/deploy/docker/Dockerfile.cuda" "$ctx"
+else
+  build sol:latest deploy/docker/Dockerfile
+fi
