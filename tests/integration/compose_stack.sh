@@ -9,6 +9,7 @@
 # each worker out within 5 s of its SIGTERM; key rotation as documented works on the running stack
 # (the new key admitted, the retired one refused); `down -v` leaves no container or volume.
 # ctest-timeout: 900
+# ctest-run-serial
 . "$(dirname "$0")/lib.sh"
 
 SRC=$SOL_SOURCE

@@ -27,6 +27,21 @@ if (cd "$E" && node k8s_validate.mjs <"$T_DIR/bad.json" >/dev/null 2>&1); then
     fail "the validator accepted a string replica count"
 fi
 ok "$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$T_DIR/objs.json") Kubernetes objects validate against their schemas"
+# Rollouts: routers wait in preStop for their endpoint's removal to spread, inside their grace
+# period; workers drain by migration, well inside theirs.
+python3 - "$T_DIR/objs.json" <<'PY' || fail "rollout settings"
+import json, sys
+deps = {d["metadata"]["name"]: d["spec"]["template"]["spec"] for d in json.load(open(sys.argv[1]))
+        if d["kind"] == "Deployment"}
+r = deps["sol-router"]
+stop = r["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+assert stop[0] == "sleep" and 5 <= int(stop[1]) < r["terminationGracePeriodSeconds"] - 10, stop
+for name, spec in deps.items():
+    if name.startswith("sol-worker"):
+        assert spec["terminationGracePeriodSeconds"] >= 10, name
+print(f"     router preStop: sleep {stop[1]} s of a {r['terminationGracePeriodSeconds']} s grace period")
+PY
+grep -q "drain: migrate" "$SOL_SOURCE/deploy/k8s/sol.yaml" || fail "the workers' ConfigMap does not say drain: migrate"
 for f in "$SOL_SOURCE"/deploy/docker/Dockerfile*; do
     "$E/node_modules/.bin/dockerfilelint" "$f" >"$T_DIR/lint.txt" 2>&1 ||
         fail "$(basename "$f"): $(cat "$T_DIR/lint.txt")"
