@@ -22,8 +22,9 @@ Four launch structures (--design; all in the one table STEP). The default (and -
 whichever predicts best: the design with the largest smallest margin over issue 30's targets
 (8b, h200, batch 1, context 512, the parameters in force); with the parameters as given, lean-q.
   lean-q    lean with the activations quantized ONCE per matrix group, partly built (today's
-            matmul_gemv: one quantize launch per group sharing an input, then GEMVs reading the
-            int8 activations; the norm fusion, the epilogues and PDL are designed, not built).
+            matmul_gemv: one quantize launch per group sharing an input, then one GEMV launch per
+            group reading the int8 activations (gemv_run_many: q/k/v, gate/up; a Q6_K v its own);
+            the norm fusion, the epilogues and PDL are designed, not built).
             Per layer: rmsnorm+quantize (multi-block, single phase: each block of normq_slice
             elements recomputes its row's sum of squares from L2, then normalises and quantizes
             its slice; x written once as Q8), the q/k/v GEMV (rope + KV write epilogue), attention
@@ -593,7 +594,8 @@ STEP = [
          "biases in the GEMV store); design: one multi-block launch"),
     dict(fam="q/k/v projection", kernel="gemv_qkv_rope_kv", scope="layer", mode=LQ,
          op="matmul", args=dict(mats=QKV, inp="q", rope_kv=True),
-         today="partly (GEMVs read the shared Q8 x; design: one launch, rope + KV epilogue)"),
+         today="exists (gemv_run_many: q/k/v in one launch on the shared Q8 x; Q4_K_M's Q6_K v "
+         "a second; design: rope + KV epilogue)"),
     dict(fam="rope + KV write", kernel="rope_kv_write tc", scope="layer", mode=LQ, op="rope_kv",
          args=dict(unfold=True), today="design (tensor-core path only)"),
     dict(fam="attention", kernel="paged_attention", scope="layer", mode=LQ, op="attention",
@@ -613,8 +615,8 @@ STEP = [
          today="exists (k_rmsnorm_quantize for gate/up: norm_matmul_many)"),
     dict(fam="gate/up projection", kernel="gemv_gate_up_silu", scope="layer", mode=LQ,
          op="matmul", args=dict(mats=GU, inp="q", silu=True),
-         today="partly (two GEMVs read the shared Q8 x; SiLU*mul made by the down's quantize "
-         "instead: glu_matmul_add; design: one launch, rows interleaved)"),
+         today="exists (gemv_run_many: one launch on the shared Q8 x; SiLU*mul made by the down's quantize "
+         "instead: glu_matmul_add; design: the SiLU*mul epilogue, rows interleaved)"),
     dict(fam="norm+quantize", kernel="quantize(silu)", scope="layer", mode=LQ, op="normq",
          args=dict(quant_for=("ffn_down",), norm=False),
          today="exists (k_quantize_* reading act(gate) * up: glu_matmul_add)"),

@@ -291,6 +291,75 @@ static void test_gemv(void **state) {
     sol_backend_free(be);
 }
 
+/* gemv_run_many: matrices that read one quantized x launched up to three at a time (q/k/v,
+ * gate/up), each block picking its matrix by its index: the bits of one gemv_run per matrix, with
+ * each matrix's bias, for lists that mix kernels of one activation kind (Q4_K/Q5_K's kernel and
+ * Q6_K's: Q4_K_M's q, k and v), row counts that end mid-block, runs of 1..3 and a list of 4. */
+static void test_gemv_many(void **state) {
+    (void)state;
+    sol_backend *be = cpu();
+    enum { K = 512 };
+    struct list {
+        std::vector<sol_dtype> types;
+        std::vector<int> rows;
+    } lists[] = {
+        {{SOL_DT_Q4_K, SOL_DT_Q4_K, SOL_DT_Q6_K}, {64, 16, 40}},
+        {{SOL_DT_Q4_K, SOL_DT_Q5_K, SOL_DT_Q4_K, SOL_DT_Q4_K}, {37, 5, 64, 9}},
+        {{SOL_DT_Q4_0, SOL_DT_Q8_0, SOL_DT_Q5_1}, {33, 70, 1}},
+        {{SOL_DT_F16, SOL_DT_F32, SOL_DT_F16}, {24, 24, 50}},
+    };
+    std::vector<float> x(16 * K);
+    fill(x.data(), 16 * K, 3);
+    std::vector<unsigned char> scratch(sol_emu_gemv_scratch_bytes(16, K));
+    for (const list &l : lists) {
+        size_t m = l.types.size();
+        std::vector<weight_pair> w;
+        std::vector<std::vector<unsigned char>> dev(m);
+        std::vector<sol_cuda_wt> wt(m);
+        std::vector<std::vector<float>> bias(m), want(m), got(m);
+        std::vector<float *> ys(m);
+        std::vector<const float *> bs(m);
+        for (size_t i = 0; i < m; i++)
+            w.push_back(make_weight(be, l.types[i], l.rows[i], K));
+        for (size_t i = 0; i < m; i++) {
+            wt[i] = device_view(w[i], dev[i]);
+            bias[i].resize((size_t)l.rows[i]);
+            fill(bias[i].data(), l.rows[i], 11 + (int)i);
+            bs[i] = i == 1 ? nullptr : bias[i].data(); /* a matrix without a bias among them */
+        }
+        int act = sol_emu_gemv_act(wt[0].type);
+        for (int n : {1, 3, 16}) {
+            assert_int_equal(sol_emu_gemv_quantize(act, x.data(), n, K, scratch.data(), nullptr),
+                             0);
+            for (size_t i = 0; i < m; i++) {
+                want[i].assign((size_t)(n * l.rows[i]), 0.0f);
+                got[i].assign((size_t)(n * l.rows[i]), NAN);
+                ys[i] = got[i].data();
+                assert_int_equal(sol_emu_gemv_run(wt[i], x.data(), want[i].data(), n,
+                                                  scratch.data(), 0, bs[i], nullptr),
+                                 0);
+            }
+            assert_int_equal(sol_emu_gemv_run_many(wt.data(), ys.data(), bs.data(), (int)m,
+                                                   x.data(), n, scratch.data(), 0, nullptr),
+                             0);
+            for (size_t i = 0; i < m; i++)
+                if (memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)))
+                    fail_msg("gemv_run_many: matrix %zu (%s, %d rows) of %zu, n=%d differs", i,
+                             sol_dtype_name(l.types[i]), l.rows[i], m, n);
+        }
+    }
+    /* a list whose columns differ is refused, not misread */
+    weight_pair a = make_weight(be, SOL_DT_Q8_0, 8, K), b = make_weight(be, SOL_DT_Q8_0, 8, 256);
+    std::vector<unsigned char> da, db;
+    sol_cuda_wt two[2] = {device_view(a, da), device_view(b, db)};
+    std::vector<float> y0(8), y1(8);
+    float *ys2[2] = {y0.data(), y1.data()};
+    assert_int_equal(
+        sol_emu_gemv_run_many(two, ys2, nullptr, 2, x.data(), 1, scratch.data(), 0, nullptr),
+        -EINVAL);
+    sol_backend_free(be);
+}
+
 /* The quantize launches that make their own input (k_gemv.cu): k_rmsnorm_quantize against
  * k_rmsnorm then k_quantize_*, and the gated-product quantize against silu_mul/gelu_mul then
  * k_quantize_*: the same quantized activations and normalized rows, bit for bit, for both
@@ -783,6 +852,7 @@ int main(void) {
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_gemv),
+        cmocka_unit_test(test_gemv_many),
         cmocka_unit_test(test_fused_quantize),
         cmocka_unit_test(test_mma_gemm),
         cmocka_unit_test(test_flash_attention),

@@ -506,6 +506,9 @@ static int have_q8(const cuda_backend *b, const gemv_in *in, int act, int n, int
  * (and gate/up) share one quantization (made with the input's norm or gated product in the same
  * launch, gemv_prologue), then each weight's GEMV reads it and adds its bias (bs[i], bs may be
  * NULL) in its store. */
+/* Weights of one activation kind handed to one gemv_run_many call (it launches them in threes). */
+#define SOL_CUDA_GEMV_RUN 8
+
 static int matmul_gemv(cuda_backend *b, const sol_weight *const *ws, const float *const *bs,
                        float *const *ys, int count, const gemv_in *in, int n, int add) {
     int K = (int)ws[0]->cols;
@@ -515,17 +518,27 @@ static int matmul_gemv(cuda_backend *b, const sol_weight *const *ws, const float
     const float *src = in->norm ? in->xn : in->x; /* what float weights and requantizing read */
     for (int t0 = 0; t0 < n; t0 += SOL_CUDA_GEMV_MAX_TOKENS) {
         int cnt = n - t0 < SOL_CUDA_GEMV_MAX_TOKENS ? n - t0 : SOL_CUDA_GEMV_MAX_TOKENS, have = -1;
-        for (int i = 0; i < count && !rc; i++) {
+        for (int i = 0, j; i < count; i = j) {
             int act = SOL_CUDA_FN(gemv_act)((int)ws[i]->type);
             if (have == -1 && have_q8(b, in, act, n, K)) /* before this call wrote qscratch */
                 b->fused_attq++;  /* the attention combine quantized x on its way out */
             else if (act != have) /* again only when the kind changes along the list */
                 rc = gemv_prologue(b, in, have == -1, act, t0, cnt, K);
             have = act;
+            /* the run of weights of this kind: one quantized x, launched together */
+            sol_cuda_wt wts[SOL_CUDA_GEMV_RUN];
+            float *out[SOL_CUDA_GEMV_RUN];
+            const float *bias[SOL_CUDA_GEMV_RUN];
+            for (j = i; j < count && j - i < SOL_CUDA_GEMV_RUN &&
+                        SOL_CUDA_FN(gemv_act)((int)ws[j]->type) == act;
+                 j++) {
+                wts[j - i] = wt_of(ws[j]);
+                out[j - i] = ys[j] + (size_t)t0 * ws[j]->rows;
+                bias[j - i] = bs ? bs[j] : NULL;
+            }
             if (!rc)
-                rc = SOL_CUDA_FN(gemv_run)(wt_of(ws[i]), src + (size_t)t0 * K,
-                                           ys[i] + (size_t)t0 * ws[i]->rows, cnt, b->qscratch.p,
-                                           add, bs ? bs[i] : NULL, b->stream);
+                rc = SOL_CUDA_FN(gemv_run_many)(wts, out, bias, j - i, src + (size_t)t0 * K, cnt,
+                                                b->qscratch.p, add, b->stream);
             if (rc)
                 return cbe_fail(b, rc, "matmul",
                                 "%s weights of %d columns, %d tokens: refused (the GEMV kernels "

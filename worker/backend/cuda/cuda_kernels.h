@@ -86,6 +86,12 @@ int SOL_CUDA_FN(gemv_norm_quantize)(int act, const float *x, const float *w, flo
 /* bias: NULL, or w.rows floats added to each token's sum before the store (and before add). */
 int SOL_CUDA_FN(gemv_run)(sol_cuda_wt w, const float *x, float *y, int n, const void *scratch,
                           int add, const float *bias, void *stream);
+/* count matrices of K = ws[0].cols columns that read the same x (one activation kind, quantized
+ * once in scratch), y_i = x W_i^T (+ bs[i] when bs; += with add): up to three of one kernel in each
+ * launch (q/k/v, gate/up), so a list of one type is one launch. */
+int SOL_CUDA_FN(gemv_run_many)(const sol_cuda_wt *ws, float *const *ys, const float *const *bs,
+                               int count, const float *x, int n, const void *scratch, int add,
+                               void *stream);
 int SOL_CUDA_FN(gemv)(sol_cuda_wt w, const float *x, float *y, int n, void *scratch, int add,
                       void *stream);
 

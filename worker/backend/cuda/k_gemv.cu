@@ -13,6 +13,7 @@
  *   share (matmul_many: q/k/v, gate/up), as the CPU backend does (same rounding), and the
  *   quantized types take integer dots through __dp4a with the CPU's float steps per block. */
 #include <errno.h>
+#include <string.h>
 
 #include "dequant.cuh"
 #include "prologue.cuh"
@@ -113,14 +114,51 @@ __host__ __device__ __forceinline__ int gemv_q_span(int nb) {
     return s;
 }
 
+/* Up to three matrices of one kernel that read the same x, in one launch (matmul_many's q/k/v
+ * and gate/up: one launch where there were three, and their blocks share the wave): blocks
+ * [0, first1) compute m0's rows, [first1, first2) m1's, the rest m2's. The choice depends on
+ * blockIdx only, so it is uniform over the block, and it is made with compares, never by indexing
+ * the parameter (which would copy the set to local memory). */
+struct gemv_mat {
+    sol_cuda_wt w;
+    float *y;
+    const float *bias; /* NULL, or w.rows floats added to each token's sum */
+};
+struct gemv_set {
+    gemv_mat m0, m1, m2;
+    unsigned first1, first2;
+};
+
+__device__ __forceinline__ gemv_mat gemv_pick(const gemv_set s, unsigned &bx) {
+    unsigned b = blockIdx.x;
+    if (b >= s.first2) {
+        bx = b - s.first2;
+        return s.m2;
+    }
+    if (b >= s.first1) {
+        bx = b - s.first1;
+        return s.m1;
+    }
+    bx = b;
+    return s.m0;
+}
+
+/* A GEMV kernel's first line: its matrix w, output y, bias and block index bx within w. */
+#define GEMV_PICK(set)                                                                             \
+    unsigned bx;                                                                                   \
+    const gemv_mat m_ = gemv_pick(set, bx);                                                        \
+    const sol_cuda_wt w = m_.w;                                                                    \
+    float *const y = m_.y;                                                                         \
+    const float *const bias = m_.bias
+
 /* F32 weights, and F16/BF16 rows the 128-bit kernel cannot take: an element per lane per step,
  * each a 32-bit load (a half through the aligned word that holds it). */
 template <int NT>
-static __global__ void GEMV_BOUNDS k_gemv_float(sol_cuda_wt w, const float *x, float *y, int n,
-                                                int add, const float *bias) {
+static __global__ void GEMV_BOUNDS k_gemv_float(gemv_set set, const float *x, int n, int add) {
+    GEMV_PICK(set);
     /* rows of fewer than 32 elements share a warp: span lanes a row (gemv_q_span) */
     int K = w.cols, span = gemv_q_span(K), lane = threadIdx.x & 31;
-    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
+    int row = (int)(bx * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
     const unsigned char *wr = (const unsigned char *)w.data + (size_t)row * w.row_bytes;
     float acc[NT] = {};
     for (int k = lane % span; k < K && row < w.rows; k += span) {
@@ -138,11 +176,11 @@ static __global__ void GEMV_BOUNDS k_gemv_float(sol_cuda_wt w, const float *x, f
  * each token's x (two 128-bit loads of floats), converted in registers. Needs K % 8 == 0 and
  * 16-byte aligned rows and x (the launcher checks, else k_gemv_float). */
 template <int NT>
-static __global__ void GEMV_BOUNDS k_gemv_h16(sol_cuda_wt w, const float *x, float *y, int n,
-                                              int add, const float *bias) {
+static __global__ void GEMV_BOUNDS k_gemv_h16(gemv_set set, const float *x, int n, int add) {
+    GEMV_PICK(set);
     /* rows of fewer than 256 elements share a warp: span lanes a row (gemv_q_span) */
     int K = w.cols, span = gemv_q_span(K / 8), lane = threadIdx.x & 31;
-    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
+    int row = (int)(bx * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
     const unsigned char *wr = (const unsigned char *)w.data + (size_t)row * w.row_bytes;
     float acc[NT] = {};
     for (int g = lane % span; g < K / 8 && row < w.rows; g += span) {
@@ -235,12 +273,12 @@ __device__ __forceinline__ qblock q_load(const sol_cuda_wt &w, int row, int b, i
  * block (32 quants: two 128-bit loads), offsets (8, 16) removed through the block's sum of
  * quants, then the CPU's float steps: dot * (d * dx), and Q5_1's m * dx * sum. */
 template <int NT>
-static __global__ void GEMV_BOUNDS k_gemv_q(sol_cuda_wt w, const int8_t *xq, const float *xd,
-                                            const int32_t *xs, float *y, int n, int add,
-                                            const float *bias) {
+static __global__ void GEMV_BOUNDS k_gemv_q(gemv_set set, const int8_t *xq, const float *xd,
+                                            const int32_t *xs, int n, int add) {
+    GEMV_PICK(set);
     /* rows of fewer than 32 blocks share a warp: span lanes a row (gemv_q_span) */
     int nb = w.cols / 32, span = gemv_q_span(nb), lane = threadIdx.x & 31;
-    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
+    int row = (int)(bx * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
     int off = w.type == SOL_CUDA_Q4_0 ? 8 : w.type == SOL_CUDA_Q5_0 ? 16 : 0;
     float acc[NT] = {};
     for (int b = lane % span; b < nb && row < w.rows; b += span) {
@@ -273,13 +311,13 @@ static __global__ void GEMV_BOUNDS k_gemv_q(sol_cuda_wt w, const int8_t *xq, con
  * four and its four 16-sums one 64-bit load. The integers are kq_dot.h's, split per pair and
  * added back per super-block across four lanes; then the CPU's one float term per super-block. */
 template <int NT>
-static __global__ void GEMV_BOUNDS k_gemv_kq45(sol_cuda_wt w, const int8_t *kq, const float *kd,
-                                               const int16_t *ks, float *y, int n, int add,
-                                               const float *bias) {
+static __global__ void GEMV_BOUNDS k_gemv_kq45(gemv_set set, const int8_t *kq, const float *kd,
+                                               const int16_t *ks, int n, int add) {
+    GEMV_PICK(set);
     /* rows of fewer than 8 super-blocks share a warp: span lanes a row (gemv_q_span) */
     int nb = w.cols / 256, q5 = w.type == SOL_CUDA_Q5_K, span = gemv_q_span(nb * 4);
     int lane = threadIdx.x & 31, l = lane % span;
-    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
+    int row = (int)(bx * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
     size_t bb = q5 ? 176 : 144;
     const unsigned char *wr = (const unsigned char *)w.data + (size_t)row * w.row_bytes;
     float acc[NT] = {};
@@ -352,12 +390,12 @@ static __global__ void GEMV_BOUNDS k_gemv_kq45(sol_cuda_wt w, const int8_t *kq, 
  * sc * (dot - 32 * bsum), kq_dot.h's integers; eight lanes add them per super-block, then the
  * CPU's float term d * isum. */
 template <int NT>
-static __global__ void GEMV_BOUNDS k_gemv_kq6(sol_cuda_wt w, const int8_t *kq, const float *kd,
-                                              const int16_t *ks, float *y, int n, int add,
-                                              const float *bias) {
+static __global__ void GEMV_BOUNDS k_gemv_kq6(gemv_set set, const int8_t *kq, const float *kd,
+                                              const int16_t *ks, int n, int add) {
+    GEMV_PICK(set);
     /* rows of fewer than 4 super-blocks share a warp: span lanes a row (gemv_q_span) */
     int nb = w.cols / 256, span = gemv_q_span(nb * 8), lane = threadIdx.x & 31, l = lane % span;
-    int row = (int)(blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
+    int row = (int)(bx * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
     float acc[NT] = {};
     for (int base = 0; base < nb * 8; base += span) {
         int it = base + l, on = it < nb * 8 && row < w.rows, b = it / 8, g = it % 8, h = g / 4,
@@ -469,60 +507,117 @@ extern "C" int SOL_CUDA_FN(gemv_norm_quantize)(int act, const float *x, const fl
     return 0;
 }
 
-/* k_gemv_q's grid: GEMV_WARPS warps a block, 32 / span rows a warp. */
-static dim3 qgrid(int rows, int span) {
-    int per = GEMV_WARPS * (32 / span);
-    return dim3((unsigned)((rows + per - 1) / per));
-}
-
-/* The kernel for NT tokens (1, 2, 4, 8 or 16) of w's type. */
-template <int NT>
-static void gemv_launch(const sol_cuda_wt &w, const float *x, float *y, int n, const void *scratch,
-                        int add, const float *bias, void *stream) {
-    dim3 block(32 * GEMV_WARPS);
+/* The kernel a weight takes; one launch holds matrices of one kernel. */
+enum { GEMV_FLOAT, GEMV_H16, GEMV_Q, GEMV_KQ45, GEMV_KQ6 };
+static int gemv_kernel(const sol_cuda_wt &w, const float *x) {
     int act = SOL_CUDA_FN(gemv_act)(w.type);
     if (act == SOL_CUDA_ACT_FLOAT) {
-        int h16 = (w.type == SOL_CUDA_F16 || w.type == SOL_CUDA_BF16) && w.cols % 8 == 0 &&
-                  w.row_bytes % 16 == 0 && (uintptr_t)w.data % 16 == 0 && (uintptr_t)x % 16 == 0;
-        if (h16)
-            SOL_LAUNCH(k_gemv_h16<NT>, qgrid(w.rows, gemv_q_span(w.cols / 8)), block, 0, stream, w,
-                       x, y, n, add, bias);
-        else
-            SOL_LAUNCH(k_gemv_float<NT>, qgrid(w.rows, gemv_q_span(w.cols)), block, 0, stream, w, x,
-                       y, n, add, bias);
+        bool h16 = (w.type == SOL_CUDA_F16 || w.type == SOL_CUDA_BF16) && w.cols % 8 == 0 &&
+                   w.row_bytes % 16 == 0 && (uintptr_t)w.data % 16 == 0 && (uintptr_t)x % 16 == 0;
+        return h16 ? GEMV_H16 : GEMV_FLOAT;
+    }
+    return w.type == SOL_CUDA_Q6_K ? GEMV_KQ6 : act == SOL_CUDA_ACT_Q8_K ? GEMV_KQ45 : GEMV_Q;
+}
+
+/* Lanes per row (gemv_q_span over what a lane takes: elements, 128-bit loads, blocks, or the
+ * K-quants' 4 or 8 lanes a super-block). */
+static int gemv_lanes(const sol_cuda_wt &w, int kernel) {
+    switch (kernel) {
+    case GEMV_FLOAT:
+        return gemv_q_span(w.cols);
+    case GEMV_H16:
+        return gemv_q_span(w.cols / 8);
+    case GEMV_Q:
+        return gemv_q_span(w.cols / 32);
+    case GEMV_KQ45:
+        return gemv_q_span(w.cols / 256 * 4);
+    default:
+        return gemv_q_span(w.cols / 256 * 8);
+    }
+}
+
+/* The blocks of one matrix: GEMV_WARPS warps a block, 32 / span rows a warp. */
+static unsigned gemv_blocks(const sol_cuda_wt &w, int kernel) {
+    int per = GEMV_WARPS * (32 / gemv_lanes(w, kernel));
+    return (unsigned)((w.rows + per - 1) / per);
+}
+
+/* One launch of `kernel` for NT tokens (1, 2, 4, 8 or 16) over the set's `blocks`. */
+template <int NT>
+static void gemv_launch(const gemv_set &s, unsigned blocks, int kernel, const float *x, int n,
+                        const void *scratch, int add, void *stream) {
+    dim3 grid(blocks), block(32 * GEMV_WARPS);
+    if (kernel == GEMV_H16) {
+        SOL_LAUNCH(k_gemv_h16<NT>, grid, block, 0, stream, s, x, n, add);
         return;
     }
-    qx a = split_scratch(scratch, n, w.cols, act == SOL_CUDA_ACT_Q8_K ? 256 : 32);
-    int nsb = w.cols / 256; /* K-quants: 8 (Q6_K) or 4 lanes a super-block, spans as k_gemv_q */
-    if (w.type == SOL_CUDA_Q6_K)
-        SOL_LAUNCH(k_gemv_kq6<NT>, qgrid(w.rows, gemv_q_span(nsb * 8)), block, 0, stream, w, a.q,
-                   a.d, (const int16_t *)a.s, y, n, add, bias);
-    else if (act == SOL_CUDA_ACT_Q8_K)
-        SOL_LAUNCH(k_gemv_kq45<NT>, qgrid(w.rows, gemv_q_span(nsb * 4)), block, 0, stream, w, a.q,
-                   a.d, (const int16_t *)a.s, y, n, add, bias);
+    if (kernel == GEMV_FLOAT) {
+        SOL_LAUNCH(k_gemv_float<NT>, grid, block, 0, stream, s, x, n, add);
+        return;
+    }
+    qx a = split_scratch(scratch, n, s.m0.w.cols, kernel == GEMV_Q ? 32 : 256);
+    if (kernel == GEMV_KQ6)
+        SOL_LAUNCH(k_gemv_kq6<NT>, grid, block, 0, stream, s, a.q, a.d, (const int16_t *)a.s, n,
+                   add);
+    else if (kernel == GEMV_KQ45)
+        SOL_LAUNCH(k_gemv_kq45<NT>, grid, block, 0, stream, s, a.q, a.d, (const int16_t *)a.s, n,
+                   add);
     else
-        SOL_LAUNCH(k_gemv_q<NT>, qgrid(w.rows, gemv_q_span(w.cols / 32)), block, 0, stream, w, a.q,
-                   a.d, (const int32_t *)a.s, y, n, add, bias);
+        SOL_LAUNCH(k_gemv_q<NT>, grid, block, 0, stream, s, a.q, a.d, (const int32_t *)a.s, n, add);
+}
+
+static void gemv_launch_n(const gemv_set &s, unsigned blocks, int kernel, const float *x, int n,
+                          const void *scratch, int add, void *stream) {
+    if (n == 1)
+        gemv_launch<1>(s, blocks, kernel, x, n, scratch, add, stream);
+    else if (n == 2)
+        gemv_launch<2>(s, blocks, kernel, x, n, scratch, add, stream);
+    else if (n <= 4)
+        gemv_launch<4>(s, blocks, kernel, x, n, scratch, add, stream);
+    else if (n <= 8)
+        gemv_launch<8>(s, blocks, kernel, x, n, scratch, add, stream);
+    else
+        gemv_launch<16>(s, blocks, kernel, x, n, scratch, add, stream);
+}
+
+static int gemv_check(const sol_cuda_wt &w, int K, int n) {
+    if (!sol_cuda_type_known(w.type) || n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS) return -ENOTSUP;
+    if (w.cols != K || w.cols % sol_cuda_block_elems(w.type) || w.rows < 1 ||
+        w.split != sol_cuda_wants_split(w.type))
+        return -EINVAL;
+    return 0;
+}
+
+extern "C" int SOL_CUDA_FN(gemv_run_many)(const sol_cuda_wt *ws, float *const *ys,
+                                          const float *const *bs, int count, const float *x, int n,
+                                          const void *scratch, int add, void *stream) {
+    for (int i = 0; i < count; i++) {
+        int rc = gemv_check(ws[i], ws[0].cols, n);
+        if (rc) return rc;
+    }
+    for (int i = 0; i < count;) {
+        gemv_set s;
+        memset(&s, 0, sizeof s); /* every byte defined: the graph signature compares them */
+        gemv_mat *slot[3] = {&s.m0, &s.m1, &s.m2};
+        unsigned *first[3] = {nullptr, &s.first1, &s.first2}, blocks = 0;
+        int kernel = gemv_kernel(ws[i], x), k = 0;
+        for (; k < 3 && i + k < count && gemv_kernel(ws[i + k], x) == kernel; k++) {
+            *slot[k] = gemv_mat{ws[i + k], ys[i + k], bs ? bs[i + k] : nullptr};
+            if (first[k]) *first[k] = blocks;
+            blocks += gemv_blocks(ws[i + k], kernel);
+        }
+        if (k < 2) s.first1 = blocks; /* no block reaches an empty slot */
+        if (k < 3) s.first2 = blocks;
+        gemv_launch_n(s, blocks, kernel, x, n, scratch, add, stream);
+        i += k;
+    }
+    return 0;
 }
 
 extern "C" int SOL_CUDA_FN(gemv_run)(sol_cuda_wt w, const float *x, float *y, int n,
                                      const void *scratch, int add, const float *bias,
                                      void *stream) {
-    if (!sol_cuda_type_known(w.type) || n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS) return -ENOTSUP;
-    if (w.cols % sol_cuda_block_elems(w.type) || w.rows < 1 ||
-        w.split != sol_cuda_wants_split(w.type))
-        return -EINVAL;
-    if (n == 1)
-        gemv_launch<1>(w, x, y, n, scratch, add, bias, stream);
-    else if (n == 2)
-        gemv_launch<2>(w, x, y, n, scratch, add, bias, stream);
-    else if (n <= 4)
-        gemv_launch<4>(w, x, y, n, scratch, add, bias, stream);
-    else if (n <= 8)
-        gemv_launch<8>(w, x, y, n, scratch, add, bias, stream);
-    else
-        gemv_launch<16>(w, x, y, n, scratch, add, bias, stream);
-    return 0;
+    return SOL_CUDA_FN(gemv_run_many)(&w, &y, &bias, 1, x, n, scratch, add, stream);
 }
 
 extern "C" int SOL_CUDA_FN(gemv)(sol_cuda_wt w, const float *x, float *y, int n, void *scratch,
