@@ -23,7 +23,7 @@ whichever predicts best: the design with the largest smallest margin over issue 
 (8b, h200, batch 1, context 512, the parameters in force); with the parameters as given, lean-q.
   lean-q    lean with the activations quantized ONCE per matrix group, partly built (today's
             matmul_gemv: one quantize launch per group sharing an input, then one GEMV launch per
-            group reading the int8 activations (gemv_run_many: q/k/v, gate/up; a Q6_K v its own);
+            group reading the int8 activations (gemv_run_many: q/k/v, gate/up, K-quant types mixed);
             the norm fusion, the epilogues and PDL are designed, not built).
             Per layer: rmsnorm+quantize (multi-block, single phase: each block of normq_slice
             elements recomputes its row's sum of squares from L2, then normalises and quantizes
@@ -276,6 +276,25 @@ def preset_type(quant, name, layer, n_layers, tied, cols):
     if cols % TYPE[t][1]:
         t = "Q8_0" if cols % 32 == 0 else "F16"
     return t
+
+
+def gemv_kernel(tname):
+    """The GEMV kernel of k_gemv.cu a weight type takes (one launch holds matrices of one)."""
+    if tname in ("Q4_K", "Q5_K", "Q6_K"):
+        return "kq"  # k_gemv_kq: Q6_K's body or Q4_K/Q5_K's, chosen per block
+    return "float" if tname in FLOAT_TYPES else "q"
+
+
+def gemv_launches(mats):
+    """Launches of gemv_run_many for a list: runs of one kernel, at most three matrices each
+    (Q4_K_M's q/k in Q4_K and a Q6_K v: one, k_gemv_kq takes both)."""
+    n, prev, run = 0, None, 0
+    for m in mats:
+        k = gemv_kernel(m["type"])
+        if k != prev or run == 3:
+            n, run = n + 1, 0
+        prev, run = k, run + 1
+    return n
 
 
 def mat(tname, rows, cols, what):
@@ -594,8 +613,8 @@ STEP = [
          "biases in the GEMV store); design: one multi-block launch"),
     dict(fam="q/k/v projection", kernel="gemv_qkv_rope_kv", scope="layer", mode=LQ,
          op="matmul", args=dict(mats=QKV, inp="q", rope_kv=True),
-         today="exists (gemv_run_many: q/k/v in one launch on the shared Q8 x; Q4_K_M's Q6_K v "
-         "a second; design: rope + KV epilogue)"),
+         today="exists (gemv_run_many: q/k/v in one launch on the shared Q8 x, a Q6_K v "
+         "included: k_gemv_kq; design: rope + KV epilogue)"),
     dict(fam="rope + KV write", kernel="rope_kv_write tc", scope="layer", mode=LQ, op="rope_kv",
          args=dict(unfold=True), today="design (tensor-core path only)"),
     dict(fam="attention", kernel="paged_attention", scope="layer", mode=LQ, op="attention",
@@ -944,11 +963,11 @@ class Model:
                 blocks = math.ceil(M / p["gemv_warps"])
                 if quant and a.get("inp") == "f32":
                     pro = "quant"  # the fused o GEMV quantizes its f32 input in every block
-            if l2:
+            if l2:  # lean-q, as built: one launch per run of one kernel (gemv_run_many)
                 l2_floor = (W * groups + out + l2) / self.l2_bw
                 return [self.part(W * groups + x_in + out, flops, peak, p["gemv_eff"], blocks,
-                                  launches=groups, what="gemv", l2_bytes=l2,
-                                  l2_floor_s=l2_floor)]
+                                  launches=groups * gemv_launches(mats), what="gemv",
+                                  l2_bytes=l2, l2_floor_s=l2_floor)]
             pro_s, l2 = self.prologue(pro, blocks, n, K, quant, fm)
             return [self.part(W * groups + x_in + out, flops, peak, p["gemv_eff"], blocks,
                               launches=groups, what="gemv", pro_s=pro_s, l2_bytes=l2)]

@@ -293,8 +293,10 @@ static void test_gemv(void **state) {
 
 /* gemv_run_many: matrices that read one quantized x launched up to three at a time (q/k/v,
  * gate/up), each block picking its matrix by its index: the bits of one gemv_run per matrix, with
- * each matrix's bias, for lists that mix kernels of one activation kind (Q4_K/Q5_K's kernel and
- * Q6_K's: Q4_K_M's q, k and v), row counts that end mid-block, runs of 1..3 and a list of 4. */
+ * each matrix's bias, for lists that mix types of one kernel (k_gemv_kq's Q4_K/Q5_K and Q6_K
+ * bodies: Q4_K_M's q, k and v) and of one activation kind (Q4_0, Q8_0, Q5_1; F16 rows of the
+ * 128-bit kernel beside an F32 one: two launches), row counts that end mid-block, runs of 1..3 and
+ * a list of 4. */
 static void test_gemv_many(void **state) {
     (void)state;
     sol_backend *be = cpu();

@@ -311,9 +311,9 @@ static __global__ void GEMV_BOUNDS k_gemv_q(gemv_set set, const int8_t *xq, cons
  * four and its four 16-sums one 64-bit load. The integers are kq_dot.h's, split per pair and
  * added back per super-block across four lanes; then the CPU's one float term per super-block. */
 template <int NT>
-static __global__ void GEMV_BOUNDS k_gemv_kq45(gemv_set set, const int8_t *kq, const float *kd,
-                                               const int16_t *ks, int n, int add) {
-    GEMV_PICK(set);
+__device__ __forceinline__ void gemv_kq45(const sol_cuda_wt w, float *const y,
+                                          const float *const bias, unsigned bx, const int8_t *kq,
+                                          const float *kd, const int16_t *ks, int n, int add) {
     /* rows of fewer than 8 super-blocks share a warp: span lanes a row (gemv_q_span) */
     int nb = w.cols / 256, q5 = w.type == SOL_CUDA_Q5_K, span = gemv_q_span(nb * 4);
     int lane = threadIdx.x & 31, l = lane % span;
@@ -390,9 +390,9 @@ static __global__ void GEMV_BOUNDS k_gemv_kq45(gemv_set set, const int8_t *kq, c
  * sc * (dot - 32 * bsum), kq_dot.h's integers; eight lanes add them per super-block, then the
  * CPU's float term d * isum. */
 template <int NT>
-static __global__ void GEMV_BOUNDS k_gemv_kq6(gemv_set set, const int8_t *kq, const float *kd,
-                                              const int16_t *ks, int n, int add) {
-    GEMV_PICK(set);
+__device__ __forceinline__ void gemv_kq6(const sol_cuda_wt w, float *const y,
+                                         const float *const bias, unsigned bx, const int8_t *kq,
+                                         const float *kd, const int16_t *ks, int n, int add) {
     /* rows of fewer than 4 super-blocks share a warp: span lanes a row (gemv_q_span) */
     int nb = w.cols / 256, span = gemv_q_span(nb * 8), lane = threadIdx.x & 31, l = lane % span;
     int row = (int)(bx * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
@@ -463,6 +463,19 @@ extern "C" int SOL_CUDA_FN(gemv_act)(int type) {
     }
 }
 
+/* The K-quant GEMV: Q4_K/Q5_K (gemv_kq45) or Q6_K (gemv_kq6) by the block's matrix, so a set
+ * that mixes them (Q4_K_M's q/k in Q4_K and v in Q6_K) is still one launch; the branch is
+ * uniform over the block. */
+template <int NT>
+static __global__ void GEMV_BOUNDS k_gemv_kq(gemv_set set, const int8_t *kq, const float *kd,
+                                             const int16_t *ks, int n, int add) {
+    GEMV_PICK(set);
+    if (w.type == SOL_CUDA_Q6_K)
+        gemv_kq6<NT>(w, y, bias, bx, kq, kd, ks, n, add);
+    else
+        gemv_kq45<NT>(w, y, bias, bx, kq, kd, ks, n, add);
+}
+
 extern "C" size_t SOL_CUDA_FN(gemv_scratch_bytes)(int n, int K) {
     size_t nb = (size_t)n * (size_t)(K / 32); /* Q8_0's layout is the larger of the two */
     return align16((size_t)n * (size_t)K) + align16(nb * sizeof(float)) + nb * sizeof(int32_t);
@@ -508,7 +521,7 @@ extern "C" int SOL_CUDA_FN(gemv_norm_quantize)(int act, const float *x, const fl
 }
 
 /* The kernel a weight takes; one launch holds matrices of one kernel. */
-enum { GEMV_FLOAT, GEMV_H16, GEMV_Q, GEMV_KQ45, GEMV_KQ6 };
+enum { GEMV_FLOAT, GEMV_H16, GEMV_Q, GEMV_KQ };
 static int gemv_kernel(const sol_cuda_wt &w, const float *x) {
     int act = SOL_CUDA_FN(gemv_act)(w.type);
     if (act == SOL_CUDA_ACT_FLOAT) {
@@ -516,7 +529,7 @@ static int gemv_kernel(const sol_cuda_wt &w, const float *x) {
                    w.row_bytes % 16 == 0 && (uintptr_t)w.data % 16 == 0 && (uintptr_t)x % 16 == 0;
         return h16 ? GEMV_H16 : GEMV_FLOAT;
     }
-    return w.type == SOL_CUDA_Q6_K ? GEMV_KQ6 : act == SOL_CUDA_ACT_Q8_K ? GEMV_KQ45 : GEMV_Q;
+    return act == SOL_CUDA_ACT_Q8_K ? GEMV_KQ : GEMV_Q;
 }
 
 /* Lanes per row (gemv_q_span over what a lane takes: elements, 128-bit loads, blocks, or the
@@ -529,10 +542,8 @@ static int gemv_lanes(const sol_cuda_wt &w, int kernel) {
         return gemv_q_span(w.cols / 8);
     case GEMV_Q:
         return gemv_q_span(w.cols / 32);
-    case GEMV_KQ45:
-        return gemv_q_span(w.cols / 256 * 4);
-    default:
-        return gemv_q_span(w.cols / 256 * 8);
+    default: /* K-quants: 8 lanes a super-block in Q6_K, 4 in Q4_K/Q5_K */
+        return gemv_q_span(w.cols / 256 * (w.type == SOL_CUDA_Q6_K ? 8 : 4));
     }
 }
 
@@ -556,11 +567,8 @@ static void gemv_launch(const gemv_set &s, unsigned blocks, int kernel, const fl
         return;
     }
     qx a = split_scratch(scratch, n, s.m0.w.cols, kernel == GEMV_Q ? 32 : 256);
-    if (kernel == GEMV_KQ6)
-        SOL_LAUNCH(k_gemv_kq6<NT>, grid, block, 0, stream, s, a.q, a.d, (const int16_t *)a.s, n,
-                   add);
-    else if (kernel == GEMV_KQ45)
-        SOL_LAUNCH(k_gemv_kq45<NT>, grid, block, 0, stream, s, a.q, a.d, (const int16_t *)a.s, n,
+    if (kernel == GEMV_KQ)
+        SOL_LAUNCH(k_gemv_kq<NT>, grid, block, 0, stream, s, a.q, a.d, (const int16_t *)a.s, n,
                    add);
     else
         SOL_LAUNCH(k_gemv_q<NT>, grid, block, 0, stream, s, a.q, a.d, (const int32_t *)a.s, n, add);
