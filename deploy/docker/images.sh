@@ -16,7 +16,9 @@ cd "$(dirname "$0")/../.."
 bundle="" rebuild=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --cuda) bundle=${2:?images.sh: --cuda needs the bundle folder (tests/gpu/bundle.sh DIR)}; shift ;;
+    --cuda)
+      [ -n "${2:-}" ] || { echo "images.sh: --cuda needs the bundle folder (tests/gpu/bundle.sh DIR)" >&2; exit 2; }
+      bundle=$2; shift ;;
     --rebuild-base) rebuild=1 ;;
     -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "images.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
@@ -67,7 +69,7 @@ build() { # TAG DOCKERFILE [CONTEXT]
   echo "images: $1: $(mib "$1") (built in $((SECONDS - t0)) s)"
 }
 
-cuda_context() { # the bundle and the CUDA runtime libraries, staged (hard links where possible)
+cuda_context() { # the bundle and the CUDA runtime libraries, copied into a temporary context
   local cuda=${CUDA_HOME:-/usr/local/cuda} l f
   [ -x "$bundle/bin/sol-worker" ] && [ -f "$bundle/lib/sol/libsol-cuda.so" ] ||
     { echo "images.sh: $bundle is not a GPU bundle (tests/gpu/bundle.sh $bundle)" >&2; exit 2; }
