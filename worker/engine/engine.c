@@ -168,7 +168,10 @@ static void take_commands(engine *e) {
     while (in) {
         ereq *next = in->inbox_next;
         sol_err err = {0};
-        if (sched_add(e->sched, &in->seq, &err)) finish(e, in, ENGINE_FINISH_ERROR, err.msg);
+        if (in->n_generated > 0 && in->n_generated >= in->max_tokens)
+            finish(e, in, ENGINE_FINISH_LENGTH, NULL); /* resumed complete (check_length) */
+        else if (sched_add(e->sched, &in->seq, &err))
+            finish(e, in, ENGINE_FINISH_ERROR, err.msg);
         in = next;
     }
     if (!scan) return;

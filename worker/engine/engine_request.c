@@ -111,10 +111,11 @@ static int check_length(const engine *e, int32_t n_prompt, int32_t n_resume, int
                            "prompt of %d tokens + max_tokens %d = %lld exceeds the maximum model "
                            "length %d (worker.kv.max_model_len)",
                            n_prompt, *max_tokens, (long long)n_prompt + *max_tokens, lim);
-    if (n_resume >= *max_tokens)
-        return sol_err_set(err, -EINVAL,
-                           "%d resume tokens already reach max_tokens %d: nothing to generate",
-                           n_resume, *max_tokens);
+    /* Exactly max_tokens resumed: the stream was complete and only its final chunk was lost with
+     * its worker (killed between the last token and the finish); take_commands finishes it. */
+    if (n_resume > *max_tokens)
+        return sol_err_set(err, -EINVAL, "%d resume tokens exceed max_tokens %d", n_resume,
+                           *max_tokens);
     return 0;
 }
 

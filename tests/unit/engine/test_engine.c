@@ -430,6 +430,35 @@ static void test_resume_is_token_exact(void **state) {
     assert_memory_equal(rest.tokens, full.tokens + 10, sizeof(int32_t) * 14);
 }
 
+/* A stream whose worker died after its last token but before its final chunk is resumed with
+ * max_tokens ids: it finishes at once with "length", generates nothing and counts them all;
+ * more than max_tokens is refused. */
+static void test_resume_of_a_complete_stream(void **state) {
+    (void)state;
+    spec s[1];
+    make_specs(s, 1, 5);
+    out full = {0}, again = {0};
+    engine *eng = make_engine(64, 4, 64, true);
+    engine_request r = req_of(&s[0], &full);
+    r.max_tokens = 12;
+    submit_ok(eng, &r);
+    engine_wait_idle(eng);
+    r.resume_tokens = full.tokens;
+    r.n_resume_tokens = 12;
+    r.user = &again;
+    submit_ok(eng, &r);
+    engine_wait_idle(eng);
+    assert_int_equal(again.done, 1);
+    assert_int_equal(again.n, 0);
+    assert_int_equal(again.finish, ENGINE_FINISH_LENGTH);
+    assert_int_equal(again.usage.completion_tokens, 12);
+    r.max_tokens = 11;
+    sol_err e = {0};
+    assert_true(engine_submit(eng, &r, &e) < 0);
+    assert_non_null(strstr(e.msg, "exceed max_tokens"));
+    engine_free(eng);
+}
+
 static void test_text_and_chat_prompts(void **state) {
     (void)state;
     engine *eng = make_engine(64, 4, 64, true);
@@ -571,6 +600,7 @@ int main(void) {
         cmocka_unit_test(test_stop_strings),
         cmocka_unit_test(test_long_held_text_released),
         cmocka_unit_test(test_resume_is_token_exact),
+        cmocka_unit_test(test_resume_of_a_complete_stream),
         cmocka_unit_test(test_text_and_chat_prompts),
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_preemption_is_exact),
