@@ -24,7 +24,9 @@ whichever predicts best: the design with the largest smallest margin over issue 
   lean-q    lean with the activations quantized ONCE per matrix group, partly built (today's
             matmul_gemv: one quantize launch per group sharing an input, then one GEMV launch per
             group reading the int8 activations (gemv_run_many: q/k/v, gate/up, K-quant types mixed);
-            the norm fusion, the epilogues and PDL are designed, not built).
+            PDL is built: every kernel opens with the grid-dependency wait and launches with
+            the PDL attribute on sm_90 (sol_cuda_kernel.h; SASS-checked); the multi-block norm
+            and the epilogues are designed, not built).
             Per layer: rmsnorm+quantize (multi-block, single phase: each block of normq_slice
             elements recomputes its row's sum of squares from L2, then normalises and quantizes
             its slice; x written once as Q8), the q/k/v GEMV (rope + KV write epilogue), attention
@@ -159,8 +161,11 @@ PARAMS = {
     # draft PR #22522 reports PDL and graphs as additive, on cc >= 9.0 only, not Ada.)
     "launch_pdl_us": (0.3, "lean designs (lean, lean-q) on sm_90 (h200, h100), per kernel "
                            "node inside a CUDA graph with programmatic dependent launch: the next grid is scheduled "
-                           "and runs its preamble while the previous one drains; NOT documented "
-                           "by NVIDIA: an assumption to be measured on the first lease"),
+                           "and runs its preamble while the previous one drains (built: "
+                           "SOL_LAUNCH's attribute, sol_grid_dependency() first in every "
+                           "kernel); the figure is NOT documented by NVIDIA: an assumption to "
+                           "be measured on the first lease (tests/gpu/run.sh times "
+                           "SOL_CUDA_PDL=0 beside it)"),
     "launch_eager_us": (3.0, "per eager launch (--eager, --enforce-eager; prefill steps are "
                              "eager in both designs); assumption"),
     "host_us": (4.0, "per step on the host: cudaGraphLaunch, the one staged H2D input copy, the "
@@ -539,12 +544,13 @@ STEP = [
     dict(fam="q/k/v projection", kernel="gemv_qkv", scope="layer", mode=F, op="matmul",
          args=dict(mats=QKV, inp="q"), today="design (one launch, activations quantized once)"),
     dict(fam="rope + KV write", kernel="rope_kv_write", scope="layer", mode=F, op="rope_kv",
-         today="design (k_rope x2 + k_kv_write fused)"),
+         today="exists (k_rope_kv: rope x2 + the KV write in one launch, rope_kv_write)"),
     dict(fam="attention", kernel="paged_attention", scope="layer", mode=F, op="attention",
          args=dict(splits="design"), today="exists (k_paged_attention: vector K/V loads, "
          "GQA-shared loads, splits from the SM count)"),
     dict(fam="attention combine", kernel="attention_combine", scope="layer", mode=F,
-         op="combine", args=dict(splits="design"), today="exists (k_attention_combine)"),
+         op="combine", args=dict(splits="design"),
+         today="exists, in the attention launch (att_split_end), not as a launch"),
     dict(fam="o projection", kernel="gemv_o_residual", scope="layer", mode=F, op="matmul",
          args=dict(mats=("attn_output",), inp="f32", residual=True),
          today="partly (GEMV + add fused: matmul_add; design: quantizes its f32 input per "
@@ -580,7 +586,8 @@ STEP = [
          args=dict(splits="lean"), today="exists (k_paged_attention); design: vector K/V loads, "
          "GQA-shared loads, splits from the context and the SM count"),
     dict(fam="attention combine", kernel="attention_combine", scope="layer", mode=L,
-         op="combine", args=dict(splits="lean"), today="exists (k_attention_combine)"),
+         op="combine", args=dict(splits="lean"),
+         today="exists, in the attention launch (att_split_end: the last split merges)"),
     dict(fam="o projection", kernel="gemv_o_quant_residual", scope="layer", mode=L, op="matmul",
          args=dict(mats=("attn_output",), inp="f32", prologue="quant", residual=True),
          today="design (prologue: Q8 of the attention output; epilogue: residual add)"),
@@ -614,14 +621,15 @@ STEP = [
     dict(fam="q/k/v projection", kernel="gemv_qkv_rope_kv", scope="layer", mode=LQ,
          op="matmul", args=dict(mats=QKV, inp="q", rope_kv=True),
          today="exists (gemv_run_many: q/k/v in one launch on the shared Q8 x, a Q6_K v "
-         "included: k_gemv_kq; design: rope + KV epilogue)"),
+         "included: k_gemv_kq); design: rope + KV epilogue (today k_rope_kv, one launch more)"),
     dict(fam="rope + KV write", kernel="rope_kv_write tc", scope="layer", mode=LQ, op="rope_kv",
          args=dict(unfold=True), today="design (tensor-core path only)"),
     dict(fam="attention", kernel="paged_attention", scope="layer", mode=LQ, op="attention",
          args=dict(splits="lean"), today="exists (k_paged_attention: vector K/V loads, GQA-shared loads, splits from "
          "the SM count and the context)"),
     dict(fam="attention combine", kernel="attention_combine", scope="layer", mode=LQ,
-         op="combine", args=dict(splits="lean"), today="exists (k_attention_combine)"),
+         op="combine", args=dict(splits="lean"),
+         today="exists, in the attention launch (att_split_end: the last split merges)"),
     dict(fam="norm+quantize", kernel="quantize(attn out)", scope="layer", mode=LQ, op="normq",
          args=dict(quant_for=("attn_output",), norm=False),
          today="exists (k_quantize_*), none when split: the combine writes the o GEMV's Q8_0 "
@@ -675,7 +683,8 @@ STEP = [
          today="exists"),
     dict(fam="attention", kernel="k_paged_attention", scope="layer", mode=U, op="attention",
          args=dict(splits="today"), today="exists"),
-    dict(fam="attention combine", kernel="k_attention_combine", scope="layer", mode=U,
+    dict(fam="attention combine", kernel="k_attention_combine (before issue 30)", scope="layer",
+         mode=U,
          op="combine", args=dict(splits="today"), today="exists"),
     dict(fam="quantize", kernel="k_quantize(attn out)", scope="layer", mode=U, op="quant",
          args=dict(quant_for=("attn_output",)), today="exists"),
@@ -874,7 +883,7 @@ class Model:
         return [self.part(n * K * 4 + out, blocks=blocks)]
 
     def attq_folded(self, lw):
-        """lean-q as built: with a split, k_attention_combine also writes its output as the o
+        """lean-q as built: with a split, the attention's merge also writes its output as the o
         projection's Q8_0 activations (an epilogue per 32-element block of a head's row), so
         the o GEMV reads them and no quantize launch runs: o weights that take Q8_0 (Q4_0, Q5_x,
         Q8_0; not K-quants, whose Q8_K blocks span heads), head_dim a multiple of 32, a GEMV
@@ -899,7 +908,7 @@ class Model:
         if not a["norm"] and not fm:
             return []
         if names == ("attn_output",) and self.attq_folded(lw):
-            return []  # the combine wrote them (op_combine)
+            return []  # the attention's merge wrote them (op_attention)
         if fm:
             out = sum(n * K * ACT_BYTES[f] for f in fm)
         elif self.tc_path(n, [m0]) == "tc16":
@@ -1096,8 +1105,15 @@ class Model:
             blocks = sh["heads"] * math.ceil(self.n / tile) * s
             if self.n > 16 and not self.fused:
                 today = "exists (k_attention: CUDA cores, the cache or head shape k_flash lacks)"
-        return [self.part(kvb + q_io, flops, peak, p["attn_eff"], blocks, what=f"splits {s}",
-                          today=today)]
+        tail, what = 0.0, f"splits {s}"
+        if s > 1 and self.lean:
+            # built (att_split_end): the last split warp of each (token, head) merges it after
+            # the kernel's body, a tail nothing else in the launch hides; costed as the combine
+            # kernel was (its bytes, one warp per pair: the same wave term), less its launch
+            merge = self.part(self.combine_bytes(s, lw), blocks=self.n * sh["heads"], launches=0)
+            tail, what = merge["t"] * 1e6, f"splits {s}, merged by the last split"
+        return [self.part(kvb + q_io, flops, peak, p["attn_eff"], blocks, what=what,
+                          fixed_us=tail, today=today)]
 
     def flash_part(self, q_io):
         """Today's k_flash_attention: a block per (tile of flash_tile() consecutive tokens of one
@@ -1145,14 +1161,21 @@ class Model:
                          today="exists (k_flash_attention: FA2 loop over the paged F16 cache, "
                                "mma.sync, 64 query rows per block, no context split)")
 
-    def op_combine(self, row, lw):
-        s = self.splits(row["args"]["splits"])
-        if s <= 1:
-            return []
+    def combine_bytes(self, s, lw):
+        """The merge's traffic: every split's state re-read, the output (and the o projection's
+        Q8_0 of it, attq_folded) written."""
         sh = self.sh
         byt = self.n * sh["heads"] * s * (sh["head_dim"] + 2) * 4 + self.n * self.q_dim * 4
-        if self.attq_folded(lw):  # and the o projection's Q8_0 of it
+        if self.attq_folded(lw):
             byt += self.n * self.q_dim * ACT_BYTES["q8_0"]
+        return byt
+
+    def op_combine(self, row, lw):
+        s = self.splits(row["args"]["splits"])
+        if s <= 1 or self.lean:  # lean designs: merged in the attention launch (op_attention)
+            return []
+        sh = self.sh
+        byt = self.combine_bytes(s, lw)
         # lean: one block (head_dim threads) per token and head; fused/today: 4 heads per block
         per = 1 if self.lean else 4
         return [self.part(byt, blocks=math.ceil(self.n * sh["heads"] / per))]
@@ -1290,13 +1313,13 @@ class Model:
     def quant_groups(self):
         """Per step: matmul launches of quantized matrix groups (q/k/v, o, gate/up, down, head:
         one launch each at batch 1), and the launches that quantize activations for a group
-        (lean-q's normq with a Q8 output, or the attention combine that writes the o
+        (lean-q's normq with a Q8 output, or the split attention whose merge writes the o
         projection's Q8_0: attq_folded; lean: none, the GEMV prologues do it)"""
         groups = quants = 0
         for r in STEP:
-            if self.design in r["mode"] and r["op"] == "combine":
+            if self.design in r["mode"] and r["op"] == "attention":
                 quants += sum(pt["launches"] for lw in self.sh["layers"] if self.attq_folded(lw)
-                              for pt in self.op_combine(r, lw))
+                              for pt in self.op_attention(r, lw))
             if self.design not in r["mode"] or r["op"] not in ("matmul", "normq", "quant", "norm"):
                 continue
             layers = self.sh["layers"] if r["scope"] == "layer" else [self.sh["layers"][0]]

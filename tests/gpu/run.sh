@@ -10,11 +10,11 @@
 #   sass         registers/spills of every kernel; the decode kernels' SASS (sass.txt.gz)
 #   op_test      test_cuda_backend on the GPU against the CPU backend
 #   models       whole models, GPU against CPU: greedy ids and logits (compare.py), the prefill
-#                GEMM, CUDA graphs against --enforce-eager
+#                GEMM, CUDA graphs against --enforce-eager, PDL against SOL_CUDA_PDL=0
 #   membw        the device's copy bandwidth (the roofline of the timing table)
 #   bench_*      decode tok/s at batch 1, 8, 64 and prefill tok/s, with the roofline share, for
 #                the 1b preset and an 8B-shaped stack (dim 4096, FFN 14336, 32/8 heads, 8 layers)
-#                in F16, Q4_0 and Q4_K_M; Q4_0 1b again with --enforce-eager
+#                in F16, Q4_0 and Q4_K_M; Q4_0 1b again with --enforce-eager and without PDL
 #   kernels      per-kernel-family GPU time of decode steps (ncu's gpu__time_duration)
 #   memcheck, racecheck   compute-sanitizer over the op test
 #   backend_ops  test_backend_ops: every op, every backend variant present
@@ -198,6 +198,10 @@ for m in tiny-f32 tiny-q8 qwen3-q4k; do
   bin sol-generate -m "$M/$m.gguf" --backend $BE --enforce-eager --prompt-tokens $P -n 24 \
     --temp 0 --tokens --logits "$W/$m.eager.json" >"$W/$m.eager.ids" || exit 1
   $C ids "$W/$m.$BE.ids" "$W/$m.eager.ids" --name "$m graphs vs eager" || fail=1
+  # programmatic dependent launch (sm_90) must not change a bit: the same ids without it
+  SOL_CUDA_PDL=0 bin sol-generate -m "$M/$m.gguf" --backend $BE --prompt-tokens $P -n 24 \
+    --temp 0 --tokens >"$W/$m.nopdl.ids" || exit 1
+  $C ids "$W/$m.$BE.ids" "$W/$m.nopdl.ids" --name "$m PDL vs none" || fail=1
 done
 for m in tiny-q8 qwen3-q4k; do
   for be in cpu $BE; do
@@ -229,6 +233,7 @@ for m in 1b-q4_0 1b-f16 1b-q4_k_m 8b-q4_0 8b-f16 8b-q4_k_m; do
   bench "bench_$m" "$m" --batch $BATCHES --prefill $PREFILL
 done
 bench bench_1b-q4_0_eager 1b-q4_0 --enforce-eager --batch $BATCHES --prefill 0
+SOL_CUDA_PDL=0 bench bench_1b-q4_0_nopdl 1b-q4_0 --batch 1,8 --prefill 0 # what PDL saves
 
 # The performance model (bench/gpu_model.py) beside the measurement: its prediction for each
 # 8B-shaped file at batch 1, from the file's own shapes and types and the copy bandwidth measured

@@ -7,10 +7,13 @@
 
 Per kernel: global loads by width (8/16/32/64/128 bits; LDG and generic LD), loads inside a loop
 at 8 or 16 bits, local memory (LDL/STL: a stack frame or spills), registers and static shared
-memory. Exit 1 when a rule of RULES below is broken (a decode kernel reading 8- or 16-bit words
-inside a loop, any local memory in a decode kernel, a tensor-core kernel without an HMMA/IMMA
-instruction, a kernel over its register budget), 2 when the
-module or nvdisasm cannot be read, 0 otherwise.
+memory, and where its programmatic-dependent-launch wait sits. Exit 1 when a rule of RULES below
+is broken (a decode kernel reading 8- or 16-bit words inside a loop, any local memory in a
+decode kernel, a tensor-core kernel without an HMMA/IMMA instruction, a kernel over its register
+budget) or, from sm_90, when any kernel lacks the PDL wait (griddepcontrol.wait, SASS ACQBULK)
+ahead of its first global memory access, branch and exit, or the release of its dependents
+(griddepcontrol.launch_dependents, SASS PREEXIT): sol_cuda_kernel.h; 2 when the module or
+nvdisasm cannot be read, 0 otherwise.
 
 The cubins are taken from the module's fatbin as built (raw ELF images, EM_CUDA). CUDA 13 writes
 ELF ABI version 8, whose e_flags hold the SM in bits 8..15; nvdisasm 11.8 (Debian's, fetched by
@@ -43,9 +46,8 @@ RULES = [
     (r"k_gemv", True, False, 128),
     (r"k_quantize", True, False, 64),
     (r"k_paged_attention", True, False, 128),
-    (r"k_attention_combine", True, False, 64),
     (r"k_rmsnorm", True, False, 64),
-    (r"k_rope", True, False, 64),
+    (r"k_rope", True, False, 64),  # k_rope and k_rope_kv
     (r"k_embed", True, False, 64),
     (r"k_kv_write", True, False, 64),
     (r"k_silu_mul|k_gelu_mul|k_add|k_scale", True, False, 32),
@@ -151,6 +153,13 @@ def kernel_attrs(img, secs):
 MMA = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?[HI]MMA\.")
 LDG = re.compile(r"^\s*/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?(LDG|LD|LDL|STL)(\.[\w.]+)?\s")
 BRA = re.compile(r"^\s*/\*([0-9a-f]+)\*/\s+(?:@!?U?P\w+\s+)?BRA(?:\.\w+)*\s+`\((\.L_x_\d+)\)")
+# Global (or generic) memory: loads, stores, atomics, reductions, asynchronous copies; shared
+# (LDS/STS) and constant (LDC) accesses are not what the previous kernel writes.
+GMEM = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?(LDG|STG|LD|ST|ATOMG|ATOM|RED|REDG|"
+                  r"LDGSTS|UTMALDG|UBLKCP)(\.[\w.]+)?\s")
+FLOW = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?(BRA|EXIT|BSSY|CALL|RET|JMP)\b")
+ACQ = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+ACQBULK\b")
+REL = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?PREEXIT\b")
 LABEL = re.compile(r"^(\.L_x_\d+):")
 ADDR = re.compile(r"^\s*/\*([0-9a-f]+)\*/")
 FUNC = re.compile(r"^\s*\.text\.(\S+?):\s*$")
@@ -177,7 +186,16 @@ def analyse(text):
     out = {}
     for name, f in funcs.items():
         labels, pending, branches, loads, mma = {}, [], [], [], 0
+        # PDL: the wait must come before anything that touches global memory or leaves the
+        # straight line (a branch could skip it, an exit end the grid without it)
+        waited, early, released = False, None, False
         for line in f["lines"]:
+            if not waited and not early:
+                if ACQ.match(line):
+                    waited = True
+                elif GMEM.match(line) or FLOW.match(line):
+                    early = line.split(";")[0].split("*/")[-1].strip()
+            released = released or bool(REL.match(line))
             lm = LABEL.match(line)
             if lm:
                 pending.append(lm.group(1))
@@ -206,7 +224,10 @@ def analyse(text):
             w[bits] += 1
             if bits < 32 and any(lo <= addr <= hi for lo, hi in loops):
                 narrow_loop += 1
-        out[name] = {"widths": w, "narrow_loop": narrow_loop, "local": local, "mma": mma}
+        pdl = "wait" if waited and released else (
+            f"`{early}` before the wait" if early else "no wait" if not waited else "no release")
+        out[name] = {"widths": w, "narrow_loop": narrow_loop, "local": local, "mma": mma,
+                     "pdl": pdl}
     return out
 
 
@@ -244,6 +265,8 @@ def report(module, sm, nvdisasm):
             why.append(f"{r['local']} local-memory accesses, a {r['frame']}-byte stack frame")
         if tensor and not r["mma"]:
             why.append("no tensor-core instruction (HMMA/IMMA)")
+        if sm >= 90 and r["pdl"] != "wait":
+            why.append(f"PDL: {r['pdl']}")
         if r["regs"] > r["budget"]:
             why.append(f"{r['regs']} registers > budget {r['budget']}")
         r["why"] = why
@@ -253,14 +276,14 @@ def report(module, sm, nvdisasm):
 
 def print_table(rows, sm, markdown):
     head = ["kernel", "8b", "16b", "32b", "64b", "128b", "narrow in loop", "local", "frame",
-            "mma", "regs", "budget", "smem", "rule"]
+            "mma", "regs", "budget", "smem", "pdl", "rule"]
     lines = []
     for r in rows:
         w = r["widths"]
         verdict = "FAIL: " + "; ".join(r["why"]) if r["why"] else ("ok" if r["decode"] or r["tensor"] else "-")
         lines.append([r["name"][:44], w[8], w[16], w[32], w[64], w[128], r["narrow_loop"],
                       r["local"], r["frame"], r["mma"], r["regs"], r["budget"], r["smem"],
-                      verdict])
+                      r["pdl"], verdict])
     if markdown:
         print("| " + " | ".join(head) + " |")
         print("|" + "|".join("---" for _ in head) + "|")
@@ -269,12 +292,13 @@ def print_table(rows, sm, markdown):
         return
     print(f"SASS global loads by width, sm_{sm} (tests/gpu/sass_check.py; rule: decode kernels "
           "have no 8/16-bit global load in a loop and no local memory; tensor-core kernels have "
-          "HMMA/IMMA; registers within budget)")
+          "HMMA/IMMA; registers within budget; every kernel opens with the PDL wait)")
     print(f"{'kernel':44} {'8b':>4} {'16b':>4} {'32b':>4} {'64b':>4} {'128b':>4} {'nloop':>5} "
-          f"{'local':>5} {'frame':>5} {'mma':>4} {'regs':>4} {'budg':>4} {'smem':>5}  rule")
+          f"{'local':>5} {'frame':>5} {'mma':>4} {'regs':>4} {'budg':>4} {'smem':>5} {'pdl':>5}  "
+          "rule")
     for x in lines:
         print(f"{x[0]:44} {x[1]:4d} {x[2]:4d} {x[3]:4d} {x[4]:4d} {x[5]:4d} {x[6]:5d} {x[7]:5d} "
-              f"{x[8]:5d} {x[9]:4d} {x[10]:4d} {x[11]:4d} {x[12]:5d}  {x[13]}")
+              f"{x[8]:5d} {x[9]:4d} {x[10]:4d} {x[11]:4d} {x[12]:5d} {x[13]:>5}  {x[14]}")
 
 
 def main():

@@ -1,6 +1,8 @@
 # Promise: the CUDA module's decode kernels, as built for sm_90, read global memory in words of
 # 32 bits or wider inside their loops, keep no local memory (no stack frame, no spills) and stay
 # within their register budgets, and the batch GEMM multiplies on tensor cores (HMMA in its SASS):
+# Every kernel opens with the programmatic-dependent-launch wait (ACQBULK before any global
+# access, branch or exit) and releases its dependents (PREEXIT), as sol_cuda_kernel.h requires.
 # tests/gpu/sass_check.py on the SASS (nvdisasm, from
 # scripts/cuda-tools). The checker itself is shown to fail on a probe kernel that breaks each rule.
 set -euo pipefail
@@ -28,6 +30,21 @@ __global__ void k_gemv_probe(const unsigned char *w, int n, int pick, float *y) 
     for (int i = threadIdx.x; i < n; i += 32) acc[w[i] & 63] += 1.0f;
     y[threadIdx.x] = acc[pick & 63];
 }
+/* PDL: a wait after an early return (a grid whose threads all return never waits), and none */
+__global__ void k_pdl_late(float *x, const float *y, int n) {
+    int i = threadIdx.x;
+    if (i >= n) return;
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    x[i] = y[i] * 2.0f;
+}
+__global__ void k_pdl_none(float *x, const float *y) { x[threadIdx.x] = y[threadIdx.x]; }
+__global__ void k_pdl_ok(float *x, const float *y, int n) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    int i = threadIdx.x;
+    if (i < n) x[i] = y[i] * 2.0f;
+}
 CU
 "$NVCC" -arch=sm_90 -cubin -o "$work/probe.cubin" "$work/probe.cu"
 set +e
@@ -40,6 +57,12 @@ grep -q "k_gemv_probe .*FAIL: [0-9]* 8/16-bit global loads in a loop; [0-9]* loc
   "$work/probe.out" || { echo "FAIL: the probe's verdict does not name both rules"; exit 1; }
 grep -q "k_mma_probe .*FAIL: no tensor-core instruction" "$work/probe.out" ||
   { echo "FAIL: a GEMM kernel without HMMA passed the tensor-core rule"; exit 1; }
+grep -q "k_pdl_late .*FAIL: PDL: .*EXIT. before the wait" "$work/probe.out" ||
+  { echo "FAIL: a kernel that can exit before its PDL wait passed"; exit 1; }
+grep -q "k_pdl_none .*FAIL: PDL: .*LDG.* before the wait" "$work/probe.out" ||
+  { echo "FAIL: a kernel without the PDL wait passed"; exit 1; }
+grep -q "k_pdl_ok .* wait  -$" "$work/probe.out" ||
+  { echo "FAIL: a kernel that opens with the PDL wait was refused"; exit 1; }
 python3 "$S/tests/gpu/sass_check.py" --module "$work/missing.so" > "$work/err.out" 2>&1 && {
   echo "FAIL: a missing module was accepted"; exit 1; }
 grep -q "missing.so: no such file" "$work/err.out" || { cat "$work/err.out"; exit 1; }

@@ -78,18 +78,20 @@ for q in q4_k_m q4_0 f16; do
     fail "$q: designs not ranked lean > fused > unfused"
 done
 
-# the lean design: 1 + 32 x 6 + 2 launches at context 512 (8 splits), 1 + 32 x 5 + 2
-# without a split; no norm/quantize/rope launch at batch 1, all of them on the tensor-core path
+# the lean design: 1 + 32 x 5 + 2 launches at context 512 (8 splits, merged in the attention
+# launch: no combine) as without a split; no norm/quantize/rope launch at batch 1, all of them on
+# the tensor-core path
 $M --shape 8b --quant q4_k_m --design lean >"$w/lean"
 grep -q "lean (GEMV prologues: designed, not built), CUDA graph + PDL, 0.3 us per node" "$w/lean" ||
   fail "lean on h200: not PDL at 0.3 us per node"
-grep -Eq '^total +195 ' "$w/lean" || fail "lean 8b: not 195 launches (1 + 32 x 6 + 2)"
+grep -Eq '^total +163 ' "$w/lean" || fail "lean 8b: not 163 launches (1 + 32 x 5 + 2)"
+! grep -Eq '^attention combine ' "$w/lean" || fail "lean 8b: a combine launch (the split merges in place)"
 grep -Eq '^total +163 ' <($M --design lean --context 64) || fail "lean 8b, context 64: not 163 launches"
 for fam in "rmsnorm" "quantize" "rope + KV write"; do
   ! grep -Eq "^$(sed 's/[+/()]/\\&/g' <<<"$fam") +[0-9]+ " "$w/lean" || fail "lean batch 1: a '$fam' launch"
 done
 grep -q "^GEMV prologues (x re-read from L2 by every block" "$w/lean" || fail "lean: no prologue line"
-grep -Eq '^total +324 ' <($M --design lean --batch 16) || fail "lean batch 16 (tensor cores): not 324 launches"
+grep -Eq '^total +292 ' <($M --design lean --batch 16) || fail "lean batch 16 (tensor cores): not 292 launches (the fused structure less its combines)"
 for g in a100 l40s; do
   for d in lean lean-q; do
     grep -q "CUDA graph, 1.0 us per node" <($M --design $d --gpu $g) || fail "$d on $g: PDL is sm_90 only"
@@ -98,21 +100,22 @@ done
 # batch invariance: the lean split count depends on the context and the SM count, not the batch
 for d in lean lean-q; do
   for b in 1 3 8 15; do
-    grep -Eq '^attention +32 .*\[splits 8\]$' <($M --design $d --batch $b) || fail "$d batch $b: not 8 splits"
+    grep -Eq '^attention +32 .*\[splits 8(\]|, merged by the last split\])$' <($M --design $d --batch $b) || fail "$d batch $b: not 8 splits"
   done
-  grep -Eq '^attention +32 .*\[splits 9\]$' <($M --design $d --context 4096) || fail "$d context 4096: not 9 splits"
+  grep -Eq '^attention +32 .*\[splits 9(\]|, merged by the last split\])$' <($M --design $d --context 4096) || fail "$d context 4096: not 9 splits"
 done
 
-# lean-q: 1 + 32 x 10 + 3 launches (norm+quantize, q/k/v+rope/KV, attention, combine, quantize, o,
-# norm+quantize, gate/up, quantize, down; final norm+quantize, head, sampler); 1 + 32 x 9 + 3
-# without a split; F16 (no quantize): 1 + 32 x 8 + 3. Exactly one quantize launch per matrix group:
+# lean-q: 1 + 32 x 9 + 3 launches (norm+quantize, q/k/v+rope/KV, attention with its split merge,
+# quantize, o, norm+quantize, gate/up, quantize, down; final norm+quantize, head, sampler), with a
+# split or without; F16 (no quantize): 1 + 32 x 7 + 3. Exactly one quantize launch per matrix group:
 # 4 per layer + the head's, each kernel once per layer, no GEMV prologue, no rope launch
 $M --shape 8b --quant q4_k_m --design lean-q --kernels >"$w/leanq"
 grep -q "lean-q (lean, x quantized once per group: partly built), CUDA graph + PDL, 0.3 us per node" "$w/leanq" ||
   fail "lean-q on h200: not PDL at 0.3 us per node"
-grep -Eq '^total +324 ' "$w/leanq" || fail "lean-q 8b: not 324 launches (1 + 32 x 10 + 3)"
+grep -Eq '^total +292 ' "$w/leanq" || fail "lean-q 8b: not 292 launches (1 + 32 x 9 + 3)"
+grep -Eq '^attention +32 .*merged by the last split' "$w/leanq" || fail "lean-q: the split is not merged in the attention launch"
 grep -Eq '^total +292 ' <($M --design lean-q --context 64) || fail "lean-q 8b, context 64: not 292 launches"
-grep -Eq '^total +260 ' <($M --design lean-q --quant f16) || fail "lean-q f16: not 260 launches (no quantize)"
+grep -Eq '^total +228 ' <($M --design lean-q --quant f16) || fail "lean-q f16: not 228 launches (no quantize)"
 grep -Eq '^norm\+quantize +129 ' "$w/leanq" || fail "lean-q: not 129 norm+quantize launches (32 x 4 + 1)"
 for k in "rmsnorm_quantize(attn)" "quantize(attn out)" "rmsnorm_quantize(ffn)" "quantize(silu)"; do
   awk -v k="$k" 'index($0, k " ") == 1 { split(substr($0, length(k) + 1), f)

@@ -129,6 +129,12 @@ typedef struct sol_backend_ops {
     /* In place on x (n x heads x head_dim), token t at position pos[t]. */
     int (*rope)(sol_backend *be, float *x, const int32_t *pos, int n, int heads, int head_dim,
                 const sol_rope_params *p);
+    /* Optional: rope on q (n x heads x head_dim) and k (n x kv_heads x head_dim) in place, then
+     * k and v written to layer's cache at slots: one launch on a device instead of three. The
+     * same bits as rope(q), rope(k), kv_write. NULL: sol_rope_kv_write does exactly that. */
+    int (*rope_kv_write)(sol_backend *be, sol_kv *kv, int layer, float *q, float *k, const float *v,
+                         const int32_t *pos, const int32_t *slots, int n, int heads, int kv_heads,
+                         int head_dim, const sol_rope_params *p);
     /* out = silu(gate) * up elementwise; out may alias gate or up. */
     int (*silu_mul)(sol_backend *be, const float *gate, const float *up, float *out,
                     int64_t n_elems);
@@ -380,6 +386,17 @@ static inline int sol_backend_health(sol_backend *be, char *why, size_t cap) {
 static inline int sol_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k,
                                const float *v, const int32_t *slots, int n) {
     return be->ops->kv_write(be, kv, layer, k, v, slots, n);
+}
+static inline int sol_rope_kv_write(sol_backend *be, sol_kv *kv, int layer, float *q, float *k,
+                                    const float *v, const int32_t *pos, const int32_t *slots, int n,
+                                    int heads, int kv_heads, int head_dim,
+                                    const sol_rope_params *p) {
+    if (be->ops->rope_kv_write)
+        return be->ops->rope_kv_write(be, kv, layer, q, k, v, pos, slots, n, heads, kv_heads,
+                                      head_dim, p);
+    int rc = sol_rope(be, q, pos, n, heads, head_dim, p);
+    if (!rc) rc = sol_rope(be, k, pos, n, kv_heads, head_dim, p);
+    return rc ? rc : sol_kv_write(be, kv, layer, k, v, slots, n);
 }
 static inline int sol_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q,
                                       float *out, int n, int heads, int kv_heads, int head_dim,

@@ -74,9 +74,8 @@ static int attention(model_rank *m, sol_kv *kv, int l, const model_batch *b) {
     int n = b->n, rc, slides = m->swa && m->swa[l];
     const sol_rope_params *rope = slides ? &hp->rope_swa : &hp->rope;
     if ((rc = qkv(m, L, n)) ||
-        (rc = sol_rope(be, s->q, b->pos, n, sh->heads, hp->head_dim, rope)) ||
-        (rc = sol_rope(be, s->k, b->pos, n, sh->kv_heads, hp->head_dim, rope)) ||
-        (rc = sol_kv_write(be, kv, l, s->k, s->v, b->slots, n)))
+        (rc = sol_rope_kv_write(be, kv, l, s->q, s->k, s->v, b->pos, b->slots, n, sh->heads,
+                                sh->kv_heads, hp->head_dim, rope)))
         return rc;
     float scale = hp->attn_scale;
     if (hp->arch->flags & ARCH_Q_PRESCALE) {

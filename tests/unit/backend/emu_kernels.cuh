@@ -8,6 +8,7 @@
 
 /* One block per row: out = x / sqrt(mean(x^2) + eps) * w (the rmsnorm op's math). */
 __global__ void emu_rmsnorm(const float *x, const float *w, float *out, int dim, float eps) {
+    sol_grid_dependency();
     SOL_SHARED(float, scratch, [32]);
     const float *xr = x + (size_t)blockIdx.x * dim;
     float ss = 0.0f;
@@ -21,6 +22,7 @@ __global__ void emu_rmsnorm(const float *x, const float *w, float *out, int dim,
 /* Shared-memory tree sum of 256 values per block; skip_sync drops the barrier between levels
  * (a real bug: a thread reads its partner's slot before the partner wrote it). */
 __global__ void emu_tree_sum(const float *x, float *out, int skip_sync) {
+    sol_grid_dependency();
     SOL_SHARED(float, buf, [256]);
     int t = threadIdx.x;
     buf[t] = x[blockIdx.x * 256 + t];
@@ -34,6 +36,7 @@ __global__ void emu_tree_sum(const float *x, float *out, int skip_sync) {
 
 /* Warp sums with the butterfly's first offset as a parameter: 16 is right, 8 a bug. */
 __global__ void emu_warp_sum(const float *x, float *out, int first_offset) {
+    sol_grid_dependency();
     float v = x[threadIdx.x];
     for (int off = first_offset; off > 0; off >>= 1)
         v += __shfl_xor_sync(0xffffffffu, v, off);
@@ -43,6 +46,7 @@ __global__ void emu_warp_sum(const float *x, float *out, int first_offset) {
 /* A full-mask shuffle only half of each warp executes while the other half waits at the block
  * barrier: undefined on a GPU, a reported deadlock here. */
 __global__ void emu_divergent_shuffle(float *out) {
+    sol_grid_dependency();
     float v = (float)threadIdx.x;
     if ((threadIdx.x & 31) < 16) v = __shfl_xor_sync(0xffffffffu, v, 1);
     __syncthreads();
@@ -53,6 +57,7 @@ __global__ void emu_divergent_shuffle(float *out) {
  * which reduce.cuh promises works (its last barrier); under a schedule that lets one warp run
  * ahead, a missing barrier shows as wrong variances. */
 __global__ void emu_mean_var(const float *x, float *out, int dim) {
+    sol_grid_dependency();
     SOL_SHARED(float, scratch, [32]);
     const float *xr = x + (size_t)blockIdx.x * dim;
     float s = 0.0f;
@@ -87,6 +92,7 @@ __device__ float emu_block_sum_bug(float v, float *scratch, int keep_last_barrie
  * thread's pair. */
 __global__ void emu_sum_twice(const float *x, float *out, int dim, int keep_last_barrier,
                               int off_by_one) {
+    sol_grid_dependency();
     SOL_SHARED(float, scratch, [32]);
     const float *xr = x + (size_t)blockIdx.x * dim;
     float s = 0.0f;
@@ -100,6 +106,7 @@ __global__ void emu_sum_twice(const float *x, float *out, int dim, int keep_last
 
 /* Reads dynamic shared memory before anyone wrote it. */
 __global__ void emu_read_dyn_smem(float *out) {
+    sol_grid_dependency();
     SOL_DYN_SMEM(float, dyn);
     out[blockIdx.x * blockDim.x + threadIdx.x] = dyn[threadIdx.x];
     __syncthreads();
@@ -112,6 +119,7 @@ __global__ void emu_read_dyn_smem(float *out) {
  * out; 4 a half-mask shuffle reading a lane outside the mask; 5 a full-mask shuffle by every
  * thread (a block whose last warp is partial has lanes the mask names but the block lacks). */
 __global__ void emu_masks(float *out, int how) {
+    sol_grid_dependency();
     int lane = threadIdx.x & 31;
     float v = (float)threadIdx.x;
     if (how == 0 && lane < 16) v = __shfl_xor_sync(0x0000ffffu, v, 1);
@@ -128,12 +136,25 @@ __global__ void emu_masks(float *out, int how) {
 
 /* As much static shared memory as it is given floats for (up to 12289: 48 KiB + 4 bytes). */
 template <int N> __global__ void emu_big_shared(float *out) {
+    sol_grid_dependency();
     SOL_SHARED(float, big, [N]);
     big[threadIdx.x] = 1.0f;
     out[threadIdx.x] = big[threadIdx.x];
 }
 
 /* Does nothing: for launch-limit checks. */
-__global__ void emu_nop(void) {}
+__global__ void emu_nop(void) {
+    sol_grid_dependency();
+}
+
+/* PDL (sol_cuda_kernel.h): the wait after an early return (how 0), after a barrier (1), twice (2),
+ * or as it must be (3). */
+__global__ void emu_pdl(float *out, int how) {
+    if (how == 0 && threadIdx.x >= 16) return;
+    if (how == 1) __syncthreads();
+    sol_grid_dependency();
+    if (how == 2) sol_grid_dependency();
+    out[threadIdx.x] = 1.0f;
+}
 
 #endif

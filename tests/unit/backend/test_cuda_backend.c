@@ -406,6 +406,74 @@ static void test_attention(void **state) {
     sol_backend_free(be);
 }
 
+/* rope_kv_write (one launch) is rope(q), rope(k) and kv_write bit for bit: q and k as left in
+ * place, and the cache as attention reads it, for NORM and NEOX pairs, F16 and F32 caches; a
+ * cache of another row shape, or a slot outside it, is refused by name. */
+static void test_rope_kv_write(void **state) {
+    (void)state;
+    sol_backend *be = open_be(spec(), 0);
+    enum { N = 5, H = 4, KVH = 2, HD = 64, BLOCKS = 4, BS = 4 };
+    const int32_t pos[N] = {0, 1, 2, 300, 9000}, slots[N] = {5, 6, 7, 12, 0};
+    const int32_t table[BLOCKS] = {1, 3, 0, 2};
+    sol_attn_seq seqs[N];
+    for (int t = 0; t < N; t++)
+        seqs[t] = (sol_attn_seq){table, t + 1};
+    float *q = rnd_vec(N * H * HD), *k = rnd_vec(N * KVH * HD), *v = rnd_vec(N * KVH * HD);
+    size_t qb = sizeof(float) * N * H * HD, kb = sizeof(float) * N * KVH * HD;
+    for (int pass = 0; pass < 4; pass++) {
+        sol_rope_params p = {500000.0f, 8.0f, 1.0f, 4.0f, 8192, pass & 1, 0};
+        sol_dtype dt = pass & 2 ? SOL_DT_F32 : SOL_DT_F16;
+        sol_kv *kv[2];
+        float *qd[2], *kd[2], *vd = put(be, v, kb), *od[2], *want, *got;
+        for (int i = 0; i < 2; i++) {
+            kv[i] = sol_kv_alloc(be, 2, BLOCKS, BS, KVH, HD, dt);
+            assert_non_null(kv[i]);
+            qd[i] = put(be, q, qb), kd[i] = put(be, k, kb), od[i] = put(be, NULL, qb);
+        }
+        assert_int_equal(sol_rope(be, qd[0], pos, N, H, HD, &p), 0);
+        assert_int_equal(sol_rope(be, kd[0], pos, N, KVH, HD, &p), 0);
+        assert_int_equal(sol_kv_write(be, kv[0], 1, kd[0], vd, slots, N), 0);
+        assert_non_null(be->ops->rope_kv_write);
+        assert_int_equal(
+            sol_rope_kv_write(be, kv[1], 1, qd[1], kd[1], vd, pos, slots, N, H, KVH, HD, &p), 0);
+        for (int i = 0; i < 2; i++)
+            assert_int_equal(
+                sol_paged_attention(be, kv[i], 1, qd[0], od[i], N, H, KVH, HD, 0.125f, seqs), 0);
+        const struct {
+            const char *what;
+            float *a, *b;
+            size_t n;
+        } same[] = {{"q", qd[0], qd[1], N * H * HD},
+                    {"k", kd[0], kd[1], N * KVH * HD},
+                    {"attention over the cache", od[0], od[1], N * H * HD}};
+        for (size_t c = 0; c < sizeof same / sizeof *same; c++) {
+            want = get(be, same[c].a, same[c].n), got = get(be, same[c].b, same[c].n);
+            if (memcmp(want, got, sizeof(float) * same[c].n))
+                fail_msg("rope_kv_write pass %d: %s differs from the three ops", pass,
+                         same[c].what);
+            free(want), free(got);
+        }
+        if (pass == 3) {
+            assert_int_equal(
+                sol_rope_kv_write(be, kv[1], 1, qd[1], kd[1], vd, pos, slots, N, H, 1, HD, &p),
+                -EINVAL);
+            assert_non_null(strstr(be->err.msg, "the cache's are 2 x 64"));
+            const int32_t far[N] = {0, 1, 2, 3, BLOCKS * BS};
+            assert_int_equal(
+                sol_rope_kv_write(be, kv[1], 1, qd[1], kd[1], vd, pos, far, N, H, KVH, HD, &p),
+                -EINVAL);
+            assert_non_null(strstr(be->err.msg, "token 4 slot 16 outside [0, 16)"));
+        }
+        for (int i = 0; i < 2; i++) {
+            sol_buf_free(be, qd[i]), sol_buf_free(be, kd[i]), sol_buf_free(be, od[i]);
+            sol_kv_free(be, kv[i]);
+        }
+        sol_buf_free(be, vd);
+    }
+    free(q), free(k), free(v);
+    sol_backend_free(be);
+}
+
 /* The split combine also writes its output as Q8_0 activations, and the o projection right after
  * it (a Q4_0 matmul_add of that output, 5 tokens: a GEMV) reads them instead of quantizing: the
  * same bits as when any op in between makes it quantize for itself, and counted only then. */
@@ -797,6 +865,15 @@ static void test_host_pointers_refused(void **state) {
     sol_backend_free(be);
 }
 
+/* With var=value the backend is not made, and its message holds `says`; var is unset after. */
+static void expect_env_refused(const char *var, const char *value, const char *says) {
+    setenv(var, value, 1);
+    sol_err e = {0};
+    assert_null(sol_backend_new("cuda-emu", NULL, &e));
+    assert_non_null(strstr(e.msg, says));
+    unsetenv(var);
+}
+
 /* Device memory is reported and runs out with a message, not a crash; the pretend device's size
  * comes from SOL_CUDA_EMU_MEMORY_MB. */
 static void test_memory(void **state) {
@@ -817,14 +894,34 @@ static void test_memory(void **state) {
     assert_non_null(strstr(be->err.msg, "kv_alloc"));
     sol_buf_free(be, p);
     sol_backend_free(be);
-    setenv("SOL_CUDA_EMU_MEMORY_MB", "lots", 1);
-    sol_err e = {0};
-    assert_null(sol_backend_new("cuda-emu", NULL, &e));
-    assert_non_null(strstr(e.msg, "SOL_CUDA_EMU_MEMORY_MB=lots"));
-    unsetenv("SOL_CUDA_EMU_MEMORY_MB");
+    expect_env_refused("SOL_CUDA_EMU_MEMORY_MB", "lots", "SOL_CUDA_EMU_MEMORY_MB=lots");
     sol_backend *cpu = open_be("cpu", 0);
     assert_int_equal(sol_mem_info(cpu, &free0, &total), -ENOTSUP);
     sol_backend_free(cpu);
+}
+
+/* SOL_CUDA_PDL: 0 turns programmatic dependent launch off, anything but 0 or 1 is refused by
+ * name; the emulation pretends an sm_90, where it is on. */
+static void test_pdl_switch(void **state) {
+    (void)state;
+    if (strncmp(spec(), "cuda-emu", 8) != 0) skip();
+    char buf[2048];
+    const struct {
+        const char *env, *says;
+    } cases[] = {{NULL, "programmatic dependent launch on"},
+                 {"1", "programmatic dependent launch on"},
+                 {"0", "programmatic dependent launch off"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        if (cases[i].env)
+            setenv("SOL_CUDA_PDL", cases[i].env, 1);
+        else
+            unsetenv("SOL_CUDA_PDL");
+        sol_backend *be = open_be("cuda-emu", 0);
+        assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
+        assert_non_null(strstr(buf, cases[i].says));
+        sol_backend_free(be);
+    }
+    expect_env_refused("SOL_CUDA_PDL", "yes", "SOL_CUDA_PDL=yes: expected 0 or 1");
 }
 
 int main(void) {
@@ -838,6 +935,8 @@ int main(void) {
         cmocka_unit_test(test_graph_replay),
         cmocka_unit_test(test_host_pointers_refused),
         cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_pdl_switch),
+        cmocka_unit_test(test_rope_kv_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

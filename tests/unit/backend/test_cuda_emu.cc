@@ -255,6 +255,22 @@ static void test_launch_limits(void **state) {
                  {"32768 bytes of static and 16385 of dynamic", "emu_big_shared<8192>"});
 }
 
+/* Programmatic dependent launch: every thread must open with sol_grid_dependency(), on every
+ * path (sol_cuda_kernel.h); a thread that returns before it, meets a barrier before it or calls
+ * it twice aborts naming the kernel. */
+static void test_pdl_wait_is_checked(void **state) {
+    (void)state;
+    static float out[64];
+    SOL_LAUNCH(emu_pdl, dim3(2), dim3(64), 0, 0, out, 3);
+    assert_true(out[63] == 1.0f);
+    expect_abort([] { SOL_LAUNCH(emu_pdl, dim3(1), dim3(64), 0, 0, out, 0); },
+                 {"reaches its end before sol_grid_dependency()", "emu_pdl"});
+    expect_abort([] { SOL_LAUNCH(emu_pdl, dim3(1), dim3(64), 0, 0, out, 1); },
+                 {"reaches __syncthreads() before sol_grid_dependency()", "emu_pdl"});
+    expect_abort([] { SOL_LAUNCH(emu_pdl, dim3(1), dim3(64), 0, 0, out, 2); },
+                 {"calls sol_grid_dependency() twice", "emu_pdl"});
+}
+
 /* After kernels ran as fibers on this thread, a longjmp (what a failed cmocka assertion does)
  * must still unpoison the stack: the fiber switches have to give ASan this thread's own stack
  * bounds back. With bounds of [0, 0) ASan ignored the longjmp, the dead frames' redzones stayed
@@ -303,6 +319,7 @@ int main(void) {
         cmocka_unit_test(test_divergent_shuffle_is_reported),
         cmocka_unit_test(test_shuffle_masks),
         cmocka_unit_test(test_launch_limits),
+        cmocka_unit_test(test_pdl_wait_is_checked),
         cmocka_unit_test(test_longjmp_after_fibers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -536,7 +536,7 @@ static void test_kv_and_attention(void **state) {
                          0);
         sol_emu_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), N, nullptr, 0, N,
                                 HEADS, KVH, HD, 0.125f, window, &flat[0][0], MAXB, n_ctx, 37, 132,
-                                nullptr, nullptr, 0, nullptr);
+                                nullptr, nullptr, nullptr, 0, nullptr);
         double e = rel_err(got.data(), want.data(), N * HEADS * HD);
         if (!(e < 1e-5)) fail_msg("attention window %d: %g", window, e);
     }
@@ -551,7 +551,7 @@ static void test_kv_and_attention(void **state) {
         sol_paged_attention(be, kv, 0, q.data(), want.data(), 1, HEADS, KVH, HD, 0.125f, per), 0);
     sol_emu_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), 1, nullptr, 0, 1,
                             HEADS, KVH, HD, 0.125f, 0, &flat[0][0], MAXB, n_ctx, 37, 132, nullptr,
-                            nullptr, 0, nullptr);
+                            nullptr, nullptr, 0, nullptr);
     assert_true(rel_err(got.data(), want.data(), HEADS * HD) < 1e-5);
     sol_backend_free(be);
 }
@@ -624,13 +624,14 @@ static void attention_case(sol_backend *be, const att_case &c, int sms) {
         }
         int splits = sol_emu_attention_splits(max_len, sms, c.heads, c.kvh, c.hd);
         std::vector<float> ws(sol_emu_attention_ws_floats(N, c.heads, c.hd, splits));
+        std::vector<int> cnt(N * c.heads, 0); /* the merge's counters: left zero by every call */
         /* and the combine's Q8_0 epilogue: the bytes gemv_quantize makes of the output */
         size_t qb = sol_emu_gemv_scratch_bytes(N, qrow);
         std::vector<unsigned char> q8(qb, 0xAB), q8_want(qb, 0xAB);
-        int quant =
-            sol_emu_paged_attention(kp.data(), vp.data(), f16, BS, q.data(), got.data(), 0, nullptr,
-                                    0, N, c.heads, c.kvh, c.hd, scale, window, flat.data(), MAXB,
-                                    n_ctx, max_len, sms, ws.data(), q8.data(), N, nullptr);
+        int quant = sol_emu_paged_attention(kp.data(), vp.data(), f16, BS, q.data(), got.data(), 0,
+                                            nullptr, 0, N, c.heads, c.kvh, c.hd, scale, window,
+                                            flat.data(), MAXB, n_ctx, max_len, sms, ws.data(),
+                                            cnt.data(), q8.data(), N, nullptr);
         assert_int_equal(quant, splits > 1 && c.hd % 32 == 0);
         if (quant) {
             assert_int_equal(sol_emu_gemv_quantize(SOL_CUDA_ACT_Q8_0, got.data(), N, qrow,
@@ -652,7 +653,7 @@ static void attention_case(sol_backend *be, const att_case &c, int sms) {
             int len = window && n_ctx[t] > window ? window : n_ctx[t];
             sol_emu_paged_attention(kp.data(), vp.data(), f16, BS, q.data(), one.data(), 0, nullptr,
                                     t, 1, c.heads, c.kvh, c.hd, scale, window, flat.data(), MAXB,
-                                    n_ctx, len, sms, ws.data(), nullptr, 0, nullptr);
+                                    n_ctx, len, sms, ws.data(), cnt.data(), nullptr, 0, nullptr);
             if (memcmp(&one[t * qrow], &got[t * qrow], sizeof(float) * qrow))
                 fail_msg("heads %d/%d hd %d %s window %d sms %d: token %d (context %d) alone "
                          "differs from its batch row",
@@ -663,10 +664,12 @@ static void attention_case(sol_backend *be, const att_case &c, int sms) {
         if (c.hd > 128) continue;
         sol_emu_paged_attention(kp.data(), vp.data(), f16, BS, q.data(), one.data(), 2, tiles, 6, 8,
                                 c.heads, c.kvh, c.hd, scale, window, flat.data(), MAXB, n_ctx,
-                                max_len, sms, ws.data(), nullptr, 0, nullptr);
+                                max_len, sms, ws.data(), cnt.data(), nullptr, 0, nullptr);
         if (memcmp(&one[6 * qrow], &got[6 * qrow], sizeof(float) * 8 * qrow))
             fail_msg("heads %d/%d hd %d %s window %d sms %d: tiled tokens differ from untiled",
                      c.heads, c.kvh, c.hd, sol_dtype_name(c.dt), window, sms);
+        for (int x : cnt)
+            if (x) fail_msg("a split counter was left at %d (the next launch would miscount)", x);
     }
     sol_kv_free(be, kv);
 }

@@ -702,30 +702,38 @@ static int cuda_rmsnorm(sol_backend *be, const float *x, const float *w, float *
     return cbe_after(b, "rmsnorm");
 }
 
-static int cuda_rope(sol_backend *be, float *x, const int32_t *pos, int n, int heads, int head_dim,
-                     const sol_rope_params *p) {
-    cuda_backend *b = cbe_bind(be);
+/* rope's parameters checked (op names the caller) and turned into the kernels' arguments. */
+int cbe_rope_args(cuda_backend *b, const char *op, int heads, int head_dim,
+                  const sol_rope_params *p, sol_cuda_rope_args *a) {
     if (heads <= 0 || head_dim <= 0 || head_dim % 2 || head_dim > 1024 || !p || p->freq_base <= 0)
-        return cbe_fail(b, -EINVAL, "rope",
+        return cbe_fail(b, -EINVAL, op,
                         "expected heads > 0, even head_dim <= 1024 and freq_base > 0, got heads=%d "
                         "head_dim=%d",
                         heads, head_dim);
     if (p->scaling_factor > 0 && p->orig_ctx > 0 && p->high_freq_factor <= p->low_freq_factor)
-        return cbe_fail(b, -EINVAL, "rope",
+        return cbe_fail(b, -EINVAL, op,
                         "llama-3 scaling needs high_freq_factor > low_freq_factor, got %g and %g",
                         p->high_freq_factor, p->low_freq_factor);
-    if (n <= 0) return 0;
-    int rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n * heads * head_dim, "rope", "x");
-    if (rc) return rc;
+    *a = (sol_cuda_rope_args){p->freq_base,
+                              p->scaling_factor,
+                              p->low_freq_factor,
+                              p->high_freq_factor,
+                              p->freq_scale,
+                              p->orig_ctx,
+                              p->neox};
+    return 0;
+}
+
+static int cuda_rope(sol_backend *be, float *x, const int32_t *pos, int n, int heads, int head_dim,
+                     const sol_rope_params *p) {
+    cuda_backend *b = cbe_bind(be);
+    sol_cuda_rope_args a;
+    int rc = cbe_rope_args(b, "rope", heads, head_dim, p, &a);
+    if (rc || n <= 0) return rc;
+    if ((rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n * heads * head_dim, "rope", "x")))
+        return rc;
     const int32_t *pos_d = cbe_stage(b, pos, sizeof(int32_t) * (size_t)n, &rc);
     if (rc) return rc;
-    sol_cuda_rope_args a = {p->freq_base,
-                            p->scaling_factor,
-                            p->low_freq_factor,
-                            p->high_freq_factor,
-                            p->freq_scale,
-                            p->orig_ctx,
-                            p->neox};
     SOL_CUDA_FN(rope)(x, pos_d, n, heads, head_dim, a, b->stream);
     return cbe_after(b, "rope");
 }
@@ -900,12 +908,14 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
              "communicators made, %lu aborted; %lu dry steps, %lu run again recorded; host us per "
              "graph step: dry %.1f, record %.1f, update+launch %.1f, instantiate+launch %.1f; "
              "tensor cores: %lu GEMMs, %lu prefill attention calls; fused prologues: %lu "
-             "norm+quantize, %lu glu+quantize, %lu attention+quantize",
+             "norm+quantize, %lu glu+quantize, %lu attention+quantize; programmatic dependent "
+             "launch %s",
              b->graphs_on ? "on" : "off (--enforce-eager)", b->steps, b->replayed_dry, b->updated,
              b->instantiated, b->flushed, b->stage_copies, made, aborted, b->dry_steps, b->reruns,
              mean_us(b->dry_ns, b->dry_steps), mean_us(b->record_ns, whole),
              mean_us(b->update_ns, b->updated), mean_us(b->instantiate_ns, b->instantiated),
-             b->mma_gemms, b->flash_calls, b->fused_normq, b->fused_glu, b->fused_attq);
+             b->mma_gemms, b->flash_calls, b->fused_normq, b->fused_glu, b->fused_attq,
+             b->stream->pdl ? "on" : "off (SOL_CUDA_PDL=0 or before sm_90)");
     return 0;
 }
 
@@ -960,6 +970,7 @@ static const sol_backend_ops cuda_ops = {
     .glu_matmul_add = cuda_glu_matmul_add,
     .rmsnorm = cuda_rmsnorm,
     .rope = cuda_rope,
+    .rope_kv_write = cbe_rope_kv_write,
     .silu_mul = cuda_silu_mul,
     .gelu_mul = cuda_gelu_mul,
     .scale = cuda_scale,
@@ -982,6 +993,14 @@ static const sol_backend_ops cuda_ops = {
 /* Opens the device and the backend on it; `strict` as backend_cuda.h says. */
 static sol_backend *open_backend(int index, size_t mem_bytes, int strict, const sol_backend_opts *o,
                                  sol_err *err) {
+    /* SOL_CUDA_PDL=0 launches without programmatic dependent launch (to rule it out when a
+     * result looks wrong on a GPU); 1 or unset: on where the device has it (sm_90). */
+    const char *pdl = getenv("SOL_CUDA_PDL");
+    if (pdl && *pdl && strcmp(pdl, "0") != 0 && strcmp(pdl, "1") != 0) {
+        sol_err_set(err, -EINVAL, BE ": SOL_CUDA_PDL=%s: expected 0 or 1", pdl);
+        return NULL;
+    }
+    int pdl_off = pdl && strcmp(pdl, "0") == 0;
     cuda_backend *b = calloc(1, sizeof *b);
     if (!b) {
         sol_err_set(err, -ENOMEM, BE ": out of memory");
@@ -1001,6 +1020,7 @@ static sol_backend *open_backend(int index, size_t mem_bytes, int strict, const 
     const char *s = getenv("SOL_CUDA_SYNC");
     b->sync_each = s && strcmp(s, "1") == 0;
     b->graphs_on = !(o && o->enforce_eager) && !b->sync_each; /* a capture cannot wait */
+    if (pdl_off) b->stream->pdl = 0;
     b->stage_unsent = SIZE_MAX;
     if (stage_grow(b, 64 * 1024)) { /* now, not inside the first captured step */
         sol_err_set(err, b->base.err.code, "%s", b->base.err.msg);

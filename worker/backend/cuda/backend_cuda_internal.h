@@ -142,6 +142,8 @@ static inline int cbe_graph_step(const cuda_backend *b) {
 #define cbe_kv_free SOL_CUDA_FN(be_kv_free)
 #define cbe_kv_alloc SOL_CUDA_FN(be_kv_alloc)
 #define cbe_kv_write SOL_CUDA_FN(be_kv_write)
+#define cbe_rope_kv_write SOL_CUDA_FN(be_rope_kv_write)
+#define cbe_rope_args SOL_CUDA_FN(be_rope_args)
 #define cbe_kv_copy_blocks SOL_CUDA_FN(be_kv_copy_blocks)
 #define cbe_paged_attention SOL_CUDA_FN(be_paged_attention)
 
@@ -165,6 +167,12 @@ int cbe_wait_quiet(cuda_backend *b);
 void cbe_kv_free(sol_backend *be, sol_kv *kv);
 sol_kv *cbe_kv_alloc(sol_backend *be, int n_layers, int num_blocks, int block_size, int n_kv_heads,
                      int head_dim, sol_dtype dtype);
+/* rope's checks and the kernels' arguments from its parameters (backend_cuda.c). */
+int cbe_rope_args(cuda_backend *b, const char *op, int heads, int head_dim,
+                  const sol_rope_params *p, sol_cuda_rope_args *a);
+int cbe_rope_kv_write(sol_backend *be, sol_kv *kv, int layer, float *q, float *k, const float *v,
+                      const int32_t *pos, const int32_t *slots, int n, int heads, int kv_heads,
+                      int head_dim, const sol_rope_params *p);
 int cbe_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k, const float *v,
                  const int32_t *slots, int n);
 int cbe_kv_copy_blocks(sol_backend *be, sol_kv *kv, const int32_t *src, const int32_t *dst,

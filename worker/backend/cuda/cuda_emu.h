@@ -74,6 +74,12 @@ template <class T> inline T __shfl_sync(unsigned mask, T v, int src, int width =
     return sol_emu::shuffle("__shfl_sync", mask, v, sol_emu::src_idx, src & (width - 1), width);
 }
 
+/* The PDL wait every kernel opens with (sol_cuda_kernel.h): checked, not waited (a launch here
+ * runs after the previous one has ended). */
+inline void sol_grid_dependency() {
+    sol_emu::grid_dependency();
+}
+
 template <class T> inline T atomicAdd(T *p, T v) {
     return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 }
@@ -81,6 +87,17 @@ inline float atomicAdd(float *p, float v) {
     float old = *p; /* one OS thread runs a block's fibers: no other writer between */
     *p = old + v;
     return old;
+}
+template <class T> inline T atomicExch(T *p, T v) {
+    T old = *p;
+    *p = v;
+    return old;
+}
+/* A fence and a load past L1 (cross-block hand-offs, k_attention.cu's split merge): blocks run
+ * one after another here, so what another block wrote is already in place. */
+inline void __threadfence() {}
+template <class T> inline T __ldcg(const T *p) {
+    return *p;
 }
 template <class T> inline T atomicMax(T *p, T v) {
     T old = *p;

@@ -50,6 +50,7 @@ struct fiber {
     warp_op op;    /* the warp intrinsic it waits in (F_WARP) */
     unsigned mask; /* and that intrinsic's mask */
     unsigned char *stack;
+    bool waited; /* it has called sol_grid_dependency() (sol_cuda_kernel.h) */
 #ifdef SOL_EMU_ASAN
     void *fake_stack; /* this fiber's ASan fake stack while it is switched out */
 #endif
@@ -205,12 +206,31 @@ inline void yield(fiber_state s) {
 #endif
 }
 
+/* Programmatic dependent launch (sol_cuda_kernel.h): every thread opens with the grid-dependency
+ * wait, before any barrier or warp exchange and on every path to its end; a kernel that could
+ * return, or meet, before it would on a GPU read what the previous kernel is still writing. */
+inline void grid_dependency() {
+    block *b = current();
+    fiber *me = &b->f[b->cur];
+    if (me->waited)
+        SOL_EMU_DIE("thread %d calls sol_grid_dependency() twice", linear_tid(b, b->cur));
+    me->waited = true;
+}
+inline void require_waited(const char *at) {
+    block *b = current();
+    if (!b->f[b->cur].waited)
+        SOL_EMU_DIE("thread %d reaches %s before sol_grid_dependency() (a kernel's first "
+                    "statement: the PDL wait, sol_cuda_kernel.h)",
+                    linear_tid(b, b->cur), at);
+}
+
 inline void entry() {
     block *b = current();
 #ifdef SOL_EMU_ASAN
     __sanitizer_finish_switch_fiber(nullptr, &b->sched_bottom, &b->sched_size);
 #endif
     b->body(b->arg);
+    require_waited("its end");
     yield(F_DONE);
 }
 
@@ -298,6 +318,7 @@ inline void run_block(block *b) {
 #endif
         f->state = F_RUN;
         f->op = W_NONE;
+        f->waited = false;
     }
     b->n_shared = 0;
     b->static_bytes = 0;
@@ -491,6 +512,7 @@ inline void warp_wait(warp_op op, unsigned mask, const char *what) {
     block *b = current();
     fiber *me = &b->f[b->cur];
     int lane = linear_tid(b, b->cur) % 32;
+    require_waited(what);
     if (!(mask >> lane & 1))
         SOL_EMU_DIE("thread %d calls %s with mask 0x%08x, which leaves its lane %d out",
                     linear_tid(b, b->cur), what, mask, lane);
@@ -501,6 +523,7 @@ inline void warp_wait(warp_op op, unsigned mask, const char *what) {
 }
 
 inline void syncthreads_at(const char *file, int line) {
+    require_waited("__syncthreads()");
     if (!dropped(file, line)) yield(F_BARRIER);
 }
 

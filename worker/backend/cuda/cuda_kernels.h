@@ -43,6 +43,12 @@ typedef struct sol_cuda_rope_args {
 } sol_cuda_rope_args;
 void SOL_CUDA_FN(rope)(float *x, const int32_t *pos, int n, int heads, int head_dim,
                        sol_cuda_rope_args p, void *stream);
+/* rope on q (n x heads x head_dim) and k (n x kv_heads x head_dim) in place, and k, v written to
+ * the pools' F16 or F32 rows at the slots: one launch, the same bits as rope, rope, kv_write.
+ * pos_slots: n positions, then n slots. */
+void SOL_CUDA_FN(rope_kv)(float *q, float *k, const float *v, const int32_t *pos_slots, int n,
+                          int heads, int kv_heads, int head_dim, sol_cuda_rope_args p, void *k_pool,
+                          void *v_pool, int f16, void *stream);
 
 /* Weight types by their ggml ids (sol_dtype). */
 enum {
@@ -128,7 +134,9 @@ void SOL_CUDA_FN(kv_copy_blocks)(void *const *pools, int count_pools, size_t blo
  * A window is split along the context (flash-decoding) into sol_cuda_attention_splits(len, sms,
  * heads, kv_heads, head_dim) parts, at least SOL_CUDA_ATT_SPLIT_MIN positions each, through ws
  * (sol_cuda_attention_ws_floats(n, heads, head_dim, splits of max_len) floats; NULL: never
- * split). A token's result depends on its own context only, not on the tiles, splits or other
+ * split) and cnt (n x heads ints, zero before the call and left zero: the last split of each
+ * (token, head) to finish merges it, in the same launch). A token's result depends on its own
+ * context only, not on the tiles, splits or other
  * tokens of the call. Pools whose rows are not 4-byte aligned (F16 with an odd head_dim) are
  * read in whole 32-bit words: they need 16 bytes of slack after their end. */
 #define SOL_CUDA_ATT_SPLIT_MIN 64
@@ -137,16 +145,16 @@ void SOL_CUDA_FN(kv_copy_blocks)(void *const *pools, int count_pools, size_t blo
 #define SOL_CUDA_ATT_POOL_SLACK 16
 int SOL_CUDA_FN(attention_splits)(int len, int sms, int heads, int kv_heads, int head_dim);
 size_t SOL_CUDA_FN(attention_ws_floats)(int n, int heads, int head_dim, int splits);
-/* q8 (NULL: none): a gemv_scratch_bytes(q8_n, heads * head_dim) scratch; when the call runs
- * the split combine and head_dim is a multiple of 32, the combine also quantizes rows
+/* q8 (NULL: none): a gemv_scratch_bytes(q8_n, heads * head_dim) scratch; when the call splits
+ * and head_dim is a multiple of 32, the merge also quantizes rows
  * [t_base, t_base + n) of out to Q8_0 into it, as gemv_quantize(SOL_CUDA_ACT_Q8_0) would, and
  * the call returns 1 (else 0, and the scratch is untouched). */
 int SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_pool, int f16, int block_size,
                                  const float *q, float *out, int n_tiles, const int32_t *tiles,
                                  int t_base, int n, int heads, int kv_heads, int head_dim,
                                  float scale, int window, const int32_t *tables, int table_stride,
-                                 const int32_t *n_ctx, int max_len, int sms, float *ws, void *q8,
-                                 int q8_n, void *stream);
+                                 const int32_t *n_ctx, int max_len, int sms, float *ws, int *cnt,
+                                 void *q8, int q8_n, void *stream);
 
 /* k_flash.cu: prefill attention on tensor cores over an F16 cache, as paged_attention computes
  * it (same arguments) but with q and the softmax weights rounded to F16 (~1e-3 relative): a block

@@ -91,6 +91,44 @@ int cbe_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k, const f
     return cbe_after(b, "kv_write");
 }
 
+/* rope(q), rope(k) and kv_write as one launch (backend.h). Positions and slots go in one staged
+ * array: a second cbe_stage() may grow the ring and free the first's copy. */
+int cbe_rope_kv_write(sol_backend *be, sol_kv *kv, int layer, float *q, float *k, const float *v,
+                      const int32_t *pos, const int32_t *slots, int n, int heads, int kv_heads,
+                      int head_dim, const sol_rope_params *p) {
+    cuda_backend *b = cbe_bind(be);
+    const char *op = "rope_kv_write";
+    sol_cuda_rope_args a;
+    int rc = cbe_rope_args(b, op, heads, head_dim, p, &a);
+    if (rc) return rc;
+    if (!kv || layer < 0 || layer >= kv->n_layers)
+        return cbe_fail(b, -EINVAL, op, "layer %d outside [0, %d)", layer, kv ? kv->n_layers : 0);
+    if (kv_heads != kv->kv_heads || head_dim != kv->head_dim)
+        return cbe_fail(b, -EINVAL, op, "k rows of %d x %d, the cache's are %d x %d", kv_heads,
+                        head_dim, kv->kv_heads, kv->head_dim);
+    long long cap = (long long)kv->num_blocks * kv->block_size;
+    for (int t = 0; t < n; t++)
+        if (slots[t] < 0 || slots[t] >= cap)
+            return cbe_fail(b, -EINVAL, op, "token %d slot %d outside [0, %lld)", t, slots[t], cap);
+    if (n <= 0) return 0;
+    size_t kv_bytes = sizeof(float) * (size_t)n * kv_heads * head_dim;
+    if ((rc = cbe_need_dev(b, q, sizeof(float) * (size_t)n * heads * head_dim, op, "q")) ||
+        (rc = cbe_need_dev(b, k, kv_bytes, op, "k")) ||
+        (rc = cbe_need_dev(b, v, kv_bytes, op, "v")))
+        return rc;
+    int32_t *pos_slots = malloc(sizeof(int32_t) * 2 * (size_t)n);
+    if (!pos_slots) return cbe_fail(b, -ENOMEM, op, "out of memory");
+    memcpy(pos_slots, pos, sizeof(int32_t) * (size_t)n);
+    memcpy(pos_slots + n, slots, sizeof(int32_t) * (size_t)n);
+    const int32_t *ps_d = cbe_stage(b, pos_slots, sizeof(int32_t) * 2 * (size_t)n, &rc);
+    free(pos_slots);
+    if (rc) return rc;
+    SOL_CUDA_FN(rope_kv)
+    (q, k, v, ps_d, n, heads, kv_heads, head_dim, a, kv->pools[2 * layer], kv->pools[2 * layer + 1],
+     kv->f16, b->stream);
+    return cbe_after(b, op);
+}
+
 int cbe_kv_copy_blocks(sol_backend *be, sol_kv *kv, const int32_t *src, const int32_t *dst,
                        int count) {
     cuda_backend *b = cbe_bind(be);
@@ -173,13 +211,21 @@ static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float 
     int splits = SOL_CUDA_FN(attention_splits)(max_len, sms, heads, kv->kv_heads, head_dim);
     int group = splits > 1 ? ATT_GROUP : n;
     float *ws = NULL;
+    int *counters = NULL;
     if (splits > 1) {
         /* sized for the most splits, so the scratch grows once, not as contexts grow (a growth
-         * inside a captured step cuts the capture short) */
+         * inside a captured step cuts the capture short); the merge's counters (group x heads
+         * ints) after the states, zeroed when the buffer is new and left zeroed by every launch */
         size_t floats =
             SOL_CUDA_FN(attention_ws_floats)(group, heads, head_dim, SOL_CUDA_ATT_MAX_SPLITS);
-        if ((rc = cbe_grow(b, &b->att_ws, floats * sizeof(float), "paged_attention"))) return rc;
+        size_t cnt_bytes = sizeof(int) * (size_t)group * heads, had = b->att_ws.bytes;
+        if ((rc = cbe_grow(b, &b->att_ws, floats * sizeof(float) + cnt_bytes, "paged_attention")))
+            return rc;
         ws = b->att_ws.p;
+        counters = (int *)(ws + floats);
+        if (b->att_ws.bytes != had &&
+            SOL_CUDA_FN(dev_memset)(b->dev, counters, 0, b->att_ws.bytes - floats * sizeof(float)))
+            return cbe_fail(b, -EIO, "paged_attention", "could not zero the split counters");
     }
     /* A decode-sized step's output also leaves as the o projection's Q8_0 activations (the
      * combine's epilogue), so that GEMV needs no quantize launch: qscratch sized as it sizes it */
@@ -194,7 +240,7 @@ static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float 
         quant &= SOL_CUDA_FN(paged_attention)(
             kv->pools[2 * layer], kv->pools[2 * layer + 1], kv->f16, kv->block_size, q, out,
             tj - ti, tiles_d + ti, t0, cnt, heads, kv->kv_heads, head_dim, scale, window, tables,
-            stride, ctx, max_len, sms, ws, quant ? b->qscratch.p : NULL, n, b->stream);
+            stride, ctx, max_len, sms, ws, counters, quant ? b->qscratch.p : NULL, n, b->stream);
         ti = tj;
     }
     if (quant) b->q8_made = (struct cbe_q8_note){out, n, K};

@@ -162,6 +162,11 @@ extern "C" int sol_cuda_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out
     if (!rc)
         rc = say(cudaDeviceGetAttribute(&d->sms, cudaDevAttrMultiProcessorCount, index),
                  "cudaDeviceGetAttribute(MultiProcessorCount)", why, cap);
+    int major = 0;
+    if (!rc)
+        rc = say(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index),
+                 "cudaDeviceGetAttribute(ComputeCapabilityMajor)", why, cap);
+    d->q.pdl = major >= 9; /* griddepcontrol is sm_90's (sol_cuda_kernel.h) */
     if (!rc) rc = lt_open(d, why, cap);
     if (!rc) rc = say(cudaMalloc(&d->blas_ws, BLAS_WS_BYTES), "cuBLASLt workspace", why, cap);
     if (!rc)

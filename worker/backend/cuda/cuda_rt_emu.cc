@@ -173,6 +173,7 @@ extern "C" int sol_emu_dev_open(int index, size_t mem_bytes, sol_cuda_dev **out,
         return -EINVAL;
     }
     d->sms = (int)n_sms;
+    d->q.pdl = 1; /* an sm_90 pretend: launches carry PDL, kernels must open with the wait */
     int rc = read_fault(d, why, cap);
     if (rc) {
         free(d);

@@ -42,6 +42,7 @@ typedef struct sol_graph_sig {
 typedef struct sol_cuda_queue {
     void *stream; /* a cudaStream_t, or the emulation's stream */
     sol_graph_sig sig;
+    int pdl; /* 1: kernels launch with programmatic dependent launch (sol_cuda_kernel.h) */
 } sol_cuda_queue;
 
 static inline void sol_sig_bytes(sol_graph_sig *s, const void *p, size_t n) {

@@ -34,7 +34,8 @@
  *
  * Long contexts are split across blocks, as flash-decoding does: a token's window of len
  * positions gets att_splits(len) blocks per head slice, each writing its (m, l, unnormalised V
- * sum) to a workspace that k_attention_combine merges; one split gives the unsplit kernel's bits.
+ * sum) to a workspace, and the last split of a (token, head) to finish merges them (att_split_end:
+ * a counter per pair, no second launch); one split gives the unsplit kernel's bits.
  * The split count depends on the token's own window, the device's SM count and the model's
  * shape, never on the batch (SOL_CUDA_FN(attention_splits) below has the formula). */
 #include "cuda_kernels.h"
@@ -164,19 +165,79 @@ template <int N, int O> __device__ __forceinline__ void att_tsum(float *d, int l
     }
 }
 
+/* The splits' states of one (token, head) merged by one warp, as the warps' are above (for one
+ * split that is the unsplit kernel's a / L, bit for bit). base: the pair's first split slot
+ * (splits slots of head_dim + 2 floats), read through L2 (__ldcg: other SMs wrote them in this
+ * launch). xq (head_dim a multiple of 32): the output is also quantized to Q8_0 (blocks counted
+ * from `qrow` elements in), as k_quantize_q8_0 would quantize out, for the o projection's GEMV,
+ * which then needs no quantize launch of its own. */
+__device__ __forceinline__ void att_merge(const float *base, int splits, int head_dim, float *o,
+                                          size_t qrow, int lane, int8_t *xq, float *xd,
+                                          int32_t *xs) {
+    float M = -INFINITY, L = 0.0f;
+    for (int s = 0; s < splits; s++)
+        M = fmaxf(M, __ldcg(base + (size_t)s * (head_dim + 2) + head_dim));
+    for (int s = 0; s < splits; s++) {
+        float l = __ldcg(base + (size_t)s * (head_dim + 2) + head_dim + 1);
+        if (l > 0.0f) L += l * expf(__ldcg(base + (size_t)s * (head_dim + 2) + head_dim) - M);
+    }
+    for (int i = lane; i < head_dim; i += 32) {
+        float a = 0.0f;
+        for (int s = 0; s < splits; s++) {
+            const float *st = base + (size_t)s * (head_dim + 2);
+            float ls = __ldcg(st + head_dim + 1);
+            if (ls > 0.0f) a += __ldcg(st + i) * expf(__ldcg(st + head_dim) - M);
+        }
+        float r = a / L;
+        o[i] = r;
+        if (xq) /* whole warps: head_dim is a multiple of 32, so every lane is here */
+            q8_0_block(r, (int)((qrow + i) / 32), lane, xq, xd, xs);
+    }
+}
+
+/* True on every lane when it is true on one (a butterfly of shuffles: no block barrier). */
+__device__ __forceinline__ bool att_warp_any(bool v) {
+    int x = v;
+    for (int o = 16; o > 0; o >>= 1)
+        x |= __shfl_xor_sync(0xffffffffu, x, o);
+    return x != 0;
+}
+
+/* The split's end for the (token, head) pair whose state this warp has just written at `slot`:
+ * each lane makes its writes visible (fence), then counts itself at the pair's counter; the lane
+ * that brings it to 32 x splits is the last writer of all, and its warp merges the pair (every
+ * lane re-reads the counter and fences: the acquire side) and sets the counter back to 0 for the
+ * next launch. No block barrier and no second launch: the combine that used to follow the split
+ * kernel is this. */
+__device__ __forceinline__ void att_split_end(int *cnt, int splits, const float *pair_ws,
+                                              int head_dim, float *o, size_t qrow, int lane,
+                                              int8_t *xq, float *xd, int32_t *xs) {
+    __threadfence();
+    bool last = atomicAdd(cnt, 1) == 32 * splits - 1;
+    if (!att_warp_any(last)) return;
+    int seen = atomicAdd(cnt, 0);
+    __threadfence();
+    att_merge(pair_ws, splits, head_dim, o, qrow, lane, xq, xd, xs);
+    /* every lane has read the counter (the shuffle meets them all) before it is reset */
+    if (__shfl_sync(0xffffffffu, seen, 0) == 32 * splits && lane == 0) atomicExch(cnt, 0);
+}
+
 /* A block per (unit, KV head, slice of hs query heads[, split]); unit = a tile of up to
  * NQ / hs tokens that share a block table (tiles[unit] .. tiles[unit + 1]) or, tiles NULL, the
  * token t_base + unit with hs <= NQ. Query slot i is token i / hs of the unit, head
  * kvh (heads / kv_heads) + slice hs + i % hs. ws NULL: out = softmax(...) V over the window;
  * else blockIdx.y is the split, and (unnormalised sum, m, l) go to ws (gridDim.y slots of
- * head_dim + 2 floats per (token - t_base, head)). split_target: see att_splits. */
+ * head_dim + 2 floats per (token - t_base, head)), and the last split to finish a (token, head)
+ * merges it into out (att_split_end; counters: a zeroed int per (token - t_base, head), left
+ * zeroed; xq, xd, xs: NULL, or out's Q8_0 blocks from row t_base). split_target: see att_splits. */
 template <bool F16, int E, int B, int NQ>
-static __global__ void k_paged_attention(const unsigned char *k_pool, const unsigned char *v_pool,
-                                         int block_size, const float *q, float *out,
-                                         const int32_t *tiles, int t_base, int heads, int kv_heads,
-                                         int head_dim, int hs, int slices, float scale, int window,
-                                         const int32_t *tables, int table_stride,
-                                         const int32_t *n_ctx, float *ws, int split_target) {
+static __global__ void
+k_paged_attention(const unsigned char *k_pool, const unsigned char *v_pool, int block_size,
+                  const float *q, float *out, const int32_t *tiles, int t_base, int heads,
+                  int kv_heads, int head_dim, int hs, int slices, float scale, int window,
+                  const int32_t *tables, int table_stride, const int32_t *n_ctx, float *ws,
+                  int split_target, int *counters, int8_t *xq, float *xd, int32_t *xs) {
+    sol_grid_dependency();
     constexpr int R = att_rows(F16, E), V = NQ * R;
     constexpr int SH = V == 32 ? 0 : V == 16 ? 1 : V == 8 ? 2 : V == 4 ? 3 : 4; /* 5 - log2 V */
     constexpr int LR = R == 4 ? 2 : 1;                                          /* log2 R */
@@ -330,40 +391,14 @@ static __global__ void k_paged_attention(const unsigned char *k_pool, const unsi
             o[head_dim] = M;
             o[head_dim + 1] = L;
         }
-    }
-}
-
-/* One warp per (token, head): the splits' states merged as the warps' are above (for one split
- * that is the unsplit kernel's a / L, bit for bit). ws_splits: the slots per (token, head).
- * xq (head_dim a multiple of 32): the output is also quantized to Q8_0 (xq, xd, xs: its
- * blocks, counted from out's first row) as k_quantize_q8_0 would quantize out, for the o
- * projection's GEMV, which then needs no quantize launch of its own. */
-static __global__ void k_attention_combine(const float *ws, float *out, int heads, int head_dim,
-                                           int window, const int32_t *n_ctx, int split_target,
-                                           int ws_splits, int8_t *xq, float *xd, int32_t *xs) {
-    /* t counts from the group's first token: out and n_ctx are passed offset to it */
-    int t = (int)blockIdx.x / heads, h = (int)blockIdx.x % heads, lane = threadIdx.x;
-    int ctx = n_ctx[t], lo = window > 0 && ctx > window ? ctx - window : 0;
-    int splits = att_splits(ctx - lo, split_target);
-    const float *base = ws + ((size_t)t * heads + h) * ws_splits * (head_dim + 2);
-    float M = -INFINITY, L = 0.0f;
-    for (int s = 0; s < splits; s++)
-        M = fmaxf(M, base[(size_t)s * (head_dim + 2) + head_dim]);
-    for (int s = 0; s < splits; s++) {
-        float l = base[(size_t)s * (head_dim + 2) + head_dim + 1];
-        if (l > 0.0f) L += l * expf(base[(size_t)s * (head_dim + 2) + head_dim] - M);
-    }
-    float *o = out + ((size_t)t * heads + h) * head_dim;
-    for (int i = lane; i < head_dim; i += 32) {
-        float a = 0.0f;
-        for (int s = 0; s < splits; s++) {
-            const float *st = base + (size_t)s * (head_dim + 2);
-            if (st[head_dim + 1] > 0.0f) a += st[i] * expf(st[head_dim] - M);
+        if (ws) {
+            int ctx = n_ctx[t], lo = window > 0 && ctx > window ? ctx - window : 0;
+            size_t pair = (size_t)(t - t_base) * heads + h;
+            att_split_end(counters + pair, att_splits(ctx - lo, split_target),
+                          ws + pair * gridDim.y * (size_t)(head_dim + 2), head_dim,
+                          out + ((size_t)t * heads + h) * head_dim, pair * head_dim, lane, xq, xd,
+                          xs);
         }
-        float r = a / L;
-        o[i] = r;
-        if (xq) /* whole warps: head_dim is a multiple of 32, so every lane is here */
-            q8_0_block(r, (int)((((size_t)t * heads + h) * head_dim + i) / 32), lane, xq, xd, xs);
     }
 }
 
@@ -406,6 +441,10 @@ struct att_launch_args {
     const int32_t *n_ctx;
     float *ws;
     int split_target;
+    int *cnt;
+    int8_t *xq;
+    float *xd;
+    int32_t *xs;
 };
 
 template <bool F16, int E, int B, int NQ>
@@ -413,7 +452,8 @@ static void att_launch(const att_launch_args &a, dim3 grid, void *stream) {
 #define k_paged_attention_T k_paged_attention<F16, E, B, NQ>
     SOL_LAUNCH(k_paged_attention_T, grid, dim3(32 * ATT_WARPS), 0, stream, a.kp, a.vp, a.block_size,
                a.q, a.out, a.tiles, a.t_base, a.heads, a.kv_heads, a.head_dim, a.hs, a.slices,
-               a.scale, a.window, a.tables, a.table_stride, a.n_ctx, a.ws, a.split_target);
+               a.scale, a.window, a.tables, a.table_stride, a.n_ctx, a.ws, a.split_target, a.cnt,
+               a.xq, a.xd, a.xs);
 #undef k_paged_attention_T
 }
 
@@ -434,7 +474,7 @@ extern "C" int SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_po
                                             int kv_heads, int head_dim, float scale, int window,
                                             const int32_t *tables, int table_stride,
                                             const int32_t *n_ctx, int max_len, int sms, float *ws,
-                                            void *q8, int q8_n, void *stream) {
+                                            int *cnt, void *q8, int q8_n, void *stream) {
     if (n <= 0 || (tiles && n_tiles <= 0)) return 0;
     int esz = f16 ? 2 : 4, E = att_elems(head_dim), group = heads / kv_heads;
     int target = att_split_target(sms, heads, kv_heads, head_dim);
@@ -455,9 +495,19 @@ extern "C" int SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_po
     int slices = (group + hs - 1) / hs;
     const int32_t *tl = tiled ? tiles : nullptr;
     float *w = splits > 1 ? ws : nullptr;
-    att_launch_args a = {kp,     vp,           block_size, q,  out,    tl,    t_base,
-                         heads,  kv_heads,     head_dim,   hs, slices, scale, window,
-                         tables, table_stride, n_ctx,      w,  target};
+    int8_t *xq = nullptr;
+    float *xd = nullptr;
+    int32_t *xs = nullptr;
+    bool quant = w && q8 && head_dim % 32 == 0 && t_base + n <= q8_n;
+    if (quant) { /* the blocks of rows [t_base, t_base + n) of the q8_n rows' scratch */
+        qx s = split_scratch(q8, q8_n, heads * head_dim, 32);
+        size_t first = (size_t)t_base * heads * head_dim;
+        xq = s.q + first, xd = s.d + first / 32, xs = (int32_t *)s.s + first / 32;
+    }
+    att_launch_args a = {
+        kp,       vp,       block_size, q,      out,   tl,     t_base, heads,
+        kv_heads, head_dim, hs,         slices, scale, window, tables, table_stride,
+        n_ctx,    w,        target,     cnt,    xq,    xd,     xs};
     dim3 grid((unsigned)((tiled ? n_tiles : n) * kv_heads * slices), (unsigned)splits);
     int nq = tq * hs;
     if (!wide) {
@@ -480,18 +530,5 @@ extern "C" int SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_po
         else
             att_launch_nq<false, 8, 16>(nq, a, grid, stream);
     }
-    if (splits < 2) return 0;
-    int8_t *xq = nullptr;
-    float *xd = nullptr;
-    int32_t *xs = nullptr;
-    bool quant = q8 && head_dim % 32 == 0 && t_base + n <= q8_n;
-    if (quant) { /* the blocks of rows [t_base, t_base + n) of the q8_n rows' scratch */
-        qx s = split_scratch(q8, q8_n, heads * head_dim, 32);
-        size_t first = (size_t)t_base * heads * head_dim;
-        xq = s.q + first, xd = s.d + first / 32, xs = (int32_t *)s.s + first / 32;
-    }
-    SOL_LAUNCH(k_attention_combine, dim3((unsigned)(n * heads)), dim3(32), 0, stream, ws,
-               out + (size_t)t_base * heads * head_dim, heads, head_dim, window, n_ctx + t_base,
-               target, splits, xq, xd, xs);
     return quant;
 }

@@ -7,6 +7,7 @@
 enum { CONVERT_THREADS = 256 };
 
 static __global__ void k_to_half(const float *x, uint16_t *out, int64_t n, int bf16) {
+    sol_grid_dependency();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = bf16 ? sol_f32_to_bf16(x[i]) : sol_f32_to_f16(x[i]);
 }

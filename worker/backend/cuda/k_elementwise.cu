@@ -9,27 +9,32 @@ static unsigned ew_blocks(int64_t n) {
 }
 
 static __global__ void k_silu_mul(const float *g, const float *u, float *o, int64_t n) {
+    sol_grid_dependency();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) o[i] = sol_silu_mul1(g[i], u[i]);
 }
 
 static __global__ void k_gelu_mul(const float *g, const float *u, float *o, int64_t n) {
+    sol_grid_dependency();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) o[i] = sol_gelu_mul1(g[i], u[i]);
 }
 
 static __global__ void k_add(const float *a, const float *b, float *o, int64_t n) {
+    sol_grid_dependency();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) o[i] = a[i] + b[i];
 }
 
 /* y[t] += bias for n rows of len: a per-row bias as one launch. */
 static __global__ void k_add_rows(float *y, const float *bias, int64_t n, int len) {
+    sol_grid_dependency();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = y[i] + bias[i % len];
 }
 
 static __global__ void k_scale(const float *x, float s, float *o, int64_t n) {
+    sol_grid_dependency();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) o[i] = x[i] * s;
 }

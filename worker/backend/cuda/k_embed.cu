@@ -7,6 +7,7 @@
 enum { EMBED_THREADS = 256 };
 
 static __global__ void k_embed(sol_cuda_wt table, const int32_t *ids, float *out) {
+    sol_grid_dependency();
     int r = ids[blockIdx.x], cols = table.cols;
     for (int k = threadIdx.x; k < cols; k += blockDim.x)
         out[(size_t)blockIdx.x * cols + k] = sol_dequant_elem(table, r, k);

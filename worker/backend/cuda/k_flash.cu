@@ -78,6 +78,7 @@ static __global__ void __launch_bounds__(FL_THREADS)
                       const float *q, float *out, const int32_t *tiles, int heads, int kv_heads,
                       float scale, int window, const int32_t *tables, int table_stride,
                       const int32_t *n_ctx) {
+    sol_grid_dependency();
     constexpr int LD = HD + 8, KT = HD / 16, NT = HD / 8;
     SOL_SHARED(uint16_t, ks, [FL_KC * LD]);
     SOL_SHARED(uint16_t, vs, [FL_KC * LD]);

@@ -44,6 +44,7 @@ struct src_glu {
 
 template <class S>
 static __global__ void k_quantize_q8_0(S src, int n_blocks, int8_t *xq, float *xd, int32_t *xs) {
+    sol_grid_dependency();
     int blk = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
     if (blk >= n_blocks) return; /* whole warps: blk depends on the warp only */
     q8_0_block(src((size_t)blk * 32 + lane), blk, lane, xq, xd, xs);
@@ -51,6 +52,7 @@ static __global__ void k_quantize_q8_0(S src, int n_blocks, int8_t *xq, float *x
 
 template <class S>
 static __global__ void k_quantize_q8_k(S src, int n_blocks, int8_t *kq, float *kd, int16_t *ks) {
+    sol_grid_dependency();
     int blk = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = threadIdx.x & 31;
     if (blk >= n_blocks) return;
     float xb[8];
@@ -65,6 +67,7 @@ static __global__ void k_quantize_q8_k(S src, int n_blocks, int8_t *kq, float *k
 enum { NORMQ_THREADS = 256 };
 static __global__ void k_rmsnorm_quantize(const float *x, const float *w, float *xn, int dim,
                                           float eps, int act, int8_t *q, float *d, void *s) {
+    sol_grid_dependency();
     SOL_SHARED(float, scratch, [32]);
     sol_rmsnorm_row(x, w, xn, dim, eps, scratch);
     const float *o = xn + (size_t)blockIdx.x * dim;
@@ -155,6 +158,7 @@ __device__ __forceinline__ gemv_mat gemv_pick(const gemv_set s, unsigned &bx) {
  * each a 32-bit load (a half through the aligned word that holds it). */
 template <int NT>
 static __global__ void GEMV_BOUNDS k_gemv_float(gemv_set set, const float *x, int n, int add) {
+    sol_grid_dependency();
     GEMV_PICK(set);
     /* rows of fewer than 32 elements share a warp: span lanes a row (gemv_q_span) */
     int K = w.cols, span = gemv_q_span(K), lane = threadIdx.x & 31;
@@ -177,6 +181,7 @@ static __global__ void GEMV_BOUNDS k_gemv_float(gemv_set set, const float *x, in
  * 16-byte aligned rows and x (the launcher checks, else k_gemv_float). */
 template <int NT>
 static __global__ void GEMV_BOUNDS k_gemv_h16(gemv_set set, const float *x, int n, int add) {
+    sol_grid_dependency();
     GEMV_PICK(set);
     /* rows of fewer than 256 elements share a warp: span lanes a row (gemv_q_span) */
     int K = w.cols, span = gemv_q_span(K / 8), lane = threadIdx.x & 31;
@@ -275,6 +280,7 @@ __device__ __forceinline__ qblock q_load(const sol_cuda_wt &w, int row, int b, i
 template <int NT>
 static __global__ void GEMV_BOUNDS k_gemv_q(gemv_set set, const int8_t *xq, const float *xd,
                                             const int32_t *xs, int n, int add) {
+    sol_grid_dependency();
     GEMV_PICK(set);
     /* rows of fewer than 32 blocks share a warp: span lanes a row (gemv_q_span) */
     int nb = w.cols / 32, span = gemv_q_span(nb), lane = threadIdx.x & 31;
@@ -469,6 +475,7 @@ extern "C" int SOL_CUDA_FN(gemv_act)(int type) {
 template <int NT>
 static __global__ void GEMV_BOUNDS k_gemv_kq(gemv_set set, const int8_t *kq, const float *kd,
                                              const int16_t *ks, int n, int add) {
+    sol_grid_dependency();
     GEMV_PICK(set);
     if (w.type == SOL_CUDA_Q6_K)
         gemv_kq6<NT>(w, y, bias, bx, kq, kd, ks, n, add);

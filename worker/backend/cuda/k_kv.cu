@@ -6,6 +6,7 @@ enum { KV_THREADS = 256 };
 
 static __global__ void k_kv_write(unsigned char *k_pool, unsigned char *v_pool, int f16, int row,
                                   const float *k, const float *v, const int32_t *slots) {
+    sol_grid_dependency();
     size_t t = blockIdx.x, dst = (size_t)slots[t] * row;
     for (int i = threadIdx.x; i < row; i += blockDim.x) {
         float kv[2] = {k[t * row + i], v[t * row + i]};
@@ -24,6 +25,7 @@ static __global__ void k_kv_write(unsigned char *k_pool, unsigned char *v_pool, 
 /* grid.x = block pair, grid.y = pool. */
 static __global__ void k_kv_copy(unsigned char *const *pools, size_t block_bytes,
                                  const int32_t *src, const int32_t *dst) {
+    sol_grid_dependency();
     unsigned char *p = pools[blockIdx.y];
     const unsigned char *from = p + (size_t)src[blockIdx.x] * block_bytes;
     unsigned char *to = p + (size_t)dst[blockIdx.x] * block_bytes;

@@ -88,6 +88,7 @@ static __device__ __forceinline__ void mma_store(float *y, int ldy, int M, int n
 
 static __global__ void __launch_bounds__(MMA_THREADS)
     k_mma_gemm(sol_cuda_wt w, const uint16_t *xh, float *y, int M, int n, int K, int ldy, int add) {
+    sol_grid_dependency();
     SOL_SHARED(uint16_t, ws, [MMA_BM * MMA_LD]);
     SOL_SHARED(uint16_t, xs, [MMA_BN * MMA_LD]);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;

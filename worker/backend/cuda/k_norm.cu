@@ -6,6 +6,7 @@
 enum { NORM_THREADS = 256 };
 
 static __global__ void k_rmsnorm(const float *x, const float *w, float *out, int dim, float eps) {
+    sol_grid_dependency();
     SOL_SHARED(float, scratch, [32]);
     sol_rmsnorm_row(x, w, out, dim, eps, scratch);
 }
