@@ -26,6 +26,9 @@ static const char *const k_dtypes[] = {"f16", "f32", NULL};
 static const char *const k_model_dtypes[] = {"auto", NULL};
 /* worker.embedding_pooling: the order of engine_pooling */
 static const char *const k_poolings[] = {"auto", "last", "mean", "cls", NULL};
+/* router.routing.policy: the order of sol_routing_policy */
+static const char *const k_policies[] = {"cache_aware", "affinity", "least_loaded", "round_robin",
+                                         NULL};
 /* worker.drain: the order of sol_drain_mode */
 static const char *const k_drains[] = {"migrate", "finish", NULL};
 static const char *const k_methods[] = {"off", "draft", "ngram", NULL};
@@ -67,6 +70,7 @@ static const cfg_key k_keys[] = {
     KDBL(router.routing.classifier.threshold, 0, 1),
     KEY(router.routing.classifier.positive_pool, T_STR, .check = CHK_NAME),
     KINT(router.routing.affinity_prefix_chars, 0, 1 << 20),
+    KEY(router.routing.policy, T_ENUM, .names = k_policies),
     KEY(router.routing.rules, T_RULES),
     KEY(worker.router, T_LIST, .check = CHK_ENDPOINT, .flags = F_NONEMPTY),
     KEY(worker.pool, T_STR, .check = CHK_NAME),
@@ -175,6 +179,7 @@ void sol_config_defaults(sol_config *cfg) {
     r->routing.classifier.threshold = 0.5;
     r->routing.classifier.positive_pool = cfg_strdup("fast");
     r->routing.affinity_prefix_chars = 256;
+    r->routing.policy = SOL_ROUTE_CACHE_AWARE; /* bench/multiturn.sh: docs/benchmarks.md */
     sol_worker_config *w = &cfg->worker;
     cfg_strlist_push(&w->router, "tcp://127.0.0.1:5555");
     w->pool = cfg_strdup("precise");

@@ -23,6 +23,13 @@ typedef enum {
 typedef enum { SOL_KV_F16 = 0, SOL_KV_F32 } sol_kv_dtype;
 /* worker.drain: what a drain does with running requests (docs/configuration.md) */
 typedef enum { SOL_DRAIN_MIGRATE = 0, SOL_DRAIN_FINISH } sol_drain_mode;
+/* router.routing.policy (docs/broker.md, "Dispatch"): the order of config.c's k_policies */
+typedef enum {
+    SOL_ROUTE_CACHE_AWARE = 0,
+    SOL_ROUTE_AFFINITY,
+    SOL_ROUTE_LEAST_LOADED,
+    SOL_ROUTE_ROUND_ROBIN
+} sol_routing_policy;
 typedef enum { SOL_SPEC_OFF = 0, SOL_SPEC_DRAFT, SOL_SPEC_NGRAM } sol_spec_method;
 
 /* An owned list of owned strings. */
@@ -85,6 +92,7 @@ typedef struct sol_router_config {
             char *positive_pool;
         } classifier;
         int affinity_prefix_chars; /* 0: no prefix affinity */
+        sol_routing_policy policy;
         struct {
             sol_route_rule *items;
             size_t n;

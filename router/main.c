@@ -37,6 +37,10 @@ static const sol_cli_flag k_router_flags[] = {
      "the router's CURVE key pair (sol-keygen): workers must authenticate", NULL},
     {"--curve-authorized-keys", "DIR", SOL_FLAG_SET, "router.workers.curve.authorized_keys_dir",
      "the workers' CURVE public keys (.pub files) the router admits", NULL},
+    {"--routing-policy", "POLICY", SOL_FLAG_SET, "router.routing.policy",
+     "how a pool's worker is chosen: cache_aware (default), affinity, least_loaded or "
+     "round_robin (docs/broker.md)",
+     NULL},
     {"--served-model", "NAME", SOL_FLAG_CUSTOM, NULL,
      "model name clients send (listed by /v1/models); other names except pool names get 404. "
      "Default: any name is accepted",

@@ -219,10 +219,12 @@ void broker_free(broker *b) {
     bk_cmd c;
     while (b->pull && zmq_recv(b->pull, &c, sizeof c, ZMQ_DONTWAIT) == (int)sizeof c) {
         genmsg_free(c.msg);
+        free(c.chain);
         if (c.type == BK_DISPATCH) http_stream_unref(c.stream);
     }
     inflight_free(&b->inf);
     wt_free(&b->wt);
+    pidx_free(b->pidx);
     free(b->queues);
     free(b->enc);
     free(b->lp);
@@ -258,8 +260,11 @@ int broker_new(const broker_config *cfg, broker **out, sol_err *e) {
     b->queues = calloc(cfg->n_pools, sizeof *b->queues);
     b->snap_tools = calloc(cfg->n_pools, sizeof *b->snap_tools);
     b->zctx = zmq_ctx_new();
-    int rc =
-        !b->queues || !b->snap_tools || !b->zctx ? sol_err_set(e, -ENOMEM, "out of memory") : 0;
+    if (cfg->policy == SOL_ROUTE_CACHE_AWARE) b->pidx = pidx_new(PIDX_DEFAULT_LINKS);
+    int rc = !b->queues || !b->snap_tools || !b->zctx ||
+                     (cfg->policy == SOL_ROUTE_CACHE_AWARE && !b->pidx)
+                 ? sol_err_set(e, -ENOMEM, "out of memory")
+                 : 0;
     if (!rc) rc = open_sockets(b, e);
     if (rc) {
         broker_free(b);
@@ -315,9 +320,13 @@ static int cb_dispatch(void *ctx, const http_dispatch_info *info, http_stream *s
         c.prefix_hash = wt_prefix_hash(text.data, text.len, (size_t)b->cfg.affinity_prefix_chars);
         strbuf_free(&text);
     }
+    /* the prompt's chain, hashed here on the HTTP thread as the Generate is built */
+    if (b->cfg.policy == SOL_ROUTE_CACHE_AWARE && (c.chain = malloc(sizeof *c.chain)))
+        prefix_chain_of(info->req, c.chain);
     http_stream_ref(stream);
     if (send_cmd(b, &c)) {
         genmsg_free(c.msg);
+        free(c.chain);
         http_stream_unref(stream);
         oai_error_status(err, 503, "the router is overloaded; retry later");
         err->retry_after_s = 1;

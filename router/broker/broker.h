@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 #include "classify.h"
+#include "config.h"
 #include "err.h"
 #include "http.h"
 #include "metrics.h"
@@ -27,6 +28,7 @@ typedef struct broker_config {
     int dead_after_ms;
     int max_queue_per_pool;    /* 0: no queue, 429 when every worker is full */
     int affinity_prefix_chars; /* 0: off */
+    sol_routing_policy policy; /* router.routing.policy (route_policy.h) */
     int request_timeout_ms;    /* 0: none */
     metrics *metrics;          /* may be NULL */
 } broker_config;

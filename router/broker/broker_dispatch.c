@@ -91,6 +91,7 @@ static int assign(broker *b, bk_req *r, bk_worker *w) {
     r->last_seq = -1;
     r->attempts++;
     w->inflight++;
+    rp_charge(b->pidx, r->chain, w, &r->charge);
     if (!r->dispatched_once) {
         r->dispatched_once = true;
         metrics_observe(b->cfg.metrics, METRIC_QUEUE, b->cfg.pools[r->metric_pool],
@@ -115,9 +116,12 @@ static bk_worker *sibling_worker(broker *b, const bk_req *r, const char *pool) {
 
 static bk_worker *pick_worker(broker *b, const bk_req *r, int pool) {
     bk_worker *w = sibling_worker(b, r, b->cfg.pools[pool]);
-    return w ? w
-             : wt_pick(&b->wt, b->cfg.pools[pool], r->prefix_hash, b->cfg.affinity_prefix_chars > 0,
-                       r->avoid);
+    if (w) return w;
+    rp_request q = {.chain = r->chain,
+                    .prefix_hash = r->prefix_hash,
+                    .affinity_on = b->cfg.affinity_prefix_chars > 0,
+                    .avoid = r->avoid};
+    return rp_pick(&b->wt, b->cfg.policy, b->cfg.pools[pool], &q, b->pidx);
 }
 
 void bw_pump(broker *b, int pool) {
@@ -135,6 +139,7 @@ void bw_pump(broker *b, int pool) {
 
 static void detach(broker *b, bk_req *r) {
     if (r->worker) {
+        rp_release(r->worker, &r->charge);
         r->worker->inflight--;
         r->worker->finished_since_hb++;
         r->worker = NULL;
@@ -169,6 +174,7 @@ void bw_drop(broker *b, bk_req *r) {
 static void requeue(broker *b, bk_req *r, const char *why, bool migration) {
     bk_worker *w = r->worker;
     if (w) {
+        rp_release(w, &r->charge);
         w->inflight--;
         w->finished_since_hb++;
         if (migration)
@@ -245,6 +251,7 @@ void bw_on_dispatch(broker *b, bk_cmd *c) {
         http_chunk ch = {.error = &err};
         http_stream_push(c->stream, &ch);
         genmsg_free(c->msg);
+        free(c->chain);
         http_stream_unref(c->stream);
         return;
     }
@@ -254,6 +261,7 @@ void bw_on_dispatch(broker *b, bk_cmd *c) {
     r->received_ns = c->received_ns;
     r->queued_ms = sol_now_ms();
     r->prefix_hash = c->prefix_hash;
+    r->chain = c->chain; /* now r's */
     r->metric_pool = c->pool;
     r->pool = route_pool(b, c->pool);
     if (r->pool < 0) {

@@ -49,10 +49,12 @@ static void on_register(broker *b, const zmq_util_identity *from, const Sol__Reg
             bk_req *r = b->inf.slots[i];
             if (r && r->worker == w) bw_failover(b, r, "its worker re-registered");
         }
+        w->uid = ++b->next_uid; /* its cache is not the one the prefix index knows */
     } else {
         bk_worker t = {0};
         t.ident = *from;
         t.registered_ms = sol_now_ms();
+        t.uid = ++b->next_uid;
         if (!(w = wt_add(&b->wt, &t))) return;
     }
     w->session = reg->session;
@@ -228,6 +230,7 @@ static void on_chunk(broker *b, bk_worker *w, const Sol__TokenChunk *c) {
     default:
         break;
     }
+    rp_release(w, &r->charge); /* streaming: its prefill is done */
     http_chunk hc = {.text = c->text ? c->text : "",
                      .text_len = c->text ? strlen(c->text) : 0,
                      .index = r->choice};

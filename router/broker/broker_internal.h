@@ -10,6 +10,9 @@
 
 #include "broker.h"
 #include "inflight.h"
+#include "prefix_chain.h"
+#include "prefix_index.h"
+#include "route_policy.h"
 #include "worker_table.h"
 #include "zap_auth.h"
 
@@ -30,6 +33,7 @@ typedef struct bk_cmd {
     int pool; /* BK_DISPATCH: index into cfg.pools */
     uint64_t received_ns;
     uint64_t prefix_hash;
+    prefix_chain *chain; /* BK_DISPATCH under cache_aware: the prompt's chain (owned), else NULL */
     http_stream *stream; /* BK_DISPATCH: one reference, now the broker's */
     genmsg *msg;         /* BK_DISPATCH: the Generate message (owned), built on the HTTP thread */
     char id[SOL_FRAME_MAX_ID_BYTES + 1]; /* request id (DISPATCH, CANCEL) or worker id (DRAIN) */
@@ -47,7 +51,9 @@ struct broker {
     /* broker thread only */
     worker_table wt;
     inflight inf;
-    bk_queue *queues; /* one per pool */
+    prefix_index *pidx; /* cache_aware: which workers were sent which prefixes; else NULL */
+    uint32_t next_uid;  /* bk_worker.uid of the next worker (or worker session) to register */
+    bk_queue *queues;   /* one per pool */
     uint64_t next_beat_ms;
     uint8_t *enc; /* encode scratch */
     size_t enc_cap;

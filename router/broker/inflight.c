@@ -17,6 +17,7 @@ static void req_free(bk_req *r) {
     strbuf_free(&r->text);
     free(r->toks);
     genmsg_free(r->msg);
+    free(r->chain);
     http_stream_unref(r->stream);
     free(r);
 }

@@ -11,6 +11,7 @@
 #include "frame.h"
 #include "generate_msg.h"
 #include "http.h"
+#include "prefix_chain.h"
 #include "strbuf.h"
 #include "worker_table.h"
 
@@ -27,11 +28,13 @@ typedef struct bk_req {
     int metric_pool;     /* the pool classify chose (labels metrics) */
     uint64_t received_ns, queued_ms;
     uint64_t prefix_hash;
-    bk_worker *worker; /* NULL while queued */
-    bk_worker *avoid;  /* failed attempt's worker: try another first */
-    int64_t last_seq;  /* last accepted TokenChunk.seq of this attempt; -1 none */
-    strbuf text;       /* text already pushed to the client */
-    uint32_t *toks;    /* token ids already pushed */
+    prefix_chain *chain; /* cache_aware (owned), else NULL */
+    bk_charge charge;    /* its part of worker->backlog_bytes */
+    bk_worker *worker;   /* NULL while queued */
+    bk_worker *avoid;    /* failed attempt's worker: try another first */
+    int64_t last_seq;    /* last accepted TokenChunk.seq of this attempt; -1 none */
+    strbuf text;         /* text already pushed to the client */
+    uint32_t *toks;      /* token ids already pushed */
     size_t n_toks, cap_toks;
     unsigned attempts;
     bool dispatched_once; /* queue time observed */

@@ -14,6 +14,13 @@
  * it stays within max(1, epsilon x its fair share) of the least loaded worker (docs/broker.md). */
 #define WT_AFFINITY_EPSILON 0.25
 
+/* A request's share of its worker's prefill backlog (route_policy.h): its uncached prompt bytes,
+ * from when it is sent until its first token. */
+typedef struct bk_charge {
+    uint32_t bytes;
+    bool on;
+} bk_charge;
+
 typedef struct bk_worker {
     zmq_util_identity ident;
     char id[SOL_FRAME_MAX_ID_BYTES + 1];
@@ -39,6 +46,10 @@ typedef struct bk_worker {
     uint64_t served; /* requests finished here (any finish reason except failover) */
     uint64_t failed_over;
     uint64_t migrated; /* requests it handed back while draining (worker.drain = migrate) */
+    /* cache_aware (route_policy.h): never reused, a new one when the worker comes back without
+     * its cache (a new session), so what the prefix index holds for the old one never matches */
+    uint32_t uid;
+    uint64_t backlog_bytes; /* uncached prompt bytes of its requests not yet streaming */
     bool draining;
     bool unhealthy;          /* its heartbeat says the engine cannot step: no new work */
     char unhealthy_why[256]; /* the worker's reason, for /admin/workers */

@@ -9,16 +9,7 @@ start_worker wf fast 1 2000
 wait_ready
 for i in 1 2 3 4; do wait_worker "b$i"; done
 
-pids=()
-for i in $(seq 64); do
-    curl -sN "$BASE/v1/chat/completions" -d "{\"model\":\"precise\",\"stream\":true,\"max_tokens\":40,\"messages\":[{\"role\":\"user\",\"content\":\"balance request $i of many\"}]}" >"$T_DIR/s.$i" &
-    pids+=($!)
-done
-for p in "${pids[@]}"; do wait "$p" || fail "a stream's curl failed"; done
-for i in $(seq 64); do
-    t=$(sse_text "$T_DIR/s.$i")
-    [ "$(echo "$t" | wc -w)" = 40 ] || fail "stream $i incomplete: '$t'"
-done
+burst /v1/chat/completions s 64 40 '{"model":"precise","stream":true,"max_tokens":40,"messages":[{"role":"user","content":"balance request %i of many"}]}'
 sleep 0.2
 total=0
 shares=""

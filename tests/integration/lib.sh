@@ -196,6 +196,22 @@ status() { cat "$T_DIR/status"; }
 header() { grep -i -m1 "^$1:" "$T_DIR/headers" | cut -d' ' -f2- | tr -d '\r'; }
 
 # sse_text FILE: the concatenated text of an SSE stream (completions or chat); fails if no [DONE].
+# burst PATH TAG N WORDS BODY: N streams to PATH at once, BODY with every %i replaced by the
+# stream's number; each must end with exactly WORDS words of text (0: not counted). Outputs stay in
+# $T_DIR/TAG.N.
+burst() {
+    local path=$1 tag=$2 n=$3 words=$4 body=$5 i p pids=()
+    for i in $(seq "$n"); do
+        curl -sN "${AUTH[@]}" "$BASE$path" -d "${body//%i/$i}" >"$T_DIR/$tag.$i" &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || fail "$tag: a stream's curl failed"; done
+    [ "$words" = 0 ] && return 0
+    for i in $(seq "$n"); do
+        [ "$(sse_text "$T_DIR/$tag.$i" | wc -w)" = "$words" ] || fail "$tag: stream $i incomplete"
+    done
+}
+
 sse_text() {
     python3 - "$1" <<'EOF'
 import json, sys

@@ -1,0 +1,33 @@
+/* prefix_index: which workers the router has sent each prefix-chain link to, bounded (least
+ * recently used links go first), for cache-aware routing (route_policy.h).
+ * A link's holders are worker uids (never reused), so a worker that left simply never matches. */
+#ifndef SOL_PREFIX_INDEX_H
+#define SOL_PREFIX_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "prefix_chain.h"
+
+/* One table: a link remembers its last PIDX_WAYS holders (a prefix hot enough for more workers
+ * than that is everywhere anyway); PIDX_DEFAULT_LINKS links in all (~3 MiB). */
+enum { PIDX_WAYS = 4, PIDX_DEFAULT_LINKS = 1 << 16 };
+
+typedef struct prefix_index prefix_index;
+
+/* max_links >= 1. NULL on allocation failure. */
+prefix_index *pidx_new(size_t max_links);
+void pidx_free(prefix_index *x);
+
+/* Worker `uid` now holds every link of c (it was sent the request); touches them. */
+void pidx_note(prefix_index *x, const prefix_chain *c, uint32_t uid);
+
+/* For each of the n workers uids[i]: bytes[i] = the prompt bytes up to the deepest link of c it
+ * holds (0: none). Touches the links found. */
+void pidx_match(prefix_index *x, const prefix_chain *c, const uint32_t *uids, size_t n,
+                uint32_t *bytes);
+
+/* Links stored now (for tests and /admin). */
+size_t pidx_size(const prefix_index *x);
+
+#endif

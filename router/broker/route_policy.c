@@ -1,0 +1,106 @@
+/* route_policy: a pool's worker for one request under router.routing.policy (route_policy.h). */
+#include "route_policy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool eligible(const bk_worker *w, const char *pool, const bk_worker *avoid) {
+    return w != avoid && wt_can_take(w, pool);
+}
+
+double rp_cost(const bk_worker *w, uint32_t total, uint32_t cached) {
+    double busy = wt_load(w) * (w->capacity ? w->capacity : 1);
+    return (double)(total - (cached < total ? cached : total)) + (double)w->backlog_bytes +
+           RP_DECODE_BYTES * busy;
+}
+
+/* round_robin: the next eligible worker after the last one chosen, in table order. */
+static bk_worker *round_robin(worker_table *t, const char *pool, const bk_worker *avoid) {
+    for (size_t k = 0; k < t->n; k++) {
+        bk_worker *w = t->w[(size_t)(t->rr++ % t->n)];
+        if (eligible(w, pool, avoid)) return w;
+    }
+    return NULL;
+}
+
+bool rp_within_bound(const bk_worker *w, double pool_busy, double pool_cap) {
+    if (!w->capacity || pool_cap <= 0) return false;
+    double share = (pool_busy + 1) * w->capacity / pool_cap; /* its fair part, this one included */
+    return wt_load(w) * w->capacity + 1 <= RP_BOUND_FACTOR * share + RP_BOUND_SLACK + 1e-9;
+}
+
+/* cache_aware: among the eligible workers within the load bound (rp_within_bound: a hot prefix
+ * cannot pile onto one worker), the least cost; ties go to the less loaded, then to the rotation.
+ * The least loaded worker is always within it (its load is at most the mean). */
+static bk_worker *cheapest(worker_table *t, const char *pool, const rp_request *r,
+                           prefix_index *x) {
+    size_t n = 0;
+    bk_worker **cand = malloc(sizeof *cand * (t->n ? t->n : 1));
+    uint32_t *uids = malloc(sizeof *uids * (t->n ? t->n : 1));
+    uint32_t *cached = calloc(t->n ? t->n : 1, sizeof *cached);
+    bk_worker *best = NULL;
+    if (!cand || !uids || !cached) goto out;
+    double busy = 0, cap = 0;
+    size_t start = t->n ? (size_t)(t->rr++ % t->n) : 0;
+    for (size_t k = 0; k < t->n; k++) {
+        bk_worker *w = t->w[(start + k) % t->n];
+        if (w->draining || w->unhealthy || strcmp(w->pool, pool)) continue;
+        busy += wt_load(w) * w->capacity;
+        cap += w->capacity;
+        if (!eligible(w, pool, r->avoid)) continue;
+        uids[n] = w->uid;
+        cand[n++] = w;
+    }
+    if (!n) goto out;
+    if (x && r->chain && r->chain->n) pidx_match(x, r->chain, uids, n, cached);
+    uint32_t total = r->chain ? r->chain->total : 0;
+    double best_cost = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!rp_within_bound(cand[i], busy, cap)) continue;
+        double c = rp_cost(cand[i], total, cached[i]);
+        if (!best || c < best_cost || (c == best_cost && wt_load(cand[i]) < wt_load(best)))
+            best = cand[i], best_cost = c;
+    }
+out:
+    free(cand);
+    free(uids);
+    free(cached);
+    return best;
+}
+
+bk_worker *rp_pick(worker_table *t, sol_routing_policy policy, const char *pool,
+                   const rp_request *r, prefix_index *x) {
+    bk_worker *w = NULL;
+    switch (policy) {
+    case SOL_ROUTE_CACHE_AWARE:
+        w = cheapest(t, pool, r, x);
+        break;
+    case SOL_ROUTE_ROUND_ROBIN:
+        w = round_robin(t, pool, r->avoid);
+        break;
+    case SOL_ROUTE_AFFINITY:
+    case SOL_ROUTE_LEAST_LOADED:
+        return wt_pick(t, pool, r->prefix_hash, policy == SOL_ROUTE_AFFINITY && r->affinity_on,
+                       r->avoid);
+    }
+    /* the avoided worker when it is the only choice, as wt_pick does */
+    if (!w && r->avoid && wt_can_take(r->avoid, pool)) w = (bk_worker *)r->avoid;
+    return w;
+}
+
+void rp_charge(prefix_index *x, const prefix_chain *chain, bk_worker *w, bk_charge *c) {
+    uint32_t cached = 0, total = chain ? chain->total : 0;
+    if (x && chain && chain->n) {
+        pidx_match(x, chain, &w->uid, 1, &cached);
+        pidx_note(x, chain, w->uid);
+    }
+    c->bytes = total - (cached < total ? cached : total);
+    c->on = true;
+    w->backlog_bytes += c->bytes;
+}
+
+void rp_release(bk_worker *w, bk_charge *c) {
+    if (!c->on || !w) return;
+    w->backlog_bytes -= c->bytes <= w->backlog_bytes ? c->bytes : w->backlog_bytes;
+    c->on = false;
+}

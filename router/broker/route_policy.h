@@ -1,0 +1,56 @@
+/* route_policy: which worker of a pool takes a request, under router.routing.policy: cache_aware
+ * (least predicted time to first token: uncached prompt + work queued ahead + decode load, bounded
+ * load), affinity, least_loaded or round_robin (docs/broker.md, "Dispatch"). */
+#ifndef SOL_ROUTE_POLICY_H
+#define SOL_ROUTE_POLICY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "prefix_index.h"
+#include "worker_table.h"
+
+/* One table: cache_aware's cost terms, in bytes of prompt text still to prefill. Every request a
+ * worker holds decodes there, now or after its prefill, and a decoding stream slows each of its
+ * engine steps, a new request's prefill included: weighed as RP_DECODE_BYTES (about 128 tokens)
+ * of prefill per request held. Counting the ones still in prefill too matters: a burst of one
+ * cached prompt costs nothing to prefill on its holder, and would pile onto it otherwise. An
+ * assumption of the model, not a measurement; bench/multiturn.sh is where it is judged. */
+enum { RP_DECODE_BYTES = 512 };
+/* The load bound of cache_aware: a worker competes only while, counting the request, it holds at
+ * most RP_BOUND_FACTOR times its fair share of the pool's requests plus RP_BOUND_SLACK. Looser
+ * than affinity's bound to the least loaded worker (max(1, 0.25 x share) above it): with a few
+ * requests per worker that one sends a conversation away from its history whenever its worker
+ * holds two more than the idlest (bench/multiturn.sh: 70% of prompt tokens reused against 77%
+ * without a bound); twice the share still stops a hot prefix at about twice its part. */
+#define RP_BOUND_FACTOR 2.0
+#define RP_BOUND_SLACK 2.0
+
+/* What a request brings to the choice. */
+typedef struct rp_request {
+    const prefix_chain *chain; /* cache_aware; NULL or empty: nothing cached to look for */
+    uint64_t prefix_hash;      /* affinity */
+    bool affinity_on;          /* affinity: router.routing.affinity_prefix_chars > 0 */
+    const bk_worker *avoid;    /* a failed attempt's worker: another first */
+} rp_request;
+
+/* A worker of `pool` for r under `policy` (x: cache_aware's index, may be NULL for the others);
+ * NULL when every worker is full. */
+bk_worker *rp_pick(worker_table *t, sol_routing_policy policy, const char *pool,
+                   const rp_request *r, prefix_index *x);
+
+/* Whether w may take one more request under cache_aware's load bound, given the pool's busy total
+ * and capacity (requests). */
+bool rp_within_bound(const bk_worker *w, double pool_busy, double pool_cap);
+
+/* The cost cache_aware gives w for a prompt of `total` bytes of which it holds `cached`. */
+double rp_cost(const bk_worker *w, uint32_t total, uint32_t cached);
+
+/* Bookkeeping of the work queued ahead: a request's uncached bytes charged to w when it is sent
+ * there (c records them; the chain's links are noted as w's: x may be NULL), released at its
+ * first token or when it leaves w, whichever comes first. */
+void rp_charge(prefix_index *x, const prefix_chain *chain, bk_worker *w, bk_charge *c);
+void rp_release(bk_worker *w, bk_charge *c);
+
+#endif

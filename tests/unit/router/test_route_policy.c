@@ -1,0 +1,278 @@
+/* Promise: cache-aware routing as docs/broker.md describes it. A request's prefix chain shares a
+ * link with another request exactly as far as their prompts agree (messages, roles, tools, the
+ * tenant's cache_salt); the prefix index remembers which worker was sent which links within its
+ * bound; cache_aware sends a conversation's next turn to the worker that holds its history unless
+ * that breaks the bounded-load limit, charges and releases each request's uncached bytes, and the
+ * other policies (affinity, least_loaded, round_robin) pick as named. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "prefix_chain.h"
+#include "prefix_index.h"
+#include "route_policy.h"
+
+static oai_request *parse(oai_kind kind, const char *json) {
+    oai_request *r = NULL;
+    oai_error err;
+    if (oai_parse_request(kind, json, strlen(json), &r, &err))
+        fail_msg("request refused: %s", err.message);
+    return r;
+}
+
+static void chain_of(oai_kind kind, const char *json, prefix_chain *c) {
+    oai_request *r = parse(kind, json);
+    prefix_chain_of(r, c);
+    oai_request_free(r);
+}
+
+/* Links a and b share from the start. */
+static size_t shared(const prefix_chain *a, const prefix_chain *b) {
+    size_t i = 0;
+    while (i < a->n && i < b->n && a->hash[i] == b->hash[i])
+        i++;
+    return i;
+}
+
+#define SYS "{\"role\":\"system\",\"content\":\"You are terse.\"}"
+#define U1 "{\"role\":\"user\",\"content\":\"Hi\"}"
+#define A1 "{\"role\":\"assistant\",\"content\":\"Hello.\"}"
+#define U2 "{\"role\":\"user\",\"content\":\"And then?\"}"
+
+static void test_chain_follows_the_conversation(void **st) {
+    (void)st;
+    prefix_chain t1, t2, other, salted, tooled, role;
+    chain_of(OAI_CHAT, "{\"messages\":[" SYS "," U1 "]}", &t1);
+    chain_of(OAI_CHAT, "{\"messages\":[" SYS "," U1 "," A1 "," U2 "]}", &t2);
+    chain_of(OAI_CHAT, "{\"messages\":[" SYS ",{\"role\":\"user\",\"content\":\"Yo\"}]}", &other);
+    chain_of(OAI_CHAT, "{\"cache_salt\":\"tenant-b\",\"messages\":[" SYS "," U1 "]}", &salted);
+    chain_of(OAI_CHAT,
+             "{\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{}}}],"
+             "\"messages\":[" SYS "," U1 "]}",
+             &tooled);
+    chain_of(OAI_CHAT, "{\"messages\":[" SYS ",{\"role\":\"assistant\",\"content\":\"Hi\"}]}",
+             &role);
+    assert_int_equal(t1.n, 2);
+    assert_int_equal(t2.n, 4);
+    assert_int_equal(shared(&t1, &t2), 2);     /* the next turn holds the whole first one */
+    assert_int_equal(shared(&t1, &other), 1);  /* the system prompt only */
+    assert_int_equal(shared(&t1, &role), 1);   /* same text, another role */
+    assert_int_equal(shared(&t1, &salted), 0); /* tenants never share */
+    assert_int_equal(shared(&t1, &tooled), 0); /* the tools go before the messages */
+    assert_int_equal(t1.bytes[0], strlen("You are terse."));
+    assert_int_equal(t1.total, strlen("You are terse.") + 2);
+    assert_int_equal(t2.total, t2.bytes[3]);
+    /* embeddings route on nothing */
+    prefix_chain e;
+    chain_of(OAI_EMBEDDING, "{\"input\":\"x\"}", &e);
+    assert_int_equal(e.n, 0);
+}
+
+/* A completion prompt: a link per full 1 KiB piece, and one for its end. */
+static void test_chain_of_a_long_prompt(void **st) {
+    (void)st;
+    size_t len = 3 * PC_PIECE_BYTES + 10;
+    char *a = malloc(len + 1), *json = malloc(len + 64);
+    memset(a, 'x', len);
+    a[len] = 0;
+    prefix_chain c1, c2;
+    snprintf(json, len + 64, "{\"prompt\":\"%s\"}", a);
+    chain_of(OAI_COMPLETION, json, &c1);
+    a[2 * PC_PIECE_BYTES + 5] = 'y'; /* differs in the third piece */
+    snprintf(json, len + 64, "{\"prompt\":\"%s\"}", a);
+    chain_of(OAI_COMPLETION, json, &c2);
+    assert_int_equal(c1.n, 4);
+    assert_int_equal(c1.bytes[1], 2 * PC_PIECE_BYTES);
+    assert_int_equal(c1.total, len);
+    assert_int_equal(shared(&c1, &c2), 2);
+    a[2 * PC_PIECE_BYTES + 5] = 'x';
+    a[len - 1] = 0; /* a prefix of the first: shares its full pieces, not its end */
+    snprintf(json, len + 64, "{\"prompt\":\"%s\"}", a);
+    chain_of(OAI_COMPLETION, json, &c2);
+    assert_int_equal(shared(&c1, &c2), 3);
+    assert_int_not_equal(c1.hash[3], c2.hash[3]);
+    free(a);
+    free(json);
+}
+
+static void test_index_matches_and_forgets(void **st) {
+    (void)st;
+    prefix_chain t1, t2, other;
+    chain_of(OAI_CHAT, "{\"messages\":[" SYS "," U1 "]}", &t1);
+    chain_of(OAI_CHAT, "{\"messages\":[" SYS "," U1 "," A1 "," U2 "]}", &t2);
+    chain_of(OAI_CHAT, "{\"messages\":[" SYS ",{\"role\":\"user\",\"content\":\"Yo\"}]}", &other);
+    prefix_index *x = pidx_new(64);
+    assert_non_null(x);
+    pidx_note(x, &t1, 7);
+    pidx_note(x, &other, 9);
+    uint32_t uids[3] = {7, 9, 11}, got[3];
+    pidx_match(x, &t2, uids, 3, got);
+    assert_int_equal(got[0], t1.total);    /* 7 holds the first turn */
+    assert_int_equal(got[1], t1.bytes[0]); /* 9 the system prompt */
+    assert_int_equal(got[2], 0);
+    assert_int_equal(pidx_size(x), 3);
+    /* more holders than PIDX_WAYS: the oldest is forgotten */
+    for (uint32_t u = 100; u < 100 + PIDX_WAYS; u++)
+        pidx_note(x, &t1, u);
+    pidx_match(x, &t1, uids, 1, got);
+    assert_int_equal(got[0], 0);
+    pidx_free(x);
+    /* the bound: 4 links, the least recently used go first, a chain's tail before its head */
+    x = pidx_new(4);
+    pidx_note(x, &t2, 1);    /* 4 links */
+    pidx_note(x, &other, 2); /* its system link exists; its second recycles t2's deepest */
+    assert_int_equal(pidx_size(x), 4);
+    pidx_match(x, &t2, uids, 1, got);
+    assert_int_equal(got[0], 0); /* uid 7 was never noted here */
+    uint32_t one = 1;
+    pidx_match(x, &t2, &one, 1, got);
+    assert_int_equal(got[0], t2.bytes[2]); /* t2's first three links are left */
+    pidx_free(x);
+    assert_null(pidx_new(0));
+}
+
+static bk_worker *add(worker_table *t, const char *id, uint32_t cap, uint32_t uid) {
+    bk_worker w = {0};
+    snprintf(w.id, sizeof w.id, "%s", id);
+    snprintf(w.pool, sizeof w.pool, "p");
+    w.ident.len = strlen(id);
+    memcpy(w.ident.bytes, id, w.ident.len);
+    w.capacity = cap;
+    w.uid = uid;
+    return wt_add(t, &w);
+}
+
+static void test_cache_aware_follows_the_history(void **st) {
+    (void)st;
+    worker_table t;
+    wt_init(&t);
+    bk_worker *a = add(&t, "a", 4, 1), *b = add(&t, "b", 4, 2), *c = add(&t, "c", 4, 3);
+    prefix_index *x = pidx_new(256);
+    prefix_chain t1, t2;
+    chain_of(OAI_CHAT, "{\"messages\":[" SYS "," U1 "]}", &t1);
+    chain_of(OAI_CHAT, "{\"messages\":[" SYS "," U1 "," A1 "," U2 "]}", &t2);
+    rp_request r = {.chain = &t1};
+    bk_worker *first = rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, x);
+    assert_non_null(first);
+    bk_charge ch = {0};
+    first->inflight++;
+    rp_charge(x, &t1, first, &ch);
+    assert_true(ch.on);
+    assert_int_equal(ch.bytes, t1.total); /* nothing was cached */
+    assert_int_equal(first->backlog_bytes, t1.total);
+    rp_release(first, &ch);
+    rp_release(first, &ch); /* once only */
+    assert_int_equal(first->backlog_bytes, 0);
+    first->inflight--;
+    /* the next turn goes where the first went, whichever worker that was */
+    r.chain = &t2;
+    for (int i = 0; i < 5; i++)
+        assert_ptr_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, x), first);
+    /* a short history does not outweigh a stream decoding there (RP_DECODE_BYTES) */
+    first->inflight = 1;
+    assert_ptr_not_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, x), first);
+    a->inflight = b->inflight = c->inflight = 1; /* even again: the history wins */
+    assert_ptr_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, x), first);
+    a->inflight = b->inflight = c->inflight = 0;
+    /* a worker that came back without its cache has a new uid: it matches nothing */
+    first->uid = 99;
+    bk_worker *w = rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, x);
+    assert_true(w == a || w == b || w == c);
+    /* the backlog steers: a worker whose queue holds more than the uncached prompt loses */
+    first->uid = first == a ? 1 : first == b ? 2 : 3;
+    first->backlog_bytes = 10 * t2.total;
+    first->inflight = 1;
+    assert_ptr_not_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, x), first);
+    /* the avoided worker only when it is the only one */
+    first->backlog_bytes = 0, first->inflight = 0;
+    r.avoid = first;
+    assert_ptr_not_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, x), first);
+    pidx_free(x);
+    wt_free(&t);
+}
+
+/* The load bound: a long cached history keeps its worker while, counting the request, it holds at
+ * most twice its fair share + 2 (RP_BOUND_*), and not beyond, however much it has cached. */
+static void test_cache_aware_bound(void **st) {
+    (void)st;
+    worker_table t;
+    wt_init(&t);
+    bk_worker *ws[3] = {add(&t, "a", 16, 1), add(&t, "b", 16, 2), add(&t, "c", 16, 3)};
+    size_t len = 20000;
+    char *doc = malloc(len + 1), *json = malloc(len + 128);
+    memset(doc, 'd', len);
+    doc[len] = 0;
+    snprintf(json, len + 128, "{\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]}", doc);
+    prefix_chain long1;
+    chain_of(OAI_CHAT, json, &long1);
+    prefix_index *x = pidx_new(256);
+    pidx_note(x, &long1, ws[0]->uid);
+    rp_request r = {.chain = &long1};
+    ws[0]->inflight = 4; /* 5 after: share (4 + 1) x 16 / 48 = 1.67, bound 2 x 1.67 + 2 = 5.33 */
+    assert_ptr_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, x), ws[0]);
+    ws[0]->inflight = 6; /* 7 after: bound 2 x 2.33 + 2 = 6.67 */
+    assert_ptr_not_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, x), ws[0]);
+    assert_true(rp_within_bound(ws[1], 6, 48)); /* the idle ones always */
+    assert_false(rp_within_bound(ws[0], 6, 48));
+    free(doc);
+    free(json);
+    pidx_free(x);
+    wt_free(&t);
+}
+
+static void test_cost_terms(void **st) {
+    (void)st;
+    bk_worker w = {.capacity = 8};
+    assert_true(rp_cost(&w, 1000, 200) == 800);
+    assert_true(rp_cost(&w, 1000, 5000) == 0); /* cached beyond the prompt: nothing left */
+    w.inflight = 3, w.backlog_bytes = 300;
+    assert_true(rp_cost(&w, 1000, 1000) == 300 + 3.0 * RP_DECODE_BYTES); /* every request held */
+}
+
+static void test_other_policies(void **st) {
+    (void)st;
+    worker_table t;
+    wt_init(&t);
+    bk_worker *ws[3] = {add(&t, "a", 2, 1), add(&t, "b", 2, 2), add(&t, "c", 2, 3)};
+    rp_request r = {0};
+    /* round_robin: each in turn, whatever the load */
+    ws[0]->inflight = 1;
+    bk_worker *seen[3];
+    for (int i = 0; i < 3; i++)
+        seen[i] = rp_pick(&t, SOL_ROUTE_ROUND_ROBIN, "p", &r, NULL);
+    assert_true(seen[0] != seen[1] && seen[1] != seen[2] && seen[0] != seen[2]);
+    /* least_loaded: never the busy one, whatever the prefix */
+    r.prefix_hash = 42;
+    r.affinity_on = true;
+    for (int i = 0; i < 6; i++)
+        assert_ptr_not_equal(rp_pick(&t, SOL_ROUTE_LEAST_LOADED, "p", &r, NULL), ws[0]);
+    /* affinity: one worker for one prefix while the load allows */
+    ws[0]->inflight = 0;
+    bk_worker *aff = rp_pick(&t, SOL_ROUTE_AFFINITY, "p", &r, NULL);
+    for (int i = 0; i < 4; i++)
+        assert_ptr_equal(rp_pick(&t, SOL_ROUTE_AFFINITY, "p", &r, NULL), aff);
+    /* full: nobody */
+    for (int i = 0; i < 3; i++)
+        ws[i]->inflight = 2;
+    assert_null(rp_pick(&t, SOL_ROUTE_ROUND_ROBIN, "p", &r, NULL));
+    assert_null(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, NULL));
+    wt_free(&t);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chain_follows_the_conversation),
+        cmocka_unit_test(test_chain_of_a_long_prompt),
+        cmocka_unit_test(test_index_matches_and_forgets),
+        cmocka_unit_test(test_cache_aware_follows_the_history),
+        cmocka_unit_test(test_cache_aware_bound),
+        cmocka_unit_test(test_cost_terms),
+        cmocka_unit_test(test_other_policies),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
