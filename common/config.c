@@ -178,7 +178,7 @@ void sol_config_defaults(sol_config *cfg) {
     cfg_strlist_push(&r->routing.pools, "precise");
     r->routing.classifier.threshold = 0.5;
     r->routing.classifier.positive_pool = cfg_strdup("fast");
-    r->routing.affinity_prefix_chars = 256;
+    r->routing.affinity_prefix_chars = SOL_AFFINITY_PREFIX_CHARS_DEFAULT;
     r->routing.policy = SOL_ROUTE_CACHE_AWARE; /* bench/multiturn.sh: docs/benchmarks.md */
     sol_worker_config *w = &cfg->worker;
     cfg_strlist_push(&w->router, "tcp://127.0.0.1:5555");
@@ -451,6 +451,13 @@ static int validate_router(const sol_config *cfg, sol_err *err) {
         snprintf(path, sizeof path, "router.routing.rules[%zu].pool", i);
         rc = check_pool(cfg, err, path, r->routing.rules.items[i].pool);
     }
+    /* only affinity hashes the leading characters: another value under another policy would be
+     * ignored, so it is refused */
+    if (rc == 0 && r->routing.policy != SOL_ROUTE_AFFINITY &&
+        r->routing.affinity_prefix_chars != SOL_AFFINITY_PREFIX_CHARS_DEFAULT)
+        rc = vfail(cfg, err, "router.routing.affinity_prefix_chars",
+                   "%d applies to router.routing.policy affinity only (the policy is %s)",
+                   r->routing.affinity_prefix_chars, k_policies[r->routing.policy]);
     if (rc == 0 && r->workers.dead_after_ms <= r->workers.heartbeat_ms)
         rc = vfail(cfg, err, "router.workers.dead_after_ms",
                    "%d must be greater than router.workers.heartbeat_ms (%d)",

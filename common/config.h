@@ -23,6 +23,8 @@ typedef enum {
 typedef enum { SOL_KV_F16 = 0, SOL_KV_F32 } sol_kv_dtype;
 /* worker.drain: what a drain does with running requests (docs/configuration.md) */
 typedef enum { SOL_DRAIN_MIGRATE = 0, SOL_DRAIN_FINISH } sol_drain_mode;
+/* router.routing.affinity_prefix_chars by default (policy affinity) */
+#define SOL_AFFINITY_PREFIX_CHARS_DEFAULT 256
 /* router.routing.policy (docs/broker.md, "Dispatch"): the order of config.c's k_policies */
 typedef enum {
     SOL_ROUTE_CACHE_AWARE = 0,

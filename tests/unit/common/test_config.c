@@ -206,6 +206,35 @@ static void test_rule_pool_must_exist(void **state) {
     assert_string_equal(f->err.msg, want);
 }
 
+/* affinity_prefix_chars other than its default under another policy would be ignored: refused,
+ * at its line; under policy affinity it is taken, and a bad policy name is refused. */
+static void test_affinity_chars_need_the_affinity_policy(void **state) {
+    fixture *f = *state;
+    write_file(f->path, "router:\n  routing:\n    affinity_prefix_chars: 512\n");
+    assert_int_equal(sol_config_load(&f->cfg, f->path, &f->err), 0);
+    assert_int_equal(sol_config_validate(&f->cfg, SOL_CONFIG_ROUTER, &f->err), -EINVAL);
+    char want[SOL_ERR_MSG_MAX];
+    snprintf(want, sizeof want,
+             "%s:3:28: router.routing.affinity_prefix_chars: 512 applies to "
+             "router.routing.policy affinity only (the policy is cache_aware)",
+             f->path);
+    assert_string_equal(f->err.msg, want);
+    write_file(f->path,
+               "router:\n  routing:\n    policy: affinity\n    affinity_prefix_chars: 512\n");
+    sol_config_free(&f->cfg);
+    sol_config_defaults(&f->cfg);
+    assert_int_equal(sol_config_load(&f->cfg, f->path, &f->err), 0);
+    assert_int_equal(sol_config_validate(&f->cfg, SOL_CONFIG_ROUTER, &f->err), 0);
+    assert_int_equal(f->cfg.router.routing.policy, SOL_ROUTE_AFFINITY);
+    assert_int_equal(f->cfg.router.routing.affinity_prefix_chars, 512);
+    sol_config_free(&f->cfg);
+    sol_config_defaults(&f->cfg);
+    assert_int_equal(f->cfg.router.routing.policy, SOL_ROUTE_CACHE_AWARE);
+    expect_load_error(f, "router:\n  routing:\n    policy: nearest\n",
+                      "3:13: router.routing.policy: expected one of cache_aware, affinity, "
+                      "least_loaded, round_robin; found \"nearest\"");
+}
+
 static void test_file_not_found(void **state) {
     fixture *f = *state;
     char missing[160];
@@ -373,6 +402,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_rule_unknown_condition, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_model_points_at_section, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rule_pool_must_exist, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_affinity_chars_need_the_affinity_policy, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_file_not_found, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_overrides, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flags_beat_file, setup, teardown),
