@@ -75,6 +75,7 @@ static const cfg_key k_keys[] = {
     KEY(worker.router, T_LIST, .check = CHK_ENDPOINT, .flags = F_NONEMPTY),
     KEY(worker.pool, T_STR, .check = CHK_NAME),
     KEY(worker.model, T_NSTR, .flags = F_NONEMPTY),
+    KEY(worker.served_model_name, T_NSTR, .check = CHK_ID, .flags = F_NONEMPTY),
     KEY(worker.id, T_STR, .check = CHK_ID),
     KEY(worker.backend, T_ENUM, .names = k_backends),
     KEY(worker.backend_variant, T_NSTR, .flags = F_NONEMPTY),

@@ -105,8 +105,10 @@ typedef struct sol_router_config {
 typedef struct sol_worker_config {
     sol_strlist router; /* ZeroMQ endpoints of the routers to connect to */
     char *pool;
-    char *model; /* GGUF path; NULL allowed only with backend sim */
-    char *id;    /* "": derived from host name and pid */
+    char *model;             /* GGUF path; NULL allowed only with backend sim */
+    char *served_model_name; /* the name it registers (requests select it by); NULL: the GGUF's
+                                general.name, else the file's stem */
+    char *id;                /* "": derived from host name and pid */
     sol_backend_kind backend;
     char *backend_variant; /* cpu: an ISA and/or mode ("llamacpp", "avx2+llamacpp"); NULL = none */
     int threads;           /* 0: all cores */

@@ -22,6 +22,10 @@ static const sol_cli_flag k_worker_flags[] = {
      "router to connect to (repeatable; replaces the file's list)", NULL},
     {"--pool", "NAME", SOL_FLAG_SET, "worker.pool", "pool this worker serves", NULL},
     {"--model", "PATH", SOL_FLAG_SET, "worker.model", "GGUF model file", NULL},
+    {"--served-model-name", "NAME", SOL_FLAG_SET, "worker.served_model_name",
+     "the model name this worker registers, which requests' \"model\" selects and /v1/models "
+     "lists (as vLLM's flag). Default: the GGUF's general.name, else the file's stem",
+     NULL},
     {"--draft-model", "PATH", SOL_FLAG_SET, "worker.speculative.draft_model",
      "GGUF draft model for speculative decoding", NULL},
     {"--threads", "N", SOL_FLAG_SET, "worker.threads", "CPU threads (0 = all cores)", NULL},
@@ -103,8 +107,13 @@ static int worker_cli_parse(int argc, char **argv, sol_config *cfg) {
     return sol_cli_start(&k_worker_cli, argc, argv, cfg);
 }
 
-/* The model name a sim worker announces: the file stem of worker.model, else "sim". */
+/* The model name a sim worker announces: worker.served_model_name, else the file stem of
+ * worker.model, else "sim". */
 static void sim_model_name(const sol_worker_config *w, char *buf, size_t cap) {
+    if (w->served_model_name) {
+        snprintf(buf, cap, "%s", w->served_model_name);
+        return;
+    }
     const char *p = w->model && w->model[0] ? w->model : "sim";
     const char *slash = strrchr(p, '/');
     if (slash) p = slash + 1;
@@ -166,6 +175,7 @@ static int make_executor(void *zctx, const sol_worker_config *w, sol_backend *be
     exec_engine_config ec = {
         .be = be,
         .model = w->model,
+        .served_model_name = w->served_model_name,
         .mmap = w->mmap,
         .mlock = w->mlock,
         .block_size = w->kv.block_size,

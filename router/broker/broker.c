@@ -61,6 +61,34 @@ static void render_worker(strbuf *o, const bk_worker *w, uint64_t now) {
     strbuf_putc(o, '}');
 }
 
+/* One row per (pool, model) with a live worker: the first such worker's template and tool format.
+ * Under snap_mu. A row that cannot be stored (no memory) is left out: its requests bind no tools
+ * format, as before any worker registered. */
+static void publish_tools(broker *b) {
+    b->snap_n_tools = 0;
+    for (size_t i = 0; i < b->wt.n; i++) {
+        const bk_worker *w = b->wt.w[i];
+        if (w->draining || w->unhealthy) continue;
+        size_t k = 0;
+        while (k < b->snap_n_tools &&
+               (strcmp(b->snap_tools[k].pool, w->pool) || strcmp(b->snap_tools[k].model, w->model)))
+            k++;
+        if (k < b->snap_n_tools) continue;
+        if (k == b->snap_cap_tools) {
+            size_t cap = b->snap_cap_tools ? 2 * b->snap_cap_tools : 8;
+            bk_pool_tools *p = realloc(b->snap_tools, cap * sizeof *p);
+            if (!p) return;
+            b->snap_tools = p;
+            b->snap_cap_tools = cap;
+        }
+        bk_pool_tools *t = &b->snap_tools[b->snap_n_tools++];
+        snprintf(t->pool, sizeof t->pool, "%s", w->pool);
+        snprintf(t->model, sizeof t->model, "%s", w->model);
+        snprintf(t->chat_template, sizeof t->chat_template, "%s", w->chat_template);
+        snprintf(t->tool_format, sizeof t->tool_format, "%s", w->tool_format);
+    }
+}
+
 static void publish(broker *b) {
     uint64_t now = sol_now_ms();
     strbuf json, ids;
@@ -77,7 +105,7 @@ static void publish(broker *b) {
     strbuf_puts(&json, "],\"pools\":[");
     bool ready = true;
     for (size_t p = 0; p < b->cfg.n_pools; p++) {
-        size_t live = wt_live_in_pool(&b->wt, b->cfg.pools[p]);
+        size_t live = wt_live_in_pool(&b->wt, bw_scope(b, (int)p, NULL));
         ready = ready && live > 0;
         strbuf_puts(&json, p ? ",{\"name\":" : "{\"name\":");
         strbuf_json_str(&json, b->cfg.pools[p], strlen(b->cfg.pools[p]));
@@ -85,17 +113,10 @@ static void publish(broker *b) {
     }
     strbuf_printf(&json, "],\"inflight\":%zu}", b->inf.live);
     pthread_mutex_lock(&b->snap_mu);
-    for (size_t p = 0; p < b->cfg.n_pools; p++) {
-        bk_pool_tools *t = &b->snap_tools[p];
-        t->known = false;
-        for (size_t i = 0; i < b->wt.n && !t->known; i++) {
-            const bk_worker *w = b->wt.w[i];
-            if (w->draining || w->unhealthy || strcmp(w->pool, b->cfg.pools[p])) continue;
-            t->known = true;
-            snprintf(t->chat_template, sizeof t->chat_template, "%s", w->chat_template);
-            snprintf(t->tool_format, sizeof t->tool_format, "%s", w->tool_format);
-        }
-    }
+    publish_tools(b);
+    strbuf_free(&b->snap_models);
+    strbuf_init(&b->snap_models);
+    strbuf_append(&b->snap_models, b->models.data ? b->models.data : "", b->models.len);
     strbuf_free(&b->snap_json);
     strbuf_free(&b->snap_ids);
     b->snap_json = json;
@@ -236,6 +257,8 @@ void broker_free(broker *b) {
     if (b->zctx) zmq_ctx_term(b->zctx);
     strbuf_free(&b->snap_json);
     strbuf_free(&b->snap_ids);
+    strbuf_free(&b->snap_models);
+    strbuf_free(&b->models);
     free(b->snap_tools);
     pthread_mutex_destroy(&b->snap_mu);
     pthread_mutex_destroy(&b->push_mu);
@@ -255,14 +278,14 @@ int broker_new(const broker_config *cfg, broker **out, sol_err *e) {
     pthread_mutex_init(&b->snap_mu, NULL);
     strbuf_init(&b->snap_json);
     strbuf_init(&b->snap_ids);
+    strbuf_init(&b->snap_models);
+    strbuf_init(&b->models);
     wt_init(&b->wt);
     inflight_init(&b->inf);
     b->queues = calloc(cfg->n_pools, sizeof *b->queues);
-    b->snap_tools = calloc(cfg->n_pools, sizeof *b->snap_tools);
     b->zctx = zmq_ctx_new();
     if (cfg->policy == SOL_ROUTE_CACHE_AWARE) b->pidx = pidx_new(PIDX_DEFAULT_LINKS);
-    int rc = !b->queues || !b->snap_tools || !b->zctx ||
-                     (cfg->policy == SOL_ROUTE_CACHE_AWARE && !b->pidx)
+    int rc = !b->queues || !b->zctx || (cfg->policy == SOL_ROUTE_CACHE_AWARE && !b->pidx)
                  ? sol_err_set(e, -ENOMEM, "out of memory")
                  : 0;
     if (!rc) rc = open_sockets(b, e);
@@ -307,6 +330,7 @@ static int cb_dispatch(void *ctx, const http_dispatch_info *info, http_stream *s
     }
     snprintf(c.id, sizeof c.id, "%s", info->request_id);
     c.choice = info->choice;
+    if (info->model) snprintf(c.model, sizeof c.model, "%s", info->model);
     sol_err e = {0};
     if (genmsg_new(info->req, info->request_id, info->choice, &c.msg, &e)) {
         oai_error_set(err, e.code == -ENOMEM ? 500 : 400, "invalid_request_error", NULL, NULL, "%s",
@@ -378,23 +402,33 @@ static int cb_drain(void *ctx, const char *worker_id, oai_error *err) {
     return 0;
 }
 
-static int cb_pool_tools(void *ctx, const char *pool, char *chat_template, size_t tmpl_cap,
-                         char *tool_format, size_t fmt_cap) {
+static int cb_pool_tools(void *ctx, const char *pool, const char *model, char *chat_template,
+                         size_t tmpl_cap, char *tool_format, size_t fmt_cap) {
     broker *b = ctx;
     int known = 0;
     pthread_mutex_lock(&b->snap_mu);
-    for (size_t p = 0; p < b->cfg.n_pools; p++)
-        if (!strcmp(b->cfg.pools[p], pool) && b->snap_tools[p].known) {
-            known = 1;
-            snprintf(chat_template, tmpl_cap, "%s", b->snap_tools[p].chat_template);
-            snprintf(tool_format, fmt_cap, "%s", b->snap_tools[p].tool_format);
-        }
+    for (size_t k = 0; k < b->snap_n_tools && !known; k++) {
+        const bk_pool_tools *t = &b->snap_tools[k];
+        if (strcmp(t->pool, pool) || (model && *model && strcmp(t->model, model))) continue;
+        known = 1;
+        snprintf(chat_template, tmpl_cap, "%s", t->chat_template);
+        snprintf(tool_format, fmt_cap, "%s", t->tool_format);
+    }
     pthread_mutex_unlock(&b->snap_mu);
     return known;
 }
 
+static int cb_models(void *ctx, strbuf *out) {
+    broker *b = ctx;
+    pthread_mutex_lock(&b->snap_mu);
+    const char *m = b->snap_models.data ? b->snap_models.data : "";
+    int rc = strbuf_append(out, m, strlen(m));
+    pthread_mutex_unlock(&b->snap_mu);
+    return rc;
+}
+
 http_backend broker_http_backend(broker *b) {
-    http_backend be = {b,        cb_dispatch,  cb_cancel, cb_ready, cb_workers_json,
-                       cb_drain, cb_pool_tools};
+    http_backend be = {b,        cb_dispatch,   cb_cancel, cb_ready, cb_workers_json,
+                       cb_drain, cb_pool_tools, cb_models};
     return be;
 }

@@ -104,34 +104,57 @@ static int assign(broker *b, bk_req *r, bk_worker *w) {
 /* n > 1: the worker already holding another sample of the same request, when it can take this
  * one too - there the samples share the prompt's KV (its engine holds a sample back while a
  * sibling prefills the same prompt, then serves it from the prefix cache). */
-static bk_worker *sibling_worker(broker *b, const bk_req *r, const char *pool) {
+static bk_worker *sibling_worker(broker *b, const bk_req *r, wt_scope s) {
     if (r->choice == 0 || r->avoid) return NULL;
     for (size_t i = 0; i < b->inf.cap; i++) {
         const bk_req *o = b->inf.slots[i];
-        if (o && o != r && o->stream == r->stream && o->worker && wt_can_take(o->worker, pool))
+        if (o && o != r && o->stream == r->stream && o->worker && wt_can_take(o->worker, s))
             return o->worker;
     }
     return NULL;
 }
 
+wt_scope bw_scope(const broker *b, int pool, const char *model) {
+    return (wt_scope){b->cfg.pools[pool], model};
+}
+
 static bk_worker *pick_worker(broker *b, const bk_req *r, int pool) {
-    bk_worker *w = sibling_worker(b, r, b->cfg.pools[pool]);
+    wt_scope s = bw_scope(b, pool, r->model);
+    bk_worker *w = sibling_worker(b, r, s);
     if (w) return w;
     rp_request q = {.chain = r->chain,
                     .prefix_hash = r->prefix_hash,
                     .affinity_on = b->cfg.affinity_prefix_chars > 0,
                     .avoid = r->avoid};
-    return rp_pick(&b->wt, b->cfg.policy, b->cfg.pools[pool], &q, b->pidx);
+    return rp_pick(&b->wt, b->cfg.policy, s, &q, b->pidx);
 }
 
+/* Whether any worker of the pool can take a request now, whatever its model. */
+static bool pool_has_room(const broker *b, int pool) {
+    for (size_t i = 0; i < b->wt.n; i++)
+        if (wt_can_take(b->wt.w[i], bw_scope(b, pool, NULL))) return true;
+    return false;
+}
+
+/* In queue order, every request a free worker of its scope takes. A request no worker of its
+ * model can take now stays where it is and does not hold back the ones behind it that another
+ * model's workers can serve; with one model per pool this is the plain FIFO it always was (the
+ * first that finds no worker ends the pass: nothing behind it would find one either). */
 void bw_pump(broker *b, int pool) {
     bk_queue *q = &b->queues[pool];
-    for (size_t guard = q->n + 1; q->head && guard; guard--) {
-        bk_req *r = q->head;
+    bk_req *prev = NULL;
+    for (bk_req *r = q->head; r && pool_has_room(b, pool);) {
+        bk_req *next = r->qnext;
         bk_worker *w = pick_worker(b, r, pool);
-        if (!w) return;
-        queue_pop(q);
-        assign(b, r, w);
+        if (!w) {
+            if (!r->model[0]) return;
+            prev = r;
+            r = next;
+            continue;
+        }
+        queue_remove(q, r);
+        if (assign(b, r, w)) return; /* back at the front: w is gone or full; try again later */
+        r = prev ? prev->qnext : q->head;
     }
 }
 
@@ -229,13 +252,17 @@ void bw_worker_dead(broker *b, bk_worker *w, const char *why) {
 
 /* ---- new requests, cancels, drains (from HTTP threads) --------------------------------------- */
 
-static int route_pool(broker *b, int pool) {
-    if (wt_live_in_pool(&b->wt, b->cfg.pools[pool])) return pool;
-    if (!b->cfg.fallback_pool) return -1;
-    for (size_t p = 0; p < b->cfg.n_pools; p++)
+/* The pool the request is queued in: classify's when it has a live worker of the request's model,
+ * else the fallback pool when that has one, else (a request for a model) any pool that has one -
+ * a model served by a precise pool only is still served when the classifier says fast. */
+static int route_pool(broker *b, int pool, const char *model) {
+    if (wt_live_in_pool(&b->wt, bw_scope(b, pool, model))) return pool;
+    for (size_t p = 0; b->cfg.fallback_pool && p < b->cfg.n_pools; p++)
         if (!strcmp(b->cfg.pools[p], b->cfg.fallback_pool) &&
-            wt_live_in_pool(&b->wt, b->cfg.pools[p]))
+            wt_live_in_pool(&b->wt, bw_scope(b, (int)p, model)))
             return (int)p;
+    for (size_t p = 0; model && *model && p < b->cfg.n_pools; p++)
+        if (wt_live_in_pool(&b->wt, bw_scope(b, (int)p, model))) return (int)p;
     return -1;
 }
 
@@ -263,12 +290,17 @@ void bw_on_dispatch(broker *b, bk_cmd *c) {
     r->prefix_hash = c->prefix_hash;
     r->chain = c->chain; /* now r's */
     r->metric_pool = c->pool;
-    r->pool = route_pool(b, c->pool);
+    snprintf(r->model, sizeof r->model, "%s", c->model);
+    r->pool = route_pool(b, c->pool, r->model);
     if (r->pool < 0) {
         r->pool = c->pool;
-        char msg[160];
-        snprintf(msg, sizeof msg, "no worker of pool '%s' is available; retry later",
-                 b->cfg.pools[c->pool]);
+        char msg[400];
+        if (r->model[0])
+            snprintf(msg, sizeof msg, "no worker serving model '%.100s' is available; retry later",
+                     r->model);
+        else
+            snprintf(msg, sizeof msg, "no worker of pool '%s' is available; retry later",
+                     b->cfg.pools[c->pool]);
         bw_fail(b, r, 503, msg, retry_after_s(b));
         return;
     }

@@ -26,6 +26,21 @@ static void reply_error(broker *b, const zmq_util_identity *to, int code, const 
 
 /* ---- Register / Heartbeat ------------------------------------------------------------------ */
 
+/* Adds the worker's model to the names requests may use (docs/api.md, "Models"). 0, or -1 when it
+ * is new and BROKER_MAX_MODELS are known already. */
+static int note_model(broker *b, const char *model) {
+    if (!b->models.len) strbuf_putc(&b->models, '\n');
+    size_t n = strlen(model);
+    for (const char *p = b->models.data; (p = strstr(p, model)); p++)
+        if (p[-1] == '\n' && p[n] == '\n') return 0;
+    if (b->n_models >= BROKER_MAX_MODELS) return -1;
+    strbuf_puts(&b->models, model);
+    strbuf_putc(&b->models, '\n');
+    b->n_models++;
+    LOG_INFO(MOD, "model '%s' is served (requests may name it)", model);
+    return 0;
+}
+
 static void on_register(broker *b, const zmq_util_identity *from, const Sol__Register *reg) {
     sol_err e = {0};
     char who[64];
@@ -33,6 +48,15 @@ static void on_register(broker *b, const zmq_util_identity *from, const Sol__Reg
         LOG_ERROR(MOD, "refusing worker %s: %s", zmq_util_identity_str(from, who, sizeof who),
                   e.msg);
         reply_error(b, from, SOL_ERROR_VERSION_MISMATCH, e.msg);
+        return;
+    }
+    if (note_model(b, reg->model)) {
+        char msg[400];
+        snprintf(msg, sizeof msg,
+                 "this router serves %d models already (its bound): model '%.100s' is refused",
+                 BROKER_MAX_MODELS, reg->model);
+        LOG_ERROR(MOD, "refusing worker %s: %s", reg->worker_id, msg);
+        reply_error(b, from, SOL_ERROR_BAD_REQUEST, msg);
         return;
     }
     bk_worker *w = wt_find_ident(&b->wt, from);
@@ -351,11 +375,15 @@ static void expire_requests(broker *b, uint64_t now_ms) {
             continue;
         }
         /* queued in a pool that lost all its workers: a replacement gets dead_after_ms */
-        if (!r->worker && !wt_live_in_pool(&b->wt, b->cfg.pools[r->pool]) &&
+        if (!r->worker && !wt_live_in_pool(&b->wt, bw_scope(b, r->pool, r->model)) &&
             now_ms > r->queued_ms + (uint64_t)b->cfg.dead_after_ms) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "no worker of pool '%s' is available; retry later",
-                     b->cfg.pools[r->pool]);
+            char msg[400];
+            if (r->model[0])
+                snprintf(msg, sizeof msg,
+                         "no worker serving model '%.100s' is available; retry later", r->model);
+            else
+                snprintf(msg, sizeof msg, "no worker of pool '%s' is available; retry later",
+                         b->cfg.pools[r->pool]);
             bw_fail(b, r, 503, msg, (b->cfg.dead_after_ms + 999) / 1000);
         }
     }

@@ -20,9 +20,15 @@
 
 enum bk_cmd_type { BK_DISPATCH = 1, BK_CANCEL, BK_DRAIN, BK_TERM };
 
-/* A pool's chat template and tool-call format, as its first live worker registered them. */
+/* Most distinct model names the router takes from workers' registrations: a worker registering
+ * one more is refused (its Register answered with an error naming the bound). */
+#define BROKER_MAX_MODELS 64
+
+/* A (pool, model)'s chat template and tool-call format, as its first live worker registered
+ * them: one row per pair with a live worker. */
 typedef struct bk_pool_tools {
-    bool known; /* a live worker registered */
+    char pool[SOL_FRAME_MAX_NAME_BYTES + 1];
+    char model[SOL_FRAME_MAX_NAME_BYTES + 1];
     char chat_template[32];
     char tool_format[16];
 } bk_pool_tools;
@@ -38,6 +44,7 @@ typedef struct bk_cmd {
     genmsg *msg;         /* BK_DISPATCH: the Generate message (owned), built on the HTTP thread */
     char id[SOL_FRAME_MAX_ID_BYTES + 1]; /* request id (DISPATCH, CANCEL) or worker id (DRAIN) */
     uint32_t choice;                     /* BK_DISPATCH: which of the request's n samples */
+    char model[SOL_FRAME_MAX_NAME_BYTES + 1]; /* BK_DISPATCH: only workers of this model ("" any) */
 } bk_cmd;
 
 struct broker {
@@ -54,6 +61,8 @@ struct broker {
     prefix_index *pidx; /* cache_aware: which workers were sent which prefixes; else NULL */
     uint32_t next_uid;  /* bk_worker.uid of the next worker (or worker session) to register */
     bk_queue *queues;   /* one per pool */
+    strbuf models;      /* "\nm1\nm2\n": every model a worker registered since the router started */
+    size_t n_models;
     uint64_t next_beat_ms;
     uint8_t *enc; /* encode scratch */
     size_t enc_cap;
@@ -65,7 +74,9 @@ struct broker {
     pthread_mutex_t snap_mu;
     strbuf snap_json;
     strbuf snap_ids;           /* "\nid1\nid2\n" */
-    bk_pool_tools *snap_tools; /* per pool: what its workers' template makes of tools */
+    bk_pool_tools *snap_tools; /* per (pool, model) with a live worker: its template and tools */
+    size_t snap_n_tools, snap_cap_tools;
+    strbuf snap_models; /* a copy of models */
     bool snap_ready;
 };
 
@@ -78,6 +89,8 @@ void bw_shutdown(broker *b);
 void bw_on_dispatch(broker *b, bk_cmd *c);
 void bw_on_cancel(broker *b, const char *http_id);
 void bw_on_drain(broker *b, const char *worker_id);
+/* The scope (worker_table.h) a request of pool index `pool` and model `model` may go to. */
+wt_scope bw_scope(const broker *b, int pool, const char *model);
 /* Assign queued requests of `pool` to its free workers. */
 void bw_pump(broker *b, int pool);
 /* Put r back at the front of its queue for another worker (or give up past the attempt cap). */

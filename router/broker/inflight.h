@@ -26,6 +26,7 @@ typedef struct bk_req {
     genmsg *msg;         /* the Generate (owned): packed per attempt with its id and resume */
     int pool;            /* index of the pool it is queued for / served by */
     int metric_pool;     /* the pool classify chose (labels metrics) */
+    char model[SOL_FRAME_MAX_NAME_BYTES + 1]; /* only workers registered with it ("" any) */
     uint64_t received_ns, queued_ms;
     uint64_t prefix_hash;
     prefix_chain *chain; /* cache_aware (owned), else NULL */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool eligible(const bk_worker *w, const char *pool, const bk_worker *avoid) {
+static bool eligible(const bk_worker *w, wt_scope pool, const bk_worker *avoid) {
     return w != avoid && wt_can_take(w, pool);
 }
 
@@ -15,7 +15,7 @@ double rp_cost(const bk_worker *w, uint32_t total, uint32_t cached) {
 }
 
 /* round_robin: the next eligible worker after the last one chosen, in table order. */
-static bk_worker *round_robin(worker_table *t, const char *pool, const bk_worker *avoid) {
+static bk_worker *round_robin(worker_table *t, wt_scope pool, const bk_worker *avoid) {
     for (size_t k = 0; k < t->n; k++) {
         bk_worker *w = t->w[(size_t)(t->rr++ % t->n)];
         if (eligible(w, pool, avoid)) return w;
@@ -32,8 +32,7 @@ bool rp_within_bound(const bk_worker *w, double pool_busy, double pool_cap) {
 /* cache_aware: among the eligible workers within the load bound (rp_within_bound: a hot prefix
  * cannot pile onto one worker), the least cost; ties go to the less loaded, then to the rotation.
  * The least loaded worker is always within it (its load is at most the mean). */
-static bk_worker *cheapest(worker_table *t, const char *pool, const rp_request *r,
-                           prefix_index *x) {
+static bk_worker *cheapest(worker_table *t, wt_scope pool, const rp_request *r, prefix_index *x) {
     size_t n = 0;
     bk_worker **cand = malloc(sizeof *cand * (t->n ? t->n : 1));
     uint32_t *uids = malloc(sizeof *uids * (t->n ? t->n : 1));
@@ -44,7 +43,7 @@ static bk_worker *cheapest(worker_table *t, const char *pool, const rp_request *
     size_t start = t->n ? (size_t)(t->rr++ % t->n) : 0;
     for (size_t k = 0; k < t->n; k++) {
         bk_worker *w = t->w[(start + k) % t->n];
-        if (w->draining || w->unhealthy || strcmp(w->pool, pool)) continue;
+        if (w->draining || w->unhealthy || !wt_in_scope(w, pool)) continue;
         busy += wt_load(w) * w->capacity;
         cap += w->capacity;
         if (!eligible(w, pool, r->avoid)) continue;
@@ -68,8 +67,8 @@ out:
     return best;
 }
 
-bk_worker *rp_pick(worker_table *t, sol_routing_policy policy, const char *pool,
-                   const rp_request *r, prefix_index *x) {
+bk_worker *rp_pick(worker_table *t, sol_routing_policy policy, wt_scope pool, const rp_request *r,
+                   prefix_index *x) {
     bk_worker *w = NULL;
     switch (policy) {
     case SOL_ROUTE_CACHE_AWARE:

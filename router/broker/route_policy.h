@@ -35,10 +35,10 @@ typedef struct rp_request {
     const bk_worker *avoid;    /* a failed attempt's worker: another first */
 } rp_request;
 
-/* A worker of `pool` for r under `policy` (x: cache_aware's index, may be NULL for the others);
- * NULL when every worker is full. */
-bk_worker *rp_pick(worker_table *t, sol_routing_policy policy, const char *pool,
-                   const rp_request *r, prefix_index *x);
+/* A worker of scope `pool` (worker_table.h) for r under `policy` (x: cache_aware's index, may be
+ * NULL for the others); NULL when every worker is full. */
+bk_worker *rp_pick(worker_table *t, sol_routing_policy policy, wt_scope pool, const rp_request *r,
+                   prefix_index *x);
 
 /* Whether w may take one more request under cache_aware's load bound, given the pool's busy total
  * and capacity (requests). */

@@ -66,10 +66,14 @@ bk_worker *wt_find_id(const worker_table *t, const char *id) {
     return NULL;
 }
 
-size_t wt_live_in_pool(const worker_table *t, const char *pool) {
+bool wt_in_scope(const bk_worker *w, wt_scope s) {
+    return !strcmp(w->pool, s.pool) && (!s.model || !*s.model || !strcmp(w->model, s.model));
+}
+
+size_t wt_live_in_pool(const worker_table *t, wt_scope s) {
     size_t n = 0;
     for (size_t i = 0; i < t->n; i++)
-        n += !t->w[i]->draining && !t->w[i]->unhealthy && !strcmp(t->w[i]->pool, pool);
+        n += !t->w[i]->draining && !t->w[i]->unhealthy && wt_in_scope(t->w[i], s);
     return n;
 }
 
@@ -92,15 +96,15 @@ uint64_t wt_prefix_hash(const char *s, size_t len, size_t max_chars) {
     return sol_fmix64(sol_fnv64(SOL_FNV64_INIT, s, i));
 }
 
-static bool eligible(const bk_worker *w, const char *pool) {
-    return !w->draining && !w->unhealthy && w->inflight < w->capacity && !strcmp(w->pool, pool);
+static bool eligible(const bk_worker *w, wt_scope s) {
+    return !w->draining && !w->unhealthy && w->inflight < w->capacity && wt_in_scope(w, s);
 }
 
-bool wt_can_take(const bk_worker *w, const char *pool) {
-    return eligible(w, pool);
+bool wt_can_take(const bk_worker *w, wt_scope s) {
+    return eligible(w, s);
 }
 
-static bk_worker *least_loaded(worker_table *t, const char *pool, const bk_worker *avoid) {
+static bk_worker *least_loaded(worker_table *t, wt_scope pool, const bk_worker *avoid) {
     bk_worker *best = NULL;
     double best_load = 0;
     size_t start = t->n ? (size_t)(t->rr++ % t->n) : 0;
@@ -123,14 +127,14 @@ typedef struct pool_view {
     bool any;
 } pool_view;
 
-static bk_worker *affinity_worker(const worker_table *t, const char *pool, uint64_t h,
+static bk_worker *affinity_worker(const worker_table *t, wt_scope pool, uint64_t h,
                                   const bk_worker *avoid, pool_view *v) {
     bk_worker *best = NULL;
     uint64_t best_score = 0;
     memset(v, 0, sizeof *v);
     for (size_t i = 0; i < t->n; i++) {
         bk_worker *w = t->w[i];
-        if (w->draining || w->unhealthy || strcmp(w->pool, pool)) continue;
+        if (w->draining || w->unhealthy || !wt_in_scope(w, pool)) continue;
         double l = wt_load(w);
         v->busy += l * w->capacity;
         v->cap += w->capacity;
@@ -155,7 +159,7 @@ bool wt_affinity_keeps(const bk_worker *a, double pool_busy, double pool_cap, do
     return wt_load(a) * a->capacity + 1 <= min_load * a->capacity + slack + 1e-9;
 }
 
-bk_worker *wt_pick(worker_table *t, const char *pool, uint64_t prefix_hash, bool use_affinity,
+bk_worker *wt_pick(worker_table *t, wt_scope pool, uint64_t prefix_hash, bool use_affinity,
                    const bk_worker *avoid) {
     if (use_affinity) {
         pool_view v;

@@ -72,12 +72,22 @@ void wt_remove(worker_table *t, bk_worker *w);
 bk_worker *wt_find_ident(const worker_table *t, const zmq_util_identity *id);
 bk_worker *wt_find_id(const worker_table *t, const char *id);
 
-/* Whether w may take one more request of `pool` now (in it, healthy, not draining, below
- * capacity). */
-bool wt_can_take(const bk_worker *w, const char *pool);
+/* The workers a request may go to: those of `pool` serving `model` (NULL or "": any model; a
+ * request that named a model a worker registered is kept to that model's workers). */
+typedef struct wt_scope {
+    const char *pool;
+    const char *model;
+} wt_scope;
 
-/* Workers of `pool` that may receive new work (not draining). */
-size_t wt_live_in_pool(const worker_table *t, const char *pool);
+/* Whether w is of the scope's pool and model (whatever its state). */
+bool wt_in_scope(const bk_worker *w, wt_scope s);
+
+/* Whether w may take one more request of scope `s` now (in it, healthy, not draining, below
+ * capacity). */
+bool wt_can_take(const bk_worker *w, wt_scope s);
+
+/* Workers of scope `s` that may receive new work (healthy, not draining). */
+size_t wt_live_in_pool(const worker_table *t, wt_scope s);
 
 /* Load as a fraction of capacity: the larger of what the router has assigned and what the worker
  * last reported running + waiting (a worker may hold work from another router), less the requests
@@ -85,11 +95,11 @@ size_t wt_live_in_pool(const worker_table *t, const char *pool);
  * heartbeat, and a repeated prefix would spill off its warm worker). */
 double wt_load(const bk_worker *w);
 
-/* Choose a worker of `pool` for one request: not draining, below capacity, not `avoid` (unless it
- * is the only choice). With `use_affinity`, the worker that rendezvous-hashing picks for
+/* Choose a worker of scope `pool` for one request: not draining, below capacity, not `avoid`
+ * (unless it is the only choice). With `use_affinity`, the worker that rendezvous-hashing picks for
  * `prefix_hash` wins unless that would push it over the bounded-load limit; otherwise the least
  * loaded. NULL when every worker is full (the request waits in the pool's queue). */
-bk_worker *wt_pick(worker_table *t, const char *pool, uint64_t prefix_hash, bool use_affinity,
+bk_worker *wt_pick(worker_table *t, wt_scope pool, uint64_t prefix_hash, bool use_affinity,
                    const bk_worker *avoid);
 
 /* The bound above: `a` (the rendezvous pick) keeps one more request given the pool's busy total and

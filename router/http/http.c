@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "frame.h"
 #include "log.h"
 #include "status_page.h"
 
@@ -40,27 +41,42 @@ typedef struct conn_ctx {
 
 /* ---- simple endpoints ------------------------------------------------------------------------ */
 
+static void model_entry(strbuf *b, const char *id, size_t len, long long created, int *first) {
+    strbuf_puts(b, *first ? "{\"id\":" : ",{\"id\":");
+    strbuf_json_str(b, id, len);
+    strbuf_printf(b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"sol\"}", created);
+    *first = 0;
+}
+
+static void known_models(http_server *s, strbuf *out);
+
+/* The names "model" takes: the router's --served-model, the models workers registered, then the
+ * pools (resolve_model). */
 static enum MHD_Result handle_models(http_server *s, struct MHD_Connection *c, const char *rid) {
-    strbuf b;
+    strbuf b, list;
     strbuf_init(&b);
+    strbuf_init(&list);
+    known_models(s, &list);
     const classify *cl = s->cfg.router;
     long long created = (long long)time(NULL);
     strbuf_puts(&b, "{\"object\":\"list\",\"data\":[");
     int first = 1;
-    if (s->cfg.served_model) {
-        strbuf_puts(&b, "{\"id\":");
-        strbuf_json_str(&b, s->cfg.served_model, strlen(s->cfg.served_model));
-        strbuf_printf(&b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"sol\"}", created);
-        first = 0;
+    const char *sm = s->cfg.served_model;
+    if (sm) model_entry(&b, sm, strlen(sm), created, &first);
+    for (const char *p = list.data ? list.data + 1 : NULL; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        char name[SOL_FRAME_MAX_NAME_BYTES + 1];
+        snprintf(name, sizeof name, "%.*s", (int)(nl - p), p);
+        if ((!sm || strcmp(name, sm)) && !classify_pool(cl, name)) /* listed once */
+            model_entry(&b, name, strlen(name), created, &first);
+        p = nl + 1;
     }
     for (size_t i = 0; i < classify_n_pools(cl); i++) {
         const char *p = classify_pool_at(cl, i);
-        strbuf_puts(&b, first ? "{\"id\":" : ",{\"id\":");
-        strbuf_json_str(&b, p, strlen(p));
-        strbuf_printf(&b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"sol\"}", created);
-        first = 0;
+        model_entry(&b, p, strlen(p), created, &first);
     }
     strbuf_puts(&b, "]}");
+    strbuf_free(&list);
     return http_send_json(c, 200, &b, rid);
 }
 
@@ -215,9 +231,61 @@ static int parse_body(struct MHD_Connection *c, http_server *s, conn_ctx *cc, oa
     return 0;
 }
 
+/* Every model a worker registered, "\nm1\nm2\n" into out (nothing without the callback). */
+static void known_models(http_server *s, strbuf *out) {
+    if (s->cfg.backend.models) s->cfg.backend.models(s->cfg.backend.ctx, out);
+}
+
+/* Whether `name` is one of the lines of `list` ("\nm1\nm2\n"). */
+static int listed(const strbuf *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list->data; p && (p = strstr(p, name)); p++)
+        if (p > list->data && p[-1] == '\n' && p[n] == '\n') return 1;
+    return 0;
+}
+
+/* The 404 for a model that is not served: the names that are, within the message's bound. */
+static void model_not_found(http_server *s, const char *name, const strbuf *list, oai_error *e) {
+    char served[256] = "";
+    size_t used = 0;
+    const char *sm = s->cfg.served_model;
+    if (sm) used += (size_t)snprintf(served, sizeof served, "'%.100s'", sm);
+    for (const char *p = list->data ? list->data + 1 : NULL; p && *p && used < sizeof served;) {
+        const char *nl = strchr(p, '\n');
+        int len = (int)(nl - p);
+        used += (size_t)snprintf(served + used, sizeof served - used, "%s'%.*s'", used ? ", " : "",
+                                 len > 100 ? 100 : len, p);
+        p = nl + 1;
+    }
+    oai_error_set(e, 404, "invalid_request_error", "model_not_found", "model",
+                  "The model '%.100s' does not exist; served: %s (a pool name also works)", name,
+                  served);
+}
+
+/* What "model" names (docs/api.md, "Models"): a pool (any of its workers), the router's
+ * --served-model (any worker) or a model workers registered (only their workers: *only). Any
+ * other name is a 404 naming what is served; before any worker registered and without
+ * --served-model there is nothing to check a name against, and every name is taken. */
+static int resolve_model(http_server *s, const oai_request *req, const char **only, oai_error *e) {
+    *only = NULL;
+    const char *m = req->model;
+    if (!m || classify_pool(s->cfg.router, m)) return 0;
+    if (s->cfg.served_model && !strcmp(m, s->cfg.served_model)) return 0;
+    strbuf list;
+    strbuf_init(&list);
+    known_models(s, &list);
+    int rc = 0;
+    if (listed(&list, m))
+        *only = m;
+    else if (s->cfg.served_model || list.len > 1)
+        model_not_found(s, m, &list, e), rc = -1;
+    strbuf_free(&list);
+    return rc;
+}
+
 /* The pool: explicit tags, then the YAML rules, then the classifier (classify.c). */
-static int route_request(http_server *s, struct MHD_Connection *c, const oai_request *req,
-                         classify_result *route, oai_error *e) {
+static void route_request(http_server *s, struct MHD_Connection *c, const oai_request *req,
+                          classify_result *route) {
     strbuf text;
     strbuf_init(&text);
     oai_request_text(req, &text);
@@ -233,21 +301,17 @@ static int route_request(http_server *s, struct MHD_Connection *c, const oai_req
                          req->max_tokens_set,
                          tags,
                          collect_tags(req, c, tagstore, sizeof tagstore, tags)};
-    int rc = classify_route(s->cfg.router, &in, route);
+    classify_route(s->cfg.router, &in, route);
     strbuf_free(&text);
-    if (rc)
-        oai_error_set(e, 404, "invalid_request_error", "model_not_found", "model",
-                      "The model '%.100s' does not exist", req->model);
-    return rc ? -1 : 0;
 }
 
 /* Tools in the chosen pool's call format (its workers' chat template): their grammar, if any. */
 static int bind_pool_tools(http_server *s, oai_request *req, const classify_result *route,
-                           oai_error *e) {
+                           const char *only, oai_error *e) {
     char tmpl[32] = "", fmt[16] = "";
-    int known =
-        s->cfg.backend.pool_tools && s->cfg.backend.pool_tools(s->cfg.backend.ctx, route->pool,
-                                                               tmpl, sizeof tmpl, fmt, sizeof fmt);
+    int known = s->cfg.backend.pool_tools &&
+                s->cfg.backend.pool_tools(s->cfg.backend.ctx, route->pool, only, tmpl, sizeof tmpl,
+                                          fmt, sizeof fmt);
     return oai_tools_bind(&req->tools, known ? fmt : NULL, tmpl, route->pool, &req->grammar,
                           &req->grammar_field, e)
                ? -1
@@ -258,9 +322,9 @@ static int bind_pool_tools(http_server *s, oai_request *req, const classify_resu
  * prompt's KV through the prefix cache when they land together); a refusal part-way cancels
  * the ones already sent. */
 static int dispatch_all(http_server *s, conn_ctx *cc, http_stream *st, oai_request *req,
-                        const classify_result *route, oai_error *e) {
-    http_dispatch_info info = {
-        req, cc->request_id, route->pool, route->reason, cc->client_key, cc->t_start, 0};
+                        const classify_result *route, const char *only, oai_error *e) {
+    http_dispatch_info info = {req,           cc->request_id, route->pool, only,
+                               route->reason, cc->client_key, cc->t_start, 0};
     for (uint32_t i = 0; i < req->n; i++) {
         info.choice = i;
         if (s->cfg.backend.dispatch(s->cfg.backend.ctx, &info, st, e) == 0) continue;
@@ -280,13 +344,15 @@ static enum MHD_Result start_generation(http_server *s, struct MHD_Connection *c
     oai_request *req = NULL;
     oai_error e;
     classify_result route;
-    cc->responded = true; /* every early return below queues a response */
+    const char *only = NULL; /* the model a worker registered that the request named */
+    cc->responded = true;    /* every early return below queues a response */
     if (parse_body(c, s, cc, &req, &e)) return http_send_error(c, &e, cc->request_id, NULL, NULL);
-    if (route_request(s, c, req, &route, &e)) {
+    if (resolve_model(s, req, &only, &e)) {
         oai_request_free(req);
         return http_send_error(c, &e, cc->request_id, NULL, NULL);
     }
-    if (bind_pool_tools(s, req, &route, &e)) {
+    route_request(s, c, req, &route);
+    if (bind_pool_tools(s, req, &route, only, &e)) {
         oai_request_free(req);
         return http_send_error(c, &e, cc->request_id, route.pool, route.reason);
     }
@@ -303,7 +369,7 @@ static enum MHD_Result start_generation(http_server *s, struct MHD_Connection *c
     cc->stream = st;
     cc->dispatched = true;
     link_stream(s, st);
-    if (dispatch_all(s, cc, st, req, &route, &e))
+    if (dispatch_all(s, cc, st, req, &route, only, &e))
         return http_send_error(c, &e, cc->request_id, route.pool, route.reason);
     if (req->traceparent[0])
         LOG_INFO(MOD, "request %s traceparent %s → pool %s (%s)", cc->request_id, req->traceparent,

@@ -57,6 +57,7 @@ typedef struct http_dispatch_info {
     const oai_request *req;
     const char *request_id;
     const char *pool;         /* classify's decision */
+    const char *model;        /* a model a worker registered: only its workers (NULL: any) */
     const char *route_reason; /* model | tag | rule:N | classifier:P | default */
     const char *client_key;   /* API key or client address: a tenant identity */
     uint64_t received_ns;     /* sol_now_ns() when the body was complete */
@@ -78,10 +79,14 @@ typedef struct http_backend {
     int (*workers_json)(void *ctx, strbuf *out);
     /* POST /admin/workers/{id}/drain: 0, or fill *err (404 unknown worker). */
     int (*drain)(void *ctx, const char *worker_id, oai_error *err);
-    /* The chat template and tool-call format ("" = none) of `pool`'s workers: 1 when a live
-     * worker told them, 0 when none is known yet. */
-    int (*pool_tools)(void *ctx, const char *pool, char *chat_template, size_t tmpl_cap,
-                      char *tool_format, size_t fmt_cap);
+    /* The chat template and tool-call format ("" = none) of `pool`'s workers serving `model`
+     * (NULL: any): 1 when a live worker told them, 0 when none is known yet. */
+    int (*pool_tools)(void *ctx, const char *pool, const char *model, char *chat_template,
+                      size_t tmpl_cap, char *tool_format, size_t fmt_cap);
+    /* Appends "\nname1\nname2\n" (or "" when none): every model a worker registered since the
+     * router started. Requests may name one (only its workers serve them); /v1/models lists
+     * them. NULL: no models known (any name is taken). */
+    int (*models)(void *ctx, strbuf *out);
 } http_backend;
 
 typedef struct http_config {

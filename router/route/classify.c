@@ -25,7 +25,6 @@ struct classify {
     char **pools;
     size_t n_pools;
     const char *default_pool;
-    char *served_model;
     rule *rules;
     size_t n_rules;
     clf_model *model;
@@ -48,20 +47,11 @@ const char *classify_pool_at(const classify *c, size_t i) {
     return i < c->n_pools ? c->pools[i] : NULL;
 }
 
-const char *classify_served_model(const classify *c) {
-    return c->served_model;
-}
-
-static char *dup_or_null(const char *s) {
-    return s ? strdup(s) : NULL;
-}
-
 void classify_free(classify *c) {
     if (!c) return;
     for (size_t i = 0; i < c->n_pools; i++)
         free(c->pools[i]);
     free(c->pools);
-    free(c->served_model);
     for (size_t i = 0; i < c->n_rules; i++) {
         free(c->rules[i].tag);
         free(c->rules[i].model);
@@ -147,10 +137,6 @@ int classify_new(const classify_config *cfg, classify **out, sol_err *e) {
                          cfg->default_pool ? cfg->default_pool : "(none)");
         goto fail;
     }
-    if (cfg->served_model && !(c->served_model = dup_or_null(cfg->served_model))) {
-        rc = sol_err_set(e, -ENOMEM, "out of memory");
-        goto fail;
-    }
     for (size_t i = 0; i < cfg->n_rules; i++) {
         c->n_rules++;
         if ((rc = copy_rule(c, &cfg->rules[i], i, e))) goto fail;
@@ -218,7 +204,6 @@ static int set(classify_result *out, const char *pool, const char *reason) {
 int classify_route(const classify *c, const classify_input *in, classify_result *out) {
     const char *p = classify_pool(c, in->model);
     if (p) return set(out, p, "model");
-    if (in->model && c->served_model && strcmp(in->model, c->served_model)) return -ENOENT;
 
     for (size_t i = 0; i < in->n_tags; i++)
         if ((p = classify_pool(c, in->tags[i]))) return set(out, p, "tag");

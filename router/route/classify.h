@@ -29,8 +29,6 @@ typedef struct classify_config {
     const char *const *pools; /* known pool names, e.g. {"fast", "precise"} */
     size_t n_pools;
     const char *default_pool; /* must be one of pools */
-    const char *served_model; /* the model name clients may send; NULL: any non-pool name is
-                                 accepted (single-model deployments) */
     const classify_rule *rules;
     size_t n_rules;
     const char *classifier_path; /* weights file, NULL: no classifier */
@@ -62,14 +60,14 @@ typedef struct classify_result {
 int classify_new(const classify_config *cfg, classify **out, sol_err *e);
 void classify_free(classify *c);
 
-/* Returns 0, or -ENOENT when the model name is neither a pool nor the served model (→ 404). */
+/* The pool for `in`. A model name that is not a pool is not judged here: the HTTP layer checks
+ * it against the served models (http.c, resolve_model). Returns 0. */
 int classify_route(const classify *c, const classify_input *in, classify_result *out);
 
 /* Is `name` one of the pools? Returns the pool's stored name or NULL. */
 const char *classify_pool(const classify *c, const char *name);
 size_t classify_n_pools(const classify *c);
 const char *classify_pool_at(const classify *c, size_t i);
-const char *classify_served_model(const classify *c); /* may be NULL */
 
 /* Split "a, b,c" (an X-Sol-Tags header) into at most `max` tags written into `store` (cap
  * bytes); returns how many tags were found. Pointers in tags[] point into store. */

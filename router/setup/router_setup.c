@@ -61,7 +61,6 @@ static int build_classifier(router_setup *s, const sol_router_config *r, const r
         .pools = (const char *const *)r->routing.pools.items,
         .n_pools = r->routing.pools.n,
         .default_pool = r->routing.default_pool,
-        .served_model = o->served_model,
         .rules = rules,
         .n_rules = n,
         .classifier_path = weights,

@@ -60,7 +60,7 @@ static server *server_get(void) {
     if (started) return sv.srv ? &sv : NULL;
     started = 1;
     sol_err e = {0};
-    classify_config cc = {k_pools, 2, "precise", "fuzz", NULL, 0, NULL, 0};
+    classify_config cc = {k_pools, 2, "precise", NULL, 0, NULL, 0};
     if (classify_new(&cc, &sv.cl, &e) || apikeys_from_list(k_keys, 1, &sv.keys, &e)) {
         fprintf(stderr, "fuzz_http: %s\n", e.msg);
         abort();

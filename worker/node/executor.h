@@ -86,6 +86,7 @@ static inline void exec_free(executor *x) {
 typedef struct exec_engine_config {
     sol_backend *be;   /* borrowed: made by sol_backend_new from worker.backend, outlives this */
     const char *model; /* GGUF path */
+    const char *served_model_name; /* registered instead of the model's own name; NULL: none */
     bool mmap, mlock;
     int block_size, num_blocks, max_model_len;
     double memory_fraction;

@@ -342,7 +342,8 @@ static int load(eng_exec *x, const exec_engine_config *w, sol_err *e) {
     LOG_INFO("engine", "KV pool: %d blocks of %d tokens; max_model_len %d, max_num_seqs %d",
              st.total_blocks, st.block_size, st.max_model_len, ec.max_num_seqs);
     exec_info *in = &x->info;
-    snprintf(in->model, sizeof in->model, "%s", model_name(x->m));
+    snprintf(in->model, sizeof in->model, "%s",
+             w->served_model_name ? w->served_model_name : model_name(x->m));
     snprintf(in->backend, sizeof in->backend, "%s", sol_backend_name(x->be));
     const char *src = NULL;
     sol_err ignore = {0};

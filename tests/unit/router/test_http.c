@@ -177,7 +177,7 @@ static const char *pools[] = {"fast", "precise"};
 static int setup(void **state) {
     fixture *x = calloc(1, sizeof *x);
     pthread_mutex_init(&x->f.mu, NULL);
-    classify_config cc = {pools, 2, "precise", "demo", NULL, 0, NULL, 0};
+    classify_config cc = {pools, 2, "precise", NULL, 0, NULL, 0};
     sol_err e = {0};
     assert_int_equal(classify_new(&cc, &x->cl, &e), 0);
     const char *k[] = {"sk-test-key-1", "sk-limited-2"};

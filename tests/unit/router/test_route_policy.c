@@ -17,6 +17,9 @@
 #include "prefix_index.h"
 #include "route_policy.h"
 
+/* pool "p", any model */
+#define P ((wt_scope){"p", NULL})
+
 static oai_request *parse(oai_kind kind, const char *json) {
     oai_request *r = NULL;
     oai_error err;
@@ -157,7 +160,7 @@ static void test_cache_aware_follows_the_history(void **st) {
     chain_of(OAI_CHAT, "{\"messages\":[" SYS "," U1 "]}", &t1);
     chain_of(OAI_CHAT, "{\"messages\":[" SYS "," U1 "," A1 "," U2 "]}", &t2);
     rp_request r = {.chain = &t1};
-    bk_worker *first = rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, x);
+    bk_worker *first = rp_pick(&t, SOL_ROUTE_CACHE_AWARE, P, &r, x);
     assert_non_null(first);
     bk_charge ch = {0};
     first->inflight++;
@@ -172,26 +175,37 @@ static void test_cache_aware_follows_the_history(void **st) {
     /* the next turn goes where the first went, whichever worker that was */
     r.chain = &t2;
     for (int i = 0; i < 5; i++)
-        assert_ptr_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, x), first);
+        assert_ptr_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, P, &r, x), first);
     /* a short history does not outweigh a stream decoding there (RP_DECODE_BYTES) */
     first->inflight = 1;
-    assert_ptr_not_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, x), first);
+    assert_ptr_not_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, P, &r, x), first);
     a->inflight = b->inflight = c->inflight = 1; /* even again: the history wins */
-    assert_ptr_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, x), first);
+    assert_ptr_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, P, &r, x), first);
     a->inflight = b->inflight = c->inflight = 0;
     /* a worker that came back without its cache has a new uid: it matches nothing */
     first->uid = 99;
-    bk_worker *w = rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, x);
+    bk_worker *w = rp_pick(&t, SOL_ROUTE_CACHE_AWARE, P, &r, x);
     assert_true(w == a || w == b || w == c);
     /* the backlog steers: a worker whose queue holds more than the uncached prompt loses */
     first->uid = first == a ? 1 : first == b ? 2 : 3;
     first->backlog_bytes = 10 * t2.total;
     first->inflight = 1;
-    assert_ptr_not_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, x), first);
+    assert_ptr_not_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, P, &r, x), first);
     /* the avoided worker only when it is the only one */
     first->backlog_bytes = 0, first->inflight = 0;
     r.avoid = first;
-    assert_ptr_not_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, x), first);
+    assert_ptr_not_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, P, &r, x), first);
+    r.avoid = NULL;
+    /* a request for another model never goes to the history's worker, under any policy */
+    bk_worker *ws[3] = {a, b, c};
+    for (int i = 0; i < 3; i++)
+        snprintf(ws[i]->model, sizeof ws[i]->model, "%s", ws[i] == first ? "m1" : "m2");
+    wt_scope m2 = {"p", "m2"}, m1 = {"p", "m1"};
+    for (int p = 0; p < 4; p++) {
+        sol_routing_policy pol = (sol_routing_policy)p;
+        assert_ptr_not_equal(rp_pick(&t, pol, m2, &r, x), first);
+        assert_ptr_equal(rp_pick(&t, pol, m1, &r, x), first);
+    }
     pidx_free(x);
     wt_free(&t);
 }
@@ -214,9 +228,9 @@ static void test_cache_aware_bound(void **st) {
     pidx_note(x, &long1, ws[0]->uid);
     rp_request r = {.chain = &long1};
     ws[0]->inflight = 4; /* 5 after: share (4 + 1) x 16 / 48 = 1.67, bound 2 x 1.67 + 2 = 5.33 */
-    assert_ptr_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, x), ws[0]);
+    assert_ptr_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, P, &r, x), ws[0]);
     ws[0]->inflight = 6; /* 7 after: bound 2 x 2.33 + 2 = 6.67 */
-    assert_ptr_not_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, x), ws[0]);
+    assert_ptr_not_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, P, &r, x), ws[0]);
     assert_true(rp_within_bound(ws[1], 6, 48)); /* the idle ones always */
     assert_false(rp_within_bound(ws[0], 6, 48));
     free(doc);
@@ -244,23 +258,23 @@ static void test_other_policies(void **st) {
     ws[0]->inflight = 1;
     bk_worker *seen[3];
     for (int i = 0; i < 3; i++)
-        seen[i] = rp_pick(&t, SOL_ROUTE_ROUND_ROBIN, "p", &r, NULL);
+        seen[i] = rp_pick(&t, SOL_ROUTE_ROUND_ROBIN, P, &r, NULL);
     assert_true(seen[0] != seen[1] && seen[1] != seen[2] && seen[0] != seen[2]);
     /* least_loaded: never the busy one, whatever the prefix */
     r.prefix_hash = 42;
     r.affinity_on = true;
     for (int i = 0; i < 6; i++)
-        assert_ptr_not_equal(rp_pick(&t, SOL_ROUTE_LEAST_LOADED, "p", &r, NULL), ws[0]);
+        assert_ptr_not_equal(rp_pick(&t, SOL_ROUTE_LEAST_LOADED, P, &r, NULL), ws[0]);
     /* affinity: one worker for one prefix while the load allows */
     ws[0]->inflight = 0;
-    bk_worker *aff = rp_pick(&t, SOL_ROUTE_AFFINITY, "p", &r, NULL);
+    bk_worker *aff = rp_pick(&t, SOL_ROUTE_AFFINITY, P, &r, NULL);
     for (int i = 0; i < 4; i++)
-        assert_ptr_equal(rp_pick(&t, SOL_ROUTE_AFFINITY, "p", &r, NULL), aff);
+        assert_ptr_equal(rp_pick(&t, SOL_ROUTE_AFFINITY, P, &r, NULL), aff);
     /* full: nobody */
     for (int i = 0; i < 3; i++)
         ws[i]->inflight = 2;
-    assert_null(rp_pick(&t, SOL_ROUTE_ROUND_ROBIN, "p", &r, NULL));
-    assert_null(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, "p", &r, NULL));
+    assert_null(rp_pick(&t, SOL_ROUTE_ROUND_ROBIN, P, &r, NULL));
+    assert_null(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, P, &r, NULL));
     wt_free(&t);
 }
 
