@@ -45,7 +45,7 @@ static void render_worker(strbuf *o, const bk_worker *w, uint64_t now) {
                   "\"prefix_hit_rate\":%.4f,\"spec_acceptance\":%.4f,\"tokens_per_s\":%.1f,"
                   "\"engine_steps\":%llu,"
                   "\"served\":%llu,\"failed_over\":%llu,\"migrated\":%llu,"
-                  "\"last_heartbeat_ms_ago\":%llu",
+                  "\"kv_links\":%llu,\"kv_snapshots\":%llu,\"last_heartbeat_ms_ago\":%llu",
                   w->unhealthy  ? "unhealthy"
                   : w->draining ? "draining"
                                 : "ready",
@@ -53,6 +53,7 @@ static void render_worker(strbuf *o, const bk_worker *w, uint64_t now) {
                   wt_load(w), w->kv_usage, w->prefix_hit_rate, w->spec_acceptance, w->tokens_per_s,
                   (unsigned long long)w->engine_steps, (unsigned long long)w->served,
                   (unsigned long long)w->failed_over, (unsigned long long)w->migrated,
+                  (unsigned long long)w->kv_links, (unsigned long long)w->kv_snapshots,
                   (unsigned long long)(now > w->last_seen_ms ? now - w->last_seen_ms : 0));
     if (w->unhealthy) {
         strbuf_puts(o, ",\"unhealthy_reason\":");
@@ -346,7 +347,7 @@ static int cb_dispatch(void *ctx, const http_dispatch_info *info, http_stream *s
     }
     /* the prompt's chain, hashed here on the HTTP thread as the Generate is built */
     if (b->cfg.policy == SOL_ROUTE_CACHE_AWARE && (c.chain = malloc(sizeof *c.chain)))
-        prefix_chain_of(info->req, c.chain);
+        pc_of_generate(genmsg_envelope(c.msg)->generate, c.chain);
     http_stream_ref(stream);
     if (send_cmd(b, &c)) {
         genmsg_free(c.msg);

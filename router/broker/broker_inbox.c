@@ -128,7 +128,23 @@ static void note_health(broker *b, bk_worker *w, const Sol__Heartbeat *hb) {
     }
 }
 
+/* KV events: what w's prefix cache holds, into the index cache_aware routes on. */
+static void on_kv_events(broker *b, bk_worker *w, const Sol__Heartbeat *hb) {
+    if (hb->kv_snapshot) {
+        if (b->pidx) pidx_drop_uid(b->pidx, w->uid);
+        w->kv_links = 0;
+        w->kv_snapshots++;
+    }
+    for (size_t i = 0; b->pidx && i < hb->n_kv_removed; i++)
+        pidx_drop(b->pidx, hb->kv_removed[i], w->uid);
+    for (size_t i = 0; b->pidx && i < hb->n_kv_stored; i++)
+        pidx_hold(b->pidx, hb->kv_stored[i], w->uid);
+    int64_t n = (int64_t)w->kv_links + (int64_t)hb->n_kv_stored - (int64_t)hb->n_kv_removed;
+    w->kv_links = n > 0 ? (uint64_t)n : 0;
+}
+
 static void on_heartbeat(broker *b, bk_worker *w, const Sol__Heartbeat *hb) {
+    on_kv_events(b, w, hb);
     w->hb_running = hb->running;
     w->hb_waiting = hb->waiting;
     w->finished_since_hb = 0;

@@ -10,7 +10,7 @@
 
 #include "broker.h"
 #include "inflight.h"
-#include "prefix_chain.h"
+#include "prompt_chain.h"
 #include "prefix_index.h"
 #include "route_policy.h"
 #include "worker_table.h"

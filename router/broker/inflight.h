@@ -11,7 +11,7 @@
 #include "frame.h"
 #include "generate_msg.h"
 #include "http.h"
-#include "prefix_chain.h"
+#include "prompt_chain.h"
 #include "strbuf.h"
 #include "worker_table.h"
 

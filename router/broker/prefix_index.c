@@ -1,4 +1,4 @@
-/* prefix_index: prefix-chain links to the workers that were sent them (prefix_index.h). An open
+/* prefix_index: prefix-chain links to the workers that hold them (prefix_index.h). An open
  * addressing table (linear probing, backward-shift deletion) over a fixed pool of links kept in
  * least-recently-used order; the least recently used link goes when the pool is full. */
 #include "prefix_index.h"
@@ -156,4 +156,29 @@ void pidx_match(prefix_index *x, const prefix_chain *c, const uint32_t *uids, si
                     left--;
                 }
     }
+}
+
+void pidx_hold(prefix_index *x, uint64_t hash, uint32_t uid) {
+    uint32_t e = get_or_add(x, hash);
+    add_holder(&x->links[e], uid);
+    touch(x, e);
+}
+
+static void remove_holder(link *l, uint32_t uid) {
+    for (uint32_t k = 0; k < l->n_uid; k++)
+        if (l->uid[k] == uid) {
+            memmove(l->uid + k, l->uid + k + 1, sizeof l->uid[0] * (l->n_uid - k - 1));
+            l->n_uid--;
+            return;
+        }
+}
+
+void pidx_drop(prefix_index *x, uint64_t hash, uint32_t uid) {
+    size_t s = slot_of(x, hash);
+    if (x->slots[s]) remove_holder(&x->links[x->slots[s] - 1], uid);
+}
+
+void pidx_drop_uid(prefix_index *x, uint32_t uid) {
+    for (size_t e = 0; e < x->used; e++)
+        remove_holder(&x->links[e], uid);
 }

@@ -1,5 +1,6 @@
-/* prefix_index: which workers the router has sent each prefix-chain link to, bounded (least
- * recently used links go first), for cache-aware routing (route_policy.h).
+/* prefix_index: which workers hold each prefix-chain link - noted when the router sends a request,
+ * corrected by the workers' KV events - bounded (least recently used links go first), for
+ * cache-aware routing (route_policy.h).
  * A link's holders are worker uids (never reused), so a worker that left simply never matches. */
 #ifndef SOL_PREFIX_INDEX_H
 #define SOL_PREFIX_INDEX_H
@@ -7,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "prefix_chain.h"
+#include "prompt_chain.h"
 
 /* One table: a link remembers its last PIDX_WAYS holders (a prefix hot enough for more workers
  * than that is everywhere anyway); PIDX_DEFAULT_LINKS links in all (~3 MiB). */
@@ -26,6 +27,13 @@ void pidx_note(prefix_index *x, const prefix_chain *c, uint32_t uid);
  * holds (0: none). Touches the links found. */
 void pidx_match(prefix_index *x, const prefix_chain *c, const uint32_t *uids, size_t n,
                 uint32_t *bytes);
+
+/* KV events (docs/broker.md): worker uid reports it holds the link (touched), no longer holds it,
+ * or (a snapshot follows) that everything said of it before is void. A link without holders stays
+ * until the least recently used ones are recycled. */
+void pidx_hold(prefix_index *x, uint64_t hash, uint32_t uid);
+void pidx_drop(prefix_index *x, uint64_t hash, uint32_t uid);
+void pidx_drop_uid(prefix_index *x, uint32_t uid);
 
 /* Links stored now (for tests and /admin). */
 size_t pidx_size(const prefix_index *x);

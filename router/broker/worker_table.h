@@ -50,6 +50,8 @@ typedef struct bk_worker {
      * its cache (a new session), so what the prefix index holds for the old one never matches */
     uint32_t uid;
     uint64_t backlog_bytes; /* uncached prompt bytes of its requests not yet streaming */
+    uint64_t kv_links;      /* prompt-chain links its KV events say it holds */
+    uint64_t kv_snapshots;  /* KV snapshots it sent (one per registration, or after a loss) */
     bool draining;
     bool unhealthy;          /* its heartbeat says the engine cannot step: no new work */
     char unhealthy_why[256]; /* the worker's reason, for /admin/workers */

@@ -157,6 +157,41 @@ static bool on_token(engine *e, ereq *r, const sampler_result *res) {
 
 /* ---- the step ----------------------------------------------------------------------------- */
 
+/* KV events: the prefix cache stored or dropped a block (engine thread, inside kv_cache calls). */
+static void on_block(void *ctx, uint64_t hash, bool stored) {
+    engine *e = ctx;
+    pthread_mutex_lock(&e->links_mu);
+    kv_links_block(e->links, hash, stored);
+    pthread_mutex_unlock(&e->links_mu);
+}
+
+/* A new request's links: held at once when the cache has their blocks already. */
+static void add_links(engine *e, const ereq *r) {
+    if (!e->links || !r->n_links) return;
+    pthread_mutex_lock(&e->links_mu);
+    for (size_t i = 0; i < r->n_links; i++)
+        kv_links_add(e->links, r->links[i].link, r->links[i].block,
+                     kv_cache_holds(e->kv, r->links[i].block));
+    pthread_mutex_unlock(&e->links_mu);
+}
+
+size_t engine_kv_events(engine *e, kv_link_event *out, size_t cap, bool *lost) {
+    *lost = false;
+    if (!e->links) return 0;
+    pthread_mutex_lock(&e->links_mu);
+    size_t n = kv_links_drain(e->links, out, cap, lost);
+    pthread_mutex_unlock(&e->links_mu);
+    return n;
+}
+
+size_t engine_kv_held(engine *e, uint64_t *out, size_t cap) {
+    if (!e->links) return 0;
+    pthread_mutex_lock(&e->links_mu);
+    size_t n = kv_links_held(e->links, out, cap);
+    pthread_mutex_unlock(&e->links_mu);
+    return n;
+}
+
 /* Moves new requests into the scheduler and finishes cancelled and expired ones. */
 static void take_commands(engine *e) {
     pthread_mutex_lock(&e->mu);
@@ -168,6 +203,7 @@ static void take_commands(engine *e) {
     while (in) {
         ereq *next = in->inbox_next;
         sol_err err = {0};
+        add_links(e, in);
         if (in->n_generated > 0 && in->n_generated >= in->max_tokens)
             finish(e, in, ENGINE_FINISH_LENGTH, NULL); /* resumed complete (check_length) */
         else if (sched_add(e->sched, &in->seq, &err))
@@ -663,6 +699,11 @@ static int start(engine *e, sol_err *err) {
     if ((rc = size_pool(e, err))) return rc;
     if (!(e->kv = kv_cache_new(e->cfg.num_blocks, e->cfg.block_size, e->cfg.prefix_caching, err)))
         return err->code ? err->code : -ENOMEM;
+    if (e->cfg.prefix_caching) { /* KV events: as many pairs as blocks, at most the bound */
+        int32_t pairs = e->cfg.num_blocks < KV_LINKS_MAX ? e->cfg.num_blocks : KV_LINKS_MAX;
+        if (!(e->links = kv_links_new(pairs, err))) return err->code ? err->code : -ENOMEM;
+        kv_cache_observe(e->kv, on_block, e);
+    }
     if (!(e->kv_data =
               model_kv_new(e->m, e->cfg.num_blocks, e->cfg.block_size, e->cfg.kv_dtype, err)))
         return err->code ? err->code : -ENOMEM;
@@ -716,6 +757,7 @@ engine *engine_new(const engine_config *cfg, model *m, tokenizer *tok, sol_err *
     const char *stall = getenv("SOL_TEST_ENGINE_STALL");
     e->stall_at = stall ? strtoull(stall, NULL, 10) : 0;
     pthread_mutex_init(&e->mu, NULL);
+    pthread_mutex_init(&e->links_mu, NULL);
     sol_cond_init(&e->wake);
     pthread_cond_init(&e->idle, NULL);
     if (start(e, err) || pthread_create(&e->thread, NULL, engine_main, e) != 0) {
@@ -738,6 +780,8 @@ void engine_free(engine *e) {
     }
     sched_free(e->sched);
     kv_cache_free(e->kv);
+    kv_links_free(e->links);
+    pthread_mutex_destroy(&e->links_mu);
     if (e->kv_data) model_kv_free(e->m, e->kv_data);
     sampler_free(e->smp);
     grammar_cache_free(e->gcache);

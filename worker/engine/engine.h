@@ -18,7 +18,9 @@
 #include "dtype.h"
 #include "err.h"
 #include "grammar.h"
+#include "kv_links.h"
 #include "model.h"
+#include "prompt_chain.h"
 #include "sampler.h"
 #include "spec.h"
 #include "tokenizer.h"
@@ -144,6 +146,9 @@ typedef struct engine_request {
                            * logits (before logit_bias, grammar and sampling) when the first token
                            * is sampled; valid once the request finished (sol-generate --logits) */
     void *user;           /* handed back in every event */
+    /* The prompt's chain (common/prompt_chain.h) as the router computed it: the links whose KV
+     * blocks the engine reports held (engine_kv_events). NULL or empty: none. Text prompts only */
+    const prefix_chain *chain;
 } engine_request;
 
 typedef struct engine_stats {
@@ -194,6 +199,13 @@ int engine_cancel(engine *e, uint64_t id);
 /* A consistent snapshot, updated after every step. (engine_stats is the type's name, hence
  * engine_get_stats for the function.) */
 void engine_get_stats(engine *e, engine_stats *out);
+
+/* KV events, thread-safe: the prompt-chain links the prefix cache began (stored) or ceased to
+ * hold since the last call, oldest first, up to cap; *lost: some were dropped at the bound since
+ * (resynchronise from engine_kv_held). 0 without prefix caching. */
+size_t engine_kv_events(engine *e, kv_link_event *out, size_t cap, bool *lost);
+/* Every link held now, up to cap (KV_LINKS_MAX covers them all). */
+size_t engine_kv_held(engine *e, uint64_t *out, size_t cap);
 
 /* Blocks until the engine has no request left (tests and benchmarks). */
 void engine_wait_idle(engine *e);

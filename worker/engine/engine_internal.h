@@ -9,6 +9,7 @@
 #include "drafter.h"
 #include "grammar.h"
 #include "kv_cache.h"
+#include "link_map.h"
 #include "scheduler.h"
 #include "stop_strings.h"
 
@@ -58,6 +59,8 @@ typedef struct ereq {
     int32_t *bias_tokens;   /* logit_bias (owned), n_bias entries */
     float *bias_values;
     int32_t n_bias;
+    link_block *links; /* its prompt's links and the blocks they end in (owned; NULL: none) */
+    size_t n_links;
     struct ereq *inbox_next;            /* submitted, not yet seen by the engine thread */
     struct ereq *live_prev, *live_next; /* every request not yet finished (guarded by mu) */
 } ereq;
@@ -72,6 +75,8 @@ struct engine {
     int32_t n_vocab;
     kv_cache *kv;
     model_kv *kv_data;
+    kv_links *links;          /* KV events (prefix caching on), guarded by links_mu */
+    pthread_mutex_t links_mu; /* the engine thread changes links, the link thread drains them */
     sched *sched;
     sampler *smp;
     grammar_vocab *gvocab;  /* the vocabulary as bytes for grammars, NULL without a tokenizer */

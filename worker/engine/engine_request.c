@@ -14,6 +14,7 @@ void ereq_free(ereq *r) {
     if (!r) return;
     free(r->seq.tokens);
     free(r->salt);
+    free(r->links);
     stop_text_free(&r->stop);
     tok_stream_free(r->ts);
     grammar_free(r->gram);
@@ -40,9 +41,10 @@ static int encode(const engine *e, const char *text, int add_special, int parse_
     return 0;
 }
 
-/* The prompt as ids at (*ids)[1..n] (slot 0 left free for a BOS that may have to be added). */
+/* The prompt as ids at (*ids)[1..n] (slot 0 left free for a BOS that may have to be added); a
+ * chat's rendered text into *rendered (the caller frees it). */
 static int prompt_ids(const engine *e, const engine_request *q, int32_t extra, int32_t **ids,
-                      int32_t *n, sol_err *err) {
+                      int32_t *n, char **rendered, sol_err *err) {
     int n_kinds = (q->prompt_tokens != NULL) + (q->prompt_text != NULL) + (q->messages != NULL);
     if (n_kinds != 1)
         return sol_err_set(err, -EINVAL,
@@ -70,8 +72,22 @@ static int prompt_ids(const engine *e, const engine_request *q, int32_t extra, i
     if (rc) return rc;
     /* The template writes special-token spellings that must become their ids. */
     rc = encode(e, text, add_special, 1, extra, ids, n, err);
-    free(text);
+    *rendered = text;
     return rc;
+}
+
+/* Where the chain's links end among the prompt's ids (link_map.h), for KV events. */
+static int map_links(const engine *e, const engine_request *q, ereq *r, const char *rendered,
+                     sol_err *err) {
+    if (!q->chain || !q->chain->n || !e->links || !e->tok || q->embed) return 0;
+    const char *text = rendered ? rendered : q->prompt_text;
+    if (!text) return 0;
+    if (!(r->links = malloc(sizeof *r->links * PC_MAX_LINKS)))
+        return sol_err_set(err, -ENOMEM, "out of memory");
+    link_prompt p = {text,          strlen(text),  rendered ? q->messages : NULL,
+                     q->n_messages, r->seq.tokens, r->n_prompt};
+    r->n_links = link_map(e->tok, &p, q->chain, e->cfg.block_size, q->cache_salt, r->links);
+    return 0;
 }
 
 /* add_bos == 1 forces a BOS even where the vocabulary would not add one. */
@@ -208,7 +224,8 @@ int ereq_build(const engine *e, const engine_request *q, ereq **out, sol_err *er
     ereq *r = calloc(1, sizeof *r);
     if (!r) return sol_err_set(err, -ENOMEM, "out of memory");
     int32_t *ids = NULL, n = 0, start = 0;
-    int rc = prompt_ids(e, q, q->n_resume_tokens, &ids, &n, err);
+    char *rendered = NULL;
+    int rc = prompt_ids(e, q, q->n_resume_tokens, &ids, &n, &rendered, err);
     if (rc) goto fail;
     apply_bos(e, q, ids, &start, &n);
     if (start == 1) memmove(ids, ids + 1, sizeof *ids * (size_t)n);
@@ -265,11 +282,14 @@ int ereq_build(const engine *e, const engine_request *q, ereq **out, sol_err *er
         r->seq.no_prefix_hit = e->pooling != ENGINE_POOL_LAST;
     }
     if ((rc = setup_text_tokens(e, q, r, err)) || (rc = setup_output(e, q, r, err)) ||
-        (rc = setup_bias(e, q, r, err)) || (rc = setup_grammar(e, q, r, err)))
+        (rc = setup_bias(e, q, r, err)) || (rc = setup_grammar(e, q, r, err)) ||
+        (rc = map_links(e, q, r, rendered, err)))
         goto fail;
+    free(rendered);
     *out = r;
     return 0;
 fail:
+    free(rendered);
     if (!r->seq.tokens) free(ids);
     ereq_free(r);
     return rc;

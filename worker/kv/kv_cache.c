@@ -56,6 +56,8 @@ struct kv_cache {
     kv_seq *seqs;
     int32_t n_seqs;
     uint64_t queries, hits, evictions;
+    kv_hash_observer observe; /* NULL: none */
+    void *observe_ctx;
 };
 
 /* ---- block states ---- */
@@ -88,7 +90,10 @@ static void lru_push_tail(kv_cache *kv, int32_t b) {
 
 static void uncommit(kv_cache *kv, int32_t b) {
     kv_block *k = &kv->blk[b];
-    if (k->committed) block_table_remove(&kv->table, k->hash);
+    if (k->committed) {
+        block_table_remove(&kv->table, k->hash);
+        if (kv->observe) kv->observe(kv->observe_ctx, k->hash, false);
+    }
     k->committed = 0;
     k->hash = k->parent = 0;
 }
@@ -98,7 +103,19 @@ static void uncommit(kv_cache *kv, int32_t b) {
 static void try_commit(kv_cache *kv, int32_t b) {
     kv_block *k = &kv->blk[b];
     if (k->committed || !k->hash) return;
-    if (block_table_insert(&kv->table, k->hash, b) == 0) k->committed = 1;
+    if (block_table_insert(&kv->table, k->hash, b) == 0) {
+        k->committed = 1;
+        if (kv->observe) kv->observe(kv->observe_ctx, k->hash, true);
+    }
+}
+
+void kv_cache_observe(kv_cache *kv, kv_hash_observer fn, void *ctx) {
+    kv->observe = fn;
+    kv->observe_ctx = ctx;
+}
+
+bool kv_cache_holds(const kv_cache *kv, uint64_t hash) {
+    return hash && block_table_find(&kv->table, hash) >= 0;
 }
 
 /* A fresh private block (ref 1, empty). The caller has checked that one is available. */

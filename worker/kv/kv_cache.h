@@ -64,6 +64,13 @@ bool kv_cache_prefix_caching(const kv_cache *kv);
 
 void kv_cache_get_stats(const kv_cache *kv, kv_cache_stats *out);
 
+/* Told each time a full block's hash enters the prefix cache (stored) or leaves it (evicted,
+ * truncated, freed with the manager not counted): what the worker reports as KV events. */
+typedef void (*kv_hash_observer)(void *ctx, uint64_t hash, bool stored);
+void kv_cache_observe(kv_cache *kv, kv_hash_observer fn, void *ctx);
+/* Whether the prefix cache holds a block of this chain hash now. */
+bool kv_cache_holds(const kv_cache *kv, uint64_t hash);
+
 /* Side-effect-free prefix lookup for admission decisions: how many prompt tokens
  * kv_seq_match_prefix would serve from cache for this salt, and (if non-NULL) how many of the
  * blocks involved are currently cached-evictable (matching takes them out of the free pool). */

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "kv_links.h"
 #include "err.h"
 #include "model.h"
 #include "sol.pb-c.h"
@@ -54,6 +55,9 @@ typedef struct executor_ops {
     void (*stats)(void *self, exec_stats *out);
     bool (*idle)(void *self);
     void (*free)(void *self);
+    /* KV events (may be NULL: the executor reports none): engine_kv_events / engine_kv_held */
+    size_t (*kv_events)(void *self, kv_link_event *out, size_t cap, bool *lost);
+    size_t (*kv_held)(void *self, uint64_t *out, size_t cap);
 } executor_ops;
 
 typedef struct executor {
@@ -75,6 +79,15 @@ static inline void exec_stats_get(executor *x, exec_stats *out) {
 }
 static inline bool exec_idle(executor *x) {
     return x->ops->idle(x->self);
+}
+/* The prompt-chain links its KV cache began or ceased to hold since the last call (none without
+ * the op); *lost: some were dropped (take exec_kv_held). */
+static inline size_t exec_kv_events(executor *x, kv_link_event *out, size_t cap, bool *lost) {
+    *lost = false;
+    return x->ops->kv_events ? x->ops->kv_events(x->self, out, cap, lost) : 0;
+}
+static inline size_t exec_kv_held(executor *x, uint64_t *out, size_t cap) {
+    return x->ops->kv_held ? x->ops->kv_held(x->self, out, cap) : 0;
 }
 /* Frees the executor; NULL is a no-op. */
 static inline void exec_free(executor *x) {

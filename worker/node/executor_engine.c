@@ -202,6 +202,9 @@ static int eng_submit(void *self, const Sol__Generate *g, sol_err *e) {
     q.resume_tokens = (const int32_t *)g->resume_tokens; /* ids fit in int32 (vocab size) */
     q.n_resume_tokens = (int32_t)g->n_resume_tokens;
     q.user = r;
+    prefix_chain chain; /* as the router computed it (the same function, the same message) */
+    pc_of_generate(g, &chain);
+    q.chain = &chain;
     atomic_fetch_add(&x->inflight, 1);
     int64_t id = engine_submit(x->eng, &q, e);
     free(msgs);
@@ -215,6 +218,14 @@ static int eng_submit(void *self, const Sol__Generate *g, sol_err *e) {
     r->next = x->recs;
     x->recs = r;
     return 0;
+}
+
+static size_t eng_kv_events(void *self, kv_link_event *out, size_t cap, bool *lost) {
+    return engine_kv_events(((eng_exec *)self)->eng, out, cap, lost);
+}
+
+static size_t eng_kv_held(void *self, uint64_t *out, size_t cap) {
+    return engine_kv_held(((eng_exec *)self)->eng, out, cap);
 }
 
 static void eng_cancel(void *self, const char *request_id) {
@@ -281,6 +292,8 @@ static const executor_ops k_engine_ops = {
     .stats = eng_stats,
     .idle = eng_idle,
     .free = eng_free,
+    .kv_events = eng_kv_events,
+    .kv_held = eng_kv_held,
 };
 
 /* worker.speculative into the engine config; a draft model shares the target's backend (one

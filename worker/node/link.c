@@ -32,6 +32,7 @@
 #include "clock.h"
 #include "frame.h"
 #include "hash.h"
+#include "kv_report.h"
 #include "log.h"
 #include "resolver.h"
 #include "zmq_util.h"
@@ -49,6 +50,7 @@ typedef struct link_router {
     bool inactive;    /* a dynamic slot whose address left the name: closed, reusable */
     unsigned mon_gen; /* a fresh monitor endpoint per connection: inproc names free lazily */
     uint64_t session; /* Register.session: new at each router_open (requests were orphaned) */
+    bool kv_sync;     /* its next heartbeat carries a KV snapshot (it just registered us) */
 } link_router;
 
 typedef struct link_entry {
@@ -90,6 +92,7 @@ struct worker_link {
     uint64_t seen_steps;  /* engine_steps at the last heartbeat that saw it move */
     uint64_t still_since; /* when the engine, with work, was last seen stepping; 0 = moving */
     char *health_file;    /* link_config.health_file, owned; NULL: none */
+    kv_report *kv;        /* KV events (an executor that reports them), else NULL */
     bool health_failed;   /* the last write failed (logged once until one succeeds) */
 };
 
@@ -166,6 +169,7 @@ static void send_register(worker_link *l, link_router *r) {
     frame_wrap_register(&env, &reg);
     send_env(l, r, &env);
     r->last_register_ms = sol_now_ms();
+    r->kv_sync = true; /* a new session on its side: it knows nothing of our cache */
     LOG_INFO("link", "registering with %s as %s (pool %s, model %s, capacity %u, context %u)",
              r->endpoint, l->worker_id, l->pool, info.model, info.capacity, info.max_context);
 }
@@ -237,10 +241,16 @@ static void send_heartbeats(worker_link *l) {
     if (!st.unhealthy[0]) touch_health(l);
     hb.unhealthy = st.unhealthy[0] != '\0';
     hb.unhealthy_reason = st.unhealthy;
-    Sol__Envelope env;
-    frame_wrap_heartbeat(&env, &hb);
-    for (size_t i = 0; i < l->n_routers; i++)
-        send_env(l, &l->routers[i], &env);
+    bool lost = l->kv && kv_report_collect(l->kv, l->exec);
+    if (lost) LOG_WARN("link", "KV events lost at the engine's bound: sending snapshots");
+    for (size_t i = 0; i < l->n_routers; i++) {
+        link_router *r = &l->routers[i];
+        if (l->kv) kv_report_fill(l->kv, l->exec, r->kv_sync || lost, &hb);
+        r->kv_sync = false;
+        Sol__Envelope env;
+        frame_wrap_heartbeat(&env, &hb);
+        send_env(l, r, &env);
+    }
     l->next_beat_ms = sol_now_ms() + (uint64_t)l->heartbeat_ms;
 }
 
@@ -699,6 +709,8 @@ int link_new(void *zctx, const link_config *cfg, executor *exec, exec_events *ev
     l->exit_status = -1;
     l->status = -EAGAIN;
     int rc = link_setup(l, cfg, e);
+    if (!rc && exec->ops->kv_events && !(l->kv = kv_report_new()))
+        rc = sol_err_set(e, -ENOMEM, "out of memory for KV events");
     if (rc < 0) {
         link_free(l);
         return rc;
@@ -753,6 +765,7 @@ void link_free(worker_link *l) {
     zmq_util_close(l->pipe_actor);
     free(l->table);
     free(l->health_file);
+    kv_report_free(l->kv);
     free(l);
 }
 

@@ -18,6 +18,7 @@
 typedef struct fixture {
     Sol__Register reg;
     Sol__Heartbeat hb;
+    uint64_t kv_stored[2], kv_removed[1];
     Sol__ChatMessage msg[2];
     Sol__ChatMessage *msgp[2];
     Sol__ToolCall call, *callp[1];
@@ -73,6 +74,13 @@ static void fill_register_heartbeat(fixture *f) {
     f->hb.spec_verify_seconds = 40.25;
     f->hb.unhealthy = 1;
     f->hb.unhealthy_reason = "tensor-parallel rank 1 is stuck";
+    f->kv_stored[0] = 0x8000000000000001ull, f->kv_stored[1] = 7;
+    f->kv_removed[0] = ~0ull;
+    f->hb.kv_stored = f->kv_stored;
+    f->hb.n_kv_stored = 2;
+    f->hb.kv_removed = f->kv_removed;
+    f->hb.n_kv_removed = 1;
+    f->hb.kv_snapshot = 1;
 }
 
 static void fill_generate(fixture *f) {

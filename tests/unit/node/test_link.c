@@ -296,7 +296,8 @@ static bool se_idle(void *self) {
 static void se_free(void *self) {
     exec_free(((spec_exec *)self)->inner);
 }
-static const executor_ops se_ops = {se_submit, se_cancel, se_info, se_stats, se_idle, se_free};
+static const executor_ops se_ops = {se_submit, se_cancel, se_info, se_stats,
+                                    se_idle,   se_free,   NULL,    NULL};
 
 static void test_heartbeat_carries_spec_counters(void **state) {
     (void)state;

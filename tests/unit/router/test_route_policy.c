@@ -13,7 +13,9 @@
 
 #include <cmocka.h>
 
-#include "prefix_chain.h"
+#include "generate_msg.h"
+#include "oai_request.h"
+#include "prompt_chain.h"
 #include "prefix_index.h"
 #include "route_policy.h"
 
@@ -28,9 +30,15 @@ static oai_request *parse(oai_kind kind, const char *json) {
     return r;
 }
 
+/* The chain the router hashes as it dispatches: over the Generate it sends (the worker hashes the
+ * same message with the same function). */
 static void chain_of(oai_kind kind, const char *json, prefix_chain *c) {
     oai_request *r = parse(kind, json);
-    prefix_chain_of(r, c);
+    genmsg *m = NULL;
+    sol_err e = {0};
+    if (genmsg_new(r, "req-1", 0, &m, &e)) fail_msg("genmsg_new: %s", e.msg);
+    pc_of_generate(genmsg_envelope(m)->generate, c);
+    genmsg_free(m);
     oai_request_free(r);
 }
 

@@ -1,0 +1,213 @@
+/* kv_links: the prompt-chain links the KV cache holds (kv_links.h). Pairs (link, block) live in a
+ * fixed array, chained per block (the block table maps a block hash to its first pair) and kept
+ * in a FIFO by age; a second table counts each link's held pairs, so a link mapped to two blocks
+ * (two tokenizations of one text) is reported removed only when neither is held. */
+#include "kv_links.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "block_hash.h"
+
+typedef struct pair {
+    uint64_t link, block;
+    int32_t next;         /* next pair of the same block, -1 at the end */
+    int32_t older, newer; /* FIFO, -1 at the ends */
+    bool held;
+} pair;
+
+struct kv_links {
+    pair *p;
+    int32_t cap, n;
+    int32_t *free_ids;
+    int32_t n_free;
+    int32_t oldest, newest;
+    block_table by_block; /* block hash -> its first pair */
+    block_table count;    /* link -> pairs of it held (> 0) */
+    kv_link_event *ev;    /* ring of KV_LINK_EVENTS_MAX */
+    size_t ev_head, n_ev;
+    bool lost;
+};
+
+kv_links *kv_links_new(int32_t max_pairs, sol_err *err) {
+    if (max_pairs < 1 || max_pairs > KV_LINKS_MAX) {
+        sol_err_set(err, -EINVAL, "kv_links: expected 1..%d pairs, got %d", KV_LINKS_MAX,
+                    max_pairs);
+        return NULL;
+    }
+    kv_links *x = calloc(1, sizeof *x);
+    if (x) {
+        x->p = calloc((size_t)max_pairs, sizeof *x->p);
+        x->free_ids = malloc(sizeof *x->free_ids * (size_t)max_pairs);
+        x->ev = malloc(sizeof *x->ev * KV_LINK_EVENTS_MAX);
+    }
+    if (!x || !x->p || !x->free_ids || !x->ev || block_table_init(&x->by_block, max_pairs) ||
+        block_table_init(&x->count, max_pairs)) {
+        kv_links_free(x);
+        sol_err_set(err, -ENOMEM, "kv_links: out of memory for %d pairs", max_pairs);
+        return NULL;
+    }
+    x->cap = max_pairs;
+    for (int32_t i = 0; i < max_pairs; i++)
+        x->free_ids[i] = max_pairs - 1 - i;
+    x->n_free = max_pairs;
+    x->oldest = x->newest = -1;
+    return x;
+}
+
+void kv_links_free(kv_links *x) {
+    if (!x) return;
+    free(x->p);
+    free(x->free_ids);
+    free(x->ev);
+    block_table_destroy(&x->by_block);
+    block_table_destroy(&x->count);
+    free(x);
+}
+
+static void emit(kv_links *x, uint64_t link, bool stored) {
+    if (x->n_ev == KV_LINK_EVENTS_MAX) {
+        x->lost = true;
+        return;
+    }
+    x->ev[(x->ev_head + x->n_ev++) % KV_LINK_EVENTS_MAX] = (kv_link_event){link, stored};
+}
+
+/* A table value changed: remove and insert (the table has no update). */
+static void set_val(block_table *t, uint64_t key, int32_t val) {
+    block_table_remove(t, key);
+    if (val >= 0) block_table_insert(t, key, val);
+}
+
+static void hold(kv_links *x, pair *p) {
+    p->held = true;
+    int32_t c = block_table_find(&x->count, p->link);
+    if (c < 0) {
+        block_table_insert(&x->count, p->link, 1);
+        emit(x, p->link, true);
+    } else {
+        set_val(&x->count, p->link, c + 1);
+    }
+}
+
+static void unhold(kv_links *x, pair *p) {
+    p->held = false;
+    int32_t c = block_table_find(&x->count, p->link);
+    if (c <= 1) {
+        block_table_remove(&x->count, p->link);
+        emit(x, p->link, false);
+    } else {
+        set_val(&x->count, p->link, c - 1);
+    }
+}
+
+static void fifo_unlink(kv_links *x, int32_t i) {
+    pair *p = &x->p[i];
+    if (p->older >= 0)
+        x->p[p->older].newer = p->newer;
+    else
+        x->oldest = p->newer;
+    if (p->newer >= 0)
+        x->p[p->newer].older = p->older;
+    else
+        x->newest = p->older;
+    p->older = p->newer = -1;
+}
+
+static void fifo_push(kv_links *x, int32_t i) {
+    pair *p = &x->p[i];
+    p->older = x->newest;
+    p->newer = -1;
+    if (x->newest >= 0)
+        x->p[x->newest].newer = i;
+    else
+        x->oldest = i;
+    x->newest = i;
+}
+
+static void release(kv_links *x, int32_t i) {
+    if (x->p[i].held) unhold(x, &x->p[i]);
+    fifo_unlink(x, i);
+    x->free_ids[x->n_free++] = i;
+    x->n--;
+}
+
+/* Removes pair i (the oldest) from its block's chain, then releases it. */
+static void drop_pair(kv_links *x, int32_t i) {
+    uint64_t b = x->p[i].block;
+    int32_t head = block_table_find(&x->by_block, b);
+    if (head == i) {
+        set_val(&x->by_block, b, x->p[i].next);
+    } else {
+        int32_t k = head;
+        while (k >= 0 && x->p[k].next != i)
+            k = x->p[k].next;
+        if (k >= 0) x->p[k].next = x->p[i].next;
+    }
+    release(x, i);
+}
+
+void kv_links_add(kv_links *x, uint64_t link, uint64_t block, bool held_now) {
+    int32_t head = block_table_find(&x->by_block, block);
+    for (int32_t k = head; k >= 0; k = x->p[k].next)
+        if (x->p[k].link == link) { /* known: younger now */
+            fifo_unlink(x, k);
+            fifo_push(x, k);
+            if (held_now && !x->p[k].held) hold(x, &x->p[k]);
+            return;
+        }
+    if (x->n == x->cap) {
+        drop_pair(x, x->oldest);
+        head = block_table_find(&x->by_block, block); /* the dropped one may have been it */
+    }
+    int32_t i = x->free_ids[--x->n_free];
+    x->n++;
+    x->p[i] = (pair){.link = link, .block = block, .next = head, .older = -1, .newer = -1};
+    set_val(&x->by_block, block, i);
+    fifo_push(x, i);
+    if (held_now) hold(x, &x->p[i]);
+}
+
+void kv_links_block(kv_links *x, uint64_t block, bool stored) {
+    int32_t k = block_table_find(&x->by_block, block);
+    if (k < 0) return;
+    if (stored) {
+        for (; k >= 0; k = x->p[k].next)
+            if (!x->p[k].held) hold(x, &x->p[k]);
+        return;
+    }
+    /* dropped: its pairs go (a later request with the same text maps them again) */
+    block_table_remove(&x->by_block, block);
+    while (k >= 0) {
+        int32_t next = x->p[k].next;
+        release(x, k);
+        k = next;
+    }
+}
+
+size_t kv_links_drain(kv_links *x, kv_link_event *out, size_t cap, bool *lost) {
+    size_t n = x->n_ev < cap ? x->n_ev : cap;
+    for (size_t i = 0; i < n; i++)
+        out[i] = x->ev[(x->ev_head + i) % KV_LINK_EVENTS_MAX];
+    x->ev_head = (x->ev_head + n) % KV_LINK_EVENTS_MAX;
+    x->n_ev -= n;
+    *lost = x->lost;
+    x->lost = false;
+    return n;
+}
+
+size_t kv_links_held(const kv_links *x, uint64_t *out, size_t cap) {
+    size_t n = 0;
+    for (uint32_t i = 0; i <= x->count.mask && n < cap; i++)
+        if (x->count.keys[i]) out[n++] = x->count.keys[i];
+    return n;
+}
+
+size_t kv_links_pairs(const kv_links *x) {
+    return (size_t)x->n;
+}
+
+size_t kv_links_n_held(const kv_links *x) {
+    return (size_t)x->count.count;
+}
