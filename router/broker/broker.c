@@ -45,7 +45,8 @@ static void render_worker(strbuf *o, const bk_worker *w, uint64_t now) {
                   "\"prefix_hit_rate\":%.4f,\"spec_acceptance\":%.4f,\"tokens_per_s\":%.1f,"
                   "\"engine_steps\":%llu,"
                   "\"served\":%llu,\"failed_over\":%llu,\"migrated\":%llu,"
-                  "\"kv_links\":%llu,\"kv_snapshots\":%llu,\"last_heartbeat_ms_ago\":%llu",
+                  "\"kv_links\":%llu,\"kv_snapshots\":%llu,\"prefill_bytes_per_s\":%.0f,"
+                  "\"last_heartbeat_ms_ago\":%llu",
                   w->unhealthy  ? "unhealthy"
                   : w->draining ? "draining"
                                 : "ready",
@@ -54,6 +55,7 @@ static void render_worker(strbuf *o, const bk_worker *w, uint64_t now) {
                   (unsigned long long)w->engine_steps, (unsigned long long)w->served,
                   (unsigned long long)w->failed_over, (unsigned long long)w->migrated,
                   (unsigned long long)w->kv_links, (unsigned long long)w->kv_snapshots,
+                  w->prefill_bps,
                   (unsigned long long)(now > w->last_seen_ms ? now - w->last_seen_ms : 0));
     if (w->unhealthy) {
         strbuf_puts(o, ",\"unhealthy_reason\":");

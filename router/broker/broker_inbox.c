@@ -270,7 +270,7 @@ static void on_chunk(broker *b, bk_worker *w, const Sol__TokenChunk *c) {
     default:
         break;
     }
-    rp_release(w, &r->charge); /* streaming: its prefill is done */
+    rp_first_token(w, &r->charge, sol_now_ns()); /* streaming: its prefill is done */
     http_chunk hc = {.text = c->text ? c->text : "",
                      .text_len = c->text ? strlen(c->text) : 0,
                      .index = r->choice};

@@ -4,14 +4,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
+
 static bool eligible(const bk_worker *w, wt_scope pool, const bk_worker *avoid) {
     return w != avoid && wt_can_take(w, pool);
 }
 
-double rp_cost(const bk_worker *w, uint32_t total, uint32_t cached) {
+double rp_cost(const bk_worker *w, uint32_t total, uint32_t cached, double rate) {
     double busy = wt_load(w) * (w->capacity ? w->capacity : 1);
-    return (double)(total - (cached < total ? cached : total)) + (double)w->backlog_bytes +
-           RP_DECODE_BYTES * busy;
+    double bytes = (double)(total - (cached < total ? cached : total)) + (double)w->backlog_bytes +
+                   RP_DECODE_BYTES * busy;
+    return bytes / (rate > 0 ? rate : 1);
+}
+
+/* The rate a worker not yet measured is given: the mean of the candidates' that are, else 1. */
+static double fallback_rate(bk_worker *const *cand, size_t n) {
+    double sum = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (cand[i]->prefill_bps > 0) sum += cand[i]->prefill_bps, k++;
+    return k ? sum / (double)k : 1;
 }
 
 /* round_robin: the next eligible worker after the last one chosen, in table order. */
@@ -53,10 +65,11 @@ static bk_worker *cheapest(worker_table *t, wt_scope pool, const rp_request *r, 
     if (!n) goto out;
     if (x && r->chain && r->chain->n) pidx_match(x, r->chain, uids, n, cached);
     uint32_t total = r->chain ? r->chain->total : 0;
-    double best_cost = 0;
+    double best_cost = 0, fallback = fallback_rate(cand, n);
     for (size_t i = 0; i < n; i++) {
         if (!rp_within_bound(cand[i], busy, cap)) continue;
-        double c = rp_cost(cand[i], total, cached[i]);
+        double rate = cand[i]->prefill_bps > 0 ? cand[i]->prefill_bps : fallback;
+        double c = rp_cost(cand[i], total, cached[i], rate);
         if (!best || c < best_cost || (c == best_cost && wt_load(cand[i]) < wt_load(best)))
             best = cand[i], best_cost = c;
     }
@@ -95,7 +108,19 @@ void rp_charge(prefix_index *x, const prefix_chain *chain, bk_worker *w, bk_char
     }
     c->bytes = total - (cached < total ? cached : total);
     c->on = true;
+    c->ahead = w->backlog_bytes;
+    c->sent_ns = sol_now_ns();
     w->backlog_bytes += c->bytes;
+}
+
+void rp_first_token(bk_worker *w, bk_charge *c, uint64_t now_ns) {
+    if (c->on && w && now_ns > c->sent_ns && c->bytes + c->ahead >= RP_RATE_MIN_BYTES) {
+        double sample = (double)(c->bytes + c->ahead) / ((double)(now_ns - c->sent_ns) * 1e-9);
+        w->prefill_bps = w->prefill_bps > 0
+                             ? (1 - RP_RATE_WEIGHT) * w->prefill_bps + RP_RATE_WEIGHT * sample
+                             : sample;
+    }
+    rp_release(w, c);
 }
 
 void rp_release(bk_worker *w, bk_charge *c) {

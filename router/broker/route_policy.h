@@ -26,6 +26,13 @@ enum { RP_DECODE_BYTES = 512 };
  * without a bound); twice the share still stops a hot prefix at about twice its part. */
 #define RP_BOUND_FACTOR 2.0
 #define RP_BOUND_SLACK 2.0
+/* The measured prefill rate (rp_first_token): a request's first token samples (its uncached bytes
+ * + the bytes queued ahead of it when sent) / (time from sending to the first token) when that
+ * work is at least RP_RATE_MIN_BYTES (below it the step and network overheads dominate), folded
+ * in with weight RP_RATE_WEIGHT (about the last four samples). Costs divide by it, so a worker
+ * twice as fast at prefill clears a given backlog in half the time. */
+enum { RP_RATE_MIN_BYTES = 1024 };
+#define RP_RATE_WEIGHT 0.25
 
 /* What a request brings to the choice. */
 typedef struct rp_request {
@@ -44,13 +51,19 @@ bk_worker *rp_pick(worker_table *t, sol_routing_policy policy, wt_scope pool, co
  * and capacity (requests). */
 bool rp_within_bound(const bk_worker *w, double pool_busy, double pool_cap);
 
-/* The cost cache_aware gives w for a prompt of `total` bytes of which it holds `cached`. */
-double rp_cost(const bk_worker *w, uint32_t total, uint32_t cached);
+/* The cost cache_aware gives w for a prompt of `total` bytes of which it holds `cached`: its
+ * predicted time to first token, (uncached + queued ahead + decode load) bytes / `rate` (w's
+ * measured prefill bytes per second; cheapest() gives a worker not yet measured the mean of those
+ * that are, and 1 when none is: then costs are bytes, and compare alike). */
+double rp_cost(const bk_worker *w, uint32_t total, uint32_t cached, double rate);
 
 /* Bookkeeping of the work queued ahead: a request's uncached bytes charged to w when it is sent
  * there (c records them; the chain's links are noted as w's: x may be NULL), released at its
  * first token or when it leaves w, whichever comes first. */
 void rp_charge(prefix_index *x, const prefix_chain *chain, bk_worker *w, bk_charge *c);
 void rp_release(bk_worker *w, bk_charge *c);
+/* The request's first token came at now_ns: samples w's prefill rate (RP_RATE_MIN_BYTES), then
+ * releases the charge. */
+void rp_first_token(bk_worker *w, bk_charge *c, uint64_t now_ns);
 
 #endif

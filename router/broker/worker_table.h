@@ -15,10 +15,13 @@
 #define WT_AFFINITY_EPSILON 0.25
 
 /* A request's share of its worker's prefill backlog (route_policy.h): its uncached prompt bytes,
- * from when it is sent until its first token. */
+ * from when it is sent until its first token; with what was queued ahead of it then and when, from
+ * which its first token measures the worker's prefill rate. */
 typedef struct bk_charge {
     uint32_t bytes;
     bool on;
+    uint64_t ahead;   /* the worker's backlog_bytes before this request's */
+    uint64_t sent_ns; /* sol_now_ns() when it was sent */
 } bk_charge;
 
 typedef struct bk_worker {
@@ -51,6 +54,7 @@ typedef struct bk_worker {
     uint32_t uid;
     uint64_t backlog_bytes; /* uncached prompt bytes of its requests not yet streaming */
     uint64_t kv_links;      /* prompt-chain links its KV events say it holds */
+    double prefill_bps;     /* measured prompt bytes prefilled per second (0: not yet) */
     uint64_t kv_snapshots;  /* KV snapshots it sent (one per registration, or after a loss) */
     bool draining;
     bool unhealthy;          /* its heartbeat says the engine cannot step: no new work */

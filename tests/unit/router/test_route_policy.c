@@ -54,6 +54,11 @@ static size_t shared(const prefix_chain *a, const prefix_chain *b) {
 #define U1 "{\"role\":\"user\",\"content\":\"Hi\"}"
 #define A1 "{\"role\":\"assistant\",\"content\":\"Hello.\"}"
 #define U2 "{\"role\":\"user\",\"content\":\"And then?\"}"
+#define S100                                                                                       \
+    "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmn" \
+    "opqrstuv"
+#define S1K S100 S100 S100 S100 S100 S100 S100 S100 S100 S100
+#define PROMPT3K S1K S1K S1K
 
 static void test_chain_follows_the_conversation(void **st) {
     (void)st;
@@ -250,10 +255,48 @@ static void test_cache_aware_bound(void **st) {
 static void test_cost_terms(void **st) {
     (void)st;
     bk_worker w = {.capacity = 8};
-    assert_true(rp_cost(&w, 1000, 200) == 800);
-    assert_true(rp_cost(&w, 1000, 5000) == 0); /* cached beyond the prompt: nothing left */
+    assert_true(rp_cost(&w, 1000, 200, 1) == 800);
+    assert_true(rp_cost(&w, 1000, 5000, 1) == 0); /* cached beyond the prompt: nothing left */
     w.inflight = 3, w.backlog_bytes = 300;
-    assert_true(rp_cost(&w, 1000, 1000) == 300 + 3.0 * RP_DECODE_BYTES); /* every request held */
+    assert_true(rp_cost(&w, 1000, 1000, 1) == 300 + 3.0 * RP_DECODE_BYTES); /* every request held */
+    assert_true(rp_cost(&w, 1000, 1000, 4) == (300 + 3.0 * RP_DECODE_BYTES) / 4); /* seconds */
+}
+
+/* The prefill rate: sampled at first tokens from (bytes + bytes ahead) / time, not from small
+ * work; a worker measured four times faster takes a prompt though it has a backlog the other has
+ * not, and a worker not measured yet is costed at the mean rate of those that are. */
+static void test_measured_rate(void **st) {
+    (void)st;
+    worker_table t;
+    wt_init(&t);
+    bk_worker *slow = add(&t, "slow", 4, 1), *fast = add(&t, "fast", 4, 2);
+    bk_charge c = {.bytes = 3000, .on = true, .ahead = 1000, .sent_ns = 1000000000ull};
+    slow->backlog_bytes = 4000;
+    rp_first_token(slow, &c, 3000000000ull); /* 4000 bytes in 2 s */
+    assert_true(slow->prefill_bps == 2000);
+    assert_false(c.on);
+    assert_int_equal(slow->backlog_bytes, 1000);
+    c = (bk_charge){.bytes = 100, .on = true, .sent_ns = 0};
+    rp_first_token(slow, &c, 1000); /* too little work to time */
+    assert_true(slow->prefill_bps == 2000);
+    c = (bk_charge){.bytes = 4000, .on = true, .sent_ns = 0};
+    fast->backlog_bytes = 4000;
+    rp_first_token(fast, &c, 500000000ull); /* 8000 bytes/s */
+    assert_true(fast->prefill_bps == 8000);
+    c = (bk_charge){.bytes = 4000, .on = true, .sent_ns = 0};
+    fast->backlog_bytes = 4000;
+    rp_first_token(fast, &c, 1000000000ull); /* 4000 bytes/s, weighed in by a quarter */
+    assert_true(fast->prefill_bps == 0.75 * 8000 + 0.25 * 4000);
+    slow->backlog_bytes = 0;
+    fast->backlog_bytes = 2000; /* 2000 + 3000 at 7000 / s beats 3000 at 2000 / s */
+    prefix_chain ch;
+    chain_of(OAI_COMPLETION, "{\"prompt\":\"" PROMPT3K "\"}", &ch);
+    rp_request r = {.chain = &ch};
+    for (int i = 0; i < 4; i++)
+        assert_ptr_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, P, &r, NULL), fast);
+    bk_worker *fresh = add(&t, "fresh", 4, 3); /* unmeasured: the mean, 4500 / s, no backlog */
+    assert_ptr_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, P, &r, NULL), fresh);
+    wt_free(&t);
 }
 
 static void test_other_policies(void **st) {
@@ -294,6 +337,7 @@ int main(void) {
         cmocka_unit_test(test_cache_aware_follows_the_history),
         cmocka_unit_test(test_cache_aware_bound),
         cmocka_unit_test(test_cost_terms),
+        cmocka_unit_test(test_measured_rate),
         cmocka_unit_test(test_other_policies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
