@@ -4,7 +4,7 @@
 # links on it; a restarted router rebuilds its index from the workers' snapshots alone, so each
 # conversation's next turn goes to the worker holding it even though an idle worker is beside it
 # (with hashes that did not match, the idle worker would take some); when other work evicts those
-# blocks, the worker reports them removed.
+# blocks, the worker reports them removed; a worker that restarts reports an empty cache.
 . "$(dirname "$0")/lib.sh"
 
 M="$T_DIR/m.gguf"
@@ -73,3 +73,17 @@ for _ in $(seq 50); do
 done
 [ "$after" -lt $((before / 4 + 1)) ] || fail "k1 still reports $after of $before links after the pool was reused"
 ok "evicted blocks are reported removed ($before links, then $after)"
+
+# Worker churn: k1 killed and started again under its id holds nothing, and says so.
+post /v1/chat/completions "$(conv a 1)" >/dev/null
+[ "$(status)" = 200 ] || fail "conversation a again: $(status) $(cat "$T_DIR/body")"
+for _ in $(seq 50); do [ "$(workers_field k1 kv_links)" -ge 2 ] && break; sleep 0.1; done
+[ "$(workers_field k1 kv_links)" -ge 2 ] || fail "k1 reports $(workers_field k1 kv_links) links after conversation a again"
+snaps=$(workers_field k1 kv_snapshots)
+kill -9 "${W_PID[k1]}"
+wait "${W_PID[k1]}" 2>/dev/null || true # killed: 137
+start_cpu_worker k1 precise "$M" "${KV[@]}"
+# (the router may keep the old record, registered again, or make a new one: either way a snapshot)
+for _ in $(seq 100); do [ "$(workers_field k1 kv_links)" = 0 ] && break; sleep 0.1; done
+[ "$(workers_field k1 kv_links)" = 0 ] || fail "k1 restarted with an empty cache, but the router counts $(workers_field k1 kv_links) links"
+ok "a worker that restarts reports an empty cache (snapshots: $snaps before, $(workers_field k1 kv_snapshots) now)"
