@@ -101,6 +101,8 @@ static const cfg_key k_keys[] = {
     KDBL(worker.kv.memory_fraction, 0, 1, .flags = F_MIN_EXCL),
     KINT(worker.kv.num_blocks, 0, 100000000),
     KINT(worker.kv.max_model_len, 1, 1 << 20),
+    KINT(worker.kv.tier2_blocks, 0, 100000000),
+    KEY(worker.kv.tier2_dir, T_NSTR, .flags = F_NONEMPTY),
     KEY(worker.kv.dtype, T_ENUM, .names = k_dtypes),
     KINT(worker.scheduler.max_num_seqs, 1, 4096),
     KINT(worker.scheduler.max_batched_tokens, 1, 1 << 20),

@@ -134,7 +134,9 @@ typedef struct sol_worker_config {
     struct {
         int block_size; /* tokens per KV block */
         double memory_fraction;
-        int num_blocks; /* 0: derived from memory_fraction */
+        int num_blocks;   /* 0: derived from memory_fraction */
+        int tier2_blocks; /* a second KV tier of this many blocks (0: none; cpu backend) */
+        char *tier2_dir;  /* where the tier's file goes; NULL: $TMPDIR, else /var/tmp */
         int max_model_len;
         sol_kv_dtype dtype;
     } kv;

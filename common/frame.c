@@ -266,6 +266,9 @@ static int validate_heartbeat(const Sol__Heartbeat *h, sol_err *e) {
         return at_field(e, rc, "heartbeat.spec_draft_seconds");
     if ((rc = check_range(h->spec_verify_seconds, 0, 1e12, e)) < 0)
         return at_field(e, rc, "heartbeat.spec_verify_seconds");
+    if (h->tier2_used > h->tier2_blocks)
+        return sol_err_set(e, -EINVAL, "heartbeat.tier2_used (%u) exceeds tier2_blocks (%u)",
+                           h->tier2_used, h->tier2_blocks);
     if ((rc = check_count(h->n_kv_stored, h->kv_stored, SOL_FRAME_MAX_KV_LINKS, e)) < 0)
         return at_field(e, rc, "heartbeat.kv_stored");
     if ((rc = check_count(h->n_kv_removed, h->kv_removed, SOL_FRAME_MAX_KV_LINKS, e)) < 0)

@@ -183,6 +183,8 @@ static int make_executor(void *zctx, const sol_worker_config *w, sol_backend *be
         .max_model_len = w->kv.max_model_len,
         .memory_fraction = w->kv.memory_fraction,
         .kv_f32 = w->kv.dtype == SOL_KV_F32,
+        .tier2_blocks = w->kv.tier2_blocks,
+        .tier2_dir = w->kv.tier2_dir,
         .max_num_seqs = w->scheduler.max_num_seqs,
         .max_batched_tokens = w->scheduler.max_batched_tokens,
         .prefix_caching = w->scheduler.prefix_caching,

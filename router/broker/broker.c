@@ -46,6 +46,8 @@ static void render_worker(strbuf *o, const bk_worker *w, uint64_t now) {
                   "\"engine_steps\":%llu,"
                   "\"served\":%llu,\"failed_over\":%llu,\"migrated\":%llu,"
                   "\"kv_links\":%llu,\"kv_snapshots\":%llu,\"prefill_bytes_per_s\":%.0f,"
+                  "\"kv_tier1_hit_tokens\":%llu,\"kv_tier2_hit_tokens\":%llu,"
+                  "\"kv_tier2_blocks\":%u,\"kv_tier2_used\":%u,"
                   "\"last_heartbeat_ms_ago\":%llu",
                   w->unhealthy  ? "unhealthy"
                   : w->draining ? "draining"
@@ -55,7 +57,8 @@ static void render_worker(strbuf *o, const bk_worker *w, uint64_t now) {
                   (unsigned long long)w->engine_steps, (unsigned long long)w->served,
                   (unsigned long long)w->failed_over, (unsigned long long)w->migrated,
                   (unsigned long long)w->kv_links, (unsigned long long)w->kv_snapshots,
-                  w->prefill_bps,
+                  w->prefill_bps, (unsigned long long)w->tier1_hit_tokens,
+                  (unsigned long long)w->tier2_hit_tokens, w->tier2_blocks, w->tier2_used,
                   (unsigned long long)(now > w->last_seen_ms ? now - w->last_seen_ms : 0));
     if (w->unhealthy) {
         strbuf_puts(o, ",\"unhealthy_reason\":");

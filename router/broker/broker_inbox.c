@@ -153,6 +153,10 @@ static void on_heartbeat(broker *b, bk_worker *w, const Sol__Heartbeat *hb) {
     w->spec_acceptance = hb->spec_acceptance;
     w->tokens_per_s = hb->tokens_per_s;
     w->engine_steps = hb->engine_steps;
+    w->tier1_hit_tokens = hb->tier1_hit_tokens;
+    w->tier2_hit_tokens = hb->tier2_hit_tokens;
+    w->tier2_blocks = hb->tier2_blocks;
+    w->tier2_used = hb->tier2_used;
     w->spec_steps = hb->spec_steps;
     w->spec_drafted = hb->spec_drafted;
     w->spec_accepted = hb->spec_accepted;
@@ -176,6 +180,9 @@ static void on_heartbeat(broker *b, bk_worker *w, const Sol__Heartbeat *hb) {
         .spec_draft_seconds = hb->spec_draft_seconds,
         .spec_verify_seconds = hb->spec_verify_seconds,
         .unhealthy = w->unhealthy,
+        .tier1_hit_tokens = hb->tier1_hit_tokens,
+        .tier2_hit_tokens = hb->tier2_hit_tokens,
+        .tier2_used = hb->tier2_used,
     };
     metrics_set_worker(b->cfg.metrics, w->id, w->pool, &load);
     b->dirty = true;

@@ -114,7 +114,8 @@ void rp_charge(prefix_index *x, const prefix_chain *chain, bk_worker *w, bk_char
 }
 
 void rp_first_token(bk_worker *w, bk_charge *c, uint64_t now_ns) {
-    if (c->on && w && now_ns > c->sent_ns && c->bytes + c->ahead >= RP_RATE_MIN_BYTES) {
+    if (c->on && w && now_ns >= c->sent_ns + RP_RATE_MIN_NS &&
+        c->bytes + c->ahead >= RP_RATE_MIN_BYTES) {
         double sample = (double)(c->bytes + c->ahead) / ((double)(now_ns - c->sent_ns) * 1e-9);
         w->prefill_bps = w->prefill_bps > 0
                              ? (1 - RP_RATE_WEIGHT) * w->prefill_bps + RP_RATE_WEIGHT * sample

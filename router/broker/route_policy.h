@@ -32,6 +32,11 @@ enum { RP_DECODE_BYTES = 512 };
  * in with weight RP_RATE_WEIGHT (about the last four samples). Costs divide by it, so a worker
  * twice as fast at prefill clears a given backlog in half the time. */
 enum { RP_RATE_MIN_BYTES = 1024 };
+/* ... and only when that time is at least RP_RATE_MIN_NS: a first token sooner than that is
+ * overhead and noise (a simulated worker answers in a millisecond whatever the prompt), and two
+ * equal workers measured apart by noise would share unevenly (cluster_cache_aware's 64 distinct
+ * streams: one of three took 31 when every sample counted). */
+#define RP_RATE_MIN_NS 50000000ull
 #define RP_RATE_WEIGHT 0.25
 
 /* What a request brings to the choice. */
@@ -62,8 +67,8 @@ double rp_cost(const bk_worker *w, uint32_t total, uint32_t cached, double rate)
  * first token or when it leaves w, whichever comes first. */
 void rp_charge(prefix_index *x, const prefix_chain *chain, bk_worker *w, bk_charge *c);
 void rp_release(bk_worker *w, bk_charge *c);
-/* The request's first token came at now_ns: samples w's prefill rate (RP_RATE_MIN_BYTES), then
- * releases the charge. */
+/* The request's first token came at now_ns: samples w's prefill rate (RP_RATE_MIN_BYTES,
+ * RP_RATE_MIN_NS), then releases the charge. */
 void rp_first_token(bk_worker *w, bk_charge *c, uint64_t now_ns);
 
 #endif

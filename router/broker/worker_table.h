@@ -55,7 +55,9 @@ typedef struct bk_worker {
     uint64_t backlog_bytes; /* uncached prompt bytes of its requests not yet streaming */
     uint64_t kv_links;      /* prompt-chain links its KV events say it holds */
     double prefill_bps;     /* measured prompt bytes prefilled per second (0: not yet) */
-    uint64_t kv_snapshots;  /* KV snapshots it sent (one per registration, or after a loss) */
+    uint64_t tier1_hit_tokens, tier2_hit_tokens; /* heartbeat: prompt tokens served per KV tier */
+    uint32_t tier2_blocks, tier2_used;           /* its second KV tier */
+    uint64_t kv_snapshots; /* KV snapshots it sent (one per registration, or after a loss) */
     bool draining;
     bool unhealthy;          /* its heartbeat says the engine cannot step: no new work */
     char unhealthy_why[256]; /* the worker's reason, for /admin/workers */

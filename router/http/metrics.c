@@ -254,6 +254,9 @@ enum {
     W_SPEC_DRAFTED,
     W_SPEC_ACCEPTED,
     W_SPEC_EMITTED,
+    W_TIER1_HITS, /* counters like the spec ones: printed exactly */
+    W_TIER2_HITS,
+    W_TIER2_USED,
     W_SPEC_DRAFT_S,
     W_SPEC_VERIFY_S,
     W_UNHEALTHY
@@ -273,6 +276,12 @@ static uint64_t worker_count(const metrics_worker_load *l, int which) {
         return l->spec_accepted;
     case W_UNHEALTHY:
         return l->unhealthy;
+    case W_TIER1_HITS:
+        return l->tier1_hit_tokens;
+    case W_TIER2_HITS:
+        return l->tier2_hit_tokens;
+    case W_TIER2_USED:
+        return l->tier2_used;
     default:
         return l->spec_emitted;
     }
@@ -298,7 +307,7 @@ static double worker_real(const metrics_worker_load *l, int which) {
 /* Integer series print exactly (a double holds only 53 bits); the rest with 9 digits. */
 static void put_worker_value(strbuf *o, const metrics_worker_load *l, int which) {
     if (which == W_RUNNING || which == W_WAITING || which == W_UNHEALTHY ||
-        (which >= W_SPEC_STEPS && which <= W_SPEC_EMITTED))
+        (which >= W_SPEC_STEPS && which <= W_TIER2_USED))
         strbuf_printf(o, " %llu\n", (unsigned long long)worker_count(l, which));
     else
         strbuf_printf(o, " %.9g\n", worker_real(l, which));
@@ -418,6 +427,13 @@ int metrics_render(metrics *m, strbuf *o) {
     render_gauge(o, m, "sol_worker_kv_usage", "Fraction of KV-cache blocks in use (0..1).", W_KV,
                  0);
     render_gauge(o, m, "sol_worker_prefix_hit_rate", "Prefix-cache hit rate (0..1).", W_PREFIX, 0);
+    render_counter(o, m, "sol_worker_kv_tier1_hit_tokens_total",
+                   "Prompt tokens served from the KV pool (tier 1).", W_TIER1_HITS, 0);
+    render_counter(o, m, "sol_worker_kv_tier2_hit_tokens_total",
+                   "Prompt tokens served from the second KV tier (worker.kv.tier2_blocks).",
+                   W_TIER2_HITS, 0);
+    render_gauge(o, m, "sol_worker_kv_tier2_used_blocks", "Blocks held in the second KV tier.",
+                 W_TIER2_USED, 0);
     render_gauge(o, m, "sol_worker_unhealthy",
                  "1 when the worker reports it cannot step (engine watchdog, stuck tensor-parallel "
                  "rank): it gets no work.",

@@ -32,6 +32,8 @@ typedef struct metrics_worker_load {
     uint64_t spec_emitted;  /* tokens emitted by verify steps */
     double spec_draft_seconds, spec_verify_seconds;
     uint32_t unhealthy; /* 1: the worker reports it cannot step (watchdog, stuck TP rank) */
+    uint64_t tier1_hit_tokens, tier2_hit_tokens; /* prompt tokens served per KV tier (counters) */
+    uint32_t tier2_used;                         /* blocks in the second tier */
 } metrics_worker_load;
 
 /* `model_name` labels the vllm:* series (vLLM's `model_name` label). Thread-safe throughout. */

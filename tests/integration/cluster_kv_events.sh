@@ -6,6 +6,7 @@
 # (with hashes that did not match, the idle worker would take some); when other work evicts those
 # blocks, the worker reports them removed; a worker that restarts reports an empty cache.
 . "$(dirname "$0")/lib.sh"
+LIB_SERVED_MODEL=none # the models the workers register, nothing else
 
 M="$T_DIR/m.gguf"
 mkmodel "$M" --preset tiny --ctx 2048 --seed 2

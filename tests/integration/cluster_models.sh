@@ -7,6 +7,7 @@
 # queued for a busy model does not hold back another model's request behind it; a bad name is
 # refused by its key.
 . "$(dirname "$0")/lib.sh"
+LIB_SERVED_MODEL=none # the models the workers register, nothing else
 
 "$WORKER_BIN" --backend sim --served-model-name "two words" >"$T_DIR/bad.log" 2>&1 && fail "a name with a space was accepted"
 grep -q "worker.served_model_name" "$T_DIR/bad.log" || fail "the refusal does not name the key: $(cat "$T_DIR/bad.log")"

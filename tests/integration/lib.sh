@@ -79,8 +79,13 @@ BASE="http://127.0.0.1:$HTTP_PORT"
 ZMQ_EP="tcp://127.0.0.1:$ZMQ_PORT"
 
 # start_router [extra flags...]: ROUTER_PID is set. Fast liveness so failover tests stay short.
+# The tests' requests name the model "demo": --served-model demo makes it the cluster's public name
+# (any worker), as a deployment with one model would; LIB_SERVED_MODEL=none starts the router
+# without it (a test of the model names the workers register).
 start_router() {
-    "$ROUTER_BIN" --listen "127.0.0.1:$HTTP_PORT" --bind "$ZMQ_EP" \
+    local served=(--served-model "${LIB_SERVED_MODEL:-demo}")
+    [ "${LIB_SERVED_MODEL:-}" = none ] && served=()
+    "$ROUTER_BIN" --listen "127.0.0.1:$HTTP_PORT" --bind "$ZMQ_EP" "${served[@]}" \
         --set router.workers.heartbeat_ms=200 --set router.workers.dead_after_ms=1000 "$@" \
         >>"$T_DIR/router.log" 2>&1 &
     ROUTER_PID=$!

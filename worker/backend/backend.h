@@ -163,6 +163,11 @@ typedef struct sol_backend_ops {
     /* Copy whole blocks (every layer, K and V): dst[i] <- src[i]; for copy-on-write forks. */
     int (*kv_copy_blocks)(sol_backend *be, sol_kv *kv, const int32_t *src_block_ids,
                           const int32_t *dst_block_ids, int count);
+    /* The second KV tier: one whole block between the pool and host memory (to_host: host <-
+     * block, else block <- host), laid out as [layer][K, V] of sol_kv_host_bytes / (2 layers)
+     * each. NULL: the backend keeps no second tier (worker.kv.tier2_blocks is refused). */
+    int (*kv_host_io)(sol_backend *be, sol_kv *kv, int32_t block, void *host, int to_host);
+    size_t (*kv_host_bytes)(sol_backend *be, const sol_kv *kv); /* one block's bytes */
     /* out[t][h] = softmax(scale * q[t][h] . K[lo..n_ctx)) V for token t's sequence, with query
      * head h reading KV head h / (heads / kv_heads) (grouped-query attention).
      * q and out are n x heads x head_dim; per_token[t] gives token t's block table and n_ctx.
@@ -278,6 +283,10 @@ static inline void sol_kv_free(sol_backend *be, sol_kv *kv) {
 static inline int sol_kv_copy_blocks(sol_backend *be, sol_kv *kv, const int32_t *src_block_ids,
                                      const int32_t *dst_block_ids, int count) {
     return be->ops->kv_copy_blocks(be, kv, src_block_ids, dst_block_ids, count);
+}
+static inline int sol_kv_host_io(sol_backend *be, sol_kv *kv, int32_t block, void *host,
+                                 int to_host) {
+    return be->ops->kv_host_io(be, kv, block, host, to_host);
 }
 static inline int sol_allreduce(sol_backend *be, sol_tp_comm *comm, int rank, float *x,
                                 int64_t n_elems) {

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -74,6 +75,10 @@ static void refresh_counts_locked(engine *e) {
     s->free_blocks = ks.free_blocks + ks.cached_blocks;
     s->prefix_hit_rate =
         ks.prefix_query_tokens ? (double)ks.prefix_hit_tokens / ks.prefix_query_tokens : 0.0;
+    s->tier2_hit_tokens = ks.tier2_hit_tokens;
+    s->tier1_hit_tokens = ks.prefix_hit_tokens - ks.tier2_hit_tokens;
+    s->tier2_blocks = ks.tier2_slots;
+    s->tier2_used = ks.tier2_used;
 }
 
 /* Emits the finish event (with any held text) and frees the request. The held text is copied
@@ -156,6 +161,59 @@ static bool on_token(engine *e, ereq *r, const sampler_result *res) {
 }
 
 /* ---- the step ----------------------------------------------------------------------------- */
+
+/* worker.kv.tier2_blocks: the store is a file (created and unlinked at once in tier2_dir) mapped
+ * shared, so its pages can go to disk when memory is short instead of taking the KV pool's room;
+ * the bookkeeping is the KV cache's (kv_tier.h). */
+static int start_tier2(engine *e, sol_err *err) {
+    int32_t n = e->cfg.tier2_blocks;
+    if (n <= 0) return 0;
+    if (!e->cfg.prefix_caching)
+        return sol_err_set(err, -EINVAL,
+                           "worker.kv.tier2_blocks needs worker.scheduler.prefix_caching");
+    if (!(e->tier2_bytes = model_kv_host_bytes(e->m, e->kv_data)))
+        return sol_err_set(err, -ENOTSUP,
+                           "worker.kv.tier2_blocks: the %s backend keeps no second KV tier (cpu "
+                           "does)",
+                           sol_backend_name(model_backend(e->m)));
+    const char *dir = e->cfg.tier2_dir ? e->cfg.tier2_dir : getenv("TMPDIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/sol-kv-tier2-XXXXXX", dir && *dir ? dir : "/var/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return sol_err_set(err, -errno, "worker.kv.tier2_dir: cannot create %s: %s", path,
+                           strerror(errno));
+    unlink(path);
+    size_t bytes = (size_t)n * e->tier2_bytes;
+    void *p = ftruncate(fd, (off_t)bytes)
+                  ? MAP_FAILED
+                  : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int saved = errno;
+    close(fd);
+    if (p == MAP_FAILED)
+        return sol_err_set(err, -saved, "worker.kv.tier2_blocks: cannot map %zu bytes in %s: %s",
+                           bytes, dir && *dir ? dir : "/var/tmp", strerror(saved));
+    e->tier2 = p;
+    int rc = kv_cache_tier2(e->kv, n, err);
+    if (rc) return rc;
+    LOG_INFO("engine", "KV tier 2: %d blocks (%.1f MiB, a file in %s)", n,
+             (double)bytes / (1 << 20), dir && *dir ? dir : "/var/tmp");
+    return 0;
+}
+
+/* The second tier's copies this step's scheduling queued, in order: blocks evicted out to their
+ * slots before anything writes them, hits back into their blocks before the forward pass. */
+static int run_tier_ops(engine *e, sol_err *err) {
+    int32_t n = 0;
+    const kv_tier_op *op = kv_cache_tier_ops(e->kv, &n);
+    for (int32_t i = 0; i < n; i++) {
+        unsigned char *host = e->tier2 + (size_t)op[i].slot * e->tier2_bytes;
+        int rc = model_kv_host_io(e->m, e->kv_data, op[i].block, host, op[i].to_tier, err);
+        if (rc) return rc;
+    }
+    kv_cache_tier_done(e->kv);
+    return 0;
+}
 
 /* KV events: the prefix cache stored or dropped a block (engine thread, inside kv_cache calls). */
 static void on_block(void *ctx, uint64_t hash, bool stored) {
@@ -469,6 +527,10 @@ static bool step(engine *e) {
     }
     uint64_t sched_ns = sol_now_ns() - t_draft;
     if (b.n_tokens == 0) return false;
+    if (run_tier_ops(e, &err)) {
+        fail_batch(e, &b, err.msg);
+        return true;
+    }
     for (int32_t i = 0; i < b.n_copies; i++)
         if (model_kv_copy_blocks(e->m, e->kv_data, &b.copies[i].src_block, &b.copies[i].dst_block,
                                  1, &err)) {
@@ -707,6 +769,7 @@ static int start(engine *e, sol_err *err) {
     if (!(e->kv_data =
               model_kv_new(e->m, e->cfg.num_blocks, e->cfg.block_size, e->cfg.kv_dtype, err)))
         return err->code ? err->code : -ENOMEM;
+    if ((rc = start_tier2(e, err))) return rc;
     sched_config sc = {e->cfg.max_num_seqs, e->cfg.max_batched_tokens, hp->kv_window};
     if (!(e->sched = sched_new(&sc, e->kv, err))) return err->code ? err->code : -ENOMEM;
     if (!(e->smp = sampler_new(e->n_vocab, err))) return err->code ? err->code : -ENOMEM;
@@ -782,6 +845,7 @@ void engine_free(engine *e) {
     kv_cache_free(e->kv);
     kv_links_free(e->links);
     pthread_mutex_destroy(&e->links_mu);
+    if (e->tier2) munmap(e->tier2, (size_t)e->cfg.tier2_blocks * e->tier2_bytes);
     if (e->kv_data) model_kv_free(e->m, e->kv_data);
     sampler_free(e->smp);
     grammar_cache_free(e->gcache);

@@ -85,6 +85,8 @@ typedef struct engine_config {
     double memory_fraction; /* (0, 1] */
     int32_t max_model_len;  /* prompt + max_tokens at most (clamped to the model's context) */
     sol_dtype kv_dtype;     /* SOL_DT_F16 or SOL_DT_F32 */
+    int32_t tier2_blocks;  /* worker.kv.tier2_blocks: a second tier of this many blocks (0: none) */
+    const char *tier2_dir; /* worker.kv.tier2_dir: where its file goes (NULL: TMPDIR or /var/tmp) */
     /* worker.scheduler */
     int32_t max_num_seqs;
     int32_t max_batched_tokens;
@@ -155,7 +157,10 @@ typedef struct engine_stats {
     int32_t running, waiting, preempted;
     int32_t free_blocks, total_blocks, block_size;
     double prefix_hit_rate; /* hit / query prompt tokens since start */
-    double tokens_per_s;    /* generated + prefilled tokens per second of step time, last ~1 s */
+    /* prompt tokens served from cache since start, by tier, and the second tier's fill */
+    uint64_t tier1_hit_tokens, tier2_hit_tokens;
+    int32_t tier2_blocks, tier2_used;
+    double tokens_per_s; /* generated + prefilled tokens per second of step time, last ~1 s */
     uint64_t steps, preemptions;
     uint64_t prompt_tokens, generated_tokens;
     uint64_t step_ns, sched_ns; /* totals: the whole step loop, and its scheduling part */

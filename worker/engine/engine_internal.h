@@ -75,7 +75,9 @@ struct engine {
     int32_t n_vocab;
     kv_cache *kv;
     model_kv *kv_data;
-    kv_links *links;          /* KV events (prefix caching on), guarded by links_mu */
+    kv_links *links;      /* KV events (prefix caching on), guarded by links_mu */
+    unsigned char *tier2; /* the second tier's store: tier2_blocks x tier2_bytes, a file mapping */
+    size_t tier2_bytes;   /* one block (model_kv_host_bytes) */
     pthread_mutex_t links_mu; /* the engine thread changes links, the link thread drains them */
     sched *sched;
     sampler *smp;

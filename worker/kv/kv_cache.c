@@ -58,6 +58,8 @@ struct kv_cache {
     uint64_t queries, hits, evictions;
     kv_hash_observer observe; /* NULL: none */
     void *observe_ctx;
+    kv_tier *tier;      /* the second tier (kv_cache_tier2), NULL: none */
+    uint64_t tier_hits; /* prompt tokens restored from it */
 };
 
 /* ---- block states ---- */
@@ -109,6 +111,22 @@ static void try_commit(kv_cache *kv, int32_t b) {
     }
 }
 
+int kv_cache_tier2(kv_cache *kv, int32_t slots, sol_err *err) {
+    if (!kv->caching) return sol_err_set(err, -EINVAL, "a second KV tier needs prefix caching");
+    kv_tier_free(kv->tier);
+    kv->tier = slots > 0 ? kv_tier_new(slots, kv->bs, err) : NULL;
+    return slots > 0 && !kv->tier ? (err->code ? err->code : -ENOMEM) : 0;
+}
+
+const kv_tier_op *kv_cache_tier_ops(const kv_cache *kv, int32_t *n) {
+    *n = 0;
+    return kv->tier ? kv_tier_ops(kv->tier, n) : NULL;
+}
+
+void kv_cache_tier_done(kv_cache *kv) {
+    if (kv->tier) kv_tier_done(kv->tier);
+}
+
 void kv_cache_observe(kv_cache *kv, kv_hash_observer fn, void *ctx) {
     kv->observe = fn;
     kv->observe_ctx = ctx;
@@ -116,6 +134,21 @@ void kv_cache_observe(kv_cache *kv, kv_hash_observer fn, void *ctx) {
 
 bool kv_cache_holds(const kv_cache *kv, uint64_t hash) {
     return hash && block_table_find(&kv->table, hash) >= 0;
+}
+
+/* An evicted cached block into the second tier: its hash leaves the pool's table but stays held
+ * (no observer call), and a block the tier drops for room is reported gone. false: not kept. */
+static bool spill(kv_cache *kv, int32_t b) {
+    kv_block *k = &kv->blk[b];
+    if (!kv->tier || !k->committed) return false;
+    uint64_t dropped = 0;
+    if (kv_tier_spill(kv->tier, b, k->hash, k->parent, &kv->tok[(size_t)b * kv->bs], &dropped) < 0)
+        return false;
+    block_table_remove(&kv->table, k->hash);
+    k->committed = 0;
+    k->hash = k->parent = 0;
+    if (dropped && kv->observe) kv->observe(kv->observe_ctx, dropped, false);
+    return true;
 }
 
 /* A fresh private block (ref 1, empty). The caller has checked that one is available. */
@@ -126,7 +159,7 @@ static int32_t take_fresh(kv_cache *kv) {
     } else {
         b = kv->lru_head;
         lru_unlink(kv, b);
-        uncommit(kv, b);
+        if (!spill(kv, b)) uncommit(kv, b);
         kv->evictions++;
     }
     kv_block *k = &kv->blk[b];
@@ -201,6 +234,7 @@ void kv_cache_free(kv_cache *kv) {
     while (kv->seqs)
         kv_seq_free(kv->seqs);
     block_table_destroy(&kv->table);
+    kv_tier_free(kv->tier);
     free(kv->blk);
     free(kv->tok);
     free(kv->free_ids);
@@ -228,6 +262,12 @@ void kv_cache_get_stats(const kv_cache *kv, kv_cache_stats *out) {
     out->prefix_query_tokens = kv->queries;
     out->prefix_hit_tokens = kv->hits;
     out->evictions = kv->evictions;
+    kv_tier_stats ts = {0};
+    if (kv->tier) kv_tier_get_stats(kv->tier, &ts);
+    out->tier2_slots = ts.slots;
+    out->tier2_used = ts.used;
+    out->tier2_hit_tokens = kv->tier_hits;
+    out->tier2_spills = ts.spills;
 }
 
 /* ---- prefix matching ---- */
@@ -343,6 +383,37 @@ const int32_t *kv_seq_block_table(const kv_seq *seq, int32_t *n_blocks) {
     return seq->blocks;
 }
 
+/* After the pool's hits: the prompt's next full blocks found in the second tier come back into
+ * fresh blocks (their copies queued for the engine), while fresh blocks can be had without
+ * taking one this sequence holds. Returns the sequence's block count. */
+static int32_t restore_walk(kv_seq *seq, const int32_t *prompt, int32_t prompt_len) {
+    kv_cache *kv = seq->kv;
+    int32_t n = seq->n_blocks, limit = max_cached_blocks(kv, prompt_len);
+    if (!kv->tier || !kv->caching) return n;
+    uint64_t parent = n ? kv->blk[seq->blocks[n - 1]].hash : seq->seed;
+    for (; n < limit && kv_cache_can_allocate(kv, 1); n++) {
+        const int32_t *t = prompt + (size_t)n * kv->bs;
+        uint64_t h = block_hash_tokens(parent, t, kv->bs);
+        int32_t slot = kv_tier_find(kv->tier, h, parent, t);
+        if (slot < 0) break;
+        int32_t b = take_fresh(kv); /* may spill a cached block: its copy is queued first */
+        if (kv_tier_restore(kv->tier, slot, b)) {
+            release(kv, b);
+            break;
+        }
+        kv_block *k = &kv->blk[b];
+        memcpy(&kv->tok[(size_t)b * kv->bs], t, sizeof *t * (size_t)kv->bs);
+        k->filled = kv->bs;
+        k->parent = parent;
+        k->hash = h;
+        try_commit(kv, b); /* held still: the observer hears "stored" for a link it holds */
+        seq->blocks[n] = b;
+        kv->tier_hits += (uint64_t)kv->bs;
+        parent = h;
+    }
+    return n;
+}
+
 int32_t kv_seq_match_prefix(kv_seq *seq, const int32_t *prompt, int32_t prompt_len, sol_err *err) {
     kv_cache *kv = seq->kv;
     if (seq->len != 0 || seq->n_blocks != 0)
@@ -360,9 +431,11 @@ int32_t kv_seq_match_prefix(kv_seq *seq, const int32_t *prompt, int32_t prompt_l
     for (int32_t i = 0; i < n; i++)
         take_ref(kv, seq->blocks[i]);
     seq->n_blocks = n;
+    n = restore_walk(seq, prompt, prompt_len);
+    seq->n_blocks = n;
     seq->len = n * kv->bs;
     kv->queries += (uint64_t)prompt_len;
-    kv->hits += (uint64_t)seq->len;
+    kv->hits += (uint64_t)seq->len; /* both tiers: tier_hits tells the second's part */
     return seq->len;
 }
 

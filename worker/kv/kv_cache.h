@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "kv_tier.h"
 
 /* The backend stores K/V as [block][slot][kv_head][head_dim] per layer; a token at position p of
  * a sequence lives at physical slot table[p / block_size] * block_size + p % block_size.
@@ -44,6 +45,10 @@ typedef struct kv_cache_stats {
     uint64_t prefix_query_tokens; /* prompt tokens offered to kv_seq_match_prefix */
     uint64_t prefix_hit_tokens;   /* of those, served from cache; hit rate = hit / query */
     uint64_t evictions;           /* cached blocks whose hash was dropped to reuse the block */
+    /* the second tier (kv_cache_tier2): its slots, those holding a block, the prompt tokens it
+     * served (part of prefix_hit_tokens) and the blocks it took in */
+    int32_t tier2_slots, tier2_used;
+    uint64_t tier2_hit_tokens, tier2_spills;
 } kv_cache_stats;
 
 /* Creates a pool of num_blocks block ids of block_size token slots each (num_blocks * block_size
@@ -63,6 +68,16 @@ bool kv_cache_can_allocate(const kv_cache *kv, int32_t n_blocks);
 bool kv_cache_prefix_caching(const kv_cache *kv);
 
 void kv_cache_get_stats(const kv_cache *kv, kv_cache_stats *out);
+
+/* A second tier of `slots` blocks (0: none; needs prefix caching): a cached block evicted from the
+ * pool is kept there instead of forgotten, and a prompt whose next full block is there gets it back
+ * in a fresh block rather than recomputing it (kv_seq_match_prefix). The bytes move through copies
+ * queued here, which the caller performs in order (spills out of a block before anything writes
+ * it, restores before the forward pass reads them), then acknowledges. A block in the second tier
+ * counts as held for the observer. Returns 0 or a negative error. */
+int kv_cache_tier2(kv_cache *kv, int32_t slots, sol_err *err);
+const kv_tier_op *kv_cache_tier_ops(const kv_cache *kv, int32_t *n);
+void kv_cache_tier_done(kv_cache *kv);
 
 /* Told each time a full block's hash enters the prefix cache (stored) or leaves it (evicted,
  * truncated, freed with the manager not counted): what the worker reports as KV events. */

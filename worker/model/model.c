@@ -173,6 +173,29 @@ int model_kv_copy_blocks(model *m, model_kv *kv, const int32_t *src, const int32
     return 0;
 }
 
+size_t model_kv_host_bytes(model *m, const model_kv *kv) {
+    size_t n = 0;
+    for (int r = 0; r < kv->n; r++) {
+        sol_backend *be = rank_of(m, r)->be;
+        if (!be->ops->kv_host_io || !be->ops->kv_host_bytes) return 0;
+        n += be->ops->kv_host_bytes(be, kv->r[r]);
+    }
+    return n;
+}
+
+int model_kv_host_io(model *m, model_kv *kv, int32_t block, unsigned char *host, int to_host,
+                     sol_err *err) {
+    for (int r = 0; r < kv->n; r++) { /* the ranks' shards one after another */
+        sol_backend *be = rank_of(m, r)->be;
+        int rc = sol_kv_host_io(be, kv->r[r], block, host, to_host);
+        if (rc)
+            return sol_err_set(err, rc, "KV block %s host memory: %s", to_host ? "to" : "from",
+                               be->err.msg);
+        host += be->ops->kv_host_bytes(be, kv->r[r]);
+    }
+    return 0;
+}
+
 uint64_t model_step_bytes(const model *m) {
     const gguf_file *g = model_gguf(m);
     uint64_t all = 0, embd = 0;

@@ -108,6 +108,11 @@ int model_kv_copy_blocks(model *m, model_kv *kv, const int32_t *src, const int32
  * the pool is sized from: one device's (a rank's heads) when the backend has device memory, else
  * host memory (all ranks' heads). */
 size_t model_kv_bytes_per_token(const model *m, sol_dtype dtype);
+/* The second KV tier: one block's bytes in host memory (every rank's shard; 0 when a rank's
+ * backend keeps no second tier), and its copy to (to_host) or from host memory. */
+size_t model_kv_host_bytes(model *m, const model_kv *kv);
+int model_kv_host_io(model *m, model_kv *kv, int32_t block, unsigned char *host, int to_host,
+                     sol_err *err);
 
 /* Weight bytes one decode step reads: every tensor of the file, less the embedding table when a
  * separate output head exists (a step reads one row of it). Decode is memory-bound, so the ratio

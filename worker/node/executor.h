@@ -29,7 +29,9 @@ typedef struct exec_stats {
     uint32_t running, waiting, preempted;
     uint32_t free_blocks, total_blocks;
     double prefix_hit_rate, tokens_per_s, spec_acceptance; /* rates in [0, 1] except tokens_per_s */
-    uint64_t engine_steps;                                 /* moves while work is queued */
+    uint64_t tier1_hit_tokens, tier2_hit_tokens; /* prompt tokens served from each KV tier */
+    uint32_t tier2_blocks, tier2_used;           /* the second tier's size and fill */
+    uint64_t engine_steps;                       /* moves while work is queued */
     /* speculative decoding since start (all 0 without a drafter): verify steps, draft tokens
      * proposed and accepted, tokens emitted by verify steps, drafter and verify time */
     uint64_t spec_steps, spec_drafted, spec_accepted, spec_emitted;
@@ -104,6 +106,8 @@ typedef struct exec_engine_config {
     int block_size, num_blocks, max_model_len;
     double memory_fraction;
     bool kv_f32;
+    int tier2_blocks;      /* worker.kv.tier2_blocks (0: none) */
+    const char *tier2_dir; /* worker.kv.tier2_dir (NULL: default) */
     int max_num_seqs, max_batched_tokens;
     bool prefix_caching;
     const char *chat_template; /* worker.chat_template: a family name, "" = the GGUF's */

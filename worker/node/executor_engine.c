@@ -258,6 +258,10 @@ static void eng_stats(void *self, exec_stats *out) {
     out->tokens_per_s = st.tokens_per_s >= 0 ? st.tokens_per_s : 0;
     out->spec_acceptance = st.spec_acceptance; /* 0 until a draft was verified */
     out->engine_steps = st.steps;
+    out->tier1_hit_tokens = st.tier1_hit_tokens;
+    out->tier2_hit_tokens = st.tier2_hit_tokens;
+    out->tier2_blocks = (uint32_t)st.tier2_blocks;
+    out->tier2_used = (uint32_t)st.tier2_used;
     out->spec_steps = st.spec.steps;
     out->spec_drafted = st.spec.drafted;
     out->spec_accepted = st.spec.accepted;
@@ -340,6 +344,8 @@ static int load(eng_exec *x, const exec_engine_config *w, sol_err *e) {
     ec.memory_fraction = w->memory_fraction;
     ec.max_model_len = w->max_model_len < hp->ctx_len ? w->max_model_len : hp->ctx_len;
     ec.kv_dtype = w->kv_f32 ? SOL_DT_F32 : SOL_DT_F16;
+    ec.tier2_blocks = w->tier2_blocks;
+    ec.tier2_dir = w->tier2_dir;
     ec.max_num_seqs = w->max_num_seqs;
     ec.max_batched_tokens = w->max_batched_tokens;
     ec.prefix_caching = w->prefix_caching;

@@ -230,6 +230,10 @@ static void send_heartbeats(worker_link *l) {
     hb.tokens_per_s = st.tokens_per_s;
     hb.spec_acceptance = st.spec_acceptance;
     hb.engine_steps = st.engine_steps;
+    hb.tier1_hit_tokens = st.tier1_hit_tokens;
+    hb.tier2_hit_tokens = st.tier2_hit_tokens;
+    hb.tier2_blocks = st.tier2_blocks;
+    hb.tier2_used = st.tier2_used;
     hb.spec_steps = st.spec_steps;
     hb.spec_drafted = st.spec_drafted;
     hb.spec_accepted = st.spec_accepted;

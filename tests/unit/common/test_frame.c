@@ -81,6 +81,10 @@ static void fill_register_heartbeat(fixture *f) {
     f->hb.kv_removed = f->kv_removed;
     f->hb.n_kv_removed = 1;
     f->hb.kv_snapshot = 1;
+    f->hb.tier1_hit_tokens = 1ull << 36;
+    f->hb.tier2_hit_tokens = (1ull << 35) + 9;
+    f->hb.tier2_blocks = 4096;
+    f->hb.tier2_used = 4000;
 }
 
 static void fill_generate(fixture *f) {

@@ -235,6 +235,67 @@ static void test_prefix_cache_hit(void **state) {
     same_outputs(&cold, &warm, 1);
 }
 
+/* The second KV tier (worker.kv.tier2_blocks): a prompt whose blocks another prompt evicted from
+ * a small pool comes back from the tier - its full blocks copied, not recomputed - with the
+ * outputs it had cold; without the tier the same run recomputes them. */
+static void tier2_run(int32_t tier2, out *cold, out *again, engine_stats *st) {
+    spec s[2];
+    make_specs(s, 2, 5);
+    s[0].n_prompt = 60, s[1].n_prompt = 110;
+    s[0].max_tokens = s[1].max_tokens = 8;
+    s[0].sp.temperature = s[1].sp.temperature = 0;
+    engine_config c = engine_config_default();
+    c.num_blocks = 8; /* 128 tokens: the second prompt needs every block */
+    c.max_model_len = 128;
+    c.kv_dtype = SOL_DT_F32;
+    c.max_num_seqs = 2;
+    c.max_batched_tokens = 64;
+    c.prefix_caching = true;
+    c.tier2_blocks = tier2;
+    c.on_event = engine_collect;
+    sol_err e = {0};
+    engine *eng = engine_new(&c, W.f.m, W.f.tok, &e);
+    if (!eng) fail_msg("engine_new: %s", e.msg);
+    out other = {0};
+    engine_request r = req_of(&s[0], cold);
+    submit_ok(eng, &r);
+    engine_wait_idle(eng);
+    r = req_of(&s[1], &other);
+    submit_ok(eng, &r);
+    engine_wait_idle(eng);
+    r = req_of(&s[0], again);
+    submit_ok(eng, &r);
+    engine_wait_idle(eng);
+    engine_get_stats(eng, st);
+    engine_free(eng);
+}
+
+static void test_tier2_restores(void **state) {
+    (void)state;
+    out cold = {0}, again = {0};
+    engine_stats st;
+    tier2_run(16, &cold, &again, &st);
+    assert_int_equal(again.usage.cached_tokens, 48); /* (60 - 1) / 16 full blocks, all restored */
+    assert_int_equal(st.tier2_hit_tokens, 48);
+    assert_int_equal(st.tier2_blocks, 16);
+    assert_true(st.tier2_used > 0);
+    same_outputs(&cold, &again, 1);
+    out cold0 = {0}, again0 = {0};
+    tier2_run(0, &cold0, &again0, &st); /* without it: evicted, recomputed */
+    assert_int_equal(again0.usage.cached_tokens, 0);
+    assert_int_equal(st.tier2_hit_tokens, 0);
+    same_outputs(&again0, &again, 1);
+    /* refused where it cannot work, naming the key */
+    engine_config c = engine_config_default();
+    c.num_blocks = 8, c.max_model_len = 128, c.tier2_blocks = 4, c.prefix_caching = false;
+    sol_err e = {0};
+    assert_null(engine_new(&c, W.f.m, W.f.tok, &e));
+    assert_non_null(strstr(e.msg, "worker.kv.tier2_blocks"));
+    c.prefix_caching = true, c.tier2_dir = "/nonexistent/dir";
+    assert_null(engine_new(&c, W.f.m, W.f.tok, &e));
+    assert_non_null(strstr(e.msg, "worker.kv.tier2_dir"));
+}
+
 static void cancel_hook(void *ctx, const engine_event *ev) {
     engine_collect(ctx, ev);
     out *o = ev->user;
@@ -596,6 +657,7 @@ int main(void) {
         cmocka_unit_test(test_stop_text_holds_back),
         cmocka_unit_test(test_max_model_len_errors),
         cmocka_unit_test(test_prefix_cache_hit),
+        cmocka_unit_test(test_tier2_restores),
         cmocka_unit_test(test_cancel_frees_blocks),
         cmocka_unit_test(test_stop_strings),
         cmocka_unit_test(test_long_held_text_released),

@@ -277,7 +277,10 @@ static void test_measured_rate(void **st) {
     assert_false(c.on);
     assert_int_equal(slow->backlog_bytes, 1000);
     c = (bk_charge){.bytes = 100, .on = true, .sent_ns = 0};
-    rp_first_token(slow, &c, 1000); /* too little work to time */
+    rp_first_token(slow, &c, 1000000000ull); /* too little work to time */
+    assert_true(slow->prefill_bps == 2000);
+    c = (bk_charge){.bytes = 4000, .on = true, .sent_ns = 0};
+    rp_first_token(slow, &c, RP_RATE_MIN_NS - 1); /* too soon: overhead, not prefill */
     assert_true(slow->prefill_bps == 2000);
     c = (bk_charge){.bytes = 4000, .on = true, .sent_ns = 0};
     fast->backlog_bytes = 4000;

@@ -117,6 +117,25 @@ int cpu_kv_copy_blocks(sol_backend *be, sol_kv *kv, const int32_t *src, const in
     return 0;
 }
 
+size_t cpu_kv_host_bytes(sol_backend *be, const sol_kv *kv) {
+    (void)be;
+    return kv->pool_bytes / (size_t)kv->num_blocks * 2 * (size_t)kv->n_layers;
+}
+
+int cpu_kv_host_io(sol_backend *be, sol_kv *kv, int32_t block, void *host, int to_host) {
+    if (block < 0 || block >= kv->num_blocks || !host)
+        return sol_err_set(&be->err, -EINVAL, "cpu kv_host_io: block %d outside [0, %d)%s", block,
+                           kv->num_blocks, host ? "" : " or no host buffer");
+    size_t bb = kv->pool_bytes / (size_t)kv->num_blocks;
+    unsigned char *h = host;
+    for (int l = 0; l < kv->n_layers; l++)
+        for (int v = 0; v < 2; v++, h += bb) {
+            unsigned char *p = pool(kv, l, v) + (size_t)block * bb;
+            memcpy(to_host ? h : p, to_host ? p : h, bb);
+        }
+    return 0;
+}
+
 typedef struct {
     cpu_backend *cb;
     const sol_kv *kv;

@@ -312,6 +312,8 @@ sol_kv *cpu_kv_alloc(sol_backend *be, int n_layers, int num_blocks, int block_si
 void cpu_kv_free(sol_backend *be, sol_kv *kv);
 int cpu_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k, const float *v,
                  const int32_t *slots, int n);
+int cpu_kv_host_io(sol_backend *be, sol_kv *kv, int32_t block, void *host, int to_host);
+size_t cpu_kv_host_bytes(sol_backend *be, const sol_kv *kv);
 int cpu_kv_copy_blocks(sol_backend *be, sol_kv *kv, const int32_t *src, const int32_t *dst,
                        int count);
 int cpu_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out, int n,
