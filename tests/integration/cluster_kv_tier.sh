@@ -43,6 +43,7 @@ hits=$(workers_field k1 kv_tier2_hit_tokens)
 [ "$hits" -ge 64 ] || fail "kv_tier2_hit_tokens is $hits"
 [ "$(json_get 'd["choices"][0]["message"]["content"]' <"$T_DIR/warm.json")" = "$(json_get 'd["choices"][0]["message"]["content"]' <"$T_DIR/cold.json")" ] \
     || fail "the answer from restored blocks differs from the cold one"
-curl -s "$BASE/metrics" | grep -q '^sol_worker_kv_tier2_hit_tokens_total{pool="precise",worker="k1"} [1-9]' \
+curl -s "$BASE/metrics" >"$T_DIR/metrics" # (into a file: grep -q closing a pipe fails pipefail)
+grep -q '^sol_worker_kv_tier2_hit_tokens_total{pool="precise",worker="k1"} [1-9]' "$T_DIR/metrics" \
     || fail "/metrics lacks the tier-2 hits"
 ok "the next request is served from the tier ($cached cached tokens, $hits tier-2 hit tokens) with the cold answer"
