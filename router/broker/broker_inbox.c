@@ -26,13 +26,16 @@ static void reply_error(broker *b, const zmq_util_identity *to, int code, const 
 
 /* ---- Register / Heartbeat ------------------------------------------------------------------ */
 
-/* Adds the worker's model to the names requests may use (docs/api.md, "Models"). 0, or -1 when it
- * is new and BROKER_MAX_MODELS are known already. */
+/* Adds the worker's model to the names requests may use (docs/api.md, "Models"). 0; -1 when it is
+ * new and BROKER_MAX_MODELS are known already; -2 when it holds a control character (the list is
+ * one name per line, and no client could type it). */
 static int note_model(broker *b, const char *model) {
+    for (const char *c = model; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) return -2;
     if (!b->models.len) strbuf_putc(&b->models, '\n');
     size_t n = strlen(model);
     for (const char *p = b->models.data; (p = strstr(p, model)); p++)
-        if (p[-1] == '\n' && p[n] == '\n') return 0;
+        if (p > b->models.data && p[-1] == '\n' && p[n] == '\n') return 0;
     if (b->n_models >= BROKER_MAX_MODELS) return -1;
     strbuf_puts(&b->models, model);
     strbuf_putc(&b->models, '\n');
@@ -50,11 +53,16 @@ static void on_register(broker *b, const zmq_util_identity *from, const Sol__Reg
         reply_error(b, from, SOL_ERROR_VERSION_MISMATCH, e.msg);
         return;
     }
-    if (note_model(b, reg->model)) {
+    int noted = note_model(b, reg->model);
+    if (noted) {
         char msg[400];
-        snprintf(msg, sizeof msg,
-                 "this router serves %d models already (its bound): model '%.100s' is refused",
-                 BROKER_MAX_MODELS, reg->model);
+        if (noted == -2)
+            snprintf(msg, sizeof msg, "model name '%.100s' has a control character: refused",
+                     reg->model);
+        else
+            snprintf(msg, sizeof msg,
+                     "this router serves %d models already (its bound): model '%.100s' is refused",
+                     BROKER_MAX_MODELS, reg->model);
         LOG_ERROR(MOD, "refusing worker %s: %s", reg->worker_id, msg);
         reply_error(b, from, SOL_ERROR_BAD_REQUEST, msg);
         return;

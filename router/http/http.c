@@ -63,7 +63,7 @@ static enum MHD_Result handle_models(http_server *s, struct MHD_Connection *c, c
     int first = 1;
     const char *sm = s->cfg.served_model;
     if (sm) model_entry(&b, sm, strlen(sm), created, &first);
-    for (const char *p = list.data ? list.data + 1 : NULL; p && *p;) {
+    for (const char *p = list.len > 1 ? list.data + 1 : NULL; p && *p;) {
         const char *nl = strchr(p, '\n');
         char name[SOL_FRAME_MAX_NAME_BYTES + 1];
         snprintf(name, sizeof name, "%.*s", (int)(nl - p), p);
@@ -239,6 +239,7 @@ static void known_models(http_server *s, strbuf *out) {
 /* Whether `name` is one of the lines of `list` ("\nm1\nm2\n"). */
 static int listed(const strbuf *list, const char *name) {
     size_t n = strlen(name);
+    if (!n || list->len < 2) return 0;
     for (const char *p = list->data; p && (p = strstr(p, name)); p++)
         if (p > list->data && p[-1] == '\n' && p[n] == '\n') return 1;
     return 0;
@@ -250,7 +251,7 @@ static void model_not_found(http_server *s, const char *name, const strbuf *list
     size_t used = 0;
     const char *sm = s->cfg.served_model;
     if (sm) used += (size_t)snprintf(served, sizeof served, "'%.100s'", sm);
-    for (const char *p = list->data ? list->data + 1 : NULL; p && *p && used < sizeof served;) {
+    for (const char *p = list->len > 1 ? list->data + 1 : NULL; p && *p && used < sizeof served;) {
         const char *nl = strchr(p, '\n');
         int len = (int)(nl - p);
         used += (size_t)snprintf(served + used, sizeof served - used, "%s'%.*s'", used ? ", " : "",
