@@ -77,7 +77,7 @@ static server *server_get(void) {
                       .router = sv.cl,
                       .metrics = sv.m,
                       .served_model = "fuzz",
-                      .backend = {NULL, answer, NULL, NULL, workers, NULL, NULL}};
+                      .backend = {NULL, answer, NULL, NULL, workers, NULL, NULL, NULL}};
     if (http_server_start(&hc, &sv.srv, &e)) {
         fprintf(stderr, "fuzz_http: %s\n", e.msg);
         abort();

@@ -193,7 +193,7 @@ static int setup(void **state) {
         .router = x->cl,
         .metrics = x->m,
         .served_model = "demo",
-        .backend = {&x->f, fake_dispatch, fake_cancel, NULL, fake_workers, fake_drain, NULL}};
+        .backend = {&x->f, fake_dispatch, fake_cancel, NULL, fake_workers, fake_drain, NULL, NULL}};
     if (http_server_start(&hc, &x->srv, &e)) fail_msg("%s", e.msg);
     x->port = http_server_port(x->srv);
     *state = x;
