@@ -163,3 +163,11 @@ int strbuf_read_file(strbuf *b, const char *path) {
     fclose(f);
     return rc;
 }
+
+int strbuf_has_line(const strbuf *b, const char *line) {
+    size_t n = strlen(line);
+    if (!n || b->len < 2) return 0;
+    for (const char *p = b->data; (p = strstr(p, line)); p++)
+        if (p > b->data && p[-1] == '\n' && p[n] == '\n') return 1;
+    return 0;
+}

@@ -34,4 +34,8 @@ int strbuf_read_file(strbuf *b, const char *path);
 /* Hand the data to the caller (who frees it) and reset the buffer to empty. */
 char *strbuf_take(strbuf *b, size_t *len);
 
+/* Whether `line` is one of the lines of b when b holds "\nline1\nline2\n" (a name list: the
+ * models the router serves). An empty line is never there. */
+int strbuf_has_line(const strbuf *b, const char *line);
+
 #endif

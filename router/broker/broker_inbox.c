@@ -33,9 +33,7 @@ static int note_model(broker *b, const char *model) {
     for (const char *c = model; *c; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f) return -2;
     if (!b->models.len) strbuf_putc(&b->models, '\n');
-    size_t n = strlen(model);
-    for (const char *p = b->models.data; (p = strstr(p, model)); p++)
-        if (p > b->models.data && p[-1] == '\n' && p[n] == '\n') return 0;
+    if (strbuf_has_line(&b->models, model)) return 0;
     if (b->n_models >= BROKER_MAX_MODELS) return -1;
     strbuf_puts(&b->models, model);
     strbuf_putc(&b->models, '\n');

@@ -236,15 +236,6 @@ static void known_models(http_server *s, strbuf *out) {
     if (s->cfg.backend.models) s->cfg.backend.models(s->cfg.backend.ctx, out);
 }
 
-/* Whether `name` is one of the lines of `list` ("\nm1\nm2\n"). */
-static int listed(const strbuf *list, const char *name) {
-    size_t n = strlen(name);
-    if (!n || list->len < 2) return 0;
-    for (const char *p = list->data; p && (p = strstr(p, name)); p++)
-        if (p > list->data && p[-1] == '\n' && p[n] == '\n') return 1;
-    return 0;
-}
-
 /* The 404 for a model that is not served: the names that are, within the message's bound. */
 static void model_not_found(http_server *s, const char *name, const strbuf *list, oai_error *e) {
     char served[256] = "";
@@ -276,7 +267,7 @@ static int resolve_model(http_server *s, const oai_request *req, const char **on
     strbuf_init(&list);
     known_models(s, &list);
     int rc = 0;
-    if (listed(&list, m))
+    if (strbuf_has_line(&list, m))
         *only = m;
     else if (s->cfg.served_model || list.len > 1)
         model_not_found(s, m, &list, e), rc = -1;

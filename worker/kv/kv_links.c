@@ -9,11 +9,11 @@
 #include <string.h>
 
 #include "block_hash.h"
+#include "idx_list.h"
 
 typedef struct pair {
     uint64_t link, block;
-    int32_t next;         /* next pair of the same block, -1 at the end */
-    int32_t older, newer; /* FIFO, -1 at the ends */
+    int32_t next; /* next pair of the same block, -1 at the end */
     bool held;
 } pair;
 
@@ -22,7 +22,7 @@ struct kv_links {
     int32_t cap, n;
     int32_t *free_ids;
     int32_t n_free;
-    int32_t oldest, newest;
+    idx_list age;         /* the pairs in use, oldest first */
     block_table by_block; /* block hash -> its first pair */
     block_table count;    /* link -> pairs of it held (> 0) */
     kv_link_event *ev;    /* ring of KV_LINK_EVENTS_MAX */
@@ -43,7 +43,7 @@ kv_links *kv_links_new(int32_t max_pairs, sol_err *err) {
         x->ev = malloc(sizeof *x->ev * KV_LINK_EVENTS_MAX);
     }
     if (!x || !x->p || !x->free_ids || !x->ev || block_table_init(&x->by_block, max_pairs) ||
-        block_table_init(&x->count, max_pairs)) {
+        block_table_init(&x->count, max_pairs) || idx_list_init(&x->age, max_pairs)) {
         kv_links_free(x);
         sol_err_set(err, -ENOMEM, "kv_links: out of memory for %d pairs", max_pairs);
         return NULL;
@@ -52,7 +52,6 @@ kv_links *kv_links_new(int32_t max_pairs, sol_err *err) {
     for (int32_t i = 0; i < max_pairs; i++)
         x->free_ids[i] = max_pairs - 1 - i;
     x->n_free = max_pairs;
-    x->oldest = x->newest = -1;
     return x;
 }
 
@@ -63,6 +62,7 @@ void kv_links_free(kv_links *x) {
     free(x->ev);
     block_table_destroy(&x->by_block);
     block_table_destroy(&x->count);
+    idx_list_destroy(&x->age);
     free(x);
 }
 
@@ -102,33 +102,9 @@ static void unhold(kv_links *x, pair *p) {
     }
 }
 
-static void fifo_unlink(kv_links *x, int32_t i) {
-    pair *p = &x->p[i];
-    if (p->older >= 0)
-        x->p[p->older].newer = p->newer;
-    else
-        x->oldest = p->newer;
-    if (p->newer >= 0)
-        x->p[p->newer].older = p->older;
-    else
-        x->newest = p->older;
-    p->older = p->newer = -1;
-}
-
-static void fifo_push(kv_links *x, int32_t i) {
-    pair *p = &x->p[i];
-    p->older = x->newest;
-    p->newer = -1;
-    if (x->newest >= 0)
-        x->p[x->newest].newer = i;
-    else
-        x->oldest = i;
-    x->newest = i;
-}
-
 static void release(kv_links *x, int32_t i) {
     if (x->p[i].held) unhold(x, &x->p[i]);
-    fifo_unlink(x, i);
+    idx_list_unlink(&x->age, i);
     x->free_ids[x->n_free++] = i;
     x->n--;
 }
@@ -152,20 +128,20 @@ void kv_links_add(kv_links *x, uint64_t link, uint64_t block, bool held_now) {
     int32_t head = block_table_find(&x->by_block, block);
     for (int32_t k = head; k >= 0; k = x->p[k].next)
         if (x->p[k].link == link) { /* known: younger now */
-            fifo_unlink(x, k);
-            fifo_push(x, k);
+            idx_list_unlink(&x->age, k);
+            idx_list_push_tail(&x->age, k);
             if (held_now && !x->p[k].held) hold(x, &x->p[k]);
             return;
         }
     if (x->n == x->cap) {
-        drop_pair(x, x->oldest);
+        drop_pair(x, x->age.head);
         head = block_table_find(&x->by_block, block); /* the dropped one may have been it */
     }
     int32_t i = x->free_ids[--x->n_free];
     x->n++;
-    x->p[i] = (pair){.link = link, .block = block, .next = head, .older = -1, .newer = -1};
+    x->p[i] = (pair){.link = link, .block = block, .next = head};
     set_val(&x->by_block, block, i);
-    fifo_push(x, i);
+    idx_list_push_tail(&x->age, i);
     if (held_now) hold(x, &x->p[i]);
 }
 

@@ -1,5 +1,5 @@
-/* kv_tier: the second KV tier's bookkeeping (kv_tier.h). Slots in a doubly linked LRU list (head
- * = least recently spilled), a block_table from hash to slot, a free stack; a slot awaiting a
+/* kv_tier: the second KV tier's bookkeeping (kv_tier.h). Slots in an LRU list (idx_list.h, head =
+ * least recently spilled), a block_table from hash to slot, a free stack; a slot awaiting a
  * restore is pinned: out of the list and the table, back on the free stack at kv_tier_done. */
 #include "kv_tier.h"
 
@@ -8,10 +8,10 @@
 #include <string.h>
 
 #include "block_hash.h"
+#include "idx_list.h"
 
 typedef struct slot {
     uint64_t hash, parent; /* hash 0: not holding a block */
-    int32_t prev, next;    /* LRU while holding one */
     bool pinned;
 } slot;
 
@@ -21,7 +21,8 @@ struct kv_tier {
     int32_t *tok; /* n x bs */
     int32_t *free_ids;
     int32_t n_free;
-    int32_t head, tail, used;
+    idx_list lru; /* the slots holding a block, least recently spilled first */
+    int32_t used;
     block_table table;
     kv_tier_op *ops;
     int32_t n_ops, cap_ops;
@@ -42,19 +43,17 @@ kv_tier *kv_tier_new(int32_t slots, int32_t block_size, sol_err *err) {
         t->cap_ops = 2 * slots; /* at most one spill and one restore per slot between two dones */
         t->ops = malloc(sizeof *t->ops * (size_t)t->cap_ops);
     }
-    if (!t || !t->s || !t->tok || !t->free_ids || !t->ops || block_table_init(&t->table, slots)) {
+    if (!t || !t->s || !t->tok || !t->free_ids || !t->ops || block_table_init(&t->table, slots) ||
+        idx_list_init(&t->lru, slots)) {
         kv_tier_free(t);
         sol_err_set(err, -ENOMEM, "kv_tier: out of memory for %d slots", slots);
         return NULL;
     }
     t->n = slots;
     t->bs = block_size;
-    for (int32_t i = 0; i < slots; i++) {
-        t->s[i].prev = t->s[i].next = -1;
+    for (int32_t i = 0; i < slots; i++)
         t->free_ids[i] = slots - 1 - i;
-    }
     t->n_free = slots;
-    t->head = t->tail = -1;
     return t;
 }
 
@@ -65,31 +64,8 @@ void kv_tier_free(kv_tier *t) {
     free(t->free_ids);
     free(t->ops);
     block_table_destroy(&t->table);
+    idx_list_destroy(&t->lru);
     free(t);
-}
-
-static void unlink_slot(kv_tier *t, int32_t i) {
-    slot *s = &t->s[i];
-    if (s->prev >= 0)
-        t->s[s->prev].next = s->next;
-    else
-        t->head = s->next;
-    if (s->next >= 0)
-        t->s[s->next].prev = s->prev;
-    else
-        t->tail = s->prev;
-    s->prev = s->next = -1;
-}
-
-static void push_tail(kv_tier *t, int32_t i) {
-    slot *s = &t->s[i];
-    s->prev = t->tail;
-    s->next = -1;
-    if (t->tail >= 0)
-        t->s[t->tail].next = i;
-    else
-        t->head = i;
-    t->tail = i;
 }
 
 /* Room for one more op (a step that evicts more blocks than there are slots queues one spill per
@@ -111,9 +87,9 @@ int32_t kv_tier_spill(kv_tier *t, int32_t block, uint64_t hash, uint64_t parent,
     int32_t i;
     if (t->n_free > 0) {
         i = t->free_ids[--t->n_free];
-    } else if (t->head >= 0) { /* the least recently spilled; pinned slots are not in the list */
-        i = t->head;
-        unlink_slot(t, i);
+    } else if (t->lru.head >= 0) { /* the least recently spilled; pinned slots are not in it */
+        i = t->lru.head;
+        idx_list_unlink(&t->lru, i);
         block_table_remove(&t->table, t->s[i].hash);
         *dropped = t->s[i].hash;
         t->used--;
@@ -125,7 +101,7 @@ int32_t kv_tier_spill(kv_tier *t, int32_t block, uint64_t hash, uint64_t parent,
     t->s[i].parent = parent;
     memcpy(&t->tok[(size_t)i * (size_t)t->bs], tokens, sizeof *tokens * (size_t)t->bs);
     block_table_insert(&t->table, hash, i);
-    push_tail(t, i);
+    idx_list_push_tail(&t->lru, i);
     t->used++;
     t->spills++;
     t->ops[t->n_ops++] = (kv_tier_op){block, i, true};
@@ -142,7 +118,7 @@ int32_t kv_tier_find(const kv_tier *t, uint64_t hash, uint64_t parent, const int
 
 int kv_tier_restore(kv_tier *t, int32_t i, int32_t block) {
     if (room_for_op(t)) return -ENOMEM;
-    unlink_slot(t, i);
+    idx_list_unlink(&t->lru, i);
     block_table_remove(&t->table, t->s[i].hash);
     t->s[i].hash = 0;
     t->s[i].pinned = true;
