@@ -208,6 +208,40 @@ static void test_rule_pool_must_exist(void **state) {
 
 /* affinity_prefix_chars other than its default under another policy would be ignored: refused,
  * at its line; under policy affinity it is taken, and a bad policy name is refused. */
+/* The second KV tier's keys: refused by name where they would be ignored or cannot work. */
+static void test_tier2_keys(void **state) {
+    fixture *f = *state;
+    static const struct {
+        const char *yaml, *want;
+    } cases[] = {
+        {"worker:\n  backend: sim\n  kv:\n    tier2_blocks: 8\n",
+         "4:19: worker.kv.tier2_blocks: 8 applies to backend cpu (the only one with a second KV "
+         "tier so far), found sim"},
+        {"worker:\n  model: m.gguf\n  scheduler: {prefix_caching: false}\n  kv:\n"
+         "    tier2_blocks: 8\n",
+         "5:19: worker.kv.tier2_blocks: 8 needs worker.scheduler.prefix_caching: the tier keeps "
+         "the cached blocks the pool evicts"},
+        {"worker:\n  model: m.gguf\n  kv:\n    tier2_dir: /var/tmp\n",
+         "4:16: worker.kv.tier2_dir: \"/var/tmp\" applies only with worker.kv.tier2_blocks > 0 "
+         "(no second tier is set)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sol_config_free(&f->cfg);
+        sol_config_defaults(&f->cfg);
+        write_file(f->path, cases[i].yaml);
+        assert_int_equal(sol_config_load(&f->cfg, f->path, &f->err), 0);
+        assert_int_equal(sol_config_validate(&f->cfg, SOL_CONFIG_WORKER, &f->err), -EINVAL);
+        char want[SOL_ERR_MSG_MAX];
+        snprintf(want, sizeof want, "%s:%s", f->path, cases[i].want);
+        assert_string_equal(f->err.msg, want);
+    }
+    sol_config_free(&f->cfg);
+    sol_config_defaults(&f->cfg);
+    write_file(f->path, "worker:\n  model: m.gguf\n  kv: {tier2_blocks: 8, tier2_dir: /tmp}\n");
+    assert_int_equal(sol_config_load(&f->cfg, f->path, &f->err), 0);
+    assert_int_equal(sol_config_validate(&f->cfg, SOL_CONFIG_WORKER, &f->err), 0);
+}
+
 static void test_affinity_chars_need_the_affinity_policy(void **state) {
     fixture *f = *state;
     write_file(f->path, "router:\n  routing:\n    affinity_prefix_chars: 512\n");
@@ -402,6 +436,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_rule_unknown_condition, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_model_points_at_section, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rule_pool_must_exist, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tier2_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_affinity_chars_need_the_affinity_policy, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_file_not_found, setup, teardown),
