@@ -273,6 +273,8 @@ static int validate_heartbeat(const Sol__Heartbeat *h, sol_err *e) {
         return at_field(e, rc, "heartbeat.kv_stored");
     if ((rc = check_count(h->n_kv_removed, h->kv_removed, SOL_FRAME_MAX_KV_LINKS, e)) < 0)
         return at_field(e, rc, "heartbeat.kv_removed");
+    if ((rc = check_count(h->n_kv_tier2, h->kv_tier2, SOL_FRAME_MAX_KV_LINKS, e)) < 0)
+        return at_field(e, rc, "heartbeat.kv_tier2");
     return 0;
 }
 

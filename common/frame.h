@@ -36,7 +36,8 @@
 #define SOL_FRAME_MAX_TEXT_TOKENS 8          /* Generate.text_tokens */
 #define SOL_FRAME_MAX_EMBEDDING 65536        /* TokenChunk.embedding: floats (the model dim) */
 #define SOL_FRAME_MAX_SUBMESSAGES (1u << 17) /* nested messages + repeated strings per frame */
-#define SOL_FRAME_MAX_KV_LINKS (1u << 16)    /* Heartbeat.kv_stored, kv_removed: 0.5 MiB each */
+#define SOL_FRAME_MAX_KV_LINKS                                                                     \
+    (1u << 16) /* Heartbeat.kv_stored, kv_tier2, kv_removed: 0.5 MiB each */
 
 /* Error.code values (HTTP-like) used on the wire. */
 #define SOL_ERROR_BAD_REQUEST 400

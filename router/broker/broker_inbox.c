@@ -134,19 +134,27 @@ static void note_health(broker *b, bk_worker *w, const Sol__Heartbeat *hb) {
     }
 }
 
+/* w's counts of links held (either tier) and held in its second tier, as a link went from one
+ * state to another in the index (a holder the index recycled at PIDX_WAYS is not counted out). */
+static void count_link(bk_worker *w, pidx_state was, pidx_state now) {
+    w->kv_links += (uint64_t)(now != PIDX_NONE) - (uint64_t)(was != PIDX_NONE);
+    w->kv_tier2_links += (uint64_t)(now == PIDX_TIER2) - (uint64_t)(was == PIDX_TIER2);
+}
+
 /* KV events: what w's prefix cache holds, into the index cache_aware routes on. */
 static void on_kv_events(broker *b, bk_worker *w, const Sol__Heartbeat *hb) {
     if (hb->kv_snapshot) {
         if (b->pidx) pidx_drop_uid(b->pidx, w->uid);
-        w->kv_links = 0;
+        w->kv_links = w->kv_tier2_links = 0;
         w->kv_snapshots++;
     }
-    for (size_t i = 0; b->pidx && i < hb->n_kv_removed; i++)
-        pidx_drop(b->pidx, hb->kv_removed[i], w->uid);
-    for (size_t i = 0; b->pidx && i < hb->n_kv_stored; i++)
-        pidx_hold(b->pidx, hb->kv_stored[i], w->uid);
-    int64_t n = (int64_t)w->kv_links + (int64_t)hb->n_kv_stored - (int64_t)hb->n_kv_removed;
-    w->kv_links = n > 0 ? (uint64_t)n : 0;
+    if (!b->pidx) return;
+    for (size_t i = 0; i < hb->n_kv_removed; i++)
+        count_link(w, pidx_drop(b->pidx, hb->kv_removed[i], w->uid), PIDX_NONE);
+    for (size_t i = 0; i < hb->n_kv_stored; i++)
+        count_link(w, pidx_hold(b->pidx, hb->kv_stored[i], w->uid, false), PIDX_POOL);
+    for (size_t i = 0; i < hb->n_kv_tier2; i++)
+        count_link(w, pidx_hold(b->pidx, hb->kv_tier2[i], w->uid, true), PIDX_TIER2);
 }
 
 static void on_heartbeat(broker *b, bk_worker *w, const Sol__Heartbeat *hb) {

@@ -9,9 +9,15 @@
 
 #define NONE UINT32_MAX
 
+typedef struct holder {
+    uint32_t uid;
+    bool tier2;    /* only in its second tier */
+    bool reported; /* by its KV events (else a send-time note: a guess) */
+} holder;
+
 typedef struct link {
     uint64_t hash;
-    uint32_t uid[PIDX_WAYS]; /* holders, oldest first */
+    holder h[PIDX_WAYS]; /* oldest first */
     uint32_t n_uid;
     uint32_t prev, next; /* LRU list: head most recent */
 } link;
@@ -116,14 +122,25 @@ static uint32_t get_or_add(prefix_index *x, uint64_t hash) {
     return e;
 }
 
-static void add_holder(link *l, uint32_t uid) {
+/* What the worker's own events said of it (a note alone: nothing). */
+static pidx_state state_of(const holder *h) {
+    return !h->reported ? PIDX_NONE : h->tier2 ? PIDX_TIER2 : PIDX_POOL;
+}
+
+/* Returns the holder's state before. A note (reported false) leaves a reported holder as it is. */
+static pidx_state add_holder(link *l, uint32_t uid, bool tier2, bool reported) {
     for (uint32_t k = 0; k < l->n_uid; k++)
-        if (l->uid[k] == uid) return;
+        if (l->h[k].uid == uid) {
+            pidx_state was = state_of(&l->h[k]);
+            if (reported) l->h[k].tier2 = tier2, l->h[k].reported = true;
+            return was;
+        }
     if (l->n_uid == PIDX_WAYS) {
-        memmove(l->uid, l->uid + 1, sizeof l->uid[0] * (PIDX_WAYS - 1));
+        memmove(l->h, l->h + 1, sizeof l->h[0] * (PIDX_WAYS - 1));
         l->n_uid--;
     }
-    l->uid[l->n_uid++] = uid;
+    l->h[l->n_uid++] = (holder){uid, tier2, reported};
+    return PIDX_NONE;
 }
 
 void pidx_note(prefix_index *x, const prefix_chain *c, uint32_t uid) {
@@ -133,49 +150,54 @@ void pidx_note(prefix_index *x, const prefix_chain *c, uint32_t uid) {
      * whole too) */
     for (size_t i = c->n; i-- > 0;) {
         uint32_t e = get_or_add(x, c->hash[i]);
-        add_holder(&x->links[e], uid);
+        add_holder(&x->links[e], uid, false, false); /* it computes what it lacks into its pool */
         touch(x, e);
     }
 }
 
 void pidx_match(prefix_index *x, const prefix_chain *c, const uint32_t *uids, size_t n,
-                uint32_t *bytes) {
+                uint32_t *bytes, uint32_t *pool) {
     memset(bytes, 0, sizeof *bytes * n);
-    size_t left = n;
-    /* deepest first: a worker's first hit is its longest cached prefix */
+    if (pool) memset(pool, 0, sizeof *pool * n);
+    size_t left = pool ? 2 * n : n; /* answers still to find */
+    /* deepest first: a worker's first hit is its longest cached prefix, its first hit in the pool
+     * the longest part it need not copy back */
     for (size_t i = c->n; i-- > 0 && left;) {
         size_t s = slot_of(x, c->hash[i]);
         if (!x->slots[s]) continue;
         uint32_t e = x->slots[s] - 1;
         touch(x, e);
         const link *l = &x->links[e];
+        uint32_t at = c->bytes[i] ? c->bytes[i] : 1;
         for (uint32_t k = 0; k < l->n_uid; k++)
-            for (size_t w = 0; w < n; w++)
-                if (uids[w] == l->uid[k] && !bytes[w]) {
-                    bytes[w] = c->bytes[i] ? c->bytes[i] : 1;
-                    left--;
-                }
+            for (size_t w = 0; w < n; w++) {
+                if (uids[w] != l->h[k].uid) continue;
+                if (!bytes[w]) bytes[w] = at, left--;
+                if (pool && !l->h[k].tier2 && !pool[w]) pool[w] = at, left--;
+            }
     }
 }
 
-void pidx_hold(prefix_index *x, uint64_t hash, uint32_t uid) {
+pidx_state pidx_hold(prefix_index *x, uint64_t hash, uint32_t uid, bool tier2) {
     uint32_t e = get_or_add(x, hash);
-    add_holder(&x->links[e], uid);
     touch(x, e);
+    return add_holder(&x->links[e], uid, tier2, true);
 }
 
-static void remove_holder(link *l, uint32_t uid) {
+static pidx_state remove_holder(link *l, uint32_t uid) {
     for (uint32_t k = 0; k < l->n_uid; k++)
-        if (l->uid[k] == uid) {
-            memmove(l->uid + k, l->uid + k + 1, sizeof l->uid[0] * (l->n_uid - k - 1));
+        if (l->h[k].uid == uid) {
+            pidx_state was = state_of(&l->h[k]);
+            memmove(l->h + k, l->h + k + 1, sizeof l->h[0] * (l->n_uid - k - 1));
             l->n_uid--;
-            return;
+            return was;
         }
+    return PIDX_NONE;
 }
 
-void pidx_drop(prefix_index *x, uint64_t hash, uint32_t uid) {
+pidx_state pidx_drop(prefix_index *x, uint64_t hash, uint32_t uid) {
     size_t s = slot_of(x, hash);
-    if (x->slots[s]) remove_holder(&x->links[x->slots[s] - 1], uid);
+    return x->slots[s] ? remove_holder(&x->links[x->slots[s] - 1], uid) : PIDX_NONE;
 }
 
 void pidx_drop_uid(prefix_index *x, uint32_t uid) {

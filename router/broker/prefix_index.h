@@ -5,6 +5,7 @@
 #ifndef SOL_PREFIX_INDEX_H
 #define SOL_PREFIX_INDEX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,15 +25,20 @@ void pidx_free(prefix_index *x);
 void pidx_note(prefix_index *x, const prefix_chain *c, uint32_t uid);
 
 /* For each of the n workers uids[i]: bytes[i] = the prompt bytes up to the deepest link of c it
- * holds (0: none). Touches the links found. */
+ * holds in either tier (0: none), and (pool may be NULL) pool[i] = those up to the deepest it holds
+ * in its KV pool (tier 1); bytes[i] - pool[i] come from its second tier. Touches the links found.
+ */
 void pidx_match(prefix_index *x, const prefix_chain *c, const uint32_t *uids, size_t n,
-                uint32_t *bytes);
+                uint32_t *bytes, uint32_t *pool);
 
-/* KV events (docs/broker.md): worker uid reports it holds the link (touched), no longer holds it,
- * or (a snapshot follows) that everything said of it before is void. A link without holders stays
- * until the least recently used ones are recycled. */
-void pidx_hold(prefix_index *x, uint64_t hash, uint32_t uid);
-void pidx_drop(prefix_index *x, uint64_t hash, uint32_t uid);
+/* KV events (docs/broker.md): worker uid reports it holds the link (touched) in its pool or, with
+ * tier2, only in its second tier; that it no longer holds it; or (a snapshot follows) that
+ * everything said of it before is void. A link without holders stays until the least recently used
+ * ones are recycled. */
+typedef enum pidx_state { PIDX_NONE, PIDX_POOL, PIDX_TIER2 } pidx_state;
+/* Both return what uid's own events said of the link before (a send-time note: PIDX_NONE). */
+pidx_state pidx_hold(prefix_index *x, uint64_t hash, uint32_t uid, bool tier2);
+pidx_state pidx_drop(prefix_index *x, uint64_t hash, uint32_t uid);
 void pidx_drop_uid(prefix_index *x, uint32_t uid);
 
 /* Links stored now (for tests and /admin). */

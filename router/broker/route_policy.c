@@ -10,10 +10,16 @@ static bool eligible(const bk_worker *w, wt_scope pool, const bk_worker *avoid) 
     return w != avoid && wt_can_take(w, pool);
 }
 
-double rp_cost(const bk_worker *w, uint32_t total, uint32_t cached, double rate) {
+double rp_uncached(uint32_t total, uint32_t cached, uint32_t pool) {
+    cached = cached < total ? cached : total;
+    pool = pool < cached ? pool : cached;
+    return (double)(total - cached) + (double)(cached - pool) / RP_TIER2_SPEEDUP;
+}
+
+double rp_cost(const bk_worker *w, uint32_t total, uint32_t cached, uint32_t pool, double rate) {
     double busy = wt_load(w) * (w->capacity ? w->capacity : 1);
-    double bytes = (double)(total - (cached < total ? cached : total)) + (double)w->backlog_bytes +
-                   RP_DECODE_BYTES * busy;
+    double bytes =
+        rp_uncached(total, cached, pool) + (double)w->backlog_bytes + RP_DECODE_BYTES * busy;
     return bytes / (rate > 0 ? rate : 1);
 }
 
@@ -49,8 +55,9 @@ static bk_worker *cheapest(worker_table *t, wt_scope pool, const rp_request *r, 
     bk_worker **cand = malloc(sizeof *cand * (t->n ? t->n : 1));
     uint32_t *uids = malloc(sizeof *uids * (t->n ? t->n : 1));
     uint32_t *cached = calloc(t->n ? t->n : 1, sizeof *cached);
+    uint32_t *pool_held = calloc(t->n ? t->n : 1, sizeof *pool_held);
     bk_worker *best = NULL;
-    if (!cand || !uids || !cached) goto out;
+    if (!cand || !uids || !cached || !pool_held) goto out;
     double busy = 0, cap = 0;
     size_t start = t->n ? (size_t)(t->rr++ % t->n) : 0;
     for (size_t k = 0; k < t->n; k++) {
@@ -63,13 +70,13 @@ static bk_worker *cheapest(worker_table *t, wt_scope pool, const rp_request *r, 
         cand[n++] = w;
     }
     if (!n) goto out;
-    if (x && r->chain && r->chain->n) pidx_match(x, r->chain, uids, n, cached);
+    if (x && r->chain && r->chain->n) pidx_match(x, r->chain, uids, n, cached, pool_held);
     uint32_t total = r->chain ? r->chain->total : 0;
     double best_cost = 0, fallback = fallback_rate(cand, n);
     for (size_t i = 0; i < n; i++) {
         if (!rp_within_bound(cand[i], busy, cap)) continue;
         double rate = cand[i]->prefill_bps > 0 ? cand[i]->prefill_bps : fallback;
-        double c = rp_cost(cand[i], total, cached[i], rate);
+        double c = rp_cost(cand[i], total, cached[i], pool_held[i], rate);
         if (!best || c < best_cost || (c == best_cost && wt_load(cand[i]) < wt_load(best)))
             best = cand[i], best_cost = c;
     }
@@ -77,6 +84,7 @@ out:
     free(cand);
     free(uids);
     free(cached);
+    free(pool_held);
     return best;
 }
 
@@ -101,12 +109,12 @@ bk_worker *rp_pick(worker_table *t, sol_routing_policy policy, wt_scope pool, co
 }
 
 void rp_charge(prefix_index *x, const prefix_chain *chain, bk_worker *w, bk_charge *c) {
-    uint32_t cached = 0, total = chain ? chain->total : 0;
+    uint32_t cached = 0, pool = 0, total = chain ? chain->total : 0;
     if (x && chain && chain->n) {
-        pidx_match(x, chain, &w->uid, 1, &cached);
+        pidx_match(x, chain, &w->uid, 1, &cached, &pool);
         pidx_note(x, chain, w->uid);
     }
-    c->bytes = total - (cached < total ? cached : total);
+    c->bytes = (uint32_t)(rp_uncached(total, cached, pool) + 0.5);
     c->on = true;
     c->ahead = w->backlog_bytes;
     c->sent_ns = sol_now_ns();

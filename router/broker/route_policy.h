@@ -18,6 +18,12 @@
  * cached prompt costs nothing to prefill on its holder, and would pile onto it otherwise. An
  * assumption of the model, not a measurement; bench/multiturn.sh is where it is judged. */
 enum { RP_DECODE_BYTES = 512 };
+/* A prompt byte a worker holds only in its second KV tier costs a copy back into its pool, not a
+ * prefill: weighed as 1/RP_TIER2_SPEEDUP of one. Also an assumption (a CPU worker's block comes
+ * back by memcpy, ~100x faster than computing it; a GPU worker's over PCIe, ~40x for an 8B model's
+ * 128 KiB of K/V per token at 50 GB/s against ~10k tokens/s of prefill): the lower bound, since
+ * copies queue with the step that needs them. */
+enum { RP_TIER2_SPEEDUP = 16 };
 /* The load bound of cache_aware: a worker competes only while, counting the request, it holds at
  * most RP_BOUND_FACTOR times its fair share of the pool's requests plus RP_BOUND_SLACK. Looser
  * than affinity's bound to the least loaded worker (max(1, 0.25 x share) above it): with a few
@@ -56,11 +62,15 @@ bk_worker *rp_pick(worker_table *t, sol_routing_policy policy, wt_scope pool, co
  * and capacity (requests). */
 bool rp_within_bound(const bk_worker *w, double pool_busy, double pool_cap);
 
-/* The cost cache_aware gives w for a prompt of `total` bytes of which it holds `cached`: its
- * predicted time to first token, (uncached + queued ahead + decode load) bytes / `rate` (w's
- * measured prefill bytes per second; cheapest() gives a worker not yet measured the mean of those
- * that are, and 1 when none is: then costs are bytes, and compare alike). */
-double rp_cost(const bk_worker *w, uint32_t total, uint32_t cached, double rate);
+/* The prefill work, in bytes, of a prompt of `total` bytes of which a worker holds `cached`, the
+ * first `pool` of them in its KV pool and the rest only in its second tier (RP_TIER2_SPEEDUP). */
+double rp_uncached(uint32_t total, uint32_t cached, uint32_t pool);
+
+/* The cost cache_aware gives w for that prompt: its predicted time to first token,
+ * (rp_uncached + queued ahead + decode load) bytes / `rate` (w's measured prefill bytes per
+ * second; cheapest() gives a worker not yet measured the mean of those that are, and 1 when none
+ * is: then costs are bytes, and compare alike). */
+double rp_cost(const bk_worker *w, uint32_t total, uint32_t cached, uint32_t pool, double rate);
 
 /* Bookkeeping of the work queued ahead: a request's uncached bytes charged to w when it is sent
  * there (c records them; the chain's links are noted as w's: x may be NULL), released at its

@@ -52,9 +52,10 @@ typedef struct bk_worker {
     /* cache_aware (route_policy.h): never reused, a new one when the worker comes back without
      * its cache (a new session), so what the prefix index holds for the old one never matches */
     uint32_t uid;
-    uint64_t backlog_bytes; /* uncached prompt bytes of its requests not yet streaming */
-    uint64_t kv_links;      /* prompt-chain links its KV events say it holds */
-    double prefill_bps;     /* measured prompt bytes prefilled per second (0: not yet) */
+    uint64_t backlog_bytes;  /* uncached prompt bytes of its requests not yet streaming */
+    uint64_t kv_links;       /* prompt-chain links its KV events say it holds (either tier) */
+    uint64_t kv_tier2_links; /* of those, the ones held only in its second tier */
+    double prefill_bps;      /* measured prompt bytes prefilled per second (0: not yet) */
     uint64_t tier1_hit_tokens, tier2_hit_tokens; /* heartbeat: prompt tokens served per KV tier */
     uint32_t tier2_blocks, tier2_used;           /* its second KV tier */
     uint64_t kv_snapshots; /* KV snapshots it sent (one per registration, or after a loss) */

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Promise: a CPU worker with a second KV tier (worker.kv.tier2_blocks) keeps the blocks other work
-# evicts from its pool: the conversation's links stay reported held, its next request is served
+# evicts from its pool: the conversation's links stay reported held, in the second tier (the
+# router's index knows the tier: a hit there costs a copy), its next request is served
 # from the tier (cached tokens, tier-2 hits in /admin/workers and /metrics) with the same greedy
 # answer it had cold; a backend without the tier refuses the key by name.
 . "$(dirname "$0")/lib.sh"
@@ -32,7 +33,9 @@ burst /v1/completions flood 2 0 '{"model":"precise","prompt":"%i","max_tokens":3
 sleep 0.5
 [ "$(workers_field k1 kv_tier2_used)" -gt 0 ] || fail "nothing went to the second tier (kv_tier2_used $(workers_field k1 kv_tier2_used))"
 [ "$(workers_field k1 kv_links)" -ge "$links" ] || fail "the conversation's links were reported gone though the tier holds them ($links, then $(workers_field k1 kv_links))"
-ok "evicted blocks go to the second tier and stay reported held ($(workers_field k1 kv_tier2_used) blocks there)"
+t2links=$(workers_field k1 kv_tier2_links)
+[ "$t2links" -ge 2 ] || fail "the router's index has $t2links of k1's links in its second tier"
+ok "evicted blocks go to the second tier and stay reported held, there ($(workers_field k1 kv_tier2_used) blocks, $t2links links)"
 
 post /v1/chat/completions "$BODY" >"$T_DIR/warm.json"
 [ "$(status)" = 200 ] || fail "again: $(status) $(cat "$T_DIR/body")"
@@ -46,4 +49,6 @@ hits=$(workers_field k1 kv_tier2_hit_tokens)
 curl -s "$BASE/metrics" >"$T_DIR/metrics" # (into a file: grep -q closing a pipe fails pipefail)
 grep -q '^sol_worker_kv_tier2_hit_tokens_total{pool="precise",worker="k1"} [1-9]' "$T_DIR/metrics" \
     || fail "/metrics lacks the tier-2 hits"
+for _ in $(seq 50); do [ "$(workers_field k1 kv_tier2_links)" -lt "$t2links" ] && break; sleep 0.1; done
+[ "$(workers_field k1 kv_tier2_links)" -lt "$t2links" ] || fail "the restored links are still reported in the second tier ($(workers_field k1 kv_tier2_links))"
 ok "the next request is served from the tier ($cached cached tokens, $hits tier-2 hit tokens) with the cold answer"

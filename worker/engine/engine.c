@@ -215,11 +215,12 @@ static int run_tier_ops(engine *e, sol_err *err) {
     return 0;
 }
 
-/* KV events: the prefix cache stored or dropped a block (engine thread, inside kv_cache calls). */
-static void on_block(void *ctx, uint64_t hash, bool stored) {
+/* KV events: a block entered the pool, moved to the second tier or left (engine thread, inside
+ * kv_cache calls). */
+static void on_block(void *ctx, uint64_t hash, kv_place where) {
     engine *e = ctx;
     pthread_mutex_lock(&e->links_mu);
-    kv_links_block(e->links, hash, stored);
+    kv_links_block(e->links, hash, where);
     pthread_mutex_unlock(&e->links_mu);
 }
 
@@ -242,7 +243,7 @@ size_t engine_kv_events(engine *e, kv_link_event *out, size_t cap, bool *lost) {
     return n;
 }
 
-size_t engine_kv_held(engine *e, uint64_t *out, size_t cap) {
+size_t engine_kv_held(engine *e, kv_link_event *out, size_t cap) {
     if (!e->links) return 0;
     pthread_mutex_lock(&e->links_mu);
     size_t n = kv_links_held(e->links, out, cap);

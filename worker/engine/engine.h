@@ -210,7 +210,7 @@ void engine_get_stats(engine *e, engine_stats *out);
  * (resynchronise from engine_kv_held). 0 without prefix caching. */
 size_t engine_kv_events(engine *e, kv_link_event *out, size_t cap, bool *lost);
 /* Every link held now, up to cap (KV_LINKS_MAX covers them all). */
-size_t engine_kv_held(engine *e, uint64_t *out, size_t cap);
+size_t engine_kv_held(engine *e, kv_link_event *out, size_t cap);
 
 /* Blocks until the engine has no request left (tests and benchmarks). */
 void engine_wait_idle(engine *e);

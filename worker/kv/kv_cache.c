@@ -94,7 +94,7 @@ static void uncommit(kv_cache *kv, int32_t b) {
     kv_block *k = &kv->blk[b];
     if (k->committed) {
         block_table_remove(&kv->table, k->hash);
-        if (kv->observe) kv->observe(kv->observe_ctx, k->hash, false);
+        if (kv->observe) kv->observe(kv->observe_ctx, k->hash, KV_GONE);
     }
     k->committed = 0;
     k->hash = k->parent = 0;
@@ -107,7 +107,7 @@ static void try_commit(kv_cache *kv, int32_t b) {
     if (k->committed || !k->hash) return;
     if (block_table_insert(&kv->table, k->hash, b) == 0) {
         k->committed = 1;
-        if (kv->observe) kv->observe(kv->observe_ctx, k->hash, true);
+        if (kv->observe) kv->observe(kv->observe_ctx, k->hash, KV_IN_POOL);
     }
 }
 
@@ -136,8 +136,8 @@ bool kv_cache_holds(const kv_cache *kv, uint64_t hash) {
     return hash && block_table_find(&kv->table, hash) >= 0;
 }
 
-/* An evicted cached block into the second tier: its hash leaves the pool's table but stays held
- * (no observer call), and a block the tier drops for room is reported gone. false: not kept. */
+/* An evicted cached block into the second tier: its hash leaves the pool's table and is reported
+ * KV_IN_TIER2, and a block the tier drops for room is reported gone. false: not kept. */
 static bool spill(kv_cache *kv, int32_t b) {
     kv_block *k = &kv->blk[b];
     if (!kv->tier || !k->committed) return false;
@@ -145,9 +145,12 @@ static bool spill(kv_cache *kv, int32_t b) {
     if (kv_tier_spill(kv->tier, b, k->hash, k->parent, &kv->tok[(size_t)b * kv->bs], &dropped) < 0)
         return false;
     block_table_remove(&kv->table, k->hash);
+    if (kv->observe) {
+        if (dropped) kv->observe(kv->observe_ctx, dropped, KV_GONE);
+        kv->observe(kv->observe_ctx, k->hash, KV_IN_TIER2);
+    }
     k->committed = 0;
     k->hash = k->parent = 0;
-    if (dropped && kv->observe) kv->observe(kv->observe_ctx, dropped, false);
     return true;
 }
 
@@ -406,7 +409,7 @@ static int32_t restore_walk(kv_seq *seq, const int32_t *prompt, int32_t prompt_l
         k->filled = kv->bs;
         k->parent = parent;
         k->hash = h;
-        try_commit(kv, b); /* held still: the observer hears "stored" for a link it holds */
+        try_commit(kv, b); /* back in the pool: the observer hears KV_IN_POOL */
         seq->blocks[n] = b;
         kv->tier_hits += (uint64_t)kv->bs;
         parent = h;

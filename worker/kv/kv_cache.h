@@ -79,9 +79,10 @@ int kv_cache_tier2(kv_cache *kv, int32_t slots, sol_err *err);
 const kv_tier_op *kv_cache_tier_ops(const kv_cache *kv, int32_t *n);
 void kv_cache_tier_done(kv_cache *kv);
 
-/* Told each time a full block's hash enters the prefix cache (stored) or leaves it (evicted,
- * truncated, freed with the manager not counted): what the worker reports as KV events. */
-typedef void (*kv_hash_observer)(void *ctx, uint64_t hash, bool stored);
+/* Told each time a full block's hash enters the prefix cache (KV_IN_POOL), moves to the second
+ * tier on eviction (KV_IN_TIER2) or leaves both (KV_GONE: evicted, truncated, dropped by the tier;
+ * freed with the manager not counted): what the worker reports as KV events. */
+typedef void (*kv_hash_observer)(void *ctx, uint64_t hash, kv_place where);
 void kv_cache_observe(kv_cache *kv, kv_hash_observer fn, void *ctx);
 /* Whether the prefix cache holds a block of this chain hash now. */
 bool kv_cache_holds(const kv_cache *kv, uint64_t hash);

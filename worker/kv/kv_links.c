@@ -1,7 +1,8 @@
 /* kv_links: the prompt-chain links the KV cache holds (kv_links.h). Pairs (link, block) live in a
  * fixed array, chained per block (the block table maps a block hash to its first pair) and kept
- * in a FIFO by age; a second table counts each link's held pairs, so a link mapped to two blocks
- * (two tokenizations of one text) is reported removed only when neither is held. */
+ * in a FIFO by age; two more tables count each link's held pairs and those of them in the pool, so
+ * a link mapped to two blocks (two tokenizations of one text) is reported removed only when neither
+ * is held, and in the second tier only when neither is in the pool. */
 #include "kv_links.h"
 
 #include <errno.h>
@@ -13,8 +14,8 @@
 
 typedef struct pair {
     uint64_t link, block;
-    int32_t next; /* next pair of the same block, -1 at the end */
-    bool held;
+    int32_t next;  /* next pair of the same block, -1 at the end */
+    kv_place held; /* KV_GONE: not held */
 } pair;
 
 struct kv_links {
@@ -25,6 +26,7 @@ struct kv_links {
     idx_list age;         /* the pairs in use, oldest first */
     block_table by_block; /* block hash -> its first pair */
     block_table count;    /* link -> pairs of it held (> 0) */
+    block_table pool;     /* link -> pairs of it held in the pool (> 0) */
     kv_link_event *ev;    /* ring of KV_LINK_EVENTS_MAX */
     size_t ev_head, n_ev;
     bool lost;
@@ -43,7 +45,8 @@ kv_links *kv_links_new(int32_t max_pairs, sol_err *err) {
         x->ev = malloc(sizeof *x->ev * KV_LINK_EVENTS_MAX);
     }
     if (!x || !x->p || !x->free_ids || !x->ev || block_table_init(&x->by_block, max_pairs) ||
-        block_table_init(&x->count, max_pairs) || idx_list_init(&x->age, max_pairs)) {
+        block_table_init(&x->count, max_pairs) || block_table_init(&x->pool, max_pairs) ||
+        idx_list_init(&x->age, max_pairs)) {
         kv_links_free(x);
         sol_err_set(err, -ENOMEM, "kv_links: out of memory for %d pairs", max_pairs);
         return NULL;
@@ -62,48 +65,46 @@ void kv_links_free(kv_links *x) {
     free(x->ev);
     block_table_destroy(&x->by_block);
     block_table_destroy(&x->count);
+    block_table_destroy(&x->pool);
     idx_list_destroy(&x->age);
     free(x);
 }
 
-static void emit(kv_links *x, uint64_t link, bool stored) {
+static void emit(kv_links *x, uint64_t link, kv_place where) {
     if (x->n_ev == KV_LINK_EVENTS_MAX) {
         x->lost = true;
         return;
     }
-    x->ev[(x->ev_head + x->n_ev++) % KV_LINK_EVENTS_MAX] = (kv_link_event){link, stored};
+    x->ev[(x->ev_head + x->n_ev++) % KV_LINK_EVENTS_MAX] = (kv_link_event){link, where};
 }
 
-/* A table value changed: remove and insert (the table has no update). */
-static void set_val(block_table *t, uint64_t key, int32_t val) {
+/* Adds delta to a table's count for key (the table has no update: remove and insert; a count
+ * that reaches 0 leaves). */
+static void add_count(block_table *t, uint64_t key, int32_t delta) {
+    int32_t v = block_table_find(t, key);
+    v = (v < 0 ? 0 : v) + delta;
     block_table_remove(t, key);
-    if (val >= 0) block_table_insert(t, key, val);
+    if (v > 0) block_table_insert(t, key, v);
 }
 
-static void hold(kv_links *x, pair *p) {
-    p->held = true;
-    int32_t c = block_table_find(&x->count, p->link);
-    if (c < 0) {
-        block_table_insert(&x->count, p->link, 1);
-        emit(x, p->link, true);
-    } else {
-        set_val(&x->count, p->link, c + 1);
-    }
+static kv_place link_place(const kv_links *x, uint64_t link) {
+    if (block_table_find(&x->count, link) < 0) return KV_GONE;
+    return block_table_find(&x->pool, link) > 0 ? KV_IN_POOL : KV_IN_TIER2;
 }
 
-static void unhold(kv_links *x, pair *p) {
-    p->held = false;
-    int32_t c = block_table_find(&x->count, p->link);
-    if (c <= 1) {
-        block_table_remove(&x->count, p->link);
-        emit(x, p->link, false);
-    } else {
-        set_val(&x->count, p->link, c - 1);
-    }
+/* Pair p's block is now `where`; the link's event when its own place changes. */
+static void set_pair(kv_links *x, pair *p, kv_place where) {
+    if (p->held == where) return;
+    kv_place before = link_place(x, p->link);
+    add_count(&x->count, p->link, (where != KV_GONE) - (p->held != KV_GONE));
+    add_count(&x->pool, p->link, (where == KV_IN_POOL) - (p->held == KV_IN_POOL));
+    p->held = where;
+    kv_place after = link_place(x, p->link);
+    if (after != before) emit(x, p->link, after);
 }
 
 static void release(kv_links *x, int32_t i) {
-    if (x->p[i].held) unhold(x, &x->p[i]);
+    set_pair(x, &x->p[i], KV_GONE);
     idx_list_unlink(&x->age, i);
     x->free_ids[x->n_free++] = i;
     x->n--;
@@ -114,7 +115,8 @@ static void drop_pair(kv_links *x, int32_t i) {
     uint64_t b = x->p[i].block;
     int32_t head = block_table_find(&x->by_block, b);
     if (head == i) {
-        set_val(&x->by_block, b, x->p[i].next);
+        block_table_remove(&x->by_block, b);
+        if (x->p[i].next >= 0) block_table_insert(&x->by_block, b, x->p[i].next);
     } else {
         int32_t k = head;
         while (k >= 0 && x->p[k].next != i)
@@ -130,7 +132,7 @@ void kv_links_add(kv_links *x, uint64_t link, uint64_t block, bool held_now) {
         if (x->p[k].link == link) { /* known: younger now */
             idx_list_unlink(&x->age, k);
             idx_list_push_tail(&x->age, k);
-            if (held_now && !x->p[k].held) hold(x, &x->p[k]);
+            if (held_now) set_pair(x, &x->p[k], KV_IN_POOL);
             return;
         }
     if (x->n == x->cap) {
@@ -140,17 +142,18 @@ void kv_links_add(kv_links *x, uint64_t link, uint64_t block, bool held_now) {
     int32_t i = x->free_ids[--x->n_free];
     x->n++;
     x->p[i] = (pair){.link = link, .block = block, .next = head};
-    set_val(&x->by_block, block, i);
+    block_table_remove(&x->by_block, block);
+    block_table_insert(&x->by_block, block, i);
     idx_list_push_tail(&x->age, i);
-    if (held_now) hold(x, &x->p[i]);
+    if (held_now) set_pair(x, &x->p[i], KV_IN_POOL);
 }
 
-void kv_links_block(kv_links *x, uint64_t block, bool stored) {
+void kv_links_block(kv_links *x, uint64_t block, kv_place where) {
     int32_t k = block_table_find(&x->by_block, block);
     if (k < 0) return;
-    if (stored) {
+    if (where != KV_GONE) {
         for (; k >= 0; k = x->p[k].next)
-            if (!x->p[k].held) hold(x, &x->p[k]);
+            set_pair(x, &x->p[k], where);
         return;
     }
     /* dropped: its pairs go (a later request with the same text maps them again) */
@@ -173,10 +176,11 @@ size_t kv_links_drain(kv_links *x, kv_link_event *out, size_t cap, bool *lost) {
     return n;
 }
 
-size_t kv_links_held(const kv_links *x, uint64_t *out, size_t cap) {
+size_t kv_links_held(const kv_links *x, kv_link_event *out, size_t cap) {
     size_t n = 0;
     for (uint32_t i = 0; i <= x->count.mask && n < cap; i++)
-        if (x->count.keys[i]) out[n++] = x->count.keys[i];
+        if (x->count.keys[i])
+            out[n++] = (kv_link_event){x->count.keys[i], link_place(x, x->count.keys[i])};
     return n;
 }
 

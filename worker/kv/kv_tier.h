@@ -10,6 +10,11 @@
 
 #include "err.h"
 
+/* Where a full block of a chain hash is, as the KV cache's observer and the KV events tell it: in
+ * the pool (tier 1: attention reads it there), only in the second tier (a copy brings it back), or
+ * nowhere. */
+typedef enum kv_place { KV_GONE = 0, KV_IN_POOL = 1, KV_IN_TIER2 = 2 } kv_place;
+
 /* One pending copy, in the order they must run (an eviction's copy out of a block comes before
  * a later copy into it). */
 typedef struct kv_tier_op {

@@ -59,7 +59,7 @@ typedef struct executor_ops {
     void (*free)(void *self);
     /* KV events (may be NULL: the executor reports none): engine_kv_events / engine_kv_held */
     size_t (*kv_events)(void *self, kv_link_event *out, size_t cap, bool *lost);
-    size_t (*kv_held)(void *self, uint64_t *out, size_t cap);
+    size_t (*kv_held)(void *self, kv_link_event *out, size_t cap);
 } executor_ops;
 
 typedef struct executor {
@@ -88,7 +88,7 @@ static inline size_t exec_kv_events(executor *x, kv_link_event *out, size_t cap,
     *lost = false;
     return x->ops->kv_events ? x->ops->kv_events(x->self, out, cap, lost) : 0;
 }
-static inline size_t exec_kv_held(executor *x, uint64_t *out, size_t cap) {
+static inline size_t exec_kv_held(executor *x, kv_link_event *out, size_t cap) {
     return x->ops->kv_held ? x->ops->kv_held(x->self, out, cap) : 0;
 }
 /* Frees the executor; NULL is a no-op. */

@@ -224,7 +224,7 @@ static size_t eng_kv_events(void *self, kv_link_event *out, size_t cap, bool *lo
     return engine_kv_events(((eng_exec *)self)->eng, out, cap, lost);
 }
 
-static size_t eng_kv_held(void *self, uint64_t *out, size_t cap) {
+static size_t eng_kv_held(void *self, kv_link_event *out, size_t cap) {
     return engine_kv_held(((eng_exec *)self)->eng, out, cap);
 }
 

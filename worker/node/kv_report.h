@@ -1,7 +1,7 @@
 /* kv_report: the KV events of a worker's heartbeats - the prompt-chain links its cache began or
  * ceased to hold since the last heartbeat, each once with its last state, or a snapshot of all it
- * holds for a router that must forget what it was told (it just registered us, or events were
- * lost at the engine's bound). Link thread only. */
+ * holds (by tier) for a router that must forget what it was told (it just registered us, or events
+ * were lost at the engine's bound). Link thread only. */
 #ifndef SOL_KV_REPORT_H
 #define SOL_KV_REPORT_H
 

@@ -18,7 +18,7 @@
 typedef struct fixture {
     Sol__Register reg;
     Sol__Heartbeat hb;
-    uint64_t kv_stored[2], kv_removed[1];
+    uint64_t kv_stored[2], kv_removed[1], kv_tier2[1];
     Sol__ChatMessage msg[2];
     Sol__ChatMessage *msgp[2];
     Sol__ToolCall call, *callp[1];
@@ -80,6 +80,9 @@ static void fill_register_heartbeat(fixture *f) {
     f->hb.n_kv_stored = 2;
     f->hb.kv_removed = f->kv_removed;
     f->hb.n_kv_removed = 1;
+    f->kv_tier2[0] = 42;
+    f->hb.kv_tier2 = f->kv_tier2;
+    f->hb.n_kv_tier2 = 1;
     f->hb.kv_snapshot = 1;
     f->hb.tier1_hit_tokens = 1ull << 36;
     f->hb.tier2_hit_tokens = (1ull << 35) + 9;

@@ -19,7 +19,7 @@ static kv_links *make(int32_t cap) {
     return x;
 }
 
-/* Drains and checks the events are exactly `want` (link, stored), in any order (the pairs of one
+/* Drains and checks the events are exactly `want` (link, place), in any order (the pairs of one
  * block, or the blocks one step evicts, come in table order). */
 static void expect(kv_links *x, const kv_link_event *want, size_t n) {
     kv_link_event got[16];
@@ -29,10 +29,11 @@ static void expect(kv_links *x, const kv_link_event *want, size_t n) {
     assert_int_equal(k, n);
     for (size_t i = 0; i < n; i++) {
         size_t j = 0;
-        while (j < k && (used[j] || got[j].link != want[i].link || got[j].stored != want[i].stored))
+        while (j < k && (used[j] || got[j].link != want[i].link || got[j].where != want[i].where))
             j++;
         if (j == k)
-            fail_msg("event (%llu, %d) missing", (unsigned long long)want[i].link, want[i].stored);
+            fail_msg("event (%llu, %d) missing", (unsigned long long)want[i].link,
+                     (int)want[i].where);
         used[j] = true;
     }
 }
@@ -43,20 +44,20 @@ static void test_held_follows_the_block(void **st) {
     kv_links_add(x, 11, 100, false); /* not cached yet: nothing to say */
     kv_links_add(x, 12, 100, false); /* two links end in one block */
     kv_links_add(x, 13, 200, true);  /* cached already */
-    expect(x, (kv_link_event[]){{13, true}}, 1);
-    kv_links_block(x, 100, true);
-    expect(x, (kv_link_event[]){{11, true}, {12, true}}, 2);
-    kv_links_block(x, 100, true); /* again: no news */
+    expect(x, (kv_link_event[]){{13, KV_IN_POOL}}, 1);
+    kv_links_block(x, 100, KV_IN_POOL);
+    expect(x, (kv_link_event[]){{11, KV_IN_POOL}, {12, KV_IN_POOL}}, 2);
+    kv_links_block(x, 100, KV_IN_POOL); /* again: no news */
     kv_links_add(x, 11, 100, true);
     expect(x, NULL, 0);
     assert_int_equal(kv_links_n_held(x), 3);
-    kv_links_block(x, 999, false); /* a block no link ends in */
-    kv_links_block(x, 100, false);
-    expect(x, (kv_link_event[]){{11, false}, {12, false}}, 2);
+    kv_links_block(x, 999, KV_GONE); /* a block no link ends in */
+    kv_links_block(x, 100, KV_GONE);
+    expect(x, (kv_link_event[]){{11, KV_GONE}, {12, KV_GONE}}, 2);
     assert_int_equal(kv_links_pairs(x), 1);
-    uint64_t held[4];
+    kv_link_event held[4];
     assert_int_equal(kv_links_held(x, held, 4), 1);
-    assert_true(held[0] == 13);
+    assert_true(held[0].link == 13 && held[0].where == KV_IN_POOL);
     kv_links_free(x);
 }
 
@@ -66,11 +67,38 @@ static void test_link_in_two_blocks(void **st) {
     kv_links *x = make(8);
     kv_links_add(x, 7, 100, true);
     kv_links_add(x, 7, 200, true);
-    expect(x, (kv_link_event[]){{7, true}}, 1);
-    kv_links_block(x, 100, false);
+    expect(x, (kv_link_event[]){{7, KV_IN_POOL}}, 1);
+    kv_links_block(x, 100, KV_GONE);
     expect(x, NULL, 0);
-    kv_links_block(x, 200, false);
-    expect(x, (kv_link_event[]){{7, false}}, 1);
+    kv_links_block(x, 200, KV_GONE);
+    expect(x, (kv_link_event[]){{7, KV_GONE}}, 1);
+    kv_links_free(x);
+}
+
+/* Tiers: a link is in the pool while one of its blocks is, in the second tier while none is in the
+ * pool and one is there; each change is one event, and the snapshot says each link's tier. */
+static void test_tiers(void **st) {
+    (void)st;
+    kv_links *x = make(8);
+    kv_links_add(x, 7, 100, true);
+    kv_links_add(x, 7, 200, true);
+    kv_links_add(x, 8, 300, true);
+    expect(x, (kv_link_event[]){{7, KV_IN_POOL}, {8, KV_IN_POOL}}, 2);
+    kv_links_block(x, 100, KV_IN_TIER2); /* 200 still in the pool */
+    expect(x, NULL, 0);
+    kv_links_block(x, 200, KV_IN_TIER2);
+    kv_links_block(x, 300, KV_IN_TIER2);
+    expect(x, (kv_link_event[]){{7, KV_IN_TIER2}, {8, KV_IN_TIER2}}, 2);
+    kv_links_block(x, 300, KV_IN_POOL); /* restored */
+    kv_links_block(x, 100, KV_GONE);    /* the tier dropped it: 200 keeps 7 in the tier */
+    expect(x, (kv_link_event[]){{8, KV_IN_POOL}}, 1);
+    kv_link_event held[4];
+    assert_int_equal(kv_links_held(x, held, 4), 2);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(held[i].where, held[i].link == 7 ? KV_IN_TIER2 : KV_IN_POOL);
+    kv_links_block(x, 200, KV_GONE);
+    expect(x, (kv_link_event[]){{7, KV_GONE}}, 1);
+    assert_int_equal(kv_links_n_held(x), 1);
     kv_links_free(x);
 }
 
@@ -84,12 +112,13 @@ static void test_bound(void **st) {
     kv_links_add(x, 3, 30, false);
     kv_links_add(x, 1, 10, true); /* refreshed: 2 is the oldest now */
     kv_links_add(x, 4, 40, true);
-    expect(x, (kv_link_event[]){{1, true}, {2, true}, {2, false}, {4, true}}, 4);
+    expect(x, (kv_link_event[]){{1, KV_IN_POOL}, {2, KV_IN_POOL}, {2, KV_GONE}, {4, KV_IN_POOL}},
+           4);
     assert_int_equal(kv_links_pairs(x), 3);
-    kv_links_block(x, 20, true); /* 2's pair is gone: nothing */
+    kv_links_block(x, 20, KV_IN_POOL); /* 2's pair is gone: nothing */
     expect(x, NULL, 0);
-    kv_links_block(x, 30, true);
-    expect(x, (kv_link_event[]){{3, true}}, 1);
+    kv_links_block(x, 30, KV_IN_POOL);
+    expect(x, (kv_link_event[]){{3, KV_IN_POOL}}, 1);
     kv_links_free(x);
     sol_err e = {0};
     assert_null(kv_links_new(0, &e));
@@ -113,8 +142,8 @@ static void test_events_lost(void **st) {
 }
 
 /* Through the KV cache's observer: a prompt's blocks committed, then evicted by other work. */
-static void on_hash(void *ctx, uint64_t hash, bool stored) {
-    kv_links_block(ctx, hash, stored);
+static void on_hash(void *ctx, uint64_t hash, kv_place where) {
+    kv_links_block(ctx, hash, where);
 }
 
 static void run_seq(kv_cache *kv, const int32_t *tokens, int32_t n) {
@@ -143,10 +172,10 @@ static void test_with_the_cache(void **st) {
     kv_links_add(x, 502, b1, kv_cache_holds(kv, b1));
     expect(x, NULL, 0);
     run_seq(kv, prompt, 8); /* both blocks committed, then cached when the sequence ends */
-    expect(x, (kv_link_event[]){{501, true}, {502, true}}, 2);
+    expect(x, (kv_link_event[]){{501, KV_IN_POOL}, {502, KV_IN_POOL}}, 2);
     assert_true(kv_cache_holds(kv, b1));
     run_seq(kv, other, 16); /* the whole pool: the cached blocks are evicted, oldest first */
-    expect(x, (kv_link_event[]){{501, false}, {502, false}}, 2);
+    expect(x, (kv_link_event[]){{501, KV_GONE}, {502, KV_GONE}}, 2);
     assert_false(kv_cache_holds(kv, b0));
     assert_int_equal(kv_links_pairs(x), 0);
     kv_cache_free(kv);
@@ -157,6 +186,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_held_follows_the_block),
         cmocka_unit_test(test_link_in_two_blocks),
+        cmocka_unit_test(test_tiers),
         cmocka_unit_test(test_bound),
         cmocka_unit_test(test_events_lost),
         cmocka_unit_test(test_with_the_cache),

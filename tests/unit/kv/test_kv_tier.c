@@ -52,13 +52,13 @@ static void test_tier_bookkeeping(void **st) {
 
 typedef struct seen {
     uint64_t hash[16];
-    bool stored[16];
+    kv_place where[16];
     int n;
 } seen;
 
-static void observe(void *ctx, uint64_t hash, bool stored) {
+static void observe(void *ctx, uint64_t hash, kv_place where) {
     seen *s = ctx;
-    if (s->n < 16) s->hash[s->n] = hash, s->stored[s->n++] = stored;
+    if (s->n < 16) s->hash[s->n] = hash, s->where[s->n++] = where;
 }
 
 static void fill(kv_cache *kv, const int32_t *tokens, int32_t n) {
@@ -88,15 +88,22 @@ static void test_cache_with_a_tier(void **st) {
     uint64_t h0 = block_hash_tokens(block_hash_seed(NULL), p, 2),
              h1 = block_hash_tokens(h0, p + 2, 2);
     assert_int_equal(obs.n, 2);
-    fill(kv, q, 4); /* the whole pool: p's blocks spilled, not reported gone */
+    fill(kv, q, 4); /* the whole pool: p's blocks spilled, reported in the tier, not gone */
     int32_t n = 0;
     const kv_tier_op *op = kv_cache_tier_ops(kv, &n);
     assert_int_equal(n, 2);
     assert_true(op[0].to_tier && op[1].to_tier);
     kv_cache_tier_done(kv);
-    for (int i = 0; i < obs.n; i++)
-        assert_true(obs.stored[i]); /* q's two stored; nothing removed */
-    assert_int_equal(obs.n, 4);
+    assert_int_equal(obs.n, 6); /* p's two stored, then p's two spilled and q's two stored */
+    int in_tier = 0;
+    for (int i = 2; i < obs.n; i++) {
+        assert_int_not_equal(obs.where[i], KV_GONE);
+        if (obs.where[i] == KV_IN_TIER2) {
+            assert_true(obs.hash[i] == (in_tier ? h0 : h1)); /* a prefix's tail goes first */
+            in_tier++;
+        }
+    }
+    assert_int_equal(in_tier, 2);
     assert_true(kv_cache_holds(kv, h0) == false); /* out of the pool, in the tier */
     sol_err e2 = {0};
     kv_seq *s = kv_seq_new(kv, NULL, &e2);
@@ -107,6 +114,10 @@ static void test_cache_with_a_tier(void **st) {
     assert_true(op[1].block == op[0].block && op[3].block == op[2].block);
     kv_cache_tier_done(kv);
     assert_true(kv_cache_holds(kv, h0) && kv_cache_holds(kv, h1));
+    assert_int_equal(obs.n, 10); /* q's two spilled, p's two back in the pool */
+    for (int i = 6; i < 10; i++)
+        assert_int_equal(obs.where[i],
+                         obs.hash[i] == h0 || obs.hash[i] == h1 ? KV_IN_POOL : KV_IN_TIER2);
     kv_cache_stats cs;
     kv_cache_get_stats(kv, &cs);
     assert_true(cs.tier2_hit_tokens == 4 && cs.prefix_hit_tokens >= 4);

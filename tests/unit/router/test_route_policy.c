@@ -127,7 +127,7 @@ static void test_index_matches_and_forgets(void **st) {
     pidx_note(x, &t1, 7);
     pidx_note(x, &other, 9);
     uint32_t uids[3] = {7, 9, 11}, got[3];
-    pidx_match(x, &t2, uids, 3, got);
+    pidx_match(x, &t2, uids, 3, got, NULL);
     assert_int_equal(got[0], t1.total);    /* 7 holds the first turn */
     assert_int_equal(got[1], t1.bytes[0]); /* 9 the system prompt */
     assert_int_equal(got[2], 0);
@@ -135,7 +135,7 @@ static void test_index_matches_and_forgets(void **st) {
     /* more holders than PIDX_WAYS: the oldest is forgotten */
     for (uint32_t u = 100; u < 100 + PIDX_WAYS; u++)
         pidx_note(x, &t1, u);
-    pidx_match(x, &t1, uids, 1, got);
+    pidx_match(x, &t1, uids, 1, got, NULL);
     assert_int_equal(got[0], 0);
     pidx_free(x);
     /* the bound: 4 links, the least recently used go first, a chain's tail before its head */
@@ -143,13 +143,38 @@ static void test_index_matches_and_forgets(void **st) {
     pidx_note(x, &t2, 1);    /* 4 links */
     pidx_note(x, &other, 2); /* its system link exists; its second recycles t2's deepest */
     assert_int_equal(pidx_size(x), 4);
-    pidx_match(x, &t2, uids, 1, got);
+    pidx_match(x, &t2, uids, 1, got, NULL);
     assert_int_equal(got[0], 0); /* uid 7 was never noted here */
     uint32_t one = 1;
-    pidx_match(x, &t2, &one, 1, got);
+    pidx_match(x, &t2, &one, 1, got, NULL);
     assert_int_equal(got[0], t2.bytes[2]); /* t2's first three links are left */
     pidx_free(x);
     assert_null(pidx_new(0));
+}
+
+/* KV events with tiers: a link held in the pool counts toward both answers of pidx_match, one held
+ * only in the second tier toward the held bytes alone; the index says what it knew before. */
+static void test_index_tiers(void **st) {
+    (void)st;
+    prefix_chain t2;
+    chain_of(OAI_CHAT, "{\"messages\":[" SYS "," U1 "," A1 "," U2 "]}", &t2);
+    assert_true(t2.n >= 3);
+    prefix_index *x = pidx_new(64);
+    uint32_t uids[2] = {5, 6}, got[2], pool[2];
+    assert_int_equal(pidx_hold(x, t2.hash[0], 5, false), PIDX_NONE);
+    assert_int_equal(pidx_hold(x, t2.hash[2], 5, true), PIDX_NONE); /* the tail spilled */
+    assert_int_equal(pidx_hold(x, t2.hash[2], 6, false), PIDX_NONE);
+    pidx_match(x, &t2, uids, 2, got, pool);
+    assert_int_equal(got[0], t2.bytes[2]);
+    assert_int_equal(pool[0], t2.bytes[0]);
+    assert_int_equal(got[1], t2.bytes[2]);
+    assert_int_equal(pool[1], t2.bytes[2]);
+    assert_int_equal(pidx_hold(x, t2.hash[2], 5, false), PIDX_TIER2); /* restored */
+    pidx_match(x, &t2, uids, 1, got, pool);
+    assert_int_equal(pool[0], t2.bytes[2]);
+    assert_int_equal(pidx_drop(x, t2.hash[2], 5), PIDX_POOL);
+    assert_int_equal(pidx_drop(x, t2.hash[2], 5), PIDX_NONE);
+    pidx_free(x);
 }
 
 static bk_worker *add(worker_table *t, const char *id, uint32_t cap, uint32_t uid) {
@@ -195,6 +220,20 @@ static void test_cache_aware_follows_the_history(void **st) {
     a->inflight = b->inflight = c->inflight = 1; /* even again: the history wins */
     assert_ptr_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, P, &r, x), first);
     a->inflight = b->inflight = c->inflight = 0;
+    /* the history only in another worker's second tier: it costs a copy there, a prefill here */
+    bk_worker *other = first == a ? b : a;
+    for (size_t i = 0; i < t2.n; i++) {
+        pidx_drop(x, t2.hash[i], first->uid);
+        pidx_hold(x, t2.hash[i], other->uid, true);
+    }
+    for (size_t i = 0; i < t1.n; i++) /* first keeps the first turn in its pool */
+        pidx_hold(x, t1.hash[i], first->uid, false);
+    assert_ptr_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, P, &r, x), other);
+    for (size_t i = 0; i < t2.n; i++) { /* back in first's pool only: first again */
+        pidx_hold(x, t2.hash[i], first->uid, false);
+        pidx_drop(x, t2.hash[i], other->uid);
+    }
+    assert_ptr_equal(rp_pick(&t, SOL_ROUTE_CACHE_AWARE, P, &r, x), first);
     /* a worker that came back without its cache has a new uid: it matches nothing */
     first->uid = 99;
     bk_worker *w = rp_pick(&t, SOL_ROUTE_CACHE_AWARE, P, &r, x);
@@ -255,11 +294,14 @@ static void test_cache_aware_bound(void **st) {
 static void test_cost_terms(void **st) {
     (void)st;
     bk_worker w = {.capacity = 8};
-    assert_true(rp_cost(&w, 1000, 200, 1) == 800);
-    assert_true(rp_cost(&w, 1000, 5000, 1) == 0); /* cached beyond the prompt: nothing left */
+    assert_true(rp_cost(&w, 1000, 200, 200, 1) == 800);
+    assert_true(rp_cost(&w, 1000, 5000, 5000, 1) == 0); /* cached beyond the prompt: none left */
+    /* 600 bytes held, the last 400 of them only in the second tier: a copy, not a prefill */
+    assert_true(rp_cost(&w, 1000, 600, 200, 1) == 400 + 400.0 / RP_TIER2_SPEEDUP);
+    assert_true(rp_uncached(1000, 600, 900) == 400); /* pool beyond cached: clamped */
     w.inflight = 3, w.backlog_bytes = 300;
-    assert_true(rp_cost(&w, 1000, 1000, 1) == 300 + 3.0 * RP_DECODE_BYTES); /* every request held */
-    assert_true(rp_cost(&w, 1000, 1000, 4) == (300 + 3.0 * RP_DECODE_BYTES) / 4); /* seconds */
+    assert_true(rp_cost(&w, 1000, 1000, 1000, 1) == 300 + 3.0 * RP_DECODE_BYTES); /* all held */
+    assert_true(rp_cost(&w, 1000, 1000, 1000, 4) == (300 + 3.0 * RP_DECODE_BYTES) / 4); /* s */
 }
 
 /* The prefill rate: sampled at first tokens from (bytes + bytes ahead) / time, not from small
@@ -337,6 +379,7 @@ int main(void) {
         cmocka_unit_test(test_chain_follows_the_conversation),
         cmocka_unit_test(test_chain_of_a_long_prompt),
         cmocka_unit_test(test_index_matches_and_forgets),
+        cmocka_unit_test(test_index_tiers),
         cmocka_unit_test(test_cache_aware_follows_the_history),
         cmocka_unit_test(test_cache_aware_bound),
         cmocka_unit_test(test_cost_terms),
