@@ -485,13 +485,18 @@ static int validate_worker(const sol_config *cfg, sol_err *err) {
                      "%d applies to backend cpu; cuda-emu runs each kernel launch on the calling "
                      "thread (leave it 0)",
                      w->threads);
-    /* the second KV tier: its copies are built for the CPU backend, it reuses cached blocks, and
-     * its folder means nothing without it (docs/kv_cache.md, "Second tier") */
-    if (w->kv.tier2_blocks > 0 && w->backend != SOL_BACKEND_CPU)
+    /* the second KV tier: its copies are built for the CPU and CUDA backends, it reuses cached
+     * blocks, its folder is the CPU backend's file-backed store (a GPU's is page-locked host
+     * memory) and means nothing without it (docs/kv_cache.md, "Second tier") */
+    if (w->kv.tier2_blocks > 0 && w->backend == SOL_BACKEND_SIM)
         return vfail(cfg, err, "worker.kv.tier2_blocks",
-                     "%d applies to backend cpu (the only one with a second KV tier so far), found "
-                     "%s",
-                     w->kv.tier2_blocks, sol_backend_kind_name(w->backend));
+                     "%d applies to backends cpu, cuda and cuda-emu; backend sim runs no model",
+                     w->kv.tier2_blocks);
+    if (w->kv.tier2_dir && w->backend != SOL_BACKEND_CPU)
+        return vfail(cfg, err, "worker.kv.tier2_dir",
+                     "\"%s\" applies to backend cpu (a file-backed tier); %s keeps its second tier "
+                     "in page-locked host memory",
+                     w->kv.tier2_dir, sol_backend_kind_name(w->backend));
     if (w->kv.tier2_blocks > 0 && !w->scheduler.prefix_caching)
         return vfail(cfg, err, "worker.kv.tier2_blocks",
                      "%d needs worker.scheduler.prefix_caching: the tier keeps the cached blocks "

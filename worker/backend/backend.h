@@ -168,6 +168,12 @@ typedef struct sol_backend_ops {
      * each. NULL: the backend keeps no second tier (worker.kv.tier2_blocks is refused). */
     int (*kv_host_io)(sol_backend *be, sol_kv *kv, int32_t block, void *host, int to_host);
     size_t (*kv_host_bytes)(sol_backend *be, const sol_kv *kv); /* one block's bytes */
+    /* The second tier's host memory where a device backend needs its own kind (page-locked, so
+     * kv_host_io's copies run asynchronously in stream order, and any of the ranks' devices
+     * reads it): NULL with be->err set when it cannot; free waits for queued copies first.
+     * NULL ops: the engine maps a file (worker.kv.tier2_dir). */
+    void *(*kv_host_alloc)(sol_backend *be, size_t bytes);
+    void (*kv_host_free)(sol_backend *be, void *host);
     /* out[t][h] = softmax(scale * q[t][h] . K[lo..n_ctx)) V for token t's sequence, with query
      * head h reading KV head h / (heads / kv_heads) (grouped-query attention).
      * q and out are n x heads x head_dim; per_token[t] gives token t's block table and n_ctx.

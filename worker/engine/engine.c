@@ -162,9 +162,27 @@ static bool on_token(engine *e, ereq *r, const sampler_result *res) {
 
 /* ---- the step ----------------------------------------------------------------------------- */
 
-/* worker.kv.tier2_blocks: the store is a file (created and unlinked at once in tier2_dir) mapped
- * shared, so its pages can go to disk when memory is short instead of taking the KV pool's room;
- * the bookkeeping is the KV cache's (kv_tier.h). */
+/* A device backend's store: its own page-locked host memory (asynchronous copies); tier2_dir is
+ * the file-backed store's folder and means nothing here. 1: the backend has no such memory. */
+static int tier2_from_backend(engine *e, size_t bytes, sol_err *err) {
+    sol_err e2 = {0};
+    void *p = model_kv_host_alloc(e->m, bytes, &e2);
+    if (!p && !e2.code) return 1;
+    if (!p) return sol_err_set(err, e2.code, "worker.kv.tier2_blocks: %s", e2.msg);
+    e->tier2 = p;
+    e->tier2_backend = true;
+    if (e->cfg.tier2_dir)
+        return sol_err_set(err, -EINVAL,
+                           "worker.kv.tier2_dir: the %s backend keeps its second tier in "
+                           "page-locked host memory, not in a file (leave it unset)",
+                           sol_backend_name(model_backend(e->m)));
+    return 0;
+}
+
+/* worker.kv.tier2_blocks: on a device backend the store is its page-locked host memory; else a
+ * file (created and unlinked at once in tier2_dir) mapped shared, so its pages can go to disk
+ * when memory is short instead of taking the KV pool's room. The bookkeeping is the KV cache's
+ * (kv_tier.h). */
 static int start_tier2(engine *e, sol_err *err) {
     int32_t n = e->cfg.tier2_blocks;
     if (n <= 0) return 0;
@@ -174,8 +192,16 @@ static int start_tier2(engine *e, sol_err *err) {
     if (!(e->tier2_bytes = model_kv_host_bytes(e->m, e->kv_data)))
         return sol_err_set(err, -ENOTSUP,
                            "worker.kv.tier2_blocks: the %s backend keeps no second KV tier (cpu "
-                           "does)",
+                           "and cuda do)",
                            sol_backend_name(model_backend(e->m)));
+    size_t bytes = (size_t)n * e->tier2_bytes;
+    int rc = tier2_from_backend(e, bytes, err);
+    if (rc <= 0) {
+        if (!rc && !(rc = kv_cache_tier2(e->kv, n, err)))
+            LOG_INFO("engine", "KV tier 2: %d blocks (%.1f MiB of page-locked host memory)", n,
+                     (double)bytes / (1 << 20));
+        return rc;
+    }
     const char *dir = e->cfg.tier2_dir ? e->cfg.tier2_dir : getenv("TMPDIR");
     char path[4096];
     snprintf(path, sizeof path, "%s/sol-kv-tier2-XXXXXX", dir && *dir ? dir : "/var/tmp");
@@ -184,7 +210,6 @@ static int start_tier2(engine *e, sol_err *err) {
         return sol_err_set(err, -errno, "worker.kv.tier2_dir: cannot create %s: %s", path,
                            strerror(errno));
     unlink(path);
-    size_t bytes = (size_t)n * e->tier2_bytes;
     void *p = ftruncate(fd, (off_t)bytes)
                   ? MAP_FAILED
                   : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -194,8 +219,7 @@ static int start_tier2(engine *e, sol_err *err) {
         return sol_err_set(err, -saved, "worker.kv.tier2_blocks: cannot map %zu bytes in %s: %s",
                            bytes, dir && *dir ? dir : "/var/tmp", strerror(saved));
     e->tier2 = p;
-    int rc = kv_cache_tier2(e->kv, n, err);
-    if (rc) return rc;
+    if ((rc = kv_cache_tier2(e->kv, n, err))) return rc;
     LOG_INFO("engine", "KV tier 2: %d blocks (%.1f MiB, a file in %s)", n,
              (double)bytes / (1 << 20), dir && *dir ? dir : "/var/tmp");
     return 0;
@@ -846,7 +870,10 @@ void engine_free(engine *e) {
     kv_cache_free(e->kv);
     kv_links_free(e->links);
     pthread_mutex_destroy(&e->links_mu);
-    if (e->tier2) munmap(e->tier2, (size_t)e->cfg.tier2_blocks * e->tier2_bytes);
+    if (e->tier2 && e->tier2_backend)
+        model_kv_host_free(e->m, e->tier2);
+    else if (e->tier2)
+        munmap(e->tier2, (size_t)e->cfg.tier2_blocks * e->tier2_bytes);
     if (e->kv_data) model_kv_free(e->m, e->kv_data);
     sampler_free(e->smp);
     grammar_cache_free(e->gcache);

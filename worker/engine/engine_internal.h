@@ -77,6 +77,7 @@ struct engine {
     model_kv *kv_data;
     kv_links *links;      /* KV events (prefix caching on), guarded by links_mu */
     unsigned char *tier2; /* the second tier's store: tier2_blocks x tier2_bytes, a file mapping */
+    bool tier2_backend;   /* ... or the backend's page-locked host memory (model_kv_host_alloc) */
     size_t tier2_bytes;   /* one block (model_kv_host_bytes) */
     pthread_mutex_t links_mu; /* the engine thread changes links, the link thread drains them */
     sched *sched;

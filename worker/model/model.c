@@ -196,6 +196,22 @@ int model_kv_host_io(model *m, model_kv *kv, int32_t block, unsigned char *host,
     return 0;
 }
 
+void *model_kv_host_alloc(model *m, size_t bytes, sol_err *err) {
+    sol_backend *be = rank_of(m, 0)->be;
+    if (!be->ops->kv_host_alloc) return NULL;
+    void *p = be->ops->kv_host_alloc(be, bytes);
+    if (!p) sol_err_set(err, -ENOMEM, "KV tier 2: %s", be->err.msg);
+    return p;
+}
+
+void model_kv_host_free(model *m, void *host) {
+    if (!host) return;
+    for (int r = m->r0->sh.n; r-- > 1;) /* their copies read or write it too */
+        sol_synchronize(rank_of(m, r)->be);
+    sol_backend *be = rank_of(m, 0)->be;
+    be->ops->kv_host_free(be, host);
+}
+
 uint64_t model_step_bytes(const model *m) {
     const gguf_file *g = model_gguf(m);
     uint64_t all = 0, embd = 0;

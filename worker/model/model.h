@@ -113,6 +113,11 @@ size_t model_kv_bytes_per_token(const model *m, sol_dtype dtype);
 size_t model_kv_host_bytes(model *m, const model_kv *kv);
 int model_kv_host_io(model *m, model_kv *kv, int32_t block, unsigned char *host, int to_host,
                      sol_err *err);
+/* The tier's store from the backend (page-locked on a GPU: backend.h kv_host_alloc), or NULL:
+ * with *err unset the backend has no such memory (the caller maps a file), else it failed. Freed
+ * with model_kv_host_free once every rank's queued copies ran. */
+void *model_kv_host_alloc(model *m, size_t bytes, sol_err *err);
+void model_kv_host_free(model *m, void *host);
 
 /* Weight bytes one decode step reads: every tensor of the file, less the embedding table when a
  * separate output head exists (a step reads one row of it). Decode is memory-bound, so the ratio

@@ -761,29 +761,72 @@ static void test_paged_attention(void **state) {
     for_each_target(paged_attention);
 }
 
-static void kv_copy_blocks(const char *spec) {
-    sol_backend *be = backend_for(spec, 1);
-    sol_kv *kv = sol_kv_alloc(be, 2, 4, 2, 1, 8, SOL_DT_F32);
+/* Two layers of a 4-block cache of 2-token blocks (1 head of 8) with block 3 written. */
+static sol_kv *kv_with_block3(sol_backend *be, sol_dtype dt) {
+    sol_kv *kv = sol_kv_alloc(be, 2, 4, 2, 1, 8, dt);
     assert_non_null(kv);
-    float k[2 * 8], v[2 * 8], q[8], a[8], b[8];
-    fill(k, 16), fill(v, 16), fill(q, 8);
+    float k[2 * 8], v[2 * 8];
+    fill(k, 16), fill(v, 16);
     const int32_t slots[2] = {6, 7}; /* block 3 */
     for (int l = 0; l < 2; l++)
         assert_int_equal(sol_kv_write(be, kv, l, k, v, slots, 2), 0);
-    const int32_t src = 3, dst = 1;
-    assert_int_equal(sol_kv_copy_blocks(be, kv, &src, &dst, 1), 0);
-    sol_attn_seq s3 = {&src, 2}, s1 = {&dst, 2};
+    return kv;
+}
+
+/* Attention over block `x` alone reads the same bits as over block `y`, in both layers. */
+static void same_block(sol_backend *be, sol_kv *kv, int32_t x, int32_t y) {
+    float q[8], a[8], b[8];
+    fill(q, 8);
+    sol_attn_seq sx = {&x, 2}, sy = {&y, 2};
     for (int l = 0; l < 2; l++) {
-        assert_int_equal(sol_paged_attention(be, kv, l, q, a, 1, 1, 1, 8, 0.3f, &s3), 0);
-        assert_int_equal(sol_paged_attention(be, kv, l, q, b, 1, 1, 1, 8, 0.3f, &s1), 0);
+        assert_int_equal(sol_paged_attention(be, kv, l, q, a, 1, 1, 1, 8, 0.3f, &sx), 0);
+        assert_int_equal(sol_paged_attention(be, kv, l, q, b, 1, 1, 1, 8, 0.3f, &sy), 0);
         assert_memory_equal(a, b, sizeof(a));
     }
+}
+
+static void kv_copy_blocks(const char *spec) {
+    sol_backend *be = backend_for(spec, 1);
+    sol_kv *kv = kv_with_block3(be, SOL_DT_F32);
+    const int32_t src = 3, dst = 1;
+    assert_int_equal(sol_kv_copy_blocks(be, kv, &src, &dst, 1), 0);
+    same_block(be, kv, src, dst);
     sol_backend_free(be);
 }
 
 static void test_kv_copy_blocks(void **state) {
     (void)state;
     for_each_target(kv_copy_blocks);
+}
+
+/* The second KV tier's copies: a block out to host memory (the backend's own where it has some)
+ * and back into another block reads as the original; host bytes are every layer's K and V. */
+static void kv_host_io(const char *spec) {
+    sol_backend *be = backend_for(spec, 1);
+    if (!be->ops->kv_host_io) {
+        sol_backend_free(be);
+        return;
+    }
+    sol_kv *kv = kv_with_block3(be, SOL_DT_F16);
+    size_t bytes = be->ops->kv_host_bytes(be, kv);
+    assert_int_equal(bytes, 2 * 2 * 2 * 8 * 2); /* layers x (K, V) x slots x head_dim x f16 */
+    void *host = be->ops->kv_host_alloc ? be->ops->kv_host_alloc(be, bytes) : malloc(bytes);
+    assert_non_null(host);
+    assert_int_equal(sol_kv_host_io(be, kv, 3, host, 1), 0);
+    assert_int_equal(sol_kv_host_io(be, kv, 0, host, 0), 0);
+    same_block(be, kv, 3, 0);
+    assert_int_equal(sol_kv_host_io(be, kv, 4, host, 1), -EINVAL);
+    assert_non_null(strstr(be->err.msg, "block 4"));
+    if (be->ops->kv_host_alloc)
+        be->ops->kv_host_free(be, host);
+    else
+        free(host);
+    sol_backend_free(be);
+}
+
+static void test_kv_host_io(void **state) {
+    (void)state;
+    for_each_target(kv_host_io);
 }
 
 static void bad_inputs(const char *spec) {
@@ -883,6 +926,7 @@ int main(void) {
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_paged_attention),
         cmocka_unit_test(test_kv_copy_blocks),
+        cmocka_unit_test(test_kv_host_io),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_registry),
     };

@@ -215,8 +215,12 @@ static void test_tier2_keys(void **state) {
         const char *yaml, *want;
     } cases[] = {
         {"worker:\n  backend: sim\n  kv:\n    tier2_blocks: 8\n",
-         "4:19: worker.kv.tier2_blocks: 8 applies to backend cpu (the only one with a second KV "
-         "tier so far), found sim"},
+         "4:19: worker.kv.tier2_blocks: 8 applies to backends cpu, cuda and cuda-emu; backend sim "
+         "runs no model"},
+        {"worker:\n  backend: cuda-emu\n  model: m.gguf\n  kv:\n    tier2_blocks: 8\n"
+         "    tier2_dir: /var/tmp\n",
+         "6:16: worker.kv.tier2_dir: \"/var/tmp\" applies to backend cpu (a file-backed tier); "
+         "cuda-emu keeps its second tier in page-locked host memory"},
         {"worker:\n  model: m.gguf\n  scheduler: {prefix_caching: false}\n  kv:\n"
          "    tier2_blocks: 8\n",
          "5:19: worker.kv.tier2_blocks: 8 needs worker.scheduler.prefix_caching: the tier keeps "
@@ -238,6 +242,11 @@ static void test_tier2_keys(void **state) {
     sol_config_free(&f->cfg);
     sol_config_defaults(&f->cfg);
     write_file(f->path, "worker:\n  model: m.gguf\n  kv: {tier2_blocks: 8, tier2_dir: /tmp}\n");
+    assert_int_equal(sol_config_load(&f->cfg, f->path, &f->err), 0);
+    assert_int_equal(sol_config_validate(&f->cfg, SOL_CONFIG_WORKER, &f->err), 0);
+    sol_config_free(&f->cfg);
+    sol_config_defaults(&f->cfg);
+    write_file(f->path, "worker:\n  backend: cuda-emu\n  model: m.gguf\n  kv: {tier2_blocks: 8}\n");
     assert_int_equal(sol_config_load(&f->cfg, f->path, &f->err), 0);
     assert_int_equal(sol_config_validate(&f->cfg, SOL_CONFIG_WORKER, &f->err), 0);
 }

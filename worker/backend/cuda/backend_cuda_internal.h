@@ -145,6 +145,10 @@ static inline int cbe_graph_step(const cuda_backend *b) {
 #define cbe_rope_kv_write SOL_CUDA_FN(be_rope_kv_write)
 #define cbe_rope_args SOL_CUDA_FN(be_rope_args)
 #define cbe_kv_copy_blocks SOL_CUDA_FN(be_kv_copy_blocks)
+#define cbe_kv_host_io SOL_CUDA_FN(be_kv_host_io)
+#define cbe_kv_host_bytes SOL_CUDA_FN(be_kv_host_bytes)
+#define cbe_kv_host_alloc SOL_CUDA_FN(be_kv_host_alloc)
+#define cbe_kv_host_free SOL_CUDA_FN(be_kv_host_free)
 #define cbe_paged_attention SOL_CUDA_FN(be_paged_attention)
 
 /* Sets be->err to "BE op: message" and returns rc. */
@@ -177,6 +181,13 @@ int cbe_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k, const f
                  const int32_t *slots, int n);
 int cbe_kv_copy_blocks(sol_backend *be, sol_kv *kv, const int32_t *src, const int32_t *dst,
                        int count);
+/* The second KV tier (backend.h): one block's every layer K and V to or from page-locked host
+ * memory, queued on the stream (no wait: stream order puts a spill before later writes to the
+ * block and a restore before the attention that reads it). */
+int cbe_kv_host_io(sol_backend *be, sol_kv *kv, int32_t block, void *host, int to_host);
+size_t cbe_kv_host_bytes(sol_backend *be, const sol_kv *kv);
+void *cbe_kv_host_alloc(sol_backend *be, size_t bytes);
+void cbe_kv_host_free(sol_backend *be, void *host);
 int cbe_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out, int n,
                         int heads, int kv_heads, int head_dim, float scale, int window,
                         const sol_attn_seq *seq);

@@ -153,6 +153,49 @@ int cbe_kv_copy_blocks(sol_backend *be, sol_kv *kv, const int32_t *src, const in
     return cbe_after(b, "kv_copy_blocks");
 }
 
+size_t cbe_kv_host_bytes(sol_backend *be, const sol_kv *kv) {
+    (void)be;
+    return kv->pool_bytes / (size_t)kv->num_blocks * 2 * (size_t)kv->n_layers;
+}
+
+/* Outside any graph: the engine moves tier blocks before a step begins, and a copy to host memory
+ * recorded into a decode graph would tie the graph to one slot. */
+int cbe_kv_host_io(sol_backend *be, sol_kv *kv, int32_t block, void *host, int to_host) {
+    cuda_backend *b = cbe_bind(be);
+    if (!kv || block < 0 || block >= kv->num_blocks || !host)
+        return cbe_fail(b, -EINVAL, "kv_host_io", "block %d outside [0, %d)%s", block,
+                        kv ? kv->num_blocks : 0, host ? "" : " or no host buffer");
+    int rc = cbe_flush_capture(b);
+    if (rc) return rc;
+    size_t bb = kv->pool_bytes / (size_t)kv->num_blocks;
+    unsigned char *h = host;
+    for (int i = 0; i < 2 * kv->n_layers && !rc; i++, h += bb) { /* [layer][K, V] */
+        unsigned char *p = (unsigned char *)kv->pools[i] + (size_t)block * bb;
+        rc = SOL_CUDA_FN(dev_copy)(b->dev, to_host ? (void *)h : (void *)p, to_host ? p : h, bb,
+                                   to_host ? SOL_CUDA_D2H : SOL_CUDA_H2D);
+    }
+    return rc ? cbe_fail(b, rc, "kv_host_io", "a block copy could not be queued")
+              : cbe_after(b, "kv_host_io");
+}
+
+void *cbe_kv_host_alloc(sol_backend *be, size_t bytes) {
+    cuda_backend *b = cbe_bind(be);
+    if (cbe_flush_capture(b)) return NULL;
+    void *p = SOL_CUDA_FN(dev_host_malloc)(b->dev, bytes);
+    if (!p)
+        cbe_fail(b, -ENOMEM, "kv_host_alloc", "no page-locked host memory for %.1f MiB",
+                 (double)bytes / 1048576.0);
+    return p;
+}
+
+void cbe_kv_host_free(sol_backend *be, void *host) {
+    cuda_backend *b = cbe_bind(be);
+    if (!host) return;
+    cbe_flush_capture(b);
+    cbe_wait_quiet(b); /* queued copies still read or write it */
+    SOL_CUDA_FN(dev_host_free)(b->dev, host);
+}
+
 static int check_attention(cuda_backend *b, const sol_kv *kv, int layer, int n, int heads,
                            int kv_heads, int head_dim, int window, const sol_attn_seq *seq) {
     const char *op = "paged_attention";
