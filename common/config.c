@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "config_key.h"
+#include "config_slo.h"
 #include "yaml_doc.h"
 
 _Static_assert(sizeof(sol_backend_kind) == sizeof(int), "enum fields are written through int *");
@@ -72,6 +73,7 @@ static const cfg_key k_keys[] = {
     KINT(router.routing.affinity_prefix_chars, 0, 1 << 20),
     KEY(router.routing.policy, T_ENUM, .names = k_policies),
     KEY(router.routing.rules, T_RULES),
+    KEY(router.slo, T_SLOS),
     KEY(worker.router, T_LIST, .check = CHK_ENDPOINT, .flags = F_NONEMPTY),
     KEY(worker.pool, T_STR, .check = CHK_NAME),
     KEY(worker.model, T_NSTR, .flags = F_NONEMPTY),
@@ -125,7 +127,8 @@ static cfg_ctx ctx_for(sol_config *cfg, const char *src, sol_err *err) {
                      .err = err,
                      .keys = k_keys,
                      .n_keys = k_nkeys,
-                     .apply_rules = apply_rules};
+                     .apply_rules = apply_rules,
+                     .apply_slos = cfg_apply_slos};
 }
 
 #define ROFF(m) offsetof(sol_route_rule, m)
@@ -221,6 +224,7 @@ void sol_config_free(sol_config *cfg) {
     rules_clear(cfg->router.routing.rules.items, cfg->router.routing.rules.n);
     cfg->router.routing.rules.items = NULL;
     cfg->router.routing.rules.n = 0;
+    cfg_slos_clear(cfg);
     origin_free(cfg->origin);
     cfg->origin = NULL;
 }
@@ -281,18 +285,8 @@ static int parse_cond(cfg_ctx *c, const ydoc_node *map, const char *prefix, sol_
     if (map->kind != YDOC_MAP)
         return cfg_fail(c, map, prefix, "expected a mapping of conditions, found %s",
                         cfg_found(map, found, sizeof found));
-    for (size_t i = 0; i < ydoc_map_len(map); i++) {
-        const ydoc_node *key = map->items[2 * i];
-        char path[CFG_PATH_MAX];
-        int rc = cfg_join(c, key, prefix, key->text, path);
-        if (rc == 0) rc = cfg_check_duplicate(c, map, i, path);
-        const cfg_key *k = NULL;
-        for (size_t j = 0; rc == 0 && j < k_ncond_keys && !k; j++)
-            if (!strcmp(k_cond_keys[j].path, key->text)) k = &k_cond_keys[j];
-        if (rc == 0 && !k) rc = cfg_unknown_in(c, key, path, k_cond_keys, k_ncond_keys);
-        if (rc == 0) rc = cfg_apply_leaf(c, k, r, map->items[2 * i + 1], path);
-        if (rc < 0) return rc;
-    }
+    int rc = cfg_apply_map_leaves(c, map, prefix, k_cond_keys, k_ncond_keys, r);
+    if (rc < 0) return rc;
     if (r->prompt_chars_above != SOL_RULE_UNSET && r->prompt_chars_below != SOL_RULE_UNSET &&
         r->prompt_chars_above + 1 >= r->prompt_chars_below)
         return cfg_fail(c, map, prefix,
@@ -365,7 +359,8 @@ static int apply_rules(cfg_ctx *c, const ydoc_node *seq, const char *path) {
 int sol_config_set(sol_config *cfg, const char *key_path, const char *value, sol_err *err) {
     cfg_ctx c = ctx_for(cfg, NULL, err);
     const cfg_key *k = cfg_find_key(&c, key_path);
-    int structured = !k || k->type == T_RULES || (k->type == T_LIST && value[0] == '[');
+    int structured =
+        !k || k->type == T_RULES || k->type == T_SLOS || (k->type == T_LIST && value[0] == '[');
     if (!k && !cfg_is_section(&c, key_path)) {
         const char *dot = strrchr(key_path, '.');
         char prefix[CFG_PATH_MAX];
@@ -453,6 +448,11 @@ static int validate_router(const sol_config *cfg, sol_err *err) {
         char path[CFG_PATH_MAX];
         snprintf(path, sizeof path, "router.routing.rules[%zu].pool", i);
         rc = check_pool(cfg, err, path, r->routing.rules.items[i].pool);
+    }
+    for (size_t i = 0; rc == 0 && i < r->slo.n; i++) {
+        char path[CFG_PATH_MAX];
+        snprintf(path, sizeof path, "router.slo[%zu].pool", i);
+        rc = check_pool(cfg, err, path, r->slo.items[i].pool);
     }
     /* only affinity hashes the leading characters: another value under another policy would be
      * ignored, so it is refused */
@@ -664,6 +664,9 @@ int sol_config_print(const sol_config *cfg, FILE *f, int which) {
             fprintf(f, "%*s%s:%s\n", indent, "", cur[n - 1], nr ? "" : " []");
             for (size_t r = 0; r < nr; r++)
                 put_rule(f, &rules[r], indent + 2);
+        } else if (k->type == T_SLOS) {
+            fprintf(f, "%*s%s:%s\n", indent, "", cur[n - 1], cfg->router.slo.n ? "" : " []");
+            cfg_put_slos(f, cfg, indent + 2);
         } else {
             fprintf(f, "%*s%s: ", indent, "", cur[n - 1]);
             put_value(f, k, cfg);

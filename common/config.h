@@ -56,6 +56,22 @@ typedef struct sol_route_rule {
     char *pool;             /* the pool to route to (required) */
 } sol_route_rule;
 
+/* Latency targets of a request (issue 35; docs/api.md, "Latency targets"), in milliseconds, 0 =
+ * none: its first token within ms[SOL_SLO_TTFT] of arrival, then a token every ms[SOL_SLO_TPOT]
+ * on average, and the whole of it within ms[SOL_SLO_DEADLINE] of arrival. The index is the one
+ * table the config keys, the HTTP headers and the wire follow. */
+enum { SOL_SLO_TTFT, SOL_SLO_TPOT, SOL_SLO_DEADLINE, SOL_SLO_FIELDS };
+#define SOL_SLO_MAX_MS 86400000 /* one day: the largest target any of them takes */
+typedef struct sol_slo {
+    int ms[SOL_SLO_FIELDS];
+} sol_slo;
+
+/* router.slo[i]: the targets a request routed to `pool` gets unless its headers say otherwise. */
+typedef struct sol_pool_slo {
+    char *pool;
+    sol_slo slo;
+} sol_pool_slo;
+
 typedef struct sol_router_config {
     struct {
         char *listen;        /* "HOST:PORT" */
@@ -100,6 +116,10 @@ typedef struct sol_router_config {
             size_t n;
         } rules;
     } routing;
+    struct {
+        sol_pool_slo *items;
+        size_t n;
+    } slo;
 } sol_router_config;
 
 typedef struct sol_worker_config {

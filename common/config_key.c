@@ -512,9 +512,30 @@ int cfg_apply_leaf(cfg_ctx *c, const cfg_key *k, void *base, const ydoc_node *va
         origin_forget_prefix(c->cfg, "router.routing.rules[");
         rc = c->apply_rules(c, val, path);
         break;
+    case T_SLOS:
+        origin_forget_prefix(c->cfg, "router.slo[");
+        rc = c->apply_slos(c, val, path);
+        break;
     default:
         rc = cfg_fail(c, val, path, "internal error: unknown key type");
     }
     if (rc == 0) origin_record(c->cfg, path, c->src, val);
     return rc;
+}
+
+int cfg_apply_map_leaves(cfg_ctx *c, const ydoc_node *map, const char *prefix, const cfg_key *keys,
+                         size_t n, void *base) {
+    for (size_t i = 0; i < ydoc_map_len(map); i++) {
+        const ydoc_node *key = map->items[2 * i];
+        char path[CFG_PATH_MAX];
+        int rc = cfg_join(c, key, prefix, key->text, path);
+        if (rc == 0) rc = cfg_check_duplicate(c, map, i, path);
+        const cfg_key *k = NULL;
+        for (size_t j = 0; rc == 0 && j < n && !k; j++)
+            if (!strcmp(keys[j].path, key->text)) k = &keys[j];
+        if (rc == 0 && !k) rc = cfg_unknown_in(c, key, path, keys, n);
+        if (rc == 0) rc = cfg_apply_leaf(c, k, base, map->items[2 * i + 1], path);
+        if (rc < 0) return rc;
+    }
+    return 0;
 }

@@ -11,7 +11,7 @@
 
 #define CFG_PATH_MAX 160
 
-typedef enum { T_INT, T_DBL, T_BOOL, T_STR, T_NSTR, T_ENUM, T_LIST, T_RULES } cfg_type;
+typedef enum { T_INT, T_DBL, T_BOOL, T_STR, T_NSTR, T_ENUM, T_LIST, T_RULES, T_SLOS } cfg_type;
 
 /* Checks beyond type and range, applied to the value (or to each item of a list). */
 typedef enum { CHK_NONE = 0, CHK_NAME, CHK_ENDPOINT, CHK_HOSTPORT, CHK_POW2, CHK_ID } cfg_check;
@@ -42,6 +42,8 @@ typedef struct cfg_ctx {
     size_t n_keys;
     /* Replaces router.routing.rules from a YAML sequence (the T_RULES key). */
     int (*apply_rules)(struct cfg_ctx *c, const ydoc_node *seq, const char *path);
+    /* Replaces router.slo likewise (the T_SLOS key: config_slo.h). */
+    int (*apply_slos)(struct cfg_ctx *c, const ydoc_node *seq, const char *path);
 } cfg_ctx;
 
 /* Report "src:line:col: path: message" (just "path: message" for command-line values, which the
@@ -66,6 +68,11 @@ int cfg_unknown_key(cfg_ctx *c, const ydoc_node *at, const char *prefix, const c
 /* Unknown key at `path` among a small fixed set (a rule's keys), with a hint. */
 int cfg_unknown_in(cfg_ctx *c, const ydoc_node *at, const char *path, const cfg_key *known,
                    size_t n);
+
+/* Every key of mapping `map` (under path `prefix`) applied to base as the leaf of that name in
+ * keys[0..n): duplicates and names not in the table refused. */
+int cfg_apply_map_leaves(cfg_ctx *c, const ydoc_node *map, const char *prefix, const cfg_key *keys,
+                         size_t n, void *base);
 
 /* Check `val` against `k` and store it at base + k->off; records where it came from. */
 int cfg_apply_leaf(cfg_ctx *c, const cfg_key *k, void *base, const ydoc_node *val,

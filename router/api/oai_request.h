@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h" /* sol_slo */
 #include "oai_error.h"
 #include "oai_tools.h"
 #include "sampling.h"
@@ -64,6 +65,10 @@ typedef struct oai_request {
     size_t n_bias;
     char *tags[OAI_MAX_TAGS];
     size_t n_tags;
+    /* latency targets from the X-Sol-*-Ms headers (http.c); bit i of slo_given: slo.ms[i] came
+     * from one (0 there means "none", overriding the pool's default: router.slo) */
+    sol_slo slo;
+    unsigned slo_given;
 } oai_request;
 
 /* Parse `body` (need not be NUL-terminated). On success *out is a new request the caller frees.

@@ -326,6 +326,16 @@ static int send_cmd(broker *b, const bk_cmd *c) {
     return rc == (int)sizeof *c ? 0 : -EAGAIN;
 }
 
+/* The request's latency targets: each header given, else the pool's router.slo default. */
+static sol_slo pool_slo(const broker *b, const char *pool, const oai_request *req) {
+    sol_slo s = {{0}};
+    for (size_t i = 0; i < b->cfg.n_slo; i++)
+        if (!strcmp(b->cfg.slo[i].pool, pool)) s = b->cfg.slo[i].slo;
+    for (int f = 0; f < SOL_SLO_FIELDS; f++)
+        if (req->slo_given & (1u << f)) s.ms[f] = req->slo.ms[f];
+    return s;
+}
+
 static int cb_dispatch(void *ctx, const http_dispatch_info *info, http_stream *stream,
                        oai_error *err) {
     broker *b = ctx;
@@ -338,6 +348,7 @@ static int cb_dispatch(void *ctx, const http_dispatch_info *info, http_stream *s
     }
     snprintf(c.id, sizeof c.id, "%s", info->request_id);
     c.choice = info->choice;
+    c.slo = pool_slo(b, info->pool, info->req);
     if (info->model) snprintf(c.model, sizeof c.model, "%s", info->model);
     sol_err e = {0};
     if (genmsg_new(info->req, info->request_id, info->choice, &c.msg, &e)) {

@@ -30,7 +30,9 @@ typedef struct broker_config {
     int affinity_prefix_chars; /* 0: off */
     sol_routing_policy policy; /* router.routing.policy (route_policy.h) */
     int request_timeout_ms;    /* 0: none */
-    metrics *metrics;          /* may be NULL */
+    const sol_pool_slo *slo;   /* router.slo: per-pool default latency targets (n_slo of them) */
+    size_t n_slo;
+    metrics *metrics; /* may be NULL */
 } broker_config;
 
 typedef struct broker broker;

@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "slo_admit.h"
 
 #define MOD "broker"
 
@@ -43,10 +44,22 @@ void bw_send_cancel(broker *b, bk_worker *w, const char *wire_id) {
     send_env(b, &w->ident, &env);
 }
 
+/* What is left of a target of `ms` from the request's arrival (at least 1: the expiry ends a
+ * request past it; 0: no target). */
+static uint32_t left_ms(const bk_req *r, int ms) {
+    if (!ms) return 0;
+    uint64_t spent = (sol_now_ns() - r->received_ns) / 1000000ull;
+    return spent < (uint64_t)ms ? (uint32_t)(ms - (int)spent) : 1;
+}
+
 /* Encode r's Generate for this attempt (with what was already streamed) into b->enc. */
 static int encode_attempt(broker *b, bk_req *r, size_t *len) {
     Sol__Envelope *env = genmsg_envelope(r->msg);
     Sol__Generate *g = env->generate;
+    /* the latency targets, as what is left of them now (docs/api.md, "Latency targets") */
+    g->deadline_ms = left_ms(r, r->slo.ms[SOL_SLO_DEADLINE]);
+    g->ttft_ms = r->n_toks || r->text.len ? 0 : left_ms(r, r->slo.ms[SOL_SLO_TTFT]);
+    g->tpot_ms = (uint32_t)r->slo.ms[SOL_SLO_TPOT];
     char *orig_id = g->request_id, *orig_text = g->resume_text;
     g->request_id = r->wire_id;
     g->resume_text = r->text.len ? r->text.data : "";
@@ -160,8 +173,30 @@ void bw_pump(broker *b, int pool) {
 
 /* ---- ending requests ------------------------------------------------------------------------ */
 
+/* Weight of a new sample in a pool's gap between slots freeing (about the last eight). */
+#define FREE_GAP_WEIGHT 0.125
+
+/* A slot of r's pool frees while the pool has no room: a sample of the rate slots free at under
+ * load, which a request with a TTFT target waits on when it finds every worker full. */
+static void note_slot_freed(broker *b, const bk_req *r) {
+    bk_queue *q = &b->queues[r->pool];
+    uint64_t now = sol_now_ns();
+    if (!pool_has_room(b, r->pool)) {
+        if (q->last_free_ns) {
+            double gap = (double)(now - q->last_free_ns) * 1e-9;
+            q->free_gap_s = q->free_gap_s > 0
+                                ? (1 - FREE_GAP_WEIGHT) * q->free_gap_s + FREE_GAP_WEIGHT * gap
+                                : gap;
+        }
+        q->last_free_ns = now;
+    } else {
+        q->last_free_ns = 0; /* the next gap starts when the pool is full again */
+    }
+}
+
 static void detach(broker *b, bk_req *r) {
     if (r->worker) {
+        note_slot_freed(b, r);
         rp_release(r->worker, &r->charge);
         r->worker->inflight--;
         r->worker->finished_since_hb++;
@@ -175,7 +210,11 @@ void bw_fail(broker *b, bk_req *r, int status, const char *msg, int retry_after_
     oai_error err;
     oai_error_status(&err, status, msg);
     err.retry_after_s = retry_after_s;
-    http_chunk c = {.error = &err, .index = r->choice};
+    bw_fail_err(b, r, &err);
+}
+
+void bw_fail_err(broker *b, bk_req *r, const oai_error *err) {
+    http_chunk c = {.error = err, .index = r->choice};
     http_stream_push(r->stream, &c);
     detach(b, r);
     inflight_release(&b->inf, r);
@@ -270,6 +309,77 @@ static int retry_after_s(const broker *b) {
     return (b->cfg.dead_after_ms + 999) / 1000;
 }
 
+static uint32_t max_tokens_of(const bk_req *r) {
+    return genmsg_envelope(r->msg)->generate->max_tokens;
+}
+
+/* The pool's seconds per output token per stream now: the mean over its workers that report it
+ * (0: none does). */
+static double pool_tpot(const broker *b, wt_scope s) {
+    double sum = 0;
+    int n = 0;
+    for (size_t i = 0; i < b->wt.n; i++) {
+        const bk_worker *w = b->wt.w[i];
+        if (wt_in_scope(w, s) && w->tokens_per_s > 0 && w->hb_running)
+            sum += w->hb_running / w->tokens_per_s, n++;
+    }
+    return n ? sum / n : 0;
+}
+
+/* When r, queued behind the pool's q->n others, would get a slot should every worker be full now
+ * (seconds; 0: cannot be told): the pool's measured gap between slots freeing under load; else a
+ * replay of the slots - each running stream ends after its remaining tokens (max_tokens less
+ * those streamed), each request queued ahead takes the soonest free slot for its max_tokens -
+ * at the pool's time per token. A stream or request without max_tokens makes it unknown. */
+static double slot_wait(const broker *b, const bk_req *r) {
+    const bk_queue *q = &b->queues[r->pool];
+    if (q->free_gap_s > 0) return q->free_gap_s * (double)(q->n + 1);
+    wt_scope s = bw_scope(b, r->pool, r->model);
+    double tpot = pool_tpot(b, s);
+    size_t n = 0;
+    double *ends = tpot > 0 ? malloc(sizeof *ends * (b->inf.live ? b->inf.live : 1)) : NULL;
+    for (size_t i = 0; ends && i < b->inf.cap; i++) {
+        const bk_req *o = b->inf.slots[i];
+        if (!o || !o->worker || !wt_in_scope(o->worker, s)) continue;
+        uint32_t max = max_tokens_of(o);
+        if (!max) goto unknown;
+        ends[n++] = max > o->n_toks ? (double)(max - o->n_toks) * tpot : 0;
+    }
+    if (!n) goto unknown;
+    for (const bk_req *o = q->head; o; o = o->qnext) {
+        size_t soonest = 0;
+        for (size_t k = 1; k < n; k++)
+            if (ends[k] < ends[soonest]) soonest = k;
+        if (!max_tokens_of(o)) goto unknown;
+        ends[soonest] += (double)max_tokens_of(o) * tpot;
+    }
+    double wait = ends[0];
+    for (size_t k = 1; k < n; k++)
+        if (ends[k] < wait) wait = ends[k];
+    free(ends);
+    return wait > 0 ? wait : 1e-3;
+unknown:
+    free(ends);
+    return 0;
+}
+
+/* Latency targets (slo_admit.h): true when r was refused at once, 429 or 503 with a code. */
+static bool refused_by_slo(broker *b, bk_req *r) {
+    if (!r->slo.ms[SOL_SLO_TTFT] && !r->slo.ms[SOL_SLO_TPOT]) return false;
+    slo_decision d;
+    slo_admit(&b->wt, bw_scope(b, r->pool, r->model), b->pidx, r->chain, &r->slo, slot_wait(b, r),
+              &d);
+    if (d.verdict == SLO_ADMIT) return false;
+    oai_error err;
+    oai_error_status(&err, d.verdict == SLO_NEVER ? 503 : 429, d.why);
+    snprintf(err.code, sizeof err.code, "%s", d.code);
+    err.retry_after_s = d.retry_after_s;
+    LOG_INFO(MOD, "request %s refused: %s", r->wire_id, d.why);
+    metrics_count_slo(b->cfg.metrics, b->cfg.pools[r->metric_pool], true);
+    bw_fail_err(b, r, &err);
+    return true;
+}
+
 void bw_on_dispatch(broker *b, bk_cmd *c) {
     bk_req *r = inflight_add(&b->inf, c->id);
     if (!r) {
@@ -290,6 +400,7 @@ void bw_on_dispatch(broker *b, bk_cmd *c) {
     r->prefix_hash = c->prefix_hash;
     r->chain = c->chain; /* now r's */
     r->metric_pool = c->pool;
+    r->slo = c->slo;
     snprintf(r->model, sizeof r->model, "%s", c->model);
     r->pool = route_pool(b, c->pool, r->model);
     if (r->pool < 0) {
@@ -304,6 +415,7 @@ void bw_on_dispatch(broker *b, bk_cmd *c) {
         bw_fail(b, r, 503, msg, retry_after_s(b));
         return;
     }
+    if (refused_by_slo(b, r)) return;
     bk_queue *q = &b->queues[r->pool];
     if (!q->head) {
         bk_worker *w = pick_worker(b, r, r->pool);

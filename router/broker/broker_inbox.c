@@ -258,6 +258,38 @@ static void finish_ok(broker *b, bk_req *r, const Sol__TokenChunk *c, http_chunk
     bw_pump(b, pool);
 }
 
+/* Latency targets (docs/api.md): a request still queued when its first token is due, or past its
+ * whole deadline, never runs; one running past its whole deadline is stopped. True when r ended. */
+static bool expire_by_slo(broker *b, bk_req *r, uint64_t now_ns) {
+    int ttft = r->slo.ms[SOL_SLO_TTFT], dl = r->slo.ms[SOL_SLO_DEADLINE];
+    uint64_t age_ms = (now_ns - r->received_ns) / 1000000ull;
+    bool streamed = r->n_toks || r->text.len;
+    const char *hdr = NULL, *code = NULL;
+    int limit = 0;
+    if (dl && age_ms > (uint64_t)dl)
+        hdr = "X-Sol-Deadline-Ms", code = "deadline_exceeded", limit = dl;
+    else if (ttft && !r->worker && !streamed && age_ms > (uint64_t)ttft)
+        hdr = "X-Sol-TTFT-Ms", code = "ttft_deadline_exceeded", limit = ttft;
+    if (!hdr) return false;
+    oai_error err;
+    char msg[256];
+    if (r->worker)
+        snprintf(msg, sizeof msg, "the request ran past its deadline of %d ms (%s); stopped", limit,
+                 hdr);
+    else
+        snprintf(msg, sizeof msg,
+                 "the request waited %llu ms in the queue, past its %d ms (%s); it never ran",
+                 (unsigned long long)age_ms, limit, hdr);
+    oai_error_status(&err, r->worker ? 504 : 429, msg);
+    snprintf(err.code, sizeof err.code, "%s", code);
+    err.retry_after_s = r->worker ? 0 : 1;
+    LOG_INFO(MOD, "request %s: %s", r->wire_id, msg);
+    metrics_count_slo(b->cfg.metrics, b->cfg.pools[r->metric_pool], false);
+    if (r->worker) bw_send_cancel(b, r->worker, r->wire_id);
+    bw_fail_err(b, r, &err);
+    return true;
+}
+
 static void on_chunk(broker *b, bk_worker *w, const Sol__TokenChunk *c) {
     bk_req *r = inflight_find(&b->inf, c->request_id);
     if (!r || r->worker != w) {
@@ -278,6 +310,11 @@ static void on_chunk(broker *b, bk_worker *w, const Sol__TokenChunk *c) {
         bw_pump(b, pool);
         return;
     case SOL__FINISH_REASON__FINISH_ERROR: {
+        /* the worker enforces the whole deadline too (Generate.deadline_ms), often first */
+        if (expire_by_slo(b, r, sol_now_ns())) {
+            bw_pump(b, pool);
+            return;
+        }
         char msg[512];
         /* Before any token the worker is refusing the input (prompt over its context, ...):
          * the client's fault, so 400 with the worker's words. After, the generation broke. */
@@ -411,6 +448,7 @@ static void expire_requests(broker *b, uint64_t now_ms) {
             bw_fail(b, r, 503, "the request timed out (router.http.request_timeout_ms)", 1);
             continue;
         }
+        if (expire_by_slo(b, r, now_ns)) continue;
         /* queued in a pool that lost all its workers: a replacement gets dead_after_ms */
         if (!r->worker && !wt_live_in_pool(&b->wt, bw_scope(b, r->pool, r->model)) &&
             now_ms > r->queued_ms + (uint64_t)b->cfg.dead_after_ms) {

@@ -45,6 +45,7 @@ typedef struct bk_cmd {
     char id[SOL_FRAME_MAX_ID_BYTES + 1]; /* request id (DISPATCH, CANCEL) or worker id (DRAIN) */
     uint32_t choice;                     /* BK_DISPATCH: which of the request's n samples */
     char model[SOL_FRAME_MAX_NAME_BYTES + 1]; /* BK_DISPATCH: only workers of this model ("" any) */
+    sol_slo slo; /* BK_DISPATCH: the headers' targets, the pool's defaults where they gave none */
 } bk_cmd;
 
 struct broker {
@@ -106,5 +107,7 @@ void bw_send_cancel(broker *b, bk_worker *w, const char *wire_id);
 void bw_drop(broker *b, bk_req *r);
 /* End a request with an error (before the first byte: an HTTP status) and release it. */
 void bw_fail(broker *b, bk_req *r, int status, const char *msg, int retry_after_s);
+/* The same with a full error (its code, param). */
+void bw_fail_err(broker *b, bk_req *r, const oai_error *err);
 
 #endif

@@ -40,12 +40,17 @@ typedef struct bk_req {
     unsigned attempts;
     bool dispatched_once; /* queue time observed */
     uint32_t choice;      /* which of the client request's n samples (the chunks' index) */
+    sol_slo slo;          /* latency targets (docs/api.md, "Latency targets"); 0: none */
     struct bk_req *qnext; /* pool queue link */
 } bk_req;
 
 typedef struct bk_queue {
     bk_req *head, *tail;
     size_t n;
+    /* latency targets (slo_admit.h): the pool's measured gap between two slots freeing while it
+     * had no room (seconds, an average; 0: not measured), and when the last one freed */
+    double free_gap_s;
+    uint64_t last_free_ns;
 } bk_queue;
 
 /* Slot array; requests are allocated one by one so pointers stay valid as it grows. */

@@ -6,6 +6,7 @@
 #include "http_internal.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -181,6 +182,41 @@ static int read_traceparent(struct MHD_Connection *c, oai_request *req, oai_erro
     return 0;
 }
 
+/* The latency-target headers, indexed as sol_slo (docs/api.md, "Latency targets"). */
+static const char *const k_slo_headers[SOL_SLO_FIELDS] = {
+    [SOL_SLO_TTFT] = "X-Sol-TTFT-Ms",
+    [SOL_SLO_TPOT] = "X-Sol-TPOT-Ms",
+    [SOL_SLO_DEADLINE] = "X-Sol-Deadline-Ms",
+};
+
+/* Each present header: whole milliseconds in [0, SOL_SLO_MAX_MS], else a 400 naming it. */
+static int read_slo_headers(struct MHD_Connection *c, oai_request *req, oai_error *e) {
+    for (int i = 0; i < SOL_SLO_FIELDS; i++) {
+        const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, k_slo_headers[i]);
+        if (!h) continue;
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(h, &end, 10);
+        if (!*h || *end || errno || v < 0 || v > SOL_SLO_MAX_MS || !isdigit((unsigned char)*h)) {
+            oai_error_set(e, 400, "invalid_request_error", "invalid_value", k_slo_headers[i],
+                          "header %s: expected whole milliseconds in 0..%d (0: no target), "
+                          "found '%.64s'",
+                          k_slo_headers[i], SOL_SLO_MAX_MS, h);
+            return -EINVAL;
+        }
+        if (i == SOL_SLO_TPOT && req->kind == OAI_EMBEDDING) {
+            oai_error_set(e, 400, "invalid_request_error", "invalid_value", k_slo_headers[i],
+                          "header %s applies to completions and chat (an embedding streams no "
+                          "tokens); X-Sol-TTFT-Ms and X-Sol-Deadline-Ms bound its answer",
+                          k_slo_headers[i]);
+            return -EINVAL;
+        }
+        req->slo.ms[i] = (int)v;
+        req->slo_given |= 1u << i;
+    }
+    return 0;
+}
+
 static size_t collect_tags(const oai_request *req, struct MHD_Connection *c, char *store,
                            size_t cap, const char **tags) {
     size_t n = 0;
@@ -227,7 +263,8 @@ static int parse_body(struct MHD_Connection *c, http_server *s, conn_ctx *cc, oa
                                               : OAI_COMPLETION;
     if (oai_parse_request(kind, cc->body.data ? cc->body.data : "", cc->body.len, out, e))
         return -1;
-    if (read_traceparent(c, *out, e)) return oai_request_free(*out), *out = NULL, -1;
+    if (read_traceparent(c, *out, e) || read_slo_headers(c, *out, e))
+        return oai_request_free(*out), *out = NULL, -1;
     return 0;
 }
 

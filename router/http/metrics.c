@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,7 @@ typedef struct pool_series {
     uint64_t failovers;
     uint64_t migrations;
     uint64_t prompt_tokens, generation_tokens;
+    uint64_t slo_refused, slo_missed; /* latency targets: refused at arrival; deadline passed */
 } pool_series;
 
 typedef struct worker_series {
@@ -118,23 +120,26 @@ void metrics_count_request(metrics *m, const char *pool, int status) {
     pthread_mutex_unlock(&m->mu);
 }
 
-static void count_move(metrics *m, const char *pool, bool migration) {
+/* One more in the pool's uint64_t counter at byte offset `field` of its series. */
+static void count_pool(metrics *m, const char *pool, size_t field) {
     if (!m) return;
     pthread_mutex_lock(&m->mu);
     pool_series *p = pool_get(m, pool);
-    if (p && migration)
-        p->migrations++;
-    else if (p)
-        p->failovers++;
+    if (p) (*(uint64_t *)((char *)p + field))++;
     pthread_mutex_unlock(&m->mu);
 }
 
 void metrics_count_failover(metrics *m, const char *pool) {
-    count_move(m, pool, false);
+    count_pool(m, pool, offsetof(pool_series, failovers));
 }
 
 void metrics_count_migration(metrics *m, const char *pool) {
-    count_move(m, pool, true);
+    count_pool(m, pool, offsetof(pool_series, migrations));
+}
+
+void metrics_count_slo(metrics *m, const char *pool, bool refused) {
+    count_pool(m, pool,
+               refused ? offsetof(pool_series, slo_refused) : offsetof(pool_series, slo_missed));
 }
 
 void metrics_add_prefix_cache(metrics *m, const char *pool, uint64_t hits, uint64_t queries) {
@@ -367,7 +372,16 @@ static void render_spec(strbuf *o, const metrics *m) {
 }
 
 /* A per-pool counter; which picks the pool_series field. */
-typedef enum { P_QUERIES, P_HITS, P_FAILOVERS, P_MIGRATIONS, P_PROMPT, P_GENERATED } pool_counter;
+typedef enum {
+    P_QUERIES,
+    P_HITS,
+    P_FAILOVERS,
+    P_MIGRATIONS,
+    P_PROMPT,
+    P_GENERATED,
+    P_SLO_REFUSED,
+    P_SLO_MISSED
+} pool_counter;
 
 static uint64_t pool_value(const pool_series *p, pool_counter which) {
     switch (which) {
@@ -383,6 +397,10 @@ static uint64_t pool_value(const pool_series *p, pool_counter which) {
         return p->prompt_tokens;
     case P_GENERATED:
         return p->generation_tokens;
+    case P_SLO_REFUSED:
+        return p->slo_refused;
+    case P_SLO_MISSED:
+        return p->slo_missed;
     }
     return 0;
 }
@@ -457,6 +475,14 @@ int metrics_render(metrics *m, strbuf *o) {
                         "Requests a draining worker handed back, moved token-exactly to another "
                         "worker (worker.drain = migrate).",
                         P_MIGRATIONS);
+    render_pool_counter(o, m, "sol_slo_refused_total",
+                        "Requests refused at arrival because no worker could meet their latency "
+                        "targets (429 slo_not_met_now, 503 slo_unattainable).",
+                        P_SLO_REFUSED);
+    render_pool_counter(o, m, "sol_slo_deadline_missed_total",
+                        "Requests ended because their first-token or whole deadline passed "
+                        "(X-Sol-TTFT-Ms, X-Sol-Deadline-Ms).",
+                        P_SLO_MISSED);
     static const char *tok[4][2] = {
         {"sol_prompt_tokens_total", "Prompt tokens of finished requests (per choice)."},
         {"vllm:prompt_tokens_total", "Prompt tokens of finished requests (per choice)."},

@@ -3,6 +3,7 @@
 #ifndef SOL_METRICS_H
 #define SOL_METRICS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "strbuf.h"
@@ -46,6 +47,9 @@ void metrics_count_request(metrics *m, const char *pool, int http_status);
 void metrics_count_failover(metrics *m, const char *pool);
 /* A request a draining worker handed back (sol_migrations_total{pool}). */
 void metrics_count_migration(metrics *m, const char *pool);
+/* A request refused at arrival by its latency targets (refused), or ended when a deadline passed
+ * (sol_slo_refused_total, sol_slo_deadline_missed_total{pool}). */
+void metrics_count_slo(metrics *m, const char *pool, bool refused);
 void metrics_set_worker(metrics *m, const char *worker, const char *pool,
                         const metrics_worker_load *load);
 void metrics_remove_worker(metrics *m, const char *worker);

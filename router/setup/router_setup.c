@@ -134,6 +134,8 @@ int router_setup_new(const sol_config *cfg, const router_setup_opts *opts, route
         .affinity_prefix_chars = r->routing.affinity_prefix_chars,
         .policy = r->routing.policy,
         .request_timeout_ms = r->http.request_timeout_ms,
+        .slo = r->slo.items,
+        .n_slo = r->slo.n,
         .metrics = s->metrics,
     };
     *out = s;

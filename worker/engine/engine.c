@@ -131,6 +131,7 @@ static bool on_token(engine *e, ereq *r, const sampler_result *res) {
     int32_t id = res->token;
     r->n_generated++;
     e->step_emitted++;
+    r->seq.due_ns = 0; /* its first token is out: a preemption requeues it by priority, arrival */
     if (!r->ignore_eos && e->tok && tokenizer_is_eog(e->tok, id)) {
         finish(e, r, ENGINE_FINISH_STOP, NULL);
         return true;
@@ -530,6 +531,34 @@ static void test_stall(engine *e) {
     }
 }
 
+/* Decode rows (with draft rows) of the running sequences that are past their prompt. */
+static bool decoding(const sched_seq *q) {
+    return q->n_computed + 1 >= q->n_tokens - q->n_spec;
+}
+
+/* X-Sol-TPOT-Ms: the next step takes no more tokens than keeps its tightest decoding stream's
+ * target (step_budget.h); prompts then advance in smaller chunks. */
+static void cap_for_tpot(engine *e) {
+    int32_t n = 0, rows = 0;
+    uint64_t tightest = 0;
+    sched_seq *const *run = sched_running(e->sched, &n);
+    for (int32_t i = 0; i < n; i++) {
+        if (!decoding(run[i])) continue;
+        rows += 1 + run[i]->n_spec;
+        if (run[i]->tpot_ns && (!tightest || run[i]->tpot_ns < tightest))
+            tightest = run[i]->tpot_ns;
+    }
+    sched_set_step_cap(e->sched, step_cost_cap(&e->cost, tightest, rows));
+}
+
+/* The forward pass's time, as decode rows and prompt tokens, into the cost model. */
+static void observe_cost(engine *e, const sched_batch *b, uint64_t ns) {
+    int32_t prefill = 0;
+    for (int32_t i = 0; i < b->n_seqs; i++)
+        if (b->seqs[i]->step_n > 1 && !b->seqs[i]->spec_step) prefill += b->seqs[i]->step_n;
+    step_cost_observe(&e->cost, b->n_tokens - prefill, prefill, ns);
+}
+
 /* One step; returns false when there was nothing to run. */
 static bool step(engine *e) {
     uint64_t t0 = sol_now_ns();
@@ -544,6 +573,7 @@ static bool step(engine *e) {
     uint64_t t_draft = sol_now_ns();
     sched_batch b;
     sol_err err = {0};
+    cap_for_tpot(e);
     int rc = sched_step(e->sched, &b, &err);
     espec_after_schedule(e, rc != 0);
     if (rc) {
@@ -578,6 +608,7 @@ static bool step(engine *e) {
     }
     uint64_t t1 = sol_now_ns();
     if (e->step_verifies) e->spec.verify_ns += t1 - t_fwd; /* the whole pass: rows share it */
+    observe_cost(e, &b, t1 - t_fwd);
     if (n_hidden) collect_hidden(e, &b);
     if (sched_commit(e->sched, &b, &err)) {
         fail_batch(e, &b, err.msg);

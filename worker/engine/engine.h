@@ -128,6 +128,10 @@ typedef struct engine_request {
     bool no_speculation;    /* never draft for this request (logprobs requests never do) */
     int32_t priority;       /* lower = more important */
     uint64_t deadline_ns;   /* sol_now_ns() clock; 0 = none */
+    uint64_t first_due_ns;  /* the first token's deadline, same clock; 0 = none: waiting requests
+                               of one priority are admitted earliest deadline first */
+    uint32_t tpot_ms;       /* time per output token it expects (0: none): caps the prompt tokens
+                               a step takes while it decodes (scheduler.h, sched_step_budget) */
     const char *cache_salt; /* copied; NULL/"" = shared prefix cache */
     bool embed; /* an embedding: prefill only, the last prompt token's final hidden state
                  * (L2-normalized) on the finish event; nothing is generated */

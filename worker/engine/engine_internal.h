@@ -11,6 +11,7 @@
 #include "kv_cache.h"
 #include "link_map.h"
 #include "scheduler.h"
+#include "step_budget.h"
 #include "stop_strings.h"
 
 /* Grammar masks kept per worker across requests (grammar_cache): 32 MiB holds ~8000 masks of a
@@ -69,6 +70,7 @@ struct engine {
     engine_config cfg;
     bool unhealthy;    /* the model cannot step (engine thread only; stats.unhealthy says why) */
     uint64_t stall_at; /* SOL_TEST_ENGINE_STALL: stop stepping before this step (test only) */
+    step_cost cost;    /* the steps' measured cost (step_budget.h): the TPOT cap */
     model *m;
     tokenizer *tok;
     chat_template_family chat_family;

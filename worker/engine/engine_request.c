@@ -253,6 +253,8 @@ int ereq_build(const engine *e, const engine_request *q, ereq **out, sol_err *er
     r->seq.n_tokens = n + q->n_resume_tokens;
     r->seq.cap_tokens = cap;
     r->seq.priority = q->priority;
+    r->seq.due_ns = q->first_due_ns;
+    r->seq.tpot_ns = (uint64_t)q->tpot_ms * 1000000ull;
     r->n_generated = q->n_resume_tokens;
     r->ignore_eos = q->ignore_eos;
     r->prompt_logits = q->prompt_logits;

@@ -28,7 +28,8 @@ struct sched {
     int32_t n_running;
     sched_queue waiting, preempted;
     uint64_t arrivals, admissions, total_preemptions;
-    int32_t budget; /* tokens left in the step being planned */
+    int32_t budget;   /* tokens left in the step being planned */
+    int32_t step_cap; /* sched_set_step_cap (0: none) */
     /* per-step output arrays, sized once */
     int32_t *tokens, *pos, *slots, *logit_rows;
     sol_attn_seq *attn;
@@ -38,8 +39,11 @@ struct sched {
 
 /* ---- queues ------------------------------------------------------------------------------- */
 
+/* Priority, then the earlier first-token deadline (none: after every deadline), then arrival. */
 static bool before(const sched_seq *a, const sched_seq *b) {
-    return a->priority != b->priority ? a->priority < b->priority : a->arrival < b->arrival;
+    if (a->priority != b->priority) return a->priority < b->priority;
+    uint64_t da = a->due_ns ? a->due_ns : UINT64_MAX, db = b->due_ns ? b->due_ns : UINT64_MAX;
+    return da != db ? da < db : a->arrival < b->arrival;
 }
 
 /* Sorted insert from the tail: most requests share a priority, so this is O(1) in practice. */
@@ -435,7 +439,13 @@ static void reset_batch(sched *s, sched_batch *out) {
         s->running[i]->step_n = 0;
         s->running[i]->spec_step = false;
     }
-    s->budget = s->cfg.max_batched_tokens;
+    s->budget = s->step_cap > 0 && s->step_cap < s->cfg.max_batched_tokens
+                    ? s->step_cap
+                    : s->cfg.max_batched_tokens;
+}
+
+void sched_set_step_cap(sched *s, int32_t cap) {
+    s->step_cap = cap;
 }
 
 int sched_step(sched *s, sched_batch *out, sol_err *err) {

@@ -39,6 +39,9 @@ typedef enum sched_state {
 typedef struct sched_seq {
     uint64_t id;
     int32_t priority;       /* lower = more important (as vLLM) */
+    uint64_t due_ns;        /* its first token's deadline (0: none): earliest first among the
+                               waiting sequences of one priority (docs/serving.md, "Deadlines") */
+    uint64_t tpot_ns;       /* time per output token it expects while decoding (0: none) */
     const char *cache_salt; /* NULL or "" = shared prefix cache; borrowed while queued */
     int32_t *tokens;        /* prompt followed by generated tokens */
     int32_t n_tokens;       /* valid entries in tokens; grow it with sched_seq_push */
@@ -126,6 +129,10 @@ typedef struct sched_counts {
     uint64_t total_preemptions;
 } sched_counts;
 void sched_get_counts(const sched *s, sched_counts *out);
+
+/* Caps the next steps' tokens at `cap` (0: max_batched_tokens alone): the engine keeps its
+ * decoding streams' time per output token (step_budget.h). */
+void sched_set_step_cap(sched *s, int32_t cap);
 
 /* The running sequences in scheduling order (priority, then admission); borrowed. */
 sched_seq *const *sched_running(const sched *s, int32_t *n);

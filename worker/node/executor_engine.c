@@ -189,6 +189,8 @@ static int eng_submit(void *self, const Sol__Generate *g, sol_err *e) {
     q.n_stop = g->n_stop;
     q.priority = g->priority;
     q.deadline_ns = g->deadline_ms ? sol_now_ns() + g->deadline_ms * 1000000ull : 0;
+    q.first_due_ns = g->ttft_ms ? sol_now_ns() + g->ttft_ms * 1000000ull : 0;
+    q.tpot_ms = g->tpot_ms;
     q.cache_salt = g->cache_salt;
     q.embed = g->embed;
     q.tools = (const char *const *)g->tools;

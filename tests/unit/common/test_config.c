@@ -206,6 +206,33 @@ static void test_rule_pool_must_exist(void **state) {
     assert_string_equal(f->err.msg, want);
 }
 
+/* router.slo: each entry names a configured pool once, with known keys in range. */
+static void test_slo_entries(void **state) {
+    expect_load_error(
+        *state, "router:\n  slo:\n    - {pool: fast, ttft: 500}\n",
+        "3:20: router.slo[0].ttft: unknown key (expected one of: pool, ttft_ms, tpot_ms, "
+        "deadline_ms)");
+    expect_load_error(*state, "router:\n  slo:\n    - {ttft_ms: 500}\n",
+                      "3:7: router.slo[0]: missing required key \"pool\"");
+    expect_load_error(*state,
+                      "router:\n  slo:\n    - {pool: fast, ttft_ms: 5}\n    - {pool: fast}\n",
+                      "4:7: router.slo[1]: pool \"fast\" has targets already (router.slo[0]); one "
+                      "entry per pool");
+    expect_load_error(*state, "router:\n  slo:\n    - {pool: fast, tpot_ms: -1}\n",
+                      "3:29: router.slo[0].tpot_ms: -1 is out of range (expected 0..86400000)");
+    fixture *f = *state;
+    sol_config_free(&f->cfg);
+    sol_config_defaults(&f->cfg);
+    write_file(f->path, "router:\n  slo:\n    - {pool: fsat, ttft_ms: 5}\n");
+    assert_int_equal(sol_config_load(&f->cfg, f->path, &f->err), 0);
+    assert_int_equal(sol_config_validate(&f->cfg, SOL_CONFIG_ROUTER, &f->err), -EINVAL);
+    assert_non_null(strstr(f->err.msg, "router.slo[0].pool: \"fsat\" is not one of"));
+    assert_int_equal(sol_config_set(&f->cfg, "router.slo", "[{pool: fast, ttft_ms: 250}]", &f->err),
+                     0);
+    assert_int_equal(f->cfg.router.slo.n, 1);
+    assert_int_equal(f->cfg.router.slo.items[0].slo.ms[SOL_SLO_TTFT], 250);
+}
+
 /* affinity_prefix_chars other than its default under another policy would be ignored: refused,
  * at its line; under policy affinity it is taken, and a bad policy name is refused. */
 /* The second KV tier's keys: refused by name where they would be ignored or cannot work. */
@@ -382,6 +409,9 @@ static void test_print_round_trip(void **state) {
         "              max_tokens_below: 256}, pool: fast}\n"
         "      - {if: {keywords: [\"prove\", \"a \\\"q\\\" \\\\ b\", \"```\"]}, pool: code}\n"
         "      - pool: precise\n"
+        "  slo:\n"
+        "    - {pool: fast, ttft_ms: 500, tpot_ms: 40}\n"
+        "    - {pool: code, deadline_ms: 60000}\n"
         "worker:\n"
         "  router: [\"tcp://127.0.0.1:5555\", \"ipc:///tmp/sol\"]\n"
         "  model: \"models/x: y.gguf\"\n"
@@ -413,6 +443,12 @@ static void test_print_round_trip(void **state) {
     assert_int_equal(back.router.routing.rules.items[1].prompt_chars_above, 10);
     assert_string_equal(back.router.routing.rules.items[0].model, "m1");
     assert_null(back.router.routing.rules.items[3].tag);
+    assert_int_equal(back.router.slo.n, 2);
+    assert_string_equal(back.router.slo.items[0].pool, "fast");
+    assert_int_equal(back.router.slo.items[0].slo.ms[SOL_SLO_TTFT], 500);
+    assert_int_equal(back.router.slo.items[0].slo.ms[SOL_SLO_TPOT], 40);
+    assert_int_equal(back.router.slo.items[0].slo.ms[SOL_SLO_DEADLINE], 0);
+    assert_int_equal(back.router.slo.items[1].slo.ms[SOL_SLO_DEADLINE], 60000);
     assert_int_equal(back.worker.device, 1);
     assert_true(back.worker.batch_invariant);
     assert_int_equal(back.worker.tensor_parallel, 4);
@@ -446,6 +482,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_missing_model_points_at_section, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rule_pool_must_exist, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tier2_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slo_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_affinity_chars_need_the_affinity_policy, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_file_not_found, setup, teardown),

@@ -1,6 +1,7 @@
 /* Promise: the scheduler keeps the token budget and sequence cap, serves decodes before prefills,
- * admits by priority, chunks prefills, preempts the lowest-priority most recent sequence, and
- * prefills a prompt that several sequences share once. */
+ * admits by priority then earliest first-token deadline, keeps a step cap, chunks prefills,
+ * preempts the lowest-priority most recent sequence, and prefills a prompt that several sequences
+ * share once. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -146,6 +147,47 @@ static void test_max_num_seqs_and_priority(void **state) {
     kv_cache_stats st;
     kv_cache_get_stats(kv, &st);
     assert_int_equal(st.used_blocks, 0);
+    kv_cache_free(kv);
+}
+
+/* Earliest deadline first among waiting sequences of one priority (none: after every deadline),
+ * priority still first; sched_set_step_cap bounds a step's tokens below max_batched_tokens. */
+static void test_deadlines_and_step_cap(void **state) {
+    (void)state;
+    sol_err e = {0};
+    kv_cache *kv = kv_cache_new(64, BS, true, &e);
+    sched_config cfg = {.max_num_seqs = 1, .max_batched_tokens = 64};
+    sched *s = sched_new(&cfg, kv, &e);
+    tseq none, late, soon, urgent_low;
+    init_seq(&none, 1, 5, 0);
+    init_seq(&late, 2, 5, 0);
+    init_seq(&soon, 3, 5, 0);
+    init_seq(&urgent_low, 4, 5, 1);
+    late.seq.due_ns = 2000;
+    soon.seq.due_ns = 1000;
+    urgent_low.seq.due_ns = 10; /* earliest, but less important */
+    sched_seq *order[] = {&soon.seq, &late.seq, &none.seq, &urgent_low.seq};
+    sched_add(s, &none.seq, &e);
+    sched_add(s, &late.seq, &e);
+    sched_add(s, &urgent_low.seq, &e);
+    sched_add(s, &soon.seq, &e);
+    sched_batch bt;
+    for (int i = 0; i < 4; i++) {
+        run_step(s, kv, &bt, 64);
+        assert_int_equal(bt.n_seqs, 1);
+        assert_ptr_equal(bt.seqs[0], order[i]);
+        sched_remove(s, order[i]);
+    }
+    tseq big;
+    init_seq(&big, 5, 40, 0);
+    sched_add(s, &big.seq, &e);
+    sched_set_step_cap(s, 12);
+    run_step(s, kv, &bt, 12);
+    assert_int_equal(step_n_of(&bt, &big.seq), 12);
+    sched_set_step_cap(s, 0);
+    run_step(s, kv, &bt, 64);
+    assert_int_equal(step_n_of(&bt, &big.seq), 28);
+    sched_free(s);
     kv_cache_free(kv);
 }
 
@@ -322,6 +364,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_budget_chunking_and_decode_first),
         cmocka_unit_test(test_max_num_seqs_and_priority),
+        cmocka_unit_test(test_deadlines_and_step_cap),
         cmocka_unit_test(test_preempts_lowest_priority_then_recomputes),
         cmocka_unit_test(test_prefix_hit_on_admission),
         cmocka_unit_test(test_identical_prompts_share_one_prefill),
