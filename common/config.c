@@ -60,6 +60,7 @@ static const cfg_key k_keys[] = {
     KINT(router.workers.heartbeat_ms, 10, 60000),
     KINT(router.workers.dead_after_ms, 20, 600000),
     KINT(router.workers.max_queue_per_pool, 0, 1000000),
+    KDBL(router.workers.rebalance_hot_ratio, 0, 1000),
     KEY(router.workers.allow_public, T_BOOL),
     KEY(router.workers.allow_insecure, T_BOOL),
     KEY(router.workers.curve.secret_key_file, T_NSTR, .flags = F_NONEMPTY),

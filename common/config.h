@@ -93,8 +93,10 @@ typedef struct sol_router_config {
         int heartbeat_ms;
         int dead_after_ms;
         int max_queue_per_pool;
-        bool allow_insecure; /* bind beyond loopback without CURVE (anyone may register) */
-        bool allow_public;   /* the old name of allow_insecure */
+        double rebalance_hot_ratio; /* > 0: move a stream off a worker holding more than this
+                                       times the least loaded peer's requests + 1; 0: off */
+        bool allow_insecure;        /* bind beyond loopback without CURVE (anyone may register) */
+        bool allow_public;          /* the old name of allow_insecure */
         struct {
             char *secret_key_file;     /* the router's key pair (sol-keygen); NULL: no CURVE */
             char *authorized_keys_dir; /* one .pub per admitted worker */

@@ -44,7 +44,7 @@ static void render_worker(strbuf *o, const bk_worker *w, uint64_t now) {
                   "\"running\":%u,\"waiting\":%u,\"load\":%.4f,\"kv_usage\":%.4f,"
                   "\"prefix_hit_rate\":%.4f,\"spec_acceptance\":%.4f,\"tokens_per_s\":%.1f,"
                   "\"engine_steps\":%llu,"
-                  "\"served\":%llu,\"failed_over\":%llu,\"migrated\":%llu,"
+                  "\"served\":%llu,\"failed_over\":%llu,\"migrated\":%llu,\"rebalanced\":%llu,"
                   "\"kv_links\":%llu,\"kv_tier2_links\":%llu,\"kv_snapshots\":%llu,\"prefill_bytes_"
                   "per_s\":%.0f,"
                   "\"kv_tier1_hit_tokens\":%llu,\"kv_tier2_hit_tokens\":%llu,"
@@ -57,10 +57,10 @@ static void render_worker(strbuf *o, const bk_worker *w, uint64_t now) {
                   wt_load(w), w->kv_usage, w->prefix_hit_rate, w->spec_acceptance, w->tokens_per_s,
                   (unsigned long long)w->engine_steps, (unsigned long long)w->served,
                   (unsigned long long)w->failed_over, (unsigned long long)w->migrated,
-                  (unsigned long long)w->kv_links, (unsigned long long)w->kv_tier2_links,
-                  (unsigned long long)w->kv_snapshots, w->prefill_bps,
-                  (unsigned long long)w->tier1_hit_tokens, (unsigned long long)w->tier2_hit_tokens,
-                  w->tier2_blocks, w->tier2_used,
+                  (unsigned long long)w->rebalanced, (unsigned long long)w->kv_links,
+                  (unsigned long long)w->kv_tier2_links, (unsigned long long)w->kv_snapshots,
+                  w->prefill_bps, (unsigned long long)w->tier1_hit_tokens,
+                  (unsigned long long)w->tier2_hit_tokens, w->tier2_blocks, w->tier2_used,
                   (unsigned long long)(now > w->last_seen_ms ? now - w->last_seen_ms : 0));
     if (w->unhealthy) {
         strbuf_puts(o, ",\"unhealthy_reason\":");

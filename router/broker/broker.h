@@ -26,11 +26,12 @@ typedef struct broker_config {
     const char *fallback_pool; /* NULL: none */
     int heartbeat_ms;
     int dead_after_ms;
-    int max_queue_per_pool;    /* 0: no queue, 429 when every worker is full */
-    int affinity_prefix_chars; /* 0: off */
-    sol_routing_policy policy; /* router.routing.policy (route_policy.h) */
-    int request_timeout_ms;    /* 0: none */
-    const sol_pool_slo *slo;   /* router.slo: per-pool default latency targets (n_slo of them) */
+    int max_queue_per_pool;     /* 0: no queue, 429 when every worker is full */
+    double rebalance_hot_ratio; /* router.workers.rebalance_hot_ratio (0: off) */
+    int affinity_prefix_chars;  /* 0: off */
+    sol_routing_policy policy;  /* router.routing.policy (route_policy.h) */
+    int request_timeout_ms;     /* 0: none */
+    const sol_pool_slo *slo;    /* router.slo: per-pool default latency targets (n_slo of them) */
     size_t n_slo;
     metrics *metrics; /* may be NULL */
 } broker_config;

@@ -273,6 +273,15 @@ void bw_migrate(broker *b, bk_req *r) {
     requeue(b, r, "its worker is draining and handed it back", true);
 }
 
+void bw_move(broker *b, bk_req *r, const char *why) {
+    bk_worker *w = r->worker;
+    if (!w) return;
+    bw_send_cancel(b, w, r->wire_id); /* before requeue gives the request a new wire id */
+    w->rebalanced++;
+    metrics_count_rebalance(b->cfg.metrics, b->cfg.pools[r->metric_pool]);
+    requeue(b, r, why, true);
+}
+
 void bw_worker_dead(broker *b, bk_worker *w, const char *why) {
     LOG_WARN(MOD, "worker %s (pool %s) is dead: %s; failing over %u requests", wname(w), w->pool,
              why, w->inflight);

@@ -482,6 +482,7 @@ void bw_tick(broker *b, uint64_t now_ms) {
         i++;
     }
     expire_requests(b, now_ms);
+    bw_rebalance(b, now_ms);
     for (size_t p = 0; p < b->cfg.n_pools; p++)
         bw_pump(b, (int)p);
 }

@@ -99,6 +99,12 @@ void bw_failover(broker *b, bk_req *r, const char *why);
 /* A draining worker handed r back (a CANCELLED it was not asked for): moved as a failover is,
  * without counting an attempt (sol_migrations_total). */
 void bw_migrate(broker *b, bk_req *r);
+/* Live rebalancing (broker_rebalance.c): moves a stream off a worker that falls behind its
+ * streams' TPOT targets, or (router.workers.rebalance_hot_ratio) holds far more than a peer. */
+void bw_rebalance(broker *b, uint64_t now_ms);
+/* r leaves its worker now (cancelled there) and goes back to the front of its queue, a planned
+ * move like a drain's, counted as a rebalance; `why` is logged. */
+void bw_move(broker *b, bk_req *r, const char *why);
 /* Fail over everything on w and remove it from the table (w is freed). */
 void bw_worker_dead(broker *b, bk_worker *w, const char *why);
 /* Tell w to stop work on wire_id (best effort: a gone worker has nothing to stop). */

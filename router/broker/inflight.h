@@ -41,6 +41,7 @@ typedef struct bk_req {
     bool dispatched_once; /* queue time observed */
     uint32_t choice;      /* which of the client request's n samples (the chunks' index) */
     sol_slo slo;          /* latency targets (docs/api.md, "Latency targets"); 0: none */
+    uint64_t moved_ms;    /* when live rebalancing last moved it (0: never) */
     struct bk_req *qnext; /* pool queue link */
 } bk_req;
 

@@ -48,7 +48,9 @@ typedef struct bk_worker {
     double spec_draft_seconds, spec_verify_seconds;
     uint64_t served; /* requests finished here (any finish reason except failover) */
     uint64_t failed_over;
-    uint64_t migrated; /* requests it handed back while draining (worker.drain = migrate) */
+    uint64_t migrated;   /* requests it handed back while draining (worker.drain = migrate) */
+    uint64_t rebalanced; /* streams live rebalancing moved off it */
+    uint64_t last_rebalance_ms; /* when one last was */
     /* cache_aware (route_policy.h): never reused, a new one when the worker comes back without
      * its cache (a new session), so what the prefix index holds for the old one never matches */
     uint32_t uid;

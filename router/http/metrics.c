@@ -34,6 +34,7 @@ typedef struct pool_series {
     uint64_t migrations;
     uint64_t prompt_tokens, generation_tokens;
     uint64_t slo_refused, slo_missed; /* latency targets: refused at arrival; deadline passed */
+    uint64_t rebalances;              /* streams live rebalancing moved */
 } pool_series;
 
 typedef struct worker_series {
@@ -135,6 +136,10 @@ void metrics_count_failover(metrics *m, const char *pool) {
 
 void metrics_count_migration(metrics *m, const char *pool) {
     count_pool(m, pool, offsetof(pool_series, migrations));
+}
+
+void metrics_count_rebalance(metrics *m, const char *pool) {
+    count_pool(m, pool, offsetof(pool_series, rebalances));
 }
 
 void metrics_count_slo(metrics *m, const char *pool, bool refused) {
@@ -380,7 +385,8 @@ typedef enum {
     P_PROMPT,
     P_GENERATED,
     P_SLO_REFUSED,
-    P_SLO_MISSED
+    P_SLO_MISSED,
+    P_REBALANCES
 } pool_counter;
 
 static uint64_t pool_value(const pool_series *p, pool_counter which) {
@@ -401,6 +407,8 @@ static uint64_t pool_value(const pool_series *p, pool_counter which) {
         return p->slo_refused;
     case P_SLO_MISSED:
         return p->slo_missed;
+    case P_REBALANCES:
+        return p->rebalances;
     }
     return 0;
 }
@@ -483,6 +491,10 @@ int metrics_render(metrics *m, strbuf *o) {
                         "Requests ended because their first-token or whole deadline passed "
                         "(X-Sol-TTFT-Ms, X-Sol-Deadline-Ms).",
                         P_SLO_MISSED);
+    render_pool_counter(o, m, "sol_rebalanced_total",
+                        "Streams moved token-exactly off a worker behind their X-Sol-TPOT-Ms or "
+                        "far hotter than a peer (live rebalancing; also in sol_migrations_total).",
+                        P_REBALANCES);
     static const char *tok[4][2] = {
         {"sol_prompt_tokens_total", "Prompt tokens of finished requests (per choice)."},
         {"vllm:prompt_tokens_total", "Prompt tokens of finished requests (per choice)."},

@@ -47,6 +47,8 @@ void metrics_count_request(metrics *m, const char *pool, int http_status);
 void metrics_count_failover(metrics *m, const char *pool);
 /* A request a draining worker handed back (sol_migrations_total{pool}). */
 void metrics_count_migration(metrics *m, const char *pool);
+/* A stream live rebalancing moved (sol_rebalanced_total{pool}). */
+void metrics_count_rebalance(metrics *m, const char *pool);
 /* A request refused at arrival by its latency targets (refused), or ended when a deadline passed
  * (sol_slo_refused_total, sol_slo_deadline_missed_total{pool}). */
 void metrics_count_slo(metrics *m, const char *pool, bool refused);

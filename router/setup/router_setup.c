@@ -131,6 +131,7 @@ int router_setup_new(const sol_config *cfg, const router_setup_opts *opts, route
         .heartbeat_ms = r->workers.heartbeat_ms,
         .dead_after_ms = r->workers.dead_after_ms,
         .max_queue_per_pool = r->workers.max_queue_per_pool,
+        .rebalance_hot_ratio = r->workers.rebalance_hot_ratio,
         .affinity_prefix_chars = r->routing.affinity_prefix_chars,
         .policy = r->routing.policy,
         .request_timeout_ms = r->http.request_timeout_ms,
