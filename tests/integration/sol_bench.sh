@@ -42,7 +42,19 @@ sleep 2; kill -INT $pid; rc=0; wait $pid || rc=$?
 [ $rc = 130 ] || fail "Ctrl-C: exit $rc (expected 130): $(tail -3 "$T_DIR/c.out")"
 python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); s = d["levels"][0]; assert d["interrupted"] and s["level"]["partial"] and 0 < s["completed"] < 500, s["completed"]' "$T_DIR/c.json" || fail "Ctrl-C: no partial results"
 
-for bad in "--concurrency 0" "--slo latency=1" "--range-ratio 2" "--dataset jsonl" "--rate x"; do
+# --slo-headers sends the targets: a 20 ms deadline on a 50 ms first token is never met, so no
+# request is served (each ends with deadline_exceeded), where without the header all were
+"$SB" --url "$BASE" --model fast --num-prompts 4 --concurrency 2 --output-len 4 --warmup 0 \
+  --slo e2el=0.02 --slo-headers --json "$T_DIR/d.json" >"$T_DIR/d.out" 2>&1 && fail "--slo-headers: nothing failed, exit 0"
+python3 -c 'import json, sys; s = json.load(open(sys.argv[1]))["levels"][0]; assert s["completed"] == 0 and s["failed"] == 4 and "deadline" in s["first_error"], s.get("first_error")' "$T_DIR/d.json" \
+  || fail "--slo-headers: $(tail -3 "$T_DIR/d.out")"
+# --burst: Poisson arrivals at 3x the rate for 0.2 s of every 0.4 s
+"$SB" --url "$BASE" --model fast --num-prompts 8 --concurrency 8 --output-len 2 --warmup 0 \
+  --rate 20 --burst 3,0.2,0.2 --json "$T_DIR/e.json" >"$T_DIR/e.out" 2>&1 || fail "--burst: $(tail -3 "$T_DIR/e.out")"
+python3 -c 'import json, sys; s = json.load(open(sys.argv[1]))["levels"][0]; assert s["completed"] == 8, s' "$T_DIR/e.json" || fail "--burst: not all served"
+
+for bad in "--concurrency 0" "--slo latency=1" "--range-ratio 2" "--dataset jsonl" "--rate x" \
+  "--slo-headers" "--burst 3,1,1" "--rate 1 --burst 3,0,1"; do
   # shellcheck disable=SC2086
   out=$("$SB" --url "$BASE" --model fast $bad 2>&1) && fail "$bad accepted"
   grep -q "^sol-bench: " <<<"$out" || fail "$bad: $out"
@@ -50,4 +62,4 @@ done
 echo '{"prompt":"hi","max_tokens":3,"top_k":2}' >"$T_DIR/bad.jsonl"
 out=$("$SB" --url "$BASE" --model fast --dataset jsonl --file "$T_DIR/bad.jsonl" 2>&1) && fail "unknown jsonl key accepted"
 grep -q "bad.jsonl:1: unknown key 'top_k'" <<<"$out" || fail "jsonl error: $out"
-ok "sweep, cases, compare, plot, Ctrl-C and flag errors"
+ok "sweep, cases, compare, plot, Ctrl-C, --slo-headers, --burst and flag errors"

@@ -63,6 +63,7 @@ typedef struct sim_req {
     char *txt; /* resume_text + generated text */
     size_t len, cap, sent;
     uint64_t t_first, period_ns, deadline;
+    uint64_t end_by; /* Generate.deadline_ms on the sol_now_ns clock (0: none) */
     size_t heap_idx;
     struct sim_req *next; /* waiting FIFO */
     uint32_t ids[SIM_CHUNK_MAX];
@@ -185,6 +186,7 @@ static int req_new(const sim *s, const Sol__Generate *g, sim_req **out) {
     if (!r) return -ENOMEM;
     snprintf(r->id, sizeof r->id, "%s", g->request_id);
     r->hash = sim_prompt_hash(g);
+    r->end_by = g->deadline_ms ? sol_now_ns() + g->deadline_ms * 1000000ull : 0;
     r->seed = g->sampling && g->sampling->has_seed ? g->sampling->seed : 0;
     r->prompt_tokens = sim_prompt_tokens(g);
     r->resumed = g->n_resume_tokens ? (uint32_t)g->n_resume_tokens : count_words(g->resume_text);
@@ -334,6 +336,11 @@ static void finish(sim *s, sim_req *r, bool in_heap) {
 
 /* Generate the tokens due by `now`; returns true when the request ended. */
 static bool advance(sim *s, sim_req *r, uint64_t now) {
+    if (r->end_by && now >= r->end_by) { /* as the engine does (Generate.deadline_ms) */
+        emit(s, r, r->sent, 0, SOL__FINISH_REASON__FINISH_ERROR,
+             "deadline exceeded before the request finished");
+        return true;
+    }
     uint64_t due = now < r->t_first ? 0 : 1 + (now - r->t_first) / r->period_ns;
     uint32_t done = r->resumed + r->gen;
     uint32_t left = done < r->limit ? r->limit - done : 0;
@@ -375,12 +382,13 @@ static bool advance(sim *s, sim_req *r, uint64_t now) {
     if (n_ids > 0) emit(s, r, r->len - holdback(r), n_ids, SOL__FINISH_REASON__FINISH_NONE, NULL);
     r->deadline = r->t_first + (uint64_t)r->gen * r->period_ns;
     if (r->deadline < now) r->deadline = now; /* more were due than one chunk holds */
+    if (r->end_by && r->end_by < r->deadline) r->deadline = r->end_by;
     return false;
 }
 
 static void admit(sim *s, sim_req *r, uint64_t now) {
     r->t_first = now + (uint64_t)s->cfg.ttft_ms * 1000000u;
-    r->deadline = r->t_first;
+    r->deadline = r->end_by && r->end_by < r->t_first ? r->end_by : r->t_first;
     if (heap_push(s, r) < 0) {
         emit(s, r, r->sent, 0, SOL__FINISH_REASON__FINISH_ERROR, "out of memory");
         req_free(r);
