@@ -67,7 +67,7 @@ for arm in ("without", "with"):
                      s["verdicts"]["errored"] + s["verdicts"]["lost"] + s["verdicts"]["cut"],
                      s["ttft"]["p50"] or 0, s["ttft"]["p99"] or 0))
     rows[arm] = [st.median(c[i] for c in cols) for i in range(6)]
-print("| latency targets sent | goodput (req/s) | served | refused at once (429/503) | other errors | served TTFT p50 (ms) | served TTFT p99 (ms) |")
+print("| latency targets sent | goodput (req/s) | served | refused, never run (429/503) | other errors | served TTFT p50 (ms) | served TTFT p99 (ms) |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 for arm in ("without", "with"):
     g, c, rf, er, p50, p99 = rows[arm]

@@ -149,6 +149,30 @@ static bool pool_has_room(const broker *b, int pool) {
     return false;
 }
 
+/* A queued request with X-Sol-TTFT-Ms whose first token, sent to w now, is predicted past its
+ * target: it leaves the queue now (429, never run) rather than hold a slot for an answer the
+ * client has given up on. True when r ended. */
+static bool would_miss(broker *b, bk_req *r, bk_worker *w) {
+    int ttft = r->slo.ms[SOL_SLO_TTFT];
+    if (!ttft || r->n_toks || r->text.len) return false;
+    double pred = slo_worker_ttft(&b->wt, bw_scope(b, r->pool, r->model), w, b->pidx, r->chain);
+    double age = (double)(sol_now_ns() - r->received_ns) * 1e-9;
+    if (!pred || age + pred <= ttft / 1e3 * SLO_TTFT_SAFETY) return false;
+    queue_remove(&b->queues[r->pool], r);
+    char msg[256];
+    snprintf(msg, sizeof msg,
+             "the request waited %.0f ms in the queue; its first token would come after its %d "
+             "ms (X-Sol-TTFT-Ms, predicted %.0f ms more); it never ran",
+             age * 1e3, ttft, pred * 1e3);
+    oai_error err;
+    oai_error_status(&err, 429, msg);
+    snprintf(err.code, sizeof err.code, "ttft_deadline_exceeded");
+    err.retry_after_s = 1;
+    metrics_count_slo(b->cfg.metrics, b->cfg.pools[r->metric_pool], false);
+    bw_fail_err(b, r, &err);
+    return true;
+}
+
 /* In queue order, every request a free worker of its scope takes. A request no worker of its
  * model can take now stays where it is and does not hold back the ones behind it that another
  * model's workers can serve; with one model per pool this is the plain FIFO it always was (the
@@ -163,6 +187,10 @@ void bw_pump(broker *b, int pool) {
             if (!r->model[0]) return;
             prev = r;
             r = next;
+            continue;
+        }
+        if (would_miss(b, r, w)) {
+            r = prev ? prev->qnext : q->head;
             continue;
         }
         queue_remove(q, r);

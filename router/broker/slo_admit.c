@@ -30,7 +30,7 @@ typedef struct best {
 /* Walks the scope's workers; returns true when one takes the request within every target now. */
 static bool scan(worker_table *t, wt_scope scope, prefix_index *x, const prefix_chain *c,
                  const sol_slo *slo, best *b) {
-    double ttft = slo->ms[SOL_SLO_TTFT] / 1e3, tpot = slo->ms[SOL_SLO_TPOT] / 1e3;
+    double ttft = slo->ms[SOL_SLO_TTFT] / 1e3 * SLO_TTFT_SAFETY, tpot = slo->ms[SOL_SLO_TPOT] / 1e3;
     double fallback = mean_rate(t, scope);
     *b = (best){INFINITY, INFINITY, false, false, fallback > 0};
     uint32_t total = c ? c->total : 0;
@@ -53,6 +53,15 @@ static bool scan(worker_table *t, wt_scope scope, prefix_index *x, const prefix_
     return false;
 }
 
+double slo_worker_ttft(worker_table *t, wt_scope scope, const bk_worker *w, prefix_index *x,
+                       const prefix_chain *c) {
+    double rate = w->prefill_bps > 0 ? w->prefill_bps : mean_rate(t, scope);
+    if (rate <= 0) return 0;
+    uint32_t cached = 0, pool = 0, total = c ? c->total : 0;
+    if (x && c && c->n) pidx_match(x, c, &w->uid, 1, &cached, &pool);
+    return (rp_uncached(total, cached, pool) + (double)w->backlog_bytes) / rate;
+}
+
 static void refuse(slo_decision *d, slo_verdict v, const char *code, double retry_s) {
     d->verdict = v;
     d->code = code;
@@ -68,7 +77,7 @@ void slo_admit(worker_table *t, wt_scope scope, prefix_index *x, const prefix_ch
     bool ok = scan(t, scope, x, c, slo, &b);
     if (b.pred_s < INFINITY) d->predicted_s = b.pred_s;
     if (ok) return;
-    double ttft = ttft_ms / 1e3;
+    double ttft = ttft_ms / 1e3 * SLO_TTFT_SAFETY;
     if (ttft_ms && b.rate_known && b.floor_s > ttft) {
         snprintf(d->why, sizeof d->why,
                  "no worker of pool '%s' can return this prompt's first token within %d ms "

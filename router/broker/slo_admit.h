@@ -8,6 +8,12 @@
 #include "prefix_index.h"
 #include "worker_table.h"
 
+/* A predicted first token must come within this share of X-Sol-TTFT-Ms: the prefill rate is an
+ * average over recent requests, a first token waits for its engine step, and the figures lag a
+ * heartbeat (bench/slo.sh: at 1.0 the served requests' TTFT p99 was 1,036 ms for a 1,000 ms
+ * target). */
+#define SLO_TTFT_SAFETY 0.9
+
 typedef enum { SLO_ADMIT, SLO_NOT_NOW, SLO_NEVER } slo_verdict;
 
 typedef struct slo_decision {
@@ -28,5 +34,9 @@ typedef struct slo_decision {
  * request queues until its TTFT passes). */
 void slo_admit(worker_table *t, wt_scope scope, prefix_index *x, const prefix_chain *c,
                const sol_slo *slo, double slot_wait_s, slo_decision *out);
+
+/* w's predicted seconds to the first token of chain c (0: no rate measured in scope), as above. */
+double slo_worker_ttft(worker_table *t, wt_scope scope, const bk_worker *w, prefix_index *x,
+                       const prefix_chain *c);
 
 #endif

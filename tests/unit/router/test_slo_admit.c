@@ -53,9 +53,12 @@ static void test_ttft(void **st) {
     assert_true(d.predicted_s > 0.299 && d.predicted_s < 0.301);
     assert_int_equal(d.retry_after_s, 1);
     assert_non_null(strstr(d.why, "300 ms"));
-    a->backlog_bytes = 40000; /* 4.1 s on a; b (4,000 ahead) 500 ms: 3 s to retry after */
+    a->backlog_bytes = 40000; /* 4.1 s on a, 3.5 s on b; 0.45 s allowed (SLO_TTFT_SAFETY) */
     b->backlog_bytes = 34000;
-    assert_int_equal(decide(&t, 1000, 500, 0, 0).retry_after_s, 3);
+    assert_int_equal(decide(&t, 1000, 500, 0, 0).retry_after_s, 4);
+    b->backlog_bytes = 2500; /* 350 ms: within 90% of 400 ms, not of 380 */
+    assert_int_equal(decide(&t, 1000, 400, 0, 0).verdict, SLO_ADMIT);
+    assert_int_equal(decide(&t, 1000, 380, 0, 0).verdict, SLO_NOT_NOW);
     d = decide(&t, 1000, 50, 0, 0); /* the prompt alone takes 100 ms anywhere */
     assert_int_equal(d.verdict, SLO_NEVER);
     assert_string_equal(d.code, "slo_unattainable");
