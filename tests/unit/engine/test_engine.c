@@ -17,6 +17,7 @@
 #include "engine_collect.h"
 #include "engine_fixture.h"
 #include "model.h"
+#include "clock.h"
 #include "stop_strings.h"
 #include "tokenizer.h"
 
@@ -294,6 +295,59 @@ static void test_tier2_restores(void **state) {
     c.prefix_caching = true, c.tier2_dir = "/nonexistent/dir";
     assert_null(engine_new(&c, W.f.m, W.f.tok, &e));
     assert_non_null(strstr(e.msg, "worker.kv.tier2_dir"));
+}
+
+/* Latency targets: with one sequence at a time, a request with a first-token deadline waiting
+ * behind a running one is admitted before an earlier request without one, and one past its whole
+ * deadline ends with an error. */
+static out *finish_order[3];
+static int n_finished;
+static engine_request *queued_later[2]; /* submitted once the first request streams */
+
+static void order_hook(void *ctx, const engine_event *ev) {
+    engine_collect(ctx, ev);
+    out *o = ev->user;
+    if (ev->kind == ENGINE_EV_FINISH && n_finished < 3) finish_order[n_finished++] = o;
+    if (ev->kind == ENGINE_EV_TOKEN && o->n == 1 && queued_later[0]) {
+        for (int i = 0; i < 2; i++) {
+            sol_err e = {0};
+            assert_true(engine_submit(W.e, queued_later[i], &e) > 0);
+        }
+        queued_later[0] = NULL;
+    }
+}
+
+static void test_deadline_order(void **state) {
+    (void)state;
+    engine_config c = engine_config_default();
+    c.num_blocks = 64, c.max_model_len = 256, c.kv_dtype = SOL_DT_F32;
+    c.max_num_seqs = 1, c.max_batched_tokens = 64, c.prefix_caching = false;
+    c.on_event = order_hook;
+    sol_err e = {0};
+    engine *eng = W.e = engine_new(&c, W.f.m, W.f.tok, &e);
+    assert_non_null(eng);
+    spec s[3];
+    make_specs(s, 3, 9);
+    s[0].max_tokens = 200; /* runs while the other two wait */
+    out a = {0}, b = {0}, d = {0};
+    engine_request ra = req_of(&s[0], &a), rb = req_of(&s[1], &b), rd = req_of(&s[2], &d);
+    rd.first_due_ns = sol_now_ns() + 60000000000ull; /* due in a minute: still first */
+    n_finished = 0;
+    queued_later[0] = &rb, queued_later[1] = &rd; /* b first, then d: both wait behind a */
+    submit_ok(eng, &ra);
+    engine_wait_idle(eng);
+    assert_int_equal(n_finished, 3);
+    assert_ptr_equal(finish_order[0], &a);
+    assert_ptr_equal(finish_order[1], &d);
+    assert_ptr_equal(finish_order[2], &b);
+    out late = {0};
+    engine_request rl = req_of(&s[0], &late);
+    rl.deadline_ns = sol_now_ns() + 1000000; /* 1 ms for 200 tokens */
+    submit_ok(eng, &rl);
+    engine_wait_idle(eng);
+    assert_int_equal(late.finish, ENGINE_FINISH_ERROR);
+    assert_true(late.n < 200);
+    engine_free(eng);
 }
 
 static void cancel_hook(void *ctx, const engine_event *ev) {
@@ -658,6 +712,7 @@ int main(void) {
         cmocka_unit_test(test_max_model_len_errors),
         cmocka_unit_test(test_prefix_cache_hit),
         cmocka_unit_test(test_tier2_restores),
+        cmocka_unit_test(test_deadline_order),
         cmocka_unit_test(test_cancel_frees_blocks),
         cmocka_unit_test(test_stop_strings),
         cmocka_unit_test(test_long_held_text_released),
