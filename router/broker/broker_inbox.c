@@ -438,9 +438,11 @@ static void send_heartbeats(broker *b) {
 static void expire_requests(broker *b, uint64_t now_ms) {
     uint64_t now_ns = now_ms * 1000000ull;
     uint64_t limit_ns = (uint64_t)b->cfg.request_timeout_ms * 1000000ull;
+    b->tpot_streams = 0;
     for (size_t i = 0; i < b->inf.cap; i++) {
         bk_req *r = b->inf.slots[i];
         if (!r) continue;
+        if (r->worker && r->slo.ms[SOL_SLO_TPOT]) b->tpot_streams++;
         if (limit_ns && now_ns > r->received_ns + limit_ns) {
             LOG_WARN(MOD, "request %s timed out after %d ms", r->wire_id,
                      b->cfg.request_timeout_ms);

@@ -65,6 +65,8 @@ struct broker {
     strbuf models;      /* "\nm1\nm2\n": every model a worker registered since the router started */
     size_t n_models;
     uint64_t next_beat_ms;
+    size_t tpot_streams; /* requests on a worker with X-Sol-TPOT-Ms, counted each tick: none, and
+                            rebalancing skips its per-worker scans */
     uint8_t *enc; /* encode scratch */
     size_t enc_cap;
     oai_token_logprob *lp; /* chunk conversion scratch */

@@ -79,7 +79,7 @@ static uint32_t least_peer(const broker *b, const bk_worker *w) {
 
 static void rebalance_worker(broker *b, bk_worker *w, uint64_t now_ms) {
     char why[480];
-    bk_req *r = behind_on(b, w, now_ms);
+    bk_req *r = b->tpot_streams ? behind_on(b, w, now_ms) : NULL;
     bool for_tpot = r != NULL;
     double ratio = b->cfg.rebalance_hot_ratio;
     if (!r && ratio > 0 && w->inflight > ratio * (least_peer(b, w) + 1))
@@ -102,6 +102,7 @@ static void rebalance_worker(broker *b, bk_worker *w, uint64_t now_ms) {
 }
 
 void bw_rebalance(broker *b, uint64_t now_ms) {
+    if (!b->tpot_streams && b->cfg.rebalance_hot_ratio <= 0) return;
     uint64_t gap = 2 * (uint64_t)b->cfg.heartbeat_ms;
     for (size_t i = 0; i < b->wt.n; i++) {
         bk_worker *w = b->wt.w[i];

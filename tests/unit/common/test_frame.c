@@ -147,6 +147,8 @@ static void fill_generate(fixture *f) {
     g->stop = f->stop;
     g->priority = -3;
     g->deadline_ms = 30000;
+    g->ttft_ms = 500;
+    g->tpot_ms = 40;
     g->n_tags = 2;
     g->tags = f->tags;
     g->resume_text = "Once";
