@@ -357,8 +357,7 @@ static double pool_tpot(const broker *b, wt_scope s) {
     int n = 0;
     for (size_t i = 0; i < b->wt.n; i++) {
         const bk_worker *w = b->wt.w[i];
-        if (wt_in_scope(w, s) && w->tokens_per_s > 0 && w->hb_running)
-            sum += w->hb_running / w->tokens_per_s, n++;
+        if (wt_in_scope(w, s) && wt_tpot(w) > 0) sum += wt_tpot(w), n++;
     }
     return n ? sum / n : 0;
 }

@@ -16,11 +16,6 @@
 #define RB_TPOT_MARGIN 1.2
 enum { RB_SETTLE_MS = 3000 };
 
-/* Seconds per output token a stream gets on w now (0: unknown), from its last heartbeat. */
-static double tpot_now(const bk_worker *w) {
-    return w->tokens_per_s > 0 && w->hb_running > 0 ? w->hb_running / w->tokens_per_s : 0;
-}
-
 static bool movable(const bk_req *r, const bk_worker *w, uint64_t now_ms) {
     return r && r->worker == w && (r->n_toks || r->text.len) &&
            (!r->moved_ms || now_ms > r->moved_ms + RB_SETTLE_MS);
@@ -28,7 +23,7 @@ static bool movable(const bk_req *r, const bk_worker *w, uint64_t now_ms) {
 
 /* The streaming request on w with the tightest TPOT target it misses (NULL: none). */
 static bk_req *behind_on(broker *b, const bk_worker *w, uint64_t now_ms) {
-    double per_tok = tpot_now(w);
+    double per_tok = wt_tpot(w);
     bk_req *pick = NULL;
     for (size_t i = 0; per_tok > 0 && i < b->inf.cap; i++) {
         bk_req *r = b->inf.slots[i];
@@ -58,7 +53,7 @@ static bk_worker *better_than(broker *b, const bk_worker *w, const bk_req *r, bo
     for (size_t i = 0; i < b->wt.n; i++) {
         bk_worker *o = b->wt.w[i];
         if (o == w || !wt_can_take(o, s)) continue;
-        if (for_tpot && tpot_now(o) * 1e3 > r->slo.ms[SOL_SLO_TPOT]) continue;
+        if (for_tpot && wt_tpot(o) * 1e3 > r->slo.ms[SOL_SLO_TPOT]) continue;
         if (!for_tpot && o->inflight + 1 >= w->inflight) continue;
         if (!best || wt_load(o) < wt_load(best)) best = o;
     }
@@ -90,7 +85,7 @@ static void rebalance_worker(broker *b, bk_worker *w, uint64_t now_ms) {
         snprintf(why, sizeof why,
                  "rebalanced: worker %.128s gives a token every %.0f ms, its X-Sol-TPOT-Ms is %d; "
                  "to %.128s",
-                 w->id, tpot_now(w) * 1e3, r->slo.ms[SOL_SLO_TPOT], to->id);
+                 w->id, wt_tpot(w) * 1e3, r->slo.ms[SOL_SLO_TPOT], to->id);
     else
         snprintf(why, sizeof why, "rebalanced: worker %.128s holds %u requests, %.128s %u", w->id,
                  w->inflight, to->id, to->inflight);

@@ -17,9 +17,17 @@ static double mean_rate(const worker_table *t, wt_scope scope) {
     return n ? sum / n : 0;
 }
 
-/* Seconds per output token a stream gets on w now (0: unknown). */
-static double tpot_now(const bk_worker *w) {
-    return w->tokens_per_s > 0 && w->hb_running > 0 ? w->hb_running / w->tokens_per_s : 0;
+/* w's predicted seconds to the first token of c, and (*floor) with nothing queued ahead; 0 both
+ * without a rate (fallback: the scope's mean, for a worker not measured yet). */
+static double predict(const bk_worker *w, prefix_index *x, const prefix_chain *c, double fallback,
+                      double *floor) {
+    double rate = w->prefill_bps > 0 ? w->prefill_bps : fallback;
+    *floor = 0;
+    if (rate <= 0) return 0;
+    uint32_t cached = 0, pool = 0, total = c ? c->total : 0;
+    if (x && c && c->n) pidx_match(x, c, &w->uid, 1, &cached, &pool);
+    *floor = rp_uncached(total, cached, pool) / rate;
+    return *floor + (double)w->backlog_bytes / rate;
 }
 
 typedef struct best {
@@ -33,18 +41,13 @@ static bool scan(worker_table *t, wt_scope scope, prefix_index *x, const prefix_
     double ttft = slo->ms[SOL_SLO_TTFT] / 1e3 * SLO_TTFT_SAFETY, tpot = slo->ms[SOL_SLO_TPOT] / 1e3;
     double fallback = mean_rate(t, scope);
     *b = (best){INFINITY, INFINITY, false, false, fallback > 0};
-    uint32_t total = c ? c->total : 0;
     for (size_t i = 0; i < t->n; i++) {
         bk_worker *w = t->w[i];
         if (w->draining || w->unhealthy || !wt_in_scope(w, scope)) continue;
-        bool room = wt_can_take(w, scope), tpot_ok = !tpot || tpot_now(w) <= tpot;
+        bool room = wt_can_take(w, scope), tpot_ok = !tpot || wt_tpot(w) <= tpot;
         b->tpot_met |= room && tpot_ok;
         b->any_room |= room;
-        uint32_t cached = 0, pool = 0;
-        if (x && c && c->n) pidx_match(x, c, &w->uid, 1, &cached, &pool);
-        double rate = w->prefill_bps > 0 ? w->prefill_bps : fallback;
-        double floor = rate > 0 ? rp_uncached(total, cached, pool) / rate : 0;
-        double pred = rate > 0 ? floor + (double)w->backlog_bytes / rate : 0;
+        double floor, pred = predict(w, x, c, fallback, &floor);
         if (floor < b->floor_s) b->floor_s = floor;
         if (!room || !tpot_ok) continue;
         if (pred < b->pred_s) b->pred_s = pred;
@@ -55,11 +58,8 @@ static bool scan(worker_table *t, wt_scope scope, prefix_index *x, const prefix_
 
 double slo_worker_ttft(worker_table *t, wt_scope scope, const bk_worker *w, prefix_index *x,
                        const prefix_chain *c) {
-    double rate = w->prefill_bps > 0 ? w->prefill_bps : mean_rate(t, scope);
-    if (rate <= 0) return 0;
-    uint32_t cached = 0, pool = 0, total = c ? c->total : 0;
-    if (x && c && c->n) pidx_match(x, c, &w->uid, 1, &cached, &pool);
-    return (rp_uncached(total, cached, pool) + (double)w->backlog_bytes) / rate;
+    double floor;
+    return predict(w, x, c, w->prefill_bps > 0 ? 0 : mean_rate(t, scope), &floor);
 }
 
 static void refuse(slo_decision *d, slo_verdict v, const char *code, double retry_s) {

@@ -77,6 +77,10 @@ size_t wt_live_in_pool(const worker_table *t, wt_scope s) {
     return n;
 }
 
+double wt_tpot(const bk_worker *w) {
+    return w->tokens_per_s > 0 && w->hb_running > 0 ? w->hb_running / w->tokens_per_s : 0;
+}
+
 double wt_load(const bk_worker *w) {
     uint32_t reported = w->hb_running + w->hb_waiting;
     reported = reported > w->finished_since_hb ? reported - w->finished_since_hb : 0;

@@ -104,6 +104,9 @@ size_t wt_live_in_pool(const worker_table *t, wt_scope s);
  * last reported running + waiting (a worker may hold work from another router), less the requests
  * of ours that finished since that report (else a finished request looks running until the next
  * heartbeat, and a repeated prefix would spill off its warm worker). */
+/* Seconds per output token a stream gets on w now, from its last heartbeat: its running streams
+ * over its tokens per second (0: not reported). */
+double wt_tpot(const bk_worker *w);
 double wt_load(const bk_worker *w);
 
 /* Choose a worker of scope `pool` for one request: not draining, below capacity, not `avoid`
