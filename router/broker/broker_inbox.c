@@ -262,13 +262,16 @@ static void finish_ok(broker *b, bk_req *r, const Sol__TokenChunk *c, http_chunk
  * whole deadline, never runs; one running past its whole deadline is stopped. True when r ended. */
 static bool expire_by_slo(broker *b, bk_req *r, uint64_t now_ns) {
     int ttft = r->slo.ms[SOL_SLO_TTFT], dl = r->slo.ms[SOL_SLO_DEADLINE];
-    uint64_t age_ms = (now_ns - r->received_ns) / 1000000ull;
+    /* in nanoseconds, and reached at equality: the worker's copy of the deadline (what was left
+     * at send, rounded up) fires no earlier than this one, so its FINISH_ERROR must find it
+     * reached here even when it lands within the same millisecond */
+    uint64_t age_ns = now_ns - r->received_ns, age_ms = age_ns / 1000000ull;
     bool streamed = r->n_toks || r->text.len;
     const char *hdr = NULL, *code = NULL;
     int limit = 0;
-    if (dl && age_ms > (uint64_t)dl)
+    if (dl && age_ns >= (uint64_t)dl * 1000000ull)
         hdr = "X-Sol-Deadline-Ms", code = "deadline_exceeded", limit = dl;
-    else if (ttft && !r->worker && !streamed && age_ms > (uint64_t)ttft)
+    else if (ttft && !r->worker && !streamed && age_ns >= (uint64_t)ttft * 1000000ull)
         hdr = "X-Sol-TTFT-Ms", code = "ttft_deadline_exceeded", limit = ttft;
     if (!hdr) return false;
     oai_error err;
