@@ -1,8 +1,8 @@
-/* sol-mkmodel: writes a synthetic GGUF of a supported architecture (llama, qwen2, qwen3, gemma3;
- * random but well-scaled weights, a synthetic SentencePiece vocab) that llama.cpp and Sol both
- * load, for tests and benchmarks. Weights come from a counter-based RNG keyed by (seed, tensor
- * name, element index), so every tensor is independent of generation order, and are quantized row
- * by row while writing. */
+/* sol-mkmodel: writes a synthetic GGUF of a supported architecture (llama, qwen2, qwen3, qwen3moe,
+ * gemma3, each optionally a mixture of experts; random but well-scaled weights, a synthetic
+ * SentencePiece vocab) that llama.cpp and Sol both load, for tests and benchmarks. Weights come
+ * from a counter-based RNG keyed by (seed, tensor name, element index), so every tensor is
+ * independent of generation order, and are quantized row by row while writing. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -39,12 +39,12 @@ static const shape k_presets[] = {
 };
 
 /* W_NORM: 1 + std z; W_GAIN: a norm weight of scale std (std (1 + z / 20)); others: std z. */
-typedef enum { W_NORM, W_GAIN, W_BIAS, W_EMBD, W_MATRIX } weight_kind;
+typedef enum { W_NORM, W_GAIN, W_BIAS, W_EMBD, W_MATRIX, W_ROUTER } weight_kind;
 
 typedef struct {
     char name[64];
     int n_dims;
-    int64_t ne[2];
+    int64_t ne[3];
     sol_dtype type;
     weight_kind kind;
     float std;
@@ -60,12 +60,14 @@ typedef struct {
     float rope_base;
     float depth_decay; /* residual outputs of layer l scaled by depth_decay^l */
     int tied;
-    const model_arch *arch; /* --arch: the key prefix and the extra tensors */
-    int head_dim;           /* --head-dim, else dim / heads */
-    int sliding_window;     /* gemma3: --sliding-window (0 = every layer global) */
-    int swa_pattern;        /* gemma3: --swa-pattern P (-1 = not written: the default 6) */
-    float softcap;          /* gemma3: --softcap, 0 = not written */
-    int pooling_type;       /* --pooling-type: <arch>.pooling_type, -1 = not written */
+    const model_arch *arch;    /* --arch: the key prefix and the extra tensors */
+    int head_dim;              /* --head-dim, else dim / heads */
+    int sliding_window;        /* gemma3: --sliding-window (0 = every layer global) */
+    int swa_pattern;           /* gemma3: --swa-pattern P (-1 = not written: the default 6) */
+    float softcap;             /* gemma3: --softcap, 0 = not written */
+    int pooling_type;          /* --pooling-type: <arch>.pooling_type, -1 = not written */
+    int experts, experts_used; /* --experts E --experts-used K: a mixture of experts */
+    int expert_ffn;            /* qwen3moe: --expert-ffn, each expert's width (else --ffn) */
     const char *out;
     tensor_spec *specs;
     int n_specs;
@@ -131,10 +133,31 @@ static void spec(model *m, const char *name, int n_dims, int64_t ne0, int64_t ne
     t->n_dims = n_dims;
     t->ne[0] = ne0;
     t->ne[1] = ne1;
-    t->type = kind == W_NORM || kind == W_GAIN || kind == W_BIAS ? SOL_DT_F32 : type;
+    t->ne[2] = 1;
+    /* the router stays F32, as llama.cpp's converter and quantizer keep it */
+    t->type =
+        kind == W_NORM || kind == W_GAIN || kind == W_BIAS || kind == W_ROUTER ? SOL_DT_F32 : type;
     t->kind = kind;
     t->std = std;
     t->key = sol_splitmix64(m->seed ^ hash64(name));
+}
+
+/* A mixture of experts' FFN of layer l: the router (F32, scaled so its logits spread about one
+ * unit and the choice varies by token) and the experts' 3-D [cols, rows, experts] tensors. */
+static void plan_experts(model *m, int l, float out_scale) {
+    int64_t dim = m->s.dim, f = m->expert_ffn, ne = m->experts;
+    float in_std = 1.0f / sqrtf((float)dim);
+    char name[64];
+#define BLK(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
+    spec(m, BLK("ffn_gate_inp.weight"), 2, dim, ne, m->type, W_ROUTER, in_std);
+    spec(m, BLK("ffn_gate_exps.weight"), 3, dim, f, m->type, W_MATRIX, in_std);
+    m->specs[m->n_specs - 1].ne[2] = ne;
+    spec(m, BLK("ffn_up_exps.weight"), 3, dim, f, m->type, W_MATRIX, in_std);
+    m->specs[m->n_specs - 1].ne[2] = ne;
+    spec(m, BLK("ffn_down_exps.weight"), 3, f, dim, m->type, W_MATRIX,
+         1.0f / sqrtf((float)f) * out_scale);
+    m->specs[m->n_specs - 1].ne[2] = ne;
+#undef BLK
 }
 
 /* Scales follow trained models: inputs ~ 1/sqrt(fan_in), residual outputs further divided by
@@ -176,10 +199,14 @@ static void plan_tensors(model *m) {
         if (m->arch->flags & ARCH_POST_NORMS)
             spec(m, BLK("post_attention_norm.weight"), 1, dim, 1, m->type, W_GAIN, decay / depth);
         spec(m, BLK("ffn_norm.weight"), 1, dim, 1, m->type, W_NORM, 0.05f);
-        spec(m, BLK("ffn_gate.weight"), 2, dim, ffn, m->type, W_MATRIX, in_std);
-        spec(m, BLK("ffn_up.weight"), 2, dim, ffn, m->type, W_MATRIX, in_std);
-        spec(m, BLK("ffn_down.weight"), 2, ffn, dim, m->type, W_MATRIX,
-             1.0f / sqrtf((float)ffn) / depth * decay);
+        if (m->experts)
+            plan_experts(m, l, decay / depth);
+        else {
+            spec(m, BLK("ffn_gate.weight"), 2, dim, ffn, m->type, W_MATRIX, in_std);
+            spec(m, BLK("ffn_up.weight"), 2, dim, ffn, m->type, W_MATRIX, in_std);
+            spec(m, BLK("ffn_down.weight"), 2, ffn, dim, m->type, W_MATRIX,
+                 1.0f / sqrtf((float)ffn) / depth * decay);
+        }
         if (m->arch->flags & ARCH_POST_NORMS)
             spec(m, BLK("post_ffw_norm.weight"), 1, dim, 1, m->type, W_GAIN, decay / depth);
 #undef BLK
@@ -245,6 +272,13 @@ static int add_hparams(gguf_writer *w, const model *m, sol_err *e) {
     if (!rc && m->softcap > 0)
         rc = gguf_writer_add_f32(w, akey(m, "final_logit_softcapping", k, sizeof k), m->softcap, e);
     if (!rc && m->pooling_type >= 0) rc = add_u32(w, m, "pooling_type", m->pooling_type, e);
+    if (!rc && m->experts) {
+        rc = add_u32(w, m, "expert_count", m->experts, e);
+        if (!rc) rc = add_u32(w, m, "expert_used_count", m->experts_used, e);
+        /* Qwen3-MoE's converter writes the expert width; Mixtral's experts are the FFN width */
+        if (!rc && (m->arch->flags & ARCH_MOE))
+            rc = add_u32(w, m, "expert_feed_forward_length", m->expert_ffn, e);
+    }
     return rc;
 }
 
@@ -358,7 +392,7 @@ static int write_model(model *m, sol_err *e) {
     if (!rc) {
         uint64_t params = 0;
         for (int i = 0; i < m->n_specs; i++)
-            params += (uint64_t)(m->specs[i].ne[0] * m->specs[i].ne[1]);
+            params += (uint64_t)(m->specs[i].ne[0] * m->specs[i].ne[1] * m->specs[i].ne[2]);
         fprintf(stderr, "sol-mkmodel: wrote %s: %s, %" PRIu64 " parameters, %d tensors, %.1f MiB\n",
                 m->out, sol_dtype_name(m->type), params, m->n_specs,
                 (double)gguf_writer_data_bytes(w) / (1 << 20));
@@ -376,7 +410,8 @@ static void usage(FILE *f) {
         "usage: sol-mkmodel -o OUT.gguf [--preset tiny|small|1b] [--type f32|f16|bf16|q8_0|q4_0]\n"
         "                   [--dim N] [--layers N] [--heads N] [--kv-heads N] [--ffn N]\n"
         "                   [--vocab N] [--ctx N] [--seed N] [--rope-base F] [--tied]\n"
-        "                   [--depth-decay F] [--arch llama|qwen2|qwen3|gemma3] [--head-dim N]\n"
+        "                   [--depth-decay F] [--arch llama|qwen2|qwen3|qwen3moe|gemma3]\n"
+        "                   [--head-dim N] [--experts E [--experts-used K] [--expert-ffn N]]\n"
         "                   [--sliding-window N [--swa-pattern P]] [--softcap F]\n"
         "                   [--pooling-type N] [--vocab-from VOCAB.gguf [--user-token "
         "ID=TEXT]...]\n"
@@ -392,6 +427,9 @@ static void usage(FILE *f) {
         "and post-norms; --sliding-window N makes layers local with a window of N tokens (every\n"
         "P-th layer global, P = --swa-pattern, default 6; 0 = all local), --softcap F writes\n"
         "final_logit_softcapping.\n"
+        "--experts E makes every FFN a mixture of E experts (llama: Mixtral's layout, experts\n"
+        "--ffn wide; qwen3moe always has them, default 8, --expert-ffn wide, default --ffn), each\n"
+        "token routed to --experts-used K of them (default 2) by an F32 router ffn_gate_inp.\n"
         "--vocab-from VOCAB.gguf takes that file's tokenizer (every tokenizer.* key: a real\n"
         "vocabulary such as llama.cpp's models/ggml-vocab-qwen2.gguf) and its size as --vocab.\n"
         "--pooling-type N writes <arch>.pooling_type as llama.cpp numbers it (1 mean, 2 cls,\n"
@@ -410,6 +448,27 @@ static void usage(FILE *f) {
         "then agrees with its target often (1 = every layer alike).\n"
         "defaults: --preset tiny --type f32 --seed 1 --rope-base 10000; --depth-decay 1 for tiny,\n"
         "0.7 for small and 1b\n");
+}
+
+/* --experts: llama (Mixtral: experts as wide as --ffn) or qwen3moe (which needs them; its
+ * experts --expert-ffn wide, default --ffn); top-k 2 unless --experts-used says. */
+static int check_experts(model *m, sol_err *e) {
+    int moe = (m->arch->flags & ARCH_MOE) != 0;
+    if (moe && !m->experts) m->experts = 8;
+    if (!m->experts && (m->experts_used || m->expert_ffn))
+        return sol_err_set(e, -EINVAL, "--experts-used and --expert-ffn need --experts");
+    if (!m->experts) return 0;
+    if (!moe && strcmp(m->arch->name, "llama"))
+        return sol_err_set(e, -EINVAL, "--experts applies to --arch llama (Mixtral) and qwen3moe");
+    if (!moe && m->expert_ffn)
+        return sol_err_set(e, -EINVAL,
+                           "--expert-ffn applies to qwen3moe (llama's experts are --ffn wide)");
+    if (!m->experts_used) m->experts_used = m->experts < 2 ? 1 : 2;
+    if (m->experts_used > m->experts)
+        return sol_err_set(e, -EINVAL, "--experts-used %d: more than --experts %d", m->experts_used,
+                           m->experts);
+    if (!m->expert_ffn) m->expert_ffn = m->s.ffn;
+    return 0;
 }
 
 static int check_shape(const model *m, sol_err *e) {
@@ -496,6 +555,9 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
         {"--swa-pattern", 0, SOL_ARG_INT, &m->swa_pattern, 0, 1 << 16, 0, NULL, NULL, &gemma_opt},
         {"--softcap", 0, SOL_ARG_FLOAT, &m->softcap, 0, inf, 1, NULL, NULL, &gemma_opt},
         {"--pooling-type", 0, SOL_ARG_INT, &m->pooling_type, 0, 4, 0, NULL, NULL, NULL},
+        {"--experts", 0, SOL_ARG_INT, &m->experts, 1, 512, 0, NULL, NULL, NULL},
+        {"--experts-used", 0, SOL_ARG_INT, &m->experts_used, 1, 512, 0, NULL, NULL, NULL},
+        {"--expert-ffn", 0, SOL_ARG_INT, &m->expert_ffn, 1, big, 0, NULL, NULL, NULL},
         {"--vocab-from", 0, SOL_ARG_STR, &m->vocab_from, 0, 0, 0, NULL, NULL, NULL},
         {"--control-token", 0, SOL_ARG_FN, NULL, 0, 0, 0, control_token, m, NULL},
         {"--user-token", 0, SOL_ARG_FN, NULL, 0, 0, 0, user_token, m, NULL},
@@ -550,7 +612,7 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
         return sol_err_set(e, -EINVAL, "--type: expected f32, f16, bf16, q8_0 or q4_0, found '%s'",
                            type);
     m->type = (sol_dtype)t;
-    if ((rc = check_shape(m, e))) return rc;
+    if ((rc = check_shape(m, e)) || (rc = check_experts(m, e))) return rc;
     if (!m->head_dim) m->head_dim = m->s.dim / m->s.heads;
     return 0;
 }

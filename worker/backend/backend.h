@@ -152,6 +152,15 @@ typedef struct sol_backend_ops {
     int (*get_rows)(sol_backend *be, const float *src, int64_t width, const int32_t *rows, int n,
                     int64_t src_rows, float *dst);
 
+    /* Optional (mixtures of experts): out[t] = sum over j < k of w[t*k + j] * src[rows[t*k + j]]
+     * for n tokens of `width` floats, summed in j order starting from the j = 0 term (llama.cpp's
+     * order: the selected experts' weighted outputs, highest-ranked first); src has src_rows
+     * rows. rows and w are host memory (n * k each) and rows are checked. A token's sum reads
+     * only its own rows, so it never depends on the batch. NULL: the backend cannot run a
+     * mixture of experts, and the model refuses such a file by name. */
+    int (*moe_combine)(sol_backend *be, const float *src, int64_t width, const int32_t *rows,
+                       const float *w, int n, int k, int64_t src_rows, float *out);
+
     /* KV cache. dtype is SOL_DT_F16 or SOL_DT_F32. Returns NULL with be->err set on failure. */
     sol_kv *(*kv_alloc)(sol_backend *be, int n_layers, int num_blocks, int block_size,
                         int n_kv_heads, int head_dim, sol_dtype dtype);
@@ -351,6 +360,13 @@ static inline int sol_get_rows(sol_backend *be, const float *src, int64_t width,
 /* Free/total device memory; -ENOTSUP for a host backend. */
 /* y += x W^T (n x M); tmp (n x M floats, a backend buffer) is used only by a backend without
  * matmul_add. */
+static inline int sol_moe_combine(sol_backend *be, const float *src, int64_t width,
+                                  const int32_t *rows, const float *w, int n, int k,
+                                  int64_t src_rows, float *out) {
+    if (!be->ops->moe_combine)
+        return sol_err_set(&be->err, -ENOTSUP, "backend %s has no moe_combine", be->ops->name);
+    return be->ops->moe_combine(be, src, width, rows, w, n, k, src_rows, out);
+}
 static inline int sol_matmul_add(sol_backend *be, const sol_weight *w, const float *x, float *y,
                                  float *tmp, int n) {
     if (be->ops->matmul_add) return be->ops->matmul_add(be, w, x, y, n);

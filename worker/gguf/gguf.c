@@ -810,9 +810,16 @@ static void fmt_shape(char *buf, size_t n, int n_dims, const int64_t *ne) {
 
 int gguf_expect_tensor(const gguf_file *g, const char *name, int n_dims, int64_t ne0, int64_t ne1,
                        sol_err *e) {
+    return gguf_expect_shape(g, name, n_dims, (const int64_t[]){ne0, ne1}, e);
+}
+
+int gguf_expect_shape(const gguf_file *g, const char *name, int n_dims, const int64_t *ne,
+                      sol_err *e) {
     const gguf_tensor *t = gguf_tensor_find(g, name);
     if (!t) return sol_err_set(e, -ENOENT, "%s: tensor %s not found", g->path, name);
-    int64_t want[GGUF_MAX_DIMS] = {ne0, n_dims > 1 ? ne1 : 1, 1, 1};
+    int64_t want[GGUF_MAX_DIMS] = {1, 1, 1, 1};
+    for (int j = 0; j < n_dims && j < GGUF_MAX_DIMS; j++)
+        want[j] = ne[j];
     int ok = (int)t->n_dims == n_dims;
     for (int j = 0; j < GGUF_MAX_DIMS && ok; j++)
         ok = t->ne[j] == want[j];

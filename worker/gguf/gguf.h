@@ -119,6 +119,10 @@ const gguf_tensor *gguf_tensor_find(const gguf_file *g, const char *name); /* NU
 /* Checks that `name` exists with n_dims dims and shape [ne0] or [ne0, ne1]:
  * "m.gguf: tensor blk.3.attn_q.weight: expected shape [2048, 2048], found [2048, 256]".
  * -ENOENT when missing, -EINVAL on a mismatch. */
+/* The same for any n_dims (1..GGUF_MAX_DIMS) and shape ne[0..n_dims): a mixture of experts'
+ * 3-D [cols, rows, experts] tensors. */
+int gguf_expect_shape(const gguf_file *g, const char *name, int n_dims, const int64_t *ne,
+                      sol_err *e);
 int gguf_expect_tensor(const gguf_file *g, const char *name, int n_dims, int64_t ne0, int64_t ne1,
                        sol_err *e);
 #define GGUF_TYPE_BIT(t) (UINT64_C(1) << (t))

@@ -4,7 +4,10 @@
  * scales embeddings by sqrt(dim), normalizes q and k per head, RMS-normalizes each block's output
  * before the residual add, uses a GELU (tanh) gate, and interleaves five sliding-window layers
  * (RoPE base 10000) with one global layer (rope.freq_base); its norm weights are stored with
- * Gemma's (1 + w) already folded in by the converter, so they are used as stored. */
+ * Gemma's (1 + w) already folded in by the converter, so they are used as stored. Qwen3-MoE is
+ * Qwen3's attention with a mixture of experts in every layer (no shared expert); Mixtral is the
+ * llama graph with experts (expert_count in the file). Both route as llama.cpp's build_moe_ffn
+ * does for them: softmax over every expert, top-k, the k weights renormalized. */
 #include "arch.h"
 
 #include <stdio.h>
@@ -15,6 +18,7 @@ static const model_arch k_archs[] = {
     {"mistral", 0, 0},
     {"qwen2", ARCH_QKV_BIAS | ARCH_ROPE_NEOX, 0},
     {"qwen3", ARCH_QK_NORM | ARCH_ROPE_NEOX, 0},
+    {"qwen3moe", ARCH_QK_NORM | ARCH_ROPE_NEOX | ARCH_MOE, 0},
     {"gemma3",
      ARCH_QK_NORM | ARCH_ROPE_NEOX | ARCH_POST_NORMS | ARCH_GELU | ARCH_EMBD_SCALE | ARCH_SWA |
          ARCH_SOFTCAP | ARCH_Q_PRESCALE,

@@ -20,6 +20,9 @@ enum {
                                   attention runs with scale 1 (Gemma's graph, as llama.cpp builds
                                   it): where the scale is no power of two, rounding the scaled
                                   query (llama.cpp's F16 K.Q) differs from scaling the dot */
+    ARCH_MOE = 1u << 9,        /* every FFN is a mixture of experts (expert_count required);
+                                  an architecture without the flag may still have experts when
+                                  the file says so (llama with experts: Mixtral) */
 };
 
 typedef struct model_arch {
@@ -33,8 +36,8 @@ const model_arch *model_arch_find(const char *name);
 
 /* The i-th supported architecture (0..), NULL past the last. */
 const model_arch *model_arch_at(int i);
-/* "llama, mistral, qwen2, qwen3, gemma3": the table's names in order (but `except`, when not
- * NULL), for error messages and --help, into out (cap bytes). */
+/* "llama, mistral, qwen2, qwen3, qwen3moe, gemma3": the table's names in order (but `except`, when
+ * not NULL), for error messages and --help, into out (cap bytes). */
 void model_arch_names(char *out, size_t cap, const char *except);
 
 #endif

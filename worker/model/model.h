@@ -39,6 +39,12 @@ typedef struct model_hparams {
     int32_t pooling_type;     /* <arch>.pooling_type as llama.cpp numbers it (0 none, 1 mean,
                                  2 cls, 3 last, 4 rank); -1 when the file does not say */
     sol_dtype weight_type;
+    /* Mixture of experts (expert_count > 0): every layer's FFN is n_expert experts of width
+     * ffn_exp (expert_feed_forward_length), n_expert_used of them per token, chosen by the
+     * router ffn_gate_inp: softmax, top-k, weights renormalized to sum 1, then times
+     * expert_w_scale (expert_weights_scale; 0 = 1). 0 experts: the dense FFN of width ffn. */
+    int32_t n_expert, n_expert_used, ffn_exp;
+    float expert_w_scale;
 } model_hparams;
 
 typedef struct model model;

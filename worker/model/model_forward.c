@@ -10,6 +10,7 @@
 
 #include "arch.h"
 #include "model_internal.h"
+#include "moe_route.h"
 
 /* Largest decode/verify step recorded as a CUDA graph (vLLM captures up to 512 by default; Sol's
  * steps are smaller: max_num_seqs x (1 + speculative k)). */
@@ -112,6 +113,46 @@ static int feed_forward(model_rank *m, int l, int n) {
     return project_residual(m, &L->w_down, s->hb, L->ffn_post_norm, n);
 }
 
+/* Mixture of experts: x += sum over each token's k experts of weight * W_down_e ·
+ * (SiLU(W_gate_e·norm(x)) * W_up_e·norm(x)). The router's logits come to the host (moe_route.c
+ * picks and weighs the experts there), the tokens are gathered by expert so each active expert
+ * runs one matmul over just its tokens (decode: a GEMV over the chosen experts' rows only), and
+ * moe_combine sums each token's k outputs in rank order. A sharded rank holds every expert's
+ * slice of columns, so its sums are partial and join in the one all-reduce. */
+static int moe_feed_forward(model_rank *m, int l, int n) {
+    const model_hparams *hp = &m->hp;
+    const layer_weights *L = &m->layers[l];
+    model_scratch *s = &m->s;
+    sol_backend *be = m->be;
+    int k = hp->n_expert_used, ne = hp->n_expert, f = m->sh.ffn_exp, rc;
+    int64_t dim = hp->dim;
+    if ((rc = sol_rmsnorm(be, s->x, L->ffn_norm, s->xb, n, hp->dim, hp->eps)) ||
+        (rc = sol_matmul(be, &L->w_router, s->xb, s->r_logits, n)) ||
+        (rc = sol_download(be, s->h_logits, s->r_logits, (size_t)n * ne * sizeof(float))))
+        return rc;
+    moe_route(s->h_logits, n, ne, k, hp->expert_w_scale, s->h_w, s->h_pos);
+    moe_group(s->h_pos, n, k, ne, s->h_rows, s->h_count);
+    if ((rc = sol_get_rows(be, s->xb, dim, s->h_rows, n * k, n, s->ex))) return rc;
+    for (int e = 0, at = 0; e < ne; at = s->h_count[e++]) {
+        int c = s->h_count[e] - at;
+        if (c && (rc = sol_matmul_many(be, (const sol_weight *[]){&L->e_gate[e], &L->e_up[e]},
+                                       (float *[]){s->eh + (size_t)at * f, s->eh2 + (size_t)at * f},
+                                       2, s->ex + (size_t)at * dim, c)))
+            return rc;
+    }
+    if ((rc = sol_silu_mul(be, s->eh, s->eh2, s->eh, (int64_t)n * k * f))) return rc;
+    for (int e = 0, at = 0; e < ne; at = s->h_count[e++]) {
+        int c = s->h_count[e] - at;
+        if (c && (rc = sol_matmul(be, &L->e_down[e], s->eh + (size_t)at * f,
+                                  s->ey + (size_t)at * dim, c)))
+            return rc;
+    }
+    if ((rc = sol_moe_combine(be, s->ey, dim, s->h_pos, s->h_w, n, k, (int64_t)n * k, s->xb2)) ||
+        (rc = allreduce(m, s->xb2, (int64_t)n * dim)))
+        return rc;
+    return residual(m, L->ffn_post_norm, n);
+}
+
 int rank_check_batch(const model_rank *m, const model_batch *b, sol_err *err) {
     if (b->n < 1 || !b->tokens || !b->pos || !b->slots || !b->attn)
         return sol_err_set(err, -EINVAL, "model_forward: empty or incomplete batch");
@@ -187,14 +228,21 @@ static int forward_pass(model_rank *m, sol_kv *kv, const model_batch *b, float *
     sol_backend *be = m->be;
     /* Decode and verify steps (every row samples, few rows) may be replayed as a CUDA graph
      * keyed by their size; prefill chunks run eagerly. */
-    int key = b->n_logits == b->n && b->n <= MODEL_GRAPH_MAX_TOKENS && !b->n_hidden ? b->n : 0, rc;
+    /* A mixture of experts reads its routing on the host mid-step: never a graph. */
+    int key =
+            b->n_logits == b->n && b->n <= MODEL_GRAPH_MAX_TOKENS && !b->n_hidden && !m->hp.n_expert
+                ? b->n
+                : 0,
+        rc;
     if ((rc = sol_step_begin(be, key))) return rc;
     if ((rc = sol_embed(be, &m->tok_embd, b->tokens, b->n, m->s.x))) return rc;
     if ((m->hp.arch->flags & ARCH_EMBD_SCALE) &&
         (rc = sol_scale(be, m->s.x, sqrtf((float)m->hp.dim), m->s.x, (int64_t)b->n * m->hp.dim)))
         return rc;
     for (int l = 0; l < m->hp.n_layers; l++)
-        if ((rc = attention(m, kv, l, b)) || (rc = feed_forward(m, l, b->n))) return rc;
+        if ((rc = attention(m, kv, l, b)) ||
+            (rc = m->hp.n_expert ? moe_feed_forward(m, l, b->n) : feed_forward(m, l, b->n)))
+            return rc;
     if (b->n_hidden > 0 && (rc = hidden_states(m, b))) return rc;
     if (b->n_logits > 0 && (rc = head(m, b, logits))) return rc;
     if (b->n_logits == 0 && (rc = sol_synchronize(be))) return rc;

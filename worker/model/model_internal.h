@@ -16,6 +16,10 @@ typedef struct layer_weights {
     const float *q_norm, *k_norm;                /* ARCH_QK_NORM: head_dim each */
     sol_weight wq, wk, wv, wo;
     sol_weight w_gate, w_up, w_down;
+    /* Mixture of experts: the router (n_expert x dim, F32 in files as llama.cpp writes them)
+     * and each expert's slice of the 3-D ffn_{gate,up,down}_exps tensors (NULL: dense). */
+    sol_weight w_router;
+    sol_weight *e_gate, *e_up, *e_down;
 } layer_weights;
 
 typedef struct model_scratch {
@@ -25,7 +29,14 @@ typedef struct model_scratch {
     float *k, *v;        /* n x kv_dim (this rank's KV heads) */
     float *hb, *hb2;     /* n x ffn (this rank's slice) */
     float *xl;           /* n_logits x dim: rows that want logits */
-    float *logits;       /* n_logits x vocab (this rank's slice), on the backend */
+    /* Mixture of experts: the router's logits (n x n_expert), each token's k rows grouped by
+     * expert (n*k x dim in, n*k x ffn_exp gated, n*k x dim out), and their host tables. */
+    float *r_logits, *ex, *eh, *eh2, *ey;
+    float *h_logits, *h_w;   /* host: n x n_expert, n x k weights in each token's rank order */
+    int32_t *h_rows, *h_pos; /* host: the n*k token rows grouped by expert; where each of a
+                                token's k choices landed among them */
+    int32_t *h_count;        /* host: tokens per expert this step */
+    float *logits;           /* n_logits x vocab (this rank's slice), on the backend */
 } model_scratch;
 
 /* This rank's part of the model (Megatron-style). With n = 1 it is the whole model. q/k/v and
@@ -36,6 +47,7 @@ typedef struct model_shard {
     int rank, n;
     int heads, kv_heads, head0, kv_head0;
     int q_dim, kv_dim, ffn, ffn0;
+    int ffn_exp, ffn_exp0; /* each expert's FFN columns, split as the dense FFN's */
     int vocab, vocab0;
     sol_tp_comm *comm; /* borrowed from the group; NULL when n = 1 */
 } model_shard;

@@ -13,6 +13,7 @@
 
 #include "arch.h"
 #include "log.h"
+#include "moe_route.h"
 
 /* ---- loading ---------------------------------------------------------------------------- */
 
@@ -149,6 +150,64 @@ static int load_gemma_extras(model_rank *m, const char *arch, sol_err *err) {
     return 0;
 }
 
+/* A key this mixture-of-experts graph does not build (shared experts, expert groups, another
+ * gating function) is refused by name rather than read past. */
+static int refuse_expert_key(const gguf_file *g, const char *arch, const char *suffix, uint32_t lo,
+                             uint32_t hi, const char *why, sol_err *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    uint32_t v = lo;
+    int rc = gguf_get_kv(g, key) ? gguf_get_u32(g, key, &v, err) : 0;
+    if (rc) return rc;
+    if (v < lo || v > hi)
+        return sol_err_set(err, -ENOTSUP, "%s: key %s: %u is not supported (%s)", gguf_path(g), key,
+                           v, why);
+    return 0;
+}
+
+/* expert_count, expert_used_count, expert_feed_forward_length and expert_weights_scale (see
+ * model_hparams); 0 experts: a dense model, unless the architecture is always a mixture. */
+static int load_experts(model_rank *m, const char *arch, sol_err *err) {
+    const gguf_file *g = m->gguf;
+    model_hparams *hp = &m->hp;
+    char key[128];
+    uint32_t ne = 0, used = 0, width = 0;
+    snprintf(key, sizeof key, "%s.expert_count", arch);
+    int rc = gguf_get_u32_def(g, key, 0, &ne, err);
+    if (rc) return rc;
+    if (ne == 0 && (hp->arch->flags & ARCH_MOE))
+        return sol_err_set(err, -EINVAL, "%s: missing required key %s (%s is a mixture of experts)",
+                           gguf_path(g), key, arch);
+    if (ne == 0) return 0;
+    if (ne > MOE_MAX_EXPERTS)
+        return sol_err_set(err, -EINVAL, "%s: key %s: %u experts (at most %d)", gguf_path(g), key,
+                           ne, MOE_MAX_EXPERTS);
+    snprintf(key, sizeof key, "%s.expert_used_count", arch);
+    if ((rc = gguf_get_u32_def(g, key, 0, &used, err))) return rc;
+    if (used == 0 || used > ne)
+        return sol_err_set(err, -EINVAL, "%s: key %s: %u must be in 1..expert_count %u",
+                           gguf_path(g), key, used, ne);
+    /* Mixtral's experts are feed_forward_length wide; Qwen3-MoE's have their own key (llama.cpp
+     * falls back to feed_forward_length / expert_used_count) */
+    uint32_t def = (hp->arch->flags & ARCH_MOE) ? (uint32_t)hp->ffn / used : (uint32_t)hp->ffn;
+    snprintf(key, sizeof key, "%s.expert_feed_forward_length", arch);
+    if ((rc = gguf_get_u32_def(g, key, def, &width, err))) return rc;
+    if (width == 0 || width > (1u << 24))
+        return sol_err_set(err, -EINVAL, "%s: key %s: expert width %u is out of range",
+                           gguf_path(g), key, width);
+    if ((rc = get_f32_opt(g, arch, "expert_weights_scale", 0.0f, &hp->expert_w_scale, err)))
+        return rc;
+    if ((rc = refuse_expert_key(g, arch, "expert_shared_count", 0, 0, "shared experts", err)) ||
+        (rc = refuse_expert_key(g, arch, "expert_group_count", 0, 1, "expert groups", err)) ||
+        (rc = refuse_expert_key(g, arch, "expert_gating_func", 1, 1,
+                                "the router's gating is softmax, 1", err)))
+        return rc;
+    hp->n_expert = (int32_t)ne;
+    hp->n_expert_used = (int32_t)used;
+    hp->ffn_exp = (int32_t)width;
+    return 0;
+}
+
 static int load_hparams(model_rank *m, sol_err *err) {
     const gguf_file *g = m->gguf;
     const char *arch = NULL;
@@ -158,7 +217,7 @@ static int load_hparams(model_rank *m, sol_err *err) {
                            gguf_path(g));
     if (rc) return rc;
     model_hparams *hp = &m->hp;
-    char names[128];
+    char names[128], key[128];
     model_arch_names(names, sizeof names, NULL);
     if (!(hp->arch = model_arch_find(arch)))
         return sol_err_set(err, -ENOTSUP,
@@ -168,10 +227,14 @@ static int load_hparams(model_rank *m, sol_err *err) {
     if ((rc = get_u32_req(g, arch, "embedding_length", &hp->dim, err)) ||
         (rc = get_u32_req(g, arch, "block_count", &hp->n_layers, err)) ||
         (rc = get_u32_req(g, arch, "attention.head_count", &hp->n_heads, err)) ||
-        (rc = get_u32_req(g, arch, "feed_forward_length", &hp->ffn, err)) ||
         (rc = get_u32_req(g, arch, "context_length", &hp->ctx_len, err)))
         return rc;
-    char key[128];
+    /* a mixture-of-experts architecture may have no dense FFN width (llama.cpp reads it as
+     * optional; the expert width is its own key) */
+    if (!(hp->arch->flags & ARCH_MOE) ||
+        gguf_get_kv(g, (snprintf(key, sizeof key, "%s.feed_forward_length", arch), key)))
+        if ((rc = get_u32_req(g, arch, "feed_forward_length", &hp->ffn, err))) return rc;
+    if ((rc = load_experts(m, arch, err))) return rc;
     snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
     uint32_t kvh = (uint32_t)hp->n_heads;
     if ((rc = gguf_get_u32_def(g, key, kvh, &kvh, err))) return rc;
@@ -249,7 +312,13 @@ static int plan_shard(model_rank *m, int rank, int n, sol_tp_comm *comm, sol_err
                            "%s: worker.tensor_parallel %d neither divides "
                            "%s.attention.head_count_kv %d nor is a multiple of it",
                            f, n, a, hp->n_kv_heads);
-    if (hp->ffn % n)
+    if (hp->n_expert && hp->ffn_exp % n)
+        return sol_err_set(err, -EINVAL,
+                           "%s: worker.tensor_parallel %d does not divide "
+                           "%s.expert_feed_forward_length %d (each expert is split as the dense "
+                           "FFN)",
+                           f, n, a, hp->ffn_exp);
+    if (!hp->n_expert && hp->ffn % n)
         return sol_err_set(
             err, -EINVAL, "%s: worker.tensor_parallel %d does not divide %s.feed_forward_length %d",
             f, n, a, hp->ffn);
@@ -264,6 +333,8 @@ static int plan_shard(model_rank *m, int rank, int n, sol_tp_comm *comm, sol_err
     sh->kv_dim = sh->kv_heads * hp->head_dim;
     sh->ffn = hp->ffn / n;
     sh->ffn0 = rank * sh->ffn;
+    sh->ffn_exp = hp->ffn_exp / n;
+    sh->ffn_exp0 = rank * sh->ffn_exp;
     sh->vocab0 = (int)((int64_t)hp->n_vocab * rank / n);
     sh->vocab = (int)((int64_t)hp->n_vocab * (rank + 1) / n) - sh->vocab0;
     return 0;
@@ -303,31 +374,60 @@ static int copy_slice(model_rank *m, const char *name, sol_weight *w, const slic
     return 0;
 }
 
-/* A 2-D weight [cols, rows] in GGUF terms (ne0 = cols); sl: the part this rank holds (NULL:
- * all of it). Row slices point into the file; column slices are copied. */
+/* The matrix of `rows` x `cols` at `data` (of tensor t; one expert's part of a 3-D one);
+ * sl: the part this rank holds (NULL: all of it). Row slices point into the file; column slices
+ * are copied. */
+static int bind_view(model_rank *m, const gguf_tensor *t, const void *data, int64_t cols,
+                     int64_t rows, const slice *sl, sol_weight *w, sol_err *err) {
+    int rc;
+    w->type = t->type;
+    w->rows = rows;
+    w->cols = cols;
+    w->data = data;
+    w->row_bytes = sol_dtype_row_bytes(t->type, cols);
+    if (w->row_bytes == 0)
+        return sol_err_set(err, -EINVAL,
+                           "%s: tensor %s: row of %lld elements is not a whole number of %s "
+                           "blocks",
+                           gguf_path(m->gguf), t->name, (long long)cols, sol_dtype_name(t->type));
+    if (sl) {
+        w->data = (const char *)w->data + (size_t)sl->row0 * w->row_bytes;
+        w->rows = sl->nrows;
+        if ((sl->ncols < cols || sl->copy) && (rc = copy_slice(m, t->name, w, sl, err))) return rc;
+    }
+    if ((rc = sol_weight_prepare(m->be, w)))
+        return sol_err_set(err, rc, "%s: tensor %s: %s", gguf_path(m->gguf), t->name,
+                           m->be->err.msg);
+    return 0;
+}
+
+/* A 2-D weight [cols, rows] in GGUF terms (ne0 = cols); sl as bind_view's. */
 static int bind_weight(model_rank *m, const char *name, int64_t cols, int64_t rows, const slice *sl,
                        sol_weight *w, sol_err *err) {
     int rc;
     if ((rc = gguf_expect_tensor(m->gguf, name, 2, cols, rows, err))) return rc;
     if ((rc = gguf_expect_type(m->gguf, name, MODEL_WEIGHT_TYPES, err))) return rc;
     const gguf_tensor *t = gguf_tensor_find(m->gguf, name);
-    w->type = t->type;
-    w->rows = rows;
-    w->cols = cols;
-    w->data = t->data;
-    w->row_bytes = sol_dtype_row_bytes(t->type, cols);
-    if (w->row_bytes == 0)
-        return sol_err_set(err, -EINVAL,
-                           "%s: tensor %s: row of %lld elements is not a whole number of %s "
-                           "blocks",
-                           gguf_path(m->gguf), name, (long long)cols, sol_dtype_name(t->type));
-    if (sl) {
-        w->data = (const char *)w->data + (size_t)sl->row0 * w->row_bytes;
-        w->rows = sl->nrows;
-        if ((sl->ncols < cols || sl->copy) && (rc = copy_slice(m, name, w, sl, err))) return rc;
-    }
-    if ((rc = sol_weight_prepare(m->be, w)))
-        return sol_err_set(err, rc, "%s: tensor %s: %s", gguf_path(m->gguf), name, m->be->err.msg);
+    return bind_view(m, t, t->data, cols, rows, sl, w, err);
+}
+
+/* A 3-D [cols, rows, n_expert] tensor as one weight per expert (ws[e]: expert e's rows x cols
+ * matrix, this rank's slice sl of it). */
+static int bind_experts(model_rank *m, const char *name, int64_t cols, int64_t rows,
+                        const slice *sl, sol_weight **ws, sol_err *err) {
+    int64_t ne = m->hp.n_expert;
+    int rc;
+    if ((rc = gguf_expect_shape(m->gguf, name, 3, (const int64_t[]){cols, rows, ne}, err)) ||
+        (rc = gguf_expect_type(m->gguf, name, MODEL_WEIGHT_TYPES, err)))
+        return rc;
+    const gguf_tensor *t = gguf_tensor_find(m->gguf, name);
+    if (!(*ws = calloc((size_t)ne, sizeof **ws)))
+        return sol_err_set(err, -ENOMEM, "out of memory for %s", name);
+    size_t per = sol_dtype_row_bytes(t->type, cols) * (size_t)rows;
+    for (int64_t e = 0; e < ne; e++)
+        if ((rc = bind_view(m, t, (const char *)t->data + (size_t)e * per, cols, rows, sl,
+                            &(*ws)[e], err)))
+            return rc;
     return 0;
 }
 
@@ -352,6 +452,26 @@ static int bind_norm(model_rank *m, const char *name, int64_t dim, const float *
     return bind_vec(m, name, dim, 0, dim, out, err);
 }
 
+/* Layer l's mixture of experts: the router (whole on every rank: each picks the same experts)
+ * and this rank's columns of every expert (gate/up rows, down columns), as the dense FFN. */
+static int bind_moe(model_rank *m, int l, sol_err *err) {
+    const model_hparams *hp = &m->hp;
+    const model_shard *sh = &m->sh;
+    layer_weights *L = &m->layers[l];
+    slice up = {sh->ffn_exp0, sh->ffn_exp, 0, hp->dim, 0};
+    slice down = {0, hp->dim, sh->ffn_exp0, sh->ffn_exp, 0};
+    char n[GGUF_MAX_NAME + 1];
+    int rc;
+    snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.weight", l);
+    if ((rc = bind_weight(m, n, hp->dim, hp->n_expert, NULL, &L->w_router, err))) return rc;
+    snprintf(n, sizeof n, "blk.%d.ffn_gate_exps.weight", l);
+    if ((rc = bind_experts(m, n, hp->dim, hp->ffn_exp, &up, &L->e_gate, err))) return rc;
+    snprintf(n, sizeof n, "blk.%d.ffn_up_exps.weight", l);
+    if ((rc = bind_experts(m, n, hp->dim, hp->ffn_exp, &up, &L->e_up, err))) return rc;
+    snprintf(n, sizeof n, "blk.%d.ffn_down_exps.weight", l);
+    return bind_experts(m, n, hp->ffn_exp, hp->dim, &down, &L->e_down, err);
+}
+
 static int bind_layer(model_rank *m, int l, sol_err *err) {
     const model_hparams *hp = &m->hp;
     const model_shard *sh = &m->sh;
@@ -373,9 +493,13 @@ static int bind_layer(model_rank *m, int l, sol_err *err) {
     W("attn_k", hp->dim, kv_dim, &kv, &L->wk);
     W("attn_v", hp->dim, kv_dim, &kv, &L->wv);
     W("attn_output", hp->q_dim, hp->dim, &o, &L->wo);
-    W("ffn_gate", hp->dim, hp->ffn, &up, &L->w_gate);
-    W("ffn_up", hp->dim, hp->ffn, &up, &L->w_up);
-    W("ffn_down", hp->ffn, hp->dim, &down, &L->w_down);
+    if (hp->n_expert) {
+        if ((rc = bind_moe(m, l, err))) return rc;
+    } else {
+        W("ffn_gate", hp->dim, hp->ffn, &up, &L->w_gate);
+        W("ffn_up", hp->dim, hp->ffn, &up, &L->w_up);
+        W("ffn_down", hp->ffn, hp->dim, &down, &L->w_down);
+    }
 #undef W
 #define V(suffix, len, off, part, dst)                                                             \
     do {                                                                                           \
@@ -465,13 +589,43 @@ model_rank *rank_load(const char *path, int gguf_flags, sol_backend *be, int ran
 
 static void scratch_free(model_rank *m) {
     model_scratch *s = &m->s;
-    float **bufs[] = {&s->x, &s->xb, &s->xb2, &s->q,  &s->att,   &s->k,
-                      &s->v, &s->hb, &s->hb2, &s->xl, &s->logits};
+    float **bufs[] = {&s->x,   &s->xb, &s->xb2,    &s->q,        &s->att, &s->k,  &s->v,   &s->hb,
+                      &s->hb2, &s->xl, &s->logits, &s->r_logits, &s->ex,  &s->eh, &s->eh2, &s->ey};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         if (*bufs[i]) sol_buf_free(m->be, *bufs[i]);
         *bufs[i] = NULL;
     }
+    free(s->h_logits);
+    free(s->h_w);
+    free(s->h_rows);
+    free(s->h_pos);
+    free(s->h_count);
+    s->h_logits = s->h_w = NULL;
+    s->h_rows = s->h_pos = s->h_count = NULL;
     s->cap_tokens = s->cap_logits = 0;
+}
+
+/* A mixture of experts' scratch for n tokens (none for a dense model): the router's logits on
+ * the backend and the host, and the n*k rows each token's chosen experts read and write. */
+static int moe_scratch(model_rank *m, size_t n) {
+    const model_hparams *hp = &m->hp;
+    model_scratch *s = &m->s;
+    if (!hp->n_expert) return 0;
+    size_t nk = n * (size_t)hp->n_expert_used, f = sizeof(float), ne = (size_t)hp->n_expert;
+    s->r_logits = sol_buf_alloc(m->be, n * ne * f);
+    s->ex = sol_buf_alloc(m->be, nk * (size_t)hp->dim * f);
+    s->ey = sol_buf_alloc(m->be, nk * (size_t)hp->dim * f);
+    s->eh = sol_buf_alloc(m->be, nk * (size_t)m->sh.ffn_exp * f);
+    s->eh2 = sol_buf_alloc(m->be, nk * (size_t)m->sh.ffn_exp * f);
+    s->h_logits = malloc(n * ne * f);
+    s->h_w = malloc(nk * f);
+    s->h_rows = malloc(nk * sizeof(int32_t));
+    s->h_pos = malloc(nk * sizeof(int32_t));
+    s->h_count = malloc(ne * sizeof(int32_t));
+    return s->r_logits && s->ex && s->ey && s->eh && s->eh2 && s->h_logits && s->h_w && s->h_rows &&
+                   s->h_pos && s->h_count
+               ? 0
+               : -ENOMEM;
 }
 
 int rank_reserve(model_rank *m, int max_tokens, int max_logits, sol_err *err) {
@@ -493,12 +647,13 @@ int rank_reserve(model_rank *m, int max_tokens, int max_logits, sol_err *err) {
     s->att = sol_buf_alloc(be, n * sh->q_dim * f);
     s->k = sol_buf_alloc(be, n * kv_dim * f);
     s->v = sol_buf_alloc(be, n * kv_dim * f);
-    s->hb = sol_buf_alloc(be, n * sh->ffn * f);
-    s->hb2 = sol_buf_alloc(be, n * sh->ffn * f);
+    size_t ffn = sh->ffn > 0 ? (size_t)sh->ffn : 1; /* a mixture may have no dense width */
+    s->hb = sol_buf_alloc(be, n * ffn * f);
+    s->hb2 = sol_buf_alloc(be, n * ffn * f);
     s->xl = sol_buf_alloc(be, (size_t)max_logits * hp->dim * f);
     s->logits = sol_buf_alloc(be, (size_t)max_logits * sh->vocab * f);
     if (!s->x || !s->xb || !s->xb2 || !s->q || !s->att || !s->k || !s->v || !s->hb || !s->hb2 ||
-        !s->xl || !s->logits) {
+        !s->xl || !s->logits || moe_scratch(m, n)) {
         scratch_free(m);
         return sol_err_set(err, -ENOMEM,
                            "out of %s memory for activations of %d tokens (%.1f MiB): lower "
@@ -511,6 +666,8 @@ int rank_reserve(model_rank *m, int max_tokens, int max_logits, sol_err *err) {
     s->cap_tokens = max_tokens;
     s->cap_logits = max_logits;
     int64_t max_dim = sh->ffn > sh->vocab ? sh->ffn : sh->vocab;
+    if (max_dim < sh->ffn_exp) max_dim = sh->ffn_exp;
+    if (max_dim < hp->n_expert) max_dim = hp->n_expert;
     if (max_dim < hp->dim) max_dim = hp->dim;
     if (max_dim < sh->q_dim) max_dim = sh->q_dim;
     if (sol_reserve(be, max_tokens, max_dim))
@@ -524,6 +681,11 @@ void rank_free(model_rank *m) {
     for (int i = 0; i < m->n_owned; i++)
         free(m->owned[i]);
     free(m->owned);
+    for (int l = 0; m->layers && l < m->hp.n_layers; l++) {
+        free(m->layers[l].e_gate);
+        free(m->layers[l].e_up);
+        free(m->layers[l].e_down);
+    }
     free(m->layers);
     free(m->swa);
     gguf_close(m->gguf);

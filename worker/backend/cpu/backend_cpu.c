@@ -290,6 +290,32 @@ static int cpu_get_rows(sol_backend *be, const float *src, int64_t width, const 
     return 0;
 }
 
+static int cpu_moe_combine(sol_backend *be, const float *src, int64_t width, const int32_t *rows,
+                           const float *w, int n, int k, int64_t src_rows, float *out) {
+    if (width <= 0 || n < 0 || k < 1)
+        return sol_err_set(&be->err, -EINVAL, "cpu moe_combine: width %lld, n %d, k %d",
+                           (long long)width, n, k);
+    for (int64_t i = 0; i < (int64_t)n * k; i++)
+        if (rows[i] < 0 || rows[i] >= src_rows)
+            return sol_err_set(&be->err, -EINVAL,
+                               "cpu moe_combine: row %lld is %d, outside [0, %lld)", (long long)i,
+                               rows[i], (long long)src_rows);
+    for (int t = 0; t < n; t++) {
+        float *o = out + (size_t)t * width;
+        const int32_t *r = rows + (size_t)t * k;
+        const float *wt = w + (size_t)t * k;
+        const float *s0 = src + (size_t)r[0] * width;
+        for (int64_t c = 0; c < width; c++)
+            o[c] = wt[0] * s0[c];
+        for (int j = 1; j < k; j++) {
+            const float *sj = src + (size_t)r[j] * width;
+            for (int64_t c = 0; c < width; c++)
+                o[c] += wt[j] * sj[c];
+        }
+    }
+    return 0;
+}
+
 static int cpu_allreduce(sol_backend *be, sol_tp_comm *comm, int rank, float *x, int64_t n_elems) {
     return sol_tp_allreduce(comm, rank, x, n_elems, &be->err);
 }
@@ -318,6 +344,7 @@ static const sol_backend_ops cpu_ops = {
     .add = cpu_add,
     .embed = cpu_embed,
     .get_rows = cpu_get_rows,
+    .moe_combine = cpu_moe_combine,
     .kv_alloc = cpu_kv_alloc,
     .kv_free = cpu_kv_free,
     .kv_write = cpu_kv_write,

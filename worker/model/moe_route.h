@@ -1,0 +1,23 @@
+/* moe_route: a mixture of experts' routing on the host - each token's top-k experts and their
+ * weights from the router's logits, then the tokens grouped by expert for one matmul each. */
+#ifndef SOL_MOE_ROUTE_H
+#define SOL_MOE_ROUTE_H
+
+#include <stdint.h>
+
+enum { MOE_MAX_EXPERTS = 512 }; /* expert_count bound (Qwen3-235B and gpt-oss-120b: 128) */
+
+/* Token t's k experts (sel[t*k + j], highest probability first; a tie goes to the lower index)
+ * and weights (w[t*k + j]) from its logits (n x n_expert): softmax over every expert, top-k, the
+ * k probabilities renormalized to sum 1 (the sum clamped below at F16's smallest normal, as
+ * llama.cpp does), then times scale unless scale is 0 or 1. */
+void moe_route(const float *logits, int n, int n_expert, int k, float scale, float *w,
+               int32_t *sel);
+
+/* Groups the n*k choices by expert, in expert order and token order within one: rows[i] (i in
+ * 0..n*k) is the token of the i-th grouped row; sel is rewritten in place to where choice
+ * t*k + j landed among them; end[e] is one past expert e's last row (its rows start at
+ * end[e - 1], or 0). */
+void moe_group(int32_t *sel, int n, int k, int n_expert, int32_t *rows, int32_t *end);
+
+#endif
