@@ -62,8 +62,9 @@ static int plan(const gguf_file *g, quant_policy *p, qjob *j, int64_t *max_ne0, 
     p->tied = gguf_tensor_find(g, "output.weight") == NULL;
     for (int i = 0; i < n; i++) {
         int l = -1;
-        if (sscanf(gguf_tensor_at(g, i)->name, "blk.%d.", &l) == 1 && l + 1 > p->n_layers)
-            p->n_layers = l + 1;
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        if (sscanf(t->name, "blk.%d.", &l) == 1 && l + 1 > p->n_layers) p->n_layers = l + 1;
+        if (t->n_dims == 3 && strstr(t->name, "_exps.")) p->n_expert = (int)t->ne[2];
     }
     for (int i = 0; i < n; i++) {
         const gguf_tensor *t = gguf_tensor_at(g, i);

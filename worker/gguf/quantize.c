@@ -78,8 +78,15 @@ static sol_dtype k_mix_type(const quant_policy *p, const char *name) {
     if (!strncmp(name, "output.", 7) || (p->tied && !strncmp(name, "token_embd.", 11)))
         return SOL_DT_Q6_K;
     int layer = -1, at = 0;
-    if (sscanf(name, "blk.%d.%n", &layer, &at) == 1 && at > 0 && layer >= 0 &&
-        (!strcmp(name + at, "attn_v.weight") || !strcmp(name + at, "ffn_down.weight")) &&
+    if (sscanf(name, "blk.%d.%n", &layer, &at) != 1 || at == 0 || layer < 0) return p->base;
+    const char *s = name + at;
+    /* llama.cpp gives an 8-expert model (Mixtral 8x7B's shape) Q8_0 attention k and v */
+    if (p->n_expert == 8 && (!strcmp(s, "attn_k.weight") || !strcmp(s, "attn_v.weight")))
+        return SOL_DT_Q8_0;
+    if (p->n_expert == 8 && p->base == SOL_DT_Q4_K && !strcmp(s, "attn_output.weight"))
+        return SOL_DT_Q5_K; /* and Q5_K attn_output in its Q4_K_M */
+    if ((!strcmp(s, "attn_v.weight") || !strcmp(s, "ffn_down.weight") ||
+         !strcmp(s, "ffn_down_exps.weight")) &&
         more_bits_layer(layer, p->n_layers))
         return SOL_DT_Q6_K;
     return p->base;
@@ -94,7 +101,8 @@ sol_dtype quant_choose(quant_policy *p, const gguf_tensor *t) {
             p->keep[i].hits++;
             decided = 1;
         }
-    if (!decided && t->n_dims < 2)
+    /* vectors, and a mixture of experts' router, stay F32 (llama.cpp never quantizes either) */
+    if (!decided && (t->n_dims < 2 || strstr(t->name, "ffn_gate_inp.weight")))
         want = SOL_DT_F32;
     else if (!decided && p->mixed && p->base == SOL_DT_Q4_0 && is_head_or_embd(t->name))
         want = SOL_DT_Q8_0;

@@ -24,10 +24,12 @@ typedef struct quant_policy {
     int mixed;      /* 1: token_embd and output stay Q8_0 when base is Q4_0 (the default) */
     /* K-quant mixes (q4_k_m, q5_k_m), as llama.cpp's: the head (or the tied embeddings) and the
      * attn_v / ffn_down of the "more bits" layers (the first and last eighth of the layers and
-     * every third between) get Q6_K. */
+     * every third between) get Q6_K (ffn_down_exps too); with 8 experts attn_k / attn_v get
+     * Q8_0 and, in Q4_K_M, attn_output Q5_K. */
     int k_mix;
     int n_layers;      /* for k_mix: <arch>.block_count of the input */
     int tied;          /* the input has no output.weight: token_embd is also the head */
+    int n_expert;      /* for k_mix: the experts per layer (ffn_gate_exps' third dimension) */
     uint32_t file_type; /* general.file_type written for the whole model */
     quant_rule keep[QUANT_MAX_KEEP];
     int n_keep;

@@ -520,6 +520,36 @@ static void test_rmsnorm_silu_add(void **state) {
     for_each_target(rmsnorm_silu_add);
 }
 
+/* moe_combine: each token's k rows weighted and summed in rank order (the reference in the same
+ * float order: exact), and a row outside the source refused. */
+static void moe_combine(const char *spec) {
+    sol_backend *be = backend_for(spec, 1);
+    enum { N = 3, K = 3, D = 40, SRC = N * K };
+    float src[SRC * D], out[N * D], w[N * K];
+    fill(src, SRC * D), fill(w, N * K);
+    const int32_t rows[N * K] = {4, 0, 8, 2, 7, 1, 6, 3, 5};
+    assert_int_equal(sol_moe_combine(be, src, D, rows, w, N, K, SRC, out), 0);
+    for (int t = 0; t < N; t++)
+        for (int c = 0; c < D; c++) {
+            float want = w[t * K] * src[rows[t * K] * D + c];
+            for (int j = 1; j < K; j++) {
+                float p = w[t * K + j] * src[rows[t * K + j] * D + c];
+                want += p;
+            }
+            if (out[t * D + c] != want)
+                fail_msg("%s moe_combine token %d col %d: %g, want %g", spec, t, c, out[t * D + c],
+                         want);
+        }
+    assert_int_equal(sol_moe_combine(be, src, D, rows, w, N, K, SRC - 1, out), -EINVAL);
+    assert_non_null(strstr(be->err.msg, "outside"));
+    sol_backend_free(be);
+}
+
+static void test_moe_combine(void **state) {
+    (void)state;
+    for_each_target(moe_combine);
+}
+
 static double ref_inv_freq(const sol_rope_params *p, int i, int hd) {
     double f = 1.0 / pow(p->freq_base, 2.0 * i / hd);
     if (p->freq_scale > 0) f *= p->freq_scale;
@@ -923,6 +953,7 @@ int main(void) {
         cmocka_unit_test(test_kquant_llamacpp_order),
         cmocka_unit_test(test_rmsnorm_silu_add),
         cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_moe_combine),
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_paged_attention),
         cmocka_unit_test(test_kv_copy_blocks),

@@ -350,6 +350,16 @@ static void test_elementwise(void **state) {
     const int32_t bad_row = N;
     assert_int_equal(sol_get_rows(be, od, D, &bad_row, 1, N, ad), -EINVAL);
     assert_non_null(strstr(be->err.msg, "outside"));
+    /* moe_combine of the embedded rows, two tokens of three choices: the CPU's bits (products
+     * and sums rounded one at a time on both) */
+    const int32_t mrows[6] = {4, 0, 2, 1, 1, 3};
+    const float mw[6] = {0.5f, 0.3f, 0.2f, 0.7f, 0.1f, 0.2f};
+    assert_int_equal(sol_moe_combine(cpu, want, D, mrows, mw, 2, 3, N, rows_want), 0);
+    assert_int_equal(sol_moe_combine(be, od, D, mrows, mw, 2, 3, N, ad), 0);
+    got = get(be, ad, 2 * D);
+    expect_close("moe_combine", got, rows_want, 2 * D, 0);
+    free(got);
+    assert_int_equal(sol_moe_combine(be, od, D, mrows, mw, 2, 3, 4, ad), -EINVAL);
     sol_buf_free(be, ad), sol_buf_free(be, bd), sol_buf_free(be, od);
     free(a), free(b), free(w), free(tbl), free(tbl2);
     sol_backend_free(cpu);

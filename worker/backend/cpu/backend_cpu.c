@@ -307,10 +307,14 @@ static int cpu_moe_combine(sol_backend *be, const float *src, int64_t width, con
         const float *s0 = src + (size_t)r[0] * width;
         for (int64_t c = 0; c < width; c++)
             o[c] = wt[0] * s0[c];
+        /* product, then sum, as two statements: never contracted into an FMA, so the CUDA
+         * kernel (__fmul_rn, __fadd_rn) gives the same bits */
         for (int j = 1; j < k; j++) {
             const float *sj = src + (size_t)r[j] * width;
-            for (int64_t c = 0; c < width; c++)
-                o[c] += wt[j] * sj[c];
+            for (int64_t c = 0; c < width; c++) {
+                float p = wt[j] * sj[c];
+                o[c] += p;
+            }
         }
     }
     return 0;

@@ -781,6 +781,35 @@ static int cuda_add(sol_backend *be, const float *a, const float *y, float *o, i
     return cbe_after(b, "add");
 }
 
+/* The rows and weights are staged as one array (a second cbe_stage may grow the ring and free
+ * the first's copy). */
+static int cuda_moe_combine(sol_backend *be, const float *src, int64_t width, const int32_t *rows,
+                            const float *w, int n, int k, int64_t src_rows, float *out) {
+    cuda_backend *b = cbe_bind(be);
+    const char *op = "moe_combine";
+    if (width <= 0 || n < 0 || k < 1)
+        return cbe_fail(b, -EINVAL, op, "width %lld, n %d, k %d", (long long)width, n, k);
+    size_t nk = (size_t)n * (size_t)k, row = sizeof(float) * (size_t)width;
+    for (size_t i = 0; i < nk; i++)
+        if (rows[i] < 0 || rows[i] >= src_rows)
+            return cbe_fail(b, -EINVAL, op, "row %zu is %d, outside [0, %lld)", i, rows[i],
+                            (long long)src_rows);
+    if (!n) return 0;
+    int rc;
+    if ((rc = cbe_need_dev(b, src, row * (size_t)src_rows, op, "src")) ||
+        (rc = cbe_need_dev(b, out, row * (size_t)n, op, "out")))
+        return rc;
+    int32_t *rw = malloc(sizeof(int32_t) * 2 * nk);
+    if (!rw) return cbe_fail(b, -ENOMEM, op, "out of memory");
+    memcpy(rw, rows, sizeof(int32_t) * nk);
+    memcpy(rw + nk, w, sizeof(float) * nk);
+    const int32_t *rw_d = cbe_stage(b, rw, sizeof(int32_t) * 2 * nk, &rc);
+    free(rw);
+    if (rc) return rc;
+    rc = SOL_CUDA_FN(moe_combine)(src, width, rw_d, n, k, out, b->stream);
+    return rc ? cbe_fail(b, rc, op, "bad shape") : cbe_after(b, op);
+}
+
 static int cuda_embed(sol_backend *be, const sol_weight *table, const int32_t *ids, int n,
                       float *out) {
     cuda_backend *b = cbe_bind(be);
@@ -977,6 +1006,7 @@ static const sol_backend_ops cuda_ops = {
     .add = cuda_add,
     .embed = cuda_embed,
     .get_rows = cuda_get_rows,
+    .moe_combine = cuda_moe_combine,
     .kv_alloc = cbe_kv_alloc,
     .kv_free = cbe_kv_free,
     .kv_write = cbe_kv_write,

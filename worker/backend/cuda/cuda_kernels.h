@@ -64,6 +64,11 @@ enum {
     SOL_CUDA_BF16 = 30
 };
 
+/* k_moe.cu: out[t] = sum over j < k of w[t*k + j] * src[rows[t*k + j]] (width floats a row),
+ * summed in j order without FMA contraction (the CPU backend's bits); rw holds the n*k rows then
+ * the n*k weights' bits (one staged array). */
+int SOL_CUDA_FN(moe_combine)(const float *src, int64_t width, const int32_t *rw, int n, int k,
+                             float *out, void *stream);
 /* k_embed.cu: out[t] = row ids[t] of the table, dequantized (n x cols floats) with the CPU
  * backend's float steps. -ENOTSUP for a type it does not read. */
 int SOL_CUDA_FN(embed)(sol_cuda_wt table, const int32_t *ids, int n, float *out, void *stream);

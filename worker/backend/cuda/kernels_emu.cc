@@ -9,5 +9,6 @@
 #include "k_gemv.cu"
 #include "k_kv.cu"
 #include "k_mma.cu"
+#include "k_moe.cu"
 #include "k_norm.cu"
 #include "k_rope.cu"
