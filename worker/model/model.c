@@ -112,9 +112,13 @@ void model_describe(const model *m, char *buf, size_t cap) {
     int local = 0;
     for (int l = 0; m->r0->swa && l < m->r0->hp.n_layers; l++)
         local += m->r0->swa[l];
-    if (m->r0->hp.swa_window && used < cap)
-        snprintf(buf + used, cap - used, "; sliding window %d on %d of %d layers",
-                 m->r0->hp.swa_window, local, m->r0->hp.n_layers);
+    const model_hparams *hp = &m->r0->hp;
+    if (hp->swa_window && used < cap)
+        used += (size_t)snprintf(buf + used, cap - used, "; sliding window %d on %d of %d layers",
+                                 hp->swa_window, local, hp->n_layers);
+    if (hp->n_expert && used < cap) /* the work per token: attention plus k experts' FFN */
+        snprintf(buf + used, cap - used, "; %d experts, %d used per token, %d wide",
+                 hp->n_expert, hp->n_expert_used, hp->ffn_exp);
 }
 
 /* Ranks 0..n-1 of m's group (rank 0 is m itself). */
