@@ -42,7 +42,7 @@ static void bench_case(sol_backend *be, const char *isa, sol_dtype t, int64_t M,
         fprintf(stderr, "cannot map weights\n");
         return;
     }
-    sol_weight w = {t, M, K, data, rb, 0};
+    sol_weight w = {t, M, K, data, rb, 0, 0};
     if (sol_weight_prepare(be, &w)) { /* the layout a loaded model gets (Q4_0 repacked) */
         fprintf(stderr, "%s\n", be->err.msg);
         munmap(data, rb * (size_t)M);
@@ -92,7 +92,7 @@ static void bench_model(sol_backend *be, sol_dtype t, int n, int reps) {
             fprintf(stderr, "cannot map weights\n");
             exit(1);
         }
-        w[i] = (sol_weight){t, M, K, d, rb, 0};
+        w[i] = (sol_weight){t, M, K, d, rb, 0, 0};
         if (sol_weight_prepare(be, &w[i])) {
             fprintf(stderr, "%s\n", be->err.msg);
             exit(1);

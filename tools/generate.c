@@ -372,8 +372,9 @@ static int run(const gen_opts *o, int *no_backend, sol_err *err) {
         rc = err->code ? err->code : -EINVAL;
         goto out;
     }
-    fprintf(stderr, "loaded %s in %.2f s (%s)\n", o->model, sol_now_s() - t0,
-            o->no_mmap ? "read into memory" : "mmap");
+    fprintf(stderr, "loaded %s in %.2f s (%s); %.1f MiB of weights read per decoded token\n",
+            o->model, sol_now_s() - t0, o->no_mmap ? "read into memory" : "mmap",
+            (double)model_bytes_per_token(m) / 1048576.0);
     tok = tokenizer_from_gguf(model_gguf(m), err);
     if (!tok && (o->prompt || !o->print_tokens)) {
         rc = err->code ? err->code : -EINVAL;

@@ -38,7 +38,13 @@ typedef struct sol_weight {
      * CPU backend interleaves Q4_0 rows in groups of 8, in place); only that backend's ops may
      * read the data then, and every copy of the struct carries the flag. */
     uint32_t layout;
+    /* SOL_WEIGHT_EXPERT: one expert's matrix of a mixture (a slice of a 3-D tensor). Only the
+     * CPU backend's llama.cpp-compatible mode reads it: llama.cpp's MUL_MAT_ID runs its repacked
+     * Q4_K experts one token at a time (GEMV), never through the four-token GEMM. */
+    uint32_t flags;
 } sol_weight;
+
+enum { SOL_WEIGHT_EXPERT = 1u << 0 };
 
 /* RoPE settings. NORM mode (llama.cpp's for general.architecture=llama): pairs
  * (x[2i], x[2i+1]) are rotated by pos * theta_i, theta_i = freq_base^(-2i/head_dim). NEOX mode

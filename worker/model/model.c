@@ -117,8 +117,23 @@ void model_describe(const model *m, char *buf, size_t cap) {
         used += (size_t)snprintf(buf + used, cap - used, "; sliding window %d on %d of %d layers",
                                  hp->swa_window, local, hp->n_layers);
     if (hp->n_expert && used < cap) /* the work per token: attention plus k experts' FFN */
-        snprintf(buf + used, cap - used, "; %d experts, %d used per token, %d wide",
-                 hp->n_expert, hp->n_expert_used, hp->ffn_exp);
+        snprintf(buf + used, cap - used, "; %d experts, %d used per token, %d wide", hp->n_expert,
+                 hp->n_expert_used, hp->ffn_exp);
+}
+
+uint64_t model_bytes_per_token(const model *m) {
+    const model_hparams *hp = &m->r0->hp;
+    double bytes = 0;
+    for (int i = 0; i < gguf_n_tensors(m->r0->gguf); i++) {
+        const gguf_tensor *t = gguf_tensor_at(m->r0->gguf, i);
+        double b = (double)t->nbytes;
+        if (!strcmp(t->name, "token_embd.weight") && !hp->tied_output)
+            b /= (double)hp->n_vocab;
+        else if (strstr(t->name, "_exps."))
+            b = b * hp->n_expert_used / hp->n_expert;
+        bytes += b;
+    }
+    return (uint64_t)bytes;
 }
 
 /* Ranks 0..n-1 of m's group (rank 0 is m itself). */

@@ -98,6 +98,10 @@ const char *model_name(const model *m);
  * (every tensor of the file counted by type). */
 void model_describe(const model *m, char *buf, size_t cap);
 
+/* The weight bytes one decoded token reads: every matrix but the embedding table (one row), a
+ * mixture's experts at k / n_expert of theirs (the roofline's bytes, docs/benchmarks.md). */
+uint64_t model_bytes_per_token(const model *m);
+
 /* Size activation scratch for batches of up to max_tokens tokens, max_logits of which want
  * logits. Called once at start-up (model_forward grows scratch itself if it was not). */
 int model_reserve(model *m, int max_tokens, int max_logits, sol_err *err);

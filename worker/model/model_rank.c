@@ -424,10 +424,12 @@ static int bind_experts(model_rank *m, const char *name, int64_t cols, int64_t r
     if (!(*ws = calloc((size_t)ne, sizeof **ws)))
         return sol_err_set(err, -ENOMEM, "out of memory for %s", name);
     size_t per = sol_dtype_row_bytes(t->type, cols) * (size_t)rows;
-    for (int64_t e = 0; e < ne; e++)
+    for (int64_t e = 0; e < ne; e++) {
+        (*ws)[e].flags = SOL_WEIGHT_EXPERT;
         if ((rc = bind_view(m, t, (const char *)t->data + (size_t)e * per, cols, rows, sl,
                             &(*ws)[e], err)))
             return rc;
+    }
     return 0;
 }
 
@@ -440,7 +442,7 @@ static int bind_vec(model_rank *m, const char *name, int64_t dim, int64_t off, i
     /* As a 1 x len weight, so a device backend uploads it like the matrices (the CPU backend
      * leaves F32 where it lies). */
     const float *data = (const float *)gguf_tensor_find(m->gguf, name)->data + off;
-    sol_weight w = {SOL_DT_F32, 1, len, data, (size_t)len * sizeof(float), 0};
+    sol_weight w = {SOL_DT_F32, 1, len, data, (size_t)len * sizeof(float), 0, 0};
     if ((rc = sol_weight_prepare(m->be, &w)))
         return sol_err_set(err, rc, "%s: tensor %s: %s", gguf_path(m->gguf), name, m->be->err.msg);
     *out = w.data;

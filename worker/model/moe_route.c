@@ -1,7 +1,9 @@
-/* moe_route: see moe_route.h. The float order follows llama.cpp's build_moe_ffn for the
- * softmax-gated architectures (Mixtral, Qwen3-MoE): the probabilities come from a softmax of all
- * logits (max subtracted, the sum in double as ggml's soft_max), the selected ones are summed
- * in rank order and divided by that sum. */
+/* moe_route: see moe_route.h. The float order is llama.cpp's build_moe_ffn for the
+ * softmax-gated architectures (Mixtral, Qwen3-MoE) on its CPU build, to the bit: the
+ * probabilities from ggml's soft_max, the selected ones summed in double (ggml_sum_rows) and
+ * divided by that sum. A weight a ulp off
+ * would pass through the next layer's quantized activations as a different rounding now and
+ * then, and leave llama.cpp's greedy path (docs/models.md, "Mixtures of experts"). */
 #include "moe_route.h"
 
 #include <math.h>
@@ -10,19 +12,26 @@
 /* F16's smallest normal: llama.cpp's floor for the renormalizing sum. */
 static const float k_min_sum = 6.103515625e-5f;
 
-static void route_one(const float *lg, int n_expert, int k, float scale, float *w, int32_t *sel) {
+/* ggml's soft_max of a row as llama.cpp's CPU build runs it for the router (measured: libm's
+ * expf, not its vectorized one): the max subtracted, the sum in double, the row scaled by the
+ * sum's inverse. */
+static void softmax(const float *lg, int n, float *p) {
     float mx = lg[0];
-    for (int e = 1; e < n_expert; e++)
+    for (int e = 1; e < n; e++)
         if (lg[e] > mx) mx = lg[e];
     double sum = 0.0;
-    float p[MOE_MAX_EXPERTS];
-    for (int e = 0; e < n_expert; e++) {
+    for (int e = 0; e < n; e++) {
         p[e] = expf(lg[e] - mx);
         sum += p[e];
     }
     float inv = (float)(1.0 / sum);
-    for (int e = 0; e < n_expert; e++)
+    for (int e = 0; e < n; e++)
         p[e] *= inv;
+}
+
+static void route_one(const float *lg, int n_expert, int k, float scale, float *w, int32_t *sel) {
+    float p[MOE_MAX_EXPERTS];
+    softmax(lg, n_expert, p);
     /* top-k by selection: k is small (2..8 in the models served) */
     for (int j = 0; j < k; j++) {
         int best = -1;
@@ -35,9 +44,10 @@ static void route_one(const float *lg, int n_expert, int k, float scale, float *
         sel[j] = best;
         w[j] = p[best];
     }
-    float s = 0.0f;
+    double sd = 0.0; /* ggml_sum_rows adds in double */
     for (int j = 0; j < k; j++)
-        s += w[j];
+        sd += w[j];
+    float s = (float)sd;
     if (s < k_min_sum) s = k_min_sum;
     for (int j = 0; j < k; j++) {
         w[j] /= s;

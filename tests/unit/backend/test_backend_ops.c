@@ -149,7 +149,7 @@ static test_weight make_weight(sol_dtype t, int64_t rows, int64_t cols) {
         sol_dequantize_row(t, row, tw.deq + r * cols, cols);
     }
     free(src);
-    tw.w = (sol_weight){t, rows, cols, data, rb, 0};
+    tw.w = (sol_weight){t, rows, cols, data, rb, 0, 0};
     tw.owned = data;
     return tw;
 }
@@ -874,10 +874,10 @@ static void bad_inputs(const char *spec) {
     assert_int_equal(sol_paged_attention(be, kv, 0, k, out, 1, 3, 2, 8, 1.0f, &s), -EINVAL);
     assert_null(sol_kv_alloc(be, 1, 2, 4, 1, 8, SOL_DT_Q4_0));
     float w[64];
-    sol_weight bad = {SOL_DT_Q4_0, 2, 33, w, 18, 0};
+    sol_weight bad = {SOL_DT_Q4_0, 2, 33, w, 18, 0, 0};
     assert_int_equal(sol_matmul(be, &bad, k, out, 1), -EINVAL);
     assert_non_null(strstr(be->err.msg, "multiple of 32"));
-    bad = (sol_weight){(sol_dtype)99, 2, 32, w, 18, 0};
+    bad = (sol_weight){(sol_dtype)99, 2, 32, w, 18, 0, 0};
     assert_int_equal(sol_matmul(be, &bad, k, out, 1), -ENOTSUP);
     sol_backend_free(be);
 }

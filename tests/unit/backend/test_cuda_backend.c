@@ -133,7 +133,7 @@ static void check_matmul(sol_backend *cpu, sol_backend *be, sol_dtype t, int64_t
     size_t rb = sol_dtype_row_bytes(t, K), bytes = rb * (size_t)M;
     void *copy = malloc(bytes);
     memcpy(copy, rows, bytes);
-    sol_weight wc = {t, M, K, rows, rb, 0}, wd = {t, M, K, copy, rb, 0};
+    sol_weight wc = {t, M, K, rows, rb, 0, 0}, wd = {t, M, K, copy, rb, 0, 0};
     float *x = rnd_vec((size_t)n * K), *want = malloc(sizeof(float) * (size_t)n * M);
     int gemm = n > 16 && t != SOL_DT_F32;
     if (gemm) {
@@ -196,9 +196,9 @@ static void fused_counts(sol_backend *be, unsigned long *normq, unsigned long *g
 static void fused_case(sol_backend *be, sol_dtype t, int n) {
     enum { M = 40, M2 = 24, K = 512 };
     void *rows[3] = {make_rows(t, M, K), make_rows(t, M, K), make_rows(SOL_DT_Q8_0, M2, K)};
-    sol_weight w[3] = {{t, M, K, rows[0], sol_dtype_row_bytes(t, K), 0},
-                       {t, M, K, rows[1], sol_dtype_row_bytes(t, K), 0},
-                       {SOL_DT_Q8_0, M2, K, rows[2], sol_dtype_row_bytes(SOL_DT_Q8_0, K), 0}};
+    sol_weight w[3] = {{t, M, K, rows[0], sol_dtype_row_bytes(t, K), 0, 0},
+                       {t, M, K, rows[1], sol_dtype_row_bytes(t, K), 0, 0},
+                       {SOL_DT_Q8_0, M2, K, rows[2], sol_dtype_row_bytes(SOL_DT_Q8_0, K), 0, 0}};
     for (int i = 0; i < 3; i++)
         assert_int_equal(sol_weight_prepare(be, &w[i]), 0);
     const sol_weight *ws[3] = {&w[0], &w[1], &w[2]};
@@ -286,7 +286,7 @@ static void test_elementwise(void **state) {
     float *a = rnd_vec(N * D), *b = rnd_vec(N * D), *w = rnd_vec(D), want[N * D];
     float *ad = put(be, a, sizeof a[0] * N * D), *bd = put(be, b, sizeof b[0] * N * D);
     float *od = put(be, NULL, sizeof(float) * N * D);
-    sol_weight wv = {SOL_DT_F32, 1, D, w, sizeof(float) * D, 0};
+    sol_weight wv = {SOL_DT_F32, 1, D, w, sizeof(float) * D, 0, 0};
     assert_int_equal(sol_weight_prepare(be, &wv), 0);
     const float *wd = wv.data;
     /* each op on the CPU into want, on the device into od, then compared within 2e-6 relative:
@@ -332,7 +332,7 @@ static void test_elementwise(void **state) {
     void *tbl = make_rows(SOL_DT_Q4_K, 37, D),
          *tbl2 = malloc(sol_dtype_row_bytes(SOL_DT_Q4_K, D) * 37);
     memcpy(tbl2, tbl, sol_dtype_row_bytes(SOL_DT_Q4_K, D) * 37);
-    sol_weight tc = {SOL_DT_Q4_K, 37, D, tbl, sol_dtype_row_bytes(SOL_DT_Q4_K, D), 0}, td = tc;
+    sol_weight tc = {SOL_DT_Q4_K, 37, D, tbl, sol_dtype_row_bytes(SOL_DT_Q4_K, D), 0, 0}, td = tc;
     td.data = tbl2;
     assert_int_equal(sol_weight_prepare(be, &td), 0);
     assert_int_equal(sol_embed(cpu, &tc, ids, N, want), 0);
@@ -491,7 +491,7 @@ static void attention_then_o(sol_backend *be, sol_kv *kd, const float *qd, float
                              const sol_attn_seq *seqs) {
     enum { N = 5, H = 2, HD = 32, M = 48 };
     void *rows = make_rows(SOL_DT_Q4_0, M, H * HD);
-    sol_weight w = {SOL_DT_Q4_0, M, H * HD, rows, sol_dtype_row_bytes(SOL_DT_Q4_0, H * HD), 0};
+    sol_weight w = {SOL_DT_Q4_0, M, H * HD, rows, sol_dtype_row_bytes(SOL_DT_Q4_0, H * HD), 0, 0};
     assert_int_equal(sol_weight_prepare(be, &w), 0);
     float *r = rnd_vec(N * M), *y[2], *scratch = put(be, r, sizeof(float) * N * M);
     unsigned long nq, gl, att[3];
@@ -646,15 +646,16 @@ static void test_graphs(void **state) {
         c.xd = put(be, x0, sizeof(float) * GC_N * GC_D);
         c.yd = put(be, y0, sizeof(float) * GC_N * GC_D);
         c.od = put(be, NULL, sizeof(float) * GC_N * GC_D), c.big = put(be, NULL, 4 * 2048 * GC_N);
-        c.w = (sol_weight){SOL_DT_Q8_0, 8, 2048, NULL, sol_dtype_row_bytes(SOL_DT_Q8_0, 2048), 0};
+        c.w =
+            (sol_weight){SOL_DT_Q8_0, 8, 2048, NULL, sol_dtype_row_bytes(SOL_DT_Q8_0, 2048), 0, 0};
         void *copy = malloc(c.w.row_bytes * 8);
         memcpy(copy, wide, c.w.row_bytes * 8);
         c.w.data = copy;
         assert_int_equal(sol_weight_prepare(be, &c.w), 0);
         void *scopy = malloc(ws_bytes);
         memcpy(scopy, small, ws_bytes);
-        c.ws =
-            (sol_weight){SOL_DT_Q8_0, GC_D, GC_D, scopy, sol_dtype_row_bytes(SOL_DT_Q8_0, GC_D), 0};
+        c.ws = (sol_weight){SOL_DT_Q8_0, GC_D, GC_D, scopy, sol_dtype_row_bytes(SOL_DT_Q8_0, GC_D),
+                            0,           0};
         assert_int_equal(sol_weight_prepare(be, &c.ws), 0);
         unsigned long before[G_N], after[G_N];
         for (int s = 0; s < GC_STEPS; s++) {
@@ -726,7 +727,7 @@ static void replay_case_open(replay_case *c, sol_backend *be, const void *wo_row
     size_t rb = sol_dtype_row_bytes(SOL_DT_Q8_0, D);
     void *copy = malloc(rb * D);
     memcpy(copy, wo_rows, rb * D);
-    c->wo = (sol_weight){SOL_DT_Q8_0, D, D, copy, rb, 0};
+    c->wo = (sol_weight){SOL_DT_Q8_0, D, D, copy, rb, 0, 0};
     assert_int_equal(sol_weight_prepare(be, &c->wo), 0);
     free(copy); /* the backend holds its upload */
     /* every position of every sequence gets a K/V row, eagerly, before any step: the same rows
@@ -862,7 +863,7 @@ static void test_host_pointers_refused(void **state) {
     assert_non_null(strstr(be->err.msg, "x (256 bytes) is not inside a device buffer"));
     assert_int_equal(sol_add(be, d, d, host, 64), -EFAULT);
     assert_non_null(strstr(be->err.msg, "out"));
-    sol_weight raw = {SOL_DT_F32, 2, 32, w, 128, 0};
+    sol_weight raw = {SOL_DT_F32, 2, 32, w, 128, 0, 0};
     assert_int_equal(sol_matmul(be, &raw, d, d, 1), -EFAULT);
     assert_non_null(strstr(be->err.msg, "weight"));
     /* a buffer too small for the shape is caught as well (it would read past the end) */

@@ -281,7 +281,9 @@ static void mm_kquant_llamacpp(const cpu_mm_args *a, int64_t r0, int64_t r1, flo
     (void)scratch;
     const sol_weight *w = a->w;
     int64_t K = w->cols, M = w->rows, nb = K / SOL_QK_K;
-    int n_gemm = a->n - a->n % 4; /* llama.cpp's GEMM takes tokens four at a time */
+    /* llama.cpp's GEMM takes tokens four at a time; its experts never (SOL_WEIGHT_EXPERT: its
+     * MUL_MAT_ID runs the repacked GEMV per token) */
+    int n_gemm = w->flags & SOL_WEIGHT_EXPERT ? 0 : a->n - a->n % 4;
     for (int64_t r = r0; r < r1; r++)
         for (int t = 0; t < a->n; t++)
             a->y[(size_t)t * M + r] =
