@@ -1,30 +1,30 @@
 #!/usr/bin/env bash
 # Promise: mixtures of experts decode alike in Sol and llama.cpp. Five shapes: qwen3moe with 8
-# experts, top-2 (the 8-expert shape that llama.cpp's quantizer treats specially), qwen3moe with
-# 16 experts, top-4, one KV head, a head size other than dim / heads and an odd vocabulary (seed
-# 6: on seed 5's Q8_0 file with this prompt llama.cpp's batched prompt path and its own
-# token-at-a-time path disagree by 8.8e-2, and Sol matches the latter to 1e-9),
-# qwen3moe with every expert used and K of 512, qwen3moe with K of 1024,
-# and llama with 4 experts, top-2 (Mixtral's layout: experts as wide as feed_forward_length, no
-# expert width key). Each in every type sol-mkmodel writes (F32, F16, Q8_0, Q4_0) and in Q4_K_M
-# written by llama.cpp's own quantizer and by sol-quantize from the F16 file:
-# - in the llama.cpp-compatible mode (SOL_CPU_ATTN=llamacpp) the 32 greedy ids are identical and
-#   the last prompt position's logits agree within 1e-8 relative L2 (measured ~1.1e-9: the same
-#   bits but for llama.cpp's last rounding of the logits), except: 1e-6 for Q4_0 and for
-#   sol-quantize's Q4_K_M (measured up to 1.6e-7 and 1.8e-7, the latter on q3moe-8x4-1024
-#   only), 1e-3 for F32 weights (their dots sum in another order; measured up to 1e-5), 1e-2 for F16 weights (llama.cpp rounds their
-#   activations to F16, Sol keeps F32, as in peer_equivalence.sh; measured 3e-4) and 1e-2 for the
-#   files llama.cpp's quantizer wrote (measured ~1e-9 to 2e-7, but q3moe-16x4's at 3.7e-3: one
-#   activation on a rounding boundary, a flip the ids survive, the class peer_equivalence.sh
-#   notes for qwen2-odd; Sol's quantizer's file of the same shape agrees to 1e-9). Ids and
-#   logits this close also say the router chose the same experts for every token: one other
-#   expert among a token's k moves its logits by far more;
+# experts, top-2 (the 8-expert shape that llama.cpp's quantizer treats specially), qwen3moe with 16
+# experts, top-4, one KV head, a head size other than dim / heads and an odd vocabulary (seed 6: on
+# seed 5's Q8_0 file with this prompt llama.cpp's batched prompt path and its own token-at-a-time
+# path disagree by 8.8e-2, and Sol matches the latter to 1e-9), qwen3moe with every expert used and
+# K of 512, qwen3moe with K of 1024, and llama with 4 experts, top-2 (Mixtral's layout: experts as
+# wide as feed_forward_length, no expert width key). Each in every type sol-mkmodel writes (F32,
+# F16, Q8_0, Q4_0) and in Q4_K_M written by llama.cpp's own quantizer and by sol-quantize from the
+# F16 file:
+# - in the llama.cpp-compatible mode (SOL_CPU_ATTN=llamacpp) the 32 greedy ids are identical and the
+#   last prompt position's logits agree within 1e-8 relative L2 (measured ~1.1e-9: the same bits but
+#   for llama.cpp's last rounding of the logits), except: 1e-6 for Q4_0 and for sol-quantize's
+#   Q4_K_M (measured up to 1.6e-7 and 1.8e-7, the latter on q3moe-8x4-1024 only), 1e-3 for F32
+#   weights (their dots sum in another order; measured up to 1e-5), 1e-2 for F16 weights (llama.cpp
+#   rounds their activations to F16, Sol keeps F32, as in peer_equivalence.sh; measured 3e-4) and
+#   1e-2 for the files llama.cpp's quantizer wrote (measured ~1e-9 to 2e-7, but q3moe-16x4's at
+#   3.7e-3: one activation on a rounding boundary, a flip the ids survive, the class
+#   peer_equivalence.sh notes for qwen2-odd; Sol's quantizer's file of the same shape agrees to
+#   1e-9). Ids and logits this close also say the router chose the same experts for every token: one
+#   other expert among a token's k moves its logits by far more;
 # - in Sol's default mode the logits agree within 2e-2 (the F32 attention; ids reported);
-# - with tensor parallelism 2 (every expert split by columns, one all-reduce) the F32 file gives
-#   the 32 greedy ids of one rank and logits within 1e-4 of them (measured up to 7e-6). (F32:
-#   with Q8_0 activations the ranks' reordered partial sums, ~1e-7 apart, can put one element on the other side of a
-#   rounding step; mixtral-4x2's Q8_0 file does at layer 1, same experts chosen, 4e-3 of the
-#   logits, as a dense file can: peer_equivalence.sh's qwen2-odd note.)
+# - with tensor parallelism 2 (every expert split by columns, one all-reduce) the F32 file gives the
+#   32 greedy ids of one rank and logits within 1e-4 of them (measured up to 7e-6). (F32: with Q8_0
+#   activations the ranks' reordered partial sums, ~1e-7 apart, can put one element on the other
+#   side of a rounding step; mixtral-4x2's Q8_0 file does at layer 1, same experts chosen, 4e-3 of
+#   the logits, as a dense file can: peer_equivalence.sh's qwen2-odd note.)
 set -euo pipefail
 B=${SOL_BUILD:?}; S=${SOL_SOURCE:?}
 . "$S/tests/peer/compare.sh"
