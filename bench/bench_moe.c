@@ -131,10 +131,10 @@ static int experts(layer *L, int n) {
     if ((rc = sol_get_rows(be, L->xb, DIM, L->rows, n * TOP_K, n, L->ex))) return rc;
     for (int e = 0, at = 0; e < N_EXPERT; at = L->end[e++]) {
         int c = L->end[e] - at;
-        if (c && (rc = sol_matmul_many(be, (const sol_weight *[]){&L->gate[e], &L->up[e]},
-                                       (float *[]){L->eh + (size_t)at * FFN,
-                                                   L->eh2 + (size_t)at * FFN},
-                                       2, L->ex + (size_t)at * DIM, c)))
+        if (c &&
+            (rc = sol_matmul_many(be, (const sol_weight *[]){&L->gate[e], &L->up[e]},
+                                  (float *[]){L->eh + (size_t)at * FFN, L->eh2 + (size_t)at * FFN},
+                                  2, L->ex + (size_t)at * DIM, c)))
             return rc;
     }
     if ((rc = sol_silu_mul(be, L->eh, L->eh2, L->eh, (int64_t)n * TOP_K * FFN))) return rc;

@@ -22,19 +22,22 @@ typedef struct {
 
 static void usage(FILE *f) {
     fputs(
-        "usage: sol-quantize IN.gguf OUT.gguf --type q4_0|q8_0|q4_k_m|q5_k_m|q6_k\n"
+        "usage: sol-quantize IN.gguf OUT.gguf --type q4_0|q8_0|q4_k_m|q5_k_m|q6_k|mxfp4_moe\n"
         "                    [--keep PATTERN=TYPE ...] [--no-mixed] [--quiet]\n"
-        "Converts the 2-D weights of an F32/F16/BF16 GGUF to ggml's quantized layouts.\n"
+        "Converts the weights of an F32/F16/BF16 GGUF to ggml's quantized layouts.\n"
         "  --type T            q4_0, q8_0: every weight matrix (see --no-mixed);\n"
         "                      q4_k_m, q5_k_m: Q4_K / Q5_K with llama.cpp's mix (the head, and\n"
         "                      attn_v and ffn_down of the first and last eighth of the layers and\n"
-        "                      every third between, get Q6_K); q6_k: Q6_K throughout\n"
+        "                      every third between, get Q6_K); q6_k: Q6_K throughout;\n"
+        "                      mxfp4_moe: a mixture's expert tensors MXFP4, the rest Q8_0\n"
+        "                      (llama.cpp's MXFP4_MOE)\n"
         "  --keep PAT=TYPE     tensors whose name contains PAT (or matches the glob PAT) get\n"
-        "                      TYPE (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k); first\n"
+        "                      TYPE (f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, mxfp4); first\n"
         "                      matching rule wins; a rule that matches no tensor is an error\n"
         "  --no-mixed          with q4_0, quantize token_embd and output to q4_0 as well\n"
         "                      (default: they stay q8_0)\n"
-        "1-D tensors (norms) always stay f32; a row length the type's block does not divide gets\n"
+        "1-D tensors (norms) and a mixture's router (ffn_gate_inp) stay f32; a row length the\n"
+        "type's block does not divide gets\n"
         "q8_0 (or f16). All metadata is copied; general.file_type is set.\n",
         f);
 }

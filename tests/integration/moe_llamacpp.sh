@@ -6,11 +6,12 @@
 # path disagree by 8.8e-2, and Sol matches the latter to 1e-9), qwen3moe with every expert used and
 # K of 512, qwen3moe with K of 1024, and llama with 4 experts, top-2 (Mixtral's layout: experts as
 # wide as feed_forward_length, no expert width key). Each in every type sol-mkmodel writes (F32,
-# F16, Q8_0, Q4_0) and in Q4_K_M written by llama.cpp's own quantizer and by sol-quantize from the
-# F16 file:
+# F16, Q8_0, Q4_0), and in Q4_K_M and in MXFP4_MOE (experts MXFP4, the rest Q8_0; llama.cpp's file
+# type 38) each written by llama.cpp's own quantizer and by sol-quantize from the F16 file:
 # - in the llama.cpp-compatible mode (SOL_CPU_ATTN=llamacpp) the 32 greedy ids are identical and the
 #   last prompt position's logits agree within 1e-8 relative L2 (measured ~1.1e-9: the same bits but
-#   for llama.cpp's last rounding of the logits), except: 1e-6 for Q4_0 and for sol-quantize's
+#   for llama.cpp's last rounding of the logits; MXFP4_MOE files from both quantizers included,
+#   whose bytes are the same), except: 1e-6 for Q4_0 and for sol-quantize's
 #   Q4_K_M (measured up to 1.6e-7 and 1.8e-7, the latter on q3moe-8x4-1024 only), 1e-3 for F32
 #   weights (their dots sum in another order; measured up to 1e-5), 1e-2 for F16 weights (llama.cpp
 #   rounds their activations to F16, Sol keeps F32, as in peer_equivalence.sh; measured 3e-4) and
@@ -56,7 +57,9 @@ for s in "${shapes[@]}"; do
   done
   "$lq" "$work/$name-f16.gguf" "$work/$name-q4_k_m-lc.gguf" 15 >"$work/lq.log" 2>&1 || { tail -5 "$work/lq.log"; exit 1; }
   "$B/tools/sol-quantize" "$work/$name-f16.gguf" "$work/$name-q4_k_m-sol.gguf" --type q4_k_m --quiet
-  files+=("$work/$name-q4_k_m-lc" "$work/$name-q4_k_m-sol")
+  "$lq" "$work/$name-f16.gguf" "$work/$name-mxfp4_moe-lc.gguf" 38 >"$work/lq.log" 2>&1 || { tail -5 "$work/lq.log"; exit 1; }
+  "$B/tools/sol-quantize" "$work/$name-f16.gguf" "$work/$name-mxfp4_moe-sol.gguf" --type mxfp4_moe --quiet
+  files+=("$work/$name-q4_k_m-lc" "$work/$name-q4_k_m-sol" "$work/$name-mxfp4_moe-lc" "$work/$name-mxfp4_moe-sol")
 done
 for m in "${files[@]}"; do
   for mode in exact llamacpp; do gen "$m.gguf" $mode "$m.$mode"; done
@@ -67,7 +70,7 @@ node "$peer/llamacpp_ref.mjs" "$work/jobs.json"
 
 pass=0; fail=0
 for m in "${files[@]}"; do
-  ctol=1e-8; case $m in *-f16 | *-lc) ctol=0.01 ;; *-f32) ctol=1e-3 ;; *-q4_0 | *-sol) ctol=1e-6 ;; esac
+  ctol=1e-8; case $m in *-mxfp4_moe-*) ;; *-f16 | *-lc) ctol=0.01 ;; *-f32) ctol=1e-3 ;; *-q4_0 | *-sol) ctol=1e-6 ;; esac
   ids=$(same_prefix "$m.llamacpp.ids" "$m.ref.ids"); eids=$(same_prefix "$m.exact.ids" "$m.ref.ids")
   crel=$(relL2 "$m.llamacpp.json" "$m.ref.json"); rel=$(relL2 "$m.exact.json" "$m.ref.json")
   line="$(basename "$m"): llama.cpp-compatible $ids/$N ids, logits $crel (limit $ctol); default $eids/$N ids, logits $rel (limit 0.02)"

@@ -27,7 +27,10 @@ static const dtype_info k_types[] = {
     {SOL_DT_Q5_K, "q5_k", SOL_QK_K, sizeof(sol_block_q5_k)},
     {SOL_DT_Q6_K, "q6_k", SOL_QK_K, sizeof(sol_block_q6_k)},
     {SOL_DT_BF16, "bf16", 1, 2},
+    {SOL_DT_MXFP4, "mxfp4", SOL_QK4_0, sizeof(sol_block_mxfp4)},
 };
+
+const int8_t sol_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 static const dtype_info *info_of(uint32_t id) {
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
@@ -65,6 +68,16 @@ size_t sol_dtype_row_bytes(sol_dtype t, int64_t n) {
     const dtype_info *d = info_of((uint32_t)t);
     if (!d || n < 0 || n % (int64_t)d->block_elems != 0) return 0;
     return (size_t)(n / (int64_t)d->block_elems) * d->block_bytes;
+}
+
+static void dequant_mxfp4(const sol_block_mxfp4 *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += SOL_QK4_0) {
+        const float d = sol_e8m0_half(b[i].e);
+        for (int j = 0; j < SOL_QK4_0 / 2; j++) {
+            y[j] = sol_mxfp4_values[b[i].qs[j] & 0xF] * d;
+            y[j + SOL_QK4_0 / 2] = sol_mxfp4_values[b[i].qs[j] >> 4] * d;
+        }
+    }
 }
 
 static void dequant_q4_0(const sol_block_q4_0 *b, float *y, int64_t nb) {
@@ -197,6 +210,9 @@ void sol_dequantize_row(sol_dtype t, const void *src, float *dst, int64_t n) {
     case SOL_DT_Q4_0:
         dequant_q4_0(src, dst, n / SOL_QK4_0);
         return;
+    case SOL_DT_MXFP4:
+        dequant_mxfp4(src, dst, n / SOL_QK4_0);
+        return;
     case SOL_DT_Q8_0:
         dequant_q8_0(src, dst, n / SOL_QK8_0);
         return;
@@ -251,6 +267,33 @@ static void quant_q4_0(const float *x, sol_block_q4_0 *y, int64_t nb) {
     }
 }
 
+/* The value index nearest x / d (the first of equals), as ggml's reference quantizer picks. */
+static uint8_t mxfp4_index(float x, float d) {
+    int best = 0;
+    float best_err = fabsf(sol_mxfp4_values[0] * d - x);
+    for (int i = 1; i < 16; i++) {
+        float err = fabsf(sol_mxfp4_values[i] * d - x);
+        if (err < best_err) best = i, best_err = err;
+    }
+    return (uint8_t)best;
+}
+
+/* ggml's quantize_row_mxfp4_ref: the scale's exponent floor(log2(amax)) - 2 (so the largest
+ * value, 6 = 12 / 2, lands near amax), each element its nearest value. */
+static void quant_mxfp4(const float *x, sol_block_mxfp4 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += SOL_QK4_0) {
+        float amax = 0.0f;
+        for (int j = 0; j < SOL_QK4_0; j++)
+            if (amax < fabsf(x[j])) amax = fabsf(x[j]);
+        const uint8_t e = amax > 0.0f ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
+        const float d = sol_e8m0_half(e);
+        y[i].e = e;
+        for (int j = 0; j < SOL_QK4_0 / 2; j++)
+            y[i].qs[j] =
+                (uint8_t)(mxfp4_index(x[j], d) | mxfp4_index(x[j + SOL_QK4_0 / 2], d) << 4);
+    }
+}
+
 int sol_quantize_row(sol_dtype t, const float *src, void *dst, int64_t n) {
     if (n < 0 || (n != 0 && sol_dtype_row_bytes(t, n) == 0)) return -EINVAL;
     uint16_t *h = dst;
@@ -271,6 +314,9 @@ int sol_quantize_row(sol_dtype t, const float *src, void *dst, int64_t n) {
         return 0;
     case SOL_DT_Q4_0:
         quant_q4_0(src, dst, n / SOL_QK4_0);
+        return 0;
+    case SOL_DT_MXFP4:
+        quant_mxfp4(src, dst, n / SOL_QK4_0);
         return 0;
     case SOL_DT_Q4_K:
     case SOL_DT_Q5_K:

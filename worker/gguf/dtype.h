@@ -21,6 +21,7 @@ typedef enum {
     SOL_DT_Q5_K = 13,
     SOL_DT_Q6_K = 14,
     SOL_DT_BF16 = 30,
+    SOL_DT_MXFP4 = 39,
 } sol_dtype;
 
 #define SOL_QK4_0 32
@@ -49,6 +50,26 @@ typedef struct {
     uint8_t qh[4];
     uint8_t qs[SOL_QK4_0 / 2];
 } sol_block_q5_1;
+
+/* ggml block_mxfp4 (OCP microscaling FP4): element j is kv[qs[j] & 0xF], element j+16 is
+ * kv[qs[j] >> 4], times the E8M0 scale 2^(e - 127) / 2, where kv = sol_mxfp4_values: the E2M1
+ * values doubled (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives become small integers, so a
+ * dot product with Q8_0 activations stays in integers until the one float scale). */
+typedef struct {
+    uint8_t e;
+    uint8_t qs[SOL_QK4_0 / 2];
+} sol_block_mxfp4;
+
+extern const int8_t sol_mxfp4_values[16];
+
+/* 2^(e - 128): the E8M0 exponent e as a float, halved to match sol_mxfp4_values (e < 2: the
+ * subnormals 2^-128, 2^-127). */
+static inline float sol_e8m0_half(uint8_t e) {
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    __builtin_memcpy(&f, &bits, sizeof f);
+    return f;
+}
 
 /* ggml block_q8_0: element j is qs[j] * d. */
 typedef struct {

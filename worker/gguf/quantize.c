@@ -10,7 +10,8 @@
 int quant_policy_init(quant_policy *p, sol_dtype base, sol_err *err) {
     memset(p, 0, sizeof *p);
     if (base != SOL_DT_Q4_0 && base != SOL_DT_Q8_0 && base != SOL_DT_Q6_K)
-        return sol_err_set(err, -EINVAL, "--type: expected q4_0, q8_0, q4_k_m, q5_k_m or q6_k, found %s",
+        return sol_err_set(err, -EINVAL,
+                           "--type: expected q4_0, q8_0, q4_k_m, q5_k_m or q6_k, found %s",
                            sol_dtype_known(base) ? sol_dtype_name(base) : "an unknown type");
     p->base = base;
     p->mixed = 1;
@@ -26,10 +27,19 @@ int quant_policy_parse(quant_policy *p, const char *name, sol_err *err) {
         p->file_type = name[1] == '4' ? 15 : 17; /* LLAMA_FTYPE_MOSTLY_Q4_K_M / _Q5_K_M */
         return 0;
     }
+    if (!strcmp(name, "mxfp4_moe")) {
+        memset(p, 0, sizeof *p);
+        p->base = SOL_DT_Q8_0;
+        p->expert_type = SOL_DT_MXFP4;
+        p->file_type = 38; /* LLAMA_FTYPE_MOSTLY_MXFP4_MOE */
+        return 0;
+    }
     int t = sol_dtype_parse(name);
     if (t < 0 || (t != SOL_DT_Q4_0 && t != SOL_DT_Q8_0 && t != SOL_DT_Q6_K))
         return sol_err_set(err, -EINVAL,
-                           "--type: expected q4_0, q8_0, q4_k_m, q5_k_m or q6_k, found '%s'", name);
+                           "--type: expected q4_0, q8_0, q4_k_m, q5_k_m, q6_k or mxfp4_moe, found "
+                           "'%s'",
+                           name);
     return quant_policy_init(p, (sol_dtype)t, err);
 }
 
@@ -43,10 +53,11 @@ int quant_policy_add_keep(quant_policy *p, const char *spec, sol_err *err) {
                            QUANT_MAX_PATTERN - 1, spec);
     int t = sol_dtype_parse(eq + 1);
     if (t != SOL_DT_F32 && t != SOL_DT_F16 && t != SOL_DT_BF16 && t != SOL_DT_Q8_0 &&
-        t != SOL_DT_Q4_0 && t != SOL_DT_Q4_K && t != SOL_DT_Q5_K && t != SOL_DT_Q6_K)
+        t != SOL_DT_Q4_0 && t != SOL_DT_Q4_K && t != SOL_DT_Q5_K && t != SOL_DT_Q6_K &&
+        t != SOL_DT_MXFP4)
         return sol_err_set(err, -EINVAL,
                            "--keep %s: unknown type '%s' (expected f32, f16, bf16, q8_0, q4_0, "
-                           "q4_k, q5_k or q6_k)",
+                           "q4_k, q5_k, q6_k or mxfp4)",
                            spec, eq + 1);
     if (p->n_keep == QUANT_MAX_KEEP)
         return sol_err_set(err, -EINVAL, "--keep: at most %d rules", QUANT_MAX_KEEP);
@@ -104,6 +115,8 @@ sol_dtype quant_choose(quant_policy *p, const gguf_tensor *t) {
     /* vectors, and a mixture of experts' router, stay F32 (llama.cpp never quantizes either) */
     if (!decided && (t->n_dims < 2 || strstr(t->name, "ffn_gate_inp.weight")))
         want = SOL_DT_F32;
+    else if (!decided && p->expert_type && t->n_dims == 3 && t->ne[2] > 1)
+        want = p->expert_type;
     else if (!decided && p->mixed && p->base == SOL_DT_Q4_0 && is_head_or_embd(t->name))
         want = SOL_DT_Q8_0;
     else if (!decided && p->k_mix)

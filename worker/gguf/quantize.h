@@ -27,9 +27,12 @@ typedef struct quant_policy {
      * every third between) get Q6_K (ffn_down_exps too); with 8 experts attn_k / attn_v get
      * Q8_0 and, in Q4_K_M, attn_output Q5_K. */
     int k_mix;
-    int n_layers;      /* for k_mix: <arch>.block_count of the input */
-    int tied;          /* the input has no output.weight: token_embd is also the head */
-    int n_expert;      /* for k_mix: the experts per layer (ffn_gate_exps' third dimension) */
+    int n_layers; /* for k_mix: <arch>.block_count of the input */
+    int tied;     /* the input has no output.weight: token_embd is also the head */
+    int n_expert; /* for k_mix: the experts per layer (ffn_gate_exps' third dimension) */
+    /* mxfp4_moe (llama.cpp's MXFP4_MOE, file type 38): a mixture's 3-D expert tensors get MXFP4,
+     * every other matrix the base Q8_0; 0 otherwise */
+    sol_dtype expert_type;
     uint32_t file_type; /* general.file_type written for the whole model */
     quant_rule keep[QUANT_MAX_KEEP];
     int n_keep;
@@ -37,7 +40,7 @@ typedef struct quant_policy {
 
 /* base must be q4_0 or q8_0; mixed starts on. */
 int quant_policy_init(quant_policy *p, sol_dtype base, sol_err *err);
-/* A policy by name: q4_0, q8_0, q4_k_m, q5_k_m or q6_k (the --type of sol-quantize). */
+/* A policy by name: q4_0, q8_0, q4_k_m, q5_k_m, q6_k or mxfp4_moe (the --type of sol-quantize). */
 int quant_policy_parse(quant_policy *p, const char *name, sol_err *err);
 /* "PATTERN=TYPE" with TYPE one of f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k. */
 int quant_policy_add_keep(quant_policy *p, const char *spec, sol_err *err);

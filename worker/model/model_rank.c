@@ -294,7 +294,7 @@ static int load_hparams(model_rank *m, sol_err *err) {
     (GGUF_TYPE_BIT(SOL_DT_F32) | GGUF_TYPE_BIT(SOL_DT_F16) | GGUF_TYPE_BIT(SOL_DT_BF16) |          \
      GGUF_TYPE_BIT(SOL_DT_Q8_0) | GGUF_TYPE_BIT(SOL_DT_Q4_0) | GGUF_TYPE_BIT(SOL_DT_Q5_0) |        \
      GGUF_TYPE_BIT(SOL_DT_Q5_1) | GGUF_TYPE_BIT(SOL_DT_Q4_K) | GGUF_TYPE_BIT(SOL_DT_Q5_K) |        \
-     GGUF_TYPE_BIT(SOL_DT_Q6_K))
+     GGUF_TYPE_BIT(SOL_DT_Q6_K) | GGUF_TYPE_BIT(SOL_DT_MXFP4))
 
 /* Rank `rank` of `n`: which heads, FFN columns and vocabulary rows it holds. The shapes must
  * divide; else the key and the numbers. */

@@ -236,6 +236,33 @@ static void test_q4_k_q6_k_known(void **state) {
     assert_true(y[128] == 0.5f * 1 * -32);
 }
 
+/* MXFP4: id 39, 17-byte blocks of 32; the E8M0 scale halved; a block whose largest magnitude
+ * is 6 gets exponent floor(log2 6) - 2 + 127 = 127 (scale 1/2 on the doubled values), each
+ * element its nearest value (a tie goes to the first index, as ggml's reference). */
+static void test_mxfp4_known(void **state) {
+    (void)state;
+    assert_int_equal(SOL_DT_MXFP4, 39);
+    assert_int_equal(sol_dtype_row_bytes(SOL_DT_MXFP4, 64), 34);
+    assert_int_equal(sol_dtype_parse("mxfp4"), SOL_DT_MXFP4);
+    assert_true(sol_e8m0_half(127) == 0.5f && sol_e8m0_half(130) == 4.0f);
+    assert_true(sol_e8m0_half(0) == ldexpf(1.0f, -128) && sol_e8m0_half(1) == ldexpf(1.0f, -127));
+    float x[32] = {0}, y[32];
+    x[0] = 6.0f, x[1] = -0.5f, x[2] = 1.25f, x[16] = -3.0f, x[17] = 2.2f;
+    sol_block_mxfp4 b;
+    assert_int_equal(sol_quantize_row(SOL_DT_MXFP4, x, &b, 32), 0);
+    assert_int_equal(b.e, 127);
+    sol_dequantize_row(SOL_DT_MXFP4, &b, y, 32);
+    /* 1.25 lies between 1 and 1.5: equally far, the first (1) wins; 2.2 rounds to 2 */
+    const float want[6] = {6.0f, -0.5f, 1.0f, -3.0f, 2.0f, 0.0f};
+    const int at[6] = {0, 1, 2, 16, 17, 5};
+    for (int i = 0; i < 6; i++)
+        assert_true(y[at[i]] == want[i]);
+    /* all zero: exponent 0, every value 0 */
+    memset(x, 0, sizeof x);
+    assert_int_equal(sol_quantize_row(SOL_DT_MXFP4, x, &b, 32), 0);
+    assert_int_equal(b.e, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fp16_known),
@@ -247,6 +274,7 @@ int main(void) {
         cmocka_unit_test(test_q4_0_known),
         cmocka_unit_test(test_roundtrip_bounds),
         cmocka_unit_test(test_q4_k_q6_k_known),
+        cmocka_unit_test(test_mxfp4_known),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,6 +41,7 @@ static inline cpu_act_kind cpu_act_of(sol_dtype t) {
     case SOL_DT_Q4_0:
     case SOL_DT_Q5_0:
     case SOL_DT_Q5_1:
+    case SOL_DT_MXFP4:
         return CPU_ACT_Q8_0;
     case SOL_DT_Q4_K:
     case SOL_DT_Q5_K:

@@ -291,9 +291,9 @@ static int check_shape(cuda_backend *b, const sol_weight *w, const char *op) {
     if (!type_ok(w->type))
         return cbe_fail(
             b, -ENOTSUP, op,
-            "weight type %u is not supported (expected f32, f16, bf16, q8_0, q4_0, q5_0, "
+            "weight type %s (%u) is not supported (expected f32, f16, bf16, q8_0, q4_0, q5_0, "
             "q5_1, q4_k, q5_k or q6_k)",
-            (unsigned)w->type);
+            sol_dtype_name(w->type), (unsigned)w->type);
     if (w->rows <= 0 || w->cols <= 0)
         return cbe_fail(b, -EINVAL, op, "weight shape %lld x %lld is empty", (long long)w->rows,
                         (long long)w->cols);
