@@ -87,7 +87,7 @@ static void test_k_mix_policy(void **state) {
     sol_err e = {0};
     quant_policy p;
     assert_int_equal(quant_policy_parse(&p, "q4_k_s", &e), -EINVAL);
-    assert_non_null(strstr(e.msg, "q4_0, q8_0, q4_k_m, q5_k_m or q6_k"));
+    assert_non_null(strstr(e.msg, "q4_0, q8_0, q4_k_m, q5_k_m, q6_k or mxfp4_moe"));
     assert_int_equal(quant_policy_parse(&p, "q4_k_m", &e), 0);
     assert_int_equal(p.base, SOL_DT_Q4_K);
     assert_int_equal(p.file_type, 15u);
@@ -123,6 +123,41 @@ static void test_k_mix_policy(void **state) {
     t = tensor("blk.0.attn_q.weight", 2, 512, 512);
     assert_int_equal(quant_choose(&p, &t), SOL_DT_Q6_K);
     assert_int_equal(p.file_type, 18u);
+}
+
+/* Mixtures of experts: the router stays F32 under every policy; the K mixes give ffn_down_exps
+ * the more-bits layers' Q6_K and an 8-expert model Q8_0 attn_k/attn_v and (Q4_K_M) Q5_K
+ * attn_output, as llama.cpp; mxfp4_moe gives the 3-D experts MXFP4 and the rest Q8_0. */
+static void test_expert_policies(void **state) {
+    (void)state;
+    sol_err e = {0};
+    quant_policy p;
+    assert_int_equal(quant_policy_parse(&p, "q4_k_m", &e), 0);
+    p.n_layers = 2, p.n_expert = 8;
+    gguf_tensor t = tensor("blk.1.ffn_gate_inp.weight", 2, 512, 8);
+    assert_int_equal(quant_choose(&p, &t), SOL_DT_F32);
+    t = tensor("blk.1.ffn_down_exps.weight", 3, 512, 512);
+    t.ne[2] = 8;
+    assert_int_equal(quant_choose(&p, &t), SOL_DT_Q6_K); /* layer 1 of 2: more bits */
+    t.name = "blk.0.ffn_down_exps.weight";
+    assert_int_equal(quant_choose(&p, &t), SOL_DT_Q4_K);
+    t = tensor("blk.0.attn_k.weight", 2, 512, 128);
+    assert_int_equal(quant_choose(&p, &t), SOL_DT_Q8_0);
+    t = tensor("blk.0.attn_output.weight", 2, 512, 512);
+    assert_int_equal(quant_choose(&p, &t), SOL_DT_Q5_K);
+    p.n_expert = 16; /* the 8-expert rules only */
+    assert_int_equal(quant_choose(&p, &t), SOL_DT_Q4_K);
+    assert_int_equal(quant_policy_parse(&p, "mxfp4_moe", &e), 0);
+    assert_int_equal(p.file_type, 38u);
+    t = tensor("blk.0.ffn_up_exps.weight", 3, 512, 256);
+    t.ne[2] = 16;
+    assert_int_equal(quant_choose(&p, &t), SOL_DT_MXFP4);
+    t = tensor("blk.0.attn_q.weight", 2, 512, 512);
+    assert_int_equal(quant_choose(&p, &t), SOL_DT_Q8_0);
+    t = tensor("output.weight", 2, 512, 1000);
+    assert_int_equal(quant_choose(&p, &t), SOL_DT_Q8_0);
+    t = tensor("blk.0.ffn_gate_inp.weight", 2, 512, 16);
+    assert_int_equal(quant_choose(&p, &t), SOL_DT_F32);
 }
 
 /* Sol's K-quant writers: the blocks decode to the input within each type's precision, for
@@ -206,6 +241,7 @@ int main(void) {
         cmocka_unit_test(test_known_blocks),
         cmocka_unit_test(test_policy),
         cmocka_unit_test(test_k_mix_policy),
+        cmocka_unit_test(test_expert_policies),
         cmocka_unit_test(test_kquant_writers),
         cmocka_unit_test(test_convert_and_copy),
     };
