@@ -68,6 +68,8 @@ typedef struct {
     int pooling_type;          /* --pooling-type: <arch>.pooling_type, -1 = not written */
     int experts, experts_used; /* --experts E --experts-used K: a mixture of experts */
     int expert_ffn;            /* qwen3moe: --expert-ffn, each expert's width (else --ffn) */
+    float yarn_factor;         /* --yarn F,N: rope.scaling.type yarn, factor F, ... */
+    int yarn_orig_ctx;         /* ... original_context_length N; 0 = not written */
     const char *out;
     tensor_spec *specs;
     int n_specs;
@@ -272,6 +274,13 @@ static int add_hparams(gguf_writer *w, const model *m, sol_err *e) {
     if (!rc && m->softcap > 0)
         rc = gguf_writer_add_f32(w, akey(m, "final_logit_softcapping", k, sizeof k), m->softcap, e);
     if (!rc && m->pooling_type >= 0) rc = add_u32(w, m, "pooling_type", m->pooling_type, e);
+    if (!rc && m->yarn_orig_ctx) {
+        rc = gguf_writer_add_str(w, akey(m, "rope.scaling.type", k, sizeof k), "yarn", e);
+        if (!rc)
+            rc = gguf_writer_add_f32(w, akey(m, "rope.scaling.factor", k, sizeof k), m->yarn_factor,
+                                     e);
+        if (!rc) rc = add_u32(w, m, "rope.scaling.original_context_length", m->yarn_orig_ctx, e);
+    }
     if (!rc && m->experts) {
         rc = add_u32(w, m, "expert_count", m->experts, e);
         if (!rc) rc = add_u32(w, m, "expert_used_count", m->experts_used, e);
@@ -412,6 +421,7 @@ static void usage(FILE *f) {
         "                   [--vocab N] [--ctx N] [--seed N] [--rope-base F] [--tied]\n"
         "                   [--depth-decay F] [--arch llama|qwen2|qwen3|qwen3moe|gemma3]\n"
         "                   [--head-dim N] [--experts E [--experts-used K] [--expert-ffn N]]\n"
+        "                   [--yarn FACTOR,ORIG_CTX]\n"
         "                   [--sliding-window N [--swa-pattern P]] [--softcap F]\n"
         "                   [--pooling-type N] [--vocab-from VOCAB.gguf [--user-token "
         "ID=TEXT]...]\n"
@@ -430,6 +440,8 @@ static void usage(FILE *f) {
         "--experts E makes every FFN a mixture of E experts (llama: Mixtral's layout, experts\n"
         "--ffn wide; qwen3moe always has them, default 8, --expert-ffn wide, default --ffn), each\n"
         "token routed to --experts-used K of them (default 2) by an F32 router ffn_gate_inp.\n"
+        "--yarn F,N writes YaRN RoPE scaling (rope.scaling.type yarn, factor F, original\n"
+        "context N), as Qwen's long-context files and gpt-oss carry it.\n"
         "--vocab-from VOCAB.gguf takes that file's tokenizer (every tokenizer.* key: a real\n"
         "vocabulary such as llama.cpp's models/ggml-vocab-qwen2.gguf) and its size as --vocab.\n"
         "--pooling-type N writes <arch>.pooling_type as llama.cpp numbers it (1 mean, 2 cls,\n"
@@ -511,6 +523,21 @@ static int user_token(const char *v, void *ctx, sol_err *e) {
     return 0;
 }
 
+/* --yarn FACTOR,ORIG_CTX */
+static int yarn_opt(const char *v, void *ctx, sol_err *e) {
+    model *m = ctx;
+    char *end = NULL;
+    m->yarn_factor = strtof(v, &end);
+    if (end == v || *end != ',' || !(m->yarn_factor > 1.0f))
+        return sol_err_set(e, -EINVAL,
+                           "--yarn: expected FACTOR,ORIG_CTX with FACTOR > 1, found '%s'", v);
+    long n = strtol(end + 1, &end, 10);
+    if (*end || n < 1 || n > (1 << 24))
+        return sol_err_set(e, -EINVAL, "--yarn: ORIG_CTX must be 1..16777216, found '%s'", v);
+    m->yarn_orig_ctx = (int)n;
+    return 0;
+}
+
 /* --control-token TEXT (repeatable). */
 static int control_token(const char *v, void *ctx, sol_err *e) {
     model *m = ctx;
@@ -556,6 +583,7 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
         {"--softcap", 0, SOL_ARG_FLOAT, &m->softcap, 0, inf, 1, NULL, NULL, &gemma_opt},
         {"--pooling-type", 0, SOL_ARG_INT, &m->pooling_type, 0, 4, 0, NULL, NULL, NULL},
         {"--experts", 0, SOL_ARG_INT, &m->experts, 1, 512, 0, NULL, NULL, NULL},
+        {"--yarn", 0, SOL_ARG_FN, NULL, 0, 0, 0, yarn_opt, m, NULL},
         {"--experts-used", 0, SOL_ARG_INT, &m->experts_used, 1, 512, 0, NULL, NULL, NULL},
         {"--expert-ffn", 0, SOL_ARG_INT, &m->expert_ffn, 1, big, 0, NULL, NULL, NULL},
         {"--vocab-from", 0, SOL_ARG_STR, &m->vocab_from, 0, 0, 0, NULL, NULL, NULL},

@@ -60,6 +60,12 @@ typedef struct sol_rope_params {
     int32_t orig_ctx;       /* 8192 in Llama-3.1; 0 = no llama-3 scaling */
     int32_t neox;           /* 0: NORM pairs, 1: NEOX pairs */
     float freq_scale;       /* 1 / rope.scaling.factor for linear scaling; 0 or 1 = none */
+    /* YaRN (rope.scaling.type = yarn, with freq_scale = 1 / factor): pair i's angle mixes the
+     * interpolated (freq_scale x) and the original frequency by ramp_i x ext_factor, where
+     * ramp_i = 1 - clamp((i - yarn_low) / max(0.001, yarn_high - yarn_low), 0, 1) (the
+     * correction dims, ggml_rope_yarn_corr_dims), and cos/sin are multiplied by mscale.
+     * ext_factor 0: no YaRN; mscale 0 or 1: none. */
+    float ext_factor, yarn_low, yarn_high, mscale;
 } sol_rope_params;
 
 /* Where one token's sequence keeps its KV: block_table[i] is the physical block holding

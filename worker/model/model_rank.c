@@ -40,8 +40,55 @@ static int get_f32_opt(const gguf_file *g, const char *arch, const char *suffix,
     return gguf_get_f32_def(g, key, def, out, err);
 }
 
-/* rope.scaling.type: absent/none, llama3 (Llama 3.1's frequency bands) or linear (positions
- * divided by rope.scaling.factor; Gemma 3's global layers). Other types are refused by name. */
+/* ggml_rope_yarn_corr_dim: the pair index whose wavelength fits n_rot times in the original
+ * context, in float as ggml computes it. */
+static float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+    return (float)n_dims * logf((float)n_ctx_orig / (n_rot * 2.0f * (float)M_PI)) /
+           (2.0f * logf(base));
+}
+
+/* rope.scaling.type = yarn (Qwen's long-context files, gpt-oss): factor, original context,
+ * beta_fast / beta_slow (32, 1), attn_factor (1); the correction dims and the magnitude scale as
+ * llama.cpp derives them (its attention factor over (1 + 0.1 ln factor) cancels the one it
+ * applies in the rotation, leaving attn_factor x (1 + 0.1 ln factor)). */
+static int load_yarn(model_rank *m, const char *arch, sol_err *err) {
+    const gguf_file *g = m->gguf;
+    model_hparams *hp = &m->hp;
+    float factor = 0, fast = 32, slow = 1, attn = 1, logmul = 0;
+    uint32_t orig = 0;
+    char key[128];
+    int rc;
+    if ((rc = get_f32_opt(g, arch, "rope.scaling.factor", 0.0f, &factor, err)) ||
+        (rc = get_f32_opt(g, arch, "rope.scaling.yarn_beta_fast", 32.0f, &fast, err)) ||
+        (rc = get_f32_opt(g, arch, "rope.scaling.yarn_beta_slow", 1.0f, &slow, err)) ||
+        (rc = get_f32_opt(g, arch, "rope.scaling.attn_factor", 1.0f, &attn, err)) ||
+        (rc = get_f32_opt(g, arch, "rope.scaling.yarn_log_multiplier", 0.0f, &logmul, err)))
+        return rc;
+    snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", arch);
+    if ((rc = gguf_get_u32_def(g, key, 0, &orig, err))) return rc;
+    if (!(factor > 0.0f) || orig == 0)
+        return sol_err_set(err, -EINVAL,
+                           "%s: YaRN needs %s.rope.scaling.factor > 0 and %s (found %g and %u)",
+                           gguf_path(g), arch, key, factor, orig);
+    if (logmul != 0.0f)
+        return sol_err_set(err, -ENOTSUP,
+                           "%s: key %s.rope.scaling.yarn_log_multiplier: %g is not supported "
+                           "(DeepSeek's YaRN variant)",
+                           gguf_path(g), arch, logmul);
+    sol_rope_params *r = &hp->rope;
+    r->freq_scale = 1.0f / factor;
+    r->ext_factor = 1.0f;
+    float lo = floorf(yarn_corr_dim(hp->head_dim, (int)orig, fast, r->freq_base));
+    float hi = ceilf(yarn_corr_dim(hp->head_dim, (int)orig, slow, r->freq_base));
+    r->yarn_low = lo > 0.0f ? lo : 0.0f;
+    r->yarn_high = hi < (float)(hp->head_dim - 1) ? hi : (float)(hp->head_dim - 1);
+    r->mscale = attn * (1.0f + 0.1f * logf(1.0f / r->freq_scale));
+    return 0;
+}
+
+/* rope.scaling.type: absent/none, llama3 (Llama 3.1's frequency bands), linear (positions
+ * divided by rope.scaling.factor; Gemma 3's global layers) or yarn. Other types are refused by
+ * name. */
 static int load_rope_scaling(model_rank *m, const char *arch, sol_err *err) {
     const gguf_file *g = m->gguf;
     model_hparams *hp = &m->hp;
@@ -61,10 +108,11 @@ static int load_rope_scaling(model_rank *m, const char *arch, sol_err *err) {
         hp->rope.freq_scale = 1.0f / factor;
         return 0;
     }
+    if (strcmp(stype, "yarn") == 0) return load_yarn(m, arch, err);
     if (strcmp(stype, "llama3") != 0)
         return sol_err_set(err, -ENOTSUP,
                            "%s: key %s: RoPE scaling \"%s\" is not supported (expected none, "
-                           "linear or llama3)",
+                           "linear, yarn or llama3)",
                            gguf_path(g), key, stype);
     uint32_t orig = 0;
     if ((rc = get_f32_opt(g, arch, "rope.scaling.factor", 8.0f, &hp->rope.scaling_factor, err)) ||

@@ -567,6 +567,11 @@ static void test_moe_combine(void **state) {
 
 static double ref_inv_freq(const sol_rope_params *p, int i, int hd) {
     double f = 1.0 / pow(p->freq_base, 2.0 * i / hd);
+    if (p->ext_factor != 0) { /* YaRN: the ramp between interpolated and original */
+        double y = (i - p->yarn_low) / (p->yarn_high - p->yarn_low);
+        double mix = (1 - (y < 0 ? 0 : y > 1 ? 1 : y)) * p->ext_factor;
+        return f * p->freq_scale * (1 - mix) + f * mix;
+    }
     if (p->freq_scale > 0) f *= p->freq_scale;
     if (p->scaling_factor <= 0) return f;
     double wl = 2 * M_PI / f, lo = p->orig_ctx / p->low_freq_factor,
@@ -581,12 +586,15 @@ static double ref_inv_freq(const sol_rope_params *p, int i, int hd) {
 static void rope(const char *spec) {
     sol_backend *be = backend_for(spec, 1);
     enum { N = 3, H = 4, HD = 64 };
-    const sol_rope_params ps[4] = {{10000.0f, 0, 0, 0, 0, 0, 0},
-                                   {500000.0f, 8.0f, 1.0f, 4.0f, 8192, 0, 0},
-                                   {1000000.0f, 0, 0, 0, 0, 1, 0},       /* NEOX pairs */
-                                   {1000000.0f, 0, 0, 0, 0, 1, 0.125f}}; /* linear x8 */
+    const sol_rope_params ps[5] = {
+        {10000.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {500000.0f, 8.0f, 1.0f, 4.0f, 8192, 0, 0, 0, 0, 0, 0},
+        {1000000.0f, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0},       /* NEOX pairs */
+        {1000000.0f, 0, 0, 0, 0, 1, 0.125f, 0, 0, 0, 0},  /* linear x8 */
+        {150000.0f, 0, 0, 0, 0, 1, 0.25f, 1, 5, 23, 1.2f} /* YaRN x4, dims 5..23, mscale */
+    };
     const int32_t pos[N] = {0, 17, 4000};
-    for (int pi = 0; pi < 4; pi++) {
+    for (int pi = 0; pi < 5; pi++) {
         float x[N * H * HD], orig[N * H * HD];
         double ref[N * H * HD];
         fill(orig, N * H * HD);
@@ -599,8 +607,9 @@ static void rope(const char *spec) {
                     const float *v = orig + (t * H + h) * HD;
                     double *r = ref + (t * H + h) * HD;
                     int a = ps[pi].neox ? i : 2 * i, b = ps[pi].neox ? i + HD / 2 : 2 * i + 1;
-                    r[a] = v[a] * cos(th) - v[b] * sin(th);
-                    r[b] = v[a] * sin(th) + v[b] * cos(th);
+                    double ms = ps[pi].mscale > 0 ? ps[pi].mscale : 1.0;
+                    r[a] = (v[a] * cos(th) - v[b] * sin(th)) * ms;
+                    r[b] = (v[a] * sin(th) + v[b] * cos(th)) * ms;
                 }
         double e = nmse(x, ref, N * H * HD);
         if (!(e < 1e-12)) fail_msg("%s rope params %d: nmse %g", spec, pi, e);

@@ -308,14 +308,16 @@ static void test_elementwise(void **state) {
     OP("add", sol_add(cpu, a, b, want, N * D), sol_add(be, ad, bd, od, N * D));
     OP("scale", sol_scale(cpu, a, 1.7f, want, N * D), sol_scale(be, ad, 1.7f, od, N * D));
 #undef OP
-    /* rope: llama-3 scaling, NORM then NEOX pairs, two position arrays in one step (staging
-     * must keep them apart) */
+    /* rope: llama-3 scaling, NORM then NEOX pairs, then YaRN (x4, correction dims 5..23, its
+     * magnitude scale), two position arrays in one step (staging must keep them apart) */
     const int32_t pos1[N] = {0, 7, 300, 4000, 9000}, pos2[N] = {1, 2, 3, 4, 5};
-    sol_rope_params p = {500000.0f, 8.0f, 1.0f, 4.0f, 8192, 0, 0};
+    sol_rope_params p = {500000.0f, 8.0f, 1.0f, 4.0f, 8192, 0, 0, 0, 0, 0, 0};
+    const sol_rope_params yarn = {150000.0f, 0, 0, 0, 0, 1, 0.25f, 1, 5, 23, 1.2f};
     memcpy(want, a, sizeof want);
     assert_int_equal(sol_upload(be, od, a, sizeof want), 0);
-    for (int pass = 0; pass < 2; pass++) {
-        p.neox = pass;
+    for (int pass = 0; pass < 3; pass++) {
+        p.neox = pass & 1;
+        if (pass == 2) p = yarn;
         assert_int_equal(sol_rope(cpu, want, pos1, N, H, HD, &p), 0);
         assert_int_equal(sol_rope(cpu, want, pos2, N, H, HD, &p), 0);
         assert_int_equal(sol_rope(be, od, pos1, N, H, HD, &p), 0);
@@ -431,7 +433,7 @@ static void test_rope_kv_write(void **state) {
     float *q = rnd_vec(N * H * HD), *k = rnd_vec(N * KVH * HD), *v = rnd_vec(N * KVH * HD);
     size_t qb = sizeof(float) * N * H * HD, kb = sizeof(float) * N * KVH * HD;
     for (int pass = 0; pass < 4; pass++) {
-        sol_rope_params p = {500000.0f, 8.0f, 1.0f, 4.0f, 8192, pass & 1, 0};
+        sol_rope_params p = {500000.0f, 8.0f, 1.0f, 4.0f, 8192, pass & 1, 0, 0, 0, 0, 0};
         sol_dtype dt = pass & 2 ? SOL_DT_F32 : SOL_DT_F16;
         sol_kv *kv[2];
         float *qd[2], *kd[2], *vd = put(be, v, kb), *od[2], *want, *got;
@@ -607,7 +609,7 @@ static int graph_case_step(graph_case *c, int s) {
         seq[t] = (sol_attn_seq){table, pos[t] + 1};
     }
     sol_backend *be = c->be;
-    sol_rope_params rp = {10000.0f, 0, 0, 0, 0, 0, 0};
+    sol_rope_params rp = {10000.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     assert_int_equal(sol_step_begin(be, GC_N), 0);
     assert_int_equal(sol_rope(be, c->xd, pos, GC_N, GC_H, GC_HD, &rp), 0);
     assert_int_equal(sol_add(be, c->xd, c->yd, c->xd, GC_N * GC_D), 0);
@@ -763,7 +765,7 @@ static int replay_case_step(replay_case *c, int n, int ctx, float scale) {
         seq[t] = (sol_attn_seq){rc_table[t], p + 1};
     }
     sol_backend *be = c->be;
-    sol_rope_params rp = {10000.0f, 0, 0, 0, 0, 0, 0};
+    sol_rope_params rp = {10000.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     assert_int_equal(sol_step_begin(be, n), 0);
     assert_int_equal(sol_rope(be, c->q, pos, n, RC_H, RC_HD, &rp), 0);
     assert_int_equal(sol_rope(be, c->k, pos, n, RC_KVH, RC_HD, &rp), 0);

@@ -104,12 +104,14 @@ static void test_rope(void **state) {
     (void)state;
     enum { N = 3, H = 4, HD = 64 };
     const int32_t pos[N] = {0, 17, 4000};
-    sol_rope_params ps[4] = {};
+    sol_rope_params ps[5] = {};
     ps[0].freq_base = 10000.0f;
     ps[1].freq_base = 500000.0f, ps[1].scaling_factor = 8.0f, ps[1].low_freq_factor = 1.0f,
     ps[1].high_freq_factor = 4.0f, ps[1].orig_ctx = 8192;
     ps[2].freq_base = 1000000.0f, ps[2].neox = 1;
     ps[3].freq_base = 1000000.0f, ps[3].neox = 1, ps[3].freq_scale = 0.125f;
+    ps[4].freq_base = 150000.0f, ps[4].neox = 1, ps[4].freq_scale = 0.25f; /* YaRN x4 */
+    ps[4].ext_factor = 1.0f, ps[4].yarn_low = 5.0f, ps[4].yarn_high = 23.0f, ps[4].mscale = 1.2f;
     sol_backend *be = cpu();
     for (const sol_rope_params &p : ps) {
         static float want[N * H * HD], got[N * H * HD];
@@ -122,7 +124,11 @@ static void test_rope(void **state) {
                                 p.high_freq_factor,
                                 p.freq_scale,
                                 p.orig_ctx,
-                                p.neox};
+                                p.neox,
+                                p.ext_factor,
+                                p.yarn_low,
+                                p.yarn_high,
+                                p.mscale > 0.0f ? p.mscale : 1.0f};
         sol_emu_rope(got, pos, N, H, HD, a, nullptr);
         assert_memory_equal(got, want, sizeof want);
     }

@@ -91,9 +91,20 @@ static int cpu_rmsnorm(sol_backend *be, const float *x, const float *w, float *o
     return 0;
 }
 
-/* theta_i of pair i, with Llama-3 frequency scaling (smooth between the two wavelengths). */
+/* YaRN's mix for pair i (backend.h): ramp_i x ext_factor. */
+static double yarn_mix(const sol_rope_params *p, int i) {
+    double y = (i - (double)p->yarn_low) / fmax(0.001, (double)p->yarn_high - p->yarn_low);
+    return (1.0 - fmin(1.0, fmax(0.0, y))) * p->ext_factor;
+}
+
+/* theta_i of pair i, with Llama-3 frequency scaling (smooth between the two wavelengths) or
+ * YaRN's mix of the interpolated and the original frequency. */
 static double rope_inv_freq(const sol_rope_params *p, int i, int head_dim) {
     double f = pow((double)p->freq_base, -2.0 * i / head_dim);
+    if (p->ext_factor != 0.0f) {
+        double mix = yarn_mix(p, i);
+        return f * p->freq_scale * (1.0 - mix) + f * mix;
+    }
     if (p->freq_scale > 0.0f) f *= p->freq_scale;
     if (p->scaling_factor <= 0.0f || p->orig_ctx <= 0) return f;
     double wavelen = 2.0 * M_PI / f;
@@ -104,6 +115,16 @@ static double rope_inv_freq(const sol_rope_params *p, int i, int head_dim) {
     double smooth = (p->orig_ctx / wavelen - p->low_freq_factor) /
                     ((double)p->high_freq_factor - p->low_freq_factor);
     return (1.0 - smooth) * f / p->scaling_factor + smooth * f;
+}
+
+/* ggml's rope_yarn angle in float (SOL_CPU_ATTN=llamacpp): the interpolated angle, or with
+ * YaRN its mix with the original one by the ramp of pair i. */
+static float lc_yarn_theta(const sol_rope_params *p, int i, float interp, float extrap) {
+    if (p->ext_factor == 0.0f) return interp;
+    float y = ((float)i - p->yarn_low) / fmaxf(0.001f, p->yarn_high - p->yarn_low);
+    float mix = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * p->ext_factor;
+    float a = interp * (1.0f - mix), b = extrap * mix;
+    return a + b;
 }
 
 static int cpu_rope(sol_backend *be, float *x, const int32_t *pos, int n, int heads, int head_dim,
@@ -127,12 +148,14 @@ static int cpu_rope(sol_backend *be, float *x, const int32_t *pos, int n, int he
     int lc = ((cpu_backend *)be)->attn_llamacpp && !(p->scaling_factor > 0 && p->orig_ctx > 0);
     float step = powf(p->freq_base, -2.0f / (float)head_dim);
     float fs = p->freq_scale > 0.0f ? p->freq_scale : 1.0f;
+    float ms = p->mscale > 0.0f ? p->mscale : 1.0f;
     for (int t = 0; t < n; t++) {
         float th_f = (float)pos[t];
         for (int i = 0; i < head_dim / 2; i++, th_f *= step) {
             double th = pos[t] * inv_freq[i];
-            cs[i] = lc ? cosf(fs * th_f) : (float)cos(th);
-            sn[i] = lc ? sinf(fs * th_f) : (float)sin(th);
+            float lth = lc ? lc_yarn_theta(p, i, fs * th_f, th_f) : 0.0f;
+            cs[i] = (lc ? cosf(lth) : (float)cos(th)) * ms;
+            sn[i] = (lc ? sinf(lth) : (float)sin(th)) * ms;
         }
         /* pair i is (v[i * step], v[i * step + off]): NORM (2i, 2i+1), NEOX (i, i + half) */
         int half = head_dim / 2, step = p->neox ? 1 : 2, off = p->neox ? half : 1;

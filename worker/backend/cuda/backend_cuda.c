@@ -720,7 +720,11 @@ int cbe_rope_args(cuda_backend *b, const char *op, int heads, int head_dim,
                               p->high_freq_factor,
                               p->freq_scale,
                               p->orig_ctx,
-                              p->neox};
+                              p->neox,
+                              p->ext_factor,
+                              p->yarn_low,
+                              p->yarn_high,
+                              p->mscale > 0.0f ? p->mscale : 1.0f};
     return 0;
 }
 

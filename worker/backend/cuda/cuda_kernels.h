@@ -40,6 +40,7 @@ void SOL_CUDA_FN(rmsnorm)(const float *x, const float *w, float *out, int n, int
 typedef struct sol_cuda_rope_args {
     float freq_base, scaling_factor, low_freq_factor, high_freq_factor, freq_scale;
     int32_t orig_ctx, neox;
+    float ext_factor, yarn_low, yarn_high, mscale; /* YaRN (backend.h, sol_rope_params) */
 } sol_cuda_rope_args;
 void SOL_CUDA_FN(rope)(float *x, const int32_t *pos, int n, int heads, int head_dim,
                        sol_cuda_rope_args p, void *stream);

@@ -11,6 +11,11 @@ enum { ROPE_THREADS = 128 };
 
 static __device__ double rope_inv_freq(const sol_cuda_rope_args &p, int i, int head_dim) {
     double f = pow((double)p.freq_base, -2.0 * i / head_dim);
+    if (p.ext_factor != 0.0f) { /* YaRN: the CPU backend's mix, in double */
+        double y = (i - (double)p.yarn_low) / fmax(0.001, (double)p.yarn_high - p.yarn_low);
+        double mix = (1.0 - fmin(1.0, fmax(0.0, y))) * p.ext_factor;
+        return f * p.freq_scale * (1.0 - mix) + f * mix;
+    }
     if (p.freq_scale > 0.0f) f *= p.freq_scale;
     if (p.scaling_factor <= 0.0f || p.orig_ctx <= 0) return f;
     const double two_pi = 6.283185307179586476925;
@@ -56,7 +61,8 @@ static __device__ void rope_pair(float *v, int32_t pos, int i, int head_dim,
     int half = head_dim / 2;
     double a = pos * rope_inv_freq(p, i, head_dim), sd, cd;
     rope_sincos(a, &sd, &cd);
-    float c = (float)cd, s = (float)sd;
+    /* YaRN's magnitude scale as the CPU applies it: one float multiply (1: exact) */
+    float c = __fmul_rn((float)cd, p.mscale), s = __fmul_rn((float)sd, p.mscale);
     int step = p.neox ? 1 : 2, off = p.neox ? half : 1;
     *o0 = i * step, *o1 = i * step + off;
     float x0 = v[*o0], x1 = v[*o1];
