@@ -43,9 +43,9 @@ shapes=(
   "q3moe-8x4-1024:--arch qwen3moe --dim 1024 --layers 1 --heads 8 --kv-heads 2 --ffn 1024 --experts 8 --experts-used 4 --expert-ffn 256 --vocab 601 --ctx 256 --seed 1"
   "mixtral-4x2:--dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 256 --experts 4 --experts-used 2 --vocab 601 --ctx 256 --seed 7"
 )
-gen() { # model mode out-prefix [extra]
-  SOL_CPU_ATTN=$2 "$B/tools/sol-generate" -m "$1" --prompt-tokens "$P" -n $N --temp 0 --tokens \
-    --threads 2 --logits "$3.json" ${4:-} >"$3.ids" 2>"$3.err" || { cat "$3.err"; exit 1; }
+tp2() { # model out-prefix: exact mode, two ranks
+  "$B/tools/sol-generate" -m "$1" --prompt-tokens "$P" -n $N --temp 0 --tokens --threads 2 \
+    --logits "$2.json" --tensor-parallel-size 2 >"$2.ids" 2>"$2.err" || { cat "$2.err"; exit 1; }
 }
 jobs="["; files=()
 for s in "${shapes[@]}"; do
@@ -62,8 +62,8 @@ for s in "${shapes[@]}"; do
   files+=("$work/$name-q4_k_m-lc" "$work/$name-q4_k_m-sol" "$work/$name-mxfp4_moe-lc" "$work/$name-mxfp4_moe-sol")
 done
 for m in "${files[@]}"; do
-  for mode in exact llamacpp; do gen "$m.gguf" $mode "$m.$mode"; done
-  jobs+="{\"model\":\"$m.gguf\",\"tokens\":[$P],\"n\":$N,\"out\":\"$m.ref.ids\",\"logits\":\"$m.ref.json\"},"
+  sol_both_modes "$m.gguf" "$m"
+  jobs+=$(peer_job "$m.gguf" "$m")
 done
 echo "${jobs%,}]" >"$work/jobs.json"
 node "$peer/llamacpp_ref.mjs" "$work/jobs.json"
@@ -73,23 +73,15 @@ for m in "${files[@]}"; do
   ctol=1e-8; case $m in *-mxfp4_moe-*) ;; *-f16 | *-lc) ctol=0.01 ;; *-f32) ctol=1e-3 ;; *-q4_0 | *-sol) ctol=1e-6 ;; esac
   ids=$(same_prefix "$m.llamacpp.ids" "$m.ref.ids"); eids=$(same_prefix "$m.exact.ids" "$m.ref.ids")
   crel=$(relL2 "$m.llamacpp.json" "$m.ref.json"); rel=$(relL2 "$m.exact.json" "$m.ref.json")
-  line="$(basename "$m"): llama.cpp-compatible $ids/$N ids, logits $crel (limit $ctol); default $eids/$N ids, logits $rel (limit 0.02)"
-  if [ "$ids" -lt $N ] || ! within "$crel" $ctol || ! within "$rel" 0.02; then
-    echo "FAIL $line"; fail=$((fail + 1))
-  else
-    echo "ok   $line"; pass=$((pass + 1))
-  fi
+  ok=0; [ "$ids" -ge $N ] && within "$crel" $ctol && within "$rel" 0.02 && ok=1
+  verdict $ok "$(basename "$m"): llama.cpp-compatible $ids/$N ids, logits $crel (limit $ctol); default $eids/$N ids, logits $rel (limit 0.02)"
 done
 for s in "${shapes[@]}"; do
   m=$work/${s%%:*}-f32
-  gen "$m.gguf" exact "$m.tp2" "--tensor-parallel-size 2"
+  tp2 "$m.gguf" "$m.tp2"
   ids=$(same_prefix "$m.tp2.ids" "$m.exact.ids"); rel=$(relL2 "$m.tp2.json" "$m.exact.json")
-  line="$(basename "$m") with tensor parallelism 2: $ids/$N ids of one rank, logits $rel (limit 1e-4)"
-  if [ "$ids" -lt $N ] || ! within "$rel" 1e-4; then
-    echo "FAIL $line"; fail=$((fail + 1))
-  else
-    echo "ok   $line"; pass=$((pass + 1))
-  fi
+  ok=0; [ "$ids" -ge $N ] && within "$rel" 1e-4 && ok=1
+  verdict $ok "$(basename "$m") with tensor parallelism 2: $ids/$N ids of one rank, logits $rel (limit 1e-4)"
 done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

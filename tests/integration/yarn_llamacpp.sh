@@ -29,13 +29,9 @@ for s in "${shapes[@]}"; do
     "$B/tools/sol-mkmodel" -o "$m.gguf" $flags --type "$t" >/dev/null 2>&1
     # shellcheck disable=SC2086
     "$B/tools/sol-mkmodel" -o "$m-plain.gguf" ${flags% --yarn *} --type "$t" >/dev/null 2>&1
-    for mode in exact llamacpp; do
-      SOL_CPU_ATTN=$mode "$B/tools/sol-generate" -m "$m.gguf" --prompt-tokens "$P" -n $N --temp 0 \
-        --tokens --threads 2 --logits "$m.$mode.json" >"$m.$mode.ids" 2>"$m.err" || { cat "$m.err"; exit 1; }
-    done
-    SOL_CPU_ATTN=llamacpp "$B/tools/sol-generate" -m "$m-plain.gguf" --prompt-tokens "$P" -n $N \
-      --temp 0 --tokens --threads 2 --logits "$m.plain.json" >/dev/null 2>"$m.err" || { cat "$m.err"; exit 1; }
-    jobs+="{\"model\":\"$m.gguf\",\"tokens\":[$P],\"n\":$N,\"out\":\"$m.ref.ids\",\"logits\":\"$m.ref.json\"},"
+    sol_both_modes "$m.gguf" "$m"
+    sol_both_modes "$m-plain.gguf" "$m-plain"
+    jobs+=$(peer_job "$m.gguf" "$m")
   done
 done
 echo "${jobs%,}]" >"$work/jobs.json"
@@ -46,13 +42,9 @@ for m in "${files[@]}"; do
   ctol=1e-8; case $m in *-f32) ctol=1e-4 ;; esac
   ids=$(same_prefix "$m.llamacpp.ids" "$m.ref.ids")
   crel=$(relL2 "$m.llamacpp.json" "$m.ref.json"); rel=$(relL2 "$m.exact.json" "$m.ref.json")
-  prel=$(relL2 "$m.plain.json" "$m.ref.json")
-  line="$(basename "$m"): compatible $ids/$N ids, logits $crel (limit $ctol); default logits $rel (limit 0.02); without YaRN $prel (must exceed 1e-3)"
-  if [ "$ids" -lt $N ] || ! within "$crel" $ctol || ! within "$rel" 0.02 || within "$prel" 1e-3; then
-    echo "FAIL $line"; fail=$((fail + 1))
-  else
-    echo "ok   $line"; pass=$((pass + 1))
-  fi
+  prel=$(relL2 "$m-plain.llamacpp.json" "$m.ref.json")
+  ok=0; [ "$ids" -ge $N ] && within "$crel" $ctol && within "$rel" 0.02 && ! within "$prel" 1e-3 && ok=1
+  verdict $ok "$(basename "$m"): compatible $ids/$N ids, logits $crel (limit $ctol); default logits $rel (limit 0.02); without YaRN $prel (must exceed 1e-3)"
 done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

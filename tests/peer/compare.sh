@@ -19,3 +19,18 @@ relL2() {
 }
 within() { [ "$1" != len ] && node -e "process.exit(+process.argv[1] <= +process.argv[2] ? 0 : 1)" "$1" "$2"; }
 same_prefix() { paste -d' ' "$1" "$2" | awk '$1 != $2 {print NR - 1; f = 1; exit} END {if (!f) print NR}'; }
+# With B (build dir), P (prompt ids) and N (tokens) set: sol_both_modes M.gguf PREFIX writes
+# Sol's greedy ids and last-prompt logits in both modes (PREFIX.exact.*, PREFIX.llamacpp.*);
+# peer_job M.gguf PREFIX prints the llamacpp_ref.mjs job (and a comma) for PREFIX.ref.*;
+# verdict COND LINE prints "ok   LINE" or "FAIL LINE" and counts into pass / fail.
+sol_both_modes() {
+  local mode
+  for mode in exact llamacpp; do
+    SOL_CPU_ATTN=$mode "$B/tools/sol-generate" -m "$1" --prompt-tokens "$P" -n "$N" --temp 0 \
+      --tokens --threads 2 --logits "$2.$mode.json" >"$2.$mode.ids" 2>"$2.err" || { cat "$2.err"; exit 1; }
+  done
+}
+peer_job() { printf '{"model":"%s","tokens":[%s],"n":%s,"out":"%s.ref.ids","logits":"%s.ref.json"},' "$1" "$P" "$N" "$2" "$2"; }
+verdict() {
+  if [ "$1" = 1 ]; then echo "ok   $2"; pass=$((pass + 1)); else echo "FAIL $2"; fail=$((fail + 1)); fi
+}
