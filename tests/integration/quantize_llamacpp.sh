@@ -41,5 +41,5 @@ expect_err() { if "$B/tools/sol-quantize" "$@" 2>"$work/err"; then echo "FAIL: a
 EXPECT="already q8_0"; expect_err "$work/q8_0.gguf" "$work/x.gguf" --type q4_0
 EXPECT="matches no tensor"; expect_err "$work/src.gguf" "$work/x.gguf" --type q4_0 --keep nope=f16
 EXPECT="unknown type"; expect_err "$work/src.gguf" "$work/x.gguf" --type q4_0 --keep ffn=q3
-EXPECT="expected q4_0, q8_0, q4_k_m, q5_k_m or q6_k"; expect_err "$work/src.gguf" "$work/x.gguf" --type f16
+EXPECT="expected q4_0, q8_0, q4_k_m, q5_k_m, q6_k or mxfp4_moe"; expect_err "$work/src.gguf" "$work/x.gguf" --type f16
 exit $fail

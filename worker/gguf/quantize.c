@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The --type names quant_policy_parse takes, for its messages. */
+static const char k_policy_names[] = "q4_0, q8_0, q4_k_m, q5_k_m, q6_k or mxfp4_moe";
+
 int quant_policy_init(quant_policy *p, sol_dtype base, sol_err *err) {
     memset(p, 0, sizeof *p);
     if (base != SOL_DT_Q4_0 && base != SOL_DT_Q8_0 && base != SOL_DT_Q6_K)
@@ -36,10 +39,7 @@ int quant_policy_parse(quant_policy *p, const char *name, sol_err *err) {
     }
     int t = sol_dtype_parse(name);
     if (t < 0 || (t != SOL_DT_Q4_0 && t != SOL_DT_Q8_0 && t != SOL_DT_Q6_K))
-        return sol_err_set(err, -EINVAL,
-                           "--type: expected q4_0, q8_0, q4_k_m, q5_k_m, q6_k or mxfp4_moe, found "
-                           "'%s'",
-                           name);
+        return sol_err_set(err, -EINVAL, "--type: expected %s, found '%s'", k_policy_names, name);
     return quant_policy_init(p, (sol_dtype)t, err);
 }
 
