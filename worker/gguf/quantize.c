@@ -13,8 +13,7 @@ static const char k_policy_names[] = "q4_0, q8_0, q4_k_m, q5_k_m, q6_k or mxfp4_
 int quant_policy_init(quant_policy *p, sol_dtype base, sol_err *err) {
     memset(p, 0, sizeof *p);
     if (base != SOL_DT_Q4_0 && base != SOL_DT_Q8_0 && base != SOL_DT_Q6_K)
-        return sol_err_set(err, -EINVAL,
-                           "--type: expected q4_0, q8_0, q4_k_m, q5_k_m or q6_k, found %s",
+        return sol_err_set(err, -EINVAL, "--type: expected %s, found %s", k_policy_names,
                            sol_dtype_known(base) ? sol_dtype_name(base) : "an unknown type");
     p->base = base;
     p->mixed = 1;
