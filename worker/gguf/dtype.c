@@ -285,7 +285,10 @@ static void quant_mxfp4(const float *x, sol_block_mxfp4 *y, int64_t nb) {
         float amax = 0.0f;
         for (int j = 0; j < SOL_QK4_0; j++)
             if (amax < fabsf(x[j])) amax = fabsf(x[j]);
-        const uint8_t e = amax > 0.0f ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
+        /* clamped to E8M0's range: ggml converts out-of-range floats unchecked (undefined for
+         * a block below 2^-125, which no real weight is); within it the same bytes */
+        float ef = amax > 0.0f ? floorf(log2f(amax)) - 2 + 127 : 0.0f;
+        const uint8_t e = (uint8_t)(ef < 0.0f ? 0.0f : ef > 254.0f ? 254.0f : ef);
         const float d = sol_e8m0_half(e);
         y[i].e = e;
         for (int j = 0; j < SOL_QK4_0 / 2; j++)
