@@ -200,10 +200,13 @@ typedef struct sol_backend_ops {
      * q and out are n x heads x head_dim; per_token[t] gives token t's block table and n_ctx.
      * lo = 0, or with a sliding window (window > 0) max(0, n_ctx - window): the token sees its
      * last `window` positions, itself included (llama.cpp's standard SWA), and block-table
-     * entries before lo are never read (they may have been freed). */
+     * entries before lo are never read (they may have been freed). sinks: NULL, or one float per
+     * query head (a backend buffer): a learned logit that joins every softmax of that head with
+     * no value, so out = sum_p e^(s_p - m) V_p / (e^(sink - m) + sum_p e^(s_p - m)) (gpt-oss's
+     * attention sinks); a backend without them answers -ENOTSUP naming them. */
     int (*paged_attention)(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out,
                            int n, int heads, int kv_heads, int head_dim, float scale, int window,
-                           const sol_attn_seq *per_token);
+                           const float *sinks, const sol_attn_seq *per_token);
 
     /* Sum x (n_elems floats) in place across the ranks of `comm` (this backend is rank `rank`),
      * in stream order on a device backend: CPU ranks through the communicator's shared memory,
@@ -445,14 +448,22 @@ static inline int sol_paged_attention(sol_backend *be, sol_kv *kv, int layer, co
                                       float *out, int n, int heads, int kv_heads, int head_dim,
                                       float scale, const sol_attn_seq *per_token) {
     return be->ops->paged_attention(be, kv, layer, q, out, n, heads, kv_heads, head_dim, scale, 0,
-                                    per_token);
+                                    NULL, per_token);
 }
 /* The same over the last `window` positions only (sliding-window layers); 0 = all. */
 static inline int sol_paged_attention_swa(sol_backend *be, sol_kv *kv, int layer, const float *q,
                                           float *out, int n, int heads, int kv_heads, int head_dim,
                                           float scale, int window, const sol_attn_seq *per_token) {
     return be->ops->paged_attention(be, kv, layer, q, out, n, heads, kv_heads, head_dim, scale,
-                                    window, per_token);
+                                    window, NULL, per_token);
+}
+/* The same with attention sinks (one logit per query head; NULL: none). */
+static inline int sol_paged_attention_sinks(sol_backend *be, sol_kv *kv, int layer, const float *q,
+                                            float *out, int n, int heads, int kv_heads,
+                                            int head_dim, float scale, int window,
+                                            const float *sinks, const sol_attn_seq *per_token) {
+    return be->ops->paged_attention(be, kv, layer, q, out, n, heads, kv_heads, head_dim, scale,
+                                    window, sinks, per_token);
 }
 
 #endif

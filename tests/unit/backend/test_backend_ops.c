@@ -682,9 +682,11 @@ static void fill_cache(sol_backend *be, sol_kv *kv, const attn_case *c, int32_t 
         }
 }
 
-/* Attention of one token of sequence s over positions [lo, n_ctx), in double. */
-static void ref_attention(const attn_case *c, const float *q, const float *kref, const float *vref,
-                          int s, int lo, int n_ctx, double *out) {
+/* Attention of one token of sequence s over positions [lo, n_ctx), in double; sinks (NULL: none)
+ * join each head's softmax with no value. */
+static void ref_attention_sinks(const attn_case *c, const float *q, const float *kref,
+                                const float *vref, int s, int lo, int n_ctx, const float *sinks,
+                                double *out) {
     int row = c->kv_heads * c->hd, g = c->heads / c->kv_heads;
     double scale = 1.0 / sqrt(c->hd);
     for (int h = 0; h < c->heads; h++) {
@@ -697,8 +699,10 @@ static void ref_attention(const attn_case *c, const float *q, const float *kref,
             sc[p] = d * scale;
             mx = fmax(mx, sc[p]);
         }
+        if (sinks) mx = fmax(mx, sinks[h]);
         for (int p = lo; p < n_ctx; p++)
             sum += (sc[p] = exp(sc[p] - mx));
+        if (sinks) sum += exp(sinks[h] - mx);
         for (int i = 0; i < c->hd; i++) {
             double o = 0;
             for (int p = lo; p < n_ctx; p++)
@@ -706,6 +710,57 @@ static void ref_attention(const attn_case *c, const float *q, const float *kref,
             out[h * c->hd + i] = o / sum;
         }
     }
+}
+
+static void ref_attention(const attn_case *c, const float *q, const float *kref, const float *vref,
+                          int s, int lo, int n_ctx, double *out) {
+    ref_attention_sinks(c, q, kref, vref, s, lo, n_ctx, NULL, out);
+}
+
+/* Attention sinks (gpt-oss): one logit per query head in each softmax's denominator, alone and
+ * with a sliding window; one sink far above the scores (its head's output shrinks towards 0),
+ * one far below (no effect). Batch invariant. Backends without them refuse by name. */
+static void attention_sinks(sol_backend *be, sol_kv *kv, const attn_case *c,
+                            int32_t tables[SEQS][10], const float *kref, const float *vref,
+                            const float *q, float *one) {
+    enum { N = 3, W = 7 };
+    const int tok_seq[N] = {0, 1, 2}, tok_ctx[N] = {37, 5, 16};
+    float sinks[8];
+    for (int h = 0; h < c->heads; h++)
+        sinks[h] = h == 0 ? 9.0f : h == 1 ? -30.0f : 0.3f * (float)h - 0.5f;
+    void *sd = sol_buf_alloc(be, sizeof sinks);
+    assert_int_equal(sol_upload(be, sd, sinks, sizeof sinks), 0);
+    sol_attn_seq per[N];
+    int qrow = c->heads * c->hd;
+    float *out = malloc(sizeof(float) * N * qrow);
+    double *ref = malloc(sizeof(double) * N * qrow);
+    float scale = 1.0f / sqrtf((float)c->hd);
+    for (int w = 0; w <= W; w += W) {
+        for (int t = 0; t < N; t++) {
+            per[t] = (sol_attn_seq){tables[tok_seq[t]], tok_ctx[t]};
+            int lo = w && tok_ctx[t] > w ? tok_ctx[t] - w : 0;
+            ref_attention_sinks(c, q + t * qrow, kref, vref, tok_seq[t], lo, tok_ctx[t], sinks,
+                                ref + t * qrow);
+        }
+        int rc = sol_paged_attention_sinks(be, kv, 1, q, out, N, c->heads, c->kv_heads, c->hd,
+                                           scale, w, sd, per);
+        if (strcmp(sol_backend_name(be), "cpu")) {
+            assert_int_equal(rc, -ENOTSUP);
+            assert_non_null(strstr(be->err.msg, "sinks"));
+            break;
+        }
+        assert_int_equal(rc, 0);
+        double e = nmse(out, ref, (size_t)N * qrow);
+        if (!(e < 1e-10)) fail_msg("sinks, window %d, hd=%d: nmse %g", w, c->hd, e);
+        for (int t = 0; t < N; t++) {
+            assert_int_equal(sol_paged_attention_sinks(be, kv, 1, q + t * qrow, one, 1, c->heads,
+                                                       c->kv_heads, c->hd, scale, w, sd, &per[t]),
+                             0);
+            assert_memory_equal(one, out + t * qrow, sizeof(float) * qrow);
+        }
+    }
+    sol_buf_free(be, sd);
+    free(out), free(ref);
 }
 
 /* Sliding window: each token sees its last W positions only, and the block-table entries before
@@ -798,6 +853,7 @@ static void run_attention_case(const char *spec, const attn_case *c) {
         sol_paged_attention(be, kv2, 1, q, one, 1, c->heads, c->kv_heads, c->hd, scale, &c0), 0);
     assert_memory_equal(one, out, sizeof(float) * qrow);
     attention_window(be, kv, c, tables, kref, vref, q, one);
+    attention_sinks(be, kv, c, tables, kref, vref, q, one);
     free(one), free(q), free(out), free(ref), free(kref), free(vref);
     sol_backend_free(be); /* frees both caches */
 }

@@ -145,6 +145,7 @@ typedef struct {
     const float *q;
     float *out;
     const sol_attn_seq *seq;
+    const float *sinks; /* per query head, or NULL */
 } attn_job;
 
 /* First position token t attends to: 0, or the start of its sliding window. */
@@ -211,6 +212,7 @@ static void attend_one_llamacpp(const attn_job *j, int t, int h, const unsigned 
         sc[p] = lc_dot_f16(k, q, hd) * j->scale;
         m = fmaxf(m, sc[p]);
     }
+    if (j->sinks) m = fmaxf(m, j->sinks[h]); /* ggml's soft_max with sinks */
     double sum = 0.0; /* ggml_vec_soft_max_f32: chunks of 16 in float, added in double */
     for (int c = 0; c < n16; c += 16) {
         float e[16];
@@ -218,6 +220,7 @@ static void attend_one_llamacpp(const attn_job *j, int t, int h, const unsigned 
             e[l] = pr[c + l] = cpu_ggml_expf(sc[c + l] - m);
         sum += (double)cpu_ggml_reduce16(e);
     }
+    if (j->sinks) sum += (double)expf(j->sinks[h] - m);
     float inv = (float)(1.0 / sum);
     for (int p = 0; p < n64; p++)
         pr[p] = p < n16 ? sol_f16_to_f32(sol_f32_to_f16(pr[p] * inv)) : 0.0f;
@@ -250,7 +253,7 @@ static void attend_one(const attn_job *j, int t, int h) {
     const float *q = j->q + ((size_t)t * j->heads + h) * hd;
     const int32_t *table = j->seq[t].block_table;
     int n_ctx = j->seq[t].n_ctx, lo = attn_lo(n_ctx, j->window);
-    if (f == &cpu_attn_avx512) {
+    if (f == &cpu_attn_avx512 && !j->sinks) {
         cpu_attend_args a = {.q = q,
                              .k = kp,
                              .v = vp,
@@ -266,7 +269,8 @@ static void attend_one(const attn_job *j, int t, int h) {
         if (cpu_attend_avx512(&a)) return;
     }
     float acc[ATTN_MAX_HEAD_DIM], s[ATTN_CHUNK];
-    float m = -INFINITY, l = 0.0f;
+    /* a sink is a position with no value: the running max starts at it, its e^0 in the sum */
+    float m = j->sinks ? j->sinks[h] : -INFINITY, l = j->sinks ? 1.0f : 0.0f;
     memset(acc, 0, (size_t)hd * sizeof(float));
     for (int p0 = lo; p0 < n_ctx; p0 += ATTN_CHUNK) {
         int cnt = n_ctx - p0 < ATTN_CHUNK ? n_ctx - p0 : ATTN_CHUNK;
@@ -342,11 +346,12 @@ static int check_attention(sol_backend *be, const sol_kv *kv, int layer, int n, 
 
 int cpu_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out, int n,
                         int heads, int kv_heads, int head_dim, float scale, int window,
-                        const sol_attn_seq *per_token) {
+                        const float *sinks, const sol_attn_seq *per_token) {
     cpu_backend *cb = (cpu_backend *)be;
     int rc = check_attention(be, kv, layer, n, heads, kv_heads, head_dim, window, per_token);
     if (rc || n <= 0) return rc;
-    attn_job j = {cb, kv, layer, n, heads, kv_heads, head_dim, scale, window, q, out, per_token};
+    attn_job j = {cb,    kv,     layer, n,   heads,     kv_heads, head_dim,
+                  scale, window, q,     out, per_token, sinks};
     int total = n * heads;
     sol_threadpool_run(cb->tp, attn_task, &j, total < cb->n_threads ? total : cb->n_threads);
     return 0;

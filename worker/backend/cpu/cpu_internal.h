@@ -319,6 +319,6 @@ int cpu_kv_copy_blocks(sol_backend *be, sol_kv *kv, const int32_t *src, const in
                        int count);
 int cpu_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out, int n,
                         int heads, int kv_heads, int head_dim, float scale, int window,
-                        const sol_attn_seq *per_token);
+                        const float *sinks, const sol_attn_seq *per_token);
 
 #endif

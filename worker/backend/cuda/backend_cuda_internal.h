@@ -190,6 +190,6 @@ void *cbe_kv_host_alloc(sol_backend *be, size_t bytes);
 void cbe_kv_host_free(sol_backend *be, void *host);
 int cbe_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out, int n,
                         int heads, int kv_heads, int head_dim, float scale, int window,
-                        const sol_attn_seq *seq);
+                        const float *sinks, const sol_attn_seq *seq);
 
 #endif

@@ -313,8 +313,11 @@ static int use_flash(const cuda_backend *b, const sol_kv *kv, int n, int heads, 
  * per step, since every layer's call carries the same bytes. */
 int cbe_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, float *out, int n,
                         int heads, int kv_heads, int head_dim, float scale, int window,
-                        const sol_attn_seq *seq) {
+                        const float *sinks, const sol_attn_seq *seq) {
     cuda_backend *b = cbe_bind(be);
+    if (sinks)
+        return cbe_fail(b, -ENOTSUP, "paged_attention",
+                        "attention sinks (gpt-oss) are not supported by the CUDA kernels yet");
     int rc = check_attention(b, kv, layer, n, heads, kv_heads, head_dim, window, seq);
     if (rc || n <= 0) return rc;
     size_t qbytes = sizeof(float) * (size_t)n * heads * head_dim;
