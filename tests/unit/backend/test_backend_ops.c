@@ -872,6 +872,38 @@ static void test_paged_attention(void **state) {
     for_each_target(paged_attention);
 }
 
+/* The llama.cpp-compatible mode's attention with sinks: within its F16 roundings of the query and
+ * the probabilities of the double reference (a dominant sink on head 0, a negligible one on head
+ * 1), and far from the reference without sinks, so the sink's term cannot be missing. */
+static void test_sinks_llamacpp(void **state) {
+    (void)state;
+    sol_backend *be = backend_for("cpu:scalar+llamacpp", 1);
+    const attn_case c = {4, 2, 64, SOL_DT_F16};
+    sol_kv *kv = sol_kv_alloc(be, 2, NBLK, BS, c.kv_heads, c.hd, c.kv_type);
+    int32_t tables[SEQS][10];
+    const int lens[SEQS] = {37, 5, 16};
+    for (int s = 0; s < SEQS; s++)
+        for (int i = 0; i < 10; i++)
+            tables[s][i] = (int32_t)(27 - 3 * i + s);
+    int row = c.kv_heads * c.hd, qrow = c.heads * c.hd;
+    float *kref = malloc(sizeof(float) * SEQS * MAXCTX * row);
+    float *vref = malloc(sizeof(float) * SEQS * MAXCTX * row);
+    fill_cache(be, kv, &c, tables, lens, kref, vref);
+    float q[4 * 64], out[4 * 64], sinks[4] = {9.0f, -30.0f, -0.2f, 0.1f};
+    double ref[4 * 64], plain[4 * 64];
+    fill(q, (size_t)qrow);
+    sol_attn_seq per = {tables[0], 37};
+    assert_int_equal(sol_paged_attention_sinks(be, kv, 1, q, out, 1, c.heads, c.kv_heads, c.hd,
+                                               1.0f / sqrtf((float)c.hd), 0, sinks, &per),
+                     0);
+    ref_attention_sinks(&c, q, kref, vref, 0, 0, 37, sinks, ref);
+    ref_attention(&c, q, kref, vref, 0, 0, 37, plain);
+    double e = nmse(out, ref, (size_t)qrow), e0 = nmse(out, plain, (size_t)qrow);
+    if (!(e < 1e-5) || !(e0 > 1e-2)) fail_msg("llamacpp sinks: nmse %g, without sinks %g", e, e0);
+    free(kref), free(vref);
+    sol_backend_free(be);
+}
+
 /* Two layers of a 4-block cache of 2-token blocks (1 head of 8) with block 3 written. */
 static sol_kv *kv_with_block3(sol_backend *be, sol_dtype dt) {
     sol_kv *kv = sol_kv_alloc(be, 2, 4, 2, 1, 8, dt);
@@ -1037,6 +1069,7 @@ int main(void) {
         cmocka_unit_test(test_moe_combine),
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_paged_attention),
+        cmocka_unit_test(test_sinks_llamacpp),
         cmocka_unit_test(test_kv_copy_blocks),
         cmocka_unit_test(test_kv_host_io),
         cmocka_unit_test(test_bad_inputs),
