@@ -124,26 +124,15 @@ typedef struct {
     int32_t *pos, *rows, end[N_EXPERT];
 } layer;
 
-/* The model's expert block for n tokens already routed (pos: each token's 8 experts). */
+/* The model's expert block for n tokens already routed (pos: each token's 8 experts): the
+ * gather, moe_experts (the model's own), the combine. */
 static int experts(layer *L, int n) {
     sol_backend *be = L->be;
     int rc;
-    if ((rc = sol_get_rows(be, L->xb, DIM, L->rows, n * TOP_K, n, L->ex))) return rc;
-    for (int e = 0, at = 0; e < N_EXPERT; at = L->end[e++]) {
-        int c = L->end[e] - at;
-        if (c &&
-            (rc = sol_matmul_many(be, (const sol_weight *[]){&L->gate[e], &L->up[e]},
-                                  (float *[]){L->eh + (size_t)at * FFN, L->eh2 + (size_t)at * FFN},
-                                  2, L->ex + (size_t)at * DIM, c)))
-            return rc;
-    }
-    if ((rc = sol_silu_mul(be, L->eh, L->eh2, L->eh, (int64_t)n * TOP_K * FFN))) return rc;
-    for (int e = 0, at = 0; e < N_EXPERT; at = L->end[e++]) {
-        int c = L->end[e] - at;
-        if (c && (rc = sol_matmul(be, &L->down[e], L->eh + (size_t)at * FFN,
-                                  L->ey + (size_t)at * DIM, c)))
-            return rc;
-    }
+    if ((rc = sol_get_rows(be, L->xb, DIM, L->rows, n * TOP_K, n, L->ex)) ||
+        (rc = moe_experts(be, L->gate, L->up, L->down, N_EXPERT, L->end, DIM, FFN, L->ex, L->eh,
+                          L->eh2, L->ey)))
+        return rc;
     return sol_moe_combine(be, L->ey, DIM, L->pos, L->w, n, TOP_K, (int64_t)n * TOP_K, L->out);
 }
 

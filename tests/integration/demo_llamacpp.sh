@@ -8,7 +8,7 @@ set -euo pipefail
 B=${SOL_BUILD:?}; S=${SOL_SOURCE:?}
 . "$S/tests/peer/compare.sh"
 require_peer
-work=${PEER_WORK:-$(mktemp -d)}; [ -n "${PEER_WORK:-}" ] || trap 'rm -rf "$work"' EXIT; mkdir -p "$work"
+peer_workdir
 D=$S/models/demo; N=48
 
 head -300 "$D/heldout.txt" | grep . >"$work/lines.txt"
@@ -22,7 +22,7 @@ echo "ok   tokenizer: $(wc -l <"$work/lines.txt") held-out lines, ids identical"
 models=("target-f16:$D/demo-target-f16.gguf" "target-q4_0:$work/target-q4_0.gguf"
         "draft-f16:$D/demo-draft-f16.gguf")
 prompt=$(printf 'And God said, Let there be light' | "$B/tools/sol-tokenize" -m "$D/demo-target-f16.gguf" --no-bos | tr ' ' ',')
-jobs="["
+jobs=""
 for e in "${models[@]}"; do
   name=${e%%:*}; m=${e#*:}
   for mode in exact llamacpp; do
@@ -32,8 +32,7 @@ for e in "${models[@]}"; do
   done
   jobs+="{\"model\":\"$m\",\"tokens\":[$prompt],\"n\":$N,\"out\":\"$work/$name.ref.ids\",\"logits\":\"$work/$name.ref.json\"},"
 done
-echo "${jobs%,}]" >"$work/jobs.json"
-node "$peer/llamacpp_ref.mjs" "$work/jobs.json"
+peer_run_jobs "$jobs"
 
 fails=0
 for e in "${models[@]}"; do

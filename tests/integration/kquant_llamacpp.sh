@@ -12,7 +12,7 @@ set -euo pipefail
 B=${SOL_BUILD:?}; S=${SOL_SOURCE:?}
 . "$S/tests/peer/compare.sh"
 require_peer
-work=${PEER_WORK:-$(mktemp -d)}; [ -n "${PEER_WORK:-}" ] || trap 'rm -rf "$work"' EXIT; mkdir -p "$work"
+peer_workdir
 
 # llama.cpp's quantizer (tests/peer/llamacpp_quantize.c), built once per build dir.
 lq=$("$peer/build_quantize.sh" "$B/peer")
@@ -28,7 +28,7 @@ shape1="--dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 512 --vocab 601 --ctx 
 shape2="--dim 512 --layers 3 --heads 8 --kv-heads 1 --ffn 768 --vocab 1009 --ctx 256 --seed 5"
 shape3="--dim 256 --layers 4 --heads 8 --kv-heads 2 --ffn 768 --vocab 1100 --ctx 256 --seed 7"
 archs=(llama qwen2 qwen3 "gemma3:--sliding-window 6 --swa-pattern 2")
-jobs="["; files=()
+jobs=""; files=()
 for spec in "${archs[@]}"; do
  a=${spec%%:*}; extra=""; [ "$a" = "$spec" ] || extra=${spec#*:}
  for sh in 1 2 3; do
@@ -55,8 +55,7 @@ for spec in "${archs[@]}"; do
   done
  done
 done
-echo "${jobs%,}]" >"$work/jobs.json"
-node "$peer/llamacpp_ref.mjs" "$work/jobs.json"
+peer_run_jobs "$jobs"
 
 
 pass=0; fail=0

@@ -30,7 +30,7 @@ set -euo pipefail
 B=${SOL_BUILD:?}; S=${SOL_SOURCE:?}
 . "$S/tests/peer/compare.sh"
 require_peer
-work=${PEER_WORK:-$(mktemp -d)}; [ -n "${PEER_WORK:-}" ] || trap 'rm -rf "$work"' EXIT; mkdir -p "$work"
+peer_workdir
 lq=$("$peer/build_quantize.sh" "$B/peer")
 
 # 48 prompt tokens: an expert then multiplies four or more tokens at once (llama.cpp's MUL_MAT_ID
@@ -47,7 +47,7 @@ tp2() { # model out-prefix: exact mode, two ranks
   "$B/tools/sol-generate" -m "$1" --prompt-tokens "$P" -n $N --temp 0 --tokens --threads 2 \
     --logits "$2.json" --tensor-parallel-size 2 >"$2.ids" 2>"$2.err" || { cat "$2.err"; exit 1; }
 }
-jobs="["; files=()
+jobs=""; files=()
 for s in "${shapes[@]}"; do
   name=${s%%:*}; flags=${s#*:}
   for t in f32 f16 q8_0 q4_0; do
@@ -65,8 +65,7 @@ for m in "${files[@]}"; do
   sol_both_modes "$m.gguf" "$m"
   jobs+=$(peer_job "$m.gguf" "$m")
 done
-echo "${jobs%,}]" >"$work/jobs.json"
-node "$peer/llamacpp_ref.mjs" "$work/jobs.json"
+peer_run_jobs "$jobs"
 
 pass=0; fail=0
 for m in "${files[@]}"; do

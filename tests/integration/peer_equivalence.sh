@@ -25,7 +25,7 @@ set -euo pipefail
 B=${SOL_BUILD:?}; S=${SOL_SOURCE:?}
 . "$S/tests/peer/compare.sh"
 require_peer
-work=${PEER_WORK:-$(mktemp -d)}; [ -n "${PEER_WORK:-}" ] || trap 'rm -rf "$work"' EXIT; mkdir -p "$work"
+peer_workdir
 N=32
 PROMPT=1,15,27,300,42,7,99,128,5,260,311
 
@@ -51,7 +51,7 @@ shapes=(
 )
 types=(f32 f16 bf16 q8_0 q4_0)
 
-jobs="["
+jobs=""
 for s in "${shapes[@]}"; do
   name=${s%%:*}; flags=${s#*:}
   for t in "${types[@]}"; do
@@ -66,8 +66,7 @@ for s in "${shapes[@]}"; do
     jobs+="{\"model\":\"$m\",\"tokens\":[$PROMPT],\"n\":$N,\"out\":\"$work/$name-$t.ref.ids\",\"logits\":\"$work/$name-$t.ref.json\"},"
   done
 done
-echo "${jobs%,}]" >"$work/jobs.json"
-node "$peer/llamacpp_ref.mjs" "$work/jobs.json"
+peer_run_jobs "$jobs"
 
 
 pass=0; fail=0

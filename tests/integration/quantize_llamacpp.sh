@@ -14,7 +14,7 @@ N=32; P=1,15,27,300,42,7,99,128,5,260,311
   --vocab 600 --type f16 --seed 7 >/dev/null 2>&1
 variants=("q8_0:--type q8_0" "q4_0:--type q4_0" "q4_0-flat:--type q4_0 --no-mixed"
           "q4_0-keep:--type q4_0 --keep attn_output=q8_0 --keep blk.1.ffn_down*=f16")
-jobs="["
+jobs=""
 for v in "${variants[@]}"; do
   name=${v%%:*}; flags=${v#*:}
   # shellcheck disable=SC2086
@@ -24,8 +24,7 @@ for v in "${variants[@]}"; do
     --threads 2 --logits "$work/$name.sol.json" >"$work/$name.sol" 2>/dev/null
   jobs+="{\"model\":\"$work/$name.gguf\",\"tokens\":[$P],\"n\":$N,\"out\":\"$work/$name.ref\",\"logits\":\"$work/$name.ref.json\"},"
 done
-echo "${jobs%,}]" >"$work/jobs.json"
-node "$peer/llamacpp_ref.mjs" "$work/jobs.json"
+peer_run_jobs "$jobs"
 fail=0
 for v in "${variants[@]}"; do
   name=${v%%:*}

@@ -13,14 +13,14 @@ set -euo pipefail
 B=${SOL_BUILD:?}; S=${SOL_SOURCE:?}
 . "$S/tests/peer/compare.sh"
 require_peer
-work=${PEER_WORK:-$(mktemp -d)}; [ -n "${PEER_WORK:-}" ] || trap 'rm -rf "$work"' EXIT; mkdir -p "$work"
+peer_workdir
 N=32; P=$(seq -s, 100 147)
 shapes=(
   "qwen3:--arch qwen3 --dim 256 --head-dim 64 --heads 4 --kv-heads 2 --ffn 512 --layers 2 --vocab 601 --ctx 2048 --seed 7 --yarn 4,128"
   "llama:--dim 256 --heads 4 --kv-heads 2 --ffn 512 --layers 2 --vocab 601 --ctx 2048 --seed 7 --yarn 8,64"
   "qwen3moe:--arch qwen3moe --dim 256 --heads 4 --kv-heads 2 --ffn 512 --experts 8 --expert-ffn 256 --layers 2 --vocab 601 --ctx 2048 --seed 7 --yarn 32,4096"
 )
-jobs="["; files=()
+jobs=""; files=()
 for s in "${shapes[@]}"; do
   name=${s%%:*}; flags=${s#*:}
   for t in f32 q8_0; do
@@ -34,8 +34,7 @@ for s in "${shapes[@]}"; do
     jobs+=$(peer_job "$m.gguf" "$m")
   done
 done
-echo "${jobs%,}]" >"$work/jobs.json"
-node "$peer/llamacpp_ref.mjs" "$work/jobs.json"
+peer_run_jobs "$jobs"
 
 pass=0; fail=0
 for m in "${files[@]}"; do

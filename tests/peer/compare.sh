@@ -34,3 +34,14 @@ peer_job() { printf '{"model":"%s","tokens":[%s],"n":%s,"out":"%s.ref.ids","logi
 verdict() {
   if [ "$1" = 1 ]; then echo "ok   $2"; pass=$((pass + 1)); else echo "FAIL $2"; fail=$((fail + 1)); fi
 }
+# peer_workdir sets work to a scratch folder (PEER_WORK keeps one for inspection, else it goes
+# at exit); peer_run_jobs JOBS runs llama.cpp on peer_job's objects (a trailing comma allowed).
+peer_workdir() {
+  work=${PEER_WORK:-$(mktemp -d)}
+  [ -n "${PEER_WORK:-}" ] || trap 'rm -rf "$work"' EXIT
+  mkdir -p "$work"
+}
+peer_run_jobs() {
+  echo "[${1%,}]" >"$work/jobs.json"
+  node "$peer/llamacpp_ref.mjs" "$work/jobs.json"
+}

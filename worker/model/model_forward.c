@@ -132,22 +132,10 @@ static int moe_feed_forward(model_rank *m, int l, int n) {
         return rc;
     moe_route(s->h_logits, n, ne, k, hp->expert_w_scale, s->h_w, s->h_pos);
     moe_group(s->h_pos, n, k, ne, s->h_rows, s->h_count);
-    if ((rc = sol_get_rows(be, s->xb, dim, s->h_rows, n * k, n, s->ex))) return rc;
-    for (int e = 0, at = 0; e < ne; at = s->h_count[e++]) {
-        int c = s->h_count[e] - at;
-        if (c && (rc = sol_matmul_many(be, (const sol_weight *[]){&L->e_gate[e], &L->e_up[e]},
-                                       (float *[]){s->eh + (size_t)at * f, s->eh2 + (size_t)at * f},
-                                       2, s->ex + (size_t)at * dim, c)))
-            return rc;
-    }
-    if ((rc = sol_silu_mul(be, s->eh, s->eh2, s->eh, (int64_t)n * k * f))) return rc;
-    for (int e = 0, at = 0; e < ne; at = s->h_count[e++]) {
-        int c = s->h_count[e] - at;
-        if (c && (rc = sol_matmul(be, &L->e_down[e], s->eh + (size_t)at * f,
-                                  s->ey + (size_t)at * dim, c)))
-            return rc;
-    }
-    if ((rc = sol_moe_combine(be, s->ey, dim, s->h_pos, s->h_w, n, k, (int64_t)n * k, s->xb2)) ||
+    if ((rc = sol_get_rows(be, s->xb, dim, s->h_rows, n * k, n, s->ex)) ||
+        (rc = moe_experts(be, L->e_gate, L->e_up, L->e_down, ne, s->h_count, dim, f, s->ex, s->eh,
+                          s->eh2, s->ey)) ||
+        (rc = sol_moe_combine(be, s->ey, dim, s->h_pos, s->h_w, n, k, (int64_t)n * k, s->xb2)) ||
         (rc = allreduce(m, s->xb2, (int64_t)n * dim)))
         return rc;
     return residual(m, L->ffn_post_norm, n);

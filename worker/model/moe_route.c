@@ -62,6 +62,27 @@ void moe_route(const float *logits, int n, int n_expert, int k, float scale, flo
                   sel + (size_t)t * k);
 }
 
+int moe_experts(sol_backend *be, const sol_weight *gate, const sol_weight *up,
+                const sol_weight *down, int n_expert, const int32_t *end, int64_t dim, int64_t f,
+                const float *ex, float *eh, float *eh2, float *ey) {
+    int rc;
+    for (int e = 0, at = 0; e < n_expert; at = end[e++]) {
+        int c = end[e] - at;
+        if (c && (rc = sol_matmul_many(be, (const sol_weight *[]){&gate[e], &up[e]},
+                                       (float *[]){eh + (size_t)at * f, eh2 + (size_t)at * f}, 2,
+                                       ex + (size_t)at * dim, c)))
+            return rc;
+    }
+    int rows = n_expert ? end[n_expert - 1] : 0;
+    if ((rc = sol_silu_mul(be, eh, eh2, eh, (int64_t)rows * f))) return rc;
+    for (int e = 0, at = 0; e < n_expert; at = end[e++]) {
+        int c = end[e] - at;
+        if (c && (rc = sol_matmul(be, &down[e], eh + (size_t)at * f, ey + (size_t)at * dim, c)))
+            return rc;
+    }
+    return 0;
+}
+
 void moe_group(int32_t *sel, int n, int k, int n_expert, int32_t *rows, int32_t *end) {
     int nk = n * k;
     for (int e = 0; e < n_expert; e++)

@@ -1,9 +1,11 @@
 /* moe_route: a mixture of experts' routing on the host - each token's top-k experts and their
- * weights from the router's logits, then the tokens grouped by expert for one matmul each. */
+ * weights from the router's logits, the tokens grouped by expert, one matmul each over them. */
 #ifndef SOL_MOE_ROUTE_H
 #define SOL_MOE_ROUTE_H
 
 #include <stdint.h>
+
+#include "backend.h"
 
 enum { MOE_MAX_EXPERTS = 512 }; /* expert_count bound (Qwen3-235B and gpt-oss-120b: 128) */
 
@@ -19,5 +21,13 @@ void moe_route(const float *logits, int n, int n_expert, int k, float scale, flo
  * t*k + j landed among them; end[e] is one past expert e's last row (its rows start at
  * end[e - 1], or 0). */
 void moe_group(int32_t *sel, int n, int k, int n_expert, int32_t *rows, int32_t *end);
+
+/* The active experts' FFN over the grouped rows (moe_group's end): for expert e with rows
+ * [end[e - 1], end[e]) of ex (dim wide), one matmul_many of gate[e] and up[e] into eh and eh2
+ * (f wide), then SiLU of all end[n_expert - 1] rows at once, then one matmul of down[e] into ey
+ * (dim wide). An expert with no rows costs nothing. */
+int moe_experts(sol_backend *be, const sol_weight *gate, const sol_weight *up,
+                const sol_weight *down, int n_expert, const int32_t *end, int64_t dim, int64_t f,
+                const float *ex, float *eh, float *eh2, float *ey);
 
 #endif
