@@ -128,10 +128,10 @@ typedef struct {
  * gather, moe_experts (the model's own), the combine. */
 static int experts(layer *L, int n) {
     sol_backend *be = L->be;
+    moe_ffn x = {L->gate, L->up, L->down, NULL, NULL, NULL, 0};
     int rc;
     if ((rc = sol_get_rows(be, L->xb, DIM, L->rows, n * TOP_K, n, L->ex)) ||
-        (rc = moe_experts(be, L->gate, L->up, L->down, N_EXPERT, L->end, DIM, FFN, L->ex, L->eh,
-                          L->eh2, L->ey)))
+        (rc = moe_experts(be, &x, N_EXPERT, L->end, DIM, FFN, L->ex, L->eh, L->eh2, L->ey)))
         return rc;
     return sol_moe_combine(be, L->ey, DIM, L->pos, L->w, n, TOP_K, (int64_t)n * TOP_K, L->out);
 }

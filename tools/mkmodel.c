@@ -1,8 +1,8 @@
 /* sol-mkmodel: writes a synthetic GGUF of a supported architecture (llama, qwen2, qwen3, qwen3moe,
- * gemma3, each optionally a mixture of experts; random but well-scaled weights, a synthetic
- * SentencePiece vocab) that llama.cpp and Sol both load, for tests and benchmarks. Weights come
- * from a counter-based RNG keyed by (seed, tensor name, element index), so every tensor is
- * independent of generation order, and are quantized row by row while writing. */
+ * gemma3, gpt-oss, llama optionally a mixture of experts; random but well-scaled weights, a
+ * synthetic SentencePiece vocab) that llama.cpp and Sol both load, for tests and benchmarks.
+ * Weights come from a counter-based RNG keyed by (seed, tensor name, element index), so every
+ * tensor is independent of generation order, and are quantized row by row while writing. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -148,10 +148,18 @@ static void spec(model *m, const char *name, int n_dims, int64_t ne0, int64_t ne
  * unit and the choice varies by token) and the experts' 3-D [cols, rows, experts] tensors. */
 static void plan_experts(model *m, int l, float out_scale) {
     int64_t dim = m->s.dim, f = m->expert_ffn, ne = m->experts;
-    float in_std = 1.0f / sqrtf((float)dim);
+    int oai = (m->arch->flags & ARCH_MOE_OAI) != 0;
+    /* gpt-oss's gate clamps at 7: wider inputs so some of its values reach the clamp */
+    float in_std = (oai ? 2.5f : 1.0f) / sqrtf((float)dim);
     char name[64];
 #define BLK(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, l), name)
-    spec(m, BLK("ffn_gate_inp.weight"), 2, dim, ne, m->type, W_ROUTER, in_std);
+    spec(m, BLK("ffn_gate_inp.weight"), 2, dim, ne, m->type, W_ROUTER, 1.0f / sqrtf((float)dim));
+    if (oai) { /* biases: the router's [E], each expert's gate/up [f, E] and down [dim, E] */
+        spec(m, BLK("ffn_gate_inp.bias"), 1, ne, 1, m->type, W_BIAS, 0.5f);
+        spec(m, BLK("ffn_gate_exps.bias"), 2, f, ne, m->type, W_BIAS, 0.1f);
+        spec(m, BLK("ffn_up_exps.bias"), 2, f, ne, m->type, W_BIAS, 0.1f);
+        spec(m, BLK("ffn_down_exps.bias"), 2, dim, ne, m->type, W_BIAS, 0.02f * out_scale);
+    }
     spec(m, BLK("ffn_gate_exps.weight"), 3, dim, f, m->type, W_MATRIX, in_std);
     m->specs[m->n_specs - 1].ne[2] = ne;
     spec(m, BLK("ffn_up_exps.weight"), 3, dim, f, m->type, W_MATRIX, in_std);
@@ -197,10 +205,17 @@ static void plan_tensors(model *m) {
         }
         spec(m, BLK("attn_output.weight"), 2, q_dim, dim, m->type, W_MATRIX,
              1.0f / sqrtf((float)q_dim) / depth * decay);
+        if (m->arch->flags & ARCH_OUT_BIAS)
+            spec(m, BLK("attn_output.bias"), 1, dim, 1, m->type, W_BIAS, 0.02f * decay / depth);
+        /* sinks near the scores' own scale, so they take a visible share of each softmax */
+        if (m->arch->flags & ARCH_ATTN_SINKS)
+            spec(m, BLK("attn_sinks.weight"), 1, s->heads, 1, m->type, W_BIAS, 1.0f);
         /* A post-norm sets the block output's scale itself: the residual scale moves there. */
         if (m->arch->flags & ARCH_POST_NORMS)
             spec(m, BLK("post_attention_norm.weight"), 1, dim, 1, m->type, W_GAIN, decay / depth);
-        spec(m, BLK("ffn_norm.weight"), 1, dim, 1, m->type, W_NORM, 0.05f);
+        char norm[64];
+        snprintf(norm, sizeof norm, "blk.%d.%s.weight", l, m->arch->ffn_norm);
+        spec(m, norm, 1, dim, 1, m->type, W_NORM, 0.05f);
         if (m->experts)
             plan_experts(m, l, decay / depth);
         else {
@@ -266,7 +281,8 @@ static int add_hparams(gguf_writer *w, const model *m, sol_err *e) {
     if (!rc) rc = add_u32(w, m, "vocab_size", s->vocab, e);
     if (!rc && m->sliding_window) {
         rc = add_u32(w, m, "attention.sliding_window", m->sliding_window, e);
-        if (!rc)
+        /* gemma3's local base; gpt-oss's local layers share the global RoPE */
+        if (!rc && !(m->arch->flags & ARCH_SWA_SAME_ROPE))
             rc = gguf_writer_add_f32(w, akey(m, "rope.freq_base_swa", k, sizeof k), 10000.0f, e);
         if (!rc && m->swa_pattern >= 0)
             rc = add_u32(w, m, "attention.sliding_window_pattern", m->swa_pattern, e);
@@ -383,6 +399,8 @@ static int write_model(model *m, sol_err *e) {
     m->specs = calloc(MAX_TENSORS, sizeof *m->specs);
     int64_t widest = m->s.dim > m->s.ffn ? m->s.dim : m->s.ffn;
     if ((int64_t)m->head_dim * m->s.heads > widest) widest = (int64_t)m->head_dim * m->s.heads;
+    if (m->expert_ffn > widest) widest = m->expert_ffn; /* a row of ffn_down_exps, or a bias's */
+    if (m->experts > widest) widest = m->experts;
     m->row = malloc((size_t)widest * sizeof(float));
     int rc = (!w || !m->specs || !m->row) ? sol_err_set(e, -ENOMEM, "out of memory") : 0;
     gguf_file *vocab = NULL;
@@ -419,7 +437,7 @@ static void usage(FILE *f) {
         "usage: sol-mkmodel -o OUT.gguf [--preset tiny|small|1b] [--type f32|f16|bf16|q8_0|q4_0]\n"
         "                   [--dim N] [--layers N] [--heads N] [--kv-heads N] [--ffn N]\n"
         "                   [--vocab N] [--ctx N] [--seed N] [--rope-base F] [--tied]\n"
-        "                   [--depth-decay F] [--arch llama|qwen2|qwen3|qwen3moe|gemma3]\n"
+        "                   [--depth-decay F] [--arch llama|qwen2|qwen3|qwen3moe|gemma3|gpt-oss]\n"
         "                   [--head-dim N] [--experts E [--experts-used K] [--expert-ffn N]]\n"
         "                   [--yarn FACTOR,ORIG_CTX]\n"
         "                   [--sliding-window N [--swa-pattern P]] [--softcap F]\n"
@@ -437,6 +455,9 @@ static void usage(FILE *f) {
         "and post-norms; --sliding-window N makes layers local with a window of N tokens (every\n"
         "P-th layer global, P = --swa-pattern, default 6; 0 = all local), --softcap F writes\n"
         "final_logit_softcapping.\n"
+        "gpt-oss: q/k/v and output biases, attention sinks, every other layer local\n"
+        "(--sliding-window, default 128), experts with biases on their router, gate, up and down\n"
+        "(always a mixture, as qwen3moe).\n"
         "--experts E makes every FFN a mixture of E experts (llama: Mixtral's layout, experts\n"
         "--ffn wide; qwen3moe always has them, default 8, --expert-ffn wide, default --ffn), each\n"
         "token routed to --experts-used K of them (default 2) by an F32 router ffn_gate_inp.\n"
@@ -471,10 +492,12 @@ static int check_experts(model *m, sol_err *e) {
         return sol_err_set(e, -EINVAL, "--experts-used and --expert-ffn need --experts");
     if (!m->experts) return 0;
     if (!moe && strcmp(m->arch->name, "llama"))
-        return sol_err_set(e, -EINVAL, "--experts applies to --arch llama (Mixtral) and qwen3moe");
+        return sol_err_set(e, -EINVAL,
+                           "--experts applies to --arch llama (Mixtral), qwen3moe and gpt-oss");
     if (!moe && m->expert_ffn)
         return sol_err_set(e, -EINVAL,
-                           "--expert-ffn applies to qwen3moe (llama's experts are --ffn wide)");
+                           "--expert-ffn applies to qwen3moe and gpt-oss (llama's experts are "
+                           "--ffn wide)");
     if (!m->experts_used) m->experts_used = m->experts < 2 ? 1 : 2;
     if (m->experts_used > m->experts)
         return sol_err_set(e, -EINVAL, "--experts-used %d: more than --experts %d", m->experts_used,
@@ -488,9 +511,9 @@ static int check_shape(const model *m, sol_err *e) {
     if (s->dim < 2 || s->layers < 1 || s->heads < 1 || s->kv_heads < 1 || s->ffn < 1 || s->ctx < 1)
         return sol_err_set(e, -EINVAL,
                            "dim, layers, heads, kv-heads, ffn and ctx must be positive");
-    if (s->layers > (MAX_TENSORS - 3) / 13)
+    if (s->layers > (MAX_TENSORS - 3) / 20)
         return sol_err_set(e, -EINVAL, "layers %d: at most %d supported", s->layers,
-                           (MAX_TENSORS - 3) / 13);
+                           (MAX_TENSORS - 3) / 20);
     if (!m->head_dim && (s->dim % s->heads || (s->dim / s->heads) % 2))
         return sol_err_set(e, -EINVAL,
                            "dim %d must split into %d heads of an even size (or give --head-dim)",
@@ -618,7 +641,11 @@ static int parse_args(int argc, char **argv, model *m, sol_err *e) {
     if (gemma_opt && !(m->arch->flags & ARCH_SWA))
         return sol_err_set(e, -EINVAL,
                            "--sliding-window, --swa-pattern and --softcap apply to --arch gemma3 "
-                           "only");
+                           "and gpt-oss only");
+    if (m->softcap > 0 && !(m->arch->flags & ARCH_SOFTCAP))
+        return sol_err_set(e, -EINVAL, "--softcap applies to --arch gemma3 only");
+    /* gpt-oss files always carry the window (llama.cpp requires the key): gpt-oss's 128 */
+    if ((m->arch->flags & ARCH_SWA_SAME_ROPE) && !m->sliding_window) m->sliding_window = 128;
     if (m->swa_pattern >= 0 && !m->sliding_window)
         return sol_err_set(e, -EINVAL, "--swa-pattern needs --sliding-window");
     if (!m->out) return sol_err_set(e, -EINVAL, "missing -o OUT.gguf (see --help)");

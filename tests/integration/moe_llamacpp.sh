@@ -5,7 +5,13 @@
 # seed 5's Q8_0 file with this prompt llama.cpp's batched prompt path and its own token-at-a-time
 # path disagree by 8.8e-2, and Sol matches the latter to 1e-9), qwen3moe with every expert used and
 # K of 512, qwen3moe with K of 1024, and llama with 4 experts, top-2 (Mixtral's layout: experts as
-# wide as feed_forward_length, no expert width key). Each in every type sol-mkmodel writes (F32,
+# wide as feed_forward_length, no expert width key), and gpt-oss with 8 experts, top-2 (biases on
+# q/k/v, the attention output, the router and every expert; attention sinks; every other layer
+# sliding over 16 positions, so the 80 positions pass it; YaRN on both kinds of layer; the clamped
+# SwiGLU, whose clamp sol-mkmodel's gpt-oss weights reach; the top 2 logits weighed by their
+# softmax. Seed 5: seed 3's Q4_K_M file from llama.cpp's quantizer puts one activation on a
+# rounding boundary, 1.1e-2 of the logits with every id the same, the class noted below. Removing the sinks or the clamp leaves
+# llama.cpp's ids after 6 and 3 tokens: checked by hand). Each in every type sol-mkmodel writes (F32,
 # F16, Q8_0, Q4_0), and in Q4_K_M and in MXFP4_MOE (experts MXFP4, the rest Q8_0; llama.cpp's file
 # type 38) each written by llama.cpp's own quantizer and by sol-quantize from the F16 file:
 # - in the llama.cpp-compatible mode (SOL_CPU_ATTN=llamacpp) the 32 greedy ids are identical and the
@@ -20,7 +26,9 @@
 #   peer_equivalence.sh notes for qwen2-odd; Sol's quantizer's file of the same shape agrees to
 #   1e-9). Ids and logits this close also say the router chose the same experts for every token: one
 #   other expert among a token's k moves its logits by far more;
-# - in Sol's default mode the logits agree within 2e-2 (the F32 attention; ids reported);
+# - in Sol's default mode the logits agree within 2e-2 (the F32 attention; ids reported), 3e-2 for
+#   gpt-oss (its clamped gate takes inputs 2.5 times as wide, and so its differences; measured up
+#   to 2.4e-2 over seeds 1, 3 and 5);
 # - with tensor parallelism 2 (every expert split by columns, one all-reduce) the F32 file gives the
 #   32 greedy ids of one rank and logits within 1e-4 of them (measured up to 7e-6). (F32: with Q8_0
 #   activations the ranks' reordered partial sums, ~1e-7 apart, can put one element on the other
@@ -42,6 +50,7 @@ shapes=(
   "q3moe-4x4-512:--arch qwen3moe --dim 512 --layers 2 --heads 8 --kv-heads 2 --ffn 1024 --experts 4 --experts-used 4 --expert-ffn 512 --vocab 601 --ctx 256 --seed 3"
   "q3moe-8x4-1024:--arch qwen3moe --dim 1024 --layers 1 --heads 8 --kv-heads 2 --ffn 1024 --experts 8 --experts-used 4 --expert-ffn 256 --vocab 601 --ctx 256 --seed 1"
   "mixtral-4x2:--dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 256 --experts 4 --experts-used 2 --vocab 601 --ctx 256 --seed 7"
+  "oss-8x2:--arch gpt-oss --dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 256 --experts 8 --experts-used 2 --sliding-window 16 --yarn 4,64 --vocab 601 --ctx 256 --seed 5"
 )
 tp2() { # model out-prefix: exact mode, two ranks
   "$B/tools/sol-generate" -m "$1" --prompt-tokens "$P" -n $N --temp 0 --tokens --threads 2 \
@@ -72,8 +81,9 @@ for m in "${files[@]}"; do
   ctol=1e-8; case $m in *-mxfp4_moe-*) ;; *-f16 | *-lc) ctol=0.01 ;; *-f32) ctol=1e-3 ;; *-q4_0 | *-sol) ctol=1e-6 ;; esac
   ids=$(same_prefix "$m.llamacpp.ids" "$m.ref.ids"); eids=$(same_prefix "$m.exact.ids" "$m.ref.ids")
   crel=$(relL2 "$m.llamacpp.json" "$m.ref.json"); rel=$(relL2 "$m.exact.json" "$m.ref.json")
-  ok=0; [ "$ids" -ge $N ] && within "$crel" $ctol && within "$rel" 0.02 && ok=1
-  verdict $ok "$(basename "$m"): llama.cpp-compatible $ids/$N ids, logits $crel (limit $ctol); default $eids/$N ids, logits $rel (limit 0.02)"
+  dtol=0.02; case $m in */oss-*) dtol=0.03 ;; esac
+  ok=0; [ "$ids" -ge $N ] && within "$crel" $ctol && within "$rel" $dtol && ok=1
+  verdict $ok "$(basename "$m"): llama.cpp-compatible $ids/$N ids, logits $crel (limit $ctol); default $eids/$N ids, logits $rel (limit $dtol)"
 done
 for s in "${shapes[@]}"; do
   m=$work/${s%%:*}-f32

@@ -153,6 +153,11 @@ typedef struct sol_backend_ops {
     /* out = gelu(gate) * up with GELU's tanh approximation (Gemma's FFN); out may alias. */
     int (*gelu_mul)(sol_backend *be, const float *gate, const float *up, float *out,
                     int64_t n_elems);
+    /* Optional (gpt-oss's experts): out = x * sigmoid(alpha x) * (y + 1) with x = min(gate,
+     * limit) and y = clamp(up, -limit, limit), elementwise, in llama.cpp's float steps
+     * (x / (1 + e^(-alpha x))); out may alias. NULL: refused by name. */
+    int (*swiglu_oai)(sol_backend *be, const float *gate, const float *up, float *out,
+                      int64_t n_elems, float alpha, float limit);
     /* out = x * s elementwise; out may alias x (Gemma's embeddings are scaled by sqrt(dim)). */
     int (*scale)(sol_backend *be, const float *x, float s, float *out, int64_t n_elems);
     /* out = a + b elementwise; out may alias a or b. */
@@ -356,6 +361,13 @@ static inline int sol_silu_mul(sol_backend *be, const float *gate, const float *
 static inline int sol_gelu_mul(sol_backend *be, const float *gate, const float *up, float *out,
                                int64_t n_elems) {
     return be->ops->gelu_mul(be, gate, up, out, n_elems);
+}
+static inline int sol_swiglu_oai(sol_backend *be, const float *gate, const float *up, float *out,
+                                 int64_t n_elems, float alpha, float limit) {
+    if (!be->ops->swiglu_oai)
+        return sol_err_set(&be->err, -ENOTSUP, "backend %s has no swiglu_oai (gpt-oss's gate)",
+                           be->ops->name);
+    return be->ops->swiglu_oai(be, gate, up, out, n_elems, alpha, limit);
 }
 static inline int sol_scale(sol_backend *be, const float *x, float s, float *out, int64_t n_elems) {
     return be->ops->scale(be, x, s, out, n_elems);

@@ -111,8 +111,11 @@ sol_dtype quant_choose(quant_policy *p, const gguf_tensor *t) {
             p->keep[i].hits++;
             decided = 1;
         }
-    /* vectors, and a mixture of experts' router, stay F32 (llama.cpp never quantizes either) */
-    if (!decided && (t->n_dims < 2 || strstr(t->name, "ffn_gate_inp.weight")))
+    /* vectors, biases (gpt-oss's experts' are 2-D) and a mixture of experts' router stay F32
+     * (llama.cpp quantizes only tensors named *weight, and never a router) */
+    size_t len = strlen(t->name);
+    int weight = len >= 6 && !strcmp(t->name + len - 6, "weight");
+    if (!decided && (t->n_dims < 2 || !weight || strstr(t->name, "ffn_gate_inp.weight")))
         want = SOL_DT_F32;
     else if (!decided && p->expert_type && t->n_dims == 3 && t->ne[2] > 1)
         want = p->expert_type;

@@ -7,22 +7,30 @@
  * Gemma's (1 + w) already folded in by the converter, so they are used as stored. Qwen3-MoE is
  * Qwen3's attention with a mixture of experts in every layer (no shared expert); Mixtral is the
  * llama graph with experts (expert_count in the file). Both route as llama.cpp's build_moe_ffn
- * does for them: softmax over every expert, top-k, the k weights renormalized. */
+ * does for them: softmax over every expert, top-k, the k weights renormalized. gpt-oss
+ * (llama.cpp's openai-moe) adds biases to q/k/v, to the attention output and to its router and
+ * experts, learned attention sinks, alternates sliding-window and global layers (both with the
+ * file's YaRN RoPE), names its FFN norm post_attention_norm, picks the top k raw logits and
+ * weighs them by a softmax over those k, and gates with its clamped SwiGLU. */
 #include "arch.h"
 
 #include <stdio.h>
 #include <string.h>
 
 static const model_arch k_archs[] = {
-    {"llama", 0, 0},
-    {"mistral", 0, 0},
-    {"qwen2", ARCH_QKV_BIAS | ARCH_ROPE_NEOX, 0},
-    {"qwen3", ARCH_QK_NORM | ARCH_ROPE_NEOX, 0},
-    {"qwen3moe", ARCH_QK_NORM | ARCH_ROPE_NEOX | ARCH_MOE, 0},
+    {"llama", 0, 0, "ffn_norm"},
+    {"mistral", 0, 0, "ffn_norm"},
+    {"qwen2", ARCH_QKV_BIAS | ARCH_ROPE_NEOX, 0, "ffn_norm"},
+    {"qwen3", ARCH_QK_NORM | ARCH_ROPE_NEOX, 0, "ffn_norm"},
+    {"qwen3moe", ARCH_QK_NORM | ARCH_ROPE_NEOX | ARCH_MOE, 0, "ffn_norm"},
     {"gemma3",
      ARCH_QK_NORM | ARCH_ROPE_NEOX | ARCH_POST_NORMS | ARCH_GELU | ARCH_EMBD_SCALE | ARCH_SWA |
          ARCH_SOFTCAP | ARCH_Q_PRESCALE,
-     6},
+     6, "ffn_norm"},
+    {"gpt-oss",
+     ARCH_QKV_BIAS | ARCH_ROPE_NEOX | ARCH_SWA | ARCH_SWA_SAME_ROPE | ARCH_MOE | ARCH_ATTN_SINKS |
+         ARCH_OUT_BIAS | ARCH_MOE_OAI,
+     2, "post_attention_norm"},
 };
 
 const model_arch *model_arch_find(const char *name) {

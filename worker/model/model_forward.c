@@ -51,15 +51,18 @@ static int residual(model_rank *m, const float *post_norm, int n) {
     return sol_add(m->be, s->x, s->xb2, s->x, (int64_t)n * hp->dim);
 }
 
-/* x += W in (n rows): a block's output projection joining the residual stream. With one rank and
- * no post-norm the add happens in the matmul's epilogue (sol_matmul_add; the same bits), else
- * into xb2, all-reduced across ranks, post-normed, then added. */
-static int project_residual(model_rank *m, const sol_weight *w, const float *in,
+/* x += W in + bias (n rows): a block's output projection joining the residual stream. With one
+ * rank, no bias and no post-norm the add happens in the matmul's epilogue (sol_matmul_add; the
+ * same bits), else into xb2 (the bias in the matmul's store), all-reduced across ranks,
+ * post-normed, then added. */
+static int project_residual(model_rank *m, const sol_weight *w, const float *bias, const float *in,
                             const float *post_norm, int n) {
     model_scratch *s = &m->s;
     int rc;
-    if (m->sh.n == 1 && !post_norm) return sol_matmul_add(m->be, w, in, s->x, s->xb2, n);
-    if ((rc = sol_matmul(m->be, w, in, s->xb2, n)) ||
+    if (m->sh.n == 1 && !post_norm && !bias) return sol_matmul_add(m->be, w, in, s->x, s->xb2, n);
+    if ((rc = bias ? sol_norm_matmul_many(m->be, in, NULL, 0.0f, NULL, (const sol_weight *[]){w},
+                                          (const float *[]){bias}, (float *[]){s->xb2}, 1, n)
+                   : sol_matmul(m->be, w, in, s->xb2, n)) ||
         (rc = allreduce(m, s->xb2, (int64_t)n * m->hp.dim)))
         return rc;
     return residual(m, post_norm, n);
@@ -84,10 +87,11 @@ static int attention(model_rank *m, sol_kv *kv, int l, const model_batch *b) {
         if ((rc = sol_scale(be, s->q, scale, s->q, nq))) return rc;
         scale = 1.0f;
     }
-    if ((rc = sol_paged_attention_swa(be, kv, l, s->q, s->att, n, sh->heads, sh->kv_heads,
-                                      hp->head_dim, scale, slides ? hp->swa_window : 0, b->attn)))
+    if ((rc = sol_paged_attention_sinks(be, kv, l, s->q, s->att, n, sh->heads, sh->kv_heads,
+                                        hp->head_dim, scale, slides ? hp->swa_window : 0, L->sinks,
+                                        b->attn)))
         return rc;
-    return project_residual(m, &L->wo, s->att, L->attn_post_norm, n);
+    return project_residual(m, &L->wo, L->bo, s->att, L->attn_post_norm, n);
 }
 
 /* Gated FFN: x += W_down · (act(W_gate·norm(x)) * W_up·norm(x)), act = SiLU or GELU (Gemma):
@@ -110,11 +114,12 @@ static int feed_forward(model_rank *m, int l, int n) {
     if ((rc = gelu ? sol_gelu_mul(be, s->hb, s->hb2, s->hb, width)
                    : sol_silu_mul(be, s->hb, s->hb2, s->hb, width)))
         return rc;
-    return project_residual(m, &L->w_down, s->hb, L->ffn_post_norm, n);
+    return project_residual(m, &L->w_down, NULL, s->hb, L->ffn_post_norm, n);
 }
 
 /* Mixture of experts: x += sum over each token's k experts of weight * W_down_e ·
- * (SiLU(W_gate_e·norm(x)) * W_up_e·norm(x)). The router's logits come to the host (moe_route.c
+ * (SiLU(W_gate_e·norm(x)) * W_up_e·norm(x)) (gpt-oss: biases on the router and every
+ * projection, its own gate and weights). The router's logits come to the host (moe_route.c
  * picks and weighs the experts there), the tokens are gathered by expert so each active expert
  * runs one matmul over just its tokens (decode: a GEMV over the chosen experts' rows only), and
  * moe_combine sums each token's k outputs in rank order. A sharded rank holds every expert's
@@ -126,15 +131,20 @@ static int moe_feed_forward(model_rank *m, int l, int n) {
     sol_backend *be = m->be;
     int k = hp->n_expert_used, ne = hp->n_expert, f = m->sh.ffn_exp, rc;
     int64_t dim = hp->dim;
+    int oai = (hp->arch->flags & ARCH_MOE_OAI) != 0;
     if ((rc = sol_rmsnorm(be, s->x, L->ffn_norm, s->xb, n, hp->dim, hp->eps)) ||
-        (rc = sol_matmul(be, &L->w_router, s->xb, s->r_logits, n)) ||
+        (rc =
+             sol_norm_matmul_many(be, s->xb, NULL, 0.0f, NULL, (const sol_weight *[]){&L->w_router},
+                                  L->router_b ? (const float *[]){L->router_b} : NULL,
+                                  (float *[]){s->r_logits}, 1, n)) ||
         (rc = sol_download(be, s->h_logits, s->r_logits, (size_t)n * ne * sizeof(float))))
         return rc;
-    moe_route(s->h_logits, n, ne, k, hp->expert_w_scale, s->h_w, s->h_pos);
+    (oai ? moe_route_topk_softmax : moe_route)(s->h_logits, n, ne, k, hp->expert_w_scale, s->h_w,
+                                               s->h_pos);
     moe_group(s->h_pos, n, k, ne, s->h_rows, s->h_count);
+    moe_ffn x = {L->e_gate, L->e_up, L->e_down, L->eb_gate, L->eb_up, L->eb_down, oai};
     if ((rc = sol_get_rows(be, s->xb, dim, s->h_rows, n * k, n, s->ex)) ||
-        (rc = moe_experts(be, L->e_gate, L->e_up, L->e_down, ne, s->h_count, dim, f, s->ex, s->eh,
-                          s->eh2, s->ey)) ||
+        (rc = moe_experts(be, &x, ne, s->h_count, dim, f, s->ex, s->eh, s->eh2, s->ey)) ||
         (rc = sol_moe_combine(be, s->ey, dim, s->h_pos, s->h_w, n, k, (int64_t)n * k, s->xb2)) ||
         (rc = allreduce(m, s->xb2, (int64_t)n * dim)))
         return rc;

@@ -20,6 +20,11 @@ typedef struct layer_weights {
      * and each expert's slice of the 3-D ffn_{gate,up,down}_exps tensors (NULL: dense). */
     sol_weight w_router;
     sol_weight *e_gate, *e_up, *e_down;
+    /* gpt-oss: attention sinks (this rank's heads), the attention output's bias (rank 0 only:
+     * the all-reduce would add it once per rank), the router's bias, and each expert's biases
+     * (its slice of gate/up; down's on rank 0 only), one vector per expert, NULL when absent. */
+    const float *sinks, *bo, *router_b;
+    const float **eb_gate, **eb_up, **eb_down;
 } layer_weights;
 
 typedef struct model_scratch {
@@ -89,6 +94,8 @@ struct model_kv {
 model_rank *rank_load(const char *path, int gguf_flags, sol_backend *be, int rank, int n,
                       sol_tp_comm *comm, sol_err *err);
 void rank_free(model_rank *m);
+/* model_hparams.c: the sizes and graph options from the file's keys into m->hp (m->swa too). */
+int rank_load_hparams(model_rank *m, sol_err *err);
 int rank_reserve(model_rank *m, int max_tokens, int max_logits, sol_err *err);
 
 /* model_forward.c: a batch the model can run (ids, positions, rows), and this rank's forward

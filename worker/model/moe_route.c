@@ -1,5 +1,5 @@
 /* moe_route: see moe_route.h. The float order is llama.cpp's build_moe_ffn for the
- * softmax-gated architectures (Mixtral, Qwen3-MoE) on its CPU build, to the bit: the
+ * softmax-gated architectures (Mixtral, Qwen3-MoE) and gpt-oss on its CPU build, to the bit: the
  * probabilities from ggml's soft_max, the selected ones summed in double (ggml_sum_rows) and
  * divided by that sum. A weight a ulp off
  * would pass through the next layer's quantized activations as a different rounding now and
@@ -29,10 +29,9 @@ static void softmax(const float *lg, int n, float *p) {
         p[e] *= inv;
 }
 
-static void route_one(const float *lg, int n_expert, int k, float scale, float *w, int32_t *sel) {
-    float p[MOE_MAX_EXPERTS];
-    softmax(lg, n_expert, p);
-    /* top-k by selection: k is small (2..8 in the models served) */
+/* The k largest of p (sel, highest first; ties to the lower index) and their values (w), by
+ * selection: k is small (2..8 in the models served). */
+static void top_k(const float *p, int n_expert, int k, float *w, int32_t *sel) {
     for (int j = 0; j < k; j++) {
         int best = -1;
         for (int e = 0; e < n_expert; e++) {
@@ -44,15 +43,25 @@ static void route_one(const float *lg, int n_expert, int k, float scale, float *
         sel[j] = best;
         w[j] = p[best];
     }
+}
+
+static void scale_w(float *w, int k, float scale) {
+    for (int j = 0; scale != 0.0f && scale != 1.0f && j < k; j++)
+        w[j] *= scale;
+}
+
+static void route_one(const float *lg, int n_expert, int k, float scale, float *w, int32_t *sel) {
+    float p[MOE_MAX_EXPERTS];
+    softmax(lg, n_expert, p);
+    top_k(p, n_expert, k, w, sel);
     double sd = 0.0; /* ggml_sum_rows adds in double */
     for (int j = 0; j < k; j++)
         sd += w[j];
     float s = (float)sd;
     if (s < k_min_sum) s = k_min_sum;
-    for (int j = 0; j < k; j++) {
+    for (int j = 0; j < k; j++)
         w[j] /= s;
-        if (scale != 0.0f && scale != 1.0f) w[j] *= scale;
-    }
+    scale_w(w, k, scale);
 }
 
 void moe_route(const float *logits, int n, int n_expert, int k, float scale, float *w,
@@ -62,22 +71,43 @@ void moe_route(const float *logits, int n, int n_expert, int k, float scale, flo
                   sel + (size_t)t * k);
 }
 
-int moe_experts(sol_backend *be, const sol_weight *gate, const sol_weight *up,
-                const sol_weight *down, int n_expert, const int32_t *end, int64_t dim, int64_t f,
-                const float *ex, float *eh, float *eh2, float *ey) {
+void moe_route_topk_softmax(const float *logits, int n, int n_expert, int k, float scale, float *w,
+                            int32_t *sel) {
+    for (int t = 0; t < n; t++) {
+        float lk[MOE_MAX_EXPERTS];
+        float *wt = w + (size_t)t * k;
+        top_k(logits + (size_t)t * n_expert, n_expert, k, lk, sel + (size_t)t * k);
+        softmax(lk, k, wt);
+        scale_w(wt, k, scale);
+    }
+}
+
+/* gpt-oss's gate constants (llama.cpp's LLM_FFN_SWIGLU_OAI_MOE) */
+static const float k_oai_alpha = 1.702f, k_oai_limit = 7.0f;
+
+int moe_experts(sol_backend *be, const moe_ffn *x, int n_expert, const int32_t *end, int64_t dim,
+                int64_t f, const float *ex, float *eh, float *eh2, float *ey) {
     int rc;
     for (int e = 0, at = 0; e < n_expert; at = end[e++]) {
         int c = end[e] - at;
-        if (c && (rc = sol_matmul_many(be, (const sol_weight *[]){&gate[e], &up[e]},
-                                       (float *[]){eh + (size_t)at * f, eh2 + (size_t)at * f}, 2,
-                                       ex + (size_t)at * dim, c)))
+        const float *const *b = x->gate_b ? (const float *[]){x->gate_b[e], x->up_b[e]} : NULL;
+        if (c && (rc = sol_norm_matmul_many(be, ex + (size_t)at * dim, NULL, 0.0f, NULL,
+                                            (const sol_weight *[]){&x->gate[e], &x->up[e]}, b,
+                                            (float *[]){eh + (size_t)at * f, eh2 + (size_t)at * f},
+                                            2, c)))
             return rc;
     }
-    int rows = n_expert ? end[n_expert - 1] : 0;
-    if ((rc = sol_silu_mul(be, eh, eh2, eh, (int64_t)rows * f))) return rc;
+    int64_t elems = (int64_t)(n_expert ? end[n_expert - 1] : 0) * f;
+    if ((rc = x->oai ? sol_swiglu_oai(be, eh, eh2, eh, elems, k_oai_alpha, k_oai_limit)
+                     : sol_silu_mul(be, eh, eh2, eh, elems)))
+        return rc;
     for (int e = 0, at = 0; e < n_expert; at = end[e++]) {
         int c = end[e] - at;
-        if (c && (rc = sol_matmul(be, &down[e], eh + (size_t)at * f, ey + (size_t)at * dim, c)))
+        const float *b = x->down_b ? x->down_b[e] : NULL;
+        if (c && (rc = sol_norm_matmul_many(be, eh + (size_t)at * f, NULL, 0.0f, NULL,
+                                            (const sol_weight *[]){&x->down[e]},
+                                            b ? (const float *[]){b} : NULL,
+                                            (float *[]){ey + (size_t)at * dim}, 1, c)))
             return rc;
     }
     return 0;

@@ -517,6 +517,20 @@ static void rmsnorm_silu_add(const char *spec) {
         ref[i] = 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v))) * b[i];
     }
     assert_true(nmse(out, ref, N * D) < 1e-12);
+    /* gpt-oss's gate over inputs to +-10: both clamps (gate <= 7, |up| <= 7) are reached */
+    float g[N * D], u[N * D];
+    for (int i = 0; i < N * D; i++)
+        g[i] = 10.0f * x[i], u[i] = 10.0f * b[i];
+    poison(out, N * D);
+    assert_int_equal(sol_swiglu_oai(be, g, u, out, N * D, 1.702f, 7.0f), 0);
+    int clamped = 0;
+    for (int i = 0; i < N * D; i++) {
+        double v = g[i] < 7.0f ? g[i] : 7.0, y = u[i] < -7.0f ? -7.0 : u[i] > 7.0f ? 7.0 : u[i];
+        clamped += g[i] > 7.0f || fabsf(u[i]) > 7.0f;
+        ref[i] = v / (1.0 + exp(-1.702 * v)) * (y + 1.0);
+    }
+    assert_true(clamped > 0);
+    assert_true(nmse(out, ref, N * D) < 1e-12);
     poison(out, N * D);
     assert_int_equal(sol_scale(be, x, 33.9411f, out, N * D), 0);
     for (int i = 0; i < N * D; i++)

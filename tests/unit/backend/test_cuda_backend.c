@@ -305,6 +305,8 @@ static void test_elementwise(void **state) {
        sol_rmsnorm(be, ad, wd, od, N, D, 1e-5f));
     OP("silu_mul", sol_silu_mul(cpu, a, b, want, N * D), sol_silu_mul(be, ad, bd, od, N * D));
     OP("gelu_mul", sol_gelu_mul(cpu, a, b, want, N * D), sol_gelu_mul(be, ad, bd, od, N * D));
+    OP("swiglu_oai", sol_swiglu_oai(cpu, a, b, want, N * D, 1.702f, 0.5f),
+       sol_swiglu_oai(be, ad, bd, od, N * D, 1.702f, 0.5f)); /* limit 0.5: both clamps reached */
     OP("add", sol_add(cpu, a, b, want, N * D), sol_add(be, ad, bd, od, N * D));
     OP("scale", sol_scale(cpu, a, 1.7f, want, N * D), sol_scale(be, ad, 1.7f, od, N * D));
 #undef OP

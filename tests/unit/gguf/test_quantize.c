@@ -158,6 +158,11 @@ static void test_expert_policies(void **state) {
     assert_int_equal(quant_choose(&p, &t), SOL_DT_Q8_0);
     t = tensor("blk.0.ffn_gate_inp.weight", 2, 512, 16);
     assert_int_equal(quant_choose(&p, &t), SOL_DT_F32);
+    /* gpt-oss's expert biases are 2-D: a bias stays F32 (llama.cpp quantizes *weight only) */
+    t = tensor("blk.0.ffn_gate_exps.bias", 2, 512, 16);
+    assert_int_equal(quant_choose(&p, &t), SOL_DT_F32);
+    t = tensor("blk.0.ffn_down_exps.bias", 2, 512, 16);
+    assert_int_equal(quant_choose(&p, &t), SOL_DT_F32);
 }
 
 /* Sol's K-quant writers: the blocks decode to the input within each type's precision, for
@@ -238,12 +243,9 @@ static void test_convert_and_copy(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_known_blocks),
-        cmocka_unit_test(test_policy),
-        cmocka_unit_test(test_k_mix_policy),
-        cmocka_unit_test(test_expert_policies),
-        cmocka_unit_test(test_kquant_writers),
-        cmocka_unit_test(test_convert_and_copy),
+        cmocka_unit_test(test_known_blocks),   cmocka_unit_test(test_policy),
+        cmocka_unit_test(test_k_mix_policy),   cmocka_unit_test(test_expert_policies),
+        cmocka_unit_test(test_kquant_writers), cmocka_unit_test(test_convert_and_copy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,6 +51,27 @@ static void test_ties_and_all(void **state) {
 
 /* Three tokens, top-2 of 4: rows come out grouped by expert, tokens ascending within one; each
  * choice points at its row. */
+/* gpt-oss's gating: the top 2 of the raw logits, weighed by the softmax of those two alone (not
+ * of all four), in a ranking that the softmax over all would keep too; scaled after. */
+static void test_topk_softmax(void **state) {
+    (void)state;
+    const float lg[8] = {0.5f, 2.0f, -1.0f, 1.0f, /* token 2: */ 3.0f, 3.0f, -2.0f, 0.0f};
+    float w[4];
+    int32_t sel[4];
+    moe_route_topk_softmax(lg, 2, 4, 2, 0.0f, w, sel);
+    assert_int_equal(sel[0], 1);
+    assert_int_equal(sel[1], 3);
+    double e = exp(-1.0);
+    assert_true(fabs(w[0] - 1.0 / (1.0 + e)) < 1e-6);
+    assert_true(fabs(w[1] - e / (1.0 + e)) < 1e-6);
+    assert_int_equal(sel[2], 0); /* a tie: the lower index first */
+    assert_int_equal(sel[3], 1);
+    assert_true(fabs(w[2] - 0.5) < 1e-7 && fabs(w[3] - 0.5) < 1e-7);
+    moe_route_topk_softmax(lg, 1, 4, 3, 2.0f, w, sel); /* k = 3, scale 2: sums to 2 */
+    assert_int_equal(sel[2], 0);
+    assert_true(fabs(w[0] + w[1] + w[2] - 2.0) < 1e-6);
+}
+
 static void test_group(void **state) {
     (void)state;
     int32_t sel[6] = {2, 0, 0, 3, 2, 0}; /* token 0: 2, 0; token 1: 0, 3; token 2: 2, 0 */
@@ -69,6 +90,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_top_k_weights),
         cmocka_unit_test(test_ties_and_all),
+        cmocka_unit_test(test_topk_softmax),
         cmocka_unit_test(test_group),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

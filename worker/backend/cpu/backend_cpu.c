@@ -200,14 +200,23 @@ static float gelu_llamacpp(float x) {
     return sol_f16_to_f32(sol_f32_to_f16(gelu_tanh(sol_f16_to_f32(sol_f32_to_f16(x)))));
 }
 
-typedef enum { ACT_SILU, ACT_SILU_LLAMACPP, ACT_GELU, ACT_GELU_LLAMACPP } act_kind;
+typedef enum { ACT_SILU, ACT_SILU_LLAMACPP, ACT_GELU, ACT_GELU_LLAMACPP, ACT_SWIGLU_OAI } act_kind;
 
 typedef struct {
     const float *gate, *up;
     float *out;
     int64_t n;
     act_kind kind;
+    float alpha, limit; /* ACT_SWIGLU_OAI */
 } act_job;
+
+/* gpt-oss's gate as llama.cpp's CPU build computes it (libm's expf: the same in both modes). */
+static float swiglu_oai1(float g, float u, float alpha, float limit) {
+    float x = limit < g ? limit : g;
+    float y = u < -limit ? -limit : limit < u ? limit : u;
+    float glu = x / (1.0f + expf(alpha * -x));
+    return glu * (y + 1.0f);
+}
 
 /* The kind is chosen once per slice, outside the element loop (SiLU runs in every FFN). */
 static void act_task(void *ctx, int task, int n_tasks) {
@@ -232,6 +241,10 @@ static void act_task(void *ctx, int task, int n_tasks) {
         for (int64_t i = lo; i < hi; i++)
             o[i] = gelu_llamacpp(g[i]) * u[i];
         break;
+    case ACT_SWIGLU_OAI:
+        for (int64_t i = lo; i < hi; i++)
+            o[i] = swiglu_oai1(g[i], u[i], j->alpha, j->limit);
+        break;
     }
 }
 
@@ -240,7 +253,7 @@ static void act_task(void *ctx, int task, int n_tasks) {
 static int run_act(sol_backend *be, const float *gate, const float *up, float *out, int64_t n,
                    act_kind kind) {
     cpu_backend *cb = (cpu_backend *)be;
-    act_job j = {gate, up, out, n, kind};
+    act_job j = {gate, up, out, n, kind, 0.0f, 0.0f};
     int tasks = n >= 16384 ? cb->n_threads : 1;
     sol_threadpool_run(cb->tp, act_task, &j, tasks);
     return 0;
@@ -256,6 +269,14 @@ static int cpu_gelu_mul(sol_backend *be, const float *gate, const float *up, flo
                         int64_t n_elems) {
     return run_act(be, gate, up, out, n_elems,
                    ((cpu_backend *)be)->attn_llamacpp ? ACT_GELU_LLAMACPP : ACT_GELU);
+}
+
+static int cpu_swiglu_oai(sol_backend *be, const float *gate, const float *up, float *out,
+                          int64_t n_elems, float alpha, float limit) {
+    cpu_backend *cb = (cpu_backend *)be;
+    act_job j = {gate, up, out, n_elems, ACT_SWIGLU_OAI, alpha, limit};
+    sol_threadpool_run(cb->tp, act_task, &j, n_elems >= 16384 ? cb->n_threads : 1);
+    return 0;
 }
 
 static int cpu_scale(sol_backend *be, const float *x, float s, float *out, int64_t n_elems) {
@@ -367,6 +388,7 @@ static const sol_backend_ops cpu_ops = {
     .rope = cpu_rope,
     .silu_mul = cpu_silu_mul,
     .gelu_mul = cpu_gelu_mul,
+    .swiglu_oai = cpu_swiglu_oai,
     .scale = cpu_scale,
     .add = cpu_add,
     .embed = cpu_embed,

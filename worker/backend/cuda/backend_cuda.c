@@ -769,6 +769,15 @@ static int cuda_gelu_mul(sol_backend *be, const float *g, const float *u, float 
     return cbe_after(b, "gelu_mul");
 }
 
+static int cuda_swiglu_oai(sol_backend *be, const float *g, const float *u, float *o, int64_t n,
+                           float alpha, float limit) {
+    cuda_backend *b = cbe_bind(be);
+    int rc = ew_check(b, g, u, o, n, "swiglu_oai");
+    if (rc || !n) return rc;
+    SOL_CUDA_FN(swiglu_oai)(g, u, o, n, alpha, limit, b->stream);
+    return cbe_after(b, "swiglu_oai");
+}
+
 static int cuda_scale(sol_backend *be, const float *x, float s, float *o, int64_t n) {
     cuda_backend *b = cbe_bind(be);
     int rc = ew_check(b, x, NULL, o, n, "scale");
@@ -1006,6 +1015,7 @@ static const sol_backend_ops cuda_ops = {
     .rope_kv_write = cbe_rope_kv_write,
     .silu_mul = cuda_silu_mul,
     .gelu_mul = cuda_gelu_mul,
+    .swiglu_oai = cuda_swiglu_oai,
     .scale = cuda_scale,
     .add = cuda_add,
     .embed = cuda_embed,

@@ -25,6 +25,8 @@ extern "C" {
 /* k_elementwise.cu: out = silu(gate) * up, gelu(gate) * up (tanh form), a + b, x * s. */
 void SOL_CUDA_FN(silu_mul)(const float *gate, const float *up, float *out, int64_t n, void *stream);
 void SOL_CUDA_FN(gelu_mul)(const float *gate, const float *up, float *out, int64_t n, void *stream);
+void SOL_CUDA_FN(swiglu_oai)(const float *gate, const float *up, float *out, int64_t n, float alpha,
+                             float limit, void *stream);
 void SOL_CUDA_FN(add)(const float *a, const float *b, float *out, int64_t n, void *stream);
 void SOL_CUDA_FN(scale)(const float *x, float s, float *out, int64_t n, void *stream);
 /* y[t][i] += bias[i] for n rows of len (the same float add as `add`, one launch). */

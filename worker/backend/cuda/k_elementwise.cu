@@ -20,6 +20,13 @@ static __global__ void k_gelu_mul(const float *g, const float *u, float *o, int6
     if (i < n) o[i] = sol_gelu_mul1(g[i], u[i]);
 }
 
+static __global__ void k_swiglu_oai(const float *g, const float *u, float *o, int64_t n,
+                                    float alpha, float limit) {
+    sol_grid_dependency();
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) o[i] = sol_swiglu_oai1(g[i], u[i], alpha, limit);
+}
+
 static __global__ void k_add(const float *a, const float *b, float *o, int64_t n) {
     sol_grid_dependency();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -49,6 +56,13 @@ extern "C" void SOL_CUDA_FN(gelu_mul)(const float *gate, const float *up, float 
                                       void *stream) {
     if (n > 0)
         SOL_LAUNCH(k_gelu_mul, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, stream, gate, up, out, n);
+}
+
+extern "C" void SOL_CUDA_FN(swiglu_oai)(const float *gate, const float *up, float *out, int64_t n,
+                                        float alpha, float limit, void *stream) {
+    if (n > 0)
+        SOL_LAUNCH(k_swiglu_oai, dim3(ew_blocks(n)), dim3(EW_THREADS), 0, stream, gate, up, out, n,
+                   alpha, limit);
 }
 
 extern "C" void SOL_CUDA_FN(add)(const float *a, const float *b, float *out, int64_t n,

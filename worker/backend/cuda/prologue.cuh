@@ -17,6 +17,15 @@ __device__ __forceinline__ float sol_gelu_mul1(float x, float u) {
     return x / (1.0f + expf(-2.0f * k * x * (1.0f + 0.044715f * x * x))) * u;
 }
 
+/* gpt-oss's gate: x * sigmoid(alpha x) * (y + 1), x = min(g, limit), y = clamp(u, +-limit), in
+ * the CPU backend's steps. */
+__device__ __forceinline__ float sol_swiglu_oai1(float g, float u, float alpha, float limit) {
+    float x = limit < g ? limit : g;
+    float y = u < -limit ? -limit : limit < u ? limit : u;
+    float glu = x / (1.0f + expf(alpha * -x));
+    return glu * (y + 1.0f);
+}
+
 /* Row blockIdx.x of x (rows of dim) normalized by the whole block into the same row of out:
  * x / sqrt(mean(x^2) + eps) * w, the sum of squares in a fixed order (a row's result never
  * depends on the batch). scratch: 32 shared floats. */
