@@ -1,4 +1,4 @@
-# Promise: a mixture-of-experts model (qwen3moe: 8 experts, top-2) serves through the router in
+# Promise: a mixture-of-experts model (qwen3moe: 8 experts, top-2; and gpt-oss) serves through the router in
 # the fast pool with everything a dense one has: continuous batching (four streams at once), the
 # same greedy text with tensor parallelism 2 (every expert split by columns) and again with
 # prefix-cache hits, with speculative decoding from a dense draft (qwen3, the same vocabulary),
@@ -99,6 +99,45 @@ for tp in 1 2; do
     stop_worker "emu$tp"
 done
 ok "cuda-emu, one rank and two: the CPU worker's text ('$want')"
+
+# gpt-oss (8 experts, top-2; biases, attention sinks, a window of 8 positions on every other
+# layer, which the prompts and completions pass, YaRN): four streams at once, the same text with
+# tensor parallelism 2, and on cuda-emu (a smaller file, one rank and two) the CPU's text.
+O=$T_DIR/oss.gguf OE=$T_DIR/oss-emu.gguf
+mkmodel "$O" --arch gpt-oss --dim 128 --heads 4 --kv-heads 2 --ffn 128 --experts 8 \
+    --experts-used 2 --sliding-window 8 --yarn 4,64 --vocab 512 --layers 2 --seed 5
+mkmodel "$OE" --arch gpt-oss --dim 64 --heads 4 --kv-heads 2 --ffn 64 --experts 4 \
+    --experts-used 2 --sliding-window 4 --yarn 4,64 --vocab 512 --layers 2 --seed 5
+same_as() { # TAG REF
+    for i in $(seq $N); do
+        cmp -s "$T_DIR/$2.$i" "$T_DIR/$1.$i" ||
+            fail "$1: text $i differs:\n got  '$(cat "$T_DIR/$1.$i")'\n want '$(cat "$T_DIR/$2.$i")'"
+    done
+}
+start_cpu_worker oss fast "$O" --set worker.scheduler.max_num_seqs=4
+wait_worker oss
+texts oref
+grep -q "8 experts, 2 used per token" "$T_DIR/worker-oss.log" || fail "oss: not loaded as a mixture"
+stop_worker oss
+start_cpu_worker osstp fast "$O" --threads 2 --tensor-parallel-size 2
+wait_worker osstp
+texts osstp
+same_as osstp oref
+stop_worker osstp
+E=$OE
+start_cpu_worker cpu_o fast "$E"
+wait_worker cpu_o
+want=$(post /v1/completions "$emu_body" | json_get 'd["choices"][0]["text"]')
+[ "$(status)" = 200 ] && [ -n "$want" ] || fail "cpu_o: $(status): $(cat "$T_DIR/body")"
+stop_worker cpu_o
+for tp in 1 2; do
+    start_emu "oemu$tp" $tp
+    wait_worker "oemu$tp"
+    got=$(post /v1/completions "$emu_body" | json_get 'd["choices"][0]["text"]')
+    [ "$got" = "$want" ] || fail "gpt-oss on cuda-emu tp $tp: got '$got', want '$want' ($(status))"
+    stop_worker "oemu$tp"
+done
+ok "gpt-oss: four streams at once, tensor parallel 2's text, and cuda-emu (one rank and two) the CPU's ('$want')"
 
 # A worker killed mid-stream: it stops before its 6th step (the test-only fault
 # SOL_TEST_ENGINE_STALL, so every stream has begun and none has ended), then dies; its streams

@@ -733,7 +733,7 @@ static void ref_attention(const attn_case *c, const float *q, const float *kref,
 
 /* Attention sinks (gpt-oss): one logit per query head in each softmax's denominator, alone and
  * with a sliding window; one sink far above the scores (its head's output shrinks towards 0),
- * one far below (no effect). Batch invariant. Backends without them refuse by name. */
+ * one far below (no effect). Batch invariant. Every backend (CPU, cuda-emu) has them. */
 static void attention_sinks(sol_backend *be, sol_kv *kv, const attn_case *c,
                             int32_t tables[SEQS][10], const float *kref, const float *vref,
                             const float *q, float *one) {
@@ -758,11 +758,6 @@ static void attention_sinks(sol_backend *be, sol_kv *kv, const attn_case *c,
         }
         int rc = sol_paged_attention_sinks(be, kv, 1, q, out, N, c->heads, c->kv_heads, c->hd,
                                            scale, w, sd, per);
-        if (strcmp(sol_backend_name(be), "cpu")) {
-            assert_int_equal(rc, -ENOTSUP);
-            assert_non_null(strstr(be->err.msg, "sinks"));
-            break;
-        }
         assert_int_equal(rc, 0);
         double e = nmse(out, ref, (size_t)N * qrow);
         if (!(e < 1e-10)) fail_msg("sinks, window %d, hd=%d: nmse %g", w, c->hd, e);

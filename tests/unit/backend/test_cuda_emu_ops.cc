@@ -542,7 +542,7 @@ static void test_kv_and_attention(void **state) {
                          0);
         sol_emu_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), N, nullptr, 0, N,
                                 HEADS, KVH, HD, 0.125f, window, &flat[0][0], MAXB, n_ctx, 37, 132,
-                                nullptr, nullptr, nullptr, 0, nullptr);
+                                nullptr, nullptr, nullptr, 0, nullptr, nullptr);
         double e = rel_err(got.data(), want.data(), N * HEADS * HD);
         if (!(e < 1e-5)) fail_msg("attention window %d: %g", window, e);
     }
@@ -557,7 +557,7 @@ static void test_kv_and_attention(void **state) {
         sol_paged_attention(be, kv, 0, q.data(), want.data(), 1, HEADS, KVH, HD, 0.125f, per), 0);
     sol_emu_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), 1, nullptr, 0, 1,
                             HEADS, KVH, HD, 0.125f, 0, &flat[0][0], MAXB, n_ctx, 37, 132, nullptr,
-                            nullptr, nullptr, 0, nullptr);
+                            nullptr, nullptr, 0, nullptr, nullptr);
     assert_true(rel_err(got.data(), want.data(), HEADS * HD) < 1e-5);
     sol_backend_free(be);
 }
@@ -589,6 +589,44 @@ struct att_case {
     int heads, kvh, hd;
     sol_dtype dt;
 };
+
+/* Attention sinks (gpt-oss) against the CPU's within 1e-5: the batch (its long contexts split,
+ * the sink joining the splits' merge) and token 3 alone (context 1: one split, the sink joining
+ * the unsplit kernel's merge of its warps). */
+static void attention_sinks_case(sol_backend *be, sol_kv *kv, const att_case &c,
+                                 std::vector<unsigned char> &kp, std::vector<unsigned char> &vp,
+                                 const std::vector<float> &q, const sol_attn_seq *per,
+                                 std::vector<int32_t> &flat, const int32_t *n_ctx) {
+    enum { BS = 16, MAXB = 20, N = 14, SMS = 132 };
+    const int qrow = c.heads * c.hd, f16 = c.dt == SOL_DT_F16;
+    const float scale = 1.0f / sqrtf((float)c.hd);
+    std::vector<float> sinks(c.heads), want(N * qrow), got(N * qrow), none(N * qrow);
+    fill(sinks.data(), c.heads, 91);
+    for (float &x : sinks) /* near the scores' largest, so each takes a visible share */
+        x += 6.0f;
+    assert_int_equal(sol_paged_attention_sinks(be, kv, 0, q.data(), want.data(), N, c.heads, c.kvh,
+                                               c.hd, scale, 0, sinks.data(), per),
+                     0);
+    assert_int_equal(
+        sol_paged_attention(be, kv, 0, q.data(), none.data(), N, c.heads, c.kvh, c.hd, scale, per),
+        0);
+    if (!(rel_err(none.data(), want.data(), N * qrow) > 1e-3)) /* 100x the tolerance below */
+        fail_msg("heads %d/%d hd %d: the sinks hardly change the output (%g)", c.heads, c.kvh, c.hd,
+                 rel_err(none.data(), want.data(), N * qrow));
+    int max_len = 200, splits = sol_emu_attention_splits(max_len, SMS, c.heads, c.kvh, c.hd);
+    std::vector<float> ws(sol_emu_attention_ws_floats(N, c.heads, c.hd, splits));
+    std::vector<int> cnt(N * c.heads, 0);
+    sol_emu_paged_attention(kp.data(), vp.data(), f16, BS, q.data(), got.data(), 0, nullptr, 0, N,
+                            c.heads, c.kvh, c.hd, scale, 0, flat.data(), MAXB, n_ctx, max_len, SMS,
+                            ws.data(), cnt.data(), nullptr, 0, sinks.data(), nullptr);
+    double e = rel_err(got.data(), want.data(), N * qrow);
+    if (!(e < 1e-5)) fail_msg("sinks heads %d/%d hd %d: %g", c.heads, c.kvh, c.hd, e);
+    sol_emu_paged_attention(kp.data(), vp.data(), f16, BS, q.data(), got.data(), 0, nullptr, 3, 1,
+                            c.heads, c.kvh, c.hd, scale, 0, flat.data(), MAXB, n_ctx, 1, SMS,
+                            ws.data(), cnt.data(), nullptr, 0, sinks.data(), nullptr);
+    e = rel_err(&got[3 * qrow], &want[3 * qrow], qrow);
+    if (!(e < 1e-5)) fail_msg("sinks heads %d/%d hd %d, one split: %g", c.heads, c.kvh, c.hd, e);
+}
 
 static void attention_case(sol_backend *be, const att_case &c, int sms) {
     enum { BS = 16, NBLK = 40, MAXB = 20, N = 14 };
@@ -637,7 +675,7 @@ static void attention_case(sol_backend *be, const att_case &c, int sms) {
         int quant = sol_emu_paged_attention(kp.data(), vp.data(), f16, BS, q.data(), got.data(), 0,
                                             nullptr, 0, N, c.heads, c.kvh, c.hd, scale, window,
                                             flat.data(), MAXB, n_ctx, max_len, sms, ws.data(),
-                                            cnt.data(), q8.data(), N, nullptr);
+                                            cnt.data(), q8.data(), N, nullptr, nullptr);
         assert_int_equal(quant, splits > 1 && c.hd % 32 == 0);
         if (quant) {
             assert_int_equal(sol_emu_gemv_quantize(SOL_CUDA_ACT_Q8_0, got.data(), N, qrow,
@@ -659,18 +697,20 @@ static void attention_case(sol_backend *be, const att_case &c, int sms) {
             int len = window && n_ctx[t] > window ? window : n_ctx[t];
             sol_emu_paged_attention(kp.data(), vp.data(), f16, BS, q.data(), one.data(), 0, nullptr,
                                     t, 1, c.heads, c.kvh, c.hd, scale, window, flat.data(), MAXB,
-                                    n_ctx, len, sms, ws.data(), cnt.data(), nullptr, 0, nullptr);
+                                    n_ctx, len, sms, ws.data(), cnt.data(), nullptr, 0, nullptr,
+                                    nullptr);
             if (memcmp(&one[t * qrow], &got[t * qrow], sizeof(float) * qrow))
                 fail_msg("heads %d/%d hd %d %s window %d sms %d: token %d (context %d) alone "
                          "differs from its batch row",
                          c.heads, c.kvh, c.hd, sol_dtype_name(c.dt), window, sms, t, n_ctx[t]);
         }
+        if (sms == 132 && !window) attention_sinks_case(be, kv, c, kp, vp, q, per, flat, n_ctx);
         /* tokens 6..13 as two tiles of a prefill chunk each: the same bits (tiles are taken at
          * head_dim <= 128 only) */
         if (c.hd > 128) continue;
         sol_emu_paged_attention(kp.data(), vp.data(), f16, BS, q.data(), one.data(), 2, tiles, 6, 8,
                                 c.heads, c.kvh, c.hd, scale, window, flat.data(), MAXB, n_ctx,
-                                max_len, sms, ws.data(), cnt.data(), nullptr, 0, nullptr);
+                                max_len, sms, ws.data(), cnt.data(), nullptr, 0, nullptr, nullptr);
         if (memcmp(&one[6 * qrow], &got[6 * qrow], sizeof(float) * 8 * qrow))
             fail_msg("heads %d/%d hd %d %s window %d sms %d: tiled tokens differ from untiled",
                      c.heads, c.kvh, c.hd, sol_dtype_name(c.dt), window, sms);

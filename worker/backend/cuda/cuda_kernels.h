@@ -156,13 +156,14 @@ size_t SOL_CUDA_FN(attention_ws_floats)(int n, int heads, int head_dim, int spli
 /* q8 (NULL: none): a gemv_scratch_bytes(q8_n, heads * head_dim) scratch; when the call splits
  * and head_dim is a multiple of 32, the merge also quantizes rows
  * [t_base, t_base + n) of out to Q8_0 into it, as gemv_quantize(SOL_CUDA_ACT_Q8_0) would, and
- * the call returns 1 (else 0, and the scratch is untouched). */
+ * the call returns 1 (else 0, and the scratch is untouched). sinks (NULL: none): one logit per
+ * query head that joins each softmax with no value (gpt-oss). */
 int SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_pool, int f16, int block_size,
                                  const float *q, float *out, int n_tiles, const int32_t *tiles,
                                  int t_base, int n, int heads, int kv_heads, int head_dim,
                                  float scale, int window, const int32_t *tables, int table_stride,
                                  const int32_t *n_ctx, int max_len, int sms, float *ws, int *cnt,
-                                 void *q8, int q8_n, void *stream);
+                                 void *q8, int q8_n, const float *sinks, void *stream);
 
 /* k_flash.cu: prefill attention on tensor cores over an F16 cache, as paged_attention computes
  * it (same arguments) but with q and the softmax weights rounded to F16 (~1e-3 relative): a block

@@ -239,9 +239,9 @@ static int make_tiles(const sol_attn_seq *seq, int n, int most, int32_t *tiles) 
  * token's bits depend on neither (k_attention.cu): its split count follows its own window and
  * the device's SM count. tiles_d: the staged tiles, n_tiles of them. */
 static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float *out, int n,
-                  int heads, int head_dim, float scale, int window, const int32_t *tables,
-                  int stride, const sol_attn_seq *seq, const int32_t *tiles_h,
-                  const int32_t *tiles_d, int n_tiles) {
+                  int heads, int head_dim, float scale, int window, const float *sinks,
+                  const int32_t *tables, int stride, const sol_attn_seq *seq,
+                  const int32_t *tiles_h, const int32_t *tiles_d, int n_tiles) {
     int max_len = 1, rc, sms = SOL_CUDA_FN(dev_sm_count)(b->dev);
     for (int t = 0; t < n; t++) {
         int len = window > 0 && seq[t].n_ctx > window ? window : seq[t].n_ctx;
@@ -283,7 +283,8 @@ static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float 
         quant &= SOL_CUDA_FN(paged_attention)(
             kv->pools[2 * layer], kv->pools[2 * layer + 1], kv->f16, kv->block_size, q, out,
             tj - ti, tiles_d + ti, t0, cnt, heads, kv->kv_heads, head_dim, scale, window, tables,
-            stride, ctx, max_len, sms, ws, counters, quant ? b->qscratch.p : NULL, n, b->stream);
+            stride, ctx, max_len, sms, ws, counters, quant ? b->qscratch.p : NULL, n, sinks,
+            b->stream);
         ti = tj;
     }
     if (quant) b->q8_made = (struct cbe_q8_note){out, n, K};
@@ -315,14 +316,13 @@ int cbe_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, 
                         int heads, int kv_heads, int head_dim, float scale, int window,
                         const float *sinks, const sol_attn_seq *seq) {
     cuda_backend *b = cbe_bind(be);
-    if (sinks)
-        return cbe_fail(b, -ENOTSUP, "paged_attention",
-                        "attention sinks (gpt-oss) are not supported by the CUDA kernels yet");
     int rc = check_attention(b, kv, layer, n, heads, kv_heads, head_dim, window, seq);
     if (rc || n <= 0) return rc;
     size_t qbytes = sizeof(float) * (size_t)n * heads * head_dim;
     if ((rc = cbe_need_dev(b, q, qbytes, "paged_attention", "q")) ||
-        (rc = cbe_need_dev(b, out, qbytes, "paged_attention", "out")))
+        (rc = cbe_need_dev(b, out, qbytes, "paged_attention", "out")) ||
+        (sinks &&
+         (rc = cbe_need_dev(b, sinks, sizeof(float) * (size_t)heads, "paged_attention", "sinks"))))
         return rc;
     int stride = 1;
     for (int t = 0; t < n; t++) {
@@ -339,7 +339,8 @@ int cbe_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, 
     memset(b->tables, 0, sizeof(int32_t) * need);
     int32_t *ctx = b->tables + (size_t)n * stride;
     int32_t *tiles = ctx + n;
-    int flash = use_flash(b, kv, n, heads, head_dim);
+    /* the tensor-core kernel takes no sinks: a gpt-oss prefill runs the CUDA-core one */
+    int flash = sinks ? 0 : use_flash(b, kv, n, heads, head_dim);
     int n_tiles = make_tiles(seq, n, flash ? flash : SOL_CUDA_ATT_TILE, tiles);
     /* Token t's entries go to its own row and to its tile's first row, which the tile's block
      * reads: the union of the tile's windows (they share one block table). Entries before a
@@ -364,6 +365,6 @@ int cbe_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q, 
         return rc ? cbe_fail(b, rc, "paged_attention", "the tensor-core kernel refused the shape")
                   : cbe_after(b, "paged_attention");
     }
-    return attend(b, kv, layer, q, out, n, heads, head_dim, scale, window, d, stride, seq, tiles,
-                  d + (size_t)n * stride + n, n_tiles);
+    return attend(b, kv, layer, q, out, n, heads, head_dim, scale, window, sinks, d, stride, seq,
+                  tiles, d + (size_t)n * stride + n, n_tiles);
 }

@@ -172,15 +172,17 @@ template <int N, int O> __device__ __forceinline__ void att_tsum(float *d, int l
  * from `qrow` elements in), as k_quantize_q8_0 would quantize out, for the o projection's GEMV,
  * which then needs no quantize launch of its own. */
 __device__ __forceinline__ void att_merge(const float *base, int splits, int head_dim, float *o,
-                                          size_t qrow, int lane, int8_t *xq, float *xd,
-                                          int32_t *xs) {
+                                          size_t qrow, int lane, int8_t *xq, float *xd, int32_t *xs,
+                                          const float *sink) {
     float M = -INFINITY, L = 0.0f;
     for (int s = 0; s < splits; s++)
         M = fmaxf(M, __ldcg(base + (size_t)s * (head_dim + 2) + head_dim));
+    if (sink) M = fmaxf(M, *sink); /* the sink joins the max and the sum, with no value */
     for (int s = 0; s < splits; s++) {
         float l = __ldcg(base + (size_t)s * (head_dim + 2) + head_dim + 1);
         if (l > 0.0f) L += l * expf(__ldcg(base + (size_t)s * (head_dim + 2) + head_dim) - M);
     }
+    if (sink) L += expf(*sink - M);
     for (int i = lane; i < head_dim; i += 32) {
         float a = 0.0f;
         for (int s = 0; s < splits; s++) {
@@ -211,13 +213,14 @@ __device__ __forceinline__ bool att_warp_any(bool v) {
  * kernel is this. */
 __device__ __forceinline__ void att_split_end(int *cnt, int splits, const float *pair_ws,
                                               int head_dim, float *o, size_t qrow, int lane,
-                                              int8_t *xq, float *xd, int32_t *xs) {
+                                              int8_t *xq, float *xd, int32_t *xs,
+                                              const float *sink) {
     __threadfence();
     bool last = atomicAdd(cnt, 1) == 32 * splits - 1;
     if (!att_warp_any(last)) return;
     int seen = atomicAdd(cnt, 0);
     __threadfence();
-    att_merge(pair_ws, splits, head_dim, o, qrow, lane, xq, xd, xs);
+    att_merge(pair_ws, splits, head_dim, o, qrow, lane, xq, xd, xs, sink);
     /* every lane has read the counter (the shuffle meets them all) before it is reset */
     if (__shfl_sync(0xffffffffu, seen, 0) == 32 * splits && lane == 0) atomicExch(cnt, 0);
 }
@@ -229,14 +232,17 @@ __device__ __forceinline__ void att_split_end(int *cnt, int splits, const float 
  * else blockIdx.y is the split, and (unnormalised sum, m, l) go to ws (gridDim.y slots of
  * head_dim + 2 floats per (token - t_base, head)), and the last split to finish a (token, head)
  * merges it into out (att_split_end; counters: a zeroed int per (token - t_base, head), left
- * zeroed; xq, xd, xs: NULL, or out's Q8_0 blocks from row t_base). split_target: see att_splits. */
+ * zeroed; xq, xd, xs: NULL, or out's Q8_0 blocks from row t_base). split_target: see att_splits.
+ * sinks: NULL, or one logit per query head that joins the final softmax (with no value) where
+ * the warps' states, or the splits', are merged. */
 template <bool F16, int E, int B, int NQ>
 static __global__ void
 k_paged_attention(const unsigned char *k_pool, const unsigned char *v_pool, int block_size,
                   const float *q, float *out, const int32_t *tiles, int t_base, int heads,
                   int kv_heads, int head_dim, int hs, int slices, float scale, int window,
                   const int32_t *tables, int table_stride, const int32_t *n_ctx, float *ws,
-                  int split_target, int *counters, int8_t *xq, float *xd, int32_t *xs) {
+                  int split_target, int *counters, int8_t *xq, float *xd, int32_t *xs,
+                  const float *sinks) {
     sol_grid_dependency();
     constexpr int R = att_rows(F16, E), V = NQ * R;
     constexpr int SH = V == 32 ? 0 : V == 16 ? 1 : V == 8 ? 2 : V == 4 ? 3 : 4; /* 5 - log2 V */
@@ -369,11 +375,14 @@ k_paged_attention(const unsigned char *k_pool, const unsigned char *v_pool, int 
         SOL_UNROLL
         for (int w = 0; w < ATT_WARPS; w++)
             M = fmaxf(M, s_m[w][i]);
+        bool sink = sinks && !ws; /* a split's state is plain; the merge adds the sink */
+        if (sink) M = fmaxf(M, sinks[h]);
         SOL_UNROLL
         for (int w = 0; w < ATT_WARPS; w++) {
             f[w] = s_l[w][i] > 0.0f ? expf(s_m[w][i] - M) : 0.0f;
             if (s_l[w][i] > 0.0f) L += s_l[w][i] * f[w];
         }
+        if (sink) L += expf(sinks[h] - M);
         SOL_UNROLL
         for (int e = 0; e < E; e++) {
             a[e] = 0.0f;
@@ -397,7 +406,7 @@ k_paged_attention(const unsigned char *k_pool, const unsigned char *v_pool, int 
             att_split_end(counters + pair, att_splits(ctx - lo, split_target),
                           ws + pair * gridDim.y * (size_t)(head_dim + 2), head_dim,
                           out + ((size_t)t * heads + h) * head_dim, pair * head_dim, lane, xq, xd,
-                          xs);
+                          xs, sinks ? sinks + h : nullptr);
         }
     }
 }
@@ -445,6 +454,7 @@ struct att_launch_args {
     int8_t *xq;
     float *xd;
     int32_t *xs;
+    const float *sinks;
 };
 
 template <bool F16, int E, int B, int NQ>
@@ -453,7 +463,7 @@ static void att_launch(const att_launch_args &a, dim3 grid, void *stream) {
     SOL_LAUNCH(k_paged_attention_T, grid, dim3(32 * ATT_WARPS), 0, stream, a.kp, a.vp, a.block_size,
                a.q, a.out, a.tiles, a.t_base, a.heads, a.kv_heads, a.head_dim, a.hs, a.slices,
                a.scale, a.window, a.tables, a.table_stride, a.n_ctx, a.ws, a.split_target, a.cnt,
-               a.xq, a.xd, a.xs);
+               a.xq, a.xd, a.xs, a.sinks);
 #undef k_paged_attention_T
 }
 
@@ -474,7 +484,8 @@ extern "C" int SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_po
                                             int kv_heads, int head_dim, float scale, int window,
                                             const int32_t *tables, int table_stride,
                                             const int32_t *n_ctx, int max_len, int sms, float *ws,
-                                            int *cnt, void *q8, int q8_n, void *stream) {
+                                            int *cnt, void *q8, int q8_n, const float *sinks,
+                                            void *stream) {
     if (n <= 0 || (tiles && n_tiles <= 0)) return 0;
     int esz = f16 ? 2 : 4, E = att_elems(head_dim), group = heads / kv_heads;
     int target = att_split_target(sms, heads, kv_heads, head_dim);
@@ -504,10 +515,10 @@ extern "C" int SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_po
         size_t first = (size_t)t_base * heads * head_dim;
         xq = s.q + first, xd = s.d + first / 32, xs = (int32_t *)s.s + first / 32;
     }
-    att_launch_args a = {
-        kp,       vp,       block_size, q,      out,   tl,     t_base, heads,
-        kv_heads, head_dim, hs,         slices, scale, window, tables, table_stride,
-        n_ctx,    w,        target,     cnt,    xq,    xd,     xs};
+    att_launch_args a = {kp,     vp,           block_size, q,  out,    tl,    t_base,
+                         heads,  kv_heads,     head_dim,   hs, slices, scale, window,
+                         tables, table_stride, n_ctx,      w,  target, cnt,   xq,
+                         xd,     xs,           sinks};
     dim3 grid((unsigned)((tiled ? n_tiles : n) * kv_heads * slices), (unsigned)splits);
     int nq = tq * hs;
     if (!wide) {
