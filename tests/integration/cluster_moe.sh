@@ -86,18 +86,21 @@ start_emu() { # ID TP
     T_PIDS+=("$!")
 }
 emu_body='{"model":"fast","prompt":"experts on a device","max_tokens":8,"temperature":0}'
-start_cpu_worker cpu_e fast "$E"
-wait_worker cpu_e
-want=$(post /v1/completions "$emu_body" | json_get 'd["choices"][0]["text"]')
-[ "$(status)" = 200 ] && [ -n "$want" ] || fail "cpu_e: $(status): $(cat "$T_DIR/body")"
-stop_worker cpu_e
-for tp in 1 2; do
-    start_emu "emu$tp" $tp
-    wait_worker "emu$tp"
-    got=$(post /v1/completions "$emu_body" | json_get 'd["choices"][0]["text"]')
-    [ "$got" = "$want" ] || fail "cuda-emu tp $tp: got '$got', want '$want' ($(status))"
-    stop_worker "emu$tp"
-done
+emu_vs_cpu() { # TAG: $E on a CPU worker, then on cuda-emu with one rank and two: $want each
+    start_cpu_worker "cpu_$1" fast "$E"
+    wait_worker "cpu_$1"
+    want=$(post /v1/completions "$emu_body" | json_get 'd["choices"][0]["text"]')
+    [ "$(status)" = 200 ] && [ -n "$want" ] || fail "cpu_$1: $(status): $(cat "$T_DIR/body")"
+    stop_worker "cpu_$1"
+    for tp in 1 2; do
+        start_emu "$1$tp" $tp
+        wait_worker "$1$tp"
+        got=$(post /v1/completions "$emu_body" | json_get 'd["choices"][0]["text"]')
+        [ "$got" = "$want" ] || fail "$1: cuda-emu tp $tp: got '$got', want '$want' ($(status))"
+        stop_worker "$1$tp"
+    done
+}
+emu_vs_cpu emu
 ok "cuda-emu, one rank and two: the CPU worker's text ('$want')"
 
 # gpt-oss (8 experts, top-2; biases, attention sinks, a window of 8 positions on every other
@@ -125,18 +128,7 @@ texts osstp
 same_as osstp oref
 stop_worker osstp
 E=$OE
-start_cpu_worker cpu_o fast "$E"
-wait_worker cpu_o
-want=$(post /v1/completions "$emu_body" | json_get 'd["choices"][0]["text"]')
-[ "$(status)" = 200 ] && [ -n "$want" ] || fail "cpu_o: $(status): $(cat "$T_DIR/body")"
-stop_worker cpu_o
-for tp in 1 2; do
-    start_emu "oemu$tp" $tp
-    wait_worker "oemu$tp"
-    got=$(post /v1/completions "$emu_body" | json_get 'd["choices"][0]["text"]')
-    [ "$got" = "$want" ] || fail "gpt-oss on cuda-emu tp $tp: got '$got', want '$want' ($(status))"
-    stop_worker "oemu$tp"
-done
+emu_vs_cpu oemu
 ok "gpt-oss: four streams at once, tensor parallel 2's text, and cuda-emu (one rank and two) the CPU's ('$want')"
 
 # A worker killed mid-stream: it stops before its 6th step (the test-only fault
