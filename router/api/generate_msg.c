@@ -15,7 +15,6 @@ struct genmsg {
     Sol__SamplingParams sp;
     Sol__ChatMessage *msgs, **ptrs;
     Sol__ToolCall *calls, **call_ptrs;
-    const char *opening; /* g.text_tokens points here */
     char request_id[];
 };
 
@@ -92,12 +91,15 @@ int genmsg_new(const oai_request *req, const char *request_id, uint32_t choice, 
     m->g.n_bias_tokens = req->n_bias;
     m->g.bias_values = req->bias_values;
     m->g.n_bias_values = req->n_bias;
-    m->opening = oai_tools_text_token(&req->tools);
     if (oai_tools_active(&req->tools)) {
         m->g.tools = (char **)req->tools.json;
         m->g.n_tools = req->tools.n;
         m->g.tool_format = (char *)oai_tool_format_name(req->tools.format);
-        if (m->opening) m->g.text_tokens = (char **)&m->opening, m->g.n_text_tokens = 1;
+    }
+    if (req->kind == OAI_CHAT) { /* the control tokens the call parser reads as text */
+        size_t nt = 0;
+        const char *const *tt = oai_tools_text_tokens(&req->tools, &nt);
+        m->g.text_tokens = (char **)tt, m->g.n_text_tokens = nt;
     }
     int rc = 0;
     if (req->kind == OAI_CHAT) {

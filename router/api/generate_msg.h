@@ -1,5 +1,6 @@
 /* generate_msg: turn a validated OpenAI request into the wire's Generate message (sampling
- * defaults filled explicitly, since proto3 cannot tell "unset" from zero), built once per choice. */
+ * defaults filled explicitly, since proto3 cannot tell "unset" from zero), built once per choice.
+ */
 #ifndef SOL_GENERATE_MSG_H
 #define SOL_GENERATE_MSG_H
 

@@ -123,9 +123,17 @@ static void put_header(strbuf *out, const char *id, const char *object, int64_t 
     strbuf_json_str(out, model ? model : "", model ? strlen(model) : 0);
 }
 
-static void put_chat_message(strbuf *out, const char *text, size_t len, const oai_call *calls,
-                             size_t n_calls) {
-    strbuf_puts(out, "\"message\":{\"role\":\"assistant\",\"content\":");
+static void put_chat_message(strbuf *out, const oai_answer *c) {
+    const char *text = c->text;
+    size_t len = c->text_len, n_calls = c->n_calls;
+    const oai_call *calls = c->calls;
+    strbuf_puts(out, "\"message\":{\"role\":\"assistant\",");
+    if (c->reasoning) { /* vLLM's field, before the content as the model wrote them */
+        strbuf_puts(out, "\"reasoning_content\":");
+        strbuf_json_str(out, c->reasoning, c->reasoning_len);
+        strbuf_putc(out, ',');
+    }
+    strbuf_puts(out, "\"content\":");
     len = oai_content_len(text, len, n_calls); /* the separators around calls are not content */
     if (n_calls && !len)
         strbuf_puts(out, "null"); /* OpenAI's shape when the answer is only calls */
@@ -146,7 +154,7 @@ int oai_response_json(strbuf *out, const oai_response *r) {
         const oai_answer *c = &r->choices[i];
         strbuf_printf(out, "%s{\"index\":%zu,", i ? "," : "", i);
         if (chat) {
-            put_chat_message(out, c->text, c->text_len, c->calls, c->n_calls);
+            put_chat_message(out, c);
         } else {
             strbuf_puts(out, "\"text\":");
             strbuf_json_str(out, c->text ? c->text : "", c->text ? c->text_len : 0);
@@ -214,6 +222,18 @@ int oai_sse_chunk(strbuf *out, oai_stream *s, const char *text, size_t len,
     put_finish(out, finish);
     strbuf_puts(out, "}]");
     /* with include_usage every chunk carries "usage": null except the last, as OpenAI does */
+    if (s->include_usage) strbuf_puts(out, ",\"usage\":null");
+    return strbuf_puts(out, "}\n\n");
+}
+
+int oai_sse_reasoning(strbuf *out, oai_stream *s, const char *text, size_t len) {
+    strbuf_puts(out, "data: ");
+    put_header(out, s->id, "chat.completion.chunk", s->created, s->model);
+    strbuf_printf(out, ",\"choices\":[{\"index\":%u,\"delta\":{", s->index);
+    if (take_role(s)) strbuf_puts(out, "\"role\":\"assistant\",");
+    strbuf_puts(out, "\"reasoning_content\":");
+    strbuf_json_str(out, text, len);
+    strbuf_puts(out, "},\"logprobs\":null,\"finish_reason\":null}]");
     if (s->include_usage) strbuf_puts(out, ",\"usage\":null");
     return strbuf_puts(out, "}\n\n");
 }

@@ -46,6 +46,8 @@ typedef struct oai_answer {
     oai_finish finish;
     const oai_call *calls; /* chat: tool calls read out of the text */
     size_t n_calls;
+    const char *reasoning; /* chat: the reasoning read out of the text (harmony); NULL: none */
+    size_t reasoning_len;
 } oai_answer;
 
 /* Everything a non-streaming response carries; all borrowed. choices[i] has index i. */
@@ -86,6 +88,9 @@ void oai_stream_init(oai_stream *s, const oai_request *req, const char *id, int6
  * finish_reason. For chat the first chunk also carries delta.role = "assistant". */
 int oai_sse_chunk(strbuf *out, oai_stream *s, const char *text, size_t len,
                   const oai_token_logprob *lp, size_t n_lp, oai_finish finish);
+/* A chat chunk whose delta carries reasoning_content (vLLM's field for a reasoning model's
+ * thinking; harmony's analysis channel). */
+int oai_sse_reasoning(strbuf *out, oai_stream *s, const char *text, size_t len);
 /* A chunk whose delta carries tool calls[from, n) (each whole: id, name, all the arguments). */
 int oai_sse_tool_calls(strbuf *out, oai_stream *s, const oai_call *calls, size_t from, size_t n);
 /* The usage chunk (choices: []) sent after the final chunk when include_usage is set. */

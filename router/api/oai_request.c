@@ -398,7 +398,7 @@ static int refuse_field(oai_kind kind, const char *key, const json_t *v, oai_err
         {"audio", "audio output is not supported"},
         {"modalities", "only text output is supported (leave 'modalities' out)"},
         {"prediction", "predicted outputs are not supported"},
-        {"reasoning_effort", "no reasoning models are served here"},
+        {"reasoning_effort", "the level is fixed by the chat template (harmony: medium)"},
         {"web_search_options", "web search is not supported"},
         {"service_tier", "service tiers are not supported"},
     };

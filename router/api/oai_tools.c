@@ -128,21 +128,30 @@ bool oai_tools_active(const oai_tools *t) {
 
 static const gg_call_shape SHAPES[] = {
     [OAI_FMT_HERMES] = {"", "<tool_call>\n", "arguments", "\n</tool_call>", "\n", "", "<tool_call>",
-                        NULL},
+                        NULL, NULL, NULL},
     /* a Llama 3 answer is calls when it opens with "{" or <|python_tag|> (step_llama) */
-    [OAI_FMT_LLAMA3] = {"", "", "parameters", "", "; ", "", NULL, "<|python_tag|>"},
-    [OAI_FMT_MISTRAL] = {"[TOOL_CALLS] [", "", "arguments", "", ", ", "]", "[TOOL_CALLS]", NULL},
+    [OAI_FMT_LLAMA3] = {"", "", "parameters", "", "; ", "", NULL, "<|python_tag|>", NULL, NULL},
+    [OAI_FMT_MISTRAL] = {"[TOOL_CALLS] [", "", "arguments", "", ", ", "]", "[TOOL_CALLS]", NULL,
+                         NULL, NULL},
+    /* one call a turn (<|call|> ends the answer); the name before the raw JSON arguments */
+    [OAI_FMT_HARMONY] = {"", "<|channel|>", NULL, "", "", "", NULL, NULL,
+                         "commentary to=functions.", " <|constrain|>json<|message|>"},
 };
-static const char *const FORMAT_NAMES[] = {"hermes", "llama3-json", "mistral"};
+static const char *const FORMAT_NAMES[] = {"hermes", "llama3-json", "mistral", "harmony"};
+enum { N_FORMATS = sizeof FORMAT_NAMES / sizeof FORMAT_NAMES[0] };
+
+/* Harmony's markers, which its output's text must show (control tokens otherwise silent). */
+static const char *const HARMONY_MARKS[] = {"<|start|>", "<|channel|>", "<|message|>", "<|end|>",
+                                            "<|constrain|>"};
 
 int oai_tool_format_parse(const char *name, oai_tool_format *out) {
-    for (int f = 0; f < 3; f++)
+    for (int f = 0; f < N_FORMATS; f++)
         if (name && !strcmp(name, FORMAT_NAMES[f])) return *out = (oai_tool_format)f, 0;
     return -EINVAL;
 }
 
 const char *oai_tool_format_name(oai_tool_format f) {
-    return (unsigned)f < 3 ? FORMAT_NAMES[f] : "?";
+    return (unsigned)f < N_FORMATS ? FORMAT_NAMES[f] : "?";
 }
 
 /* tool_choice auto with something to hold the calls to: strict schemas, or one call only. */
@@ -179,12 +188,15 @@ int oai_tools_finish(oai_tools *t, const char *grammar, const char *grammar_fiel
 
 int oai_tools_bind(oai_tools *t, const char *tool_format, const char *chat_template,
                    const char *pool, char **grammar, const char **grammar_field, oai_error *err) {
-    if (!oai_tools_active(t)) return 0;
+    if (!oai_tools_active(t)) { /* the format still says how to read the output (harmony) */
+        if (tool_format && *tool_format) oai_tool_format_parse(tool_format, &t->format);
+        return 0;
+    }
     if (tool_format && !*tool_format)
         return BAD(err, "tools",
                    "pool '%s' serves a model whose chat template (%s) has no tool format; tools "
-                   "are rendered by the qwen2.5, qwen3, llama3.1, llama3.2 and mistral-v3 "
-                   "templates (worker.chat_template)",
+                   "are rendered by the qwen2.5, qwen3, llama3.1, llama3.2, mistral-v3 and "
+                   "harmony templates (worker.chat_template)",
                    pool, chat_template && *chat_template ? chat_template : "unknown"),
                -EINVAL;
     t->format = OAI_FMT_HERMES;
@@ -193,7 +205,14 @@ int oai_tools_bind(oai_tools *t, const char *tool_format, const char *chat_templ
                              "pool '%s' reports an unknown tool format '%s'", pool, tool_format),
                -EINVAL;
     if (!calls_held(t)) return 0;
-    bool lazy = auto_lazy(t); /* every format has an opening (trigger or start) to wait for */
+    bool lazy = auto_lazy(t); /* every format but harmony has an opening to wait for */
+    if (lazy && t->format == OAI_FMT_HARMONY)
+        return BAD(err, "tools",
+                   "pool '%s' serves harmony (gpt-oss), whose calls follow its reasoning: "
+                   "tool_choice auto cannot hold strict tools or parallel_tool_calls false to "
+                   "their schema there; use tool_choice required or a named function",
+                   pool),
+               -EINVAL;
     const char *names[OAI_MAX_TOOLS];
     const json_t *params[OAI_MAX_TOOLS];
     size_t n = 0;
@@ -203,8 +222,8 @@ int oai_tools_bind(oai_tools *t, const char *tool_format, const char *chat_templ
     strbuf g;
     strbuf_init(&g);
     sol_err e = {0};
-    if (gg_tool_calls(names, params, n, t->parallel && t->choice != OAI_TOOLS_NAMED, lazy,
-                      &SHAPES[t->format], &g, &e)) {
+    bool parallel = t->parallel && t->choice != OAI_TOOLS_NAMED && t->format != OAI_FMT_HARMONY;
+    if (gg_tool_calls(names, params, n, parallel, lazy, &SHAPES[t->format], &g, &e)) {
         strbuf_free(&g);
         return BAD(err, "tools", "%s", e.msg), -EINVAL;
     }
@@ -219,6 +238,19 @@ const char *oai_tools_text_token(const oai_tools *t) {
     return SHAPES[t->format].trigger ? SHAPES[t->format].trigger : SHAPES[t->format].start;
 }
 
+const char *const *oai_tools_text_tokens(const oai_tools *t, size_t *n) {
+    *n = 0;
+    if (t->format == OAI_FMT_HARMONY)
+        return *n = sizeof HARMONY_MARKS / sizeof *HARMONY_MARKS, HARMONY_MARKS;
+    if (!oai_tools_active(t)) return NULL;
+    const gg_call_shape *s = &SHAPES[t->format];
+    return *n = 1, s->trigger ? &s->trigger : &s->start;
+}
+
+bool oai_tools_parse_output(const oai_tools *t) {
+    return oai_tools_active(t) || t->format == OAI_FMT_HARMONY;
+}
+
 /* ---- output --------------------------------------------------------------------------- */
 
 static const char k_open[] = "<tool_call>", k_close[] = "</tool_call>";
@@ -228,15 +260,35 @@ static const char k_open[] = "<tool_call>", k_close[] = "</tool_call>";
 
 /* Parser states. Hermes: OUTSIDE / INSIDE the tags. Llama 3: START (only whitespace so far),
  * CALLS (the answer is calls), TEXT (it is not: all content). Mistral: OUTSIDE, then ARRAY
- * after the marker. */
-enum { ST_OUTSIDE = 0, ST_INSIDE, ST_START, ST_CALLS, ST_TEXT, ST_ARRAY };
+ * after the marker. Harmony: HEAD (a message's header, up to <|message|>), BODY (its text, up to
+ * <|end|> or <|call|>), NEXT (after <|end|>: <|start|> and a role open the next message), TEXT
+ * (not harmony after all: content). */
+enum {
+    ST_OUTSIDE = 0,
+    ST_INSIDE,
+    ST_START,
+    ST_CALLS,
+    ST_TEXT,
+    ST_ARRAY,
+    ST_HEAD,
+    ST_BODY,
+    ST_NEXT
+};
+
+/* A harmony message's body goes to the reasoning (analysis), to a call's arguments
+ * (to=functions.NAME), or to the content (final, and anything else). */
+enum { BODY_CONTENT = 0, BODY_REASONING, BODY_CALL };
+
+/* A header this long without <|message|> is not harmony's. */
+enum { HARMONY_HEAD_MAX = 512 };
 
 void oai_call_parser_init(oai_call_parser *p, oai_tool_format fmt, const char *request_id) {
     memset(p, 0, sizeof *p);
     p->fmt = fmt;
-    p->state = fmt == OAI_FMT_LLAMA3 ? ST_START : ST_OUTSIDE;
+    p->state = fmt == OAI_FMT_LLAMA3 ? ST_START : fmt == OAI_FMT_HARMONY ? ST_HEAD : ST_OUTSIDE;
     strbuf_init(&p->held);
     strbuf_init(&p->ws);
+    strbuf_init(&p->reasoning);
     snprintf(p->id_base, sizeof p->id_base, "%.36s", request_id);
 }
 
@@ -246,6 +298,8 @@ void oai_call_parser_free(oai_call_parser *p) {
     free(p->calls);
     strbuf_free(&p->held);
     strbuf_free(&p->ws);
+    strbuf_free(&p->reasoning);
+    free(p->call_name);
 }
 
 static bool is_space(char c) {
@@ -438,6 +492,97 @@ static bool step_mistral(oai_call_parser *p, strbuf *content) {
     return true;
 }
 
+/* Harmony: a call's arguments are its message's text, JSON or not (OpenAI's arguments are a
+ * string). */
+static void harmony_call(oai_call_parser *p, const char *args, size_t n) {
+    oai_call *c = realloc(p->calls, (p->n_calls + 1) * sizeof *c);
+    if (!c) return;
+    p->calls = c;
+    c += p->n_calls;
+    make_id(p, c->id, sizeof c->id);
+    c->name = p->call_name ? p->call_name : strdup("");
+    c->arguments = strndup(args, n);
+    p->call_name = NULL;
+    p->n_calls++;
+}
+
+/* The header's channel and recipient (" to=functions.NAME" before or after <|channel|>). */
+static void harmony_header(oai_call_parser *p, const char *h, size_t n) {
+    char head[HARMONY_HEAD_MAX + 1];
+    snprintf(head, sizeof head, "%.*s", (int)n, h);
+    const char *ch = strstr(head, "<|channel|>"), *to = strstr(head, "to=functions.");
+    free(p->call_name);
+    p->call_name = NULL;
+    if (to) {
+        to += strlen("to=functions.");
+        p->call_name = strndup(to, strcspn(to, " <"));
+        p->body = BODY_CALL;
+        return;
+    }
+    ch = ch ? ch + strlen("<|channel|>") : "";
+    p->body = !strncmp(ch, "analysis", 8) ? BODY_REASONING : BODY_CONTENT;
+}
+
+/* The body's text up to `end` (or, while unfinished, all but a marker's possible start) to its
+ * place; true when a marker ended it. */
+static bool harmony_body(oai_call_parser *p, strbuf *content) {
+    char *h = p->held.data;
+    char *end = strstr(h, "<|end|>"), *call = strstr(h, "<|call|>"), *ret = strstr(h, "<|return|>");
+    char *at = end;
+    if (call && (!at || call < at)) at = call;
+    if (ret && (!at || ret < at)) at = ret;
+    size_t out = at ? (size_t)(at - h) : p->held.len;
+    if (!at) { /* hold what could begin a marker */
+        const char *lt = memchr(h, '<', p->held.len);
+        for (; lt; lt = memchr(lt + 1, '<', p->held.len - (size_t)(lt + 1 - h)))
+            if (!strncmp(lt, "<|end|>", p->held.len - (size_t)(lt - h)) ||
+                !strncmp(lt, "<|call|>", p->held.len - (size_t)(lt - h)) ||
+                !strncmp(lt, "<|return|>", p->held.len - (size_t)(lt - h)))
+                break;
+        out = lt ? (size_t)(lt - h) : p->held.len;
+        if (p->body == BODY_CALL) return false; /* the arguments are taken whole */
+    }
+    if (p->body == BODY_CALL) {
+        harmony_call(p, h, out);
+    } else {
+        strbuf_append(p->body == BODY_REASONING ? &p->reasoning : content, h, out);
+    }
+    drop(&p->held, out);
+    if (!at) return false;
+    drop(&p->held, strlen(at == end ? "<|end|>" : at == call ? "<|call|>" : "<|return|>"));
+    p->state = ST_NEXT;
+    return true;
+}
+
+static bool step_harmony(oai_call_parser *p, strbuf *content) {
+    const char *h = p->held.data;
+    if (p->state == ST_TEXT) return to_content(p, content, ST_TEXT), false;
+    if (p->state == ST_NEXT) { /* <|start|> then the role, up to the header's first marker */
+        static const char start[] = "<|start|>";
+        size_t have = p->held.len < sizeof start - 1 ? p->held.len : sizeof start - 1;
+        if (memcmp(h, start, have)) return to_content(p, content, ST_TEXT), false;
+        if (have < sizeof start - 1) return false;
+        size_t role = strcspn(h + have, "< ");
+        if (have + role == p->held.len) return false;
+        drop(&p->held, have + role);
+        p->state = ST_HEAD;
+        return true;
+    }
+    if (p->state == ST_HEAD) {
+        const char *msg = strstr(h, "<|message|>");
+        /* a header opens with a marker (<|channel|>) or a recipient (" to="); else plain text */
+        bool plain = p->held.len && h[0] != '<' && h[0] != ' ';
+        if ((!msg && p->held.len > HARMONY_HEAD_MAX) || plain)
+            return to_content(p, content, ST_TEXT), false;
+        if (!msg) return false;
+        harmony_header(p, h, (size_t)(msg - h));
+        drop(&p->held, (size_t)(msg - h) + strlen("<|message|>"));
+        p->state = ST_BODY;
+        return true;
+    }
+    return harmony_body(p, content);
+}
+
 int oai_call_parser_feed(oai_call_parser *p, const char *text, size_t len, strbuf *content) {
     size_t before = p->n_calls;
     if (strbuf_append(&p->held, text, len)) return -ENOMEM; /* allocates even for no text */
@@ -445,11 +590,19 @@ int oai_call_parser_feed(oai_call_parser *p, const char *text, size_t len, strbu
     while (more)
         more = p->fmt == OAI_FMT_LLAMA3    ? step_llama(p, content)
                : p->fmt == OAI_FMT_MISTRAL ? step_mistral(p, content)
+               : p->fmt == OAI_FMT_HARMONY ? step_harmony(p, content)
                                            : step_hermes(p, content);
     return (int)(p->n_calls - before);
 }
 
 void oai_call_parser_flush(oai_call_parser *p, strbuf *content) {
+    if (p->fmt == OAI_FMT_HARMONY && p->state == ST_BODY) { /* the answer ended the message */
+        if (p->body == BODY_CALL) harmony_call(p, p->held.data ? p->held.data : "", p->held.len);
+        if (p->body == BODY_REASONING)
+            strbuf_append(&p->reasoning, p->held.data ? p->held.data : "", p->held.len);
+        if (p->body != BODY_CONTENT) strbuf_reset(&p->held);
+    }
+    if (p->fmt == OAI_FMT_HARMONY && p->state == ST_NEXT) strbuf_reset(&p->held);
     if (p->fmt == OAI_FMT_HERMES && p->state == ST_INSIDE) strbuf_puts(content, k_open);
     if (p->fmt == OAI_FMT_MISTRAL && p->state == ST_ARRAY) strbuf_puts(content, k_mistral);
     strbuf_append(content, p->held.data ? p->held.data : "", p->held.len);

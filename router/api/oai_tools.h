@@ -23,10 +23,18 @@ typedef enum { OAI_TOOLS_AUTO = 0, OAI_TOOLS_NONE, OAI_TOOLS_REQUIRED, OAI_TOOLS
  *          (Qwen2.5, Qwen3, Hermes);
  * LLAMA3   {"name": N, "parameters": {...}} as the whole answer, several joined by "; "
  *          (Llama 3.1-3.3's JSON tool calling; an optional <|python_tag|> first);
- * MISTRAL  [TOOL_CALLS] [{"name": N, "arguments": {...}}, ...] (Mistral v0.3). */
-typedef enum { OAI_FMT_HERMES = 0, OAI_FMT_LLAMA3, OAI_FMT_MISTRAL } oai_tool_format;
+ * MISTRAL  [TOOL_CALLS] [{"name": N, "arguments": {...}}, ...] (Mistral v0.3);
+ * HARMONY  gpt-oss's channels: <|channel|>analysis<|message|>.. (reasoning), final (content),
+ *          commentary to=functions.N <|constrain|>json<|message|>{...} (a call, one a turn). Its
+ *          output is parsed with tools or without (the reasoning leaves the content). */
+typedef enum {
+    OAI_FMT_HERMES = 0,
+    OAI_FMT_LLAMA3,
+    OAI_FMT_MISTRAL,
+    OAI_FMT_HARMONY
+} oai_tool_format;
 
-/* "hermes", "llama3-json", "mistral" -> 0 with *out set; -EINVAL otherwise. */
+/* "hermes", "llama3-json", "mistral", "harmony" -> 0 with *out set; -EINVAL otherwise. */
 int oai_tool_format_parse(const char *name, oai_tool_format *out);
 const char *oai_tool_format_name(oai_tool_format f);
 
@@ -60,11 +68,17 @@ int oai_tools_finish(oai_tools *t, const char *grammar, const char *grammar_fiel
  * Register.tool_format; NULL when no worker has registered yet: Hermes, which a worker with
  * another format refuses by name; "" = the template has none: a 400 naming chat_template and
  * pool) and, for required or named, the grammar of the calls in that format into *grammar
- * (malloc'd GBNF). Nothing to do when the request offers no tools. */
+ * (malloc'd GBNF). With no tools offered only the format is noted (harmony's output is parsed
+ * anyway). */
 /* The format's opening (Mistral's [TOOL_CALLS], hermes' <tool_call>), which a model may write as
  * one control token: the worker streams that token as its text, so the call parser sees it, and
  * a grammar takes it where its text fits. NULL when no tools are active or the format has none. */
 const char *oai_tools_text_token(const oai_tools *t);
+/* The control tokens the output's text must show for the parser: harmony's markers (always, for
+ * a chat), else the opening above when there is one. *n is their count (0: none). */
+const char *const *oai_tools_text_tokens(const oai_tools *t, size_t *n);
+/* Whether a chat's output goes through the call parser: tools offered, or harmony. */
+bool oai_tools_parse_output(const oai_tools *t);
 
 int oai_tools_bind(oai_tools *t, const char *tool_format, const char *chat_template,
                    const char *pool, char **grammar, const char **grammar_field,
@@ -89,6 +103,11 @@ typedef struct oai_call_parser {
     size_t n_calls;
     char id_base[40];
     strbuf ws; /* streaming: trailing whitespace of the content, held (oai_call_parser_gate) */
+    /* harmony: the reasoning (analysis channel) read so far and not yet taken, the message's
+     * kind (its channel and recipient: oai_tools.c) and a call's name */
+    strbuf reasoning;
+    int body;
+    char *call_name;
 } oai_call_parser;
 
 /* request_id seeds the calls' ids: call_<id>_<k>, or for Mistral 9 letters and digits (its

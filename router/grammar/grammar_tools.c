@@ -131,15 +131,18 @@ int gg_tool_calls(const char *const *names, const json_t *const *params, size_t 
         char head[256];
         json_t *name = json_string(names[i]);
         char *quoted = json_dumps(name, JSON_ENCODE_ANY);
-        snprintf(head, sizeof head, "{\"name\": %s, \"%s\": ", quoted, shape->args_key);
+        if (shape->args_key)
+            snprintf(head, sizeof head, "{\"name\": %s, \"%s\": ", quoted, shape->args_key);
+        else
+            snprintf(head, sizeof head, "%s%s%s", shape->name_pre, names[i], shape->name_post);
         free(quoted), json_decref(name);
         if (i) strbuf_puts(&alts, " | ");
         strbuf_puts(&alts, "( ");
         gbnf_literal(&alts, head, strlen(head));
         strbuf_printf(&alts, " %s ", args);
         char tail[64];
-        snprintf(tail, sizeof tail, "}%s", shape->close);
-        gbnf_literal(&alts, tail, strlen(tail));
+        snprintf(tail, sizeof tail, "%s%s", shape->args_key ? "}" : "", shape->close);
+        if (*tail) gbnf_literal(&alts, tail, strlen(tail));
         strbuf_puts(&alts, " )");
     }
     strbuf root;

@@ -11,12 +11,14 @@
 #include "strbuf.h"
 
 /* How a format writes its calls: begin, then each call as open {"name": NAME, "KEY": ARGS}
- * close, calls joined by sep, then end. trigger: the prefix of begin + open that opens the calls
- * in free text. start (formats without a trigger: Llama 3's JSON): the answer is calls when,
- * after whitespace, it opens with a call or with this text (<|python_tag|>), and free text
- * otherwise. Neither: lazy grammars are refused. */
+ * close (args_key NULL: open name_pre NAME name_post ARGS close, the name outside the arguments,
+ * as harmony writes it), calls joined by sep, then end. trigger: the prefix of begin + open that
+ * opens the calls in free text. start (formats without a trigger: Llama 3's JSON): the answer is
+ * calls when, after whitespace, it opens with a call or with this text (<|python_tag|>), and free
+ * text otherwise. Neither: lazy grammars are refused. */
 typedef struct gg_call_shape {
     const char *begin, *open, *args_key, *close, *sep, *end, *trigger, *start;
+    const char *name_pre, *name_post;
 } gg_call_shape;
 
 /* One call (or, parallel, one or more) of the n functions in that shape, ARGS valid against

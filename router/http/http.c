@@ -444,8 +444,11 @@ static enum MHD_Result respond_full(struct MHD_Connection *c, http_stream *st) {
         strbuf_init(&content[i]);
         if (st->tools) read_calls(st, i, &ch->text, &content[i], &ch->finish);
         const strbuf *shown = st->tools ? &content[i] : &ch->text;
+        const strbuf *why = &st->calls[i].reasoning; /* harmony's analysis channel */
         choices[i] = (oai_answer){.text = shown->data,
                                   .text_len = shown->len,
+                                  .reasoning = why->len ? why->data : NULL,
+                                  .reasoning_len = why->len,
                                   .logprobs = lp ? ch->lp : NULL,
                                   .n_logprobs = ch->n_lp,
                                   .finish = ch->finish,

@@ -64,7 +64,8 @@ struct http_stream {
     uint32_t n_finished;   /* choices whose last chunk arrived */
     float *emb[OAI_MAX_N]; /* /v1/embeddings: each input's vector (owned) */
     size_t emb_dim[OAI_MAX_N];
-    bool tools;                       /* chat with tools offered: calls are read out of the text */
+    bool tools; /* chat with tools offered, or harmony: calls (and reasoning) are read out of the
+                   text */
     oai_call_parser calls[OAI_MAX_N]; /* per choice: the calls so far (streaming: sent as they
                                        * complete) */
 };

@@ -68,7 +68,7 @@ http_stream *http_stream_new(http_server *srv, struct MHD_Connection *conn, oai_
     oai_make_id(id, sizeof id, req->kind, request_id);
     oai_stream_init(&s->sse, req, id, (int64_t)(time(NULL)));
     strbuf_init(&s->out);
-    s->tools = req->kind == OAI_CHAT && oai_tools_active(&req->tools);
+    s->tools = req->kind == OAI_CHAT && oai_tools_parse_output(&req->tools);
     s->n_choices = req->n ? req->n : 1;
     for (size_t i = 0; i < OAI_MAX_N; i++) { /* ids stay unique across the n choices */
         strbuf_init(&s->choices[i].text);
@@ -128,6 +128,10 @@ static void format_tools(http_stream *s, const http_chunk *c) {
     /* whitespace waits for text: no whitespace-only deltas, none at all for calls only */
     oai_call_parser_gate(p, &parsed, &content, c->finish != OAI_FINISH_NONE);
     strbuf_free(&parsed);
+    if (p->reasoning.len) { /* harmony's analysis channel, before the content it precedes */
+        oai_sse_reasoning(&s->out, &s->sse, p->reasoning.data, p->reasoning.len);
+        strbuf_reset(&p->reasoning);
+    }
     if (content.len || c->n_logprobs)
         oai_sse_chunk(&s->out, &s->sse, content.data, content.len, c->logprobs, c->n_logprobs,
                       OAI_FINISH_NONE);

@@ -16,6 +16,7 @@
 
 #include <jansson.h>
 
+#include "chat_harmony.h"
 #include "strbuf.h"
 
 typedef enum { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT, ROLE_TOOL } role_t;
@@ -166,6 +167,14 @@ static void gemma_first_user(strbuf *b, const char *system, const char *user) {
     strbuf_puts(b, "<end_of_turn>\n");
 }
 
+/* strftime_now(fmt): today's local date, as engines (llama.cpp, transformers) answer it. */
+static const char *today(const char *fmt, char out[32]) {
+    time_t now = time(NULL);
+    struct tm tm;
+    if (!localtime_r(&now, &tm) || !strftime(out, 32, fmt, &tm)) out[0] = '\0';
+    return out;
+}
+
 /* What a family writes before the message loop, and which message the loop starts at: Llama 3.1's
  * system block (knowledge-date header, then the trimmed system message, if any); Gemma's system
  * message, held for the first user turn. */
@@ -176,16 +185,11 @@ static int prologue(chat_template_family f, const chat_message *msgs, size_t n, 
     if (f == CHAT_TEMPLATE_LLAMA31 || f == CHAT_TEMPLATE_LLAMA32) {
         /* 3.1 and 3.3 write their default date_string; 3.2 asks strftime_now("%d %b %Y"), which
          * engines (llama.cpp, transformers) answer with today's local date */
-        char today[32] = "26 Jul 2024";
-        if (f == CHAT_TEMPLATE_LLAMA32) {
-            time_t now = time(NULL);
-            struct tm tm;
-            if (localtime_r(&now, &tm)) strftime(today, sizeof today, "%d %b %Y", &tm);
-        }
+        char date[32];
         strbuf_puts(b, "<|start_header_id|>system<|end_header_id|>\n\n");
         if (tools) strbuf_puts(b, "Environment: ipython\n");
         strbuf_puts(b, "Cutting Knowledge Date: December 2023\nToday Date: ");
-        strbuf_puts(b, today);
+        strbuf_puts(b, f == CHAT_TEMPLATE_LLAMA32 ? today("%d %b %Y", date) : "26 Jul 2024");
         strbuf_puts(b, "\n\n");
         if (has_system) put_trimmed(b, msgs[0].content ? msgs[0].content : "");
         strbuf_puts(b, "<|eot_id|>");
@@ -648,6 +652,8 @@ const char *chat_template_tool_format(chat_template_family f) {
         return "llama3-json";
     case CHAT_TEMPLATE_MISTRAL_V3:
         return "mistral";
+    case CHAT_TEMPLATE_HARMONY:
+        return "harmony";
     default:
         return NULL;
     }
@@ -665,16 +671,17 @@ static int check_extras(chat_template_family f, const chat_message *m, size_t n,
     if (tools && tools->n && !tooling)
         return sol_err_set(err, -ENOTSUP,
                            "chat template %s has no tool format (tools are rendered by the "
-                           "qwen2.5, qwen3, llama3.1, llama3.2 and mistral-v3 templates)",
+                           "qwen2.5, qwen3, llama3.1, llama3.2, mistral-v3 and harmony templates)",
                            chat_template_name(f));
     for (size_t i = 0; i < n; i++) {
-        const char *what = m[i].n_tool_calls && !is_role(&m[i], ROLE_ASSISTANT)
-                               ? "tool_calls on a message that is not the assistant's"
-                           : (m[i].n_tool_calls || is_role(&m[i], ROLE_TOOL)) && !tooling
-                               ? "tool calls and tool messages"
-                           : m[i].reasoning_content && f != CHAT_TEMPLATE_QWEN3
-                               ? "reasoning_content"
-                               : NULL;
+        const char *what =
+            m[i].n_tool_calls && !is_role(&m[i], ROLE_ASSISTANT)
+                ? "tool_calls on a message that is not the assistant's"
+            : (m[i].n_tool_calls || is_role(&m[i], ROLE_TOOL)) && !tooling
+                ? "tool calls and tool messages"
+            : m[i].reasoning_content && f != CHAT_TEMPLATE_QWEN3 && f != CHAT_TEMPLATE_HARMONY
+                ? "reasoning_content"
+                : NULL;
         if (what)
             return sol_err_set(err, -ENOTSUP,
                                "chat message %zu: the %s chat template has no place for %s", i,
@@ -696,12 +703,16 @@ int chat_template_apply_tools(chat_template_family f, const chat_message *msgs, 
     if (rc) return rc;
     strbuf b;
     strbuf_init(&b);
+    char date[32];
     if (f == CHAT_TEMPLATE_QWEN25 || f == CHAT_TEMPLATE_QWEN3)
         rc = render_qwen(f, msgs, n, tools, add_generation_prompt, &b, err);
     else if (f == CHAT_TEMPLATE_LLAMA31 || f == CHAT_TEMPLATE_LLAMA32)
         rc = render_llama(f, msgs, n, tools, add_generation_prompt, &b, err);
     else if (f == CHAT_TEMPLATE_MISTRAL_V3)
         rc = render_mistral_v3(msgs, n, tools, &b, err); /* [/INST] is the generation prompt */
+    else if (f == CHAT_TEMPLATE_HARMONY)
+        rc = chat_harmony_render(msgs, n, tools, add_generation_prompt, today("%Y-%m-%d", date), &b,
+                                 err);
     else
         rc = render_plain(f, msgs, n, add_generation_prompt, &b, err);
     /* A message list of empty strings still yields a valid "" (strbuf_take allocates it). */
@@ -726,6 +737,8 @@ bool chat_template_detect_known(const char *src, chat_template_family *out) {
     bool known = true;
     if (!src || !*src)
         known = false;
+    else if (strstr(src, "<|start|>") && strstr(src, "<|channel|>"))
+        f = CHAT_TEMPLATE_HARMONY;
     else if (strstr(src, "<|im_start|>"))
         f = strstr(src, "You are Qwen, created by Alibaba Cloud") ? CHAT_TEMPLATE_QWEN25
             : strstr(src, "<tool_response>") && strstr(src, "reasoning_content")
@@ -776,6 +789,8 @@ static const struct {
     {"qwen3", CHAT_TEMPLATE_QWEN3},
     {"mistral-v3", CHAT_TEMPLATE_MISTRAL_V3},
     {"mistral-v0.3", CHAT_TEMPLATE_MISTRAL_V3},
+    {"harmony", CHAT_TEMPLATE_HARMONY},
+    {"gpt-oss", CHAT_TEMPLATE_HARMONY},
 };
 
 int chat_template_from_name(const char *name, chat_template_family *out, sol_err *err) {
@@ -785,15 +800,16 @@ int chat_template_from_name(const char *name, chat_template_family *out, sol_err
                 if (out) *out = NAMES[i].family;
                 return 0;
             }
-    return sol_err_set(err, -EINVAL,
-                       "chat template: unknown name \"%.64s\"; expected chatml, llama2, llama3, "
-                       "mistral, mistral-v3, zephyr, qwen2.5, qwen3, llama3.1, llama3.2 or gemma",
-                       name ? name : "(null)");
+    return sol_err_set(
+        err, -EINVAL,
+        "chat template: unknown name \"%.64s\"; expected chatml, llama2, llama3, "
+        "mistral, mistral-v3, zephyr, qwen2.5, qwen3, llama3.1, llama3.2, gemma or harmony",
+        name ? name : "(null)");
 }
 
 const char *chat_template_name(chat_template_family f) {
     static const char *const names[CHAT_TEMPLATE_COUNT] = {
-        "chatml",   "llama2", "llama3",   "mistral", "zephyr",    "qwen2.5",
-        "llama3.1", "gemma",  "llama3.2", "qwen3",   "mistral-v3"};
+        "chatml",   "llama2", "llama3",   "mistral", "zephyr",     "qwen2.5",
+        "llama3.1", "gemma",  "llama3.2", "qwen3",   "mistral-v3", "harmony"};
     return (unsigned)f < CHAT_TEMPLATE_COUNT ? names[f] : "?";
 }

@@ -26,6 +26,7 @@ typedef enum chat_template_family {
     CHAT_TEMPLATE_LLAMA32,    /* Llama 3.2: as 3.1, with today's date (strftime_now) */
     CHAT_TEMPLATE_QWEN3,      /* ChatML with Qwen3's <think> handling of the latest turn */
     CHAT_TEMPLATE_MISTRAL_V3, /* Mistral v0.3: [INST] ...[/INST], [AVAILABLE_TOOLS], [TOOL_CALLS] */
+    CHAT_TEMPLATE_HARMONY,    /* gpt-oss: <|start|>role<|channel|>..<|message|>..<|end|> */
     CHAT_TEMPLATE_COUNT
 } chat_template_family;
 
@@ -46,7 +47,7 @@ typedef struct chat_tool_call {
 typedef struct chat_message {
     const char *role;    /* "system", "user", "assistant" or "tool" */
     const char *content; /* NULL is read as "" */
-    /* assistant only: the calls it made, and (Qwen3) its reasoning; NULL = none given */
+    /* assistant only: the calls it made, and (Qwen3, harmony) its reasoning; NULL = none given */
     const chat_tool_call *tool_calls;
     size_t n_tool_calls;
     const char *reasoning_content;
@@ -67,9 +68,9 @@ chat_template_family chat_template_detect(const char *jinja_source);
 bool chat_template_detect_known(const char *jinja_source, chat_template_family *out);
 
 /* "chatml", "llama2", "llama3", "mistral", "zephyr", "qwen2.5", "llama3.1", "gemma", "llama3.2",
- * "qwen3", "mistral-v3" (also
- * "qwen2", "llama-2", "llama-3", "gemma2", "gemma3"; case-insensitive). Unknown -> -EINVAL
- * listing the accepted names. */
+ * "qwen3", "mistral-v3", "harmony" (also
+ * "qwen2", "llama-2", "llama-3", "gemma2", "gemma3", "gpt-oss"; case-insensitive). Unknown ->
+ * -EINVAL listing the accepted names. */
 int chat_template_from_name(const char *name, chat_template_family *out, sol_err *err);
 
 /* The canonical name (the one Register.chat_template carries); "?" for out-of-range values. */
@@ -86,18 +87,22 @@ int chat_template_apply(chat_template_family f, const chat_message *msgs, size_t
  * template does - qwen2.5, qwen3: a "# Tools" system block, calls as <tool_call> JSON, results
  * as <tool_response> user turns; llama3.1, llama3.2: the functions in the first user turn, a
  * call as {"name", "parameters"} JSON, results as ipython turns; mistral-v3: [AVAILABLE_TOOLS]
- * before the last user turn, [TOOL_CALLS] [...] and [TOOL_RESULTS]. Any other family given
+ * before the last user turn, [TOOL_CALLS] [...] and [TOOL_RESULTS]; harmony: a TypeScript
+ * namespace in the developer message, calls on the commentary channel to functions.NAME, results
+ * from functions.NAME (chat_harmony.h). Any other family given
  * tools, tool_calls or a tool message fails with -ENOTSUP naming the family. tools may be NULL. */
 int chat_template_apply_tools(chat_template_family f, const chat_message *msgs, size_t n,
                               const chat_tools *tools, bool add_generation_prompt, char **out,
                               size_t *out_len, sol_err *err);
 
-/* Whether the family has a tool-call format (qwen2.5, qwen3, llama3.1, llama3.2, mistral-v3). */
+/* Whether the family has a tool-call format (qwen2.5, qwen3, llama3.1, llama3.2, mistral-v3,
+ * harmony). */
 bool chat_template_supports_tools(chat_template_family f);
 
 /* The shape of the calls the family's models write, as the router parses them: "hermes"
- * (<tool_call> blocks), "llama3-json" ({"name", "parameters"} objects) or "mistral"
- * ([TOOL_CALLS] [...]); NULL for a family without one. */
+ * (<tool_call> blocks), "llama3-json" ({"name", "parameters"} objects), "mistral"
+ * ([TOOL_CALLS] [...]) or "harmony" (channels: the router also reads reasoning out of it, tools
+ * or not); NULL for a family without one. */
 const char *chat_template_tool_format(chat_template_family f);
 
 #endif

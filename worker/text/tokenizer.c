@@ -144,6 +144,23 @@ static int is_eog_text(const char *s, size_t n) {
     return 0;
 }
 
+static int32_t find_text(const tokenizer *t, const char *s) {
+    size_t n = strlen(s);
+    for (int32_t i = 0; i < t->n; i++)
+        if (t->text_len[i] == n && !memcmp(t->text + t->text_off[i], s, n)) return i;
+    return -1;
+}
+
+/* Harmony (gpt-oss's o200k_harmony): <|end|> ends a message, not the answer - the model goes on
+ * to its next channel - when the vocabulary has <|return|> and <|call|> to end with (llama.cpp
+ * reads it so too). */
+static void harmony_end(tokenizer *t) {
+    int32_t end = find_text(t, "<|end|>");
+    if (end >= 0 && end != t->eos && find_text(t, "<|return|>") >= 0 &&
+        find_text(t, "<|call|>") >= 0)
+        t->flags[end] &= (uint8_t)~TOKF_EOG;
+}
+
 static int load_types(tokenizer *t, const tok_vocab_desc *d, sol_err *err) {
     t->types = malloc((size_t)t->n);
     t->flags = calloc((size_t)t->n, 1);
@@ -162,6 +179,7 @@ static int load_types(tokenizer *t, const tok_vocab_desc *d, sol_err *err) {
     }
     if (t->eos >= 0) t->flags[t->eos] |= TOKF_EOG;
     if (t->eot >= 0) t->flags[t->eot] |= TOKF_EOG;
+    harmony_end(t);
     return 0;
 }
 

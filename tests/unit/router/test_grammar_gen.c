@@ -566,10 +566,11 @@ static void test_bounds_and_formats(void **state) {
  * character); long free text stays cheap. */
 static void test_lazy_tool_calls(void **state) {
     (void)state;
-    const gg_call_shape hermes = {"", "<tool_call>\n", "arguments", "\n</tool_call>", "\n",
-                                  "", "<tool_call>",   NULL};
-    const gg_call_shape mistral = {"[TOOL_CALLS] [", "",  "arguments", "", ", ", "]",
-                                   "[TOOL_CALLS]",   NULL};
+    const gg_call_shape hermes = {
+        "",  "<tool_call>\n", "arguments", "\n</tool_call>", "\n", "", "<tool_call>", NULL, NULL,
+        NULL};
+    const gg_call_shape mistral = {"[TOOL_CALLS] [", "",   "arguments", "",  ", ", "]",
+                                   "[TOOL_CALLS]",   NULL, NULL,        NULL};
     json_error_t je;
     json_t *params = json_loads("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\","
                                 "\"minimum\":1,\"maximum\":9}},\"required\":[\"a\"],"
@@ -633,7 +634,8 @@ static void test_lazy_tool_calls(void **state) {
     }
     /* Llama 3: calls when the answer opens with one (after whitespace) or with <|python_tag|>,
      * free text when it opens otherwise */
-    const gg_call_shape llama = {"", "", "parameters", "", "; ", "", NULL, "<|python_tag|>"};
+    const gg_call_shape llama = {"", "",   "parameters",     "",   "; ",
+                                 "", NULL, "<|python_tag|>", NULL, NULL};
     strbuf gb;
     strbuf_init(&gb);
     sol_err e = {0};
@@ -666,7 +668,7 @@ static void test_lazy_tool_calls(void **state) {
     }
     strbuf_free(&gb);
     /* a shape with no opening text at all cannot be lazy */
-    const gg_call_shape none = {"", "", "parameters", "", "; ", "", NULL, NULL};
+    const gg_call_shape none = {"", "", "parameters", "", "; ", "", NULL, NULL, NULL, NULL};
     strbuf_init(&gb);
     assert_int_equal(gg_tool_calls(names, ps, 1, true, true, &none, &gb, &e), -EINVAL);
     strbuf_free(&gb);

@@ -2,7 +2,8 @@
  * <tool_call> blocks, Llama 3's {"name", "parameters"} answers (with <|python_tag|> or ';'
  * between calls), Mistral's [TOOL_CALLS] [...] - the same whether the text arrives whole or a
  * byte at a time; text that only looks like a call stays content; Mistral ids are 9 letters and
- * digits; a pool whose template has no tool format is a 400 naming it. */
+ * digits; a pool whose template has no tool format is a 400 naming it. Harmony's channels:
+ * reasoning, content and a call apart, at any split. */
 #include <errno.h>
 #include <jansson.h>
 #include <setjmp.h>
@@ -202,6 +203,62 @@ static void test_content_around_calls(void **state) {
     strbuf_free(&out);
 }
 
+/* Harmony: reasoning, content and one call as one text, split at every size; the reasoning
+ * out of the analysis channel, the final channel's text as content, the call's name from its
+ * recipient (before or after <|channel|>) and its raw arguments. */
+static void harmony(const char *text, const char *reasoning, const char *content, size_t n_calls,
+                    const char *name0, const char *args0) {
+    for (size_t step = 0; step < 12; step++) {
+        parsed r;
+        parse(&r, OAI_FMT_HARMONY, text, step);
+        const char *why = r.p.reasoning.data ? r.p.reasoning.data : "";
+        if (strcmp(why, reasoning) || strcmp(r.content.data ? r.content.data : "", content) ||
+            r.p.n_calls != n_calls)
+            fail_msg("%s (step %zu): reasoning \"%s\", content \"%s\", %zu calls", text, step, why,
+                     r.content.data ? r.content.data : "", r.p.n_calls);
+        if (n_calls) {
+            assert_string_equal(r.p.calls[0].name, name0);
+            assert_string_equal(r.p.calls[0].arguments, args0);
+            assert_non_null(strstr(r.p.calls[0].id, "call_req42_0"));
+        }
+        done(&r);
+    }
+}
+
+static void test_harmony(void **state) {
+    (void)state;
+    harmony("<|channel|>analysis<|message|>Think: 2<3.<|end|><|start|>assistant<|channel|>final"
+            "<|message|>It is 4.",
+            "Think: 2<3.", "It is 4.", 0, NULL, NULL);
+    harmony("<|channel|>final<|message|>Just <this>.<|return|>", "", "Just <this>.", 0, NULL, NULL);
+    harmony("<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>"
+            "commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}",
+            "Need weather.", "", 1, "get_weather", "{\"city\":\"Oslo\"}");
+    harmony("<|start|>assistant to=functions.add<|channel|>commentary json<|message|>{\"a\": 1}"
+            "<|call|>",
+            "", "", 1, "add", "{\"a\": 1}");
+    harmony(" to=functions.add<|channel|>commentary json<|message|>{}", "", "", 1, "add", "{}");
+    /* a model that writes no harmony at all: its text is the content */
+    harmony("plain words, <|no markers", "", "plain words, <|no markers", 0, NULL, NULL);
+    /* the reasoning alone (the answer cut short by max_tokens) */
+    harmony("<|channel|>analysis<|message|>Hmm", "Hmm", "", 0, NULL, NULL);
+
+    /* streaming: the reasoning leaves as it comes, before the final channel opens */
+    oai_call_parser p;
+    strbuf c;
+    strbuf_init(&c);
+    oai_call_parser_init(&p, OAI_FMT_HARMONY, "r");
+    const char *part = "<|channel|>analysis<|message|>abc<|e";
+    oai_call_parser_feed(&p, part, strlen(part), &c);
+    assert_string_equal(p.reasoning.data, "abc"); /* "<|e" may begin <|end|>: held */
+    part = "nd|><|start|>assistant<|channel|>final<|message|>x";
+    oai_call_parser_feed(&p, part, strlen(part), &c);
+    assert_string_equal(p.reasoning.data, "abc");
+    assert_string_equal(c.data, "x");
+    oai_call_parser_free(&p);
+    strbuf_free(&c);
+}
+
 static void test_bind(void **state) {
     (void)state;
     oai_error e;
@@ -235,7 +292,30 @@ static void test_bind(void **state) {
     assert_non_null(strstr(e.message, "'fast'"));
     oai_request_free(r);
 
+    /* harmony: one call a turn after the channel marker; no tools: the format is still noted
+     * (the output's reasoning is parsed), with its markers as the text's control tokens */
+    r = chat_with_tools(",\"tool_choice\":\"required\"");
+    assert_int_equal(
+        oai_tools_bind(&r->tools, "harmony", "harmony", "fast", &r->grammar, &r->grammar_field, &e),
+        0);
+    assert_non_null(strstr(r->grammar, "commentary to=functions."));
+    assert_non_null(strstr(r->grammar, " <|constrain|>json<|message|>"));
+    assert_null(strstr(r->grammar, "\"name\""));
+    oai_request_free(r);
+    r = chat_with_tools(",\"tool_choice\":\"none\"");
+    assert_int_equal(
+        oai_tools_bind(&r->tools, "harmony", "harmony", "fast", &r->grammar, &r->grammar_field, &e),
+        0);
+    assert_true(oai_tools_parse_output(&r->tools));
+    size_t nt = 0;
+    const char *const *tt = oai_tools_text_tokens(&r->tools, &nt);
+    assert_int_equal(nt, 5);
+    assert_string_equal(tt[2], "<|message|>");
+    oai_request_free(r);
+
     oai_tool_format f;
+    assert_int_equal(oai_tool_format_parse("harmony", &f), 0);
+    assert_int_equal(f, OAI_FMT_HARMONY);
     assert_int_equal(oai_tool_format_parse("llama3-json", &f), 0);
     assert_string_equal(oai_tool_format_name(f), "llama3-json");
     assert_int_equal(oai_tool_format_parse("json", &f), -EINVAL);
@@ -243,11 +323,9 @@ static void test_bind(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hermes),
-        cmocka_unit_test(test_llama3),
-        cmocka_unit_test(test_mistral),
-        cmocka_unit_test(test_bind),
-        cmocka_unit_test(test_content_around_calls),
+        cmocka_unit_test(test_hermes),  cmocka_unit_test(test_llama3),
+        cmocka_unit_test(test_mistral), cmocka_unit_test(test_bind),
+        cmocka_unit_test(test_harmony), cmocka_unit_test(test_content_around_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

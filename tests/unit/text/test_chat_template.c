@@ -1,11 +1,14 @@
-/* Promise: each chat family renders exact text; detection by markers; bad roles named. */
+/* Promise: each chat family renders exact text (harmony included); detection by markers; bad
+ * roles named. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "chat_template.h"
@@ -398,6 +401,89 @@ static void test_qwen3_think(void **state) {
            "<|im_end|>\n");
 }
 
+/* Harmony (gpt-oss): the system message with today's date and the channels, the caller's system
+ * message as the developer's instructions and the tools as a TypeScript namespace; a past turn's
+ * answer on final (its reasoning dropped), the current tool loop's reasoning on analysis, a call
+ * on commentary to functions.NAME, its result from functions.NAME; the generation prompt. */
+static void test_harmony(void **state) {
+    (void)state;
+    char date[32], head[512];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(date, sizeof date, "%Y-%m-%d", &tm);
+    snprintf(head, sizeof head,
+             "<|start|>system<|message|>You are ChatGPT, a large language model trained by "
+             "OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: %s\n\nReasoning: medium\n\n# "
+             "Valid channels: analysis, commentary, final. Channel must be included for every "
+             "message.",
+             date);
+    const char *tool_json[] = {
+        "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "
+        "\"Weather now\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": "
+        "{\"type\": \"string\", \"description\": \"City\"}, \"unit\": {\"enum\": [\"c\", "
+        "\"f\"], \"default\": \"c\"}, \"days\": {\"type\": \"array\", \"items\": {\"type\": "
+        "\"integer\"}}}, \"required\": [\"city\"]}}}",
+        "{\"type\": \"function\", \"function\": {\"name\": \"now\"}}"};
+    const chat_tools tools = {tool_json, 2};
+    const chat_tool_call call = {
+        .id = "c1", .name = "get_weather", .arguments = "{\"city\":\"Oslo\"}"};
+    const chat_message m[] = {
+        {.role = "system", .content = "Be brief."},
+        {.role = "user", .content = "Hi"},
+        {.role = "assistant", .content = "Hello", .reasoning_content = "old thoughts"},
+        {.role = "user", .content = "Weather?"},
+        {.role = "assistant",
+         .reasoning_content = "Need it.",
+         .tool_calls = &call,
+         .n_tool_calls = 1},
+        {.role = "tool", .content = "{\"t\": 3}", .tool_call_id = "c1"}};
+    char *out = NULL, want[4096];
+    sol_err e = {0};
+    assert_int_equal(
+        chat_template_apply_tools(CHAT_TEMPLATE_HARMONY, m, 6, &tools, true, &out, NULL, &e), 0);
+    snprintf(want, sizeof want,
+             "%s\nCalls to these tools must go to the commentary channel: 'functions'.<|end|>"
+             "<|start|>developer<|message|># Instructions\n\nBe brief.\n\n# Tools\n\n## "
+             "functions\n\nnamespace functions {\n\n// Weather now\ntype get_weather = (_: {\n"
+             "// City\ncity: string,\nunit?: \"c\" | \"f\", // default: \"c\"\ndays?: number[],\n"
+             "}) => any;\n\ntype now = () => any;\n\n} // namespace functions<|end|>"
+             "<|start|>user<|message|>Hi<|end|>"
+             "<|start|>assistant<|channel|>final<|message|>Hello<|end|>"
+             "<|start|>user<|message|>Weather?<|end|>"
+             "<|start|>assistant<|channel|>analysis<|message|>Need it.<|end|>"
+             "<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>"
+             "{\"city\":\"Oslo\"}<|call|>"
+             "<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>"
+             "{\"t\": 3}<|end|><|start|>assistant",
+             head);
+    assert_string_equal(out, want);
+    free(out);
+    /* no system message, no tools: no developer message; the last answer ends with <|return|> */
+    const chat_message q[] = {{.role = "user", .content = "Q"},
+                              {.role = "assistant", .content = "A", .reasoning_content = "R"}};
+    assert_int_equal(chat_template_apply(CHAT_TEMPLATE_HARMONY, q, 2, false, &out, NULL, &e), 0);
+    snprintf(want, sizeof want,
+             "%s<|end|><|start|>user<|message|>Q<|end|>"
+             "<|start|>assistant<|channel|>analysis<|message|>R<|end|>"
+             "<|start|>assistant<|channel|>final<|message|>A<|return|>",
+             head);
+    assert_string_equal(out, want);
+    free(out);
+    const chat_message orphan[] = {{.role = "user", .content = "Q"},
+                                   {.role = "tool", .content = "1"}};
+    assert_int_equal(chat_template_apply(CHAT_TEMPLATE_HARMONY, orphan, 2, true, &out, NULL, &e),
+                     -EINVAL);
+    assert_non_null(strstr(e.msg, "message 1"));
+    chat_template_family f;
+    assert_true(chat_template_detect_known(
+        "{{- '<|start|>assistant<|channel|>final<|message|>' + content }}", &f));
+    assert_int_equal(f, CHAT_TEMPLATE_HARMONY);
+    assert_int_equal(chat_template_from_name("gpt-oss", &f, &e), 0);
+    assert_int_equal(f, CHAT_TEMPLATE_HARMONY);
+    assert_string_equal(chat_template_tool_format(CHAT_TEMPLATE_HARMONY), "harmony");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_multi_turn_with_system),
@@ -412,6 +498,7 @@ int main(void) {
         cmocka_unit_test(test_llama31_tools),
         cmocka_unit_test(test_mistral_v3_tools),
         cmocka_unit_test(test_qwen3_think),
+        cmocka_unit_test(test_harmony),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -259,6 +259,33 @@ static void test_bpe_merges_by_rank(void **state) {
     tokenizer_free(t2);
 }
 
+/* Harmony's vocabulary (o200k_harmony): <|end|> ends a message, not the answer, where
+ * <|return|> and <|call|> exist to end it; without them <|end|> ends generation (Phi-3). */
+static tokenizer *make_ends(int with_return_call) {
+    static const char *const tokens[] = {"a", "b", "<|end|>", "<|return|>", "<|call|>"};
+    tok_vocab_desc d = tok_vocab_desc_init();
+    d.model = "gpt2";
+    d.pre = "gpt2";
+    d.n_tokens = with_return_call ? 5 : 3;
+    d.tokens = tokens;
+    sol_err e = {0};
+    tokenizer *t = tokenizer_new(&d, &e);
+    if (!t) fail_msg("tokenizer_new: %s", e.msg);
+    return t;
+}
+
+static void test_harmony_end_is_not_eog(void **state) {
+    (void)state;
+    tokenizer *t = make_ends(1);
+    assert_false(tokenizer_is_eog(t, 2));
+    assert_true(tokenizer_is_eog(t, 3));
+    assert_true(tokenizer_is_eog(t, 4));
+    tokenizer_free(t);
+    t = make_ends(0);
+    assert_true(tokenizer_is_eog(t, 2));
+    tokenizer_free(t);
+}
+
 static void test_bpe_stream_splits_character(void **state) {
     (void)state;
     const char *m[] = {"a b"};
@@ -358,6 +385,7 @@ int main(void) {
         cmocka_unit_test(test_out_too_small_returns_needed),
         cmocka_unit_test(test_decode_and_stream),
         cmocka_unit_test(test_bpe_merges_by_rank),
+        cmocka_unit_test(test_harmony_end_is_not_eog),
         cmocka_unit_test(test_bpe_stream_splits_character),
         cmocka_unit_test(test_pretokenizers),
         cmocka_unit_test(test_bad_vocab_errors),
