@@ -105,12 +105,15 @@ ok "cuda-emu, one rank and two: the CPU worker's text ('$want')"
 
 # gpt-oss (8 experts, top-2; biases, attention sinks, a window of 8 positions on every other
 # layer, which the prompts and completions pass, YaRN): four streams at once, the same text with
-# tensor parallelism 2, and on cuda-emu (a smaller file, one rank and two) the CPU's text.
+# tensor parallelism 2, and on cuda-emu (a smaller file, its experts in MXFP4, one rank and two)
+# the CPU's text.
 O=$T_DIR/oss.gguf OE=$T_DIR/oss-emu.gguf
 mkmodel "$O" --arch gpt-oss --dim 128 --heads 4 --kv-heads 2 --ffn 128 --experts 8 \
     --experts-used 2 --sliding-window 8 --yarn 4,64 --vocab 512 --layers 2 --seed 5
-mkmodel "$OE" --arch gpt-oss --dim 64 --heads 4 --kv-heads 2 --ffn 64 --experts 4 \
-    --experts-used 2 --sliding-window 4 --yarn 4,64 --vocab 512 --layers 2 --seed 5
+mkmodel "$OE.f16" --arch gpt-oss --dim 64 --heads 4 --kv-heads 2 --ffn 64 --experts 4 \
+    --experts-used 2 --sliding-window 4 --yarn 4,64 --vocab 512 --layers 2 --seed 5 --type f16
+"$SOL_BUILD/tools/sol-quantize" "$OE.f16" "$OE" --type mxfp4_moe --quiet ||
+    fail "sol-quantize --type mxfp4_moe failed"
 same_as() { # TAG REF
     for i in $(seq $N); do
         cmp -s "$T_DIR/$2.$i" "$T_DIR/$1.$i" ||

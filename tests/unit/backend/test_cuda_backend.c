@@ -79,7 +79,7 @@ static void expect_close(const char *what, const float *got, const float *want, 
 
 static const sol_dtype k_types[] = {SOL_DT_F32,  SOL_DT_F16,  SOL_DT_BF16, SOL_DT_Q8_0,
                                     SOL_DT_Q4_0, SOL_DT_Q5_0, SOL_DT_Q5_1, SOL_DT_Q4_K,
-                                    SOL_DT_Q5_K, SOL_DT_Q6_K};
+                                    SOL_DT_Q5_K, SOL_DT_Q6_K, SOL_DT_MXFP4};
 
 /* Rows quantized from random floats (the K-quant quantizers included); Q5_0/Q5_1, which Sol
  * does not write, as random quants under small scales. Host memory. */

@@ -192,8 +192,9 @@ static sol_cuda_wt device_view(const weight_pair &p, std::vector<unsigned char> 
     return sol_cuda_wt{dev.data(), p.cpu.row_bytes, type, split, rows, cols};
 }
 
-static const sol_dtype kTypes[] = {SOL_DT_F32,  SOL_DT_F16,  SOL_DT_BF16, SOL_DT_Q8_0, SOL_DT_Q4_0,
-                                   SOL_DT_Q5_0, SOL_DT_Q5_1, SOL_DT_Q4_K, SOL_DT_Q5_K, SOL_DT_Q6_K};
+static const sol_dtype kTypes[] = {SOL_DT_F32,  SOL_DT_F16,  SOL_DT_BF16, SOL_DT_Q8_0,
+                                   SOL_DT_Q4_0, SOL_DT_Q5_0, SOL_DT_Q5_1, SOL_DT_Q4_K,
+                                   SOL_DT_Q5_K, SOL_DT_Q6_K, SOL_DT_MXFP4};
 
 /* Exact: dequantization is a product and at most one sum per element, written with
  * __fmul_rn/__fsub_rn/__fadd_rn (dequant.cuh) so that nvcc cannot fuse them: the CPU's bits. */

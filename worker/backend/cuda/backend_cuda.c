@@ -262,6 +262,7 @@ static int type_ok(sol_dtype t) {
     case SOL_DT_Q4_K:
     case SOL_DT_Q5_K:
     case SOL_DT_Q6_K:
+    case SOL_DT_MXFP4:
         return 1;
     default:
         return 0;
@@ -292,7 +293,7 @@ static int check_shape(cuda_backend *b, const sol_weight *w, const char *op) {
         return cbe_fail(
             b, -ENOTSUP, op,
             "weight type %s (%u) is not supported (expected f32, f16, bf16, q8_0, q4_0, q5_0, "
-            "q5_1, q4_k, q5_k or q6_k)",
+            "q5_1, q4_k, q5_k, q6_k or mxfp4)",
             sol_dtype_name(w->type), (unsigned)w->type);
     if (w->rows <= 0 || w->cols <= 0)
         return cbe_fail(b, -EINVAL, op, "weight shape %lld x %lld is empty", (long long)w->rows,
@@ -305,7 +306,10 @@ static int check_shape(cuda_backend *b, const sol_weight *w, const char *op) {
     if (w->row_bytes < (size_t)w->cols / per * bb)
         return cbe_fail(b, -EINVAL, op, "row_bytes %zu is too small for %s", w->row_bytes,
                         sol_dtype_name(w->type));
-    if (w->type == SOL_DT_F32 ? w->row_bytes % 4 : w->row_bytes % 2)
+    /* rows read in place are read in 16- or 32-bit words; a split type's are repacked (MXFP4's
+     * 17-byte blocks make odd rows) */
+    if (!sol_cuda_split_part((int)w->type) &&
+        (w->type == SOL_DT_F32 ? w->row_bytes % 4 : w->row_bytes % 2))
         return cbe_fail(b, -EINVAL, op, "row_bytes %zu is not a multiple of the %s element",
                         w->row_bytes, sol_dtype_name(w->type));
     return 0;

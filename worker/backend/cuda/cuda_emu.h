@@ -106,6 +106,15 @@ template <class T> inline T atomicMax(T *p, T v) {
 }
 
 /* The four signed byte products of a and b added to c (sm_61+). */
+/* Byte i of the result is byte (s >> 4i) & 7 of y:x (the selectors' sign-replicate bit unused). */
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    uint64_t v = (uint64_t)y << 32 | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++)
+        r |= (unsigned)(v >> (8 * ((s >> (4 * i)) & 7)) & 0xFF) << (8 * i);
+    return r;
+}
+
 inline int __dp4a(int a, int b, int c) {
     for (int i = 0; i < 4; i++)
         c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));

@@ -64,7 +64,8 @@ enum {
     SOL_CUDA_Q4_K = 12,
     SOL_CUDA_Q5_K = 13,
     SOL_CUDA_Q6_K = 14,
-    SOL_CUDA_BF16 = 30
+    SOL_CUDA_BF16 = 30,
+    SOL_CUDA_MXFP4 = 39
 };
 
 /* k_moe.cu: out[t] = sum over j < k of w[t*k + j] * src[rows[t*k + j]] (width floats a row),

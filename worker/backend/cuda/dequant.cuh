@@ -82,10 +82,30 @@ __device__ __forceinline__ unsigned sol_ldb(const void *p) {
 #endif
 }
 
-/* The f16 scale of block `blk` (counted over the whole tensor) of a split-layout weight. */
+/* 2^(e - 128): MXFP4's E8M0 exponent, halved to match its doubled values (dtype.h's
+ * sol_e8m0_half; e < 2: the subnormals). */
+__device__ __forceinline__ float sol_e8m0_half(unsigned e) {
+    return sol_bits_f32(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+}
+
+/* MXFP4's values (E2M1 doubled: 0 1 2 3 4 6 8 12, bit 3 the sign) of the four nibbles held in
+ * the low halves of q's bytes, as four signed bytes: two byte permutes over the tables. */
+__device__ __forceinline__ int sol_mxfp4_bytes(uint32_t q) {
+    uint32_t s = q & 0x07070707u;
+    s |= s >> 4;
+    uint32_t sel = (s & 0xFFu) | ((s >> 8) & 0xFF00u);
+    uint32_t pos = __byte_perm(0x03020100u, 0x0C080604u, sel);
+    uint32_t neg = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, sel);
+    uint32_t m = ((q >> 3) & 0x01010101u) * 0xFFu;
+    return (int)((pos & ~m) | (neg & m));
+}
+
+/* The scale of block `blk` (counted over the whole tensor) of a split-layout weight: an f16, or
+ * MXFP4's E8M0 byte. */
 __device__ __forceinline__ float sol_split_scale(const sol_cuda_wt &w, size_t blk) {
     const unsigned char *s =
         (const unsigned char *)w.data + sol_cuda_scales_offset(w.type, w.rows, w.cols);
+    if (w.type == SOL_CUDA_MXFP4) return sol_e8m0_half(sol_ldb(s + blk));
     return sol_f16_to_f32(sol_ld16w(s + 2 * blk));
 }
 
@@ -176,11 +196,14 @@ __device__ __forceinline__ float sol_dequant_elem(const sol_cuda_wt &w, int r, i
         return kq45_elem(row + (size_t)(k / 256) * 176, 1, k % 256);
     case SOL_CUDA_Q6_K:
         return kq6_elem(sol_split_quants(w, blk), sol_split_scale(w, blk), k % 256);
-    default: { /* Q4_0: element j < 16 in the low nibble of qs[j], j >= 16 in the high of j-16 */
+    default: { /* Q4_0, MXFP4: element j < 16 in the low nibble of qs[j], j >= 16 in the high of
+                * j-16 */
         const unsigned char *q = sol_split_quants(w, blk);
         int j = k % 32;
         unsigned v = sol_ldb(q + (j < 16 ? j : j - 16));
         int qv = (int)(j < 16 ? v & 0xF : v >> 4);
+        if (w.type == SOL_CUDA_MXFP4)
+            return (float)(int8_t)(sol_mxfp4_bytes((uint32_t)qv) & 0xFF) * sol_split_scale(w, blk);
         return sol_split_scale(w, blk) * (float)(qv - 8);
     }
     }
@@ -216,6 +239,18 @@ __device__ __forceinline__ void sol_dequant16(const sol_cuda_wt &w, int r, int k
         SOL_UNROLL
         for (int i = 0; i < 16; i++)
             out[i] = d * (float)((int)((hi ? sol_byte(q, i) >> 4 : sol_byte(q, i) & 0xF)) - 8);
+        return;
+    }
+    case SOL_CUDA_MXFP4: { /* Q4_0's nibble order; the values from the table, times the scale */
+        float d = sol_split_scale(w, blk);
+        int hi = k % 32 >= 16;
+        sol_ld128(q, sol_split_quants(w, blk));
+        SOL_UNROLL
+        for (int i = 0; i < 4; i++)
+            h[i] = (uint32_t)sol_mxfp4_bytes(hi ? (q[i] >> 4) & 0x0F0F0F0Fu : q[i] & 0x0F0F0F0Fu);
+        SOL_UNROLL
+        for (int i = 0; i < 16; i++)
+            out[i] = (float)(int8_t)sol_byte(h, i) * d;
         return;
     }
     case SOL_CUDA_Q5_0:
@@ -285,7 +320,7 @@ __host__ __device__ __forceinline__ bool sol_cuda_type_known(int type) {
     return type == SOL_CUDA_F32 || type == SOL_CUDA_F16 || type == SOL_CUDA_BF16 ||
            type == SOL_CUDA_Q8_0 || type == SOL_CUDA_Q4_0 || type == SOL_CUDA_Q5_0 ||
            type == SOL_CUDA_Q5_1 || type == SOL_CUDA_Q4_K || type == SOL_CUDA_Q5_K ||
-           type == SOL_CUDA_Q6_K;
+           type == SOL_CUDA_Q6_K || type == SOL_CUDA_MXFP4;
 }
 
 /* The layout the kernels expect for type: split (1) or ggml rows (0). */

@@ -255,6 +255,14 @@ __device__ __forceinline__ qblock q_load(const sol_cuda_wt &w, int row, int b, i
             r.v[i] = (int)a[i], r.v[4 + i] = (int)c[i];
         return r;
     }
+    if (w.type == SOL_CUDA_MXFP4) { /* Q4_0's 16 bytes of nibbles, each through the table */
+        sol_ld128(a, q);
+        for (int i = 0; i < 4; i++) {
+            r.v[i] = sol_mxfp4_bytes(a[i] & 0x0F0F0F0Fu);
+            r.v[4 + i] = sol_mxfp4_bytes((a[i] >> 4) & 0x0F0F0F0Fu);
+        }
+        return r;
+    }
     uint32_t qh = 0;
     if (w.type == SOL_CUDA_Q5_0) { /* 20 bytes, 4-byte aligned: qh, qs */
         qh = sol_ld32(q);
@@ -463,6 +471,7 @@ extern "C" int SOL_CUDA_FN(gemv_act)(int type) {
     case SOL_CUDA_Q4_0:
     case SOL_CUDA_Q5_0:
     case SOL_CUDA_Q5_1:
+    case SOL_CUDA_MXFP4:
         return SOL_CUDA_ACT_Q8_0;
     default:
         return SOL_CUDA_ACT_FLOAT;
