@@ -3,10 +3,11 @@
 # median of R repetitions; memory-bandwidth roofline; Sol's peak RSS.
 #   bench/llamacpp_compare.sh [--preset 1b] [--types "q4_0 f16"] [--reps 5] [--threads 2]
 #                             [--prompt 512] [--gen 64] [--dir models/bench] [--build build]
-#                             [--layers N] [--arch llama|qwen2|qwen3|qwen3moe]
+#                             [--layers N] [--arch llama|qwen2|qwen3|qwen3moe|gpt-oss]
 #                             [--shape "MKMODEL FLAGS" --name TAG]
-# Types: f32 f16 bf16 q8_0 q4_0 written by sol-mkmodel; q4_k_m q5_k_m q6_k written by llama.cpp's
-# own quantizer from the f16 file (tests/peer/build_quantize.sh), as users' downloads are.
+# Types: f32 f16 bf16 q8_0 q4_0 written by sol-mkmodel; q4_k_m q5_k_m q6_k mxfp4_moe written by
+# llama.cpp's own quantizer from the f16 file (tests/peer/build_quantize.sh), as users' downloads
+# are.
 # Weights are read into memory (Sol --no-mmap, llama.cpp useMmap:false) so page-cache eviction on
 # this shared machine cannot slow one side down. --shape passes more sol-mkmodel flags (a mixture
 # of experts: --experts 48 --experts-used 8 --expert-ffn 512), named TAG in the files. The GB/s
@@ -23,7 +24,7 @@ while [ $# -gt 0 ]; do
     --dir) dir=$2; shift 2 ;; --build) B=$2; shift 2 ;;
     --layers) layers=$2; shift 2 ;; --arch) arch=$2; shift 2 ;;
     --shape) shape=$2; shift 2 ;; --name) name=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -39,7 +40,7 @@ shape_flags=(--preset "$preset" --arch "$arch"); [ -n "$layers" ] && shape_flags
 [ -n "$shape" ] && shape_flags+=($shape)
 [ -z "$shape" ] || [ -n "$name" ] || { echo "--shape needs --name TAG" >&2; exit 2; }
 tag=${name:-$preset${layers:+-l$layers}$([ "$arch" = llama ] || echo "-$arch")}
-declare -A ftype=([q4_k_m]=15 [q5_k_m]=17 [q6_k]=18)
+declare -A ftype=([q4_k_m]=15 [q5_k_m]=17 [q6_k]=18 [mxfp4_moe]=38)
 for t in $types; do
   m=$dir/$tag-$t.gguf
   [ -f "$m" ] && continue

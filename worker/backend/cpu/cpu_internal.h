@@ -101,6 +101,29 @@ static inline void cpu_q4k_scales(const uint8_t *scales, uint8_t sc[8], uint8_t 
         }                                                                                          \
     } while (0)
 
+/* MXFP4 against Q8_0 activations: each block's integer dot (DOT(qs, x quants, their sum): the
+ * 32 values of sol_mxfp4_values times the token's quants, exact) then one float term with the
+ * E8M0 scale, in block order: written once, so the scalar and SIMD kernels give the same bits. */
+#define CPU_MXFP4_WALK(DOT)                                                                        \
+    do {                                                                                           \
+        const sol_weight *w = a->w;                                                                \
+        int64_t K = w->cols, M = w->rows, nb = K / 32;                                             \
+        for (int64_t r = r0; r < r1; r++) {                                                        \
+            const sol_block_mxfp4 *wb =                                                            \
+                (const sol_block_mxfp4 *)((const uint8_t *)w->data + (size_t)r * w->row_bytes);    \
+            for (int t = 0; t < a->n; t++) {                                                       \
+                const int8_t *xq = a->xq + (size_t)t * K;                                          \
+                const float *xd = a->xd + (size_t)t * nb;                                          \
+                const int32_t *xs = a->xs + (size_t)t * nb;                                        \
+                float acc = 0.0f;                                                                  \
+                for (int64_t b = 0; b < nb; b++)                                                   \
+                    acc += (float)DOT(wb[b].qs, xq + b * 32, xs[b]) *                              \
+                           (sol_e8m0_half(wb[b].e) * xd[b]);                                       \
+                a->y[(size_t)t * M + r] = acc;                                                     \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
 /* One K-quant super-block's share of an output: exact integer sums (the scaled dot and the
  * scaled mins) become float in this one expression, written once for every ISA path, so the
  * scalar and SIMD kernels give the same bits and an output never depends on the batch. */

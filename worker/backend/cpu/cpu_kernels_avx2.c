@@ -186,6 +186,90 @@ static TGT void mm_q5(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scrat
     CPU_Q5_WALK(q5_dot);
 }
 
+/* An MXFP4 block's 32 values + 12 (0..24: unsigned bytes), looked up with one byte shuffle per
+ * half (elements 0..15 the low nibbles, 16..31 the high). */
+INL __m256i mxfp4_values12(const uint8_t *qs) {
+    const __m128i lut = _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    __m128i lo = _mm_shuffle_epi8(lut, _mm_and_si128(q, m4));
+    __m128i hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(q, 4), m4));
+    return _mm256_set_m128i(hi, lo);
+}
+
+/* The exact dot of those values with a token's 32 quants: unsigned x signed byte products, then
+ * 12 times the quants' sum taken back. */
+INL int32_t mxfp4_dot_u(__m256i u, const int8_t *x, int32_t xsum) {
+    __m256i p = dot_u8s8(u, _mm256_loadu_si256((const __m256i *)x));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+    return _mm_cvtsi128_si32(s4) - 12 * xsum;
+}
+
+enum { MXFP4_TOKENS = 8 }; /* tokens that share one lookup of a block's values */
+
+/* The eight int32 lanes of each p[i] summed, as lane i of the result. */
+INL __m256i hsum8x8(const __m256i p[8]) {
+    __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    __m128i lo = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    __m128i hi = _mm_add_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+    return _mm256_set_m128i(hi, lo);
+}
+
+/* Eight tokens t0.. of one row: per block the values looked up once, the eight exact dots summed
+ * across their lanes together, and the float steps of CPU_MXFP4_WALK done in eight lanes
+ * (product, product, sum: never fused, so each lane has the scalar walk's bits). */
+INL void mxfp4_row8(const cpu_mm_args *a, const sol_block_mxfp4 *wb, int64_t nb, int t0,
+                    float out[8]) {
+    const __m256i idx =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)nb));
+    const __m256i twelve = _mm256_set1_epi32(12);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i u = mxfp4_values12(wb[b].qs), p[8];
+        size_t base = (size_t)t0 * (size_t)nb + (size_t)b;
+        for (int i = 0; i < 8; i++)
+            p[i] = dot_u8s8(u, _mm256_loadu_si256((
+                                   const __m256i *)(a->xq + (base + (size_t)i * (size_t)nb) * 32)));
+        __m256i xs = _mm256_i32gather_epi32((const int *)(a->xs + base), idx, 4);
+        __m256i dot = _mm256_sub_epi32(hsum8x8(p), _mm256_mullo_epi32(twelve, xs));
+        __m256 dd = _mm256_mul_ps(_mm256_set1_ps(sol_e8m0_half(wb[b].e)),
+                                  _mm256_i32gather_ps(a->xd + base, idx, 4));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(dot), dd));
+    }
+    _mm256_storeu_ps(out, acc);
+}
+
+/* CPU_MXFP4_WALK's float steps, hence its bits (each output sums its blocks in order, one float
+ * term each), with the tokens taken MXFP4_TOKENS at a time so a block is looked up once for
+ * them all. */
+static TGT void mm_mxfp4(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
+    (void)scratch;
+    const sol_weight *w = a->w;
+    int64_t K = w->cols, M = w->rows, nb = K / 32;
+    for (int64_t r = r0; r < r1; r++) {
+        const sol_block_mxfp4 *wb =
+            (const sol_block_mxfp4 *)((const uint8_t *)w->data + (size_t)r * w->row_bytes);
+        for (int t0 = 0; t0 < a->n; t0 += MXFP4_TOKENS) {
+            int nt = a->n - t0 < MXFP4_TOKENS ? a->n - t0 : MXFP4_TOKENS;
+            float acc[MXFP4_TOKENS] = {0};
+            if (nt == 8) mxfp4_row8(a, wb, nb, t0, acc);
+            for (int64_t b = 0; nt < 8 && b < nb; b++) {
+                __m256i u = mxfp4_values12(wb[b].qs);
+                float d = sol_e8m0_half(wb[b].e);
+                for (int i = 0; i < nt; i++) {
+                    size_t tb = (size_t)(t0 + i) * (size_t)nb + (size_t)b;
+                    acc[i] += (float)mxfp4_dot_u(u, a->xq + tb * 32, a->xs[tb]) * (d * a->xd[tb]);
+                }
+            }
+            for (int i = 0; i < nt; i++)
+                a->y[(size_t)(t0 + i) * M + r] = acc[i];
+        }
+    }
+}
+
 /* The tile walk shared by every type: full R x T tiles, then single tokens, then single rows. */
 #define TILE_WALK(tile, a, type, r0, r1)                                                           \
     do {                                                                                           \
@@ -229,6 +313,8 @@ cpu_mm_fn cpu_mm_avx2(sol_dtype t) {
     case SOL_DT_Q5_0:
     case SOL_DT_Q5_1:
         return mm_q5;
+    case SOL_DT_MXFP4:
+        return mm_mxfp4;
     default:
         return NULL;
     }

@@ -85,27 +85,17 @@ static void mm_q4_0(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch
 
 /* MXFP4 against Q8_0 activations: the block's 32 values (integers, sol_mxfp4_values) times the
  * token's quants exactly, then one float term with the E8M0 scale. */
+static int32_t mxfp4_dot(const uint8_t *qs, const int8_t *xb, int32_t xsum) {
+    (void)xsum;
+    int32_t dot = 0;
+    for (int j = 0; j < 16; j++)
+        dot += sol_mxfp4_values[qs[j] & 0xF] * xb[j] + sol_mxfp4_values[qs[j] >> 4] * xb[j + 16];
+    return dot;
+}
+
 static void mm_mxfp4(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
     (void)scratch;
-    const sol_weight *w = a->w;
-    int64_t K = w->cols, M = w->rows, nb = K / 32;
-    for (int64_t r = r0; r < r1; r++) {
-        const sol_block_mxfp4 *wb = (const sol_block_mxfp4 *)row_of(w, r);
-        for (int t = 0; t < a->n; t++) {
-            const int8_t *xq = a->xq + (size_t)t * K;
-            const float *xd = a->xd + (size_t)t * nb;
-            float acc = 0.0f;
-            for (int64_t b = 0; b < nb; b++) {
-                const int8_t *xb = xq + b * 32;
-                int32_t dot = 0;
-                for (int j = 0; j < 16; j++)
-                    dot += sol_mxfp4_values[wb[b].qs[j] & 0xF] * xb[j] +
-                           sol_mxfp4_values[wb[b].qs[j] >> 4] * xb[j + 16];
-                acc += (float)dot * (sol_e8m0_half(wb[b].e) * xd[b]);
-            }
-            a->y[(size_t)t * M + r] = acc;
-        }
-    }
+    CPU_MXFP4_WALK(mxfp4_dot);
 }
 
 /* Sum of a Q5_0/Q5_1 block's 32 quants times the token's quants (offset not applied). */
