@@ -218,56 +218,79 @@ INL __m256i hsum8x8(const __m256i p[8]) {
     return _mm256_set_m128i(hi, lo);
 }
 
+enum { MXFP4_MAX_NB = 512 }; /* blocks a row (K <= 16384) whose token scales fit the stack */
+
 /* Eight tokens t0.. of one row: per block the values looked up once, the eight exact dots summed
  * across their lanes together, and the float steps of CPU_MXFP4_WALK done in eight lanes
- * (product, product, sum: never fused, so each lane has the scalar walk's bits). */
+ * (product, product, sum: never fused, so each lane has the scalar walk's bits). xd8, xs8: the
+ * eight tokens' block scales and quant sums, block-major (8 a block). */
 INL void mxfp4_row8(const cpu_mm_args *a, const sol_block_mxfp4 *wb, int64_t nb, int t0,
-                    float out[8]) {
-    const __m256i idx =
-        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)nb));
+                    const float *xd8, const int32_t *xs8, float *out) {
     const __m256i twelve = _mm256_set1_epi32(12);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m256i u = mxfp4_values12(wb[b].qs), p[8];
-        size_t base = (size_t)t0 * (size_t)nb + (size_t)b;
+        const int8_t *x = a->xq + ((size_t)t0 * (size_t)nb + (size_t)b) * 32;
         for (int i = 0; i < 8; i++)
-            p[i] = dot_u8s8(u, _mm256_loadu_si256((
-                                   const __m256i *)(a->xq + (base + (size_t)i * (size_t)nb) * 32)));
-        __m256i xs = _mm256_i32gather_epi32((const int *)(a->xs + base), idx, 4);
+            p[i] =
+                dot_u8s8(u, _mm256_loadu_si256((const __m256i *)(x + (size_t)i * (size_t)nb * 32)));
+        __m256i xs = _mm256_loadu_si256((const __m256i *)(xs8 + 8 * b));
         __m256i dot = _mm256_sub_epi32(hsum8x8(p), _mm256_mullo_epi32(twelve, xs));
-        __m256 dd = _mm256_mul_ps(_mm256_set1_ps(sol_e8m0_half(wb[b].e)),
-                                  _mm256_i32gather_ps(a->xd + base, idx, 4));
+        __m256 dd =
+            _mm256_mul_ps(_mm256_set1_ps(sol_e8m0_half(wb[b].e)), _mm256_loadu_ps(xd8 + 8 * b));
         acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(dot), dd));
     }
     _mm256_storeu_ps(out, acc);
 }
 
-/* CPU_MXFP4_WALK's float steps, hence its bits (each output sums its blocks in order, one float
- * term each), with the tokens taken MXFP4_TOKENS at a time so a block is looked up once for
- * them all. */
-static TGT void mm_mxfp4(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
-    (void)scratch;
+/* Rows r0..r1 for tokens t0..t0+nt-1, one token at a time through the blocks. */
+INL void mxfp4_rows1(const cpu_mm_args *a, int64_t r0, int64_t r1, int t0, int nt) {
     const sol_weight *w = a->w;
     int64_t K = w->cols, M = w->rows, nb = K / 32;
     for (int64_t r = r0; r < r1; r++) {
         const sol_block_mxfp4 *wb =
             (const sol_block_mxfp4 *)((const uint8_t *)w->data + (size_t)r * w->row_bytes);
-        for (int t0 = 0; t0 < a->n; t0 += MXFP4_TOKENS) {
-            int nt = a->n - t0 < MXFP4_TOKENS ? a->n - t0 : MXFP4_TOKENS;
-            float acc[MXFP4_TOKENS] = {0};
-            if (nt == 8) mxfp4_row8(a, wb, nb, t0, acc);
-            for (int64_t b = 0; nt < 8 && b < nb; b++) {
-                __m256i u = mxfp4_values12(wb[b].qs);
-                float d = sol_e8m0_half(wb[b].e);
-                for (int i = 0; i < nt; i++) {
-                    size_t tb = (size_t)(t0 + i) * (size_t)nb + (size_t)b;
-                    acc[i] += (float)mxfp4_dot_u(u, a->xq + tb * 32, a->xs[tb]) * (d * a->xd[tb]);
-                }
+        float acc[MXFP4_TOKENS] = {0};
+        for (int64_t b = 0; b < nb; b++) {
+            __m256i u = mxfp4_values12(wb[b].qs);
+            float d = sol_e8m0_half(wb[b].e);
+            for (int i = 0; i < nt; i++) {
+                size_t tb = (size_t)(t0 + i) * (size_t)nb + (size_t)b;
+                acc[i] += (float)mxfp4_dot_u(u, a->xq + tb * 32, a->xs[tb]) * (d * a->xd[tb]);
             }
-            for (int i = 0; i < nt; i++)
+        }
+        for (int i = 0; i < nt; i++)
+            a->y[(size_t)(t0 + i) * M + r] = acc[i];
+    }
+}
+
+/* CPU_MXFP4_WALK's float steps, hence its bits (each output sums its blocks in order, one float
+ * term each), with the tokens taken MXFP4_TOKENS at a time so a block is looked up once for
+ * them all (their scales and sums gathered once for every row); fewer tokens one at a time. */
+static TGT void mm_mxfp4(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
+    (void)scratch;
+    const sol_weight *w = a->w;
+    int64_t K = w->cols, M = w->rows, nb = K / 32;
+    float xd8[8 * MXFP4_MAX_NB];
+    int32_t xs8[8 * MXFP4_MAX_NB];
+    int t0 = 0;
+    for (; nb <= MXFP4_MAX_NB && t0 + MXFP4_TOKENS <= a->n; t0 += MXFP4_TOKENS) {
+        for (int64_t b = 0; b < nb; b++)
+            for (int i = 0; i < 8; i++) {
+                size_t tb = (size_t)(t0 + i) * (size_t)nb + (size_t)b;
+                xd8[8 * b + i] = a->xd[tb], xs8[8 * b + i] = a->xs[tb];
+            }
+        for (int64_t r = r0; r < r1; r++) {
+            float acc[8];
+            mxfp4_row8(
+                a, (const sol_block_mxfp4 *)((const uint8_t *)w->data + (size_t)r * w->row_bytes),
+                nb, t0, xd8, xs8, acc);
+            for (int i = 0; i < 8; i++)
                 a->y[(size_t)(t0 + i) * M + r] = acc[i];
         }
     }
+    for (; t0 < a->n; t0 += MXFP4_TOKENS)
+        mxfp4_rows1(a, r0, r1, t0, a->n - t0 < MXFP4_TOKENS ? a->n - t0 : MXFP4_TOKENS);
 }
 
 /* The tile walk shared by every type: full R x T tiles, then single tokens, then single rows. */
