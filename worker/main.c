@@ -70,7 +70,8 @@ static const sol_cli_flag k_worker_flags[] = {
      "the router's CURVE public key (40 Z85 characters, or its .pub file)", NULL},
     {"--chat-template", "NAME", SOL_FLAG_SET, "worker.chat_template",
      "chat template family instead of the GGUF's (chatml, llama2, llama3, llama3.1, llama3.2, "
-     "mistral, mistral-v3, zephyr, qwen2.5, qwen3, gemma); unlike vLLM's flag, a name, not a Jinja "
+     "mistral, mistral-v3, zephyr, qwen2.5, qwen3, gemma, harmony); unlike vLLM's flag, a name, "
+     "not a Jinja "
      "file",
      NULL},
     {"--dtype", "auto", SOL_FLAG_SET, "worker.dtype",
