@@ -19,7 +19,7 @@
 #define GEN_BLOCK 16 /* KV block size of the single-sequence cache */
 
 typedef struct gen_opts {
-    const char *model, *prompt, *prompt_tokens, *logits_file;
+    const char *model, *prompt, *prompt_tokens, *logits_file, *experts_file;
     const char *backend; /* a registry spec: "cpu", "cpu:avx2", "cuda", ... */
     int n_predict, threads, chunk, ctx;
     int print_tokens, tokenize_only, no_mmap, mlock, eos_mode; /* eos_mode: -1 auto, 0, 1 */
@@ -51,6 +51,8 @@ static void usage(FILE *f) {
           "      --ctx N             context size (default: prompt + n-predict)\n"
           "      --tokens            print generated ids, one per line, instead of text\n"
           "      --logits FILE       write the last prompt position's logits as a JSON array\n"
+          "      --log-experts FILE  a mixture of experts: write the router's choices, a line\n"
+          "                          LAYER POS E0 E1 ... per layer and token of every pass\n"
           "      --tokenize          print the ids of -p, one per line, and exit\n"
           "      --stop-at-eos       stop at end-of-generation tokens (default in text mode)\n"
           "      --ignore-eos        always generate N tokens (default with --tokens)\n"
@@ -108,6 +110,7 @@ static int parse_args(int argc, char **argv, gen_opts *o) {
         {"--ctx", 0, SOL_ARG_INT, &o->ctx, 0, 1 << 24, 0, NULL, NULL, NULL},
         {"--tokens", 0, SOL_ARG_SWITCH, &o->print_tokens, 0, 0, 0, NULL, NULL, NULL},
         {"--logits", 0, SOL_ARG_STR, &o->logits_file, 0, 0, 0, NULL, NULL, NULL},
+        {"--log-experts", 0, SOL_ARG_STR, &o->experts_file, 0, 0, 0, NULL, NULL, NULL},
         {"--tokenize", 0, SOL_ARG_SWITCH, &o->tokenize_only, 0, 0, 0, NULL, NULL, NULL},
         {"--stop-at-eos", 0, SOL_ARG_SWITCH, &eos, 0, 0, 0, NULL, NULL, NULL},
         {"--ignore-eos", 0, SOL_ARG_SWITCH, &no_eos, 0, 0, 0, NULL, NULL, NULL},
@@ -350,6 +353,21 @@ static int serve_one(const gen_opts *o, model *m, model *draft, tokenizer *tok,
     return rc;
 }
 
+/* --log-experts FILE: the router's choices of every pass, for a mixture of experts only. */
+static FILE *open_experts_log(const char *path, const char *model_path, model *m, sol_err *err) {
+    if (!model_get_hparams(m)->n_expert) {
+        sol_err_set(err, -EINVAL, "--log-experts: %s is not a mixture of experts", model_path);
+        return NULL;
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        sol_err_set(err, -errno, "--log-experts %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    model_log_experts(m, f);
+    return f;
+}
+
 /* *no_backend: set when the asked-for backend cannot run here (exit 2, as sol-worker). */
 static int run(const gen_opts *o, int *no_backend, sol_err *err) {
     sol_backend_opts bo = {.threads = model_tp_rank_threads(o->threads, o->tp),
@@ -364,6 +382,7 @@ static int run(const gen_opts *o, int *no_backend, sol_err *err) {
     int flags = (o->no_mmap ? GGUF_OPEN_NO_MMAP : 0) | (o->mlock ? GGUF_OPEN_MLOCK : 0);
     model *m = NULL, *draft = NULL;
     tokenizer *tok = NULL;
+    FILE *experts = NULL;
     int32_t *prompt = NULL;
     int n_prompt = 0, rc = 0;
     double t0 = sol_now_s();
@@ -375,6 +394,10 @@ static int run(const gen_opts *o, int *no_backend, sol_err *err) {
     fprintf(stderr, "loaded %s in %.2f s (%s); %.1f MiB of weights read per decoded token\n",
             o->model, sol_now_s() - t0, o->no_mmap ? "read into memory" : "mmap",
             (double)model_bytes_per_token(m) / 1048576.0);
+    if (o->experts_file && !(experts = open_experts_log(o->experts_file, o->model, m, err))) {
+        rc = err->code;
+        goto out;
+    }
     tok = tokenizer_from_gguf(model_gguf(m), err);
     if (!tok && (o->prompt || !o->print_tokens)) {
         rc = err->code ? err->code : -EINVAL;
@@ -408,6 +431,8 @@ out:
     tokenizer_free(tok);
     model_free(draft);
     model_free(m);
+    if (experts && fclose(experts) && !rc)
+        rc = sol_err_set(err, -EIO, "--log-experts %s: write failed", o->experts_file);
     sol_backend_free(be);
     return rc;
 }

@@ -19,13 +19,19 @@
 #   for llama.cpp's last rounding of the logits; MXFP4_MOE files from both quantizers included,
 #   whose bytes are the same), except: 1e-6 for Q4_0 and for sol-quantize's
 #   Q4_K_M (measured up to 1.6e-7 and 1.8e-7, the latter on q3moe-8x4-1024 only), 1e-3 for F32
-#   weights (their dots sum in another order; measured up to 1e-5), 1e-2 for F16 weights (llama.cpp
+#   weights (the compatible mode takes llama.cpp's F32 dot orders, tinyBLAS and ggml_vec_dot_f32,
+#   but not every other F32 step; measured up to 5.4e-6), 1e-2 for F16 weights (llama.cpp
 #   rounds their activations to F16, Sol keeps F32, as in peer_equivalence.sh; measured 3e-4) and
 #   1e-2 for the files llama.cpp's quantizer wrote (measured ~1e-9 to 2e-7, but q3moe-16x4's at
 #   3.7e-3: one activation on a rounding boundary, a flip the ids survive, the class
 #   peer_equivalence.sh notes for qwen2-odd; Sol's quantizer's file of the same shape agrees to
-#   1e-9). Ids and logits this close also say the router chose the same experts for every token: one
-#   other expert among a token's k moves its logits by far more;
+#   1e-9);
+# - the router's choices on the 48-token prompt of each shape's Q8_0 file: each layer's k
+#   experts for every token llama.cpp computes there (all 48, but in its last layer only the last
+#   one's: the reference run asks for the last logits only), in rank order, identical to those
+#   llama.cpp's graph callback reads (tests/peer/llamacpp_experts.c; sol-generate --log-experts).
+#   (llama.cpp's own run must be the reference run's: with flash attention, its default, the
+#   attention's last bits move a Q8_0 rounding now and then, and 1 to 4 of 192 pairs differ);
 # - in Sol's default mode the logits agree within 2e-2 (the F32 attention; ids reported), 3e-2 for
 #   gpt-oss (its clamped gate takes inputs 2.5 times as wide, and so its differences; measured up
 #   to 2.4e-2 over seeds 1, 3 and 5);
@@ -91,6 +97,22 @@ for s in "${shapes[@]}"; do
   ids=$(same_prefix "$m.tp2.ids" "$m.exact.ids"); rel=$(relL2 "$m.tp2.json" "$m.exact.json")
   ok=0; [ "$ids" -ge $N ] && within "$rel" 1e-4 && ok=1
   verdict $ok "$(basename "$m") with tensor parallelism 2: $ids/$N ids of one rank, logits $rel (limit 1e-4)"
+done
+# The router's choices on the logged prompt (each shape's Q8_0 file, the compatible mode): every
+# layer's k experts for every one of the 48 prompt tokens, in rank order, as llama.cpp's graph
+# callback reads them (tests/peer/llamacpp_experts.c) and as sol-generate --log-experts writes.
+lx=$(dirname "$lq")/llamacpp_experts
+for s in "${shapes[@]}"; do
+  m=$work/${s%%:*}-q8_0
+  SOL_CPU_ATTN=llamacpp "$B/tools/sol-generate" -m "$m.gguf" --prompt-tokens "$P" -n 1 --temp 0 \
+    --tokens --threads 2 --log-experts "$m.experts" >/dev/null 2>"$m.err" || { cat "$m.err"; exit 1; }
+  "$lx" "$m.gguf" "$P" 2>"$m.lx.err" | sort -k1,1n -k2,2n >"$m.ref.experts" || { tail -3 "$m.lx.err"; exit 1; }
+  # the (layer, position) pairs llama.cpp computed: in its last layer the last token only
+  awk 'NR == FNR {want[$1 " " $2] = 1; next} ($1 " " $2) in want' "$m.ref.experts" "$m.experts" |
+    sort -k1,1n -k2,2n >"$m.sol.experts"
+  rows=$(wc -l <"$m.ref.experts")
+  ok=0; [ "$rows" -gt 0 ] && cmp -s "$m.sol.experts" "$m.ref.experts" && ok=1
+  verdict $ok "$(basename "$m"): the router's choices for $rows (layer, token) pairs identical to llama.cpp's"
 done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -43,6 +43,10 @@ model *model_load_tp(const char *path, int gguf_flags, sol_backend *be, const mo
     return m;
 }
 
+void model_log_experts(model *m, FILE *f) {
+    if (m) m->r0->expert_log = f; /* rank 0's choices: every rank makes the same */
+}
+
 void model_free(model *m) {
     if (!m) return;
     tp_group_free(m->grp); /* the other ranks first: they may still hold the communicator */

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "arch.h"
 #include "backend.h"
@@ -66,6 +67,10 @@ typedef struct model_tp_config {
  * weights on `be` (borrowed: it must outlive the model). Caller owns the result. */
 model *model_load(const char *path, int gguf_flags, sol_backend *be, sol_err *err);
 void model_free(model *m); /* NULL is a no-op */
+/* A mixture of experts: every forward pass from now on writes the experts its router chose, a
+ * line "LAYER POS E0 E1 ..." per layer and token in rank order, to f (borrowed; NULL: stop) -
+ * what tests/peer/llamacpp_experts prints for llama.cpp's. */
+void model_log_experts(model *m, FILE *f);
 
 /* model_load sharded over tp->n ranks: rank 0 on `be` (borrowed), ranks 1..n-1 on backends the
  * model creates and owns. The shapes must divide: head_count, head_count_kv (or n by it), the

@@ -124,12 +124,23 @@ static int feed_forward(model_rank *m, int l, int n) {
  * runs one matmul over just its tokens (decode: a GEMV over the chosen experts' rows only), and
  * moe_combine sums each token's k outputs in rank order. A sharded rank holds every expert's
  * slice of columns, so its sums are partial and join in the one all-reduce. */
-static int moe_feed_forward(model_rank *m, int l, int n) {
+/* The choices of layer l for the batch's tokens (model_log_experts), before grouping. */
+static void log_experts(const model_rank *m, int l, const model_batch *b) {
+    int k = m->hp.n_expert_used;
+    for (int t = 0; t < b->n; t++) {
+        fprintf(m->expert_log, "%d %d", l, b->pos[t]);
+        for (int j = 0; j < k; j++)
+            fprintf(m->expert_log, " %d", m->s.h_pos[(size_t)t * k + j]);
+        fputc('\n', m->expert_log);
+    }
+}
+
+static int moe_feed_forward(model_rank *m, int l, const model_batch *b) {
     const model_hparams *hp = &m->hp;
     const layer_weights *L = &m->layers[l];
     model_scratch *s = &m->s;
     sol_backend *be = m->be;
-    int k = hp->n_expert_used, ne = hp->n_expert, f = m->sh.ffn_exp, rc;
+    int k = hp->n_expert_used, ne = hp->n_expert, f = m->sh.ffn_exp, n = b->n, rc;
     int64_t dim = hp->dim;
     int oai = (hp->arch->flags & ARCH_MOE_OAI) != 0;
     if ((rc = sol_rmsnorm(be, s->x, L->ffn_norm, s->xb, n, hp->dim, hp->eps)) ||
@@ -141,6 +152,7 @@ static int moe_feed_forward(model_rank *m, int l, int n) {
         return rc;
     (oai ? moe_route_topk_softmax : moe_route)(s->h_logits, n, ne, k, hp->expert_w_scale, s->h_w,
                                                s->h_pos);
+    if (m->expert_log) log_experts(m, l, b);
     moe_group(s->h_pos, n, k, ne, s->h_rows, s->h_count);
     moe_ffn x = {L->e_gate, L->e_up, L->e_down, L->eb_gate, L->eb_up, L->eb_down, oai};
     if ((rc = sol_get_rows(be, s->xb, dim, s->h_rows, n * k, n, s->ex)) ||
@@ -239,7 +251,7 @@ static int forward_pass(model_rank *m, sol_kv *kv, const model_batch *b, float *
         return rc;
     for (int l = 0; l < m->hp.n_layers; l++)
         if ((rc = attention(m, kv, l, b)) ||
-            (rc = m->hp.n_expert ? moe_feed_forward(m, l, b->n) : feed_forward(m, l, b->n)))
+            (rc = m->hp.n_expert ? moe_feed_forward(m, l, b) : feed_forward(m, l, b->n)))
             return rc;
     if (b->n_hidden > 0 && (rc = hidden_states(m, b))) return rc;
     if (b->n_logits > 0 && (rc = head(m, b, logits))) return rc;

@@ -75,6 +75,7 @@ struct model_rank {
     model_scratch s;
     void **owned; /* column slices copied out of the file (attn_output, ffn_down) */
     int n_owned;
+    FILE *expert_log; /* model_log_experts (borrowed; NULL: none) */
 };
 
 /* The public model: rank 0 on the caller's thread, and with tensor parallelism the group of the

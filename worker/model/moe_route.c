@@ -6,26 +6,35 @@
  * then, and leave llama.cpp's greedy path (docs/models.md, "Mixtures of experts"). */
 #include "moe_route.h"
 
+#include "ggml_float.h"
+
 #include <math.h>
 #include <stddef.h>
 
 /* F16's smallest normal: llama.cpp's floor for the renormalizing sum. */
 static const float k_min_sum = 6.103515625e-5f;
 
-/* ggml's soft_max of a row as llama.cpp's CPU build runs it for the router (measured: libm's
- * expf, not its vectorized one): the max subtracted, the sum in double, the row scaled by the
+/* ggml's soft_max of a row as llama.cpp's CPU build (AVX-512) runs it for the router: the max
+ * subtracted; each run of 16 through its vectorized expf, summed in _mm512_reduce_add_ps's order
+ * into a double; the rest through libm's expf, each added to the double; the row scaled by the
  * sum's inverse. */
 static void softmax(const float *lg, int n, float *p) {
     float mx = lg[0];
     for (int e = 1; e < n; e++)
         if (lg[e] > mx) mx = lg[e];
     double sum = 0.0;
-    for (int e = 0; e < n; e++) {
+    int e = 0;
+    for (; e + 16 <= n; e += 16) {
+        for (int i = 0; i < 16; i++)
+            p[e + i] = sol_ggml_expf(lg[e + i] - mx);
+        sum += (double)sol_ggml_reduce16(p + e);
+    }
+    for (; e < n; e++) {
         p[e] = expf(lg[e] - mx);
         sum += p[e];
     }
     float inv = (float)(1.0 / sum);
-    for (int e = 0; e < n; e++)
+    for (e = 0; e < n; e++)
         p[e] *= inv;
 }
 

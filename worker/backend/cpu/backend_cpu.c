@@ -229,9 +229,9 @@ static void act_task(void *ctx, int task, int n_tasks) {
         for (int64_t i = lo; i < hi; i++)
             o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
         break;
-    case ACT_SILU_LLAMACPP: /* llama.cpp's SiLU: its vectorized expf (cpu_ggml_expf) */
+    case ACT_SILU_LLAMACPP: /* llama.cpp's SiLU: its vectorized expf (sol_ggml_expf) */
         for (int64_t i = lo; i < hi; i++)
-            o[i] = g[i] / (1.0f + cpu_ggml_expf(-g[i])) * u[i];
+            o[i] = g[i] / (1.0f + sol_ggml_expf(-g[i])) * u[i];
         break;
     case ACT_GELU:
         for (int64_t i = lo; i < hi; i++)

@@ -173,7 +173,7 @@ static float lc_dot_f16(const float *x, const float *y, int n) {
         sum[1][l] += sum[3][l];
         sum[0][l] += sum[1][l];
     }
-    double s = cpu_ggml_reduce16(sum[0]);
+    double s = sol_ggml_reduce16(sum[0]);
     for (int i = np; i < n; i++)
         s += (double)(x[i] * y[i]);
     return (float)s;
@@ -217,8 +217,8 @@ static void attend_one_llamacpp(const attn_job *j, int t, int h, const unsigned 
     for (int c = 0; c < n16; c += 16) {
         float e[16];
         for (int l = 0; l < 16; l++)
-            e[l] = pr[c + l] = cpu_ggml_expf(sc[c + l] - m);
-        sum += (double)cpu_ggml_reduce16(e);
+            e[l] = pr[c + l] = sol_ggml_expf(sc[c + l] - m);
+        sum += (double)sol_ggml_reduce16(e);
     }
     if (j->sinks) sum += (double)expf(j->sinks[h] - m);
     float inv = (float)(1.0 / sum);

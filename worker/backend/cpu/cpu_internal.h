@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "ggml_float.h"
 #include "half.h"
 #include "cpu_features.h"
 #include "threadpool.h"
@@ -101,6 +102,21 @@ static inline void cpu_q4k_scales(const uint8_t *scales, uint8_t sc[8], uint8_t 
         }                                                                                          \
     } while (0)
 
+/* llama.cpp's F32 x F32 walk: every output one DOT(w row, x row, K, tiny), tiny when llama.cpp
+ * takes tinyBLAS (a prompt of 2 tokens or more, K a multiple of 16, not an expert's matrix: its
+ * MUL_MAT_ID never does), else its ggml_vec_dot_f32 order. */
+#define CPU_F32_LC_WALK(DOT)                                                                       \
+    do {                                                                                           \
+        const sol_weight *w = a->w;                                                                \
+        int64_t K = w->cols, M = w->rows;                                                          \
+        int tiny = a->n >= 2 && K % 16 == 0 && !(w->flags & SOL_WEIGHT_EXPERT);                    \
+        for (int64_t r = r0; r < r1; r++)                                                          \
+            for (int t = 0; t < a->n; t++)                                                         \
+                a->y[(size_t)t * M + r] =                                                          \
+                    DOT((const float *)((const char *)w->data + (size_t)r * w->row_bytes),         \
+                        a->x + (size_t)t * K, K, tiny);                                            \
+    } while (0)
+
 /* MXFP4 against Q8_0 activations: each block's integer dot (DOT(qs, x quants, their sum): the
  * 32 values of sol_mxfp4_values times the token's quants, exact) then one float term with the
  * E8M0 scale, in block order: written once, so the scalar and SIMD kernels give the same bits. */
@@ -142,33 +158,10 @@ typedef struct cpu_attn_fns {
     void (*scale)(float *acc, float a, int hd);                        /* acc *= a */
 } cpu_attn_fns;
 
-/* ggml's vectorized expf (ggml_v_expf, AVX-512 build), one lane: the reference mode
- * SOL_CPU_ATTN=llamacpp uses it where llama.cpp does (softmax, SiLU), since it differs from
- * libm's expf in the last bit now and then. */
-static inline float cpu_ggml_expf(float x) {
-    const float r = 0x1.8p23f;
-    float z = fmaf(x, 0x1.715476p+0f, r), n = z - r;
-    float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
-    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
-    float u = b * b;
-    float j = fmaf(
-        fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-        u, fmaf(0x1.ffffecp-1f, b, 1.0f));
-    return ldexpf(j, (int)n);
-}
-
-/* The order GCC's _mm512_reduce_add_ps sums 16 lanes in: halves, quarters, then pairs. */
-static inline float cpu_ggml_reduce16(const float v[16]) {
-    float h[8], q[4];
-    for (int i = 0; i < 8; i++)
-        h[i] = v[i + 8] + v[i];
-    for (int i = 0; i < 4; i++)
-        q[i] = h[i + 4] + h[i];
-    return (q[0] + q[2]) + (q[1] + q[3]);
-}
-
-/* K-quants in llama.cpp's float order (reference mode SOL_CPU_ATTN=llamacpp); NULL otherwise. */
+/* K-quants and F32 in llama.cpp's float order (reference mode SOL_CPU_ATTN=llamacpp); NULL
+ * otherwise. */
 cpu_mm_fn cpu_mm_kq_llamacpp(sol_dtype t);
+cpu_mm_fn cpu_mm_llamacpp_avx512(sol_dtype t); /* the same bits at SIMD speed (F32); NULL else */
 cpu_mm_fn cpu_mm_scalar(sol_dtype t);
 cpu_mm_fn cpu_mm_avx2(sol_dtype t);      /* NULL where the scalar kernel is used */
 cpu_mm_fn cpu_mm_kq_avx2(sol_dtype t);   /* K-quants (Q4_K, Q5_K, Q6_K) on AVX2 */

@@ -302,6 +302,39 @@ DEFINE_FLOAT_MM(mm_bf16, SOL_DT_BF16)
 DEFINE_MM(mm_q8_0, quant_tile, SOL_DT_Q8_0)
 DEFINE_MM(mm_q4_0, quant_tile, SOL_DT_Q4_0)
 
+/* cpu_kernels_scalar.c's lc_f32_dot (llama.cpp's F32 order) in 16-lane registers: the same
+ * FMAs lane by lane and GCC's _mm512_reduce_add_ps, so the same bits, at SIMD speed. */
+INL float lc_f32_dot16(const float *w, const float *x, int64_t K, int tiny) {
+    if (tiny) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t k = 0; k < K; k += 16)
+            acc = _mm512_fmadd_ps(_mm512_loadu_ps(w + k), _mm512_loadu_ps(x + k), acc);
+        return _mm512_reduce_add_ps(acc);
+    }
+    int64_t np = K & ~(int64_t)63;
+    __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
+    for (int64_t i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            s[j] = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16 * j), _mm512_loadu_ps(x + i + 16 * j),
+                                   s[j]);
+    s[0] = _mm512_add_ps(s[0], s[2]);
+    s[1] = _mm512_add_ps(s[1], s[3]);
+    float sum = _mm512_reduce_add_ps(_mm512_add_ps(s[0], s[1]));
+    for (int64_t k = np; k < K; k++)
+        sum = fmaf(w[k], x[k], sum);
+    return sum;
+}
+
+static TGT void mm_f32_llamacpp(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
+    (void)scratch;
+    CPU_F32_LC_WALK(lc_f32_dot16);
+}
+
+cpu_mm_fn cpu_mm_llamacpp_avx512(sol_dtype t) {
+    return t == SOL_DT_F32 ? mm_f32_llamacpp : NULL;
+}
+
 cpu_mm_fn cpu_mm_avx512(sol_dtype t) {
     switch (t) {
     case SOL_DT_F32:

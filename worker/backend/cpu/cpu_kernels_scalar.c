@@ -306,7 +306,40 @@ static void mm_kquant_llamacpp(const cpu_mm_args *a, int64_t r0, int64_t r1, flo
                           a->kd + (size_t)t * nb, a->ks + (size_t)t * (K / 16), t < n_gemm);
 }
 
+/* llama.cpp's F32 x F32 dot in its AVX-512 build, lane by lane (fmaf: each lane's FMA). A prompt
+ * (n >= 2, K a multiple of 16; not an expert's matrix) goes through tinyBLAS: one 16-lane
+ * accumulator over K, reduced as _mm512_reduce_add_ps; a decode token through ggml_vec_dot_f32:
+ * four such accumulators over 64-element steps, added pairwise (0 + 2, 1 + 3, then the two),
+ * reduced, then the leftovers one FMA each. */
+static float lc_f32_dot(const float *w, const float *x, int64_t K, int tiny) {
+    float acc[4][16] = {{0}};
+    if (tiny) {
+        for (int64_t k = 0; k < K; k++)
+            acc[0][k & 15] = fmaf(w[k], x[k], acc[0][k & 15]);
+        return sol_ggml_reduce16(acc[0]);
+    }
+    int64_t np = K & ~(int64_t)63;
+    for (int64_t i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 16; l++)
+                acc[j][l] = fmaf(w[i + 16 * j + l], x[i + 16 * j + l], acc[j][l]);
+    for (int l = 0; l < 16; l++) {
+        acc[0][l] += acc[2][l], acc[1][l] += acc[3][l];
+        acc[0][l] += acc[1][l];
+    }
+    float sum = sol_ggml_reduce16(acc[0]);
+    for (int64_t k = np; k < K; k++)
+        sum = fmaf(w[k], x[k], sum);
+    return sum;
+}
+
+static void mm_f32_llamacpp(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
+    (void)scratch;
+    CPU_F32_LC_WALK(lc_f32_dot);
+}
+
 cpu_mm_fn cpu_mm_kq_llamacpp(sol_dtype t) {
+    if (t == SOL_DT_F32) return mm_f32_llamacpp;
     return t == SOL_DT_Q4_K || t == SOL_DT_Q5_K || t == SOL_DT_Q6_K ? mm_kquant_llamacpp : NULL;
 }
 

@@ -180,7 +180,9 @@ static void quant_task(void *ctx, int task, int n_tasks) {
 }
 
 static cpu_mm_fn pick_kernel(const cpu_backend *cb, sol_dtype t) {
-    cpu_mm_fn fn = cb->attn_llamacpp ? cpu_mm_kq_llamacpp(t) : NULL;
+    cpu_mm_fn fn =
+        cb->attn_llamacpp && cb->isa >= SOL_ISA_AVX512 ? cpu_mm_llamacpp_avx512(t) : NULL;
+    if (!fn && cb->attn_llamacpp) fn = cpu_mm_kq_llamacpp(t);
     if (fn) return fn;
     if (cb->isa >= SOL_ISA_AVX512) fn = cpu_mm_avx512(t);
     if (!fn && cb->isa >= SOL_ISA_AVX512) fn = cpu_mm_kq_avx512(t);
