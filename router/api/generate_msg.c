@@ -46,6 +46,7 @@ static int chat_messages(genmsg *m, const oai_request *req, sol_err *e) {
         cm->role = om->role;
         cm->content = om->content ? om->content : "";
         cm->tool_call_id = om->tool_call_id ? om->tool_call_id : "";
+        cm->reasoning_content = om->reasoning ? om->reasoning : "";
         cm->tool_calls = m->call_ptrs + c;
         cm->n_tool_calls = om->n_calls;
         for (size_t j = 0; j < om->n_calls; j++, c++) {

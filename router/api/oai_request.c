@@ -210,10 +210,10 @@ static int parse_message(oai_message *dst, size_t i, const json_t *m, oai_error 
     json_object_foreach((json_t *)m, k, x) {
         (void)x;
         if (strcmp(k, "role") && strcmp(k, "content") && strcmp(k, "tool_calls") &&
-            strcmp(k, "tool_call_id"))
+            strcmp(k, "tool_call_id") && strcmp(k, "reasoning_content"))
             return BAD(err, param,
                        "'%s.%s' is not supported (role, content, tool_calls, "
-                       "tool_call_id)",
+                       "tool_call_id, reasoning_content)",
                        param, k),
                    -EINVAL;
     }
@@ -247,6 +247,16 @@ static int parse_message(oai_message *dst, size_t i, const json_t *m, oai_error 
         if (!(dst->tool_call_id = strdup(json_string_value(tid)))) return -ENOMEM;
     } else if (tid) {
         return BAD(err, param, "messages[%zu]: tool_call_id belongs to tool messages", i), -EINVAL;
+    }
+    const json_t *why = json_object_get(m, "reasoning_content");
+    if (why && !json_is_null(why)) { /* what the model answered before, handed back */
+        snprintf(param, sizeof param, "messages[%zu].reasoning_content", i);
+        if (strcmp(rs, "assistant"))
+            return BAD(err, param, "'%s': only assistant messages carry reasoning", param), -EINVAL;
+        if (!json_is_string(why))
+            return BAD(err, param, "'%s' must be a string, got %s", param, json_type_name(why)),
+                   -EINVAL;
+        if (!(dst->reasoning = strdup(json_string_value(why)))) return -ENOMEM;
     }
     const json_t *content = json_object_get(m, "content");
     if ((!content || json_is_null(content)) && dst->n_calls) return 0; /* calls, no text */
@@ -559,7 +569,7 @@ void oai_request_free(oai_request *r) {
     free(r->prompt);
     for (size_t i = 0; i < r->n_messages; i++) {
         oai_message *m = &r->messages[i];
-        free(m->role), free(m->content), free(m->tool_call_id);
+        free(m->role), free(m->content), free(m->tool_call_id), free(m->reasoning);
         for (size_t j = 0; j < m->n_calls; j++)
             free(m->calls[j].id), free(m->calls[j].name), free(m->calls[j].arguments);
         free(m->calls);

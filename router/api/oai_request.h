@@ -33,6 +33,7 @@ typedef struct oai_message {
     oai_msg_call *calls; /* assistant: tool_calls */
     size_t n_calls;
     char *tool_call_id; /* tool: the call this answers */
+    char *reasoning;    /* assistant: reasoning_content (a reasoning model's, handed back) */
 } oai_message;
 
 /* A validated request. Every string is owned by the struct; free with oai_request_free. */

@@ -3,7 +3,8 @@
 # content (no harmony markers left in either), streamed as reasoning_content deltas then content
 # deltas that add up to the same text; tool_choice "required" gives a call on the commentary
 # channel (name from its recipient, arguments valid JSON against the function's parameters) with
-# finish_reason tool_calls; the tool result round trip renders. The model has harmony's control
+# finish_reason tool_calls; the tool result round trip renders, with the call's reasoning handed
+# back as the assistant message's reasoning_content. The model has harmony's control
 # tokens; random weights, so guided_grammar makes it speak harmony (the markers are control
 # tokens the worker shows as text only because the router asks for them).
 . "$(dirname "$0")/lib.sh"
@@ -75,6 +76,11 @@ back = msgs + [{"role": "assistant", "content": None, "tool_calls": [call]},
 st, r2 = post({"messages": back, "tools": tools, "max_tokens": 4, "temperature": 0})
 assert st == 200, (st, r2)
 assert r2["usage"]["prompt_tokens"] > r["usage"]["prompt_tokens"], (r2["usage"], r["usage"])
+# the reasoning handed back with the call (this tool loop's analysis) goes into the prompt too
+back[2]["reasoning_content"] = "need the weather first"
+st, r3 = post({"messages": back, "tools": tools, "max_tokens": 4, "temperature": 0})
+assert st == 200, (st, r3)
+assert r3["usage"]["prompt_tokens"] > r2["usage"]["prompt_tokens"], (r3["usage"], r2["usage"])
 print("harmony: reasoning %r, content %r, call %s(%s)" % (why, text, call["function"]["name"],
                                                          call["function"]["arguments"]))
 PY

@@ -168,6 +168,9 @@ static int eng_submit(void *self, const Sol__Generate *g, sol_err *e) {
         const Sol__ChatMessage *m = g->messages[i];
         msgs[i] = (chat_message){.role = m->role, .content = m->content};
         msgs[i].tool_call_id = m->tool_call_id;
+        /* "" on the wire: none given (a family without reasoning refuses only a real one) */
+        msgs[i].reasoning_content =
+            m->reasoning_content && *m->reasoning_content ? m->reasoning_content : NULL;
         msgs[i].tool_calls = calls + c;
         msgs[i].n_tool_calls = m->n_tool_calls;
         /* OpenAI sends arguments as JSON-encoded text: printed as they are */

@@ -97,6 +97,7 @@ static void fill_generate(fixture *f) {
         f->msg[i].role = (char *)roles[i];
         f->msg[i].content = (char *)texts[i];
         f->msg[i].tool_call_id = "call_1";
+        f->msg[i].reasoning_content = "thought";
         f->msg[i].tool_calls = f->callp;
         f->msg[i].n_tool_calls = 1;
         f->msgp[i] = &f->msg[i];

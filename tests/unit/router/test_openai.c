@@ -189,6 +189,13 @@ static void test_chat(void **st) {
         "tool_call_id");
     BAD(OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"name\":\"bob\"}]}",
         "messages[0]", "messages[0].name' is not supported");
+    /* reasoning handed back: an assistant's, as a string */
+    BAD(OAI_CHAT,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"reasoning_content\":\"r\"}]}",
+        "messages[0].reasoning_content", "only assistant messages");
+    BAD(OAI_CHAT,
+        "{\"messages\":[{\"role\":\"assistant\",\"content\":\"x\",\"reasoning_content\":1}]}",
+        "messages[0].reasoning_content", "must be a string");
     BAD(OAI_CHAT,
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
         "\"function\",\"function\":{\"name\":\"f\"}}],\"tool_choice\":{\"type\":\"function\","
@@ -209,6 +216,7 @@ static void test_chat(void **st) {
     assert_int_equal(r->messages[1].n_calls, 1);
     assert_string_equal(r->messages[1].calls[0].arguments, "{\"a\": 1}");
     assert_string_equal(r->messages[2].tool_call_id, "c1");
+    assert_null(r->messages[1].reasoning);
     assert_null(r->grammar); /* required: constrained once the pool's format is known */
     oai_error e;
     assert_int_equal(
