@@ -169,8 +169,11 @@ for w in d["workers"]:
 # all begun (the moment to kill or drain it mid-stream).
 wait_inflight() {
     for _ in $(seq 300); do
+        # every stream has a chunk (not N chunks in all: those could all be other workers'
+        # streams while the worker's own were still on their way to it, and a drain then would
+        # find nothing running to hand back)
         if [ "$(workers_field "$1" inflight)" -gt 0 ] 2>/dev/null &&
-            [ "$(cat "$T_DIR/$2".* 2>/dev/null | grep -c '^data: {')" -ge "$3" ]; then
+            [ "$(grep -l '^data: {' "$T_DIR/$2".* 2>/dev/null | wc -l)" -ge "$3" ]; then
             return 0
         fi
         sleep 0.02
