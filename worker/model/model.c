@@ -104,8 +104,11 @@ void model_describe(const model *m, char *buf, size_t cap) {
         params += n;
         if ((unsigned)t->type < 64) count[t->type]++;
     }
-    size_t used = (size_t)snprintf(buf, cap, "%s, %.2f B parameters, weights", m->r0->hp.arch->name,
-                                   params / 1e9);
+    /* billions, or millions below 0.1 B (a test model's 3.4 M is not "0.00 B") */
+    int big = params >= 1e8;
+    size_t used =
+        (size_t)snprintf(buf, cap, "%s, %.2f %s parameters, weights", m->r0->hp.arch->name,
+                         params / (big ? 1e9 : 1e6), big ? "B" : "M");
     const char *sep = " ";
     for (int t = 0; t < 64 && used < cap; t++)
         if (count[t]) {

@@ -100,7 +100,7 @@ sol_backend *model_backend(const model *m);
 const char *model_name(const model *m);
 
 /* One line for the load log: "qwen3, 0.60 B parameters, weights q4_k x 154 + q6_k x 29 + f32 x 57"
- * (every tensor of the file counted by type). */
+ * (every tensor of the file counted by type; M instead of B below 0.1 B). */
 void model_describe(const model *m, char *buf, size_t cap);
 
 /* The weight bytes one decoded token reads: every matrix but the embedding table (one row), a
