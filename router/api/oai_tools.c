@@ -233,11 +233,6 @@ int oai_tools_bind(oai_tools *t, const char *tool_format, const char *chat_templ
     return 0;
 }
 
-const char *oai_tools_text_token(const oai_tools *t) {
-    if (!oai_tools_active(t)) return NULL;
-    return SHAPES[t->format].trigger ? SHAPES[t->format].trigger : SHAPES[t->format].start;
-}
-
 const char *const *oai_tools_text_tokens(const oai_tools *t, size_t *n) {
     *n = 0;
     if (t->format == OAI_FMT_HARMONY)

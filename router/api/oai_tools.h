@@ -70,12 +70,11 @@ int oai_tools_finish(oai_tools *t, const char *grammar, const char *grammar_fiel
  * pool) and, for required or named, the grammar of the calls in that format into *grammar
  * (malloc'd GBNF). With no tools offered only the format is noted (harmony's output is parsed
  * anyway). */
-/* The format's opening (Mistral's [TOOL_CALLS], hermes' <tool_call>), which a model may write as
- * one control token: the worker streams that token as its text, so the call parser sees it, and
- * a grammar takes it where its text fits. NULL when no tools are active or the format has none. */
-const char *oai_tools_text_token(const oai_tools *t);
 /* The control tokens the output's text must show for the parser: harmony's markers (always, for
- * a chat), else the opening above when there is one. *n is their count (0: none). */
+ * a chat), else, with tools, the format's opening (Mistral's [TOOL_CALLS], hermes' <tool_call>),
+ * which a model may write as one control token: the worker streams such a token as its text, so
+ * the call parser sees it, and a grammar takes it where its text fits. *n is their count (0:
+ * none). */
 const char *const *oai_tools_text_tokens(const oai_tools *t, size_t *n);
 /* Whether a chat's output goes through the call parser: tools offered, or harmony. */
 bool oai_tools_parse_output(const oai_tools *t);

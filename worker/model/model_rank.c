@@ -160,19 +160,25 @@ static int bind_experts(model_rank *m, const char *name, int64_t cols, int64_t r
 }
 
 /* An F32 vector of `dim`, elements [off, off + len) of it (a bias shard; else off 0, len dim). */
+/* len floats at data (of tensor `name`) as a 1 x len weight, so a device backend uploads it
+ * like the matrices (the CPU backend leaves F32 where it lies). */
+static int prepare_vec(model_rank *m, const char *name, const float *data, int64_t len,
+                       const float **out, sol_err *err) {
+    sol_weight w = {SOL_DT_F32, 1, len, data, (size_t)len * sizeof(float), 0, 0};
+    int rc = sol_weight_prepare(m->be, &w);
+    if (rc)
+        return sol_err_set(err, rc, "%s: tensor %s: %s", gguf_path(m->gguf), name, m->be->err.msg);
+    *out = w.data;
+    return 0;
+}
+
 static int bind_vec(model_rank *m, const char *name, int64_t dim, int64_t off, int64_t len,
                     const float **out, sol_err *err) {
     int rc;
     if ((rc = gguf_expect_tensor(m->gguf, name, 1, dim, 1, err))) return rc;
     if ((rc = gguf_expect_type(m->gguf, name, GGUF_TYPE_BIT(SOL_DT_F32), err))) return rc;
-    /* As a 1 x len weight, so a device backend uploads it like the matrices (the CPU backend
-     * leaves F32 where it lies). */
-    const float *data = (const float *)gguf_tensor_find(m->gguf, name)->data + off;
-    sol_weight w = {SOL_DT_F32, 1, len, data, (size_t)len * sizeof(float), 0, 0};
-    if ((rc = sol_weight_prepare(m->be, &w)))
-        return sol_err_set(err, rc, "%s: tensor %s: %s", gguf_path(m->gguf), name, m->be->err.msg);
-    *out = w.data;
-    return 0;
+    return prepare_vec(m, name, (const float *)gguf_tensor_find(m->gguf, name)->data + off, len,
+                       out, err);
 }
 
 /* A 2-D F32 [width, n_expert] tensor (gpt-oss's expert biases) as one vector per expert:
@@ -187,14 +193,8 @@ static int bind_expert_vecs(model_rank *m, const char *name, int64_t width, int6
     if (!(*out = calloc((size_t)ne, sizeof **out)))
         return sol_err_set(err, -ENOMEM, "out of memory for %s", name);
     const float *data = gguf_tensor_find(m->gguf, name)->data;
-    for (int64_t e = 0; e < ne; e++) {
-        sol_weight w = {SOL_DT_F32, 1, len, data + e * width + off, (size_t)len * sizeof(float),
-                        0,          0};
-        if ((rc = sol_weight_prepare(m->be, &w)))
-            return sol_err_set(err, rc, "%s: tensor %s: %s", gguf_path(m->gguf), name,
-                               m->be->err.msg);
-        (*out)[e] = w.data;
-    }
+    for (int64_t e = 0; e < ne; e++)
+        if ((rc = prepare_vec(m, name, data + e * width + off, len, &(*out)[e], err))) return rc;
     return 0;
 }
 

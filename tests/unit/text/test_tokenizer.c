@@ -29,6 +29,14 @@ typedef struct spm_fixture {
     int32_t types[N_SPM];
 } spm_fixture;
 
+/* tokenizer_new, failing the test with its message. */
+static tokenizer *new_or_fail(const tok_vocab_desc *d) {
+    sol_err e = {0};
+    tokenizer *t = tokenizer_new(d, &e);
+    if (!t) fail_msg("tokenizer_new: %s", e.msg);
+    return t;
+}
+
 static tokenizer *make_spm(spm_fixture *f, const float *scores) {
     static const char *const specials[] = {"<unk>", "<s>", "</s>"};
     static const int32_t special_types[] = {TOK_TYPE_UNKNOWN, TOK_TYPE_CONTROL, TOK_TYPE_CONTROL};
@@ -57,10 +65,7 @@ static tokenizer *make_spm(spm_fixture *f, const float *scores) {
     d.bos = BOS;
     d.eos = EOS;
     d.unk = UNK;
-    sol_err e = {0};
-    tokenizer *t = tokenizer_new(&d, &e);
-    if (!t) fail_msg("tokenizer_new: %s", e.msg);
-    return t;
+    return new_or_fail(&d);
 }
 
 static int enc(const tokenizer *t, const char *s, int add_special, int parse_special,
@@ -213,6 +218,20 @@ static void test_decode_and_stream(void **state) {
     tokenizer_free(t);
 }
 
+/* A byte-level BPE vocabulary (gpt2 model and pre-tokenizer) of these tokens and merges. */
+static tokenizer *make_gpt2(const char *const *tokens, int n, const char *const *merges,
+                            int n_merges, int eos) {
+    tok_vocab_desc d = tok_vocab_desc_init();
+    d.model = "gpt2";
+    d.pre = "gpt2";
+    d.n_tokens = n;
+    d.tokens = tokens;
+    d.merges = merges;
+    d.n_merges = n_merges;
+    d.eos = eos;
+    return new_or_fail(&d);
+}
+
 /* Byte-level BPE: "Ġ" is the space byte; merges "b c" (rank 0) before "a b" (rank 1). */
 static tokenizer *make_bpe(const char *const *merges, int n_merges) {
     static const char *const tokens[] = {"a",
@@ -227,18 +246,7 @@ static tokenizer *make_bpe(const char *const *merges, int n_merges) {
                                          "\xc4\xa4",
                                          "\xc2\xac",
                                          "<|endoftext|>"};
-    tok_vocab_desc d = tok_vocab_desc_init();
-    d.model = "gpt2";
-    d.pre = "gpt2";
-    d.n_tokens = 11;
-    d.tokens = tokens;
-    d.merges = merges;
-    d.n_merges = n_merges;
-    d.eos = 10;
-    sol_err e = {0};
-    tokenizer *t = tokenizer_new(&d, &e);
-    if (!t) fail_msg("tokenizer_new: %s", e.msg);
-    return t;
+    return make_gpt2(tokens, 11, merges, n_merges, 10);
 }
 
 static void test_bpe_merges_by_rank(void **state) {
@@ -263,15 +271,7 @@ static void test_bpe_merges_by_rank(void **state) {
  * <|return|> and <|call|> exist to end it; without them <|end|> ends generation (Phi-3). */
 static tokenizer *make_ends(int with_return_call) {
     static const char *const tokens[] = {"a", "b", "<|end|>", "<|return|>", "<|call|>"};
-    tok_vocab_desc d = tok_vocab_desc_init();
-    d.model = "gpt2";
-    d.pre = "gpt2";
-    d.n_tokens = with_return_call ? 5 : 3;
-    d.tokens = tokens;
-    sol_err e = {0};
-    tokenizer *t = tokenizer_new(&d, &e);
-    if (!t) fail_msg("tokenizer_new: %s", e.msg);
-    return t;
+    return make_gpt2(tokens, with_return_call ? 5 : 3, NULL, 0, -1);
 }
 
 static void test_harmony_end_is_not_eog(void **state) {
