@@ -73,6 +73,7 @@ static const cfg_key k_keys[] = {
     KEY(router.routing.classifier.positive_pool, T_STR, .check = CHK_NAME),
     KINT(router.routing.affinity_prefix_chars, 0, 1 << 20),
     KEY(router.routing.policy, T_ENUM, .names = k_policies),
+    KINT(router.routing.reply_tokens_mib, 0, 4096),
     KEY(router.routing.rules, T_RULES),
     KEY(router.slo, T_SLOS),
     KEY(worker.router, T_LIST, .check = CHK_ENDPOINT, .flags = F_NONEMPTY),
@@ -187,6 +188,7 @@ void sol_config_defaults(sol_config *cfg) {
     r->routing.classifier.positive_pool = cfg_strdup("fast");
     r->routing.affinity_prefix_chars = SOL_AFFINITY_PREFIX_CHARS_DEFAULT;
     r->routing.policy = SOL_ROUTE_CACHE_AWARE; /* bench/multiturn.sh: docs/benchmarks.md */
+    r->routing.reply_tokens_mib = 16;          /* ~10^5 replies of 32 tokens */
     sol_worker_config *w = &cfg->worker;
     cfg_strlist_push(&w->router, "tcp://127.0.0.1:5555");
     w->pool = cfg_strdup("precise");

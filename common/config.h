@@ -113,6 +113,7 @@ typedef struct sol_router_config {
         } classifier;
         int affinity_prefix_chars; /* 0: no prefix affinity */
         sol_routing_policy policy;
+        int reply_tokens_mib; /* the reply ids' store (docs/kv_cache.md); 0: off */
         struct {
             sol_route_rule *items;
             size_t n;

@@ -304,6 +304,8 @@ static int validate_messages(const Sol__Generate *g, sol_err *e) {
             return at_item(e, rc, "generate.messages", i, ".tool_call_id");
         if ((rc = check_count(m->n_tool_calls, m->tool_calls, SOL_FRAME_MAX_TOOLS, e)) < 0)
             return at_item(e, rc, "generate.messages", i, ".tool_calls");
+        if ((rc = check_count(m->n_content_ids, m->content_ids, SOL_FRAME_MAX_TOKENS, e)) < 0)
+            return at_item(e, rc, "generate.messages", i, ".content_ids");
         for (size_t j = 0; j < m->n_tool_calls; j++) {
             const Sol__ToolCall *c = m->tool_calls[j];
             if (!c || (rc = check_string(c->id, SOL_FRAME_MAX_NAME_BYTES, 0, e)) < 0 ||

@@ -41,6 +41,10 @@ static const sol_cli_flag k_router_flags[] = {
      "how a pool's worker is chosen: cache_aware (default), affinity, least_loaded or "
      "round_robin (docs/broker.md)",
      NULL},
+    {"--reply-tokens-mib", "N", SOL_FLAG_SET, "router.routing.reply_tokens_mib",
+     "memory for the ids replies were generated as, handed back with a later turn that quotes "
+     "the reply so its prompt matches the cached KV (default 16; 0: off; docs/kv_cache.md)",
+     NULL},
     {"--served-model", "NAME", SOL_FLAG_CUSTOM, NULL,
      "model name clients send (listed by /v1/models); other names except pool names get 404. "
      "Default: any name is accepted",

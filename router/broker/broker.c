@@ -254,6 +254,7 @@ void broker_free(broker *b) {
     inflight_free(&b->inf);
     wt_free(&b->wt);
     pidx_free(b->pidx);
+    reply_ids_free(b->replies);
     free(b->queues);
     free(b->enc);
     free(b->lp);
@@ -293,7 +294,9 @@ int broker_new(const broker_config *cfg, broker **out, sol_err *e) {
     b->queues = calloc(cfg->n_pools, sizeof *b->queues);
     b->zctx = zmq_ctx_new();
     if (cfg->policy == SOL_ROUTE_CACHE_AWARE) b->pidx = pidx_new(PIDX_DEFAULT_LINKS);
-    int rc = !b->queues || !b->zctx || (cfg->policy == SOL_ROUTE_CACHE_AWARE && !b->pidx)
+    if (cfg->reply_tokens_mib > 0) b->replies = reply_ids_new((size_t)cfg->reply_tokens_mib << 20);
+    int rc = !b->queues || !b->zctx || (cfg->policy == SOL_ROUTE_CACHE_AWARE && !b->pidx) ||
+                     (cfg->reply_tokens_mib > 0 && !b->replies)
                  ? sol_err_set(e, -ENOMEM, "out of memory")
                  : 0;
     if (!rc) rc = open_sockets(b, e);

@@ -30,6 +30,7 @@ typedef struct broker_config {
     double rebalance_hot_ratio; /* router.workers.rebalance_hot_ratio (0: off) */
     int affinity_prefix_chars;  /* 0: off */
     sol_routing_policy policy;  /* router.routing.policy (route_policy.h) */
+    int reply_tokens_mib;       /* router.routing.reply_tokens_mib (reply_ids.h); 0: off */
     int request_timeout_ms;     /* 0: none */
     const sol_pool_slo *slo;    /* router.slo: per-pool default latency targets (n_slo of them) */
     size_t n_slo;

@@ -52,10 +52,30 @@ static uint32_t left_ms(const bk_req *r, int ms) {
     return spent < (uint64_t)ms ? (uint32_t)(ms - (int)spent) : 1;
 }
 
-/* Encode r's Generate for this attempt (with what was already streamed) into b->enc. */
-static int encode_attempt(broker *b, bk_req *r, size_t *len) {
+/* The ids w's model generated for each assistant reply the request quotes (reply_ids.h), set for
+ * this attempt's encoding; show = false takes them off again (the message is the request's).
+ * Returns how many messages have ids. */
+static size_t quote_replies(broker *b, Sol__Generate *g, const bk_worker *w, bool show) {
+    size_t quoted = 0;
+    if (!b->replies) return 0;
+    for (size_t i = 0; i < g->n_messages; i++) {
+        Sol__ChatMessage *m = g->messages[i];
+        size_t n = 0;
+        const uint32_t *ids = NULL;
+        if (show && !strcmp(m->role, "assistant") && !m->n_tool_calls && m->content)
+            ids = reply_ids_get(b->replies, w->model, m->content, strlen(m->content), &n);
+        m->content_ids = (uint32_t *)ids;
+        m->n_content_ids = n;
+        quoted += n > 0;
+    }
+    return quoted;
+}
+
+/* Encode r's Generate for this attempt on w (with what was already streamed) into b->enc. */
+static int encode_attempt(broker *b, bk_req *r, const bk_worker *w, size_t *len) {
     Sol__Envelope *env = genmsg_envelope(r->msg);
     Sol__Generate *g = env->generate;
+    size_t quoted = quote_replies(b, g, w, true);
     /* the latency targets, as what is left of them now (docs/api.md, "Latency targets") */
     g->deadline_ms = left_ms(r, r->slo.ms[SOL_SLO_DEADLINE]);
     g->ttft_ms = r->n_toks || r->text.len ? 0 : left_ms(r, r->slo.ms[SOL_SLO_TTFT]);
@@ -77,10 +97,12 @@ static int encode_attempt(broker *b, bk_req *r, size_t *len) {
         }
     }
     if (!rc) frame_pack(env, b->enc);
+    if (!rc) metrics_count_quoted(b->cfg.metrics, b->cfg.pools[r->metric_pool], quoted);
     g->request_id = orig_id;
     g->resume_text = orig_text;
     g->resume_tokens = NULL;
     g->n_resume_tokens = 0;
+    quote_replies(b, g, w, false);
     if (rc) LOG_WARN(MOD, "request %s cannot be encoded: %s", r->http_id, e.msg);
     return rc;
 }
@@ -88,7 +110,7 @@ static int encode_attempt(broker *b, bk_req *r, size_t *len) {
 /* Put r on w. Returns 0, or -1 when w could not take it (r is back at the front of its queue). */
 static int assign(broker *b, bk_req *r, bk_worker *w) {
     size_t len = 0;
-    if (encode_attempt(b, r, &len)) {
+    if (encode_attempt(b, r, w, &len)) {
         bw_fail(b, r, 500, "internal error: the request could not be encoded", 0);
         return 0;
     }

@@ -230,7 +230,16 @@ static int convert_logprobs(broker *b, const Sol__TokenChunk *c) {
     return 0;
 }
 
+/* A chat reply that ended as its model chose is remembered with its ids (reply_ids.h), for the
+ * turn that sends it back. */
+static void remember_reply(broker *b, const bk_req *r, const bk_worker *w) {
+    if (!b->replies || !r->n_toks || !genmsg_envelope(r->msg)->generate->n_messages) return;
+    if (reply_ids_put(b->replies, w->model, r->text.data, r->text.len, r->toks, r->n_toks))
+        LOG_WARN(MOD, "request %s: out of memory to keep its reply's ids", r->http_id);
+}
+
 static void finish_ok(broker *b, bk_req *r, const Sol__TokenChunk *c, http_chunk *hc) {
+    remember_reply(b, r, r->worker);
     oai_usage u = {0};
     if (c->usage) {
         u.prompt_tokens = c->usage->prompt_tokens;

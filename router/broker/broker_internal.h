@@ -12,6 +12,7 @@
 #include "inflight.h"
 #include "prompt_chain.h"
 #include "prefix_index.h"
+#include "reply_ids.h"
 #include "route_policy.h"
 #include "worker_table.h"
 #include "zap_auth.h"
@@ -60,6 +61,7 @@ struct broker {
     worker_table wt;
     inflight inf;
     prefix_index *pidx; /* cache_aware: which workers were sent which prefixes; else NULL */
+    reply_ids *replies; /* the ids replies were generated as (NULL: off) */
     uint32_t next_uid;  /* bk_worker.uid of the next worker (or worker session) to register */
     bk_queue *queues;   /* one per pool */
     strbuf models;      /* "\nm1\nm2\n": every model a worker registered since the router started */

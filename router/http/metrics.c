@@ -35,6 +35,7 @@ typedef struct pool_series {
     uint64_t prompt_tokens, generation_tokens;
     uint64_t slo_refused, slo_missed; /* latency targets: refused at arrival; deadline passed */
     uint64_t rebalances;              /* streams live rebalancing moved */
+    uint64_t quoted;                  /* replies sent back as their ids (reply_ids.h) */
 } pool_series;
 
 typedef struct worker_series {
@@ -122,12 +123,16 @@ void metrics_count_request(metrics *m, const char *pool, int status) {
 }
 
 /* One more in the pool's uint64_t counter at byte offset `field` of its series. */
-static void count_pool(metrics *m, const char *pool, size_t field) {
+static void add_pool(metrics *m, const char *pool, size_t field, uint64_t n) {
     if (!m) return;
     pthread_mutex_lock(&m->mu);
     pool_series *p = pool_get(m, pool);
-    if (p) (*(uint64_t *)((char *)p + field))++;
+    if (p) (*(uint64_t *)((char *)p + field)) += n;
     pthread_mutex_unlock(&m->mu);
+}
+
+static void count_pool(metrics *m, const char *pool, size_t field) {
+    add_pool(m, pool, field, 1);
 }
 
 void metrics_count_failover(metrics *m, const char *pool) {
@@ -140,6 +145,10 @@ void metrics_count_migration(metrics *m, const char *pool) {
 
 void metrics_count_rebalance(metrics *m, const char *pool) {
     count_pool(m, pool, offsetof(pool_series, rebalances));
+}
+
+void metrics_count_quoted(metrics *m, const char *pool, uint64_t n) {
+    if (n) add_pool(m, pool, offsetof(pool_series, quoted), n);
 }
 
 void metrics_count_slo(metrics *m, const char *pool, bool refused) {
@@ -386,7 +395,8 @@ typedef enum {
     P_GENERATED,
     P_SLO_REFUSED,
     P_SLO_MISSED,
-    P_REBALANCES
+    P_REBALANCES,
+    P_QUOTED
 } pool_counter;
 
 static uint64_t pool_value(const pool_series *p, pool_counter which) {
@@ -409,6 +419,8 @@ static uint64_t pool_value(const pool_series *p, pool_counter which) {
         return p->slo_missed;
     case P_REBALANCES:
         return p->rebalances;
+    case P_QUOTED:
+        return p->quoted;
     }
     return 0;
 }
@@ -495,6 +507,10 @@ int metrics_render(metrics *m, strbuf *o) {
                         "Streams moved token-exactly off a worker behind their X-Sol-TPOT-Ms or "
                         "far hotter than a peer (live rebalancing; also in sol_migrations_total).",
                         P_REBALANCES);
+    render_pool_counter(o, m, "sol_quoted_replies_total",
+                        "Assistant messages sent to a worker as the token ids they were generated "
+                        "as, not re-tokenized (router.routing.reply_tokens_mib).",
+                        P_QUOTED);
     static const char *tok[4][2] = {
         {"sol_prompt_tokens_total", "Prompt tokens of finished requests (per choice)."},
         {"vllm:prompt_tokens_total", "Prompt tokens of finished requests (per choice)."},

@@ -51,6 +51,8 @@ void metrics_count_migration(metrics *m, const char *pool);
 void metrics_count_rebalance(metrics *m, const char *pool);
 /* A request refused at arrival by its latency targets (refused), or ended when a deadline passed
  * (sol_slo_refused_total, sol_slo_deadline_missed_total{pool}). */
+/* n assistant messages sent as the ids they were generated as (reply_ids.h) */
+void metrics_count_quoted(metrics *m, const char *pool, uint64_t n);
 void metrics_count_slo(metrics *m, const char *pool, bool refused);
 void metrics_set_worker(metrics *m, const char *worker, const char *pool,
                         const metrics_worker_load *load);

@@ -134,6 +134,7 @@ int router_setup_new(const sol_config *cfg, const router_setup_opts *opts, route
         .rebalance_hot_ratio = r->workers.rebalance_hot_ratio,
         .affinity_prefix_chars = r->routing.affinity_prefix_chars,
         .policy = r->routing.policy,
+        .reply_tokens_mib = r->routing.reply_tokens_mib,
         .request_timeout_ms = r->http.request_timeout_ms,
         .slo = r->slo.items,
         .n_slo = r->slo.n,

@@ -3,6 +3,8 @@
  * worker.kv.max_model_len, with the sampler state and stop strings ready - so the engine thread
  * only ever sees valid requests and a bad one is refused at submit with a clear message. */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +43,97 @@ static int encode(const engine *e, const char *text, int add_special, int parse_
     return 0;
 }
 
+/* A quoted reply in the rendered chat: its bytes [start, end) and the ids it was generated as. */
+typedef struct quote {
+    size_t start, end;
+    const int32_t *ids;
+    int32_t n;
+} quote;
+
+/* Whether ids decode to exactly s[0..len) (as the engine streamed them: no control texts). */
+static bool ids_spell(const engine *e, const int32_t *ids, size_t n, const char *s, size_t len) {
+    if (n > INT32_MAX || !len) return false;
+    char *buf = malloc(len + 1);
+    int got = buf ? tokenizer_decode(e->tok, ids, (int)n, 0, buf, len + 1) : -1;
+    bool same = got == (int)len && !memcmp(buf, s, len);
+    free(buf);
+    return same;
+}
+
+/* The quoted replies found in text, in order (chat_message.content_ids): each message's content
+ * is looked for verbatim after the previous one found; a quote whose ids do not spell it, or
+ * whose content the template rewrote, is left to the tokenizer. Returns how many, or -ENOMEM. */
+static int find_quotes(const engine *e, const engine_request *q, const char *text, quote **out) {
+    *out = NULL;
+    size_t cursor = 0;
+    int k = 0;
+    for (size_t i = 0; i < q->n_messages; i++) {
+        const chat_message *m = &q->messages[i];
+        if (!m->content || !*m->content) continue;
+        const char *at = strstr(text + cursor, m->content);
+        if (!at) continue;
+        size_t start = (size_t)(at - text), len = strlen(m->content);
+        cursor = start + len;
+        if (!m->n_content_ids || !ids_spell(e, m->content_ids, m->n_content_ids, at, len)) continue;
+        if (!*out && !(*out = malloc(sizeof **out * q->n_messages))) return -ENOMEM;
+        (*out)[k++] = (quote){start, start + len, m->content_ids, (int32_t)m->n_content_ids};
+    }
+    return k;
+}
+
+/* Appends id when out has room; counts it either way. */
+static void put_id(int32_t *out, int64_t cap, int64_t *n, int32_t id) {
+    if (out && *n < cap) out[*n] = id;
+    (*n)++;
+}
+
+/* text's ids with each quote's ids in place of its bytes, the pieces between tokenized alone:
+ * the prompt a reply was generated from, then the reply as generated, so the KV blocks its
+ * generation left cached match through it (docs/kv_cache.md). Counts the ids when out is NULL. */
+static int64_t encode_quoted(const engine *e, const char *text, const quote *qs, int k,
+                             int add_special, int32_t *out, int64_t cap) {
+    const tokenizer *t = e->tok;
+    int64_t n = 0;
+    if (add_special && tokenizer_add_bos(t)) put_id(out, cap, &n, tokenizer_bos(t));
+    size_t from = 0;
+    for (int i = 0; i <= k; i++) {
+        size_t to = i < k ? qs[i].start : strlen(text);
+        int room = out ? (int)(cap - n) : 0;
+        int got =
+            tokenizer_encode_piece(t, text + from, to - from, 1, i > 0, out ? out + n : NULL, room);
+        if (got < 0 || (out && got > room)) return got < 0 ? got : -EOVERFLOW;
+        n += got;
+        if (i == k) break;
+        for (int32_t j = 0; j < qs[i].n; j++)
+            put_id(out, cap, &n, qs[i].ids[j]);
+        from = qs[i].end;
+    }
+    if (add_special && tokenizer_add_eos(t)) put_id(out, cap, &n, tokenizer_eos(t));
+    return n;
+}
+
+/* A chat's text as ids, quoted replies spliced in where there are any and the tokenizer allows. */
+static int encode_chat(const engine *e, const engine_request *q, const char *text, int add_special,
+                       int32_t extra, int32_t **ids, int32_t *n, sol_err *err) {
+    quote *qs = NULL;
+    int k = find_quotes(e, q, text, &qs);
+    if (k < 0) return sol_err_set(err, -ENOMEM, "out of memory for the prompt");
+    if (!k) return encode(e, text, add_special, 1, extra, ids, n, err);
+    int64_t need = encode_quoted(e, text, qs, k, add_special, NULL, 0);
+    int32_t *out = need >= 0 && need < INT32_MAX - extra - 1
+                       ? malloc(sizeof *out * (size_t)(need + extra + 1))
+                       : NULL;
+    int64_t got = out ? encode_quoted(e, text, qs, k, add_special, out + 1, need) : -ENOMEM;
+    free(qs);
+    if (got != need) {
+        free(out);
+        return sol_err_set(err, got < 0 ? (int)got : -EIO, "cannot tokenize the prompt");
+    }
+    *ids = out;
+    *n = (int32_t)need;
+    return 0;
+}
+
 /* The prompt as ids at (*ids)[1..n] (slot 0 left free for a BOS that may have to be added); a
  * chat's rendered text into *rendered (the caller frees it). */
 static int prompt_ids(const engine *e, const engine_request *q, int32_t extra, int32_t **ids,
@@ -71,7 +164,7 @@ static int prompt_ids(const engine *e, const engine_request *q, int32_t extra, i
                                        &(chat_tools){q->tools, q->n_tools}, true, &text, NULL, err);
     if (rc) return rc;
     /* The template writes special-token spellings that must become their ids. */
-    rc = encode(e, text, add_special, 1, extra, ids, n, err);
+    rc = encode_chat(e, q, text, add_special, extra, ids, n, err);
     *rendered = text;
     return rc;
 }

@@ -173,6 +173,9 @@ static int eng_submit(void *self, const Sol__Generate *g, sol_err *e) {
             m->reasoning_content && *m->reasoning_content ? m->reasoning_content : NULL;
         msgs[i].tool_calls = calls + c;
         msgs[i].n_tool_calls = m->n_tool_calls;
+        /* ids are below the vocabulary's size (checked with the prompt): int32's range */
+        msgs[i].content_ids = (const int32_t *)m->content_ids;
+        msgs[i].n_content_ids = m->n_content_ids;
         /* OpenAI sends arguments as JSON-encoded text: printed as they are */
         for (size_t j = 0; j < m->n_tool_calls; j++)
             calls[c++] = (chat_tool_call){m->tool_calls[j]->id, m->tool_calls[j]->name,

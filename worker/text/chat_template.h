@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "err.h"
 
@@ -52,6 +53,10 @@ typedef struct chat_message {
     size_t n_tool_calls;
     const char *reasoning_content;
     const char *tool_call_id; /* tool only: the call this result answers (Mistral v0.3) */
+    /* assistant only: the ids content was generated as (router.routing.reply_tokens_mib); the
+     * templates ignore them, the engine tokenizes the content as these when they decode to it */
+    const int32_t *content_ids;
+    size_t n_content_ids;
 } chat_message;
 
 /* The functions offered to the model, each as JSON text in Python's json.dumps layout (what the

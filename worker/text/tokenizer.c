@@ -336,9 +336,10 @@ static int partition(const tokenizer *t, const char *text, size_t len, int parse
     return rc;
 }
 
+/* prev_special: SPM gives a fragment at the start or after a special the "▁" (1 at the start of
+ * a text, 0 for a piece that continues text) */
 static int encode_fragments(const tokenizer *t, const char *text, const frag_list *fl,
-                            tok_scratch *sc, tok_sink *sink) {
-    int prev_special = 1; /* SPM: a fragment at the start or after a special gets the "▁" */
+                            int prev_special, tok_scratch *sc, tok_sink *sink) {
     for (size_t i = 0; i < fl->n; i++) {
         const fragment *f = &fl->v[i];
         int rc = 0;
@@ -358,20 +359,31 @@ static int encode_fragments(const tokenizer *t, const char *text, const frag_lis
     return 0;
 }
 
-int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_special,
-                     int parse_special, int32_t *out, int max_out) {
+static int encode(const tokenizer *t, const char *text, size_t len, int bos, int eos,
+                  int parse_special, int at_start, int32_t *out, int max_out) {
     if (!t || (!text && len > 0) || (!out && max_out > 0) || max_out < 0) return -EINVAL;
     tok_sink sink = {out, max_out, 0};
     frag_list fl = {0};
     tok_scratch sc = {0};
     int rc = 0;
-    if (add_special && t->add_bos) tok_sink_push(&sink, t->bos);
+    if (bos) tok_sink_push(&sink, t->bos);
     if (len > 0) rc = partition(t, text, len, parse_special, &fl);
-    if (rc == 0) rc = encode_fragments(t, text, &fl, &sc, &sink);
-    if (rc == 0 && add_special && t->add_eos) tok_sink_push(&sink, t->eos);
+    if (rc == 0) rc = encode_fragments(t, text, &fl, at_start, &sc, &sink);
+    if (rc == 0 && eos) tok_sink_push(&sink, t->eos);
     free(fl.v);
     tok_scratch_release(&sc);
     return rc ? rc : sink.n;
+}
+
+int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_special,
+                     int parse_special, int32_t *out, int max_out) {
+    int s = add_special && t;
+    return encode(t, text, len, s && t->add_bos, s && t->add_eos, parse_special, 1, out, max_out);
+}
+
+int tokenizer_encode_piece(const tokenizer *t, const char *text, size_t len, int parse_special,
+                           int after_text, int32_t *out, int max_out) {
+    return encode(t, text, len, 0, 0, parse_special, !after_text, out, max_out);
 }
 
 int32_t tokenizer_n_vocab(const tokenizer *t) {
@@ -392,6 +404,10 @@ int32_t tokenizer_eot(const tokenizer *t) {
 
 int tokenizer_add_bos(const tokenizer *t) {
     return t->add_bos;
+}
+
+int tokenizer_add_eos(const tokenizer *t) {
+    return t->add_eos;
 }
 
 int tokenizer_is_eog(const tokenizer *t, int32_t id) {

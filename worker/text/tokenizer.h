@@ -61,6 +61,12 @@ void tokenizer_free(tokenizer *tok);
 int tokenizer_encode(const tokenizer *tok, const char *text, size_t len, int add_special,
                      int parse_special, int32_t *out, int max_out);
 
+/* One piece of a text tokenized in pieces: no BOS or EOS, and after_text says the piece continues
+ * text (SPM then adds no "▁" before its first fragment, as the whole text would not). The pieces'
+ * ids differ from the whole text's only where a boundary splits what would have merged. */
+int tokenizer_encode_piece(const tokenizer *tok, const char *text, size_t len, int parse_special,
+                           int after_text, int32_t *out, int max_out);
+
 /* The bytes token id renders to (byte tokens -> their byte, SPM "▁" -> ' ', byte-level
  * characters -> bytes; control/unknown tokens -> their text). Not NUL-terminated; *len is set.
  * Returns NULL (and *len = 0) for an id out of range. Valid as long as tok lives. */
@@ -86,6 +92,7 @@ int32_t tokenizer_bos(const tokenizer *tok); /* -1 when none */
 int32_t tokenizer_eos(const tokenizer *tok);
 int32_t tokenizer_eot(const tokenizer *tok);
 int tokenizer_add_bos(const tokenizer *tok); /* whether add_special adds BOS */
+int tokenizer_add_eos(const tokenizer *tok); /* whether add_special adds EOS */
 /* End of generation: EOS, EOT, or a control token whose text ends turns
  * (<|eot_id|>, <|im_end|>, <|endoftext|>, <end_of_turn>, <|end|>, ...). */
 int tokenizer_is_eog(const tokenizer *tok, int32_t id);

@@ -22,6 +22,7 @@ typedef struct fixture {
     Sol__ChatMessage msg[2];
     Sol__ChatMessage *msgp[2];
     Sol__ToolCall call, *callp[1];
+    uint32_t content_ids[2];
     char *tools[1];
     char *text_tokens[9]; /* one used; nine for the count check */
     Sol__SamplingParams sp;
@@ -98,6 +99,8 @@ static void fill_generate(fixture *f) {
         f->msg[i].content = (char *)texts[i];
         f->msg[i].tool_call_id = "call_1";
         f->msg[i].reasoning_content = "thought";
+        f->msg[i].content_ids = f->content_ids;
+        f->msg[i].n_content_ids = 2;
         f->msg[i].tool_calls = f->callp;
         f->msg[i].n_tool_calls = 1;
         f->msgp[i] = &f->msg[i];
@@ -105,6 +108,7 @@ static void fill_generate(fixture *f) {
     sol__tool_call__init(&f->call);
     f->call.id = "call_1", f->call.name = "get_weather", f->call.arguments = "{\"city\": \"Oslo\"}";
     f->callp[0] = &f->call;
+    f->content_ids[0] = 17, f->content_ids[1] = 70000;
     f->tools[0] = "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}";
     sol__sampling_params__init(&f->sp);
     f->sp.temperature = 0.7f;

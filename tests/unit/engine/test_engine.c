@@ -602,6 +602,157 @@ static void test_text_and_chat_prompts(void **state) {
     assert_true(b.usage.prompt_tokens > a.usage.prompt_tokens);
 }
 
+/* ---- quoted replies (chat_message.content_ids) ---- */
+
+static engine *chatml_engine(void) {
+    engine_config c = engine_config_default();
+    c.num_blocks = 64;
+    c.max_model_len = 256;
+    c.kv_dtype = SOL_DT_F32;
+    c.prefix_caching = true;
+    c.chat_template = "chatml"; /* its markers are plain text to this vocabulary: SPM pieces */
+    c.on_event = engine_collect;
+    sol_err e = {0};
+    engine *eng = engine_new(&c, W.f.m, W.f.tok, &e);
+    if (!eng) fail_msg("engine_new: %s", e.msg);
+    return eng;
+}
+
+static engine_request chat_req(const chat_message *m, size_t n, out *o) {
+    engine_request r = {0};
+    r.messages = m;
+    r.n_messages = n;
+    r.add_bos = -1;
+    r.sampling = sampler_params_default();
+    r.sampling.temperature = 0;
+    r.max_tokens = 20;
+    r.ignore_eos = true;
+    r.user = o;
+    return r;
+}
+
+/* ids of text[0..len) tokenized as the engine must tokenize the pieces around a quote */
+static int piece(const char *text, size_t len, bool first, int32_t *out, int cap) {
+    int n = 0;
+    if (first && tokenizer_add_bos(W.f.tok)) out[n++] = tokenizer_bos(W.f.tok);
+    int got = tokenizer_encode_piece(W.f.tok, text, len, 1, !first, out + n, cap - n);
+    assert_true(got >= 0 && got <= cap - n);
+    return n + got;
+}
+
+/* Runs m (whose m[2] quotes a reply: content_ids set or not) and, as token ids, what the engine
+ * must make of it: the chat up to the reply, the quoted ids, the rest as continuing text. Returns
+ * the reference's prompt length and the length of the part before the reply. */
+static int quote_run(engine *eng, const chat_message *m, out *got, out *ref, int32_t *before) {
+    engine_request r = chat_req(m, 4, got);
+    submit_ok(eng, &r);
+    engine_wait_idle(eng);
+    char *t1 = NULL, *t2 = NULL;
+    sol_err e = {0};
+    assert_int_equal(chat_template_apply(CHAT_TEMPLATE_CHATML, m, 2, true, &t1, NULL, &e), 0);
+    assert_int_equal(chat_template_apply(CHAT_TEMPLATE_CHATML, m, 4, true, &t2, NULL, &e), 0);
+    size_t at = strlen(t1), len = strlen(m[2].content);
+    assert_memory_equal(t2 + at, m[2].content, len);
+    int32_t ids[256];
+    int n = *before = piece(t1, at, true, ids, 256);
+    memcpy(ids + n, m[2].content_ids, sizeof(int32_t) * m[2].n_content_ids);
+    n += (int)m[2].n_content_ids;
+    n += piece(t2 + at + len, strlen(t2) - at - len, false, ids + n, 256 - n);
+    free(t1), free(t2);
+    r.messages = NULL, r.n_messages = 0;
+    r.prompt_tokens = ids, r.n_prompt_tokens = n, r.add_bos = 0;
+    r.user = ref;
+    submit_ok(eng, &r);
+    engine_wait_idle(eng);
+    return n;
+}
+
+/* A reply sent back with the ids it was generated as is prompted as the turn that generated it
+ * plus those ids, so that generation's KV blocks serve the next turn through the reply. */
+static void test_quoted_reply(void **state) {
+    (void)state;
+    chat_message m[4] = {{.role = "system", .content = "be brief and kind to the reader"},
+                         {.role = "user", .content = "tell me a long story about the sea"},
+                         {.role = "assistant"},
+                         {.role = "user", .content = "and then?"}};
+    engine *eng = chatml_engine();
+    out first = {0}, quoted = {0}, ref = {0};
+    engine_request r = chat_req(m, 2, &first);
+    /* no byte tokens in the reply: alone they are not UTF-8, and the stream shows U+FFFD, which
+     * the ids do not spell (a trained model rarely writes them) */
+    int32_t bytes[256];
+    float minus[256];
+    int32_t nb = 0;
+    for (int32_t id = 0; id < tokenizer_n_vocab(W.f.tok) && nb < 256; id++)
+        if (tokenizer_token_type(W.f.tok, id) == TOK_TYPE_BYTE) bytes[nb] = id, minus[nb++] = -100;
+    r.bias_tokens = bytes, r.bias_values = minus, r.n_bias = nb;
+    submit_ok(eng, &r);
+    engine_wait_idle(eng);
+    assert_int_equal(first.n, 20);
+    first.text[first.text_len] = 0;
+    m[2].content = first.text;
+    m[2].content_ids = first.tokens, m[2].n_content_ids = 20;
+    int32_t n1 = 0;
+    int n = quote_run(eng, m, &quoted, &ref, &n1);
+    engine_free(eng);
+    assert_int_equal(n1, first.usage.prompt_tokens);
+    assert_int_equal(quoted.usage.prompt_tokens, n);
+    same_outputs(&ref, &quoted, 1);
+    /* turn one's prompt and 19 of its ids were computed (the last one never was): every full
+     * block of those is served from the cache */
+    assert_int_equal(quoted.usage.cached_tokens, (n1 + 19) / 16 * 16);
+}
+
+/* Ids that are not the text's own tokenization are used as they are when they spell the content
+ * exactly, and not at all when they do not. */
+static void test_quoted_ids_checked(void **state) {
+    (void)state;
+    /* a piece the vocabulary also has in two parts: the two ids spell it, the tokenizer would not
+     * choose them */
+    const tokenizer *t = W.f.tok;
+    int32_t split[2] = {-1, -1};
+    for (int32_t id = 0; id < tokenizer_n_vocab(t) && split[0] < 0; id++) {
+        size_t len = 0;
+        const char *s = tokenizer_token_text(t, id, &len);
+        for (size_t k = 1; tokenizer_token_type(t, id) == TOK_TYPE_NORMAL && k < len; k++) {
+            int32_t a = tokenizer_find(t, s, k), b = tokenizer_find(t, s + k, len - k);
+            if (a >= 0 && b >= 0 && tokenizer_token_type(t, a) == TOK_TYPE_NORMAL &&
+                tokenizer_token_type(t, b) == TOK_TYPE_NORMAL) {
+                split[0] = a, split[1] = b;
+                break;
+            }
+        }
+    }
+    assert_true(split[0] >= 0);
+    char text[64];
+    int tl = tokenizer_decode(t, split, 2, 0, text, sizeof text);
+    assert_true(tl > 0 && tl < (int)sizeof text);
+    chat_message m[4] = {{.role = "system", .content = "be brief"},
+                         {.role = "user", .content = "say one word"},
+                         {.role = "assistant", .content = text},
+                         {.role = "user", .content = "and then?"}};
+    engine *eng = chatml_engine();
+    out quoted = {0}, ref = {0}, plain = {0}, wrong = {0};
+    m[2].content_ids = split, m[2].n_content_ids = 2;
+    int32_t n1 = 0;
+    int n = quote_run(eng, m, &quoted, &ref, &n1);
+    int32_t bad[2] = {split[0], split[0]}; /* the same count, another text */
+    const int32_t *ids[2] = {NULL, bad};
+    out *o[2] = {&plain, &wrong};
+    for (int i = 0; i < 2; i++) {
+        m[2].content_ids = ids[i], m[2].n_content_ids = ids[i] ? 2 : 0;
+        engine_request r = chat_req(m, 4, o[i]);
+        submit_ok(eng, &r);
+        engine_wait_idle(eng);
+    }
+    engine_free(eng);
+    assert_int_equal(quoted.usage.prompt_tokens, n);
+    same_outputs(&ref, &quoted, 1);
+    assert_int_not_equal(plain.usage.prompt_tokens, n); /* the tokenizer joins the two */
+    assert_int_equal(wrong.usage.prompt_tokens, plain.usage.prompt_tokens);
+    same_outputs(&plain, &wrong, 1);
+}
+
 /* ---- embeddings ---- */
 
 typedef struct emb_out {
@@ -719,6 +870,8 @@ int main(void) {
         cmocka_unit_test(test_resume_is_token_exact),
         cmocka_unit_test(test_resume_of_a_complete_stream),
         cmocka_unit_test(test_text_and_chat_prompts),
+        cmocka_unit_test(test_quoted_reply),
+        cmocka_unit_test(test_quoted_ids_checked),
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_preemption_is_exact),
         cmocka_unit_test(test_embedding_pooling),
