@@ -63,7 +63,8 @@ static size_t quote_replies(broker *b, Sol__Generate *g, const bk_worker *w, boo
         size_t n = 0;
         const uint32_t *ids = NULL;
         if (show && !strcmp(m->role, "assistant") && !m->n_tool_calls && m->content)
-            ids = reply_ids_get(b->replies, w->model, m->content, strlen(m->content), &n);
+            ids = reply_ids_get(b->replies, (reply_key){w->model, g->cache_salt}, m->content,
+                                strlen(m->content), &n);
         m->content_ids = (uint32_t *)ids;
         m->n_content_ids = n;
         quoted += n > 0;

@@ -233,8 +233,10 @@ static int convert_logprobs(broker *b, const Sol__TokenChunk *c) {
 /* A chat reply that ended as its model chose is remembered with its ids (reply_ids.h), for the
  * turn that sends it back. */
 static void remember_reply(broker *b, const bk_req *r, const bk_worker *w) {
-    if (!b->replies || !r->n_toks || !genmsg_envelope(r->msg)->generate->n_messages) return;
-    if (reply_ids_put(b->replies, w->model, r->text.data, r->text.len, r->toks, r->n_toks))
+    const Sol__Generate *g = genmsg_envelope(r->msg)->generate;
+    if (!b->replies || !r->n_toks || !g->n_messages) return;
+    reply_key k = {w->model, g->cache_salt};
+    if (reply_ids_put(b->replies, k, r->text.data, r->text.len, r->toks, r->n_toks))
         LOG_WARN(MOD, "request %s: out of memory to keep its reply's ids", r->http_id);
 }
 

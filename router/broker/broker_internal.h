@@ -69,7 +69,7 @@ struct broker {
     uint64_t next_beat_ms;
     size_t tpot_streams; /* requests on a worker with X-Sol-TPOT-Ms, counted each tick: none, and
                             rebalancing skips its per-worker scans */
-    uint8_t *enc; /* encode scratch */
+    uint8_t *enc;        /* encode scratch */
     size_t enc_cap;
     oai_token_logprob *lp; /* chunk conversion scratch */
     oai_top_logprob *top;

@@ -1,8 +1,9 @@
 /* reply_ids: a hash table of replies (chained buckets, doubled as it fills) threaded on one
- * least-recently-used list; every entry is one allocation holding its model, text and ids. */
+ * least-recently-used list; every entry is one allocation holding its key, text and ids. */
 #include "reply_ids.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,9 +13,9 @@ typedef struct entry {
     struct entry *chain;         /* next in its bucket */
     struct entry *older, *newer; /* the LRU list */
     uint64_t hash;
-    size_t model_len, text_len, n_ids, bytes;
-    uint32_t *ids;      /* into the same allocation */
-    char *model, *text; /* likewise (not NUL-terminated) */
+    size_t key_len, text_len, n_ids, bytes;
+    uint32_t *ids;    /* into the same allocation */
+    char *key, *text; /* likewise: model NUL salt, then the text (neither NUL-terminated) */
 } entry;
 
 struct reply_ids {
@@ -44,19 +45,26 @@ void reply_ids_free(reply_ids *s) {
     free(s);
 }
 
-static uint64_t key_hash(const char *model, const char *text, size_t len) {
-    uint64_t h = sol_fnv64_str(SOL_FNV64_INIT, model);
-    h = sol_fnv64(h, "", 1); /* the model's end: "ab"+"c" and "a"+"bc" differ */
+static uint64_t key_hash(reply_key k, const char *text, size_t len) {
+    uint64_t h = sol_fnv64_str(SOL_FNV64_INIT, k.model);
+    h = sol_fnv64(h, "", 1); /* each part's end: "ab"+"c" and "a"+"bc" differ */
+    h = sol_fnv64_str(h, k.salt);
+    h = sol_fnv64(h, "", 1);
     return sol_mix64(sol_fnv64(h, text, len));
 }
 
-static entry **slot_of(reply_ids *s, uint64_t h, const char *model, const char *text, size_t len) {
-    size_t ml = strlen(model);
+static bool key_is(const entry *e, reply_key k, size_t ml, size_t sl) {
+    return e->key_len == ml + 1 + sl && !memcmp(e->key, k.model, ml) && !e->key[ml] &&
+           !memcmp(e->key + ml + 1, k.salt, sl);
+}
+
+static entry **slot_of(reply_ids *s, uint64_t h, reply_key k, const char *text, size_t len) {
+    size_t ml = strlen(k.model), sl = strlen(k.salt);
     entry **p = &s->buckets[h & (s->n_buckets - 1)];
     for (; *p; p = &(*p)->chain) {
         entry *e = *p;
-        if (e->hash == h && e->model_len == ml && e->text_len == len &&
-            !memcmp(e->model, model, ml) && !memcmp(e->text, text, len))
+        if (e->hash == h && e->text_len == len && key_is(e, k, ml, sl) &&
+            !memcmp(e->text, text, len))
             break;
     }
     return p;
@@ -101,23 +109,26 @@ static void grow(reply_ids *s) {
     s->n_buckets = n;
 }
 
-int reply_ids_put(reply_ids *s, const char *model, const char *text, size_t len,
-                  const uint32_t *ids, size_t n) {
+int reply_ids_put(reply_ids *s, reply_key k, const char *text, size_t len, const uint32_t *ids,
+                  size_t n) {
     if (!s || !n || !len) return 0;
-    size_t ml = strlen(model);
-    size_t bytes = sizeof(entry) + n * sizeof *ids + ml + len;
+    if (!k.salt) k.salt = "";
+    size_t ml = strlen(k.model), sl = strlen(k.salt), kl = ml + 1 + sl;
+    size_t bytes = sizeof(entry) + n * sizeof *ids + kl + len;
     if (bytes > s->max_bytes / 8) return 0;
-    uint64_t h = key_hash(model, text, len);
-    entry **p = slot_of(s, h, model, text, len);
+    uint64_t h = key_hash(k, text, len);
+    entry **p = slot_of(s, h, k, text, len);
     if (*p) drop(s, *p); /* generated again, maybe as other ids: the latest wins */
     entry *e = malloc(bytes);
     if (!e) return -ENOMEM;
-    *e = (entry){.hash = h, .model_len = ml, .text_len = len, .n_ids = n, .bytes = bytes};
+    *e = (entry){.hash = h, .key_len = kl, .text_len = len, .n_ids = n, .bytes = bytes};
     e->ids = (uint32_t *)(e + 1);
-    e->model = (char *)(e->ids + n);
-    e->text = e->model + ml;
+    e->key = (char *)(e->ids + n);
+    e->text = e->key + kl;
     memcpy(e->ids, ids, n * sizeof *ids);
-    memcpy(e->model, model, ml);
+    memcpy(e->key, k.model, ml);
+    e->key[ml] = 0;
+    memcpy(e->key + ml + 1, k.salt, sl);
     memcpy(e->text, text, len);
     while (s->oldest && s->bytes + bytes > s->max_bytes)
         drop(s, s->oldest);
@@ -131,11 +142,11 @@ int reply_ids_put(reply_ids *s, const char *model, const char *text, size_t len,
     return 0;
 }
 
-const uint32_t *reply_ids_get(reply_ids *s, const char *model, const char *text, size_t len,
-                              size_t *n) {
+const uint32_t *reply_ids_get(reply_ids *s, reply_key k, const char *text, size_t len, size_t *n) {
     *n = 0;
     if (!s || !len) return NULL;
-    entry *e = *slot_of(s, key_hash(model, text, len), model, text, len);
+    if (!k.salt) k.salt = "";
+    entry *e = *slot_of(s, key_hash(k, text, len), k, text, len);
     if (!e) return NULL;
     lru_unlink(s, e);
     lru_push(s, e);

@@ -3,8 +3,8 @@
 # it was generated as (router.routing.reply_tokens_mib, on by default), so that turn's prompt
 # matches the KV blocks the generation left cached through the whole reply: its cached_tokens are
 # every full block of the previous prompt and reply; whole and streamed replies alike; a reply the
-# client edited is re-tokenized (not quoted); with --reply-tokens-mib 0 nothing is quoted, and the
-# same turn (re-tokenized) finds fewer tokens cached.
+# client edited, or sent under another cache_salt (tenant), is re-tokenized (not quoted); with
+# --reply-tokens-mib 0 nothing is quoted, and the same turn (re-tokenized) finds fewer tokens cached.
 . "$(dirname "$0")/lib.sh"
 
 M="$T_DIR/m.gguf"
@@ -31,9 +31,9 @@ def quoted():
 # no byte tokens (ids 3..258 of this vocabulary) in the reply: alone they are not UTF-8 and the
 # client sees U+FFFD, which its ids do not spell (a trained model rarely writes them)
 bias = {str(i): -100 for i in range(3, 259)}
-def chat(msgs, stream=False):
+def chat(msgs, stream=False, salt="t1"):
     body = {"model": "precise", "messages": msgs, "max_tokens": 24, "temperature": 0,
-            "logit_bias": bias, "stream": stream}
+            "logit_bias": bias, "stream": stream, "cache_salt": salt}
     if stream:
         body["stream_options"] = {"include_usage": True}
     st, r = oai_post.post(base, "/v1/chat/completions", body, stream)
@@ -63,6 +63,11 @@ for stream in (False, True):
         msgs[2] = {"role": "assistant", "content": reply + " Indeed."}
         chat(msgs, stream)
         assert quoted() - before == 1, "an edited reply was quoted"
+        # another tenant (cache_salt) sending the same reply gets no ids: its prompt's length
+        # must not tell it what the first tenant was answered
+        msgs[2] = {"role": "assistant", "content": reply}
+        chat(msgs, stream, salt="t2")
+        assert quoted() - before == 1, "a reply was quoted to another cache_salt"
     else:
         assert got == 0 and quoted() == 0, f"{quoted()} replies quoted with the store off"
         # the control: re-tokenized, this reply's ids differ, and the cache stops inside it
