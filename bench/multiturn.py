@@ -145,8 +145,10 @@ def main():
         th.start()
     for th in threads:
         th.join()
+    # assistant messages sent back: turn t re-sends the t replies before it
+    sent = o.conversations * o.turns * (o.turns - 1) // 2
     out = {"ttft": ttft, "prompt_tokens": prompt, "cached_tokens": cached,
-           "wall_s": time.perf_counter() - t0, "errors": errors}
+           "assistant_messages": sent, "wall_s": time.perf_counter() - t0, "errors": errors}
     print(json.dumps(out))
     return 1 if errors else 0
 
