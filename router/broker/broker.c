@@ -49,6 +49,7 @@ static void render_worker(strbuf *o, const bk_worker *w, uint64_t now) {
                   "per_s\":%.0f,"
                   "\"kv_tier1_hit_tokens\":%llu,\"kv_tier2_hit_tokens\":%llu,"
                   "\"kv_tier2_blocks\":%u,\"kv_tier2_used\":%u,"
+                  "\"quotes_used\":%llu,\"quotes_declined\":%llu,"
                   "\"last_heartbeat_ms_ago\":%llu",
                   w->unhealthy  ? "unhealthy"
                   : w->draining ? "draining"
@@ -61,6 +62,7 @@ static void render_worker(strbuf *o, const bk_worker *w, uint64_t now) {
                   (unsigned long long)w->kv_tier2_links, (unsigned long long)w->kv_snapshots,
                   w->prefill_bps, (unsigned long long)w->tier1_hit_tokens,
                   (unsigned long long)w->tier2_hit_tokens, w->tier2_blocks, w->tier2_used,
+                  (unsigned long long)w->quotes_used, (unsigned long long)w->quotes_declined,
                   (unsigned long long)(now > w->last_seen_ms ? now - w->last_seen_ms : 0));
     if (w->unhealthy) {
         strbuf_puts(o, ",\"unhealthy_reason\":");

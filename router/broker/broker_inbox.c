@@ -171,6 +171,8 @@ static void on_heartbeat(broker *b, bk_worker *w, const Sol__Heartbeat *hb) {
     w->tier2_hit_tokens = hb->tier2_hit_tokens;
     w->tier2_blocks = hb->tier2_blocks;
     w->tier2_used = hb->tier2_used;
+    w->quotes_used = hb->quotes_used;
+    w->quotes_declined = hb->quotes_declined;
     w->spec_steps = hb->spec_steps;
     w->spec_drafted = hb->spec_drafted;
     w->spec_accepted = hb->spec_accepted;
@@ -197,6 +199,8 @@ static void on_heartbeat(broker *b, bk_worker *w, const Sol__Heartbeat *hb) {
         .tier1_hit_tokens = hb->tier1_hit_tokens,
         .tier2_hit_tokens = hb->tier2_hit_tokens,
         .tier2_used = hb->tier2_used,
+        .quotes_used = hb->quotes_used,
+        .quotes_declined = hb->quotes_declined,
     };
     metrics_set_worker(b->cfg.metrics, w->id, w->pool, &load);
     b->dirty = true;

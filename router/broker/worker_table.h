@@ -60,6 +60,7 @@ typedef struct bk_worker {
     double prefill_bps;      /* measured prompt bytes prefilled per second (0: not yet) */
     uint64_t tier1_hit_tokens, tier2_hit_tokens; /* heartbeat: prompt tokens served per KV tier */
     uint32_t tier2_blocks, tier2_used;           /* its second KV tier */
+    uint64_t quotes_used, quotes_declined;       /* heartbeat: replies sent back as their ids */
     uint64_t kv_snapshots; /* KV snapshots it sent (one per registration, or after a loss) */
     bool draining;
     bool unhealthy;          /* its heartbeat says the engine cannot step: no new work */

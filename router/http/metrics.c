@@ -276,6 +276,8 @@ enum {
     W_TIER1_HITS, /* counters like the spec ones: printed exactly */
     W_TIER2_HITS,
     W_TIER2_USED,
+    W_QUOTES_USED,
+    W_QUOTES_DECLINED,
     W_SPEC_DRAFT_S,
     W_SPEC_VERIFY_S,
     W_UNHEALTHY
@@ -301,6 +303,10 @@ static uint64_t worker_count(const metrics_worker_load *l, int which) {
         return l->tier2_hit_tokens;
     case W_TIER2_USED:
         return l->tier2_used;
+    case W_QUOTES_USED:
+        return l->quotes_used;
+    case W_QUOTES_DECLINED:
+        return l->quotes_declined;
     default:
         return l->spec_emitted;
     }
@@ -326,7 +332,7 @@ static double worker_real(const metrics_worker_load *l, int which) {
 /* Integer series print exactly (a double holds only 53 bits); the rest with 9 digits. */
 static void put_worker_value(strbuf *o, const metrics_worker_load *l, int which) {
     if (which == W_RUNNING || which == W_WAITING || which == W_UNHEALTHY ||
-        (which >= W_SPEC_STEPS && which <= W_TIER2_USED))
+        (which >= W_SPEC_STEPS && which <= W_QUOTES_DECLINED))
         strbuf_printf(o, " %llu\n", (unsigned long long)worker_count(l, which));
     else
         strbuf_printf(o, " %.9g\n", worker_real(l, which));
@@ -472,6 +478,13 @@ int metrics_render(metrics *m, strbuf *o) {
                    W_TIER2_HITS, 0);
     render_gauge(o, m, "sol_worker_kv_tier2_used_blocks", "Blocks held in the second KV tier.",
                  W_TIER2_USED, 0);
+    render_counter(o, m, "sol_worker_quoted_replies_used_total",
+                   "Replies sent back as their ids that the worker tokenized as those ids.",
+                   W_QUOTES_USED, 0);
+    render_counter(o, m, "sol_worker_quoted_replies_declined_total",
+                   "Replies sent back as their ids that the worker tokenized as text instead (the "
+                   "ids did not spell the content, or the rendered chat did not hold it verbatim).",
+                   W_QUOTES_DECLINED, 0);
     render_gauge(o, m, "sol_worker_unhealthy",
                  "1 when the worker reports it cannot step (engine watchdog, stuck tensor-parallel "
                  "rank): it gets no work.",

@@ -35,6 +35,8 @@ typedef struct metrics_worker_load {
     uint32_t unhealthy; /* 1: the worker reports it cannot step (watchdog, stuck TP rank) */
     uint64_t tier1_hit_tokens, tier2_hit_tokens; /* prompt tokens served per KV tier (counters) */
     uint32_t tier2_used;                         /* blocks in the second tier */
+    uint64_t quotes_used,
+        quotes_declined; /* replies sent back as their ids: used, not (counters) */
 } metrics_worker_load;
 
 /* `model_name` labels the vllm:* series (vLLM's `model_name` label). Thread-safe throughout. */

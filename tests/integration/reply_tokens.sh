@@ -80,6 +80,45 @@ PY
 conversation a 1 || fail "quoting the reply's ids: see above"
 ok "a reply sent back is quoted as its ids; the next turn's cache covers it (whole and streamed)"
 
+# The worker's own account (/admin/workers quotes_used, quotes_declined): the two quotes above were
+# used. A reply cut by a stop string streamed fewer bytes than its ids spell: the router still
+# sends them, the worker declines them and tokenizes the text.
+python3 - "$BASE" "$(dirname "$0")" <<'PY' || fail "a stop string's reply: see above"
+import json, sys, time, urllib.request
+sys.path.insert(0, sys.argv[2])
+import oai_post
+base = sys.argv[1]
+
+def quotes():
+    w = json.load(urllib.request.urlopen(base + "/admin/workers"))["workers"][0]
+    return w["quotes_used"], w["quotes_declined"]
+
+def settle(want):  # the counters come with heartbeats (every 200 ms here)
+    for _ in range(50):
+        if quotes() == want:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"quotes_used, quotes_declined = {quotes()}, expected {want}")
+
+settle((2, 0))
+bias = {str(i): -100 for i in range(3, 259)}
+msgs = [{"role": "system", "content": "A stop string cuts this reply."},
+        {"role": "user", "content": "Say something about the sea."}]
+def chat(m, **kw):
+    st, r = oai_post.post(base, "/v1/chat/completions", dict(
+        {"model": "precise", "messages": m, "max_tokens": 24, "temperature": 0,
+         "logit_bias": bias, "cache_salt": "t1"}, **kw))
+    assert st == 200, (st, r)
+    return r["choices"][0]["message"]["content"]
+whole = chat(msgs)
+cut = chat(msgs, stop=[whole[8:12]])
+assert cut == whole[:8], (cut, whole)
+chat(msgs + [{"role": "assistant", "content": cut}, {"role": "user", "content": "More?"}])
+settle((2, 1))
+print("quotes used 2, declined 1 (the stop string's reply)")
+PY
+ok "the worker counts the quotes it used and declined (a reply cut by a stop string is declined)"
+
 kill "$ROUTER_PID"
 wait "$ROUTER_PID" 2>/dev/null || true
 start_router --reply-tokens-mib 0

@@ -933,6 +933,8 @@ int64_t engine_submit(engine *e, const engine_request *req, sol_err *err) {
         return sol_err_set(err, -ESHUTDOWN, "the engine is shutting down");
     }
     r->id = r->seq.id = e->next_id++;
+    e->stats.quotes_used += (uint64_t)r->quotes_used;
+    e->stats.quotes_declined += (uint64_t)r->quotes_declined;
     r->live_next = e->live;
     if (e->live) e->live->live_prev = r;
     e->live = r;

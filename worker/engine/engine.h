@@ -164,6 +164,9 @@ typedef struct engine_stats {
     /* prompt tokens served from cache since start, by tier, and the second tier's fill */
     uint64_t tier1_hit_tokens, tier2_hit_tokens;
     int32_t tier2_blocks, tier2_used;
+    /* quoted replies (chat_message.content_ids) since start: spliced in, and left to the
+     * tokenizer because their ids did not spell the content or the chat did not hold it */
+    uint64_t quotes_used, quotes_declined;
     double tokens_per_s; /* generated + prefilled tokens per second of step time, last ~1 s */
     uint64_t steps, preemptions;
     uint64_t prompt_tokens, generated_tokens;

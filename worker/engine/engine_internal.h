@@ -28,9 +28,10 @@ typedef struct ereq {
     sched_seq seq; /* tokens: prompt (+ resume tokens), then generated */
     uint64_t id;
     void *user;
-    int32_t n_prompt;    /* the client's prompt (resume tokens not included) */
-    int32_t n_generated; /* resume tokens included */
-    int32_t max_tokens;  /* total generated tokens allowed (resume tokens included) */
+    int32_t n_prompt;                     /* the client's prompt (resume tokens not included) */
+    int32_t quotes_used, quotes_declined; /* its quoted replies (engine_stats), counted at submit */
+    int32_t n_generated;                  /* resume tokens included */
+    int32_t max_tokens; /* total generated tokens allowed (resume tokens included) */
     sampler_seq sseq;
     bool ignore_eos;
     float *prompt_logits; /* engine_request.prompt_logits, NULL once filled */

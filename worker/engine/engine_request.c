@@ -62,9 +62,14 @@ static bool ids_spell(const engine *e, const int32_t *ids, size_t n, const char 
 
 /* The quoted replies found in text, in order (chat_message.content_ids): each message's content
  * is looked for verbatim after the previous one found; a quote whose ids do not spell it, or
- * whose content the template rewrote, is left to the tokenizer. Returns how many, or -ENOMEM. */
-static int find_quotes(const engine *e, const engine_request *q, const char *text, quote **out) {
+ * whose content the template rewrote, is left to the tokenizer (counted in *declined). Returns
+ * how many, or -ENOMEM. */
+static int find_quotes(const engine *e, const engine_request *q, const char *text, quote **out,
+                       int32_t *declined) {
     *out = NULL;
+    *declined = 0;
+    for (size_t i = 0; i < q->n_messages; i++)
+        *declined += q->messages[i].n_content_ids > 0;
     size_t cursor = 0;
     int k = 0;
     for (size_t i = 0; i < q->n_messages; i++) {
@@ -77,6 +82,7 @@ static int find_quotes(const engine *e, const engine_request *q, const char *tex
         if (!m->n_content_ids || !ids_spell(e, m->content_ids, m->n_content_ids, at, len)) continue;
         if (!*out && !(*out = malloc(sizeof **out * q->n_messages))) return -ENOMEM;
         (*out)[k++] = (quote){start, start + len, m->content_ids, (int32_t)m->n_content_ids};
+        (*declined)--;
     }
     return k;
 }
@@ -112,12 +118,13 @@ static int64_t encode_quoted(const engine *e, const char *text, const quote *qs,
     return n;
 }
 
-/* A chat's text as ids, quoted replies spliced in where there are any and the tokenizer allows. */
+/* A chat's text as ids, quoted replies spliced in where there are any (r counts them). */
 static int encode_chat(const engine *e, const engine_request *q, const char *text, int add_special,
-                       int32_t extra, int32_t **ids, int32_t *n, sol_err *err) {
+                       int32_t extra, ereq *r, int32_t **ids, int32_t *n, sol_err *err) {
     quote *qs = NULL;
-    int k = find_quotes(e, q, text, &qs);
+    int k = find_quotes(e, q, text, &qs, &r->quotes_declined);
     if (k < 0) return sol_err_set(err, -ENOMEM, "out of memory for the prompt");
+    r->quotes_used = k;
     if (!k) return encode(e, text, add_special, 1, extra, ids, n, err);
     int64_t need = encode_quoted(e, text, qs, k, add_special, NULL, 0);
     int32_t *out = need >= 0 && need < INT32_MAX - extra - 1
@@ -136,8 +143,8 @@ static int encode_chat(const engine *e, const engine_request *q, const char *tex
 
 /* The prompt as ids at (*ids)[1..n] (slot 0 left free for a BOS that may have to be added); a
  * chat's rendered text into *rendered (the caller frees it). */
-static int prompt_ids(const engine *e, const engine_request *q, int32_t extra, int32_t **ids,
-                      int32_t *n, char **rendered, sol_err *err) {
+static int prompt_ids(const engine *e, const engine_request *q, int32_t extra, ereq *r,
+                      int32_t **ids, int32_t *n, char **rendered, sol_err *err) {
     int n_kinds = (q->prompt_tokens != NULL) + (q->prompt_text != NULL) + (q->messages != NULL);
     if (n_kinds != 1)
         return sol_err_set(err, -EINVAL,
@@ -164,7 +171,7 @@ static int prompt_ids(const engine *e, const engine_request *q, int32_t extra, i
                                        &(chat_tools){q->tools, q->n_tools}, true, &text, NULL, err);
     if (rc) return rc;
     /* The template writes special-token spellings that must become their ids. */
-    rc = encode_chat(e, q, text, add_special, extra, ids, n, err);
+    rc = encode_chat(e, q, text, add_special, extra, r, ids, n, err);
     *rendered = text;
     return rc;
 }
@@ -318,7 +325,7 @@ int ereq_build(const engine *e, const engine_request *q, ereq **out, sol_err *er
     if (!r) return sol_err_set(err, -ENOMEM, "out of memory");
     int32_t *ids = NULL, n = 0, start = 0;
     char *rendered = NULL;
-    int rc = prompt_ids(e, q, q->n_resume_tokens, &ids, &n, &rendered, err);
+    int rc = prompt_ids(e, q, q->n_resume_tokens, r, &ids, &n, &rendered, err);
     if (rc) goto fail;
     apply_bos(e, q, ids, &start, &n);
     if (start == 1) memmove(ids, ids + 1, sizeof *ids * (size_t)n);

@@ -31,6 +31,7 @@ typedef struct exec_stats {
     double prefix_hit_rate, tokens_per_s, spec_acceptance; /* rates in [0, 1] except tokens_per_s */
     uint64_t tier1_hit_tokens, tier2_hit_tokens; /* prompt tokens served from each KV tier */
     uint32_t tier2_blocks, tier2_used;           /* the second tier's size and fill */
+    uint64_t quotes_used, quotes_declined;       /* replies sent back as their ids (engine.h) */
     uint64_t engine_steps;                       /* moves while work is queued */
     /* speculative decoding since start (all 0 without a drafter): verify steps, draft tokens
      * proposed and accepted, tokens emitted by verify steps, drafter and verify time */

@@ -270,6 +270,8 @@ static void eng_stats(void *self, exec_stats *out) {
     out->tier2_hit_tokens = st.tier2_hit_tokens;
     out->tier2_blocks = (uint32_t)st.tier2_blocks;
     out->tier2_used = (uint32_t)st.tier2_used;
+    out->quotes_used = st.quotes_used;
+    out->quotes_declined = st.quotes_declined;
     out->spec_steps = st.spec.steps;
     out->spec_drafted = st.spec.drafted;
     out->spec_accepted = st.spec.accepted;

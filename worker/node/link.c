@@ -234,6 +234,8 @@ static void send_heartbeats(worker_link *l) {
     hb.tier2_hit_tokens = st.tier2_hit_tokens;
     hb.tier2_blocks = st.tier2_blocks;
     hb.tier2_used = st.tier2_used;
+    hb.quotes_used = st.quotes_used;
+    hb.quotes_declined = st.quotes_declined;
     hb.spec_steps = st.spec_steps;
     hb.spec_drafted = st.spec_drafted;
     hb.spec_accepted = st.spec_accepted;

@@ -89,6 +89,8 @@ static void fill_register_heartbeat(fixture *f) {
     f->hb.tier2_hit_tokens = (1ull << 35) + 9;
     f->hb.tier2_blocks = 4096;
     f->hb.tier2_used = 4000;
+    f->hb.quotes_used = 12;
+    f->hb.quotes_declined = 3;
 }
 
 static void fill_generate(fixture *f) {

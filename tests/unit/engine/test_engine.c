@@ -745,7 +745,11 @@ static void test_quoted_ids_checked(void **state) {
         submit_ok(eng, &r);
         engine_wait_idle(eng);
     }
+    engine_stats st;
+    engine_get_stats(eng, &st);
     engine_free(eng);
+    assert_int_equal(st.quotes_used, 1);     /* the quoted run */
+    assert_int_equal(st.quotes_declined, 1); /* the wrong ids */
     assert_int_equal(quoted.usage.prompt_tokens, n);
     same_outputs(&ref, &quoted, 1);
     assert_int_not_equal(plain.usage.prompt_tokens, n); /* the tokenizer joins the two */
