@@ -143,6 +143,15 @@ PARAMS = {
     "gemv_alu_eff": (0.50, "GEMV arithmetic's share of the CUDA-core peak (dp4a for quantized, "
                            "FP32 FMA for F16) with the unpacking amortised over up to 16 tokens; "
                            "assumption; matters only at batch 8-16"),
+    "mmq_eff": (0.21, "today's k_mmq_gemm (weights whose GEMV reads Q8_0 at n > 16: 64x64 tiles, "
+                      "4 warps, mma.sync m16n8k32 s8, two 32-blocks a stage double-buffered in "
+                      "registers), share of the int8 tensor peak with the grid filled. Derived, "
+                      "not tuned: its sm_90 SASS issues about 19 instructions per IMMA in the "
+                      "inner loop (the GEMV's float step for each of a lane's 4 sums: I2FP, FMUL "
+                      "d * dx, FFMA; 5 LDS of fragments and scales; loop), while an SM sub-"
+                      "partition finishes an m16n8k32 s8 (4096 MACs) every 4 clocks at the "
+                      "1979 TOP/s peak (1024 MACs a clock): issue-bound at 4 / 19 = 0.21. "
+                      "llama.cpp's MMQ takes the same float step per 32-block"),
     "mma_tile": (64.0, "weight rows = tokens of a k_mma_gemm tile (MMA_BM = MMA_BN = 64 in "
                        "k_mma.cu): sets how often a matrix (ceil(n / tile)) and x (ceil(M / tile)) "
                        "are re-read; other values are what-ifs (the prefill goal's 'would take')"),
@@ -801,9 +810,11 @@ class Model:
         return fm
 
     def tc_path(self, n, mats):
-        """The matmul path for n tokens: gemv; mmq (int8 tensor cores: designed, not built);
-        tc16 (F16 tensor cores: cuBLASLt on F16/BF16 weights in place); mmaq (built today:
-        k_mma_gemm, quantized weight tiles dequantized to F16 in shared memory, mma.sync).
+        """The matmul path for n tokens: gemv; mmq (int8 tensor cores as the designs have them:
+        tc_eff of the int8 peak); tc16 (F16 tensor cores: cuBLASLt on F16/BF16 weights in place);
+        mmaq (built: k_mma_gemm, K-quant weight tiles dequantized to F16 in shared memory,
+        mma.sync); mmqb (built: weights whose GEMV reads Q8_0, i.e. Q4_0/Q5_x/Q8_0/MXFP4: x
+        quantized once per matrix, k_mmq_gemm's int8 mma.sync at mmq_eff of the int8 peak).
         The fused designs switch at the crossover; the code today (unfused) above 16 tokens."""
         quant = any(m["type"] not in FLOAT_TYPES for m in mats)
         f32 = all(m["type"] == "F32" for m in mats)
@@ -812,6 +823,9 @@ class Model:
                 return "mmq" if quant else "tc16"
             return "gemv"
         if n > 16 and not f32:
+            if quant and all(act_format(m["type"]) == "q8_0" for m in mats
+                             if m["type"] not in FLOAT_TYPES):
+                return "mmqb"  # built: gemv_quantize + k_mmq_gemm (int8 mma.sync)
             return "mmaq" if quant else "tc16"
         return "gemv"
 
@@ -875,8 +889,8 @@ class Model:
             return []  # float weights: the GEMV reads f32 activations, no quantize launch
         names = a["quant_for"]
         m0 = self.sh["output"] if names[0] == "output" else lw[names[0]]
-        if self.tc_path(n, [m0]) in ("mmaq", "tc16"):
-            return []  # today's tensor-core paths round x to F16 (k_to_half) in the matmul row
+        if self.tc_path(n, [m0]) in ("mmaq", "tc16", "mmqb"):
+            return []  # today's tensor-core paths round (k_to_half) or quantize x in the matmul row
         K = m0["cols"]
         out = sum(n * K * ACT_BYTES[f] for f in fm)
         blocks = math.ceil(n * K / (256 if "q8_k" in fm else 32) / 8)  # QUANT_WARPS = 8
@@ -1014,13 +1028,17 @@ class Model:
             Mi, Wi = m["rows"], m["bytes"]
             flops = 2.0 * n * Mi * K
             y = n * Mi * 4 + (2 * n * Mi * 4 if a.get("residual") else 0)
-            parts.append(self.part(n * K * 4 + n * K * 2, blocks=math.ceil(n * K / 256),
-                                   what="to_half", today="exists (k_to_half, per matrix)"))
+            if path != "mmqb":
+                parts.append(self.part(n * K * 4 + n * K * 2, blocks=math.ceil(n * K / 256),
+                                       what="to_half", today="exists (k_to_half, per matrix)"))
             if path == "tc16":
                 parts.append(self.part(Wi + n * K * 2 + y, flops, peak16 * p["tc_eff"],
                                        p["gemv_eff"], what="cuBLASLt",
                                        today="exists (k_to_half + cuBLASLt, F16/BF16 weights "
                                              "in place)"))
+                continue
+            if path == "mmqb":
+                parts.extend(self.built_mmq(m, n, K, y, flops))
                 continue
             tile = max(1, int(p["mma_tile"]))
             tn, tm = math.ceil(n / tile), math.ceil(Mi / tile)
@@ -1035,6 +1053,32 @@ class Model:
                                    today="exists (k_to_half + k_mma_gemm: 64x64 tiles "
                                          "dequantized to F16 in shared memory, mma.sync)"))
         return parts
+
+    def built_mmq(self, m, n, K, y, flops):
+        """Today's int8 GEMM of one matrix (matmul_mmq): x quantized to Q8_0 (gemv_quantize: f32
+        read, 34 bytes per 32 written), then k_mmq_gemm: a block of 128 threads per 64 weight rows
+        x 64 tokens, two 32-blocks a stage (register-staged double buffer, one barrier a stage),
+        4 warps x mma.sync m16n8k32 s8 (exact int32 per block), then the GEMV's float step per
+        block on CUDA cores. The matrix is read once per token tile (ceil(n/64)) and x once per
+        row tile (ceil(M/64)), through L2 as k_mma_gemm's (the same floor); compute: the padded
+        tiles at mmq_eff of the int8 peak (issue-bound: see PARAMS), scaled by the wave term."""
+        p, g = self.p, self.g
+        Mi, Wi = m["rows"], m["bytes"]
+        xq = n * K * ACT_BYTES["q8_0"]
+        tile = max(1, int(p["mma_tile"]))
+        tn, tm = math.ceil(n / tile), math.ceil(Mi / tile)
+        blocks = tn * tm
+        wave = min(1.0, blocks / (p["waves"] * g["sms"]))
+        padded = 2.0 * (tn * tile) * (tm * tile) * K
+        peak = g["int8_tops"] * 1e12 * p["mmq_eff"] * wave * flops / padded
+        w_hbm = Wi if Wi <= g["l2_mb"] * 1e6 else Wi * tn
+        l2 = Wi * tn + xq * tm + y
+        return [self.part(n * K * 4 + xq, blocks=math.ceil(n * K / 32 / 8), what="quantize",
+                          today="exists (gemv_quantize, per matrix)"),
+                self.part(w_hbm + xq + y, flops, peak, p["gemv_eff"], blocks, what="mmqb",
+                          l2_bytes=l2, l2_floor_s=l2 / self.l2_bw,
+                          today="exists (gemv_quantize + k_mmq_gemm: 64x64 tiles, int8 "
+                                "mma.sync, the GEMV's float steps)")]
 
     def prologue(self, pro, blocks, n, K, quant, fm):
         """A GEMV prologue's time and L2 bytes: every block (or cluster of prologue_share blocks)
@@ -1281,7 +1325,8 @@ class Model:
             normq_s=sum(a["t"] for _, a in nq), normq_rr_s=sum(a["rr_s"] for _, a in nq),
             normq_l2_bytes=sum(a["l2_bytes"] for _, a in nq),
             gemv_x_l2_bytes=sum(a["l2_bytes"] for _, a in gv) if self.leanq else 0.0,
-            mma_l2_bytes=sum(a["l2_bytes"] for _, a in gv if "mmaq" in a["what"]),
+            mma_l2_bytes=sum(a["l2_bytes"] for _, a in gv if a["what"] & {"mmaq", "mmqb"}),
+            int8_built=any("mmqb" in a["what"] for _, a in gv),
             **self.quant_groups(),
             design=self.design, pdl=self.pdl, launch_us=self.launch_us)
         if self.prefill:
@@ -1300,8 +1345,12 @@ class Model:
             res["built_mma_l2_bytes"] = built["mma_l2_bytes"]
             res["built_tflops"] = built["tflops"]
             res["built_fp16_share"] = built["fp16_share"]
+            # the int8 GEMM is held to the int8 peak, the peak of the units it runs on
+            res["built_int8"] = built["int8_built"]
+            bpeak = self.g["int8_tops"] if built["int8_built"] else self.g["fp16_tflops"]
+            res["built_tc_share"] = built["tflops"] / bpeak
             res["prefill_goal"] = PREFILL_GOAL
-            res["built_reaches_goal"] = built["fp16_share"] >= PREFILL_GOAL
+            res["built_reaches_goal"] = res["built_tc_share"] >= PREFILL_GOAL
         return res
 
     def variant(self, design=None, **params):
@@ -1437,27 +1486,34 @@ def fmt_prefill_goal(m, res):
     quant = m.quantized()
     L = [f"issue 30's prefill goal: >= {100 * goal:.0f}% of the tensor-core peak (set at 2,048 "
          f"tokens on the 8B shape); model predictions, not measurements"]
+    int8 = res["built_int8"]
     mm = ("k_to_half + k_mma_gemm (F16 mma.sync, mma_eff "
           f"{m.p['mma_eff']:.2f})" if quant else
           f"k_to_half + cuBLASLt (tc_eff {m.p['tc_eff']:.2f})")
+    if int8:
+        mm = f"gemv_quantize + k_mmq_gemm (int8 mma.sync, mmq_eff {m.p['mmq_eff']:.2f})"
     if m.n <= 16:
         mm = "GEMVs (16 tokens or fewer: no tensor cores)"
     at = (f"k_flash_attention (fa_eff {m.p['fa_eff']:.2f})" if m.flash_tile() else
           "k_attention on CUDA cores")
     verdict = "reaches" if res["built_reaches_goal"] else "does NOT reach"
+    share = (f"{100 * res['built_tc_share']:.1f}% of the {m.g['int8_tops']:.0f} TOP/s int8 "
+             f"tensor peak ({100 * res['built_fp16_share']:.1f}% of the {f16:.0f} TFLOP/s F16 "
+             f"peak)" if int8 else
+             f"{100 * res['built_fp16_share']:.1f}% of the {f16:.0f} TFLOP/s F16 tensor peak")
     L.append(f"built today ({mm}, {at}; today's launch structure): {res['flops'] / 1e12:.2f} "
              f"TFLOP in {res['built_step_s'] * 1e3:.3f} ms = {res['built_tflops']:.0f} TFLOP/s "
-             f"= {100 * res['built_fp16_share']:.1f}% of the {f16:.0f} TFLOP/s F16 tensor peak: "
-             f"{verdict} {100 * goal:.0f}%")
+             f"= {share}: {verdict} {100 * goal:.0f}%")
     if res["built_reaches_goal"]:
         return L
     if m.n <= 16:
         L.append("  (16 tokens or fewer run on the GEMVs; the goal is set at 2,048 tokens)")
         return L
-    key = "mma_eff" if quant else "tc_eff"
+    key = "mmq_eff" if int8 else "mma_eff" if quant else "tc_eff"
 
     def share(v, **more):
-        return m.variant("unfused", **{key: v}, **more).run()["fp16_share"]
+        r = m.variant("unfused", **{key: v}, **more).run()
+        return r["built_tc_share"] if int8 else r["fp16_share"]
 
     def need(**more):
         """the least value of key (from its current value) that reaches the goal, or None"""
@@ -1478,6 +1534,14 @@ def fmt_prefill_goal(m, res):
         return L
     tile = int(m.p["mma_tile"])
     v = need()
+    if int8:
+        L.append("  would take: " + (
+            f"k_mmq_gemm at >= {v:.2f} of the int8 peak (now {m.p[key]:.2f}: fewer instructions "
+            f"per IMMA, i.e. larger warp tiles and the float steps amortized)" if v is not None
+            else f"more than k_mmq_gemm's efficiency ({100 * share(1.0):.1f}% at 1.00 of the int8"
+                 f" peak: its {tile} x {tile} tiles move {res['built_mma_l2_bytes'] / 1e9:.1f} GB "
+                 f"per step through L2)") + "; or wgmma (not modelled)")
+        return L
     if v is not None:
         L.append(f"  would take: k_mma_gemm at >= {v:.2f} of the F16 peak (now {m.p[key]:.2f}): "
                  f"double-buffered cp.async tiles")

@@ -52,6 +52,7 @@ RULES = [
     (r"k_kv_write", True, False, 64),
     (r"k_silu_mul|k_gelu_mul|k_add|k_scale", True, False, 32),
     (r"k_mma", False, True, 128),
+    (r"k_mmq", False, True, 128),  # int8 MMA (IMMA); 4 blocks an SM (__launch_bounds__)
     (r"k_flash", False, True, 192),
     (r".*", False, False, 255),
 ]

@@ -69,7 +69,7 @@ grep -q "missing.so: no such file" "$work/err.out" || { cat "$work/err.out"; exi
 
 # The module itself.
 python3 "$S/tests/gpu/sass_check.py" --module "$mod" | tee "$work/module.out"
-for k in k_gemv_q k_gemv_kq k_paged_attention k_rmsnorm k_rope k_quantize_q8_0 k_mma_gemm k_flash_attention; do
+for k in k_gemv_q k_gemv_kq k_paged_attention k_rmsnorm k_rope k_quantize_q8_0 k_mma_gemm k_mmq_gemm k_flash_attention; do
   grep -q "^$k" "$work/module.out" || { echo "FAIL: kernel $k missing from the report"; exit 1; }
 done
 echo "ok: sass check"

@@ -1,6 +1,6 @@
 /* Promise: the CUDA kernels written so far (element-wise, RMSNorm, RoPE, embed, decode GEMV, KV
- * writes and copies, paged attention, the fused quantize launches, the tensor-core batch GEMM
- * and prefill attention;
+ * writes and copies, paged attention, the fused quantize launches, the tensor-core batch GEMMs
+ * (F16 and int8) and prefill attention;
  * worker/backend/cuda/k_*.cu),
  * run through the host emulation, compute what the CPU backend computes for the same inputs,
  * within float rounding (the GPU sums in other orders): every case the op test gives the CPU. */
@@ -409,6 +409,88 @@ static void test_fused_quantize(void **state) {
     assert_int_equal(sol_emu_gemv_glu_quantize(SOL_CUDA_ACT_FLOAT, 0, g.data(), x.data(), 1, K,
                                                b.data(), nullptr),
                      -ENOTSUP);
+}
+
+/* The int8 batch GEMM (k_mmq.cu, mma.sync m16n8k32 emulated from the PTX ISA's fragment
+ * formulas) for the weights whose GEMV reads Q8_0: x quantized once by gemv_quantize (70 tokens:
+ * more than a GEMV group), exact integer dots, the GEMV's float steps in k order. Against the
+ * CPU (the same activation quantization and integers; its float steps summed in another order
+ * here and there): 1e-5 relative, as the GEMV. Exact: a token's sums do not depend on the
+ * batch (its 17 first tokens run alone give the same bits); one-hot tokens (one block's single
+ * term per sum) give the GEMV's bits; add = 1 is the product's bits then one float add; the gap
+ * past M and the tokens past n are not written. Other types are refused (-ENOTSUP), the other
+ * layout too (-EINVAL). */
+static void test_mmq_gemm(void **state) {
+    (void)state;
+    sol_backend *be = cpu();
+    enum { M = 100, K = 512, LDY = M + 3, NMAX = 70 };
+    std::vector<float> x(NMAX * K), hot(NMAX * K, 0.0f);
+    fill(x.data(), NMAX * K, 9);
+    for (int tk = 0; tk < 16; tk++) /* token t: column 33 t + t % 5, across blocks and lanes */
+        hot[tk * K + 33 * tk + tk % 5] = 1.0f + 0.25f * (float)tk;
+    std::vector<unsigned char> q(sol_emu_gemv_scratch_bytes(NMAX, K)),
+        qh(sol_emu_gemv_scratch_bytes(16, K)), q17(sol_emu_gemv_scratch_bytes(17, K));
+    assert_int_equal(sol_emu_gemv_quantize(SOL_CUDA_ACT_Q8_0, x.data(), NMAX, K, q.data(), nullptr),
+                     0);
+    assert_int_equal(sol_emu_gemv_quantize(SOL_CUDA_ACT_Q8_0, x.data(), 17, K, q17.data(), nullptr),
+                     0);
+    assert_int_equal(
+        sol_emu_gemv_quantize(SOL_CUDA_ACT_Q8_0, hot.data(), 16, K, qh.data(), nullptr), 0);
+    for (sol_dtype t : kTypes) {
+        weight_pair w = make_weight(be, t, M, K);
+        std::vector<unsigned char> dev;
+        sol_cuda_wt wt = device_view(w, dev);
+        std::vector<float> got(NMAX * LDY, NAN), want(NMAX * M);
+        if (sol_emu_gemv_act(wt.type) != SOL_CUDA_ACT_Q8_0) {
+            assert_int_equal(sol_emu_mmq_gemm(wt, q.data(), got.data(), 17, LDY, 0, nullptr),
+                             -ENOTSUP);
+            continue;
+        }
+        assert_int_equal(sol_matmul(be, &w.cpu, x.data(), want.data(), NMAX), 0);
+        assert_int_equal(sol_emu_mmq_gemm(wt, q.data(), got.data(), NMAX, LDY, 0, nullptr), 0);
+        std::vector<float> dense(NMAX * M);
+        for (int tk = 0; tk < NMAX; tk++)
+            for (int r = 0; r < LDY; r++) {
+                float v = got[tk * LDY + r];
+                if (r >= M && !std::isnan(v))
+                    fail_msg("mmq %s wrote the gap at token %d", sol_dtype_name(t), tk);
+                if (r < M) dense[tk * M + r] = v;
+            }
+        double e = rel_err(dense.data(), want.data(), NMAX * M);
+        if (!(e < 1e-5)) fail_msg("mmq %s: %g from the CPU", sol_dtype_name(t), e);
+        std::vector<float> few(NMAX * LDY, NAN);
+        assert_int_equal(sol_emu_mmq_gemm(wt, q17.data(), few.data(), 17, LDY, 0, nullptr), 0);
+        for (int i = 0; i < NMAX * LDY; i++) {
+            bool in = i < 17 * LDY && i % LDY < M;
+            if (in ? memcmp(&few[i], &got[i], sizeof(float)) : !std::isnan(few[i]))
+                fail_msg("mmq %s: 17 tokens alone differ from the batch's at %d (token %d)",
+                         sol_dtype_name(t), i, i / LDY);
+        }
+        /* add = 1: y += the product */
+        std::vector<float> acc(NMAX * LDY), base(NMAX * LDY);
+        fill(base.data(), NMAX * LDY, 5);
+        acc = base;
+        assert_int_equal(sol_emu_mmq_gemm(wt, q.data(), acc.data(), NMAX, LDY, 1, nullptr), 0);
+        for (int tk = 0; tk < NMAX; tk++)
+            for (int r = 0; r < M; r++) {
+                int i = tk * LDY + r;
+                if (acc[i] != base[i] + got[i])
+                    fail_msg("mmq %s add: %g != %g + %g", sol_dtype_name(t), acc[i], base[i],
+                             got[i]);
+            }
+        /* one-hot tokens: the GEMV's bits (one nonzero term a sum, in either order) */
+        std::vector<float> gv(16 * M), mq(16 * M);
+        assert_int_equal(
+            sol_emu_gemv_run(wt, hot.data(), gv.data(), 16, qh.data(), 0, nullptr, nullptr), 0);
+        assert_int_equal(sol_emu_mmq_gemm(wt, qh.data(), mq.data(), 16, M, 0, nullptr), 0);
+        for (int i = 0; i < 16 * M; i++)
+            if (memcmp(&gv[i], &mq[i], sizeof(float)))
+                fail_msg("mmq %s one-hot token %d row %d: %a, the GEMV's %a", sol_dtype_name(t),
+                         i / M, i % M, mq[i], gv[i]);
+        wt.split = !wt.split; /* the other layout is refused, never misread */
+        assert_int_equal(sol_emu_mmq_gemm(wt, q.data(), got.data(), 17, LDY, 0, nullptr), -EINVAL);
+    }
+    sol_backend_free(be);
 }
 
 /* The batch GEMM on tensor cores (k_mma.cu, mma.sync emulated from the PTX ISA's fragment
@@ -907,6 +989,7 @@ int main(void) {
         cmocka_unit_test(test_gemv_many),
         cmocka_unit_test(test_fused_quantize),
         cmocka_unit_test(test_mma_gemm),
+        cmocka_unit_test(test_mmq_gemm),
         cmocka_unit_test(test_flash_attention),
         cmocka_unit_test(test_kv_and_attention),
         cmocka_unit_test(test_attention_paths),

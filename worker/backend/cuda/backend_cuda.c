@@ -433,14 +433,33 @@ static int gemm(cuda_backend *b, int bf16, const void *w, const void *x, float *
     return SOL_CUDA_FN(dev_gemm)(b->dev, bf16, w, x, y, M, n, K, ldy, why, cap);
 }
 
-/* y (+)= x W^T for a batch (prefill): x rounded to half once (n x K, grown on first use);
- * F16 and BF16 weights multiply in place through cuBLASLt (x rounded to the weight's type: it
- * takes one input type; an add goes through the gemm_y scratch and the add kernel), the
- * quantized ones on Sol's tensor-core kernel (k_mma.cu), which dequantizes tiles in shared
- * memory and adds in its store: no F16 copy of a matrix is written. */
+/* The int8 GEMM (k_mmq.cu) for the weights whose GEMV reads Q8_0: x quantized once as the
+ * GEMV's (xq, n x K, grown on first use), exact integer dots per block, the add in its store. */
+static int matmul_mmq(cuda_backend *b, const sol_weight *w, const float *x, float *y, int n,
+                      int add) {
+    int M = (int)w->rows, K = (int)w->cols, rc;
+    if ((rc = cbe_grow(b, &b->xq, SOL_CUDA_FN(gemv_scratch_bytes)(n, K), "matmul"))) return rc;
+    b->mma_gemms++, b->mmq_gemms++;
+    if ((rc = SOL_CUDA_FN(gemv_quantize)(SOL_CUDA_ACT_Q8_0, x, n, K, b->xq.p, b->stream)) ||
+        (rc = SOL_CUDA_FN(mmq_gemm)(wt_of(w), b->xq.p, y, n, M, add, b->stream)))
+        return cbe_fail(b, rc, "matmul",
+                        "%s weights of %d columns: refused by the int8 tensor-core GEMM (the "
+                        "uploaded layout, columns a multiple of 32)",
+                        sol_dtype_name(w->type), K);
+    return cbe_after(b, "matmul");
+}
+
+/* y (+)= x W^T for a batch (prefill). Weights whose GEMV reads Q8_0 take the int8 GEMM
+ * (matmul_mmq); for the rest x is rounded to half once (n x K, grown on first use): F16 and BF16
+ * weights multiply in place through cuBLASLt (x rounded to the weight's type: it takes one input
+ * type; an add goes through the gemm_y scratch and the add kernel), K-quants on Sol's F16
+ * tensor-core kernel (k_mma.cu), which dequantizes tiles in shared memory and adds in its
+ * store: no F16 copy of a matrix is written. */
 static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, float *y, int n,
                        int add) {
     int M = (int)w->rows, K = (int)w->cols, rc;
+    if (SOL_CUDA_FN(gemv_act)((int)w->type) == SOL_CUDA_ACT_Q8_0)
+        return matmul_mmq(b, w, x, y, n, add);
     if ((rc = cbe_grow(b, &b->xh, (size_t)n * (size_t)K * 2, "matmul"))) return rc;
     int half = w->type == SOL_DT_F16 || w->type == SOL_DT_BF16;
     int bf16 = w->type == SOL_DT_BF16;
@@ -953,15 +972,16 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
              "instantiated), %lu cut short by an allocation; %lu staged copies; %lu NCCL "
              "communicators made, %lu aborted; %lu dry steps, %lu run again recorded; host us per "
              "graph step: dry %.1f, record %.1f, update+launch %.1f, instantiate+launch %.1f; "
-             "tensor cores: %lu GEMMs, %lu prefill attention calls; fused prologues: %lu "
+             "tensor cores: %lu GEMMs, %lu prefill attention calls, %lu int8 GEMMs; fused "
+             "prologues: %lu "
              "norm+quantize, %lu glu+quantize, %lu attention+quantize; programmatic dependent "
              "launch %s",
              b->graphs_on ? "on" : "off (--enforce-eager)", b->steps, b->replayed_dry, b->updated,
              b->instantiated, b->flushed, b->stage_copies, made, aborted, b->dry_steps, b->reruns,
              mean_us(b->dry_ns, b->dry_steps), mean_us(b->record_ns, whole),
              mean_us(b->update_ns, b->updated), mean_us(b->instantiate_ns, b->instantiated),
-             b->mma_gemms, b->flash_calls, b->fused_normq, b->fused_glu, b->fused_attq,
-             b->stream->pdl ? "on" : "off (SOL_CUDA_PDL=0 or before sm_90)");
+             b->mma_gemms, b->flash_calls, b->mmq_gemms, b->fused_normq, b->fused_glu,
+             b->fused_attq, b->stream->pdl ? "on" : "off (SOL_CUDA_PDL=0 or before sm_90)");
     return 0;
 }
 
@@ -989,7 +1009,7 @@ static void cuda_free(sol_backend *be) {
         cbe_kv_free(be, b->kvs);
     for (int i = 0; i < b->n_ups; i++)
         SOL_CUDA_FN(dev_free)(b->dev, b->ups[i].dev);
-    dev_buf *bufs[] = {&b->qscratch, &b->xh, &b->att_ws, &b->gemm_y};
+    dev_buf *bufs[] = {&b->qscratch, &b->xh, &b->xq, &b->att_ws, &b->gemm_y};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         SOL_CUDA_FN(dev_free)(b->dev, bufs[i]->p);
     SOL_CUDA_FN(dev_free)(b->dev, b->stage_d);

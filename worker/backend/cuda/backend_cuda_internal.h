@@ -64,6 +64,7 @@ typedef struct cuda_backend {
     int batch_invariant;    /* never switch matmul kernels with n (sol_backend_opts) */
     const char *last_op;
     dev_buf qscratch, xh; /* GEMV quantized activations; the GEMM's F16 x */
+    dev_buf xq;           /* the int8 GEMM's Q8_0 x (a whole prompt's) */
     dev_buf gemm_y;       /* matmul_add through the GEMM: the product before its add */
     dev_buf att_ws;       /* split attention's partial states */
     /* Staging: host index arrays go up through one pinned buffer, each array once per step
@@ -99,6 +100,7 @@ typedef struct cuda_backend {
     uint64_t capture_t0, record_ns, update_ns, instantiate_ns, dry_ns;
     unsigned long stage_copies;           /* host-to-device copies of staged index arrays */
     unsigned long mma_gemms, flash_calls; /* tensor-core launches: batch GEMMs, prefill attention */
+    unsigned long mmq_gemms;              /* of the GEMMs, those on int8 tensor cores (k_mmq.cu) */
     unsigned long fused_normq, fused_glu; /* quantize launches that made their input: norm, glu */
     unsigned long fused_attq; /* GEMVs that read the attention combine's Q8_0 (no quantize) */
     /* Q8_0 activations of x (n rows of k) that an op left in qscratch (the attention combine's

@@ -83,8 +83,9 @@ int SOL_CUDA_FN(embed)(sol_cuda_wt table, const int32_t *ids, int n, float *out,
  * (sol_cuda_gemv_scratch_bytes): gemv_quantize fills it for an activation kind (gemv_act of the
  * weight's type), and gemv_run reads it, so matrices of one kind share one quantization of x;
  * gemv does both. add: y += the product (matmul_add's epilogue). -ENOTSUP for another type or a
- * larger n, -EINVAL for K not a multiple of the type's block or a weight not in the layout its type
- * needs (cuda_layout.h). */
+ * larger n (gemv_quantize and gemv_glu_quantize take any n >= 1: the int8 GEMM, k_mmq.cu, reads a
+ * whole prompt's), -EINVAL for K not a multiple of the type's block or a weight not in the layout
+ * its type needs (cuda_layout.h). */
 #define SOL_CUDA_GEMV_MAX_TOKENS 16
 enum { SOL_CUDA_ACT_FLOAT = 0, SOL_CUDA_ACT_Q8_0 = 1, SOL_CUDA_ACT_Q8_K = 2 };
 int SOL_CUDA_FN(gemv_act)(int type);
@@ -118,6 +119,13 @@ void SOL_CUDA_FN(to_half)(const float *x, void *out, int64_t n, int bf16, void *
  * W^T on tensor cores, W quantized (not F32/F16/BF16: -ENOTSUP), dequantized tile by tile in
  * shared memory; -EINVAL for a layout weight_prepare did not make or cols not a multiple of 32. */
 int SOL_CUDA_FN(mma_gemm)(sol_cuda_wt w, const void *xh, float *y, int n, int ldy, int add,
+                          void *stream);
+
+/* k_mmq.cu: y (ldy floats per token) = (or += when add) x W^T on int8 tensor cores, x given as
+ * gemv_quantize's Q8_0 of n x cols in scratch (sol_cuda_gemv_scratch_bytes(n, cols)), W of a type
+ * whose GEMV reads Q8_0 (gemv_act: Q4_0, Q5_0, Q5_1, Q8_0, MXFP4; else -ENOTSUP): exact integer
+ * dots per 32-block, then the GEMV's float steps in k order; -EINVAL as mma_gemm. */
+int SOL_CUDA_FN(mmq_gemm)(sol_cuda_wt w, const void *scratch, float *y, int n, int ldy, int add,
                           void *stream);
 
 /* k_kv.cu: one layer's K and V pools laid out as the CPU backend's: [block][slot][kv_head][hd]

@@ -328,4 +328,70 @@ __host__ __device__ __forceinline__ int sol_cuda_wants_split(int type) {
     return sol_cuda_split_part(type) != 0;
 }
 
+/* Four 5-bit high bits (bits 0..3 of h) moved to bit 4 of four bytes. */
+__device__ __forceinline__ int spread4(uint32_t h) {
+    return (int)(((h & 1) << 4) | ((h & 2) << 11) | ((h & 4) << 18) | ((h & 8) << 25));
+}
+
+/* A Q4_0/Q5_0/Q5_1/Q8_0 block's 32 quants as 8 words of signed or unsigned bytes in the order
+ * of the activation quants (word i: elements 4i..4i+3), and the block's scales. */
+struct qblock {
+    int v[8];
+    float d, m;
+};
+
+__device__ __forceinline__ qblock q_load(const sol_cuda_wt &w, int row, int b, int nb) {
+    qblock r;
+    size_t blk = (size_t)row * nb + b;
+    r.m = 0.0f;
+    if (w.type == SOL_CUDA_Q5_1) { /* ggml's 24-byte block, 8-byte aligned: d, m, qh, qs */
+        const unsigned char *p =
+            (const unsigned char *)w.data + (size_t)row * w.row_bytes + (size_t)b * 24;
+        uint32_t dm = sol_ld32(p), qh = sol_ld32(p + 4), qs[4];
+        sol_ld64(qs, p + 8);
+        sol_ld64(qs + 2, p + 16);
+        for (int i = 0; i < 4; i++) {
+            r.v[i] = (int)(qs[i] & 0x0F0F0F0F) | spread4(qh >> (4 * i));
+            r.v[4 + i] = (int)((qs[i] >> 4) & 0x0F0F0F0F) | spread4(qh >> (16 + 4 * i));
+        }
+        r.d = sol_f16_to_f32((uint16_t)dm), r.m = sol_f16_to_f32((uint16_t)(dm >> 16));
+        return r;
+    }
+    const unsigned char *q = sol_split_quants(w, blk);
+    r.d = sol_split_scale(w, blk);
+    uint32_t a[4], c[4];
+    if (w.type == SOL_CUDA_Q8_0) {
+        sol_ld128(a, q);
+        sol_ld128(c, q + 16);
+        for (int i = 0; i < 4; i++)
+            r.v[i] = (int)a[i], r.v[4 + i] = (int)c[i];
+        return r;
+    }
+    if (w.type == SOL_CUDA_MXFP4) { /* Q4_0's 16 bytes of nibbles, each through the table */
+        sol_ld128(a, q);
+        for (int i = 0; i < 4; i++) {
+            r.v[i] = sol_mxfp4_bytes(a[i] & 0x0F0F0F0Fu);
+            r.v[4 + i] = sol_mxfp4_bytes((a[i] >> 4) & 0x0F0F0F0Fu);
+        }
+        return r;
+    }
+    uint32_t qh = 0;
+    if (w.type == SOL_CUDA_Q5_0) { /* 20 bytes, 4-byte aligned: qh, qs */
+        qh = sol_ld32(q);
+        for (int i = 0; i < 4; i++)
+            a[i] = sol_ld32(q + 4 + 4 * i);
+    } else {
+        sol_ld128(a, q); /* Q4_0: 16 bytes, 16-byte aligned */
+    }
+    for (int i = 0; i < 4; i++) { /* low nibbles: elements 0..15, high nibbles: 16..31 */
+        r.v[i] = (int)(a[i] & 0x0F0F0F0F);
+        r.v[4 + i] = (int)((a[i] >> 4) & 0x0F0F0F0F);
+        if (w.type == SOL_CUDA_Q5_0) {
+            r.v[i] |= spread4(qh >> (4 * i));
+            r.v[4 + i] |= spread4(qh >> (16 + 4 * i));
+        }
+    }
+    return r;
+}
+
 #endif

@@ -216,72 +216,6 @@ static __global__ void GEMV_BOUNDS k_gemv_h16(gemv_set set, const float *x, int 
     gemv_store(acc, n, y, w.rows, row, lane, add, bias, span);
 }
 
-/* Four 5-bit high bits (bits 0..3 of h) moved to bit 4 of four bytes. */
-__device__ __forceinline__ int spread4(uint32_t h) {
-    return (int)(((h & 1) << 4) | ((h & 2) << 11) | ((h & 4) << 18) | ((h & 8) << 25));
-}
-
-/* A Q4_0/Q5_0/Q5_1/Q8_0 block's 32 quants as 8 words of signed or unsigned bytes in the order
- * of the activation quants (word i: elements 4i..4i+3), and the block's scales. */
-struct qblock {
-    int v[8];
-    float d, m;
-};
-
-__device__ __forceinline__ qblock q_load(const sol_cuda_wt &w, int row, int b, int nb) {
-    qblock r;
-    size_t blk = (size_t)row * nb + b;
-    r.m = 0.0f;
-    if (w.type == SOL_CUDA_Q5_1) { /* ggml's 24-byte block, 8-byte aligned: d, m, qh, qs */
-        const unsigned char *p =
-            (const unsigned char *)w.data + (size_t)row * w.row_bytes + (size_t)b * 24;
-        uint32_t dm = sol_ld32(p), qh = sol_ld32(p + 4), qs[4];
-        sol_ld64(qs, p + 8);
-        sol_ld64(qs + 2, p + 16);
-        for (int i = 0; i < 4; i++) {
-            r.v[i] = (int)(qs[i] & 0x0F0F0F0F) | spread4(qh >> (4 * i));
-            r.v[4 + i] = (int)((qs[i] >> 4) & 0x0F0F0F0F) | spread4(qh >> (16 + 4 * i));
-        }
-        r.d = sol_f16_to_f32((uint16_t)dm), r.m = sol_f16_to_f32((uint16_t)(dm >> 16));
-        return r;
-    }
-    const unsigned char *q = sol_split_quants(w, blk);
-    r.d = sol_split_scale(w, blk);
-    uint32_t a[4], c[4];
-    if (w.type == SOL_CUDA_Q8_0) {
-        sol_ld128(a, q);
-        sol_ld128(c, q + 16);
-        for (int i = 0; i < 4; i++)
-            r.v[i] = (int)a[i], r.v[4 + i] = (int)c[i];
-        return r;
-    }
-    if (w.type == SOL_CUDA_MXFP4) { /* Q4_0's 16 bytes of nibbles, each through the table */
-        sol_ld128(a, q);
-        for (int i = 0; i < 4; i++) {
-            r.v[i] = sol_mxfp4_bytes(a[i] & 0x0F0F0F0Fu);
-            r.v[4 + i] = sol_mxfp4_bytes((a[i] >> 4) & 0x0F0F0F0Fu);
-        }
-        return r;
-    }
-    uint32_t qh = 0;
-    if (w.type == SOL_CUDA_Q5_0) { /* 20 bytes, 4-byte aligned: qh, qs */
-        qh = sol_ld32(q);
-        for (int i = 0; i < 4; i++)
-            a[i] = sol_ld32(q + 4 + 4 * i);
-    } else {
-        sol_ld128(a, q); /* Q4_0: 16 bytes, 16-byte aligned */
-    }
-    for (int i = 0; i < 4; i++) { /* low nibbles: elements 0..15, high nibbles: 16..31 */
-        r.v[i] = (int)(a[i] & 0x0F0F0F0F);
-        r.v[4 + i] = (int)((a[i] >> 4) & 0x0F0F0F0F);
-        if (w.type == SOL_CUDA_Q5_0) {
-            r.v[i] |= spread4(qh >> (4 * i));
-            r.v[4 + i] |= spread4(qh >> (16 + 4 * i));
-        }
-    }
-    return r;
-}
-
 /* Q4_0/Q5_0/Q5_1/Q8_0: a lane per block, every 32nd; the integer dot against the token's Q8_0
  * block (32 quants: two 128-bit loads), offsets (8, 16) removed through the block's sum of
  * quants, then the CPU's float steps: dot * (d * dx), and Q5_1's m * dx * sum. */
@@ -500,7 +434,7 @@ extern "C" size_t SOL_CUDA_FN(gemv_scratch_bytes)(int n, int K) {
 /* The quantize kernel of act over n x K elements read through src. */
 template <class S>
 static int quantize_launch(int act, S src, int n, int K, void *scratch, void *stream) {
-    if (n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS) return -ENOTSUP;
+    if (n < 1) return -EINVAL; /* any count: the int8 GEMM (k_mmq.cu) reads a whole prompt's */
     if (act == SOL_CUDA_ACT_FLOAT) return 0;
     if (K % (act == SOL_CUDA_ACT_Q8_K ? 256 : 32)) return -EINVAL;
     qx a = split_scratch(scratch, n, K, act == SOL_CUDA_ACT_Q8_K ? 256 : 32);

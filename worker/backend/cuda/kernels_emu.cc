@@ -9,6 +9,7 @@
 #include "k_gemv.cu"
 #include "k_kv.cu"
 #include "k_mma.cu"
+#include "k_mmq.cu"
 #include "k_moe.cu"
 #include "k_norm.cu"
 #include "k_rope.cu"

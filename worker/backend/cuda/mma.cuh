@@ -8,7 +8,12 @@
  *   a[0]: row g, cols 2t, 2t+1      a[1]: row g+8, cols 2t, 2t+1
  *   a[2]: row g, cols 2t+8, 2t+9    a[3]: row g+8, cols 2t+8, 2t+9
  *   b[0]: k 2t, 2t+1 of column g    b[1]: k 2t+8, 2t+9 of column g
- *   d[0], d[1]: row g, cols 2t, 2t+1    d[2], d[3]: row g+8, cols 2t, 2t+1 */
+ *   d[0], d[1]: row g, cols 2t, 2t+1    d[2], d[3]: row g+8, cols 2t, 2t+1
+ * sol_mma_16832_s8(d, a, b): d (16x8, s32) += a (16x32, s8) times b (32x8, s8), as
+ * mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32; each word holds four bytes, lower k low:
+ *   a[0]: row g, k 4t..4t+3     a[1]: row g+8, k 4t..4t+3
+ *   a[2]: row g, k 16+4t..      a[3]: row g+8, k 16+4t..
+ *   b[0]: k 4t..4t+3 of column g    b[1]: k 16+4t.. of column g;  d as above (int32). */
 #ifndef SOL_CUDA_MMA_CUH
 #define SOL_CUDA_MMA_CUH
 
@@ -25,6 +30,19 @@ __device__ __forceinline__ void sol_mma_16816(float d[4], const uint32_t a[4],
 #else
     (void)d, (void)a, (void)b;
     __trap(); /* the module is built for sm_80 and sm_90 only (CUDA_ARCHITECTURES) */
+#endif
+}
+
+__device__ __forceinline__ void sol_mma_16832_s8(int d[4], const uint32_t a[4],
+                                                 const uint32_t b[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    (void)d, (void)a, (void)b;
+    __trap();
 #endif
 }
 #else
@@ -62,6 +80,36 @@ inline void sol_mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2]) 
         d[i] = s;
     }
     sol_emu::warp_leave("mma.sync");
+}
+
+/* The int8 MMA, from the ISA's formulas ("Matrix Fragments for mma.m16n8k32", integer types):
+ * register r of A holds the bytes of row g (r even) or g + 8 (r odd), k 4t..4t+3 (r < 2) or
+ * 16 + 4t.. (r >= 2); B's b[0] k 4t..4t+3 of column g, b[1] k 16 + 4t..; C as m16n8k16's.
+ * Low bytes hold the lower k. Exact: int32 sums of products of bytes. */
+inline void sol_mma_16832_s8(int d[4], const uint32_t a[4], const uint32_t b[2]) {
+    const uint32_t *mine[2] = {a, b};
+    const void *all[32];
+    sol_emu::warp_meet("mma.sync.s8", mine, all);
+    int A[16][32], B[32][8];
+    for (int l = 0; l < 32; l++) {
+        const uint32_t *const *f = (const uint32_t *const *)all[l];
+        int g = l >> 2, t = l % 4;
+        for (int r = 0; r < 4; r++)
+            for (int j = 0; j < 4; j++)
+                A[g + 8 * (r & 1)][4 * t + 16 * (r >> 1) + j] = (int8_t)(f[0][r] >> (8 * j));
+        for (int r = 0; r < 2; r++)
+            for (int j = 0; j < 4; j++)
+                B[4 * t + 16 * r + j][g] = (int8_t)(f[1][r] >> (8 * j));
+    }
+    int lane = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
+    int g = lane >> 2, t = lane % 4;
+    for (int i = 0; i < 4; i++) {
+        int row = i < 2 ? g : g + 8, col = t * 2 + (i & 1), s = d[i];
+        for (int k = 0; k < 32; k++)
+            s += A[row][k] * B[k][col];
+        d[i] = s;
+    }
+    sol_emu::warp_leave("mma.sync.s8");
 }
 #endif
 
