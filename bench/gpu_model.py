@@ -152,6 +152,13 @@ PARAMS = {
                       "partition finishes an m16n8k32 s8 (4096 MACs) every 4 clocks at the "
                       "1979 TOP/s peak (1024 MACs a clock): issue-bound at 4 / 19 = 0.21. "
                       "llama.cpp's MMQ takes the same float step per 32-block"),
+    "mmqk_eff": (0.24, "today's k_mmq_kq45 (Q4_K/Q5_K at n > 16: 64x64 tiles, 8 warps of 32 x 16, "
+                       "a super-block a stage, single-buffered), share of the int8 peak. Derived, "
+                       "not tuned: its sm_90 SASS inner loop (one 32-column sub-block) issues 66 "
+                       "instructions for 8 IMMA, 4 of them the dots and 4 the mins' integer "
+                       "(m_j in every byte against the same activations), so the 32 clocks of "
+                       "tensor work take 66 issue slots, half of them useful: 32 / 66 / 2 = 0.24, "
+                       "the load phase assumed hidden by the SM's other resident block"),
     "mma_tile": (64.0, "weight rows = tokens of a k_mma_gemm tile (MMA_BM = MMA_BN = 64 in "
                        "k_mma.cu): sets how often a matrix (ceil(n / tile)) and x (ceil(M / tile)) "
                        "are re-read; other values are what-ifs (the prefill goal's 'would take')"),
@@ -237,6 +244,12 @@ FLOAT_TYPES = {"F32", "F16", "BF16", "F64"}
 # Sol's quantized activations (k_gemv.cu split_scratch): Q8_0 blocks = 32 int8 + float scale +
 # int32 sum (40 bytes per 32); Q8_K = 256 int8 + float scale + 16 int16 sums (292 per 256).
 ACT_BYTES = {"q8_0": 40 / 32, "q8_k": 292 / 256, "f32": 4.0}
+
+
+def int8_built(tname):
+    """whether today's batch GEMM of this weight type is int8 (k_mmq.cu's mmq_act: every
+    quantized type but Q6_K, whose 16-element scales k_mmq_kq45 does not take)"""
+    return tname not in FLOAT_TYPES and tname != "Q6_K"
 
 
 def act_format(tname):
@@ -812,9 +825,10 @@ class Model:
     def tc_path(self, n, mats):
         """The matmul path for n tokens: gemv; mmq (int8 tensor cores as the designs have them:
         tc_eff of the int8 peak); tc16 (F16 tensor cores: cuBLASLt on F16/BF16 weights in place);
-        mmaq (built: k_mma_gemm, K-quant weight tiles dequantized to F16 in shared memory,
-        mma.sync); mmqb (built: weights whose GEMV reads Q8_0, i.e. Q4_0/Q5_x/Q8_0/MXFP4: x
-        quantized once per matrix, k_mmq_gemm's int8 mma.sync at mmq_eff of the int8 peak).
+        mmaq (built: k_mma_gemm, Q6_K weight tiles dequantized to F16 in shared memory,
+        mma.sync); mmqb (built: the other quantized types, int8_built: x quantized once per
+        matrix as the GEMV's, k_mmq_gemm (Q8_0 activations) or k_mmq_kq45 (Q4_K/Q5_K, Q8_K) on
+        int8 mma.sync at mmq_eff / mmqk_eff of the int8 peak).
         The fused designs switch at the crossover; the code today (unfused) above 16 tokens."""
         quant = any(m["type"] not in FLOAT_TYPES for m in mats)
         f32 = all(m["type"] == "F32" for m in mats)
@@ -823,10 +837,9 @@ class Model:
                 return "mmq" if quant else "tc16"
             return "gemv"
         if n > 16 and not f32:
-            if quant and all(act_format(m["type"]) == "q8_0" for m in mats
-                             if m["type"] not in FLOAT_TYPES):
-                return "mmqb"  # built: gemv_quantize + k_mmq_gemm (int8 mma.sync)
-            return "mmaq" if quant else "tc16"
+            if quant and all(int8_built(m["type"]) for m in mats if m["type"] not in FLOAT_TYPES):
+                return "mmqb"  # built: gemv_quantize + k_mmq_gemm / k_mmq_kq45 (int8 mma.sync)
+            return "mmaq" if quant else "tc16"  # built_gemm still picks per matrix
         return "gemv"
 
     def flash_tile(self):
@@ -1028,7 +1041,7 @@ class Model:
             Mi, Wi = m["rows"], m["bytes"]
             flops = 2.0 * n * Mi * K
             y = n * Mi * 4 + (2 * n * Mi * 4 if a.get("residual") else 0)
-            if path != "mmqb":
+            if path == "tc16" or not int8_built(m["type"]):
                 parts.append(self.part(n * K * 4 + n * K * 2, blocks=math.ceil(n * K / 256),
                                        what="to_half", today="exists (k_to_half, per matrix)"))
             if path == "tc16":
@@ -1037,7 +1050,7 @@ class Model:
                                        today="exists (k_to_half + cuBLASLt, F16/BF16 weights "
                                              "in place)"))
                 continue
-            if path == "mmqb":
+            if int8_built(m["type"]):
                 parts.extend(self.built_mmq(m, n, K, y, flops))
                 continue
             tile = max(1, int(p["mma_tile"]))
@@ -1064,20 +1077,23 @@ class Model:
         tiles at mmq_eff of the int8 peak (issue-bound: see PARAMS), scaled by the wave term."""
         p, g = self.p, self.g
         Mi, Wi = m["rows"], m["bytes"]
-        xq = n * K * ACT_BYTES["q8_0"]
+        act = act_format(m["type"])
+        xq = n * K * ACT_BYTES[act]
+        eff = p["mmqk_eff"] if act == "q8_k" else p["mmq_eff"]
         tile = max(1, int(p["mma_tile"]))
         tn, tm = math.ceil(n / tile), math.ceil(Mi / tile)
         blocks = tn * tm
         wave = min(1.0, blocks / (p["waves"] * g["sms"]))
         padded = 2.0 * (tn * tile) * (tm * tile) * K
-        peak = g["int8_tops"] * 1e12 * p["mmq_eff"] * wave * flops / padded
+        peak = g["int8_tops"] * 1e12 * eff * wave * flops / padded
         w_hbm = Wi if Wi <= g["l2_mb"] * 1e6 else Wi * tn
         l2 = Wi * tn + xq * tm + y
+        kern = "k_mmq_kq45" if act == "q8_k" else "k_mmq_gemm"
         return [self.part(n * K * 4 + xq, blocks=math.ceil(n * K / 32 / 8), what="quantize",
                           today="exists (gemv_quantize, per matrix)"),
                 self.part(w_hbm + xq + y, flops, peak, p["gemv_eff"], blocks, what="mmqb",
                           l2_bytes=l2, l2_floor_s=l2 / self.l2_bw,
-                          today="exists (gemv_quantize + k_mmq_gemm: 64x64 tiles, int8 "
+                          today=f"exists (gemv_quantize + {kern}: 64x64 tiles, int8 "
                                 "mma.sync, the GEMV's float steps)")]
 
     def prologue(self, pro, blocks, n, K, quant, fm):
@@ -1491,7 +1507,12 @@ def fmt_prefill_goal(m, res):
           f"{m.p['mma_eff']:.2f})" if quant else
           f"k_to_half + cuBLASLt (tc_eff {m.p['tc_eff']:.2f})")
     if int8:
-        mm = f"gemv_quantize + k_mmq_gemm (int8 mma.sync, mmq_eff {m.p['mmq_eff']:.2f})"
+        kq = any(m_["type"] in ("Q4_K", "Q5_K") for lw in m.sh["layers"] for m_ in lw.values())
+        q6 = any(m_["type"] == "Q6_K" for lw in m.sh["layers"] for m_ in lw.values())
+        mm = ("gemv_quantize + " + (f"k_mmq_kq45 (int8 mma.sync, mmqk_eff {m.p['mmqk_eff']:.2f})"
+                                   if kq else
+                                   f"k_mmq_gemm (int8 mma.sync, mmq_eff {m.p['mmq_eff']:.2f})") +
+              (f"; Q6_K: k_to_half + k_mma_gemm (mma_eff {m.p['mma_eff']:.2f})" if q6 else ""))
     if m.n <= 16:
         mm = "GEMVs (16 tokens or fewer: no tensor cores)"
     at = (f"k_flash_attention (fa_eff {m.p['fa_eff']:.2f})" if m.flash_tile() else
@@ -1512,7 +1533,8 @@ def fmt_prefill_goal(m, res):
     key = "mmq_eff" if int8 else "mma_eff" if quant else "tc_eff"
 
     def share(v, **more):
-        r = m.variant("unfused", **{key: v}, **more).run()
+        keys = ("mmq_eff", "mmqk_eff", "mma_eff") if int8 else (key,)  # int8: every GEMM at v
+        r = m.variant("unfused", **{k: v for k in keys}, **more).run()
         return r["built_tc_share"] if int8 else r["fp16_share"]
 
     def need(**more):
@@ -1536,11 +1558,12 @@ def fmt_prefill_goal(m, res):
     v = need()
     if int8:
         L.append("  would take: " + (
-            f"k_mmq_gemm at >= {v:.2f} of the int8 peak (now {m.p[key]:.2f}: fewer instructions "
+            f"the GEMMs at >= {v:.2f} of their peak (now {m.p[key]:.2f}: fewer instructions "
             f"per IMMA, i.e. larger warp tiles and the float steps amortized)" if v is not None
-            else f"more than k_mmq_gemm's efficiency ({100 * share(1.0):.1f}% at 1.00 of the int8"
-                 f" peak: its {tile} x {tile} tiles move {res['built_mma_l2_bytes'] / 1e9:.1f} GB "
-                 f"per step through L2)") + "; or wgmma (not modelled)")
+            else f"more than the GEMMs' efficiency ({100 * share(1.0):.1f}% at 1.00 of the "
+                 f"int8 peak: their {tile} x {tile} tiles move "
+                 f"{res['built_mma_l2_bytes'] / 1e9:.1f} GB per step through L2; the step's "
+                 f"other passes)") + "; or wgmma (not modelled)")
         return L
     if v is not None:
         L.append(f"  would take: k_mma_gemm at >= {v:.2f} of the F16 peak (now {m.p[key]:.2f}): "

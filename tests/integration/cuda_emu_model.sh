@@ -3,9 +3,9 @@
 # the GPU backend's own code, every activation in a device buffer) as on the CPU backend: the
 # same 24 greedy ids for an F32 model, and for Q8_0, Q4_K and Q4_0 (a qwen3 shape with q/k norms) the last
 # prompt position's logits within 1e-3 relative L2 (the kernels sum in other orders). A 40-token
-# prompt takes the tensor-core prefill kernels (k_mma.cu's F16 GEMM for Q4_K and k_flash.cu's
+# prompt takes the tensor-core prefill kernels (k_mma.cu's F16 GEMM for Q6_K and k_flash.cu's
 # attention: x, weights, q and the softmax weights in F16 instead of the CPU's Q8 activations and
-# floats): its logits within 2e-2; Q8_0 and Q4_0 take k_mmq.cu's int8 GEMM (the CPU's Q8_0
+# floats): its logits within 2e-2; Q8_0, Q4_0 and Q4_K take k_mmq.cu's int8 GEMM (the CPU's Q8
 # activations and integer dots): the tiny Q8_0 model, whose attention stays in floats, within
 # 1e-3 (it was 2e-2 with the F16 GEMM); the backend's counters show the kernels ran; the quantized models'
 # decode steps ran the fused norm+quantize and gated-product quantize launches, and the Q4_0 one's
@@ -57,9 +57,9 @@ for m in f32 q8 q4k q40; do
     echo "FAIL $m: fused prologues '$fz' ($(grep -o 'fused prologues.*' "$work/err"))"; fail=1
   fi
 done
-# The prefill GEMM: prompts of more than 16 tokens. Q8_0 and Q4_0 weights take the int8 GEMM
-# (k_mmq.cu: the GEMV's Q8_0 activations and integers, so the decode limit holds), Q4_K the F16
-# one (k_mma.cu: x and weights rounded to F16).
+# The prefill GEMM: prompts of more than 16 tokens. Q8_0, Q4_0 and Q4_K weights take the int8
+# GEMM (k_mmq.cu: the GEMV's activations and integers), Q6_K the F16 one (k_mma.cu: x and
+# weights rounded to F16).
 L=$(seq -s, 3 3 120)
 for m in q8 q4k q40; do
   for be in cpu "$DEV"; do
@@ -81,10 +81,11 @@ for m in q8 q4k q40; do
   read -r gemms flash int8 <<<"${tc:-0 0 0}"
   flash_ok=$([ "$flash" -gt 0 ] && echo 1 || echo 0)
   [ "$m" = q8 ] && flash_ok=$([ "$flash" = 0 ] && echo 1 || echo 0)
-  # every GEMM of the Q8_0/Q4_0 models on int8 tensor cores (the head of the q4_0 file is Q6_K,
-  # as llama.cpp's quantizer makes it, and is a GEMV of the last position), none of Q4_K's
+  # every GEMM of the Q8_0/Q4_0 models on int8 tensor cores (the head is a GEMV of the last
+  # position); the Q4_K_M model's Q4_K matrices too, its Q6_K ones (attn_v, ffn_down) on the F16
+  # kernel
   int8_ok=$([ "$int8" = "$gemms" ] && echo 1 || echo 0)
-  [ "$m" = q4k ] && int8_ok=$([ "$int8" = 0 ] && echo 1 || echo 0)
+  [ "$m" = q4k ] && int8_ok=$([ "$int8" -gt 0 ] && [ "$int8" -lt "$gemms" ] && echo 1 || echo 0)
   if [ "$gemms" -gt 0 ] && [ "$flash_ok" = 1 ] && [ "$int8_ok" = 1 ]; then
     echo "ok   $m: the prompt ran $gemms tensor-core GEMMs ($int8 int8) and $flash prefill attention calls"
   else

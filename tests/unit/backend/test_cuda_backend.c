@@ -123,11 +123,11 @@ static void exact_matmul(sol_dtype t, const void *rows, int64_t M, int64_t K, co
     free(wr);
 }
 
-/* The types whose batches take the int8 GEMM (k_mmq.cu): those whose GEMV reads Q8_0
- * activations, as the CPU's do (the backend asks gemv_act; this is the test's expectation). */
+/* The types whose batches take the int8 GEMM (k_mmq.cu): every quantized type but Q6_K, against
+ * the GEMV's activations (the backend asks mmq_act; this is the test's expectation). */
 static int int8_gemm_type(sol_dtype t) {
     return t == SOL_DT_Q8_0 || t == SOL_DT_Q4_0 || t == SOL_DT_Q5_0 || t == SOL_DT_Q5_1 ||
-           t == SOL_DT_MXFP4;
+           t == SOL_DT_MXFP4 || t == SOL_DT_Q4_K || t == SOL_DT_Q5_K;
 }
 
 /* Matmul of one type and n on the device. GEMV sizes (n <= 16) quantize x as the CPU backend

@@ -412,14 +412,15 @@ static void test_fused_quantize(void **state) {
 }
 
 /* The int8 batch GEMM (k_mmq.cu, mma.sync m16n8k32 emulated from the PTX ISA's fragment
- * formulas) for the weights whose GEMV reads Q8_0: x quantized once by gemv_quantize (70 tokens:
- * more than a GEMV group), exact integer dots, the GEMV's float steps in k order. Against the
+ * formulas) for the types it takes (mmq_act: Q8_0, Q4_0, Q5_x and MXFP4 against Q8_0; Q4_K and
+ * Q5_K against Q8_K): x quantized once by gemv_quantize (70 tokens: more than a GEMV group),
+ * exact integer dots, the GEMV's float steps in k order. Against the
  * CPU (the same activation quantization and integers; its float steps summed in another order
  * here and there): 1e-5 relative, as the GEMV. Exact: a token's sums do not depend on the
  * batch (its 17 first tokens run alone give the same bits); one-hot tokens (one block's single
  * term per sum) give the GEMV's bits; add = 1 is the product's bits then one float add; the gap
- * past M and the tokens past n are not written. Other types are refused (-ENOTSUP), the other
- * layout too (-EINVAL). */
+ * past M and the tokens past n are not written. Other types (float, Q6_K) are refused
+ * (-ENOTSUP), the other layout too (-EINVAL). */
 static void test_mmq_gemm(void **state) {
     (void)state;
     sol_backend *be = cpu();
@@ -428,26 +429,30 @@ static void test_mmq_gemm(void **state) {
     fill(x.data(), NMAX * K, 9);
     for (int tk = 0; tk < 16; tk++) /* token t: column 33 t + t % 5, across blocks and lanes */
         hot[tk * K + 33 * tk + tk % 5] = 1.0f + 0.25f * (float)tk;
-    std::vector<unsigned char> q(sol_emu_gemv_scratch_bytes(NMAX, K)),
-        qh(sol_emu_gemv_scratch_bytes(16, K)), q17(sol_emu_gemv_scratch_bytes(17, K));
-    assert_int_equal(sol_emu_gemv_quantize(SOL_CUDA_ACT_Q8_0, x.data(), NMAX, K, q.data(), nullptr),
-                     0);
-    assert_int_equal(sol_emu_gemv_quantize(SOL_CUDA_ACT_Q8_0, x.data(), 17, K, q17.data(), nullptr),
-                     0);
-    assert_int_equal(
-        sol_emu_gemv_quantize(SOL_CUDA_ACT_Q8_0, hot.data(), 16, K, qh.data(), nullptr), 0);
+    /* per activation kind: x at 70 and 17 tokens, the one-hot tokens */
+    std::vector<unsigned char> q[3], q17[3], qh[3];
+    for (int act : {SOL_CUDA_ACT_Q8_0, SOL_CUDA_ACT_Q8_K}) {
+        q[act].resize(sol_emu_gemv_scratch_bytes(NMAX, K));
+        q17[act].resize(sol_emu_gemv_scratch_bytes(17, K));
+        qh[act].resize(sol_emu_gemv_scratch_bytes(16, K));
+        assert_int_equal(sol_emu_gemv_quantize(act, x.data(), NMAX, K, q[act].data(), nullptr), 0);
+        assert_int_equal(sol_emu_gemv_quantize(act, x.data(), 17, K, q17[act].data(), nullptr), 0);
+        assert_int_equal(sol_emu_gemv_quantize(act, hot.data(), 16, K, qh[act].data(), nullptr), 0);
+    }
     for (sol_dtype t : kTypes) {
         weight_pair w = make_weight(be, t, M, K);
         std::vector<unsigned char> dev;
         sol_cuda_wt wt = device_view(w, dev);
         std::vector<float> got(NMAX * LDY, NAN), want(NMAX * M);
-        if (sol_emu_gemv_act(wt.type) != SOL_CUDA_ACT_Q8_0) {
-            assert_int_equal(sol_emu_mmq_gemm(wt, q.data(), got.data(), 17, LDY, 0, nullptr),
+        int act = sol_emu_mmq_act(wt.type);
+        if (act == SOL_CUDA_ACT_FLOAT) {
+            assert_int_equal(sol_emu_mmq_gemm(wt, q[1].data(), got.data(), 17, LDY, 0, nullptr),
                              -ENOTSUP);
             continue;
         }
+        assert_int_equal(act, sol_emu_gemv_act(wt.type)); /* the GEMV's activations */
         assert_int_equal(sol_matmul(be, &w.cpu, x.data(), want.data(), NMAX), 0);
-        assert_int_equal(sol_emu_mmq_gemm(wt, q.data(), got.data(), NMAX, LDY, 0, nullptr), 0);
+        assert_int_equal(sol_emu_mmq_gemm(wt, q[act].data(), got.data(), NMAX, LDY, 0, nullptr), 0);
         std::vector<float> dense(NMAX * M);
         for (int tk = 0; tk < NMAX; tk++)
             for (int r = 0; r < LDY; r++) {
@@ -459,7 +464,7 @@ static void test_mmq_gemm(void **state) {
         double e = rel_err(dense.data(), want.data(), NMAX * M);
         if (!(e < 1e-5)) fail_msg("mmq %s: %g from the CPU", sol_dtype_name(t), e);
         std::vector<float> few(NMAX * LDY, NAN);
-        assert_int_equal(sol_emu_mmq_gemm(wt, q17.data(), few.data(), 17, LDY, 0, nullptr), 0);
+        assert_int_equal(sol_emu_mmq_gemm(wt, q17[act].data(), few.data(), 17, LDY, 0, nullptr), 0);
         for (int i = 0; i < NMAX * LDY; i++) {
             bool in = i < 17 * LDY && i % LDY < M;
             if (in ? memcmp(&few[i], &got[i], sizeof(float)) : !std::isnan(few[i]))
@@ -470,7 +475,7 @@ static void test_mmq_gemm(void **state) {
         std::vector<float> acc(NMAX * LDY), base(NMAX * LDY);
         fill(base.data(), NMAX * LDY, 5);
         acc = base;
-        assert_int_equal(sol_emu_mmq_gemm(wt, q.data(), acc.data(), NMAX, LDY, 1, nullptr), 0);
+        assert_int_equal(sol_emu_mmq_gemm(wt, q[act].data(), acc.data(), NMAX, LDY, 1, nullptr), 0);
         for (int tk = 0; tk < NMAX; tk++)
             for (int r = 0; r < M; r++) {
                 int i = tk * LDY + r;
@@ -481,14 +486,16 @@ static void test_mmq_gemm(void **state) {
         /* one-hot tokens: the GEMV's bits (one nonzero term a sum, in either order) */
         std::vector<float> gv(16 * M), mq(16 * M);
         assert_int_equal(
-            sol_emu_gemv_run(wt, hot.data(), gv.data(), 16, qh.data(), 0, nullptr, nullptr), 0);
-        assert_int_equal(sol_emu_mmq_gemm(wt, qh.data(), mq.data(), 16, M, 0, nullptr), 0);
+            sol_emu_gemv_run(wt, hot.data(), gv.data(), 16, qh[act].data(), 0, nullptr, nullptr),
+            0);
+        assert_int_equal(sol_emu_mmq_gemm(wt, qh[act].data(), mq.data(), 16, M, 0, nullptr), 0);
         for (int i = 0; i < 16 * M; i++)
             if (memcmp(&gv[i], &mq[i], sizeof(float)))
                 fail_msg("mmq %s one-hot token %d row %d: %a, the GEMV's %a", sol_dtype_name(t),
                          i / M, i % M, mq[i], gv[i]);
         wt.split = !wt.split; /* the other layout is refused, never misread */
-        assert_int_equal(sol_emu_mmq_gemm(wt, q.data(), got.data(), 17, LDY, 0, nullptr), -EINVAL);
+        assert_int_equal(sol_emu_mmq_gemm(wt, q[act].data(), got.data(), 17, LDY, 0, nullptr),
+                         -EINVAL);
     }
     sol_backend_free(be);
 }

@@ -433,32 +433,32 @@ static int gemm(cuda_backend *b, int bf16, const void *w, const void *x, float *
     return SOL_CUDA_FN(dev_gemm)(b->dev, bf16, w, x, y, M, n, K, ldy, why, cap);
 }
 
-/* The int8 GEMM (k_mmq.cu) for the weights whose GEMV reads Q8_0: x quantized once as the
- * GEMV's (xq, n x K, grown on first use), exact integer dots per block, the add in its store. */
+/* The int8 GEMM (k_mmq.cu) for the weights it takes (mmq_act): x quantized once as the GEMV's
+ * (xq, n x K, grown on first use), exact integer dots per block, the add in its store. */
 static int matmul_mmq(cuda_backend *b, const sol_weight *w, const float *x, float *y, int n,
                       int add) {
-    int M = (int)w->rows, K = (int)w->cols, rc;
+    int M = (int)w->rows, K = (int)w->cols, rc, act = SOL_CUDA_FN(mmq_act)((int)w->type);
     if ((rc = cbe_grow(b, &b->xq, SOL_CUDA_FN(gemv_scratch_bytes)(n, K), "matmul"))) return rc;
     b->mma_gemms++, b->mmq_gemms++;
-    if ((rc = SOL_CUDA_FN(gemv_quantize)(SOL_CUDA_ACT_Q8_0, x, n, K, b->xq.p, b->stream)) ||
+    if ((rc = SOL_CUDA_FN(gemv_quantize)(act, x, n, K, b->xq.p, b->stream)) ||
         (rc = SOL_CUDA_FN(mmq_gemm)(wt_of(w), b->xq.p, y, n, M, add, b->stream)))
         return cbe_fail(b, rc, "matmul",
                         "%s weights of %d columns: refused by the int8 tensor-core GEMM (the "
-                        "uploaded layout, columns a multiple of 32)",
+                        "uploaded layout, columns a multiple of the type's block)",
                         sol_dtype_name(w->type), K);
     return cbe_after(b, "matmul");
 }
 
-/* y (+)= x W^T for a batch (prefill). Weights whose GEMV reads Q8_0 take the int8 GEMM
- * (matmul_mmq); for the rest x is rounded to half once (n x K, grown on first use): F16 and BF16
- * weights multiply in place through cuBLASLt (x rounded to the weight's type: it takes one input
- * type; an add goes through the gemm_y scratch and the add kernel), K-quants on Sol's F16
- * tensor-core kernel (k_mma.cu), which dequantizes tiles in shared memory and adds in its
- * store: no F16 copy of a matrix is written. */
+/* y (+)= x W^T for a batch (prefill). The types the int8 GEMM takes (mmq_act: all quantized
+ * ones but Q6_K) take it (matmul_mmq); for the rest x is rounded to half once (n x K, grown on
+ * first use): F16 and BF16 weights multiply in place through cuBLASLt (x rounded to the weight's
+ * type: it takes one input type; an add goes through the gemm_y scratch and the add kernel),
+ * Q6_K on Sol's F16 tensor-core kernel (k_mma.cu), which dequantizes tiles in shared memory and
+ * adds in its store: no F16 copy of a matrix is written. */
 static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, float *y, int n,
                        int add) {
     int M = (int)w->rows, K = (int)w->cols, rc;
-    if (SOL_CUDA_FN(gemv_act)((int)w->type) == SOL_CUDA_ACT_Q8_0)
+    if (SOL_CUDA_FN(mmq_act)((int)w->type) != SOL_CUDA_ACT_FLOAT)
         return matmul_mmq(b, w, x, y, n, add);
     if ((rc = cbe_grow(b, &b->xh, (size_t)n * (size_t)K * 2, "matmul"))) return rc;
     int half = w->type == SOL_DT_F16 || w->type == SOL_DT_BF16;

@@ -145,11 +145,32 @@ static __device__ __forceinline__ void mmq_block(const mmq_tiles &s, int kb, flo
     }
 }
 
+/* A warp's sums (2 x NT tiles of 16 x 8) to y (tokens t0 + wn.., rows m0 + wm..): stored, or
+ * added for matmul_add. */
+template <int NT>
+static __device__ __forceinline__ void mmq_store_y(const float acc[2][NT][4], float *y, int m0,
+                                                   int t0, int wm, int wn, int M, int n, int ldy,
+                                                   int add) {
+    int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    SOL_UNROLL
+    for (int i = 0; i < 2; i++)
+        SOL_UNROLL
+    for (int j = 0; j < NT; j++)
+        SOL_UNROLL
+    for (int e = 0; e < 4; e++) {
+        int m = m0 + wm + 16 * i + g + 8 * (e / 2), tok = t0 + wn + 8 * j + 2 * t + e % 2;
+        if (m < M && tok < n) {
+            float *p = y + (size_t)tok * ldy + m;
+            *p = add ? *p + acc[i][j][e] : acc[i][j][e];
+        }
+    }
+}
+
 static __global__ void __launch_bounds__(MMQ_THREADS, 4)
     k_mmq_gemm(sol_cuda_wt w, mmq_in in, float *y, int M, int n, int K, int ldy, int add) {
     sol_grid_dependency();
     SOL_SHARED(mmq_tiles, tiles, [2]);
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int warp = threadIdx.x / 32;
     int m0 = blockIdx.x * MMQ_BM, t0 = blockIdx.y * MMQ_BN, nb = K / 32;
     int wm = (warp % 2) * 32, wn = (warp / 2) * 32;
     uint32_t off4 = w.type == SOL_CUDA_Q4_0   ? 0x08080808u
@@ -170,31 +191,180 @@ static __global__ void __launch_bounds__(MMQ_THREADS, 4)
         if (more) mmq_store(r, tiles[st ^ 1], off4);
         __syncthreads(); /* the next stage is whole, and this one read by every warp */
     }
-    int g = lane / 4, t = lane % 4;
+    mmq_store_y<4>(acc, y, m0, t0, wm, wn, M, n, ldy, add);
+}
+
+/* ---- Q4_K and Q5_K against Q8_K activations ----
+ * A stage is one 256-column super-block (single-buffered: its tiles take 40 KB; the blocks an
+ * SM holds hide each other's loads). Per sub-block j of 32 columns one MMA gives the exact dot,
+ * which its 6-bit scale multiplies into the super-block's integer is (kq_dot.h's, exact); a
+ * second MMA, of the same activations against the row's min m_j in every byte, accumulates
+ * ms = sum_j m_j * (the sum of j's quants): the GEMV's integer from the 16-sums, made on the
+ * tensor cores instead of 8 multiply-adds a sum on the CUDA cores. Then the GEMV's one float
+ * term a super-block, x_d * (d * is - dmin * ms). 8 warps of 32 rows x 16 tokens: the two
+ * integers a sum would spill at 4 warps' 32 x 32. */
+enum {
+    MMQK_LD = 256 / 4 + 4, /* words of a shared row: 68, rows 4 banks apart as MMQ_LDQ */
+    MMQK_THREADS = 256,    /* 8 warps, each 32 rows x 16 tokens: half of k_mmq_gemm's sums a */
+    MMQK_NT = 2            /* thread, as the super-block's integers double them (no spills) */
+};
+
+struct mmqk_tiles {
+    uint32_t wq[MMQ_BM * MMQK_LD], xq[MMQ_BN * MMQK_LD];
+    int sc[MMQ_BM * 8], mn[MMQ_BM * 8];
+    float d[MMQ_BM], dmin[MMQ_BM], xd[MMQ_BN];
+};
+
+struct mmqk_in {
+    const int8_t *kq;
+    const float *kd;
+};
+
+/* Super-block b of rows m0.. and tokens t0.. into shared memory: each thread unpacks two pairs
+ * of sub-blocks of one row (the GEMV's loads: 128-bit quants, Q5_K's high bits, the scale words)
+ * and copies a token's 16-byte chunks (128-bit loads) and 16-sums. Outside M or n: zeros. */
+static __device__ __forceinline__ void mmqk_load(const sol_cuda_wt &w, const mmqk_in &in,
+                                                 mmqk_tiles &s, int m0, int t0, int b, int M, int n,
+                                                 int nb) {
+    int q5 = w.type == SOL_CUDA_Q5_K;
     SOL_UNROLL
-    for (int i = 0; i < 2; i++)
-        SOL_UNROLL
-    for (int j = 0; j < 4; j++)
-        SOL_UNROLL
-    for (int e = 0; e < 4; e++) {
-        int m = m0 + wm + 16 * i + g + 8 * (e / 2), tok = t0 + wn + 8 * j + 2 * t + e % 2;
-        if (m < M && tok < n) {
-            float *p = y + (size_t)tok * ldy + m;
-            *p = add ? *p + acc[i][j][e] : acc[i][j][e];
+    for (int it = 0; it < MMQ_BM * 4 / MMQK_THREADS; it++) {
+        int i = (int)threadIdx.x + it * MMQK_THREADS, r = i % MMQ_BM, c = i / MMQ_BM; /* pair c */
+        uint32_t v[8] = {0, 0, 0, 0, 0, 0, 0, 0}, h[8] = {0, 0, 0, 0, 0, 0, 0, 0}, dm = 0;
+        int sc1 = 0, m1 = 0, sc2 = 0, m2 = 0;
+        if (m0 + r < M) {
+            const unsigned char *blk = (const unsigned char *)w.data +
+                                       (size_t)(m0 + r) * w.row_bytes +
+                                       (size_t)b * (q5 ? 176 : 144);
+            uint32_t s0 = sol_ld32(blk + 4), s1 = sol_ld32(blk + 8), s2 = sol_ld32(blk + 12);
+            kq_scale_min_w(2 * c, s0, s1, s2, &sc1, &m1);
+            kq_scale_min_w(2 * c + 1, s0, s1, s2, &sc2, &m2);
+            dm = sol_ld32(blk);
+            const unsigned char *qs = blk + (q5 ? 48 : 16) + 32 * c;
+            sol_ld128(v, qs);
+            sol_ld128(v + 4, qs + 16);
+            if (q5) {
+                sol_ld128(h, blk + 16);
+                sol_ld128(h + 4, blk + 32);
+            }
         }
+        uint32_t *lo = s.wq + r * MMQK_LD + 16 * c, *hi = lo + 8;
+        SOL_UNROLL
+        for (int k = 0; k < 8; k++) { /* as gemv_kq45: nibbles, Q5_K's bit 2c / 2c + 1 to bit 4 */
+            lo[k] = (v[k] & 0x0F0F0F0Fu) | ((h[k] >> (2 * c)) & 0x01010101u) << 4;
+            hi[k] = ((v[k] >> 4) & 0x0F0F0F0Fu) | ((h[k] >> (2 * c + 1)) & 0x01010101u) << 4;
+        }
+        s.sc[r * 8 + 2 * c] = sc1, s.mn[r * 8 + 2 * c] = m1;
+        s.sc[r * 8 + 2 * c + 1] = sc2, s.mn[r * 8 + 2 * c + 1] = m2;
+        if (c == 0) {
+            s.d[r] = sol_f16_to_f32((uint16_t)dm);
+            s.dmin[r] = sol_f16_to_f32((uint16_t)(dm >> 16));
+        }
+    }
+    SOL_UNROLL
+    for (int it = 0; it < MMQ_BN * 16 / MMQK_THREADS; it++) { /* 64 tokens x 16 chunks of 16 B */
+        int i = (int)threadIdx.x + it * MMQK_THREADS, tk = i / 16, ch = i % 16;
+        uint32_t v[4] = {0, 0, 0, 0};
+        size_t tb = (size_t)(t0 + tk) * nb + b;
+        if (t0 + tk < n) sol_ld128(v, in.kq + tb * 256 + 16 * ch);
+        SOL_UNROLL
+        for (int k = 0; k < 4; k++)
+            s.xq[tk * MMQK_LD + 4 * ch + k] = v[k];
+    }
+    if (threadIdx.x < MMQ_BN) { /* the tokens' scales */
+        int tk = (int)threadIdx.x;
+        s.xd[tk] = t0 + tk < n ? in.kd[(size_t)(t0 + tk) * nb + b] : 0.0f;
     }
 }
 
-/* y (ldy floats a token) (+)= x W^T, x given as gemv_quantize's Q8_0 of n x cols in scratch
- * (sol_cuda_gemv_scratch_bytes(n, cols)), W of a type whose GEMV reads Q8_0 (gemv_act). */
+/* Warp (wm, wn)'s share of the super-block in s: is per sum from the MMAs and the scales,
+ * ms from the mins' MMAs, then the float term into acc. */
+static __device__ __forceinline__ void mmqk_block(const mmqk_tiles &s, float acc[2][MMQK_NT][4],
+                                                  int wm, int wn) {
+    int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    int is[2][MMQK_NT][4] = {}, ms[2][MMQK_NT][4] = {};
+    for (int j = 0; j < 8; j++) {
+        uint32_t a[2][4], am[2][4], bq[MMQK_NT][2];
+        int sc[2][2];
+        SOL_UNROLL
+        for (int i = 0; i < 2; i++) {
+            int row = wm + 16 * i + g;
+            const uint32_t *p = s.wq + row * MMQK_LD + 8 * j + t;
+            a[i][0] = p[0], a[i][1] = p[8 * MMQK_LD], a[i][2] = p[4], a[i][3] = p[8 * MMQK_LD + 4];
+            sc[i][0] = s.sc[row * 8 + j], sc[i][1] = s.sc[(row + 8) * 8 + j];
+            /* the min of j in every byte of the row: its MMA adds m_j * (the sum of j's quants) */
+            am[i][0] = am[i][2] = (uint32_t)s.mn[row * 8 + j] * 0x01010101u;
+            am[i][1] = am[i][3] = (uint32_t)s.mn[(row + 8) * 8 + j] * 0x01010101u;
+        }
+        SOL_UNROLL
+        for (int jt = 0; jt < MMQK_NT; jt++) {
+            const uint32_t *p = s.xq + (wn + 8 * jt + g) * MMQK_LD + 8 * j + t;
+            bq[jt][0] = p[0], bq[jt][1] = p[4];
+        }
+        SOL_UNROLL
+        for (int i = 0; i < 2; i++)
+            SOL_UNROLL
+        for (int jt = 0; jt < MMQK_NT; jt++) {
+            int d[4] = {0, 0, 0, 0};
+            sol_mma_16832_s8(d, a[i], bq[jt]);
+            sol_mma_16832_s8(ms[i][jt], am[i], bq[jt]);
+            SOL_UNROLL
+            for (int e = 0; e < 4; e++)
+                is[i][jt][e] += sc[i][e / 2] * d[e];
+        }
+    }
+    SOL_UNROLL
+    for (int i = 0; i < 2; i++)
+        SOL_UNROLL
+    for (int jt = 0; jt < MMQK_NT; jt++)
+        SOL_UNROLL
+    for (int e = 0; e < 4; e++) {
+        int row = wm + 16 * i + g + 8 * (e / 2), tok = wn + 8 * jt + 2 * t + e % 2;
+        acc[i][jt][e] +=
+            s.xd[tok] * (s.d[row] * (float)is[i][jt][e] - s.dmin[row] * (float)ms[i][jt][e]);
+    }
+}
+
+static __global__ void __launch_bounds__(MMQK_THREADS, 2)
+    k_mmq_kq45(sol_cuda_wt w, mmqk_in in, float *y, int M, int n, int K, int ldy, int add) {
+    sol_grid_dependency();
+    SOL_SHARED(mmqk_tiles, tiles, );
+    int warp = threadIdx.x / 32;
+    int m0 = blockIdx.x * MMQ_BM, t0 = blockIdx.y * MMQ_BN, nb = K / 256;
+    int wm = (warp % 2) * 32, wn = (warp / 2) * 8 * MMQK_NT;
+    float acc[2][MMQK_NT][4] = {};
+    for (int b = 0; b < nb; b++) {
+        mmqk_load(w, in, tiles, m0, t0, b, M, n, nb);
+        __syncthreads(); /* the super-block's tiles are whole */
+        mmqk_block(tiles, acc, wm, wn);
+        __syncthreads(); /* every warp has read them before the next super-block's loads */
+    }
+    mmq_store_y<MMQK_NT>(acc, y, m0, t0, wm, wn, M, n, ldy, add);
+}
+
+/* The activation kind the int8 GEMM takes for type (its GEMV's), or SOL_CUDA_ACT_FLOAT where it
+ * has no kernel (float types, and Q6_K, whose 16-element scales it does not take yet). */
+extern "C" int SOL_CUDA_FN(mmq_act)(int type) {
+    return type == SOL_CUDA_Q6_K ? SOL_CUDA_ACT_FLOAT : SOL_CUDA_FN(gemv_act)(type);
+}
+
+/* y (ldy floats a token) (+)= x W^T, x given as gemv_quantize's quantization (of kind
+ * mmq_act(type)) of n x cols in scratch (sol_cuda_gemv_scratch_bytes(n, cols)). */
 extern "C" int SOL_CUDA_FN(mmq_gemm)(sol_cuda_wt w, const void *scratch, float *y, int n, int ldy,
                                      int add, void *stream) {
-    if (SOL_CUDA_FN(gemv_act)(w.type) != SOL_CUDA_ACT_Q8_0) return -ENOTSUP;
-    if (w.split != sol_cuda_wants_split(w.type) || w.cols % 32 || n < 1 || ldy < w.rows)
+    int act = SOL_CUDA_FN(mmq_act)(w.type), be = act == SOL_CUDA_ACT_Q8_K ? 256 : 32;
+    if (act == SOL_CUDA_ACT_FLOAT) return -ENOTSUP;
+    if (w.split != sol_cuda_wants_split(w.type) || w.cols % be || n < 1 || ldy < w.rows)
         return -EINVAL;
-    qx a = split_scratch(scratch, n, w.cols, 32);
-    mmq_in in = {a.q, a.d, (const int32_t *)a.s};
+    qx a = split_scratch(scratch, n, w.cols, be);
     dim3 grid((unsigned)((w.rows + MMQ_BM - 1) / MMQ_BM), (unsigned)((n + MMQ_BN - 1) / MMQ_BN));
+    if (act == SOL_CUDA_ACT_Q8_K) {
+        mmqk_in in = {a.q, a.d}; /* the 16-sums are not read: the mins' MMA makes them */
+        SOL_LAUNCH(k_mmq_kq45, grid, dim3(MMQK_THREADS), 0, stream, w, in, y, (int)w.rows, n,
+                   (int)w.cols, ldy, add);
+        return 0;
+    }
+    mmq_in in = {a.q, a.d, (const int32_t *)a.s};
     SOL_LAUNCH(k_mmq_gemm, grid, dim3(MMQ_THREADS), 0, stream, w, in, y, (int)w.rows, n,
                (int)w.cols, ldy, add);
     return 0;
