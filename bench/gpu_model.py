@@ -143,22 +143,31 @@ PARAMS = {
     "gemv_alu_eff": (0.50, "GEMV arithmetic's share of the CUDA-core peak (dp4a for quantized, "
                            "FP32 FMA for F16) with the unpacking amortised over up to 16 tokens; "
                            "assumption; matters only at batch 8-16"),
-    "mmq_eff": (0.21, "today's k_mmq_gemm (weights whose GEMV reads Q8_0 at n > 16: 64x64 tiles, "
-                      "4 warps, mma.sync m16n8k32 s8, two 32-blocks a stage double-buffered in "
-                      "registers), share of the int8 tensor peak with the grid filled. Derived, "
-                      "not tuned: its sm_90 SASS issues about 19 instructions per IMMA in the "
-                      "inner loop (the GEMV's float step for each of a lane's 4 sums: I2FP, FMUL "
-                      "d * dx, FFMA; 5 LDS of fragments and scales; loop), while an SM sub-"
-                      "partition finishes an m16n8k32 s8 (4096 MACs) every 4 clocks at the "
-                      "1979 TOP/s peak (1024 MACs a clock): issue-bound at 4 / 19 = 0.21. "
-                      "llama.cpp's MMQ takes the same float step per 32-block"),
-    "mmqk_eff": (0.24, "today's k_mmq_kq45 (Q4_K/Q5_K at n > 16: 64x64 tiles, 8 warps of 32 x 16, "
-                       "a super-block a stage, single-buffered), share of the int8 peak. Derived, "
-                       "not tuned: its sm_90 SASS inner loop (one 32-column sub-block) issues 66 "
-                       "instructions for 8 IMMA, 4 of them the dots and 4 the mins' integer "
-                       "(m_j in every byte against the same activations), so the 32 clocks of "
-                       "tensor work take 66 issue slots, half of them useful: 32 / 66 / 2 = 0.24, "
-                       "the load phase assumed hidden by the SM's other resident block"),
+    # The int8 GEMMs' shares of the int8 peak: derived from their sm_90 SASS, not tuned. An SM
+    # sub-partition finishes an m16n8k32 s8 (4096 MACs) every 4 clocks at the 1979 TOP/s peak
+    # (1024 MACs a clock; m16n8k16: 2), and issues one warp instruction a clock; the kernels are
+    # issue-bound, so the share is (useful tensor clocks) / (instructions a warp issues) per
+    # stage, the load phase included (its unpacking of quants, scales and addresses). Counted
+    # 2026-12-06 with nvdisasm on the build's module; to be measured (SOL_CUDA_GEMM=f16 runs the
+    # F16 tiles instead, for the comparison).
+    "gemm_int8": (0.0, "1: today's batches of quantized weights on the int8 kernels (k_mmq.cu, "
+                        "SOL_CUDA_GEMM=int8) instead of the F16 tiles (k_mma_gemm, the backend's "
+                        "default while this model predicts them faster)"),
+    "mmq_eff": (0.16, "k_mmq_gemm (Q4_0/Q5_x/Q8_0/MXFP4 at n > 16; 64x64 tiles, 4 warps, two "
+                      "32-blocks a stage double-buffered in registers): ~19 instructions a warp "
+                      "issues per IMMA in the inner loop (the GEMV's float step for each of a "
+                      "lane's 4 sums: I2FP, FMUL d * dx, FFMA; 5 LDS; the loop) and ~100 a stage "
+                      "for q_load, the activations and the shared stores: ~400 per 16 IMMA (64 "
+                      "clocks) = 0.16. llama.cpp's MMQ takes the same float step per 32-block"),
+    "mmqk_eff": (0.13, "k_mmq_kq<kq45> (Q4_K/Q5_K; 64x64 tiles, 8 warps of 32 x 16, a super-block a "
+                       "stage, single-buffered): a warp issues 66 instructions per sub-block "
+                       "(8 IMMA: 4 dots, 4 of the mins' integer) and 434 more per super-block "
+                       "(unpacking, scales, the float terms): 962 issue slots for 32 useful "
+                       "IMMA (128 clocks) = 0.13"),
+    "mmq6_eff": (0.11, "k_mmq_kq<q6k> (Q6_K; as k_mmq_kq<kq45>, m16n8k16 per 16 columns): 66 instructions "
+                       "per 32 columns (8 IMMA k16) and 635 more per super-block (six-bit "
+                       "unpacking, the offset, scales): 1163 issue slots for 64 IMMA k16 (128 "
+                       "clocks) = 0.11"),
     "mma_tile": (64.0, "weight rows = tokens of a k_mma_gemm tile (MMA_BM = MMA_BN = 64 in "
                        "k_mma.cu): sets how often a matrix (ceil(n / tile)) and x (ceil(M / tile)) "
                        "are re-read; other values are what-ifs (the prefill goal's 'would take')"),
@@ -244,12 +253,6 @@ FLOAT_TYPES = {"F32", "F16", "BF16", "F64"}
 # Sol's quantized activations (k_gemv.cu split_scratch): Q8_0 blocks = 32 int8 + float scale +
 # int32 sum (40 bytes per 32); Q8_K = 256 int8 + float scale + 16 int16 sums (292 per 256).
 ACT_BYTES = {"q8_0": 40 / 32, "q8_k": 292 / 256, "f32": 4.0}
-
-
-def int8_built(tname):
-    """whether today's batch GEMM of this weight type is int8 (k_mmq.cu's mmq_act: every
-    quantized type but Q6_K, whose 16-element scales k_mmq_kq45 does not take)"""
-    return tname not in FLOAT_TYPES and tname != "Q6_K"
 
 
 def act_format(tname):
@@ -822,12 +825,17 @@ class Model:
         fm.discard("f32")
         return fm
 
+    def int8_built(self, tname):
+        """whether today's batch GEMM of this weight type is int8: every quantized type under
+        SOL_CUDA_GEMM=int8 (k_mmq.cu's mmq_act; --param gemm_int8=1), none by default"""
+        return bool(self.p["gemm_int8"]) and tname not in FLOAT_TYPES
+
     def tc_path(self, n, mats):
         """The matmul path for n tokens: gemv; mmq (int8 tensor cores as the designs have them:
         tc_eff of the int8 peak); tc16 (F16 tensor cores: cuBLASLt on F16/BF16 weights in place);
         mmaq (built: k_mma_gemm, Q6_K weight tiles dequantized to F16 in shared memory,
         mma.sync); mmqb (built: the other quantized types, int8_built: x quantized once per
-        matrix as the GEMV's, k_mmq_gemm (Q8_0 activations) or k_mmq_kq45 (Q4_K/Q5_K, Q8_K) on
+        matrix as the GEMV's, k_mmq_gemm (Q8_0 activations) or k_mmq_kq<kq45> (Q4_K/Q5_K, Q8_K) on
         int8 mma.sync at mmq_eff / mmqk_eff of the int8 peak).
         The fused designs switch at the crossover; the code today (unfused) above 16 tokens."""
         quant = any(m["type"] not in FLOAT_TYPES for m in mats)
@@ -837,8 +845,9 @@ class Model:
                 return "mmq" if quant else "tc16"
             return "gemv"
         if n > 16 and not f32:
-            if quant and all(int8_built(m["type"]) for m in mats if m["type"] not in FLOAT_TYPES):
-                return "mmqb"  # built: gemv_quantize + k_mmq_gemm / k_mmq_kq45 (int8 mma.sync)
+            if quant and all(self.int8_built(m["type"]) for m in mats
+                             if m["type"] not in FLOAT_TYPES):
+                return "mmqb"  # built: gemv_quantize + k_mmq_gemm / k_mmq_kq<kq45> (int8 mma.sync)
             return "mmaq" if quant else "tc16"  # built_gemm still picks per matrix
         return "gemv"
 
@@ -1041,7 +1050,7 @@ class Model:
             Mi, Wi = m["rows"], m["bytes"]
             flops = 2.0 * n * Mi * K
             y = n * Mi * 4 + (2 * n * Mi * 4 if a.get("residual") else 0)
-            if path == "tc16" or not int8_built(m["type"]):
+            if path == "tc16" or not self.int8_built(m["type"]):
                 parts.append(self.part(n * K * 4 + n * K * 2, blocks=math.ceil(n * K / 256),
                                        what="to_half", today="exists (k_to_half, per matrix)"))
             if path == "tc16":
@@ -1050,7 +1059,7 @@ class Model:
                                        today="exists (k_to_half + cuBLASLt, F16/BF16 weights "
                                              "in place)"))
                 continue
-            if int8_built(m["type"]):
+            if self.int8_built(m["type"]):
                 parts.extend(self.built_mmq(m, n, K, y, flops))
                 continue
             tile = max(1, int(p["mma_tile"]))
@@ -1079,7 +1088,8 @@ class Model:
         Mi, Wi = m["rows"], m["bytes"]
         act = act_format(m["type"])
         xq = n * K * ACT_BYTES[act]
-        eff = p["mmqk_eff"] if act == "q8_k" else p["mmq_eff"]
+        eff = (p["mmq6_eff"] if m["type"] == "Q6_K" else p["mmqk_eff"] if act == "q8_k"
+               else p["mmq_eff"])
         tile = max(1, int(p["mma_tile"]))
         tn, tm = math.ceil(n / tile), math.ceil(Mi / tile)
         blocks = tn * tm
@@ -1088,7 +1098,8 @@ class Model:
         peak = g["int8_tops"] * 1e12 * eff * wave * flops / padded
         w_hbm = Wi if Wi <= g["l2_mb"] * 1e6 else Wi * tn
         l2 = Wi * tn + xq * tm + y
-        kern = "k_mmq_kq45" if act == "q8_k" else "k_mmq_gemm"
+        kern = ("k_mmq_kq<q6k>" if m["type"] == "Q6_K" else "k_mmq_kq<kq45>" if act == "q8_k"
+                else "k_mmq_gemm")
         return [self.part(n * K * 4 + xq, blocks=math.ceil(n * K / 32 / 8), what="quantize",
                           today="exists (gemv_quantize, per matrix)"),
                 self.part(w_hbm + xq + y, flops, peak, p["gemv_eff"], blocks, what="mmqb",
@@ -1509,10 +1520,10 @@ def fmt_prefill_goal(m, res):
     if int8:
         kq = any(m_["type"] in ("Q4_K", "Q5_K") for lw in m.sh["layers"] for m_ in lw.values())
         q6 = any(m_["type"] == "Q6_K" for lw in m.sh["layers"] for m_ in lw.values())
-        mm = ("gemv_quantize + " + (f"k_mmq_kq45 (int8 mma.sync, mmqk_eff {m.p['mmqk_eff']:.2f})"
+        mm = ("gemv_quantize + " + (f"k_mmq_kq<kq45> (int8 mma.sync, mmqk_eff {m.p['mmqk_eff']:.2f})"
                                    if kq else
                                    f"k_mmq_gemm (int8 mma.sync, mmq_eff {m.p['mmq_eff']:.2f})") +
-              (f"; Q6_K: k_to_half + k_mma_gemm (mma_eff {m.p['mma_eff']:.2f})" if q6 else ""))
+              (f"; Q6_K: k_mmq_kq<q6k> (mmq6_eff {m.p['mmq6_eff']:.2f})" if q6 else ""))
     if m.n <= 16:
         mm = "GEMVs (16 tokens or fewer: no tensor cores)"
     at = (f"k_flash_attention (fa_eff {m.p['fa_eff']:.2f})" if m.flash_tile() else
@@ -1533,7 +1544,7 @@ def fmt_prefill_goal(m, res):
     key = "mmq_eff" if int8 else "mma_eff" if quant else "tc_eff"
 
     def share(v, **more):
-        keys = ("mmq_eff", "mmqk_eff", "mma_eff") if int8 else (key,)  # int8: every GEMM at v
+        keys = ("mmq_eff", "mmqk_eff", "mmq6_eff") if int8 else (key,)  # int8: every GEMM at v
         r = m.variant("unfused", **{k: v for k in keys}, **more).run()
         return r["built_tc_share"] if int8 else r["fp16_share"]
 

@@ -12,7 +12,8 @@
 #   models       whole models, GPU against CPU: greedy ids and logits (compare.py), the prefill
 #                GEMM, CUDA graphs against --enforce-eager, PDL against SOL_CUDA_PDL=0
 #   membw        the device's copy bandwidth (the roofline of the timing table)
-#   bench_*      decode tok/s at batch 1, 8, 64 and prefill tok/s, with the roofline share, for
+#   bench_*      decode tok/s at batch 1, 8, 64 and prefill tok/s (F16 tiles, and the int8
+#                GEMMs with SOL_CUDA_GEMM=int8), with the roofline share, for
 #                the 1b preset and an 8B-shaped stack (dim 4096, FFN 14336, 32/8 heads, 8 layers)
 #                in F16, Q4_0 and Q4_K_M; Q4_0 1b again with --enforce-eager and without PDL
 #   kernels      per-kernel-family GPU time of decode steps (ncu's gpu__time_duration)
@@ -209,6 +210,10 @@ for m in tiny-q8 qwen3-q4k; do
       --logits "$W/$m.long.$be.json" >/dev/null || exit 1
   done
   $C logits "$W/$m.long.$BE.json" "$W/$m.long.cpu.json" --limit 2e-2 --name "$m 40-token prompt (GEMM)" || fail=1
+  # the int8 kernels (k_mmq.cu): the CPU's Q8 activations and integer dots
+  SOL_CUDA_GEMM=int8 bin sol-generate -m "$M/$m.gguf" --backend $BE --prompt-tokens $L -n 1 \
+    --temp 0 --tokens --logits "$W/$m.long.int8.json" >/dev/null || exit 1
+  $C logits "$W/$m.long.int8.json" "$W/$m.long.cpu.json" --limit 2e-2 --name "$m 40-token prompt (int8 GEMM)" || fail=1
 done
 exit $fail
 EOF
@@ -234,6 +239,10 @@ for m in 1b-q4_0 1b-f16 1b-q4_k_m 8b-q4_0 8b-f16 8b-q4_k_m; do
 done
 bench bench_1b-q4_0_eager 1b-q4_0 --enforce-eager --batch $BATCHES --prefill 0
 SOL_CUDA_PDL=0 bench bench_1b-q4_0_nopdl 1b-q4_0 --batch 1,8 --prefill 0 # what PDL saves
+# the int8 GEMMs (SOL_CUDA_GEMM=int8) against the F16 tiles above: prefill and batch 64, 8B shapes
+for m in 8b-q4_0 8b-q4_k_m; do
+  SOL_CUDA_GEMM=int8 bench "bench_${m}_int8" "$m" --batch 64 --prefill $PREFILL
+done
 
 # The performance model (bench/gpu_model.py) beside the measurement: its prediction for each
 # 8B-shaped file at batch 1, from the file's own shapes and types and the copy bandwidth measured

@@ -3,11 +3,11 @@
 # the GPU backend's own code, every activation in a device buffer) as on the CPU backend: the
 # same 24 greedy ids for an F32 model, and for Q8_0, Q4_K and Q4_0 (a qwen3 shape with q/k norms) the last
 # prompt position's logits within 1e-3 relative L2 (the kernels sum in other orders). A 40-token
-# prompt takes the tensor-core prefill kernels (k_mma.cu's F16 GEMM for Q6_K and k_flash.cu's
-# attention: x, weights, q and the softmax weights in F16 instead of the CPU's Q8 activations and
-# floats): its logits within 2e-2; Q8_0, Q4_0 and Q4_K take k_mmq.cu's int8 GEMM (the CPU's Q8
-# activations and integer dots): the tiny Q8_0 model, whose attention stays in floats, within
-# 1e-3 (it was 2e-2 with the F16 GEMM); the backend's counters show the kernels ran; the quantized models'
+# prompt takes the tensor-core prefill kernels: k_mma.cu's F16 tiles (x and weights in F16) or,
+# with SOL_CUDA_GEMM=int8, k_mmq.cu's int8 GEMMs (the CPU's Q8 activations and integer dots), and
+# k_flash.cu's attention (q and the softmax weights in F16): logits within 2e-2, the tiny Q8_0
+# model's with int8, whose attention stays in floats, within 1e-3; the backend's counters show
+# the kernels ran; the quantized models'
 # decode steps ran the fused norm+quantize and gated-product quantize launches, and the Q4_0 one's
 # o projections read the attention combine's Q8_0 output (graph steps split at the cap). The
 # emulation runs a fiber per GPU thread: small models only.
@@ -57,39 +57,48 @@ for m in f32 q8 q4k q40; do
     echo "FAIL $m: fused prologues '$fz' ($(grep -o 'fused prologues.*' "$work/err"))"; fail=1
   fi
 done
-# The prefill GEMM: prompts of more than 16 tokens. Q8_0, Q4_0 and Q4_K weights take the int8
-# GEMM (k_mmq.cu: the GEMV's activations and integers), Q6_K the F16 one (k_mma.cu: x and
-# weights rounded to F16).
+# The prefill GEMM: prompts of more than 16 tokens, on the F16 tiles (k_mma.cu, the default) and
+# under SOL_CUDA_GEMM=int8 on the int8 kernels (k_mmq.cu: the GEMV's activations and integers).
 L=$(seq -s, 3 3 120)
 for m in q8 q4k q40; do
-  for be in cpu "$DEV"; do
-    th=(); [ "$be" = cpu ] && th=(--threads 1)
-    "$B/tools/sol-generate" -m "$work/$m.gguf" --backend "$be" --prompt-tokens "$L" -n 1 --temp 0 \
-      --tokens "${th[@]}" --logits "$work/$m.long.$be.json" >/dev/null 2>"$work/err" ||
-      { echo "FAIL long prompt $m on $be: $(tail -3 "$work/err")"; exit 1; }
+  "$B/tools/sol-generate" -m "$work/$m.gguf" --backend cpu --threads 1 --prompt-tokens "$L" -n 1 \
+    --temp 0 --tokens --logits "$work/$m.long.cpu.json" >/dev/null 2>"$work/err" ||
+    { echo "FAIL long prompt $m on cpu: $(tail -3 "$work/err")"; exit 1; }
+  for gemm in f16 int8; do
+    SOL_CUDA_GEMM=$gemm "$B/tools/sol-generate" -m "$work/$m.gguf" --backend "$DEV" \
+      --prompt-tokens "$L" -n 1 --temp 0 --tokens --logits "$work/$m.long.$gemm.json" >/dev/null \
+      2>"$work/err" || { echo "FAIL long prompt $m ($gemm) on $DEV: $(tail -3 "$work/err")"; exit 1; }
+    rel=$(relL2 "$work/$m.long.$gemm.json" "$work/$m.long.cpu.json")
+    # with int8, q8 (tiny preset: head_dim 16, attention on k_attention.cu in floats) has nothing
+    # in F16 left: the decode limit; qwen3's attention runs k_flash.cu in F16
+    lim=2e-2; [ "$m$gemm" = q8int8 ] && lim=1e-3
+    line="$m, 40-token prompt ($gemm GEMM): logits $rel apart (limit $lim)"
+    if within "$rel" "$lim"; then echo "ok   $line"; else echo "FAIL $line"; fail=1; fi
+    # ... and it ran on the tensor-core kernels (k_mma.cu or k_mmq.cu, k_flash.cu), not a
+    # fallback; the tiny preset's head_dim 16 is not one k_flash.cu takes (64, 128): its
+    # attention stays on k_attention.cu, qwen3's 64 goes to the tensor cores.
+    tc=$(sed -n 's/.*tensor cores: \([0-9]*\) GEMMs, \([0-9]*\) prefill attention calls, \([0-9]*\) int8 GEMMs.*/\1 \2 \3/p' "$work/err")
+    read -r gemms flash int8 <<<"${tc:-0 0 0}"
+    flash_ok=$([ "$flash" -gt 0 ] && echo 1 || echo 0)
+    [ "$m" = q8 ] && flash_ok=$([ "$flash" = 0 ] && echo 1 || echo 0)
+    # int8: every GEMM on int8 tensor cores (the head is a GEMV of the last position); f16: none
+    want8=0; [ "$gemm" = int8 ] && want8=$gemms
+    if [ "$gemms" -gt 0 ] && [ "$flash_ok" = 1 ] && [ "$int8" = "$want8" ]; then
+      echo "ok   $m ($gemm): the prompt ran $gemms tensor-core GEMMs ($int8 int8) and $flash prefill attention calls"
+    else
+      echo "FAIL $m ($gemm): tensor-core launches: '${tc}' ($(grep 'tensor cores' "$work/err"))"; fail=1
+    fi
   done
-  rel=$(relL2 "$work/$m.long.$DEV.json" "$work/$m.long.cpu.json")
-  # q8 (tiny preset: head_dim 16, attention on k_attention.cu in floats) has nothing in F16
-  # left: the decode limit; qwen3's attention runs k_flash.cu in F16
-  lim=2e-2; [ "$m" = q8 ] && lim=1e-3
-  line="$m, 40-token prompt (GEMM): logits $rel apart (limit $lim)"
-  if within "$rel" "$lim"; then echo "ok   $line"; else echo "FAIL $line"; fail=1; fi
-  # ... and it ran on the tensor-core kernels (k_mma.cu, k_flash.cu), not a fallback; the tiny
-  # preset's head_dim 16 is not one k_flash.cu takes (64, 128): its attention stays on
-  # k_attention.cu, qwen3's 64 goes to the tensor cores.
-  tc=$(sed -n 's/.*tensor cores: \([0-9]*\) GEMMs, \([0-9]*\) prefill attention calls, \([0-9]*\) int8 GEMMs.*/\1 \2 \3/p' "$work/err")
-  read -r gemms flash int8 <<<"${tc:-0 0 0}"
-  flash_ok=$([ "$flash" -gt 0 ] && echo 1 || echo 0)
-  [ "$m" = q8 ] && flash_ok=$([ "$flash" = 0 ] && echo 1 || echo 0)
-  # every GEMM of the Q8_0/Q4_0 models on int8 tensor cores (the head is a GEMV of the last
-  # position); the Q4_K_M model's Q4_K matrices too, its Q6_K ones (attn_v, ffn_down) on the F16
-  # kernel
-  int8_ok=$([ "$int8" = "$gemms" ] && echo 1 || echo 0)
-  [ "$m" = q4k ] && int8_ok=$([ "$int8" -gt 0 ] && [ "$int8" -lt "$gemms" ] && echo 1 || echo 0)
-  if [ "$gemms" -gt 0 ] && [ "$flash_ok" = 1 ] && [ "$int8_ok" = 1 ]; then
-    echo "ok   $m: the prompt ran $gemms tensor-core GEMMs ($int8 int8) and $flash prefill attention calls"
-  else
-    echo "FAIL $m: tensor-core launches: '${tc}' ($(grep 'tensor cores' "$work/err"))"; fail=1
-  fi
 done
+# A value the backend does not know is refused by name.
+if [ "$DEV" = cuda-emu ]; then
+  if SOL_CUDA_GEMM=fp8 "$B/tools/sol-generate" -m "$work/q4k.gguf" --backend "$DEV" \
+    --prompt-tokens 1,2 -n 1 >/dev/null 2>"$work/err"; then
+    echo "FAIL SOL_CUDA_GEMM=fp8 was accepted"; fail=1
+  elif grep -q "SOL_CUDA_GEMM=fp8: expected int8 or f16" "$work/err"; then
+    echo "ok   SOL_CUDA_GEMM=fp8 is refused by name"
+  else
+    echo "FAIL SOL_CUDA_GEMM=fp8: $(tail -2 "$work/err")"; fail=1
+  fi
+fi
 exit $fail

@@ -169,10 +169,11 @@ grep -q "batch 64 / batch 1 throughput: [0-9.]*x" "$w/sweep" || fail "--batch-sw
 $M --prefill 2048 >"$w/prefill"
 grep -q "% of the 1979 TFLOP/s int8 tensor peak" "$w/prefill" || fail "--prefill"
 # issue 30's prefill goal (>= 50% of the tensor-core peak at 2,048 tokens, 8B) for the kernels
-# built today: the step's share of the peak of the units its GEMMs run on (int8 for the quantized
-# types k_mmq.cu takes: k_mmq_gemm for Q4_0, k_mmq_kq45 for Q4_K beside k_mma_gemm's F16 for
-# Q6_K; F16 for cuBLASLt's F16 weights), with a verdict that agrees with the printed figure and
-# with --json, and that turns once parameters meeting the goal are given
+# built today: the step's share of the peak of the units its GEMMs run on (F16 for k_mma_gemm's
+# tiles, the default, and cuBLASLt's F16 weights; int8 for k_mmq.cu's kernels, gemm_int8=1 as
+# SOL_CUDA_GEMM=int8: k_mmq_gemm for Q4_0, k_mmq_kq<kq45> for Q4_K beside k_mmq_kq<q6k> for Q6_K), with a
+# verdict that agrees with the printed figure and with --json, and that turns once parameters
+# meeting the goal are given
 peaks='989 TFLOP/s F16|1979 TOP/s int8'
 prefill_goal() { # $1: the report, $2: the GEMMs' kernel; prints the share, fails unless the verdict matches it
   local line share
@@ -187,22 +188,25 @@ prefill_goal() { # $1: the report, $2: the GEMMs' kernel; prints the share, fail
   fi
   echo "$share"
 }
-fast=(--param mmq_eff=1.0 --param mmqk_eff=1.0 --param mma_eff=1.0 --param tc_eff=1.0
-      --param mma_tile=128 --param fa_eff=0.9 --copy-bw 40000 --l2-bw 100000)
-for q in q4_k_m:k_mmq_kq45 q4_0:k_mmq_gemm f16:cuBLASLt; do
-  quant=${q%%:*} kern=${q#*:}
-  $M --prefill 2048 --quant "$quant" >"$w/prefill_$quant"
-  share=$(prefill_goal "$w/prefill_$quant" "$kern")
-  [ "$(jget <($M --prefill 2048 --quant "$quant" --json) '"%.1f" % (100 * d["built_tc_share"])')" = "$share" ] ||
-    fail "--prefill 2048 --quant $quant: the printed share $share% is not --json's built_tc_share"
-  $M --prefill 2048 --quant "$quant" "${fast[@]}" >"$w/prefill_${quant}_fast"
-  share=$(prefill_goal "$w/prefill_${quant}_fast" "$kern")
-  grep -q ": reaches 50%$" <(grep '^built today' "$w/prefill_${quant}_fast") ||
-    fail "$quant: built prefill with every cost met (the kernels at 1.00, bandwidths far past the part's): $share%"
+fast=(--param mmq_eff=1.0 --param mmqk_eff=1.0 --param mmq6_eff=1.0 --param mma_eff=1.0
+      --param tc_eff=1.0 --param mma_tile=128 --param fa_eff=0.9 --copy-bw 40000 --l2-bw 100000)
+for q in q4_k_m:0:k_mma_gemm 'q4_k_m:1:k_mmq_kq<kq45>' q4_0:1:k_mmq_gemm f16:0:cuBLASLt; do
+  IFS=: read -r quant i8 kern <<<"$q"
+  run=(--prefill 2048 --quant "$quant" --param "gemm_int8=$i8")
+  out="$w/prefill_${quant}_$i8"
+  $M "${run[@]}" >"$out"
+  share=$(prefill_goal "$out" "$kern")
+  [ "$(jget <($M "${run[@]}" --json) '"%.1f" % (100 * d["built_tc_share"])')" = "$share" ] ||
+    fail "${run[*]}: the printed share $share% is not --json's built_tc_share"
+  $M "${run[@]}" "${fast[@]}" >"${out}_fast"
+  share=$(prefill_goal "${out}_fast" "$kern")
+  grep -q ": reaches 50%$" <(grep '^built today' "${out}_fast") ||
+    fail "${run[*]}: built prefill with every cost met (the kernels at 1.00, bandwidths far past the part's): $share%"
 done
-# the int8 kernels are held to the int8 peak
-grep -q "% of the 1979 TOP/s int8 tensor peak (" "$w/prefill_q4_0" || fail "q4_0: not held to the int8 peak"
-grep -q "Q6_K: k_to_half + k_mma_gemm" "$w/prefill_q4_k_m" || fail "q4_k_m: its Q6_K matrices' kernel unnamed"
+# the int8 kernels are held to the int8 peak, the F16 tiles to the F16 one
+grep -q "% of the 1979 TOP/s int8 tensor peak (" "$w/prefill_q4_0_1" || fail "q4_0 int8: not held to the int8 peak"
+grep -q "% of the 989 TFLOP/s F16 tensor peak: " "$w/prefill_q4_k_m_0" || fail "q4_k_m f16 tiles: not held to the F16 peak"
+grep -q "Q6_K: k_mmq_kq<q6k>" "$w/prefill_q4_k_m_1" || fail "q4_k_m int8: its Q6_K matrices' kernel unnamed"
 
 # llama.cpp's sizes (llama-bench): Llama-3-8B Q4_K_M 4.58 GiB, F16 14.96 GiB
 $M --json --quant q4_k_m >"$w/km.json"; $M --json --quant f16 >"$w/f16.json"

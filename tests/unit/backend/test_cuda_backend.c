@@ -1,6 +1,7 @@
 /* Promise: the CUDA backend, used as a GPU must be used (activations in buf_alloc buffers that
  * upload/download fill and read, weights through weight_prepare, index arrays from the host),
- * computes every op as the CPU backend does, its prefill GEMM within F16 rounding, its fused ops
+ * computes every op as the CPU backend does, its prefill GEMM within F16 rounding (or, with
+ * SOL_CUDA_GEMM=int8, within the CPU's own float rounding), its fused ops
  * (norm_matmul_many, glu_matmul_add) as the unfused sequence, bit for bit, and refuses a
  * host pointer where a device buffer belongs. CI runs it on "cuda-emu" (this very backend code
  * on the emulated runtime); tests/gpu/run.sh runs it on a GPU with SOL_TEST_CUDA_SPEC=cuda. */
@@ -123,27 +124,28 @@ static void exact_matmul(sol_dtype t, const void *rows, int64_t M, int64_t K, co
     free(wr);
 }
 
-/* The types whose batches take the int8 GEMM (k_mmq.cu): every quantized type but Q6_K, against
- * the GEMV's activations (the backend asks mmq_act; this is the test's expectation). */
+/* The types whose batches take the int8 GEMMs (k_mmq.cu) under SOL_CUDA_GEMM=int8: every
+ * quantized type, against the GEMV's activations (the backend asks mmq_act; this is the test's
+ * expectation). */
 static int int8_gemm_type(sol_dtype t) {
-    return t == SOL_DT_Q8_0 || t == SOL_DT_Q4_0 || t == SOL_DT_Q5_0 || t == SOL_DT_Q5_1 ||
-           t == SOL_DT_MXFP4 || t == SOL_DT_Q4_K || t == SOL_DT_Q5_K;
+    return t != SOL_DT_F32 && t != SOL_DT_F16 && t != SOL_DT_BF16;
 }
 
-/* Matmul of one type and n on the device. GEMV sizes (n <= 16) quantize x as the CPU backend
- * does: within 1e-5 of it, and so does the int8 GEMM (n > 16, int8_gemm_type). The F16 GEMM
- * (n > 16, the other types but F32) rounds x and the weights to F16 and is checked against the
- * exact product: 1e-3 (measured ~2e-4; the CPU's Q8 activations are ~4e-3 from it); BF16
- * weights take x rounded to BF16 (8 significant bits, not 11): 4e-3. */
-static void check_matmul(sol_backend *cpu, sol_backend *be, sol_dtype t, int64_t M, int64_t K,
-                         int n) {
+/* Matmul of one type and n on the device (int8: a backend opened with SOL_CUDA_GEMM=int8). GEMV
+ * sizes (n <= 16) quantize x as the CPU backend does: within 1e-5 of it, and so do the int8
+ * GEMMs (n > 16, int8_gemm_type). The F16 GEMM (n > 16, the other types but F32, and every
+ * quantized one by default) rounds x and the weights to F16 and is checked against the exact
+ * product: 1e-3 (measured ~2e-4; the CPU's Q8 activations are ~4e-3 from it); BF16 weights take
+ * x rounded to BF16 (8 significant bits, not 11): 4e-3. */
+static void check_matmul(sol_backend *cpu, sol_backend *be, int int8, sol_dtype t, int64_t M,
+                         int64_t K, int n) {
     void *rows = make_rows(t, M, K);
     size_t rb = sol_dtype_row_bytes(t, K), bytes = rb * (size_t)M;
     void *copy = malloc(bytes);
     memcpy(copy, rows, bytes);
     sol_weight wc = {t, M, K, rows, rb, 0, 0}, wd = {t, M, K, copy, rb, 0, 0};
     float *x = rnd_vec((size_t)n * K), *want = malloc(sizeof(float) * (size_t)n * M);
-    int gemm = n > 16 && t != SOL_DT_F32 && !int8_gemm_type(t);
+    int gemm = n > 16 && t != SOL_DT_F32 && !(int8 && int8_gemm_type(t));
     if (gemm) {
         exact_matmul(t, rows, M, K, x, n, want);
     } else {
@@ -167,12 +169,17 @@ static void check_matmul(sol_backend *cpu, sol_backend *be, sol_dtype t, int64_t
 static void test_matmul(void **state) {
     (void)state;
     sol_backend *cpu = open_be("cpu", 0), *be = open_be(spec(), 0);
+    setenv("SOL_CUDA_GEMM", "int8", 1); /* read when a backend opens */
+    sol_backend *b8 = open_be(spec(), 0);
+    unsetenv("SOL_CUDA_GEMM");
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++) {
         int64_t K = sol_dtype_block_elems(k_types[i]) == 256 ? 512 : 128;
-        check_matmul(cpu, be, k_types[i], 37, K, 1);
-        check_matmul(cpu, be, k_types[i], 37, K, 16);
-        check_matmul(cpu, be, k_types[i], 300, K, 40); /* the GEMM, several weight tiles */
+        check_matmul(cpu, be, 0, k_types[i], 37, K, 1);
+        check_matmul(cpu, be, 0, k_types[i], 37, K, 16);
+        check_matmul(cpu, be, 0, k_types[i], 300, K, 40); /* the GEMM, several weight tiles */
+        check_matmul(cpu, b8, 1, k_types[i], 300, K, 40);
     }
+    sol_backend_free(b8);
     sol_backend_free(cpu);
     sol_backend_free(be);
 }

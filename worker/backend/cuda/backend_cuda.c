@@ -449,16 +449,16 @@ static int matmul_mmq(cuda_backend *b, const sol_weight *w, const float *x, floa
     return cbe_after(b, "matmul");
 }
 
-/* y (+)= x W^T for a batch (prefill). The types the int8 GEMM takes (mmq_act: all quantized
- * ones but Q6_K) take it (matmul_mmq); for the rest x is rounded to half once (n x K, grown on
- * first use): F16 and BF16 weights multiply in place through cuBLASLt (x rounded to the weight's
- * type: it takes one input type; an add goes through the gemm_y scratch and the add kernel),
- * Q6_K on Sol's F16 tensor-core kernel (k_mma.cu), which dequantizes tiles in shared memory and
- * adds in its store: no F16 copy of a matrix is written. */
+/* y (+)= x W^T for a batch (prefill). Under SOL_CUDA_GEMM=int8 quantized weights take the int8
+ * GEMMs (matmul_mmq; mmq_act says which activations); otherwise x is rounded to half once (n x K,
+ * grown on first use): F16 and BF16 weights multiply in place through cuBLASLt (x rounded to the
+ * weight's type: it takes one input type; an add goes through the gemm_y scratch and the add
+ * kernel), quantized ones on Sol's F16 tensor-core kernel (k_mma.cu), which dequantizes tiles in
+ * shared memory and adds in its store: no F16 copy of a matrix is written. */
 static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, float *y, int n,
                        int add) {
     int M = (int)w->rows, K = (int)w->cols, rc;
-    if (SOL_CUDA_FN(mmq_act)((int)w->type) != SOL_CUDA_ACT_FLOAT)
+    if (b->gemm_int8 && SOL_CUDA_FN(mmq_act)((int)w->type) != SOL_CUDA_ACT_FLOAT)
         return matmul_mmq(b, w, x, y, n, add);
     if ((rc = cbe_grow(b, &b->xh, (size_t)n * (size_t)K * 2, "matmul"))) return rc;
     int half = w->type == SOL_DT_F16 || w->type == SOL_DT_BF16;
@@ -1073,6 +1073,14 @@ static sol_backend *open_backend(int index, size_t mem_bytes, int strict, const 
         return NULL;
     }
     int pdl_off = pdl && strcmp(pdl, "0") == 0;
+    /* SOL_CUDA_GEMM=int8 sends quantized batches through the int8 kernels (k_mmq.cu) instead of
+     * the F16 tiles (k_mma.cu, f16, the default while the performance model predicts them
+     * faster): the two paths side by side on a GPU lease */
+    const char *gemm = getenv("SOL_CUDA_GEMM");
+    if (gemm && *gemm && strcmp(gemm, "int8") != 0 && strcmp(gemm, "f16") != 0) {
+        sol_err_set(err, -EINVAL, BE ": SOL_CUDA_GEMM=%s: expected int8 or f16", gemm);
+        return NULL;
+    }
     cuda_backend *b = calloc(1, sizeof *b);
     if (!b) {
         sol_err_set(err, -ENOMEM, BE ": out of memory");
@@ -1093,6 +1101,7 @@ static sol_backend *open_backend(int index, size_t mem_bytes, int strict, const 
     b->sync_each = s && strcmp(s, "1") == 0;
     b->graphs_on = !(o && o->enforce_eager) && !b->sync_each; /* a capture cannot wait */
     if (pdl_off) b->stream->pdl = 0;
+    b->gemm_int8 = gemm && strcmp(gemm, "int8") == 0;
     b->stage_unsent = SIZE_MAX;
     if (stage_grow(b, 64 * 1024)) { /* now, not inside the first captured step */
         sol_err_set(err, b->base.err.code, "%s", b->base.err.msg);

@@ -394,4 +394,25 @@ __device__ __forceinline__ qblock q_load(const sol_cuda_wt &w, int row, int b, i
     return r;
 }
 
+/* Q6_K group grp (32 elements: half h = grp / 4, part grp % 4) of block blk in the split layout:
+ * the six-bit quants 0..63 as 8 words of bytes in element order (two 128-bit words of low
+ * nibbles, two of high bits), the group's two signed 16-element scales, the block's d. */
+__device__ __forceinline__ void q6k_group(const sol_cuda_wt &w, size_t blk, int grp, uint32_t v[8],
+                                          int *sc0, int *sc1, float *d) {
+    int h = grp / 4, part = grp % 4;
+    const unsigned char *q = sol_split_quants(w, blk);
+    uint32_t ql[8], qh[8];
+    sol_ld128(ql, q + 64 * h + 32 * (part & 1));
+    sol_ld128(ql + 4, q + 64 * h + 32 * (part & 1) + 16);
+    sol_ld128(qh, q + 128 + 32 * h);
+    sol_ld128(qh + 4, q + 128 + 32 * h + 16);
+    uint32_t sw = sol_ld32(q + 192 + 8 * h + 4 * (part >> 1)) >> (16 * (part & 1));
+    *sc0 = (int8_t)(sw & 0xFF), *sc1 = (int8_t)((sw >> 8) & 0xFF);
+    *d = sol_split_scale(w, blk);
+    SOL_UNROLL
+    for (int i = 0; i < 8; i++)
+        v[i] = ((part < 2 ? ql[i] : ql[i] >> 4) & 0x0F0F0F0Fu) |
+               ((qh[i] >> (2 * part)) & 0x03030303u) << 4;
+}
+
 #endif

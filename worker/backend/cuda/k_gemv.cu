@@ -348,24 +348,10 @@ __device__ __forceinline__ void gemv_kq6(const sol_cuda_wt w, float *const y,
     for (int base = 0; base < nb * 8; base += span) {
         int it = base + l, on = it < nb * 8 && row < w.rows, b = it / 8, g = it % 8, h = g / 4,
             part = g % 4;
-        int v[8] = {0}, sc0 = 0, sc1 = 0;
+        uint32_t v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int sc0 = 0, sc1 = 0;
         float d = 0.0f;
-        if (on) {
-            size_t blk = (size_t)row * nb + b;
-            const unsigned char *q = sol_split_quants(w, blk);
-            uint32_t ql[8], qh[8];
-            sol_ld128(ql, q + 64 * h + 32 * (part & 1));
-            sol_ld128(ql + 4, q + 64 * h + 32 * (part & 1) + 16);
-            sol_ld128(qh, q + 128 + 32 * h);
-            sol_ld128(qh + 4, q + 128 + 32 * h + 16);
-            uint32_t sw = sol_ld32(q + 192 + 8 * h + 4 * (part >> 1)) >> (16 * (part & 1));
-            sc0 = (int8_t)(sw & 0xFF), sc1 = (int8_t)((sw >> 8) & 0xFF);
-            d = sol_split_scale(w, blk);
-            SOL_UNROLL
-            for (int i = 0; i < 8; i++)
-                v[i] = (int)(((part < 2 ? ql[i] : ql[i] >> 4) & 0x0F0F0F0F) |
-                             (((qh[i] >> (2 * part)) & 0x03030303) << 4));
-        }
+        if (on) q6k_group(w, (size_t)row * nb + b, g, v, &sc0, &sc1, &d);
         SOL_UNROLL
         for (int t = 0; t < NT; t++) {
             if (t >= n) continue;
@@ -380,8 +366,8 @@ __device__ __forceinline__ void gemv_kq6(const sol_cuda_wt w, float *const y,
                 int s0 = 0, s1 = 0;
                 SOL_UNROLL
                 for (int i = 0; i < 4; i++) {
-                    s0 = __dp4a(v[i], (int)x[i], s0);
-                    s1 = __dp4a(v[4 + i], (int)x[4 + i], s1);
+                    s0 = __dp4a((int)v[i], (int)x[i], s0);
+                    s1 = __dp4a((int)v[4 + i], (int)x[4 + i], s1);
                 }
                 is = sc0 * (s0 - 32 * (int16_t)bs) + sc1 * (s1 - 32 * (int16_t)(bs >> 16));
             }

@@ -209,7 +209,7 @@ enum {
     MMQK_NT = 2            /* thread, as the super-block's integers double them (no spills) */
 };
 
-struct mmqk_tiles {
+struct kq45 {
     uint32_t wq[MMQ_BM * MMQK_LD], xq[MMQ_BN * MMQK_LD];
     int sc[MMQ_BM * 8], mn[MMQ_BM * 8];
     float d[MMQ_BM], dmin[MMQ_BM], xd[MMQ_BN];
@@ -220,12 +220,31 @@ struct mmqk_in {
     const float *kd;
 };
 
+/* Super-block b of tokens t0.. (Q8_K) into shared memory: 16-byte chunks (128-bit loads) and
+ * the tokens' scales; zeros past n. */
+static __device__ __forceinline__ void mmqk_load_x(const mmqk_in &in, uint32_t *xq, float *xd,
+                                                   int t0, int b, int n, int nb) {
+    SOL_UNROLL
+    for (int it = 0; it < MMQ_BN * 16 / MMQK_THREADS; it++) { /* 64 tokens x 16 chunks of 16 B */
+        int i = (int)threadIdx.x + it * MMQK_THREADS, tk = i / 16, ch = i % 16;
+        uint32_t v[4] = {0, 0, 0, 0};
+        size_t tb = (size_t)(t0 + tk) * nb + b;
+        if (t0 + tk < n) sol_ld128(v, in.kq + tb * 256 + 16 * ch);
+        SOL_UNROLL
+        for (int k = 0; k < 4; k++)
+            xq[tk * MMQK_LD + 4 * ch + k] = v[k];
+    }
+    if (threadIdx.x < MMQ_BN) { /* the tokens' scales */
+        int tk = (int)threadIdx.x;
+        xd[tk] = t0 + tk < n ? in.kd[(size_t)(t0 + tk) * nb + b] : 0.0f;
+    }
+}
+
 /* Super-block b of rows m0.. and tokens t0.. into shared memory: each thread unpacks two pairs
  * of sub-blocks of one row (the GEMV's loads: 128-bit quants, Q5_K's high bits, the scale words)
  * and copies a token's 16-byte chunks (128-bit loads) and 16-sums. Outside M or n: zeros. */
-static __device__ __forceinline__ void mmqk_load(const sol_cuda_wt &w, const mmqk_in &in,
-                                                 mmqk_tiles &s, int m0, int t0, int b, int M, int n,
-                                                 int nb) {
+static __device__ __forceinline__ void sb_load(const sol_cuda_wt &w, const mmqk_in &in, kq45 &s,
+                                               int m0, int t0, int b, int M, int n, int nb) {
     int q5 = w.type == SOL_CUDA_Q5_K;
     SOL_UNROLL
     for (int it = 0; it < MMQ_BM * 4 / MMQK_THREADS; it++) {
@@ -261,26 +280,31 @@ static __device__ __forceinline__ void mmqk_load(const sol_cuda_wt &w, const mmq
             s.dmin[r] = sol_f16_to_f32((uint16_t)(dm >> 16));
         }
     }
+    mmqk_load_x(in, s.xq, s.xd, t0, b, n, nb);
+}
+
+/* The super-block's float term, the GEMV's: acc += x_d * (d * is - dmin * ms) for each of the
+ * lane's sums (rows wm.., tokens wn.. of the tile). */
+static __device__ __forceinline__ void sb_term(float acc[2][MMQK_NT][4],
+                                               const int is[2][MMQK_NT][4],
+                                               const int ms[2][MMQK_NT][4], const float *xd,
+                                               const float *d, const float *dmin, int wm, int wn) {
+    int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     SOL_UNROLL
-    for (int it = 0; it < MMQ_BN * 16 / MMQK_THREADS; it++) { /* 64 tokens x 16 chunks of 16 B */
-        int i = (int)threadIdx.x + it * MMQK_THREADS, tk = i / 16, ch = i % 16;
-        uint32_t v[4] = {0, 0, 0, 0};
-        size_t tb = (size_t)(t0 + tk) * nb + b;
-        if (t0 + tk < n) sol_ld128(v, in.kq + tb * 256 + 16 * ch);
+    for (int i = 0; i < 2; i++)
         SOL_UNROLL
-        for (int k = 0; k < 4; k++)
-            s.xq[tk * MMQK_LD + 4 * ch + k] = v[k];
-    }
-    if (threadIdx.x < MMQ_BN) { /* the tokens' scales */
-        int tk = (int)threadIdx.x;
-        s.xd[tk] = t0 + tk < n ? in.kd[(size_t)(t0 + tk) * nb + b] : 0.0f;
+    for (int jt = 0; jt < MMQK_NT; jt++)
+        SOL_UNROLL
+    for (int e = 0; e < 4; e++) {
+        int row = wm + 16 * i + g + 8 * (e / 2), tok = wn + 8 * jt + 2 * t + e % 2;
+        acc[i][jt][e] += xd[tok] * (d[row] * (float)is[i][jt][e] - dmin[row] * (float)ms[i][jt][e]);
     }
 }
 
 /* Warp (wm, wn)'s share of the super-block in s: is per sum from the MMAs and the scales,
  * ms from the mins' MMAs, then the float term into acc. */
-static __device__ __forceinline__ void mmqk_block(const mmqk_tiles &s, float acc[2][MMQK_NT][4],
-                                                  int wm, int wn) {
+static __device__ __forceinline__ void sb_block(const kq45 &s, float acc[2][MMQK_NT][4], int wm,
+                                                int wn) {
     int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int is[2][MMQK_NT][4] = {}, ms[2][MMQK_NT][4] = {};
     for (int j = 0; j < 8; j++) {
@@ -313,39 +337,99 @@ static __device__ __forceinline__ void mmqk_block(const mmqk_tiles &s, float acc
                 is[i][jt][e] += sc[i][e / 2] * d[e];
         }
     }
-    SOL_UNROLL
-    for (int i = 0; i < 2; i++)
-        SOL_UNROLL
-    for (int jt = 0; jt < MMQK_NT; jt++)
-        SOL_UNROLL
-    for (int e = 0; e < 4; e++) {
-        int row = wm + 16 * i + g + 8 * (e / 2), tok = wn + 8 * jt + 2 * t + e % 2;
-        acc[i][jt][e] +=
-            s.xd[tok] * (s.d[row] * (float)is[i][jt][e] - s.dmin[row] * (float)ms[i][jt][e]);
-    }
+    sb_term(acc, is, ms, s.xd, s.d, s.dmin, wm, wn);
 }
 
+/* ---- Q6_K against Q8_K activations ----
+ * As kq45, but a scale every 16 columns: per 32-column group j two m16n8k16 MMAs, one a
+ * half, each scaled into the super-block's integer; the quants' offset 32 is taken off each byte
+ * as it is stored (so the MMA's integer is kq_dot.h's dot - 32 * sum); then the GEMV's float
+ * term x_d * d * is. */
+struct q6k {
+    uint32_t wq[MMQ_BM * MMQK_LD], xq[MMQ_BN * MMQK_LD];
+    int sc[MMQ_BM * 16];
+    float d[MMQ_BM], xd[MMQ_BN];
+};
+
+/* Each thread unpacks two 32-element groups of a row (q6k_group: the GEMV's loads) less 32 per
+ * byte: (b | 0x80) - 32 cannot borrow (b <= 63) and ^ 0x80 makes 128 + (b - 32) the signed byte
+ * b - 32. */
+static __device__ __forceinline__ void sb_load(const sol_cuda_wt &w, const mmqk_in &in, q6k &s,
+                                               int m0, int t0, int b, int M, int n, int nb) {
+    SOL_UNROLL
+    for (int it = 0; it < MMQ_BM * 8 / MMQK_THREADS; it++) {
+        int i = (int)threadIdx.x + it * MMQK_THREADS, r = i % MMQ_BM, grp = i / MMQ_BM;
+        int sc0 = 0, sc1 = 0;
+        uint32_t v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        float d = 0.0f;
+        if (m0 + r < M) q6k_group(w, (size_t)(m0 + r) * nb + b, grp, v, &sc0, &sc1, &d);
+        SOL_UNROLL
+        for (int k = 0; k < 8; k++)
+            s.wq[r * MMQK_LD + 8 * grp + k] = ((v[k] | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
+        s.sc[r * 16 + 2 * grp] = sc0, s.sc[r * 16 + 2 * grp + 1] = sc1;
+        if (grp == 0) s.d[r] = d;
+    }
+    mmqk_load_x(in, s.xq, s.xd, t0, b, n, nb);
+}
+
+static __device__ __forceinline__ void sb_block(const q6k &s, float acc[2][MMQK_NT][4], int wm,
+                                                int wn) {
+    int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    int is[2][MMQK_NT][4] = {};
+    for (int j = 0; j < 8; j++)
+        SOL_UNROLL
+    for (int hf = 0; hf < 2; hf++) { /* 16 columns, one scale */
+        uint32_t a[2][2], bq[MMQK_NT][1];
+        int sc[2][2];
+        SOL_UNROLL
+        for (int i = 0; i < 2; i++) {
+            int row = wm + 16 * i + g;
+            const uint32_t *p = s.wq + row * MMQK_LD + 8 * j + 4 * hf + t;
+            a[i][0] = p[0], a[i][1] = p[8 * MMQK_LD];
+            sc[i][0] = s.sc[row * 16 + 2 * j + hf], sc[i][1] = s.sc[(row + 8) * 16 + 2 * j + hf];
+        }
+        SOL_UNROLL
+        for (int jt = 0; jt < MMQK_NT; jt++)
+            bq[jt][0] = s.xq[(wn + 8 * jt + g) * MMQK_LD + 8 * j + 4 * hf + t];
+        SOL_UNROLL
+        for (int i = 0; i < 2; i++)
+            SOL_UNROLL
+        for (int jt = 0; jt < MMQK_NT; jt++) {
+            int d[4] = {0, 0, 0, 0};
+            sol_mma_16816_s8(d, a[i], bq[jt]);
+            SOL_UNROLL
+            for (int e = 0; e < 4; e++)
+                is[i][jt][e] += sc[i][e / 2] * d[e];
+        }
+    }
+    const int none[2][MMQK_NT][4] = {}; /* no mins: d * is - d * 0 is d * is, bit for bit */
+    sb_term(acc, is, none, s.xd, s.d, s.d, wm, wn);
+}
+
+/* The K-quant GEMM: a super-block a stage, T (kq45 or q6k) saying how it is loaded (sb_load) and
+ * multiplied (sb_block). */
+template <class T>
 static __global__ void __launch_bounds__(MMQK_THREADS, 2)
-    k_mmq_kq45(sol_cuda_wt w, mmqk_in in, float *y, int M, int n, int K, int ldy, int add) {
+    k_mmq_kq(sol_cuda_wt w, mmqk_in in, float *y, int M, int n, int K, int ldy, int add) {
     sol_grid_dependency();
-    SOL_SHARED(mmqk_tiles, tiles, );
+    SOL_SHARED(T, tiles, );
     int warp = threadIdx.x / 32;
     int m0 = blockIdx.x * MMQ_BM, t0 = blockIdx.y * MMQ_BN, nb = K / 256;
     int wm = (warp % 2) * 32, wn = (warp / 2) * 8 * MMQK_NT;
     float acc[2][MMQK_NT][4] = {};
     for (int b = 0; b < nb; b++) {
-        mmqk_load(w, in, tiles, m0, t0, b, M, n, nb);
+        sb_load(w, in, tiles, m0, t0, b, M, n, nb);
         __syncthreads(); /* the super-block's tiles are whole */
-        mmqk_block(tiles, acc, wm, wn);
+        sb_block(tiles, acc, wm, wn);
         __syncthreads(); /* every warp has read them before the next super-block's loads */
     }
     mmq_store_y<MMQK_NT>(acc, y, m0, t0, wm, wn, M, n, ldy, add);
 }
 
-/* The activation kind the int8 GEMM takes for type (its GEMV's), or SOL_CUDA_ACT_FLOAT where it
- * has no kernel (float types, and Q6_K, whose 16-element scales it does not take yet). */
+/* The activation kind the int8 GEMM takes for type: its GEMV's (SOL_CUDA_ACT_FLOAT for the
+ * float types, which it does not take). */
 extern "C" int SOL_CUDA_FN(mmq_act)(int type) {
-    return type == SOL_CUDA_Q6_K ? SOL_CUDA_ACT_FLOAT : SOL_CUDA_FN(gemv_act)(type);
+    return SOL_CUDA_FN(gemv_act)(type);
 }
 
 /* y (ldy floats a token) (+)= x W^T, x given as gemv_quantize's quantization (of kind
@@ -359,9 +443,13 @@ extern "C" int SOL_CUDA_FN(mmq_gemm)(sol_cuda_wt w, const void *scratch, float *
     qx a = split_scratch(scratch, n, w.cols, be);
     dim3 grid((unsigned)((w.rows + MMQ_BM - 1) / MMQ_BM), (unsigned)((n + MMQ_BN - 1) / MMQ_BN));
     if (act == SOL_CUDA_ACT_Q8_K) {
-        mmqk_in in = {a.q, a.d}; /* the 16-sums are not read: the mins' MMA makes them */
-        SOL_LAUNCH(k_mmq_kq45, grid, dim3(MMQK_THREADS), 0, stream, w, in, y, (int)w.rows, n,
-                   (int)w.cols, ldy, add);
+        mmqk_in in = {a.q, a.d}; /* the 16-sums are not read: the MMAs make them */
+        if (w.type == SOL_CUDA_Q6_K)
+            SOL_LAUNCH(k_mmq_kq<q6k>, grid, dim3(MMQK_THREADS), 0, stream, w, in, y, (int)w.rows, n,
+                       (int)w.cols, ldy, add);
+        else
+            SOL_LAUNCH(k_mmq_kq<kq45>, grid, dim3(MMQK_THREADS), 0, stream, w, in, y, (int)w.rows,
+                       n, (int)w.cols, ldy, add);
         return 0;
     }
     mmq_in in = {a.q, a.d, (const int32_t *)a.s};

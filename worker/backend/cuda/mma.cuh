@@ -13,7 +13,9 @@
  * mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32; each word holds four bytes, lower k low:
  *   a[0]: row g, k 4t..4t+3     a[1]: row g+8, k 4t..4t+3
  *   a[2]: row g, k 16+4t..      a[3]: row g+8, k 16+4t..
- *   b[0]: k 4t..4t+3 of column g    b[1]: k 16+4t.. of column g;  d as above (int32). */
+ *   b[0]: k 4t..4t+3 of column g    b[1]: k 16+4t.. of column g;  d as above (int32).
+ * sol_mma_16816_s8(d, a, b): the same with k = 16 (m16n8k16.row.col.s32.s8.s8.s32):
+ *   a[0]: row g, k 4t..4t+3    a[1]: row g+8, k 4t..4t+3    b[0]: k 4t..4t+3 of column g. */
 #ifndef SOL_CUDA_MMA_CUH
 #define SOL_CUDA_MMA_CUH
 
@@ -40,6 +42,19 @@ __device__ __forceinline__ void sol_mma_16832_s8(int d[4], const uint32_t a[4],
                  "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
                  : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    (void)d, (void)a, (void)b;
+    __trap();
+#endif
+}
+
+__device__ __forceinline__ void sol_mma_16816_s8(int d[4], const uint32_t a[2],
+                                                 const uint32_t b[1]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, "
+                 "{%4, %5}, {%6}, {%0, %1, %2, %3};"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(b[0]));
 #else
     (void)d, (void)a, (void)b;
     __trap();
@@ -110,6 +125,33 @@ inline void sol_mma_16832_s8(int d[4], const uint32_t a[4], const uint32_t b[2])
         d[i] = s;
     }
     sol_emu::warp_leave("mma.sync.s8");
+}
+
+/* m16n8k16 with s8 ("Matrix Fragments for mma.m16n8k16 with integer type"): a[0] row g, a[1]
+ * row g + 8, each k 4t..4t+3; b[0] k 4t..4t+3 of column g; C as above. */
+inline void sol_mma_16816_s8(int d[4], const uint32_t a[2], const uint32_t b[1]) {
+    const uint32_t *mine[2] = {a, b};
+    const void *all[32];
+    sol_emu::warp_meet("mma.sync.s8.k16", mine, all);
+    int A[16][16], B[16][8];
+    for (int l = 0; l < 32; l++) {
+        const uint32_t *const *f = (const uint32_t *const *)all[l];
+        int g = l >> 2, t = l % 4;
+        for (int j = 0; j < 4; j++) {
+            A[g][4 * t + j] = (int8_t)(f[0][0] >> (8 * j));
+            A[g + 8][4 * t + j] = (int8_t)(f[0][1] >> (8 * j));
+            B[4 * t + j][g] = (int8_t)(f[1][0] >> (8 * j));
+        }
+    }
+    int lane = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
+    int g = lane >> 2, t = lane % 4;
+    for (int i = 0; i < 4; i++) {
+        int row = i < 2 ? g : g + 8, col = t * 2 + (i & 1), s = d[i];
+        for (int k = 0; k < 16; k++)
+            s += A[row][k] * B[k][col];
+        d[i] = s;
+    }
+    sol_emu::warp_leave("mma.sync.s8.k16");
 }
 #endif
 
