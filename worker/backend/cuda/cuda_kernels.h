@@ -124,7 +124,7 @@ int SOL_CUDA_FN(mma_gemm)(sol_cuda_wt w, const void *xh, float *y, int n, int ld
 /* k_mmq.cu: y (ldy floats per token) = (or += when add) x W^T on int8 tensor cores, x given as
  * gemv_quantize's activations of kind mmq_act(W's type) for n x cols in scratch
  * (sol_cuda_gemv_scratch_bytes(n, cols)): Q8_0 for Q4_0, Q5_0, Q5_1, Q8_0 and MXFP4, Q8_K for
- * Q4_K and Q5_K; mmq_act is SOL_CUDA_ACT_FLOAT (and mmq_gemm -ENOTSUP) for the other types.
+ * Q4_K, Q5_K and Q6_K; mmq_act is SOL_CUDA_ACT_FLOAT (and mmq_gemm -ENOTSUP) for the float types.
  * Exact integer dots per block, then the GEMV's float steps in k order; -EINVAL as mma_gemm. */
 int SOL_CUDA_FN(mmq_act)(int type);
 int SOL_CUDA_FN(mmq_gemm)(sol_cuda_wt w, const void *scratch, float *y, int n, int ldy, int add,

@@ -1,12 +1,15 @@
-/* k_mmq: the batch GEMM on int8 tensor cores for the weights whose GEMV reads Q8_0 activations
- * (Q4_0, Q5_0, Q5_1, Q8_0, MXFP4), y (+)= x W^T past the GEMV sizes, as llama.cpp's MMQ.
+/* k_mmq: the batch GEMMs on int8 tensor cores, y (+)= x W^T past the GEMV sizes, as llama.cpp's
+ * MMQ, on the decode GEMV's activations (SOL_CUDA_GEMM=int8; the F16 tiles of k_mma.cu are the
+ * default while the performance model predicts them faster: docs/backend.md, "Matmul").
+ * k_mmq_gemm takes the weights whose GEMV reads Q8_0 (Q4_0, Q5_0, Q5_1, Q8_0, MXFP4); k_mmq_kq the
+ * K-quants (further down).
  *
  * x is quantized once (gemv_quantize: the GEMV's and the CPU's Q8_0), so a 32-block's dot is
  * an exact int32 from mma.sync m16n8k32 (s8 x s8: the GEMV's __dp4a sum, the same integer),
  * followed by the GEMV's float step for the block: (dot - off * sum) * (d * dx), Q5_1's
  * m * dx * sum, blocks in k order (the offset taken off the quants in shared memory, so the
  * MMA's integer is dot - off * sum itself). No F16 rounding of weights or activations (k_mma.cu's
- * path, which K-quants keep): the prompt's sums are the decode GEMV's up to the order of the float
+ * path): the prompt's sums are the decode GEMV's up to the order of the float
  * steps.
  *
  * A block is 4 warps and owns MMQ_BM weight rows x MMQ_BN tokens, MMQ_KB 32-blocks a stage:
@@ -307,34 +310,32 @@ static __device__ __forceinline__ void sb_block(const kq45 &s, float acc[2][MMQK
                                                 int wn) {
     int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     int is[2][MMQK_NT][4] = {}, ms[2][MMQK_NT][4] = {};
+    SOL_NO_UNROLL
     for (int j = 0; j < 8; j++) {
-        uint32_t a[2][4], am[2][4], bq[MMQK_NT][2];
-        int sc[2][2];
-        SOL_UNROLL
-        for (int i = 0; i < 2; i++) {
-            int row = wm + 16 * i + g;
-            const uint32_t *p = s.wq + row * MMQK_LD + 8 * j + t;
-            a[i][0] = p[0], a[i][1] = p[8 * MMQK_LD], a[i][2] = p[4], a[i][3] = p[8 * MMQK_LD + 4];
-            sc[i][0] = s.sc[row * 8 + j], sc[i][1] = s.sc[(row + 8) * 8 + j];
-            /* the min of j in every byte of the row: its MMA adds m_j * (the sum of j's quants) */
-            am[i][0] = am[i][2] = (uint32_t)s.mn[row * 8 + j] * 0x01010101u;
-            am[i][1] = am[i][3] = (uint32_t)s.mn[(row + 8) * 8 + j] * 0x01010101u;
-        }
+        uint32_t bq[MMQK_NT][2];
         SOL_UNROLL
         for (int jt = 0; jt < MMQK_NT; jt++) {
             const uint32_t *p = s.xq + (wn + 8 * jt + g) * MMQK_LD + 8 * j + t;
             bq[jt][0] = p[0], bq[jt][1] = p[4];
         }
         SOL_UNROLL
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < 2; i++) { /* one row tile's fragments live at a time (sm_80 spilled) */
+            int row = wm + 16 * i + g;
+            const uint32_t *p = s.wq + row * MMQK_LD + 8 * j + t;
+            uint32_t a[4] = {p[0], p[8 * MMQK_LD], p[4], p[8 * MMQK_LD + 4]}, am[4];
+            int sc[2] = {s.sc[row * 8 + j], s.sc[(row + 8) * 8 + j]};
+            /* the min of j in every byte of the row: its MMA adds m_j * (the sum of j's quants) */
+            am[0] = am[2] = (uint32_t)s.mn[row * 8 + j] * 0x01010101u;
+            am[1] = am[3] = (uint32_t)s.mn[(row + 8) * 8 + j] * 0x01010101u;
             SOL_UNROLL
-        for (int jt = 0; jt < MMQK_NT; jt++) {
-            int d[4] = {0, 0, 0, 0};
-            sol_mma_16832_s8(d, a[i], bq[jt]);
-            sol_mma_16832_s8(ms[i][jt], am[i], bq[jt]);
-            SOL_UNROLL
-            for (int e = 0; e < 4; e++)
-                is[i][jt][e] += sc[i][e / 2] * d[e];
+            for (int jt = 0; jt < MMQK_NT; jt++) {
+                int d[4] = {0, 0, 0, 0};
+                sol_mma_16832_s8(d, a, bq[jt]);
+                sol_mma_16832_s8(ms[i][jt], am, bq[jt]);
+                SOL_UNROLL
+                for (int e = 0; e < 4; e++)
+                    is[i][jt][e] += sc[e / 2] * d[e];
+            }
         }
     }
     sb_term(acc, is, ms, s.xd, s.d, s.dmin, wm, wn);

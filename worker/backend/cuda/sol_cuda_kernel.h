@@ -27,10 +27,14 @@
 /* SOL_UNROLL before a loop of constant trip count: unrolled, so arrays it indexes stay in
  * registers on the GPU (an array indexed at run time lives in local memory); the host compilers
  * of the emulation spell the pragma their own way. */
+/* SOL_NO_UNROLL: kept a loop, where unrolling would hold several iterations' fragments live at
+ * once and spill (k_mmq.cu's sub-block loop on sm_80). */
 #if defined(__CUDACC__) || defined(__clang__)
 #define SOL_UNROLL _Pragma("unroll")
+#define SOL_NO_UNROLL _Pragma("unroll 1")
 #else
 #define SOL_UNROLL _Pragma("GCC unroll 32")
+#define SOL_NO_UNROLL _Pragma("GCC unroll 1")
 #endif
 
 #ifdef __CUDACC__
