@@ -59,6 +59,25 @@ check_round() { # TAG
     done
 }
 held() { workers_field "$1" inflight; }
+# wait_held ID: until a heartbeat ID sent after this call says it runs a request. The router's
+# inflight count and every stream's first chunk (a chat stream's first is the router's own) can
+# come before the request reaches the worker; a SIGTERM then finds nothing to hand back and the
+# request, refused by the draining worker, moves without one (found in a fresh-clone run). The
+# previous round's streams ended before this one began, so such a heartbeat is about this round.
+wait_held() {
+    local t0 run ago
+    t0=$(date +%s%3N)
+    for _ in $(seq 400); do
+        read -r run ago < <(curl -s "$BASE/admin/workers" | python3 -c '
+import json, sys
+for w in json.load(sys.stdin)["workers"]:
+    if w["id"] == sys.argv[1]:
+        print(w["running"], w["last_heartbeat_ms_ago"]); break' "$1")
+        [ "${run:-0}" -gt 0 ] && [ $(($(date +%s%3N) - ${ago:-0})) -gt "$t0" ] && return 0
+        sleep 0.05
+    done
+    fail "$1 never reported a running request in a heartbeat"
+}
 
 start_round ref # the undisturbed runs (the CPU backend's sums do not depend on the batch)
 for p in "${PIDS[@]}"; do wait "$p" || fail "reference: a curl failed"; done
@@ -89,6 +108,7 @@ for victim in f1 f2 p1 p2; do
     before=$(migrations)
     start_round "roll-$victim"
     wait_inflight "$victim" "roll-$victim" "$N"
+    wait_held "$victim"
     n_held=$(held "$victim")
     t0=$(date +%s%N)
     kill -TERM "${W_PID[$victim]}"
@@ -112,6 +132,7 @@ victim=f1r
 before=$(migrations)
 start_round admin
 wait_inflight "$victim" admin "$N"
+wait_held "$victim"
 curl -s -X POST "$BASE/admin/workers/$victim/drain" >"$T_DIR/drain.json"
 grep -q '"draining":true' "$T_DIR/drain.json" || fail "admin drain: $(cat "$T_DIR/drain.json")"
 check_round admin
