@@ -10,8 +10,8 @@
 # 409 s in a plain build (full suite at -j2) and 920 s alone under ASan (2026-12-05); the limit
 # leaves room for the ASan suite's other tests beside it. Stopping each binary at its first
 # failure (CMOCKA_TEST_ABORT below) brought the plain run to 274 s beside other work (2026-12-06);
-# with the int8 GEMMs' 6 barriers (15 in all, k_mmq.cu's tried on their own test first) it took
-# 360 s alone (2026-12-06).
+# with the int8 GEMMs' 6 barriers (15 in all) 360-390 s; trying each kernel file's barriers on its
+# own test first (the table below) brought it to 235 s alone (2026-12-06).
 # ctest-timeout: 1800
 set -euo pipefail
 B=${SOL_BUILD:?}; S=${SOL_SOURCE:?}
@@ -53,10 +53,11 @@ if ! run_tests "$T_DIR/none.log"; then
 fi
 echo "ok   with every barrier, the tests pass"
 
-# The kernel test that a file's barriers should fail, tried alone first (test_cuda_emu_ops runs
-# its tests in order, the int8 GEMMs' ninth: 60 s each under the emulation before it gets there);
-# when it passes the whole sequence still runs, so a table entry can only save time.
-declare -A first=([k_mmq.cu]=test_mmq_gemm)
+# The kernel tests that a file's barriers should fail, tried alone first (test_cuda_emu_ops runs
+# its tests in order, up to 80 s under the emulation before the later ones); when they pass the
+# whole sequence still runs, so a table entry can only save time, never pass a barrier.
+declare -A first=([k_mmq.cu]=test_mmq_gemm [k_mma.cu]=test_mma_gemm
+                  [k_flash.cu]=test_flash_attention [k_attention.cu]='test_*attention*')
 fail=0
 for b in "${barriers[@]}"; do
   log="$T_DIR/drop-${b//[:\/]/_}.log"
