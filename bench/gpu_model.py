@@ -51,8 +51,9 @@ whichever predicts best: the design with the largest smallest margin over issue 
             matrix, separate rope (q, k), kv_write, silu_mul and add launches, the logits
             downloaded for the host's sampler, the step's graph re-captured every step. Steps
             of more than 16 tokens take the kernels built today: per matrix x rounded to F16
-            (k_to_half), then k_mma_gemm for quantized weights (64x64 tiles dequantized to F16
-            in shared memory, mma.sync; path "mmaq", at mma_eff of the F16 peak) or cuBLASLt
+            (k_to_half), then k_mma_gemm for quantized weights (64x64 or 128x128 tiles
+            dequantized to F16 in shared memory, mma.sync; path "mmaq", at its issue share of
+            the F16 peak counted from the SASS per type, MMA_ISSUE) or cuBLASLt
             for F16/BF16 weights in place (tc_eff), and k_flash_attention (tensor cores, fa_eff)
             over F16 caches at head_dim 64/128 (CUDA cores otherwise). All designs use the same
             kernel efficiencies, so unfused is an UPPER BOUND for today's code, whose GEMVs load
@@ -132,14 +133,11 @@ PARAMS = {
                      "F16 tensor peak; FA2 on Hopper reports ~35-50%; today's k_flash_attention "
                      "(4 warps x 16 rows, chunks of 32 positions, no cp.async) is charged the "
                      "same: assumption, to be measured"),
-    "mma_eff": (0.35, "today's k_mma_gemm (quantized weights at n > 16: 64x64 tiles, 4 warps, "
-                      "mma.sync m16n8k16, dequantized to F16 in shared memory on the load path, "
-                      "no cp.async double buffering, two __syncthreads per 32 columns, no "
-                      "split-K), share of the F16 tensor peak with the grid filled: assumption, "
-                      "to be measured. Tuned mma.sync kernels (no wgmma) reach ~60-70% of "
-                      "Hopper's dense F16 peak, FA2 35-50% (fa_eff); an unpipelined tile whose "
-                      "global loads and dequantization are exposed between the MMAs is put at "
-                      "about half of a tuned one"),
+    "mma_eff": (1.0, "k_mma_gemm's HMMA rate as a share of its issue-bound rate: its share of the "
+                     "F16 peak is min(1, mma_eff x MMA_ISSUE's count for the weight type and "
+                     "tile). 1 = issue-bound, the int8 kernels' convention (their *_eff are "
+                     "counted the same way); below 1 if latency or mma.sync's own rate on "
+                     "Hopper (wgmma's peak is not mma.sync's) bind first: to be measured"),
     "gemv_alu_eff": (0.50, "GEMV arithmetic's share of the CUDA-core peak (dp4a for quantized, "
                            "FP32 FMA for F16) with the unpacking amortised over up to 16 tokens; "
                            "assumption; matters only at batch 8-16"),
@@ -168,9 +166,10 @@ PARAMS = {
                        "per 32 columns (8 IMMA k16) and 635 more per super-block (six-bit "
                        "unpacking, the offset, scales): 1163 issue slots for 64 IMMA k16 (128 "
                        "clocks) = 0.11"),
-    "mma_tile": (64.0, "weight rows = tokens of a k_mma_gemm tile (MMA_BM = MMA_BN = 64 in "
-                       "k_mma.cu): sets how often a matrix (ceil(n / tile)) and x (ceil(M / tile)) "
-                       "are re-read; other values are what-ifs (the prefill goal's 'would take')"),
+    "mma_tile": (64.0, "weight rows = tokens of an int8 GEMM's tile (MMQ_BM = MMQ_BN = 64 in "
+                       "k_mmq.cu): sets how often a matrix (ceil(n / tile)) and x (ceil(M / tile)) "
+                       "are re-read; other values are what-ifs. k_mma_gemm's tiles: "
+                       "mma_tile_of (below)"),
     "attn_alu_eff": (0.50, "decode attention, and prefill attention where k_flash_attention "
                            "does not apply (F32 cache, head_dim not 64/128: k_attention on CUDA "
                            "cores), share of the FP32 peak; assumption"),
@@ -750,6 +749,34 @@ STEP = [
 ]
 
 
+# k_mma_gemm's stage loop per weight type, counted from its sm_90 SASS by bench/gemm_issue.py
+# (2026-12-06, CUDA 13): (instructions, HMMA m16n8k16) a warp issues per 32 columns, for the
+# 64-token tile (n <= 64) and the 128-token tile. An SM sub-partition issues one instruction a
+# clock and an HMMA takes 4 clocks at the dense F16 peak: the share is 4 x HMMA / instructions.
+# Before 2026-12-06 (64 x 64 tiles, F16 rounding by bit manipulation, no double buffer) the loop
+# was 597-795 instructions per 16 HMMA: 0.08-0.11, not the 0.35 then assumed.
+MMA_ISSUE = {
+    "Q4_0": ((209, 16), (241, 32)), "Q5_0": ((277, 16), (310, 32)),
+    "Q5_1": ((289, 16), (321, 32)), "Q8_0": ((172, 16), (204, 32)),
+    "MXFP4": ((231, 16), (263, 32)), "Q4_K": ((271, 16), (304, 32)),
+    "Q5_K": ((346, 16), (379, 32)), "Q6_K": ((313, 16), (345, 32)),
+}
+MMA_SMALL = 64  # k_mma.cu: 64 x 64 tiles (4 warps) up to 64 tokens, 128 x 128 (8 warps) past it
+
+
+def mma_tile_of(n):
+    """k_mma_gemm's square tile (weight rows = tokens) at n tokens."""
+    return MMA_SMALL if n <= MMA_SMALL else 2 * MMA_SMALL
+
+
+def mma_share(tname, n, scale):
+    """k_mma_gemm's share of the F16 peak for a weight type at n tokens (MMA_ISSUE; a type
+    not counted takes the slowest count)."""
+    wide = n > MMA_SMALL
+    ins, h = MMA_ISSUE.get(tname, max(MMA_ISSUE.values(), key=lambda c: c[1][0] / c[1][1]))[wide]
+    return min(1.0, scale * 4.0 * h / ins)
+
+
 class Model:
     """One step: shape + batch + context + GPU + mode -> per-kernel parts and totals."""
 
@@ -1030,17 +1057,18 @@ class Model:
     def built_gemm(self, mats, n, K, path, a):
         """Today's matmul of n > 16 tokens, per matrix (matmul_gemm): x rounded to F16 once
         (k_to_half: f32 read, F16 written), then
-          mmaq: k_mma_gemm, a block of 128 threads per 64 weight rows x 64 tokens; per 32 columns
-                it dequantizes its 64x32 weight tile to F16 in shared memory and copies the 64
-                tokens' F16 x, 4 warps x mma.sync m16n8k16 (f32 accumulators), y written (added
-                to in the store for matmul_add). No cp.async, no split-K: each matrix is read
-                once per token tile (ceil(n/64) times), x once per row tile (ceil(M/64) times).
-                HBM: the matrix once when it fits in L2 (l2_mb; the re-reads of later token tiles
-                hit there), else every time; x once; y. Everything the blocks read (the matrix x
-                ceil(n/64), x x ceil(M/64)) and write goes through L2: a floor at the L2
-                bandwidth. Compute: the padded tiles (ceil(n/64) x 64 tokens, ceil(M/64) x 64
-                rows) at mma_eff of the F16 peak, scaled by the wave term when the grid is
-                smaller than waves x SMs blocks; FLOPs reported: 2 n M K.
+          mmaq: k_mma_gemm, a block of 128 threads per 64 weight rows x 64 tokens up to 64
+                tokens, of 256 per 128 x 128 past them; per 32 columns it dequantizes its weight
+                tile to F16 in shared
+                memory and copies the tokens' F16 x, the next stage's loads in registers over the
+                MMAs (one barrier a stage), 4 or 8 warps x mma.sync m16n8k16 (f32 accumulators),
+                y written (added to in the store for matmul_add). No split-K: each matrix is read
+                once per token tile, x once per row tile. HBM: the matrix once when it fits
+                in L2 (l2_mb; the re-reads of later token tiles hit there), else every time; x
+                once; y. Everything the blocks read and write goes through L2: a floor at the L2
+                bandwidth. Compute: the padded tiles at mma_share (MMA_ISSUE: counted from the
+                SASS per weight type and tile) of the F16 peak, scaled by the wave term when
+                the grid is smaller than waves x SMs blocks; FLOPs reported: 2 n M K.
           tc16: cuBLASLt on the F16/BF16 weights in place (tc_eff of the F16 peak)."""
         p, g = self.p, self.g
         parts = []
@@ -1062,18 +1090,20 @@ class Model:
             if self.int8_built(m["type"]):
                 parts.extend(self.built_mmq(m, n, K, y, flops))
                 continue
-            tile = max(1, int(p["mma_tile"]))
-            tn, tm = math.ceil(n / tile), math.ceil(Mi / tile)
+            bt = mma_tile_of(n)
+            tn, tm = math.ceil(n / bt), math.ceil(Mi / bt)
             blocks = tn * tm
             wave = min(1.0, blocks / (p["waves"] * g["sms"]))
-            padded = 2.0 * (tn * tile) * (tm * tile) * K
-            peak = peak16 * p["mma_eff"] * wave * flops / padded
+            padded = 2.0 * (tn * bt) * (tm * bt) * K
+            eff = mma_share(m["type"], n, p["mma_eff"])
+            peak = peak16 * eff * wave * flops / padded
             w_hbm = Wi if Wi <= l2cap else Wi * tn
             l2 = Wi * tn + n * K * 2 * tm + y
             parts.append(self.part(w_hbm + n * K * 2 + y, flops, peak, p["gemv_eff"], blocks,
                                    what="mmaq", l2_bytes=l2, l2_floor_s=l2 / self.l2_bw,
-                                   today="exists (k_to_half + k_mma_gemm: 64x64 tiles "
-                                         "dequantized to F16 in shared memory, mma.sync)"))
+                                   today=f"exists (k_to_half + k_mma_gemm: {bt}x{bt} tiles "
+                                         f"dequantized to F16 in shared memory, mma.sync, "
+                                         f"{eff:.2f} of the F16 peak by its SASS)"))
         return parts
 
     def built_mmq(self, m, n, K, y, flops):
@@ -1514,8 +1544,10 @@ def fmt_prefill_goal(m, res):
     L = [f"issue 30's prefill goal: >= {100 * goal:.0f}% of the tensor-core peak (set at 2,048 "
          f"tokens on the 8B shape); model predictions, not measurements"]
     int8 = res["built_int8"]
-    mm = ("k_to_half + k_mma_gemm (F16 mma.sync, mma_eff "
-          f"{m.p['mma_eff']:.2f})" if quant else
+    kinds = sorted({m_["type"] for lw in m.sh["layers"] for m_ in lw.values()} & set(MMA_ISSUE))
+    mm = ("k_to_half + k_mma_gemm (F16 mma.sync, by its SASS " +
+          ", ".join(f"{t} {mma_share(t, m.n, m.p['mma_eff']):.2f}" for t in kinds) +
+          " of the F16 peak)" if quant else
           f"k_to_half + cuBLASLt (tc_eff {m.p['tc_eff']:.2f})")
     if int8:
         kq = any(m_["type"] in ("Q4_K", "Q5_K") for lw in m.sh["layers"] for m_ in lw.values())
@@ -1548,11 +1580,15 @@ def fmt_prefill_goal(m, res):
         r = m.variant("unfused", **{k: v for k in keys}, **more).run()
         return r["built_tc_share"] if int8 else r["fp16_share"]
 
+    # mma_eff scales k_mma_gemm's counted issue shares (each capped at the peak): at 6 every
+    # counted share (the least is 0.18) is at the peak
+    top = 6.0 if key == "mma_eff" else 1.0
+
     def need(**more):
         """the least value of key (from its current value) that reaches the goal, or None"""
-        if share(1.0, **more) < goal:
+        if share(top, **more) < goal:
             return None
-        lo, hi = m.p[key], 1.0
+        lo, hi = m.p[key], top
         for _ in range(30):
             mid = (lo + hi) / 2
             lo, hi = (lo, mid) if share(mid, **more) >= goal else (mid, hi)
@@ -1577,19 +1613,15 @@ def fmt_prefill_goal(m, res):
                  f"other passes)") + "; or wgmma (not modelled)")
         return L
     if v is not None:
-        L.append(f"  would take: k_mma_gemm at >= {v:.2f} of the F16 peak (now {m.p[key]:.2f}): "
-                 f"double-buffered cp.async tiles")
+        L.append(f"  would take: k_mma_gemm at >= {v:.2f} x its issue-bound rate (mma_eff, "
+                 f"now {m.p[key]:.2f}): fewer instructions per HMMA (ldmatrix fragments, a "
+                 f"cheaper dequantization per weight, larger warp tiles)")
     else:
-        L.append(f"  not k_mma_gemm's efficiency alone: {100 * share(1.0):.1f}% at 1.00 of the "
-                 f"F16 peak: its {tile} x {tile} tiles move {res['built_mma_l2_bytes'] / 1e9:.1f}"
-                 f" GB per step through L2 (x re-read once per {tile} rows), at "
+        L.append(f"  not k_mma_gemm's efficiency alone: {100 * share(top):.1f}% at 1.00 of the "
+                 f"F16 peak: its {mma_tile_of(m.n)}-row tiles move "
+                 f"{res['built_mma_l2_bytes'] / 1e9:.1f} GB per step through L2 (x re-read once "
+                 f"per {mma_tile_of(m.n)} rows), at "
                  f"{m.l2_bw / 1e9:.0f} GB/s")
-    v2 = need(mma_tile=2.0 * tile)
-    big = f"{2 * tile} x {2 * tile} tiles"
-    L.append("  would take: " + (f"{big} (about half the L2 traffic), double-buffered "
-                                 f"cp.async, at >= {v2:.2f} of the F16 peak" if v2 is not None else
-                                 f"more than {big} ({100 * share(1.0, mma_tile=2.0 * tile):.1f}%"
-                                 f" at 1.00 of the F16 peak)"))
     d = m.design if m.fused else "lean-q"
     mmq = res if m.fused else m.variant(d).run()
     L.append(f"  or int8 tensor cores (MMQ, designed: {d}'s path at tc_eff "

@@ -8,7 +8,11 @@
 
 M=$T_DIR/m.gguf
 mkmodel "$M" --seed 31
-start_router
+# round_robin: under cache_aware (the default) the streams' prompts are cached on ref, which ran
+# them for the reference texts, so when the streams arrive spread out (a loaded machine) ref can
+# take all four and the stalled worker never gets work to stall on. Two consecutive choices of
+# round_robin include each of the pool's two workers.
+start_router --routing-policy round_robin
 start_worker wf fast 1 1000
 start_cpu_worker ref precise "$M" --health-file "$T_DIR/ref.health"
 wait_ready

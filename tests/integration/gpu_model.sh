@@ -188,7 +188,8 @@ prefill_goal() { # $1: the report, $2: the GEMMs' kernel; prints the share, fail
   fi
   echo "$share"
 }
-fast=(--param mmq_eff=1.0 --param mmqk_eff=1.0 --param mmq6_eff=1.0 --param mma_eff=1.0
+# (mma_eff scales k_mma_gemm's counted issue shares, each capped at the peak: 6 puts every one there)
+fast=(--param mmq_eff=1.0 --param mmqk_eff=1.0 --param mmq6_eff=1.0 --param mma_eff=6.0
       --param tc_eff=1.0 --param mma_tile=128 --param fa_eff=0.9 --copy-bw 40000 --l2-bw 100000)
 for q in q4_k_m:0:k_mma_gemm 'q4_k_m:1:k_mmq_kq<kq45>' q4_0:1:k_mmq_gemm f16:0:cuBLASLt; do
   IFS=: read -r quant i8 kern <<<"$q"

@@ -30,7 +30,7 @@ enum {
 
 /* Halves a and b (a in the low 16 bits), as the fragments hold them. */
 static __device__ __forceinline__ uint32_t fl_pack(float a, float b) {
-    return (uint32_t)sol_f32_to_f16(a) | (uint32_t)sol_f32_to_f16(b) << 16;
+    return sol_f16x2(a, b);
 }
 
 /* Query row r of the block: its token (or -1 past the tile) and head. */

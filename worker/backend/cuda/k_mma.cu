@@ -2,77 +2,121 @@
  * GEMV kernels: each block dequantizes a tile of weight rows to F16 in shared memory and
  * multiplies it with mma.sync, so no F16 copy of a matrix is ever written to memory.
  *
- * A block is 4 warps and owns MMA_BM weight rows x MMA_BN tokens; per MMA_BK columns it
- *  - dequantizes its 64 x 32 weights (a thread: half a 32-block of one row, sol_dequant16: two
- *    128-bit loads and the block's scales once; rounded to F16, as the F16 path before it)
- *    and copies the tokens' F16 activations (two 128-bit loads a thread) into shared memory;
- *  - each warp multiplies its 32 x 32 quarter: 2 x 4 mma.m16n8k16 per 16 columns, sums in f32
- *    registers (32 a thread).
+ * A block owns BM weight rows x BN tokens: 64 x 64 (4 warps) up to 64 tokens, so a decode batch
+ * still fills the SMs, and 128 x 128 (8 warps) past them, where each dequantized weight feeds
+ * twice the MMAs and x is read from L2 half as often. Per MMA_BK = 32 columns (a stage)
+ *  - each thread dequantizes half a 32-block of one weight row (sol_dequant16: two 128-bit loads
+ *    and the block's scales once), rounds it to F16 with cvt.rn.f16x2 (sol_f16x2, 8 instructions
+ *    for 16 elements) and loads 16 of the tokens' F16 activations (two 128-bit loads): the next
+ *    stage's, into registers, while the warps multiply the current stage from shared memory;
+ *  - each warp multiplies its 32 x BN / 2 part: 2 x BN / 16 mma.m16n8k16 per 16 columns, sums in
+ *    f32 registers;
+ *  - then the registers go to the other of two shared buffers: one __syncthreads a stage.
  * Shared rows are padded to 40 halves (20 words): the fragment loads of a warp (rows g, words t)
- * fall on 32 different banks. The weight tile is read once per token tile: at n = 64 tokens a
- * matrix is read once, as by the GEMV, instead of dequantized to a full F16 copy and re-read. */
+ * fall on 32 different banks. bench/gemm_issue.py counts the stage loop's instructions per HMMA
+ * from the SASS (docs/backend.md, "Matmul"). */
 #include <errno.h>
 
 #include "dequant.cuh"
 #include "mma.cuh"
 
 enum {
-    MMA_BM = 64,         /* weight rows of a block */
-    MMA_BN = 64,         /* tokens of a block */
-    MMA_BK = 32,         /* columns per step: one block of every quantized type's 32-element runs */
+    MMA_SMALL = 64, /* BM = BN up to this many tokens; twice past it (mma_gemm) */
+    MMA_BK = 32,    /* columns per stage: one block of every quantized type's 32-element runs */
     MMA_LD = MMA_BK + 8, /* shared row stride in halves (bank-conflict-free fragment loads) */
-    MMA_THREADS = 128
 };
 
-/* Thread tid's share of the tiles: row tid / 2, columns (tid % 2) * 16 .. + 16. */
-static __device__ __forceinline__ void mma_load_tiles(const sol_cuda_wt &w, const uint16_t *xh,
-                                                      uint16_t *ws, uint16_t *xs, int m0, int t0,
-                                                      int k0, int M, int n, int K) {
-    int r = threadIdx.x / 2, c = (threadIdx.x % 2) * 16;
-    uint32_t *wd = (uint32_t *)(ws + r * MMA_LD + c), *xd = (uint32_t *)(xs + r * MMA_LD + c);
+/* Blocks an SM holds (__launch_bounds__): 128 registers a thread for the 128 x 128 tile on sm_90
+ * (two blocks, no spill), up to 255 on sm_80, where 128 spill 48 bytes (cuda_spills). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define MMA_BLOCKS_SM(BM) ((BM) > MMA_SMALL ? 1 : 4)
+#else
+#define MMA_BLOCKS_SM(BM) ((BM) > MMA_SMALL ? 2 : 4)
+#endif
+
+/* One stage in shared memory. */
+template <int BM, int BN> struct mma_tiles {
+    uint16_t w[BM * MMA_LD];
+    uint16_t x[BN * MMA_LD];
+};
+
+/* A block's shape: 2 threads a weight row, warps 2 (tokens) x BM / 32 (rows); a thread's share of
+ * a stage in registers between its loads and its shared stores: weight row tid / 2, columns
+ * (tid % 2) * 16 .. + 16 as 8 words of F16 pairs; token tid / TPT, XW words of x from column
+ * (tid % TPT) * 2 * XW. Rows past M and tokens past n hold zeros. */
+template <int BM, int BN> struct mma_regs {
+    enum { THREADS = 2 * BM, TPT = THREADS / BN, XW = 16 / TPT };
+    uint32_t w[8], x[XW];
+};
+
+template <int BM, int BN>
+static __device__ __forceinline__ void mma_load(const sol_cuda_wt &w, const uint16_t *xh,
+                                                mma_regs<BM, BN> &r, int m0, int t0, int k0, int M,
+                                                int n, int K) {
+    int row = threadIdx.x / 2, c = (threadIdx.x % 2) * 16;
     float f[16];
-    if (m0 + r < M) sol_dequant16(w, m0 + r, k0 + c, f);
-    SOL_UNROLL
-    for (int j = 0; j < 8; j++)
-        wd[j] = m0 + r < M ? (uint32_t)sol_f32_to_f16(f[2 * j]) |
-                                 (uint32_t)sol_f32_to_f16(f[2 * j + 1]) << 16
-                           : 0u;
-    uint32_t v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (t0 + r < n) {
-        const uint16_t *src = xh + (size_t)(t0 + r) * K + k0 + c;
-        sol_ld128(v, src);
-        sol_ld128(v + 4, src + 8);
+    if (m0 + row < M) {
+        sol_dequant16(w, m0 + row, k0 + c, f);
+        SOL_UNROLL
+        for (int j = 0; j < 8; j++)
+            r.w[j] = sol_f16x2(f[2 * j], f[2 * j + 1]);
+    } else {
+        SOL_UNROLL
+        for (int j = 0; j < 8; j++)
+            r.w[j] = 0u;
     }
+    int tok = threadIdx.x / r.TPT, xc = (threadIdx.x % r.TPT) * 2 * r.XW;
     SOL_UNROLL
-    for (int j = 0; j < 8; j++)
-        xd[j] = v[j];
+    for (int j = 0; j < r.XW; j++)
+        r.x[j] = 0u;
+    if (t0 + tok < n) {
+        SOL_UNROLL
+        for (int j = 0; j < r.XW; j += 4)
+            sol_ld128(r.x + j, xh + (size_t)(t0 + tok) * K + k0 + xc + 2 * j);
+    }
 }
 
-/* Warp w's 32 x 32 quarter over the MMA_BK columns in shared memory. */
-static __device__ __forceinline__ void mma_tile(const uint16_t *ws, const uint16_t *xs,
-                                                float acc[2][4][4], int wm, int wn) {
+template <int BM, int BN>
+static __device__ __forceinline__ void mma_store_tiles(const mma_regs<BM, BN> &r,
+                                                       mma_tiles<BM, BN> &s) {
+    int row = threadIdx.x / 2, c = (threadIdx.x % 2) * 16;
+    uint32_t *wd = (uint32_t *)(s.w + row * MMA_LD + c);
+    SOL_UNROLL
+    for (int j = 0; j < 8; j++)
+        wd[j] = r.w[j];
+    int tok = threadIdx.x / r.TPT, xc = (threadIdx.x % r.TPT) * 2 * r.XW;
+    uint32_t *xd = (uint32_t *)(s.x + tok * MMA_LD + xc);
+    SOL_UNROLL
+    for (int j = 0; j < r.XW; j++)
+        xd[j] = r.x[j];
+}
+
+/* Warp w's 32 x NJ * 8 part over the MMA_BK columns in shared memory. */
+template <int BM, int BN, int NJ = BN / 16>
+static __device__ __forceinline__ void mma_tile(const mma_tiles<BM, BN> &s, float acc[2][NJ][4],
+                                                int wm, int wn) {
     int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     SOL_UNROLL
     for (int kk = 0; kk < MMA_BK; kk += 16) {
-        uint32_t a[2][4], b[4][2];
+        uint32_t a[2][4], b[NJ][2];
         SOL_UNROLL
         for (int i = 0; i < 2; i++) {
-            const uint16_t *p = ws + (wm + 16 * i + g) * MMA_LD + kk + 2 * t;
+            const uint16_t *p = s.w + (wm + 16 * i + g) * MMA_LD + kk + 2 * t;
             a[i][0] = *(const uint32_t *)p;
             a[i][1] = *(const uint32_t *)(p + 8 * MMA_LD);
             a[i][2] = *(const uint32_t *)(p + 8);
             a[i][3] = *(const uint32_t *)(p + 8 * MMA_LD + 8);
         }
         SOL_UNROLL
-        for (int j = 0; j < 4; j++) {
-            const uint16_t *p = xs + (wn + 8 * j + g) * MMA_LD + kk + 2 * t;
+        for (int j = 0; j < NJ; j++) {
+            const uint16_t *p = s.x + (wn + 8 * j + g) * MMA_LD + kk + 2 * t;
             b[j][0] = *(const uint32_t *)p;
             b[j][1] = *(const uint32_t *)(p + 8);
         }
         SOL_UNROLL
         for (int i = 0; i < 2; i++)
             SOL_UNROLL
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < NJ; j++)
             sol_mma_16816(acc[i][j], a[i], b[j]);
     }
 }
@@ -86,33 +130,43 @@ static __device__ __forceinline__ void mma_store(float *y, int ldy, int M, int n
     }
 }
 
-static __global__ void __launch_bounds__(MMA_THREADS)
+/* B x B tiles (BM = BN = B). */
+template <int B>
+static __global__ void __launch_bounds__(2 * B, MMA_BLOCKS_SM(B))
     k_mma_gemm(sol_cuda_wt w, const uint16_t *xh, float *y, int M, int n, int K, int ldy, int add) {
     sol_grid_dependency();
-    SOL_SHARED(uint16_t, ws, [MMA_BM * MMA_LD]);
-    SOL_SHARED(uint16_t, xs, [MMA_BN * MMA_LD]);
+    enum { BM = B, BN = B };
+    typedef mma_tiles<BM, BN> tiles;
+    SOL_SHARED(tiles, st, [2]);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int m0 = blockIdx.x * MMA_BM, t0 = blockIdx.y * MMA_BN;
-    int wm = (warp % 2) * 32, wn = (warp / 2) * 32;
-    float acc[2][4][4];
+    int m0 = blockIdx.x * BM, t0 = blockIdx.y * BN;
+    int wm = (warp % (BM / 32)) * 32, wn = (warp / (BM / 32)) * (BN / 2);
+    float acc[2][BN / 16][4];
     SOL_UNROLL
     for (int i = 0; i < 2; i++)
         SOL_UNROLL
-    for (int j = 0; j < 4; j++)
+    for (int j = 0; j < BN / 16; j++)
         SOL_UNROLL
     for (int e = 0; e < 4; e++)
         acc[i][j][e] = 0.0f;
-    for (int k0 = 0; k0 < K; k0 += MMA_BK) {
-        mma_load_tiles(w, xh, ws, xs, m0, t0, k0, M, n, K);
-        __syncthreads(); /* the tiles are whole */
-        mma_tile(ws, xs, acc, wm, wn);
-        __syncthreads(); /* every warp has read them before the next step overwrites them */
+    mma_regs<BM, BN> r;
+    mma_load(w, xh, r, m0, t0, 0, M, n, K);
+    mma_store_tiles(r, st[0]);
+    __syncthreads(); /* stage 0 is whole */
+    for (int k0 = 0, b = 0; k0 < K; k0 += MMA_BK, b ^= 1) {
+        bool more = k0 + MMA_BK < K;
+        if (more) mma_load(w, xh, r, m0, t0, k0 + MMA_BK, M, n, K); /* in flight over the MMAs */
+        mma_tile(st[b], acc, wm, wn);
+        if (more) mma_store_tiles(r, st[b ^ 1]);
+        /* the next stage is whole, and every warp is done with this one before the stage after
+         * overwrites it */
+        __syncthreads();
     }
     int g = lane / 4, t = lane % 4;
     SOL_UNROLL
     for (int i = 0; i < 2; i++)
         SOL_UNROLL
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < BN / 16; j++) {
         int m = m0 + wm + 16 * i + g, c = t0 + wn + 8 * j + 2 * t;
         mma_store(y, ldy, M, n, m, c, acc[i][j][0], add);
         mma_store(y, ldy, M, n, m, c + 1, acc[i][j][1], add);
@@ -130,8 +184,18 @@ extern "C" int SOL_CUDA_FN(mma_gemm)(sol_cuda_wt w, const void *xh, float *y, in
         return -ENOTSUP;
     if (w.split != sol_cuda_wants_split(w.type) || w.cols % MMA_BK || n < 1 || ldy < w.rows)
         return -EINVAL;
-    dim3 grid((unsigned)((w.rows + MMA_BM - 1) / MMA_BM), (unsigned)((n + MMA_BN - 1) / MMA_BN));
-    SOL_LAUNCH(k_mma_gemm, grid, dim3(MMA_THREADS), 0, stream, w, (const uint16_t *)xh, y,
-               (int)w.rows, n, (int)w.cols, ldy, add);
+    /* 128 x 128 past 64 tokens: each dequantized weight feeds twice the MMAs (the kernel's issue
+     * slots go mostly to the dequantization); up to 64, 64 x 64 wastes less and makes twice the
+     * blocks of a decode batch's small grid. */
+    if (n > MMA_SMALL) {
+        enum { B = 2 * MMA_SMALL };
+        SOL_LAUNCH(k_mma_gemm<B>,
+                   dim3((unsigned)((w.rows + B - 1) / B), (unsigned)((n + B - 1) / B)), dim3(2 * B),
+                   0, stream, w, (const uint16_t *)xh, y, (int)w.rows, n, (int)w.cols, ldy, add);
+    } else {
+        enum { B = MMA_SMALL };
+        SOL_LAUNCH(k_mma_gemm<B>, dim3((unsigned)((w.rows + B - 1) / B), 1u), dim3(2 * B), 0,
+                   stream, w, (const uint16_t *)xh, y, (int)w.rows, n, (int)w.cols, ldy, add);
+    }
     return 0;
 }
