@@ -640,8 +640,8 @@ STEP = [
     # rmsnorm+quantize or quantize launch per matrix group (q/k/v, o, gate/up, down, head)
     dict(fam="norm+quantize", kernel="rmsnorm_quantize(attn)", scope="layer", mode=LQ,
          op="normq", args=dict(quant_for=QKV, norm=True),
-         today="exists (k_rmsnorm_quantize: one block per token row; norm_matmul_many, q/k/v "
-         "biases in the GEMV store); design: one multi-block launch"),
+         today="exists (k_rmsnorm_quantize: a block per 256 elements of a row, each re-reading "
+         "the row for its sum; norm_matmul_many, q/k/v biases in the GEMV store)"),
     dict(fam="q/k/v projection", kernel="gemv_qkv_rope_kv", scope="layer", mode=LQ,
          op="matmul", args=dict(mats=QKV, inp="q", rope_kv=True),
          today="exists (gemv_run_many: q/k/v in one launch on the shared Q8 x, a Q6_K v "
@@ -656,21 +656,23 @@ STEP = [
          today="exists, in the attention launch (att_split_end: the last split merges)"),
     dict(fam="norm+quantize", kernel="quantize(attn out)", scope="layer", mode=LQ, op="normq",
          args=dict(quant_for=("attn_output",), norm=False),
-         today="exists (k_quantize_*), none when split: the combine writes the o GEMV's Q8_0 "
-         "(Q8_0-activation weights; design: normq_slice blocks)"),
+         today="exists (k_quantize_*: 256 elements a block), none when split: the combine "
+         "writes the o GEMV's Q8_0 (Q8_0-activation weights)"),
     dict(fam="o projection", kernel="gemv_o_residual", scope="layer", mode=LQ, op="matmul",
          args=dict(mats=("attn_output",), inp="q", residual=True),
          today="exists (k_gemv_* on Q8 x, residual add in the store: matmul_add)"),
     dict(fam="norm+quantize", kernel="rmsnorm_quantize(ffn)", scope="layer", mode=LQ,
          op="normq", args=dict(quant_for=GU, norm=True),
-         today="exists (k_rmsnorm_quantize for gate/up: norm_matmul_many)"),
+         today="exists (k_rmsnorm_quantize for gate/up, 256 elements a block: "
+         "norm_matmul_many)"),
     dict(fam="gate/up projection", kernel="gemv_gate_up_silu", scope="layer", mode=LQ,
          op="matmul", args=dict(mats=GU, inp="q", silu=True),
          today="exists (gemv_run_many: one launch on the shared Q8 x; SiLU*mul made by the down's quantize "
          "instead: glu_matmul_add; design: the SiLU*mul epilogue, rows interleaved)"),
     dict(fam="norm+quantize", kernel="quantize(silu)", scope="layer", mode=LQ, op="normq",
          args=dict(quant_for=("ffn_down",), norm=False),
-         today="exists (k_quantize_* reading act(gate) * up: glu_matmul_add)"),
+         today="exists (k_quantize_* reading act(gate) * up, 256 elements a block: "
+         "glu_matmul_add)"),
     dict(fam="down projection", kernel="gemv_down_residual", scope="layer", mode=LQ,
          op="matmul", args=dict(mats=("ffn_down",), inp="q", residual=True),
          today="exists (k_gemv_* on Q8 x, residual add in the store: matmul_add)"),

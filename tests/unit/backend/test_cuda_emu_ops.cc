@@ -373,9 +373,14 @@ static void test_gemv_many(void **state) {
  * k_rmsnorm then k_quantize_*, and the gated-product quantize against silu_mul/gelu_mul then
  * k_quantize_*: the same quantized activations and normalized rows, bit for bit, for both
  * activation kinds and token counts that fill and do not fill a group. */
+static void fused_quantize(int K);
 static void test_fused_quantize(void **state) {
     (void)state;
-    enum { K = 512 };
+    for (int K : {512, 352}) /* 2 slices of k_rmsnorm_quantize; 352: a last slice of 96 (Q8_0) */
+        fused_quantize(K);
+}
+
+static void fused_quantize(int K) {
     std::vector<float> x(16 * K), g(16 * K), w(K), xn(16 * K), ref(16 * K);
     fill(x.data(), 16 * K, 3);
     fill(g.data(), 16 * K, 11);
@@ -384,6 +389,7 @@ static void test_fused_quantize(void **state) {
     std::vector<unsigned char> a(bytes), b(bytes);
     for (int act : {SOL_CUDA_ACT_Q8_0, SOL_CUDA_ACT_Q8_K})
         for (int n : {1, 3, 16}) {
+            if (act == SOL_CUDA_ACT_Q8_K && K % 256) continue;
             std::fill(a.begin(), a.end(), 0xAB), std::fill(b.begin(), b.end(), 0xAB);
             sol_emu_rmsnorm(x.data(), w.data(), ref.data(), n, K, 1e-5f, nullptr);
             assert_int_equal(sol_emu_gemv_quantize(act, ref.data(), n, K, a.data(), nullptr), 0);
@@ -409,6 +415,10 @@ static void test_fused_quantize(void **state) {
     assert_int_equal(sol_emu_gemv_glu_quantize(SOL_CUDA_ACT_FLOAT, 0, g.data(), x.data(), 1, K,
                                                b.data(), nullptr),
                      -ENOTSUP);
+    /* in place is refused: a row's blocks read all of it while the others write their slices */
+    assert_int_equal(sol_emu_gemv_norm_quantize(SOL_CUDA_ACT_Q8_0, x.data(), w.data(), 1e-5f,
+                                                x.data(), 1, K, b.data(), nullptr),
+                     -EINVAL);
 }
 
 /* The int8 batch GEMM (k_mmq.cu, mma.sync m16n8k32 emulated from the PTX ISA's fragment

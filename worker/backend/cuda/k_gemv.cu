@@ -61,30 +61,37 @@ static __global__ void k_quantize_q8_k(S src, int n_blocks, int8_t *kq, float *k
     q8_k_block(xb, blk, lane, kq, kd, ks);
 }
 
-/* RMSNorm and quantization in one launch, a block per token row: the row normalized as
- * k_rmsnorm does (its bits) into xn, then, after the block's barrier, quantized from xn by the
- * block's warps, each block of the row as k_quantize_* does. act: SOL_CUDA_ACT_Q8_0 or _Q8_K. */
-enum { NORMQ_THREADS = 256 };
+/* RMSNorm and quantization in one launch, NORMQ_SLICE elements of a row a block (grid: slices x
+ * tokens), so a decode step's single row still spreads over many SMs: each block sums the whole
+ * row's squares (sol_rmsnorm_scale: the same order, so the same scale, in every block and in
+ * k_rmsnorm; the row is re-read from L2), normalizes its slice as k_rmsnorm does (its bits) into
+ * xn and shared memory, then quantizes it as k_quantize_* does: a Q8_K block by warp 0, or a
+ * Q8_0 block a warp. xn must not be x (another block may still be summing the row). act:
+ * SOL_CUDA_ACT_Q8_0 or _Q8_K. */
+enum { NORMQ_THREADS = 256, NORMQ_SLICE = 256 };
 static __global__ void k_rmsnorm_quantize(const float *x, const float *w, float *xn, int dim,
                                           float eps, int act, int8_t *q, float *d, void *s) {
     sol_grid_dependency();
     SOL_SHARED(float, scratch, [32]);
-    sol_rmsnorm_row(x, w, xn, dim, eps, scratch);
-    const float *o = xn + (size_t)blockIdx.x * dim;
-    __syncthreads(); /* the row is whole in xn before any warp quantizes its blocks */
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    SOL_SHARED(float, sl, [NORMQ_SLICE]);
+    size_t row = (size_t)blockIdx.y * dim;
+    float scale = sol_rmsnorm_scale(x + row, dim, eps, scratch);
+    int i0 = (int)blockIdx.x * NORMQ_SLICE, n = dim - i0 < NORMQ_SLICE ? dim - i0 : NORMQ_SLICE;
+    if ((int)threadIdx.x < n) {
+        int i = i0 + (int)threadIdx.x;
+        sl[threadIdx.x] = xn[row + i] = x[row + i] * scale * w[i];
+    }
+    __syncthreads(); /* the slice is whole in sl before any warp quantizes it */
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (act == SOL_CUDA_ACT_Q8_K) {
-        int per = dim / 256, first = (int)blockIdx.x * per;
-        for (int b = warp; b < per; b += warps) {
-            float xb[8];
-            for (int j = 0; j < 8; j++)
-                xb[j] = o[(size_t)b * 256 + lane * 8 + j];
-            q8_k_block(xb, first + b, lane, q, d, (int16_t *)s);
-        }
-    } else {
-        int per = dim / 32, first = (int)blockIdx.x * per;
-        for (int b = warp; b < per; b += warps)
-            q8_0_block(o[(size_t)b * 32 + lane], first + b, lane, q, d, (int32_t *)s);
+        if (warp > 0) return; /* n is NORMQ_SLICE: dim % 256 == 0 for Q8_K */
+        float xb[8];
+        for (int j = 0; j < 8; j++)
+            xb[j] = sl[lane * 8 + j];
+        q8_k_block(xb, (int)blockIdx.y * (dim / 256) + (int)blockIdx.x, lane, q, d, (int16_t *)s);
+    } else if (warp < n / 32) {
+        q8_0_block(sl[warp * 32 + lane], (int)blockIdx.y * (dim / 32) + i0 / 32 + warp, lane, q, d,
+                   (int32_t *)s);
     }
 }
 
@@ -424,7 +431,10 @@ static int quantize_launch(int act, S src, int n, int K, void *scratch, void *st
     if (act == SOL_CUDA_ACT_FLOAT) return 0;
     if (K % (act == SOL_CUDA_ACT_Q8_K ? 256 : 32)) return -EINVAL;
     qx a = split_scratch(scratch, n, K, act == SOL_CUDA_ACT_Q8_K ? 256 : 32);
-    dim3 qgrid((unsigned)((a.n_blocks + QUANT_WARPS - 1) / QUANT_WARPS)), qblock(32 * QUANT_WARPS);
+    /* 256 elements a block, as k_rmsnorm_quantize's slices: a Q8_K block is one warp's, eight
+     * Q8_0 blocks are eight warps' (a decode step's row spreads over K / 256 SMs) */
+    int warps = act == SOL_CUDA_ACT_Q8_K ? 1 : QUANT_WARPS;
+    dim3 qgrid((unsigned)((a.n_blocks + warps - 1) / warps)), qblock(32 * (unsigned)warps);
     if (act == SOL_CUDA_ACT_Q8_K)
         SOL_LAUNCH(k_quantize_q8_k<S>, qgrid, qblock, 0, stream, src, a.n_blocks, a.q, a.d,
                    (int16_t *)a.s);
@@ -450,9 +460,11 @@ extern "C" int SOL_CUDA_FN(gemv_norm_quantize)(int act, const float *x, const fl
                                                void *stream) {
     if (n < 1 || n > SOL_CUDA_GEMV_MAX_TOKENS) return -ENOTSUP;
     if (act == SOL_CUDA_ACT_FLOAT || K % (act == SOL_CUDA_ACT_Q8_K ? 256 : 32)) return -EINVAL;
+    if (xn == x) return -EINVAL; /* the blocks of a row read it whole while others write xn */
     qx a = split_scratch(scratch, n, K, act == SOL_CUDA_ACT_Q8_K ? 256 : 32);
-    SOL_LAUNCH(k_rmsnorm_quantize, dim3((unsigned)n), dim3(NORMQ_THREADS), 0, stream, x, w, xn, K,
-               eps, act, a.q, a.d, a.s);
+    SOL_LAUNCH(k_rmsnorm_quantize,
+               dim3((unsigned)((K + NORMQ_SLICE - 1) / NORMQ_SLICE), (unsigned)n),
+               dim3(NORMQ_THREADS), 0, stream, x, w, xn, K, eps, act, a.q, a.d, a.s);
     return 0;
 }
 

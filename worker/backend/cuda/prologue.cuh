@@ -26,16 +26,23 @@ __device__ __forceinline__ float sol_swiglu_oai1(float g, float u, float alpha, 
     return glu * (y + 1.0f);
 }
 
+/* The RMSNorm scale 1 / sqrt(mean(x^2) + eps) of row xr, summed by the whole block in a fixed
+ * order (a row's result never depends on the batch, nor on which block of a multi-block launch
+ * asks). scratch: 32 shared floats. */
+__device__ __forceinline__ float sol_rmsnorm_scale(const float *xr, int dim, float eps,
+                                                   float *scratch) {
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x)
+        ss += xr[i] * xr[i];
+    return 1.0f / sqrtf(sol_block_sum(ss, scratch) / (float)dim + eps);
+}
+
 /* Row blockIdx.x of x (rows of dim) normalized by the whole block into the same row of out:
- * x / sqrt(mean(x^2) + eps) * w, the sum of squares in a fixed order (a row's result never
- * depends on the batch). scratch: 32 shared floats. */
+ * x / sqrt(mean(x^2) + eps) * w. */
 __device__ __forceinline__ void sol_rmsnorm_row(const float *x, const float *w, float *out, int dim,
                                                 float eps, float *scratch) {
     const float *xr = x + (size_t)blockIdx.x * dim;
-    float *o = out + (size_t)blockIdx.x * dim, ss = 0.0f;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x)
-        ss += xr[i] * xr[i];
-    float scale = 1.0f / sqrtf(sol_block_sum(ss, scratch) / (float)dim + eps);
+    float *o = out + (size_t)blockIdx.x * dim, scale = sol_rmsnorm_scale(xr, dim, eps, scratch);
     for (int i = threadIdx.x; i < dim; i += blockDim.x)
         o[i] = xr[i] * scale * w[i];
 }
