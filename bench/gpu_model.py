@@ -166,6 +166,8 @@ PARAMS = {
                        "per 32 columns (8 IMMA k16) and 635 more per super-block (six-bit "
                        "unpacking, the offset, scales): 1163 issue slots for 64 IMMA k16 (128 "
                        "clocks) = 0.11"),
+    "rope_fold": (1.0, "lean and lean-q: 1 = rope and the KV write in the q/k/v GEMV's epilogue "
+                        "(designed); 0 = their own launch (k_rope_kv), as built today"),
     "mma_tile": (64.0, "weight rows = tokens of an int8 GEMM's tile (MMQ_BM = MMQ_BN = 64 in "
                        "k_mmq.cu): sets how often a matrix (ceil(n / tile)) and x (ceil(M / tile)) "
                        "are re-read; other values are what-ifs. k_mma_gemm's tiles: "
@@ -1157,7 +1159,7 @@ class Model:
         return max(l2 / self.l2_bw, ops / issue), l2
 
     def op_rope_kv(self, row, lw):
-        if row.get("args", {}).get("unfold") and self.folds(self.n):
+        if row.get("args", {}).get("unfold") and self.folds(self.n) and self.p["rope_fold"]:
             return []
         n, q, kv = self.n, self.q_dim, self.kv_dim
         byt = n * (q + 2 * kv) * 4 + n * q * 4 + n * 2 * kv * self.kv_eb + n * 4

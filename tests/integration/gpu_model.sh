@@ -116,6 +116,10 @@ grep -Eq '^total +292 ' "$w/leanq" || fail "lean-q 8b: not 292 launches (1 + 32 
 grep -Eq '^attention +32 .*merged by the last split' "$w/leanq" || fail "lean-q: the split is not merged in the attention launch"
 grep -Eq '^total +292 ' <($M --design lean-q --context 64) || fail "lean-q 8b, context 64: not 292 launches"
 grep -Eq '^total +228 ' <($M --design lean-q --quant f16) || fail "lean-q f16: not 228 launches (no quantize)"
+# as built today (rope_fold=0): rope + the KV write are their own launch, once per layer
+$M --design lean-q --param rope_fold=0 >"$w/leanq_built"
+grep -Eq '^total +324 ' "$w/leanq_built" || fail "lean-q rope_fold=0: not 292 + 32 launches"
+grep -Eq '^rope \+ KV write +32 ' "$w/leanq_built" || fail "lean-q rope_fold=0: no rope launch per layer"
 grep -Eq '^norm\+quantize +129 ' "$w/leanq" || fail "lean-q: not 129 norm+quantize launches (32 x 4 + 1)"
 for k in "rmsnorm_quantize(attn)" "quantize(attn out)" "rmsnorm_quantize(ffn)" "quantize(silu)"; do
   awk -v k="$k" 'index($0, k " ") == 1 { split(substr($0, length(k) + 1), f)
