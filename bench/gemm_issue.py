@@ -8,7 +8,9 @@ fixed at the kernel's entry (a copy of the file, `w.type = SOL_CUDA_<T>;` after
 sol_grid_dependency(), so the other types' dequantization drops out), disassembles it (nvdisasm,
 as tests/gpu/sass_check.py finds it) and counts, per tile width (k_mma_gemm<64>, <128>), the
 instructions of the stage loop (from the prefetch's guard to the barrier's branch) and its HMMAs.
-An SM sub-partition issues one warp instruction a clock and finishes an m16n8k16 F16 HMMA every
+(The loop's head label is not in nvdisasm's listing, so the loop is taken from the first
+barrier's branch, past the preheader, to the stage barrier's branch.) An SM sub-partition issues
+one warp instruction a clock and finishes an m16n8k16 F16 HMMA every
 4 clocks at the dense F16 peak, so 4 x HMMAs / instructions is the share of the peak a warp
 can reach when issue-bound (the int8 kernels' shares were counted the same way). A static count
 of the loop: the few branches inside it (the K-quants' scale unpacking) are counted on both
@@ -39,9 +41,16 @@ def stage_loop(listing, kernel):
     bars = [i for i, l in enumerate(ins) if "BAR.SYNC" in l]
     if len(bars) < 2:
         raise RuntimeError(f"{kernel}: expected the prologue's and the loop's barriers")
-    head = next(i for i in range(bars[0], bars[-1])
-                if "ISETP.GE" in ins[i] and "BRA" in ins[i + 1])
-    body = ins[head:bars[-1] + 2]
+    # the loop starts after the first barrier's branch and the preheader: at the stage guard
+    # (ISETP + BRA) when it is a branch, else after the preheader's moves and constant loads
+    start = bars[0] + 2
+    head = next((i for i in range(start, min(start + 12, bars[1]))
+                 if "ISETP.GE" in ins[i] and "BRA" in ins[i + 1]), None)
+    if head is None:
+        head = start
+        while re.search(r"\*/\s+(ULDC|UMOV|IMAD\.MOV|MOV|CS2R)\b", ins[head]):
+            head += 1
+    body = ins[head:bars[1] + 2]
     return len(body), sum("HMMA" in b for b in body)
 
 

@@ -757,13 +757,14 @@ STEP = [
 # (2026-12-06, CUDA 13): (instructions, HMMA m16n8k16) a warp issues per 32 columns, for the
 # 64-token tile (n <= 64) and the 128-token tile. An SM sub-partition issues one instruction a
 # clock and an HMMA takes 4 clocks at the dense F16 peak: the share is 4 x HMMA / instructions.
-# Before 2026-12-06 (64 x 64 tiles, F16 rounding by bit manipulation, no double buffer) the loop
-# was 597-795 instructions per 16 HMMA: 0.08-0.11, not the 0.35 then assumed.
+# Before 2026-12-06 (64 x 64 tiles, F16 rounding by bit manipulation, no double buffer, 32-bit
+# fragment loads) the loop was 597-795 instructions per 16 HMMA: 0.08-0.11, not the 0.35 then
+# assumed.
 MMA_ISSUE = {
-    "Q4_0": ((209, 16), (241, 32)), "Q5_0": ((277, 16), (310, 32)),
-    "Q5_1": ((289, 16), (321, 32)), "Q8_0": ((172, 16), (204, 32)),
-    "MXFP4": ((231, 16), (263, 32)), "Q4_K": ((271, 16), (304, 32)),
-    "Q5_K": ((346, 16), (379, 32)), "Q6_K": ((313, 16), (345, 32)),
+    "Q4_0": ((146, 16), (166, 32)), "Q5_0": ((220, 16), (235, 32)),
+    "Q5_1": ((212, 16), (234, 32)), "Q8_0": ((133, 16), (154, 32)),
+    "MXFP4": ((195, 16), (213, 32)), "Q4_K": ((187, 16), (209, 32)),
+    "Q5_K": ((202, 16), (224, 32)), "Q6_K": ((190, 16), (210, 32)),
 }
 MMA_SMALL = 64  # k_mma.cu: 64 x 64 tiles (4 warps) up to 64 tokens, 128 x 128 (8 warps) past it
 
@@ -1585,7 +1586,7 @@ def fmt_prefill_goal(m, res):
         return r["built_tc_share"] if int8 else r["fp16_share"]
 
     # mma_eff scales k_mma_gemm's counted issue shares (each capped at the peak): at 6 every
-    # counted share (the least is 0.18) is at the peak
+    # counted share (the least is 0.29) is at the peak
     top = 6.0 if key == "mma_eff" else 1.0
 
     def need(**more):
@@ -1618,8 +1619,9 @@ def fmt_prefill_goal(m, res):
         return L
     if v is not None:
         L.append(f"  would take: k_mma_gemm at >= {v:.2f} x its issue-bound rate (mma_eff, "
-                 f"now {m.p[key]:.2f}): fewer instructions per HMMA (ldmatrix fragments, a "
-                 f"cheaper dequantization per weight, larger warp tiles)")
+                 f"now {m.p[key]:.2f}): fewer instructions per HMMA (the dequantization is "
+                 f"most of them; larger warp tiles), if mma.sync itself runs at the dense peak "
+                 f"(wgmma's; not modelled)")
     else:
         L.append(f"  not k_mma_gemm's efficiency alone: {100 * share(top):.1f}% at 1.00 of the "
                  f"F16 peak: its {mma_tile_of(m.n)}-row tiles move "

@@ -214,10 +214,20 @@ __device__ __forceinline__ unsigned sol_byte(const uint32_t *v, int i) {
     return (v[i / 4] >> (8 * (i % 4))) & 0xFF;
 }
 
+/* The nibbles of the words q (the high ones when hi), one to a byte: four elements a word for one
+ * shift and one mask, where a per-element choice cost three instructions (k_mma.cu's count). */
+__device__ __forceinline__ void sol_nibbles(const uint32_t q[4], int hi, uint32_t out[4]) {
+    SOL_UNROLL
+    for (int i = 0; i < 4; i++)
+        out[i] = (hi ? q[i] >> 4 : q[i]) & 0x0F0F0F0Fu;
+}
+
 /* Elements k..k+15 of row r of a quantized w (k a multiple of 16), as sol_dequant_elem gives
  * them, bit for bit, but from aligned 128-bit loads of the run's quants (32-bit where a block's
  * bytes are only 4-aligned: Q5_0's 20-byte parts, Q5_1's 24-byte blocks) and each block's scales
- * read once: the GEMM's tile loader (k_mma.cu). Float types are not read here. */
+ * read once: the GEMM's tile loader (k_mma.cu). Float types are not read here. Where a product
+ * is exact in float (a 4- to 6-bit quant times a scale of at most 17 significant bits) the
+ * product and the add that follows are one fmaf: the same bits as the two rounded steps. */
 __device__ __forceinline__ void sol_dequant16(const sol_cuda_wt &w, int r, int k, float out[16]) {
     const unsigned char *row = (const unsigned char *)w.data + (size_t)r * w.row_bytes;
     size_t blk = (size_t)r * (size_t)(w.cols / sol_cuda_block_elems(w.type)) +
@@ -234,11 +244,11 @@ __device__ __forceinline__ void sol_dequant16(const sol_cuda_wt &w, int r, int k
     }
     case SOL_CUDA_Q4_0: { /* element j < 16: low nibble of qs[j]; j >= 16: high of qs[j - 16] */
         float d = sol_split_scale(w, blk);
-        int hi = k % 32 >= 16;
         sol_ld128(q, sol_split_quants(w, blk));
+        sol_nibbles(q, k % 32 >= 16, h);
         SOL_UNROLL
         for (int i = 0; i < 16; i++)
-            out[i] = d * (float)((int)((hi ? sol_byte(q, i) >> 4 : sol_byte(q, i) & 0xF)) - 8);
+            out[i] = d * (float)((int)sol_byte(h, i) - 8);
         return;
     }
     case SOL_CUDA_MXFP4: { /* Q4_0's nibble order; the values from the table, times the scale */
@@ -269,12 +279,11 @@ __device__ __forceinline__ void sol_dequant16(const sol_cuda_wt &w, int r, int k
             uint32_t dm = sol_ld32(b - 4);
             d = sol_f16_to_f32((uint16_t)dm), m = sol_f16_to_f32((uint16_t)(dm >> 16));
         }
+        sol_nibbles(q, hi, h);
         SOL_UNROLL
         for (int i = 0; i < 16; i++) {
-            int v = (int)(hi ? sol_byte(q, i) >> 4 : sol_byte(q, i) & 0xF) |
-                    (int)((qh >> (j0 + i)) & 1) << 4;
-            out[i] = w.type == SOL_CUDA_Q5_0 ? (float)(v - 16) * d
-                                             : __fadd_rn(__fmul_rn((float)v, d), m);
+            int v = (int)sol_byte(h, i) | (int)((qh >> (j0 + i)) & 1) << 4;
+            out[i] = w.type == SOL_CUDA_Q5_0 ? (float)(v - 16) * d : fmaf((float)v, d, m);
         }
         return;
     }
@@ -287,13 +296,17 @@ __device__ __forceinline__ void sol_dequant16(const sol_cuda_wt &w, int r, int k
         float d1 = sol_f16_to_f32((uint16_t)dm) * (float)sc;
         float m1 = sol_f16_to_f32((uint16_t)(dm >> 16)) * (float)mn;
         sol_ld128(q, b + (q5 ? 48 : 16) + 32 * (j / 2) + l0);
-        if (q5) sol_ld128(h, b + 16 + l0);
-        SOL_UNROLL
-        for (int i = 0; i < 16; i++) {
-            int v = (int)(j % 2 ? sol_byte(q, i) >> 4 : sol_byte(q, i) & 0xF);
-            if (q5) v |= (int)((sol_byte(h, i) >> j) & 1) << 4;
-            out[i] = __fsub_rn(__fmul_rn(d1, (float)v), m1);
+        uint32_t v[4];
+        sol_nibbles(q, j % 2, v);
+        if (q5) {
+            sol_ld128(h, b + 16 + l0);
+            SOL_UNROLL
+            for (int i = 0; i < 4; i++) /* bit j of each byte to bit 4 of the same byte */
+                v[i] |= ((h[i] >> j) & 0x01010101u) << 4;
         }
+        SOL_UNROLL
+        for (int i = 0; i < 16; i++)
+            out[i] = fmaf(d1, (float)sol_byte(v, i), -m1);
         return;
     }
     default: { /* Q6_K: ql 128, qh 64, scales 16 (kq6_elem's layout) */
@@ -302,15 +315,15 @@ __device__ __forceinline__ void sol_dequant16(const sol_cuda_wt &w, int r, int k
         int kk = k % 256, hh = kk / 128, part = kk % 128 / 32, l0 = kk % 32;
         sol_ld128(q, b + 64 * hh + (part % 2 ? 32 : 0) + l0);
         sol_ld128(h, b + 128 + 32 * hh + l0);
-        int sc = (int)(int8_t)sol_ldb(b + 192 + 8 * hh + l0 / 16 + 2 * part);
+        float ds = d * (float)(int8_t)sol_ldb(b + 192 + 8 * hh + l0 / 16 + 2 * part); /* exact */
+        uint32_t v[4];
+        sol_nibbles(q, part >= 2, v);
         SOL_UNROLL
-        for (int i = 0; i < 16; i++) {
-            unsigned lo = sol_byte(q, i);
-            int v =
-                (int)((part < 2 ? lo & 0xF : lo >> 4) | ((sol_byte(h, i) >> (2 * part)) & 3) << 4) -
-                32;
-            out[i] = d * (float)sc * (float)v;
-        }
+        for (int i = 0; i < 4; i++) /* bits 2 part, +1 of each byte to bits 4, 5 */
+            v[i] |= ((h[i] >> (2 * part)) & 0x03030303u) << 4;
+        SOL_UNROLL
+        for (int i = 0; i < 16; i++)
+            out[i] = ds * (float)((int)sol_byte(v, i) - 32);
         return;
     }
     }

@@ -15,7 +15,12 @@
  *   a[2]: row g, k 16+4t..      a[3]: row g+8, k 16+4t..
  *   b[0]: k 4t..4t+3 of column g    b[1]: k 16+4t.. of column g;  d as above (int32).
  * sol_mma_16816_s8(d, a, b): the same with k = 16 (m16n8k16.row.col.s32.s8.s8.s32):
- *   a[0]: row g, k 4t..4t+3    a[1]: row g+8, k 4t..4t+3    b[0]: k 4t..4t+3 of column g. */
+ *   a[0]: row g, k 4t..4t+3    a[1]: row g+8, k 4t..4t+3    b[0]: k 4t..4t+3 of column g.
+ * sol_ldmatrix_x4(r, p): four 8 x 8 matrices of 16-bit elements from shared memory, as
+ * ldmatrix.sync.aligned.m8n8.x4.shared.b16: lanes 8j..8j+7 give the addresses of rows 0..7 of
+ * matrix j (16 bytes each, 16-byte aligned); lane l receives in r[j] the two elements at row
+ * l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of matrix j (the lower column in the low 16 bits):
+ * exactly an mma fragment's word, so one instruction loads what four 32-bit loads did. */
 #ifndef SOL_CUDA_MMA_CUH
 #define SOL_CUDA_MMA_CUH
 
@@ -60,7 +65,36 @@ __device__ __forceinline__ void sol_mma_16816_s8(int d[4], const uint32_t a[2],
     __trap();
 #endif
 }
+
+__device__ __forceinline__ void sol_ldmatrix_x4(uint32_t r[4], const void *p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    /* memory: it reads what the block stored before its barrier, so it may not move above it */
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
 #else
+    (void)r, (void)p;
+    __trap();
+#endif
+}
+#else
+/* The emulation of ldmatrix.x4 from the ISA's description: every lane's row address, then each
+ * lane's four words read from the rows the instruction assigns it. A misaligned row aborts, as
+ * the instruction requires 16-byte rows. */
+inline void sol_ldmatrix_x4(uint32_t r[4], const void *p) {
+    const void *all[32];
+    if ((uintptr_t)p % 16) SOL_EMU_DIE("ldmatrix: row address %p not 16-byte aligned", p);
+    sol_emu::warp_meet("ldmatrix", p, all);
+    int lane = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
+    for (int j = 0; j < 4; j++) {
+        const uint16_t *row = (const uint16_t *)all[8 * j + lane / 4];
+        r[j] = (uint32_t)row[2 * (lane % 4)] | (uint32_t)row[2 * (lane % 4) + 1] << 16;
+    }
+    sol_emu::warp_leave("ldmatrix");
+}
+
 /* Half i (low to high) of the words w, as float. */
 inline float sol_mma_half(const uint32_t *w, int i) {
     return sol_f16_to_f32((uint16_t)(w[i / 2] >> (16 * (i % 2))));
