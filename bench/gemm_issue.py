@@ -1,24 +1,25 @@
 #!/usr/bin/env python3
-"""gemm_issue.py: the issue-slot count behind bench/gpu_model.py's k_mma_gemm efficiencies.
+"""gemm_issue.py: the issue-slot counts behind bench/gpu_model.py's tensor-core GEMM efficiencies.
 
-  bench/gemm_issue.py [--arch 90] [--types Q4_0,Q4_K,...]
+  bench/gemm_issue.py [--arch 90] [--kernels k_mma]
 
-For each weight type, compiles worker/backend/cuda/k_mma.cu for sm_ARCH with the weight type
-fixed at the kernel's entry (a copy of the file, `w.type = SOL_CUDA_<T>;` after
-sol_grid_dependency(), so the other types' dequantization drops out), disassembles it (nvdisasm,
-as tests/gpu/sass_check.py finds it) and counts, per tile width (k_mma_gemm<64>, <128>), the
-instructions of the stage loop (from the prefetch's guard to the barrier's branch) and its HMMAs.
-(The loop's head label is not in nvdisasm's listing, so the loop is taken from the first
-barrier's branch, past the preheader, to the stage barrier's branch.) An SM sub-partition issues
-one warp instruction a clock and finishes an m16n8k16 F16 HMMA every
-4 clocks at the dense F16 peak, so 4 x HMMAs / instructions is the share of the peak a warp
-can reach when issue-bound (the int8 kernels' shares were counted the same way). A static count
-of the loop: the few branches inside it (the K-quants' scale unpacking) are counted on both
-sides. Needs nvcc and nvdisasm (scripts/cuda-tools); prints a table. Exit 2 when they are
-missing."""
+For each kernel family and weight type, compiles its source (worker/backend/cuda/k_mma.cu) for
+sm_ARCH with the weight type fixed at the kernel's entry (a copy of the file,
+`w.type = SOL_CUDA_<T>;` after sol_grid_dependency(), so the other types' code drops out),
+disassembles it with cuobjdump (scripts/cuda-tools; its branches carry absolute targets) and
+finds the kernel's main loop: the largest backward branch whose body holds tensor-core MMAs (an
+inner loop in it would be counted its family's trip count times). Static counts: the few
+branches inside a loop are counted on both sides.
+
+An SM sub-partition issues one warp instruction a clock; at the dense peak an m16n8k16 F16 HMMA
+and an m16n8k32 s8 IMMA each take 4 clocks, an m16n8k16 s8 IMMA 2. So clocks / instructions is
+the share of the peak an issue-bound warp reaches (of the F16 peak for k_mma_gemm, of the int8
+peak for k_mmq's kernels): the figures gpu_model.py's MMA_ISSUE and mmq*_eff hold. Exit 2 when
+nvcc or cuobjdump is missing."""
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,40 +28,89 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "gpu"))
 import sass_check  # noqa: E402
 
-SRC = os.path.join(ROOT, "worker", "backend", "cuda", "k_mma.cu")
-TYPES = ["Q4_0", "Q5_0", "Q5_1", "Q8_0", "MXFP4", "Q4_K", "Q5_K", "Q6_K"]
+CUDA = os.path.join(ROOT, "worker", "backend", "cuda")
+# family: (source, [(kernel symbol part, label)], weight types, inner-loop trip count). The int8
+# kernels (k_mmq.cu) are not listed: their inner loops run per kernel (k_mmq_kq's 8 sub-blocks,
+# k_mmq_gemm's blocks a stage) and their mins' MMAs are not useful work, which this count does not
+# tell apart yet; gpu_model.py's mmq*_eff were counted by hand (2026-12-06, before common/half.h's
+# one-instruction conversions).
+FAMILIES = {
+    "k_mma": ("k_mma.cu", [("k_mma_gemmILi64E", "64x64"), ("k_mma_gemmILi128E", "128x128")],
+              ["Q4_0", "Q5_0", "Q5_1", "Q8_0", "MXFP4", "Q4_K", "Q5_K", "Q6_K"], 1),
+}
+CLOCKS = {"HMMA.16816": 4, "IMMA.16832": 4, "IMMA.16816": 2}
+LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)(.*?);")
 
 
-def stage_loop(listing, kernel):
-    """(instructions, HMMAs) of the stage loop of the kernel whose symbol contains `kernel`."""
-    lines = listing.split("\n")
-    start = next(i for i, l in enumerate(lines) if l.startswith(".text.") and kernel in l)
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(".text.")),
-               len(lines))
-    ins = [l for l in lines[start:end] if re.search(r"/\*[0-9a-f]{4}\*/", l)]
-    bars = [i for i, l in enumerate(ins) if "BAR.SYNC" in l]
-    if len(bars) < 2:
-        raise RuntimeError(f"{kernel}: expected the prologue's and the loop's barriers")
-    # the loop starts after the first barrier's branch and the preheader: at the stage guard
-    # (ISETP + BRA) when it is a branch, else after the preheader's moves and constant loads
-    start = bars[0] + 2
-    head = next((i for i in range(start, min(start + 12, bars[1]))
-                 if "ISETP.GE" in ins[i] and "BRA" in ins[i + 1]), None)
-    if head is None:
-        head = start
-        while re.search(r"\*/\s+(ULDC|UMOV|IMAD\.MOV|MOV|CS2R)\b", ins[head]):
-            head += 1
-    body = ins[head:bars[1] + 2]
-    return len(body), sum("HMMA" in b for b in body)
+def find_cuobjdump():
+    for c in (shutil.which("cuobjdump"), "/usr/local/cuda/bin/cuobjdump",
+              os.path.join(os.path.expanduser("~"), ".cache", "sol", "cuda-tools", "bin",
+                           "cuobjdump")):
+        if c and os.access(c, os.X_OK):
+            return c
+    return None
 
 
-def count(ty, arch, nvdisasm, tmp):
-    src = open(SRC).read()
-    fixed = src.replace("    sol_grid_dependency();\n",
-                        f"    sol_grid_dependency();\n    w.type = SOL_CUDA_{ty};\n")
-    if fixed == src:
-        raise RuntimeError("k_mma.cu: no sol_grid_dependency() line to fix the type after")
-    path = os.path.join(tmp, "k_mma_fixed.cu")
+def functions(listing):
+    """{symbol: [(address, opcode, operands)]} from cuobjdump -sass. Instructions are taken from
+    their encodings (two 64-bit words each, 16 bytes), since cuobjdump 11.8 prints no text for
+    a few sm_90 instructions (about 2% of k_mma_gemm's): those count, with opcode "?"."""
+    out, cur, words = {}, None, 0
+    for line in listing.split("\n"):
+        m = re.match(r"\s+Function : (\S+)", line)
+        if m:
+            cur, words = out.setdefault(m.group(1), []), 0
+            continue
+        if cur is None:
+            continue
+        for _ in re.findall(r"/\* 0x[0-9a-f]{16} \*/", line):
+            if words % 2 == 0:
+                t = LINE.search(line)
+                cur.append((16 * (words // 2), t.group(2) if t else "?", t.group(3) if t else ""))
+            words += 1
+    return out
+
+
+def loops(ins):
+    """(start index, end index) of every backward branch."""
+    at = {a: i for i, (a, _, _) in enumerate(ins)}  # addresses are 16 bytes apart
+    res = []
+    for j, (a, op, rest) in enumerate(ins):
+        m = re.search(r"0x([0-9a-f]+)", rest)
+        if op == "BRA" and m and int(m.group(1), 16) <= a and int(m.group(1), 16) in at:
+            res.append((at[int(m.group(1), 16)], j))
+    return res
+
+
+def clocks_of(body):
+    return sum(CLOCKS.get(".".join(op.split(".")[:2]), 0) for _, op, _ in body)
+
+
+def count(ins, trip):
+    """(instructions, MMA clocks, MMAs) per iteration of the main loop."""
+    mma = [lp for lp in loops(ins) if clocks_of(ins[lp[0]:lp[1] + 1])]
+    if not mma:
+        raise RuntimeError("no loop with tensor-core MMAs")
+    outer = max(mma, key=lambda lp: lp[1] - lp[0])
+    inner = [lp for lp in mma if lp != outer and outer[0] <= lp[0] and lp[1] <= outer[1]]
+    body = ins[outer[0]:outer[1] + 1]
+    n, c = len(body), clocks_of(body)
+    k = sum("MMA" in op for _, op, _ in body)
+    for lp in inner[:1]:  # one inner loop, run `trip` times in all
+        ib = ins[lp[0]:lp[1] + 1]
+        n += (trip - 1) * len(ib)
+        c += (trip - 1) * clocks_of(ib)
+        k += (trip - 1) * sum("MMA" in op for _, op, _ in ib)
+    return n, c, k
+
+
+def listing_for(src, ty, arch, cuobjdump, tmp):
+    text = open(os.path.join(CUDA, src)).read()
+    fixed = text.replace("    sol_grid_dependency();\n",
+                         f"    sol_grid_dependency();\n    w.type = SOL_CUDA_{ty};\n")
+    if fixed == text:
+        raise RuntimeError(f"{src}: no sol_grid_dependency() line to fix the type after")
+    path = os.path.join(tmp, "fixed.cu")
     open(path, "w").write(fixed)
     inc = [f"-I{os.path.join(ROOT, d)}" for d in ("worker/backend/cuda", "worker/backend",
                                                   "common")]
@@ -69,29 +119,35 @@ def count(ty, arch, nvdisasm, tmp):
                     path], check=True)
     img = sass_check.as_abi7(bytearray(open(cubin, "rb").read()), arch)
     open(cubin, "wb").write(img)
-    listing = subprocess.run([nvdisasm, "-c", cubin], check=True, capture_output=True,
-                             text=True).stdout
-    return {bn: stage_loop(listing, f"k_mma_gemmILi{bn}E") for bn in (64, 128)}
+    return subprocess.run([cuobjdump, "-sass", cubin], check=True, capture_output=True,
+                          text=True).stdout
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--arch", type=int, default=90)
-    ap.add_argument("--types", default=",".join(TYPES))
+    ap.add_argument("--kernels", default="k_mma")
     o = ap.parse_args()
-    nvdisasm = sass_check.find_nvdisasm(None)
-    if not nvdisasm or not subprocess.run(["which", "nvcc"], capture_output=True).returncode == 0:
-        print("gemm_issue: needs nvcc and nvdisasm (scripts/cuda-tools)", file=sys.stderr)
+    cuobjdump = find_cuobjdump()
+    if not cuobjdump or not shutil.which("nvcc"):
+        print("gemm_issue: needs nvcc and cuobjdump (scripts/cuda-tools)", file=sys.stderr)
         return 2
-    print(f"k_mma_gemm stage loop, sm_{o.arch}: instructions / HMMA / 4 x HMMA per instruction")
-    print(f"{'type':6} {'<64> instr':>10} {'HMMA':>5} {'share':>6}   {'<128> instr':>11} "
-          f"{'HMMA':>5} {'share':>6}")
+    print(f"main loop per iteration, sm_{o.arch}: instructions, MMAs, MMA clocks at the peak, "
+          f"clocks / instructions")
     with tempfile.TemporaryDirectory() as tmp:
-        for ty in o.types.split(","):
-            c = count(ty, o.arch, nvdisasm, tmp)
-            (i64, h64), (i128, h128) = c[64], c[128]
-            print(f"{ty:6} {i64:10d} {h64:5d} {4 * h64 / i64:6.2f}   {i128:11d} {h128:5d} "
-                  f"{4 * h128 / i128:6.2f}")
+        for fam in o.kernels.split(","):
+            src, kerns, types, trip = FAMILIES[fam]
+            for ty in types:
+                fns = functions(listing_for(src, ty, o.arch, cuobjdump, tmp))
+                for part, label in kerns:
+                    sym = next((s for s in fns if part in s), None)
+                    if sym is None:
+                        continue
+                    try:
+                        n, c, k = count(fns[sym], trip)
+                    except RuntimeError:
+                        continue  # this type never reaches the kernel's MMAs (another kernel's)
+                    print(f"{label:12} {ty:6} {n:6d} instr {k:4d} MMA {c:5d} clocks  {c / n:5.2f}")
     return 0
 
 

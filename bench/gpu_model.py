@@ -754,17 +754,18 @@ STEP = [
 
 
 # k_mma_gemm's stage loop per weight type, counted from its sm_90 SASS by bench/gemm_issue.py
-# (2026-12-06, CUDA 13): (instructions, HMMA m16n8k16) a warp issues per 32 columns, for the
+# (2026-12-06, CUDA 13; the loop from its back edge's target, cuobjdump): (instructions, HMMA
+# m16n8k16) a warp issues per 32 columns, for the
 # 64-token tile (n <= 64) and the 128-token tile. An SM sub-partition issues one instruction a
 # clock and an HMMA takes 4 clocks at the dense F16 peak: the share is 4 x HMMA / instructions.
 # Before 2026-12-06 (64 x 64 tiles, F16 rounding by bit manipulation, no double buffer, 32-bit
 # fragment loads) the loop was 597-795 instructions per 16 HMMA: 0.08-0.11, not the 0.35 then
 # assumed.
 MMA_ISSUE = {
-    "Q4_0": ((146, 16), (166, 32)), "Q5_0": ((220, 16), (235, 32)),
-    "Q5_1": ((212, 16), (234, 32)), "Q8_0": ((133, 16), (154, 32)),
-    "MXFP4": ((195, 16), (213, 32)), "Q4_K": ((187, 16), (209, 32)),
-    "Q5_K": ((202, 16), (224, 32)), "Q6_K": ((190, 16), (210, 32)),
+    "Q4_0": ((159, 16), (179, 32)), "Q5_0": ((231, 16), (252, 32)),
+    "Q5_1": ((213, 16), (235, 32)), "Q8_0": ((134, 16), (155, 32)),
+    "MXFP4": ((192, 16), (215, 32)), "Q4_K": ((191, 16), (213, 32)),
+    "Q5_K": ((205, 16), (227, 32)), "Q6_K": ((205, 16), (225, 32)),
 }
 MMA_SMALL = 64  # k_mma.cu: 64 x 64 tiles (4 warps) up to 64 tokens, 128 x 128 (8 warps) past it
 
@@ -1586,7 +1587,7 @@ def fmt_prefill_goal(m, res):
         return r["built_tc_share"] if int8 else r["fp16_share"]
 
     # mma_eff scales k_mma_gemm's counted issue shares (each capped at the peak): at 6 every
-    # counted share (the least is 0.29) is at the peak
+    # counted share (the least is 0.28) is at the peak
     top = 6.0 if key == "mma_eff" else 1.0
 
     def need(**more):
