@@ -63,6 +63,19 @@ SOL_HALF_FN uint16_t sol_f32_to_f16(float f) {
 #endif
 }
 
+/* Two floats rounded to F16 and packed, lo in the low 16 bits (the MMA fragments' order): on the
+ * GPU one cvt.rn.f16x2.f32 (sm_80+), with sol_f32_to_f16's bits for every input but a NaN's
+ * payload. */
+SOL_HALF_FN uint32_t sol_f16x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    uint32_t r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); /* a: upper, b: lower */
+    return r;
+#else
+    return (uint32_t)sol_f32_to_f16(lo) | (uint32_t)sol_f32_to_f16(hi) << 16;
+#endif
+}
+
 SOL_HALF_FN float sol_bf16_to_f32(uint16_t h) {
     return sol_bits_f32((uint32_t)h << 16);
 }

@@ -508,11 +508,12 @@ static int gemv_prologue(cuda_backend *b, const gemv_in *in, int first, int act,
     }
     if (!in->norm) return SOL_CUDA_FN(gemv_quantize)(act, in->x + off, cnt, K, q, b->stream);
     if (!first) return SOL_CUDA_FN(gemv_quantize)(act, in->xn + off, cnt, K, q, b->stream);
-    if (act == SOL_CUDA_ACT_FLOAT || in->xn == in->x) { /* in place: not in one launch, whose */
+    /* Float weights read xn itself; in place (xn == x), the one-launch kernel cannot run: each of
+     * its blocks reads the whole row while the others write their slices. */
+    if (act == SOL_CUDA_ACT_FLOAT || in->xn == in->x) {
         SOL_CUDA_FN(rmsnorm)(in->x + off, in->norm, in->xn + off, cnt, K, in->eps, b->stream);
-        return act == SOL_CUDA_ACT_FLOAT /* blocks each read the whole row */
-                   ? 0
-                   : SOL_CUDA_FN(gemv_quantize)(act, in->xn + off, cnt, K, q, b->stream);
+        if (act == SOL_CUDA_ACT_FLOAT) return 0;
+        return SOL_CUDA_FN(gemv_quantize)(act, in->xn + off, cnt, K, q, b->stream);
     }
     b->fused_normq++;
     return SOL_CUDA_FN(gemv_norm_quantize)(act, in->x + off, in->norm, in->eps, in->xn + off, cnt,

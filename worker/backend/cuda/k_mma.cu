@@ -2,14 +2,14 @@
  * GEMV kernels: each block dequantizes a tile of weight rows to F16 in shared memory and
  * multiplies it with mma.sync, so no F16 copy of a matrix is ever written to memory.
  *
- * A block owns BM weight rows x BN tokens: 64 x 64 (4 warps) up to 64 tokens, so a decode batch
+ * A block owns B weight rows x B tokens: 64 x 64 (4 warps) up to 64 tokens, so a decode batch
  * still fills the SMs, and 128 x 128 (8 warps) past them, where each dequantized weight feeds
  * twice the MMAs and x is read from L2 half as often. Per MMA_BK = 32 columns (a stage)
  *  - each thread dequantizes half a 32-block of one weight row (sol_dequant16: two 128-bit loads
  *    and the block's scales once), rounds it to F16 with cvt.rn.f16x2 (sol_f16x2, 8 instructions
  *    for 16 elements) and loads 16 of the tokens' F16 activations (two 128-bit loads): the next
  *    stage's, into registers, while the warps multiply the current stage from shared memory;
- *  - each warp multiplies its 32 x BN / 2 part: 2 x BN / 16 mma.m16n8k16 per 16 columns, sums in
+ *  - each warp multiplies its 32 x B / 2 part: 2 x B / 16 mma.m16n8k16 per 16 columns, sums in
  *    f32 registers;
  *  - then the registers go to the other of two shared buffers: one __syncthreads a stage.
  * Shared rows are padded to 40 halves (20 words): the fragment loads of a warp (rows g, words t)
@@ -21,7 +21,7 @@
 #include "mma.cuh"
 
 enum {
-    MMA_SMALL = 64, /* BM = BN up to this many tokens; twice past it (mma_gemm) */
+    MMA_SMALL = 64, /* the tile's side B up to this many tokens; twice past it (mma_gemm) */
     MMA_BK = 32,    /* columns per stage: one block of every quantized type's 32-element runs */
     MMA_LD = MMA_BK + 8, /* shared row stride in halves (bank-conflict-free fragment loads) */
 };
@@ -29,69 +29,60 @@ enum {
 /* Blocks an SM holds (__launch_bounds__): 128 registers a thread for the 128 x 128 tile on sm_90
  * (two blocks, no spill), up to 255 on sm_80, where 128 spill 48 bytes (cuda_spills). */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-#define MMA_BLOCKS_SM(BM) ((BM) > MMA_SMALL ? 1 : 4)
+#define MMA_BLOCKS_SM(B) ((B) > MMA_SMALL ? 1 : 4)
 #else
-#define MMA_BLOCKS_SM(BM) ((BM) > MMA_SMALL ? 2 : 4)
+#define MMA_BLOCKS_SM(B) ((B) > MMA_SMALL ? 2 : 4)
 #endif
 
-/* One stage in shared memory. */
-template <int BM, int BN> struct alignas(16) mma_tiles { /* ldmatrix: 16-byte rows */
-    uint16_t w[BM * MMA_LD];
-    uint16_t x[BN * MMA_LD];
+/* One stage of a B x B tile in shared memory. */
+template <int B> struct alignas(16) mma_tiles { /* ldmatrix: 16-byte rows */
+    uint16_t w[B * MMA_LD];
+    uint16_t x[B * MMA_LD];
 };
 
-/* A block's shape: 2 threads a weight row, warps 2 (tokens) x BM / 32 (rows); a thread's share of
- * a stage in registers between its loads and its shared stores: weight row tid / 2, columns
- * (tid % 2) * 16 .. + 16 as 8 words of F16 pairs; token tid / TPT, XW words of x from column
- * (tid % TPT) * 2 * XW. */
-template <int BM, int BN> struct mma_regs {
-    enum { THREADS = 2 * BM, TPT = THREADS / BN, XW = 16 / TPT };
-    uint32_t w[8], x[XW];
+/* A thread's share of a stage (2 threads a row, of weights and of tokens alike), in registers
+ * between its loads and its shared stores: weight row tid / 2 and token tid / 2, columns
+ * (tid % 2) * 16 .. + 16, as 8 words of F16 pairs each. */
+struct mma_regs {
+    uint32_t w[8], x[8];
 };
 
-template <int BM, int BN>
 static __device__ __forceinline__ void mma_load(const sol_cuda_wt &w, const uint16_t *xh,
-                                                mma_regs<BM, BN> &r, int m0, int t0, int k0, int M,
-                                                int n, int K) {
+                                                mma_regs &r, int m0, int t0, int k0, int M, int n,
+                                                int K) {
     /* Rows past M and tokens past n load the last row's or token's values instead of zeros: an
      * MMA output (row, token) reads only that row and that token, and those outputs are never
      * stored; no zeroing, no branch (a tenth of the loop's instructions). */
-    int row = m0 + (int)threadIdx.x / 2, c = (threadIdx.x % 2) * 16;
+    int row = m0 + (int)threadIdx.x / 2, tok = t0 + (int)threadIdx.x / 2;
+    int c = (threadIdx.x % 2) * 16;
     row = row < M ? row : M - 1;
+    tok = tok < n ? tok : n - 1;
     float f[16];
     sol_dequant16(w, row, k0 + c, f);
     SOL_UNROLL
     for (int j = 0; j < 8; j++)
         r.w[j] = sol_f16x2(f[2 * j], f[2 * j + 1]);
-    int tok = t0 + (int)threadIdx.x / r.TPT, xc = (threadIdx.x % r.TPT) * 2 * r.XW;
-    tok = tok < n ? tok : n - 1;
-    SOL_UNROLL
-    for (int j = 0; j < r.XW; j += 4)
-        sol_ld128(r.x + j, xh + (size_t)tok * K + k0 + xc + 2 * j);
+    const uint16_t *src = xh + (size_t)tok * K + k0 + c;
+    sol_ld128(r.x, src);
+    sol_ld128(r.x + 4, src + 8);
 }
 
-template <int BM, int BN>
-static __device__ __forceinline__ void mma_store_tiles(const mma_regs<BM, BN> &r,
-                                                       mma_tiles<BM, BN> &s) {
-    int row = threadIdx.x / 2, c = (threadIdx.x % 2) * 16;
-    uint32_t *wd = (uint32_t *)(s.w + row * MMA_LD + c);
+template <int B>
+static __device__ __forceinline__ void mma_store_tiles(const mma_regs &r, mma_tiles<B> &s) {
+    int at = (int)threadIdx.x / 2 * MMA_LD + (threadIdx.x % 2) * 16;
+    uint32_t *wd = (uint32_t *)(s.w + at), *xd = (uint32_t *)(s.x + at);
     SOL_UNROLL
     for (int j = 0; j < 8; j++)
-        wd[j] = r.w[j];
-    int tok = threadIdx.x / r.TPT, xc = (threadIdx.x % r.TPT) * 2 * r.XW;
-    uint32_t *xd = (uint32_t *)(s.x + tok * MMA_LD + xc);
-    SOL_UNROLL
-    for (int j = 0; j < r.XW; j++)
-        xd[j] = r.x[j];
+        wd[j] = r.w[j], xd[j] = r.x[j];
 }
 
 /* Warp w's 32 x NJ * 8 part over the MMA_BK columns in shared memory, its fragments loaded by
  * ldmatrix.x4 (mma.cuh): per 16 columns one for each 16 weight rows (matrices: rows 0-7 and 8-15
  * at columns 0-7, then at 8-15: a[0..3]) and one for each 16 tokens (tokens 0-7 at columns 0-7
  * and 8-15, then tokens 8-15: b[j] and b[j + 1]). */
-template <int BM, int BN, int NJ = BN / 16>
-static __device__ __forceinline__ void mma_tile(const mma_tiles<BM, BN> &s, float acc[2][NJ][4],
-                                                int wm, int wn) {
+template <int B, int NJ = B / 16>
+static __device__ __forceinline__ void mma_tile(const mma_tiles<B> &s, float acc[2][NJ][4], int wm,
+                                                int wn) {
     int lane = threadIdx.x % 32, r16 = lane % 16, hi = lane / 16;
     int bt = lane % 8 + 8 * (lane / 16), bk = 8 * ((lane / 8) % 2);
     SOL_UNROLL
@@ -123,26 +114,24 @@ static __device__ __forceinline__ void mma_store(float *y, int ldy, int M, int n
     }
 }
 
-/* B x B tiles (BM = BN = B). */
+/* B x B tiles, 2 B threads: warps B / 32 (rows) x 2 (tokens), each 32 x B / 2. */
 template <int B>
 static __global__ void __launch_bounds__(2 * B, MMA_BLOCKS_SM(B))
     k_mma_gemm(sol_cuda_wt w, const uint16_t *xh, float *y, int M, int n, int K, int ldy, int add) {
     sol_grid_dependency();
-    enum { BM = B, BN = B };
-    typedef mma_tiles<BM, BN> tiles;
-    SOL_SHARED(tiles, st, [2]);
+    SOL_SHARED(mma_tiles<B>, st, [2]);
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int m0 = blockIdx.x * BM, t0 = blockIdx.y * BN;
-    int wm = (warp % (BM / 32)) * 32, wn = (warp / (BM / 32)) * (BN / 2);
-    float acc[2][BN / 16][4];
+    int m0 = blockIdx.x * B, t0 = blockIdx.y * B;
+    int wm = (warp % (B / 32)) * 32, wn = (warp / (B / 32)) * (B / 2);
+    float acc[2][B / 16][4];
     SOL_UNROLL
     for (int i = 0; i < 2; i++)
         SOL_UNROLL
-    for (int j = 0; j < BN / 16; j++)
+    for (int j = 0; j < B / 16; j++)
         SOL_UNROLL
     for (int e = 0; e < 4; e++)
         acc[i][j][e] = 0.0f;
-    mma_regs<BM, BN> r;
+    mma_regs r;
     mma_load(w, xh, r, m0, t0, 0, M, n, K);
     mma_store_tiles(r, st[0]);
     __syncthreads(); /* stage 0 is whole */
@@ -159,7 +148,7 @@ static __global__ void __launch_bounds__(2 * B, MMA_BLOCKS_SM(B))
     SOL_UNROLL
     for (int i = 0; i < 2; i++)
         SOL_UNROLL
-    for (int j = 0; j < BN / 16; j++) {
+    for (int j = 0; j < B / 16; j++) {
         int m = m0 + wm + 16 * i + g, c = t0 + wn + 8 * j + 2 * t;
         mma_store(y, ldy, M, n, m, c, acc[i][j][0], add);
         mma_store(y, ldy, M, n, m, c + 1, acc[i][j][1], add);
