@@ -128,6 +128,11 @@ def main():
     ap.add_argument("--arch", type=int, default=90)
     ap.add_argument("--kernels", default="k_mma")
     o = ap.parse_args()
+    unknown = [f for f in o.kernels.split(",") if f not in FAMILIES]
+    if unknown:
+        print(f"gemm_issue: --kernels {','.join(unknown)}: known: {', '.join(FAMILIES)}",
+              file=sys.stderr)
+        return 2
     cuobjdump = find_cuobjdump()
     if not cuobjdump or not shutil.which("nvcc"):
         print("gemm_issue: needs nvcc and cuobjdump (scripts/cuda-tools)", file=sys.stderr)

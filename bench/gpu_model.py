@@ -1839,6 +1839,8 @@ def parse(argv):
               "lean_split_len", "prologue_share"):
         if params[k] <= 0:
             raise ModelError(f"--param {k} must be > 0")
+    if params["rope_fold"] not in (0.0, 1.0):
+        raise ModelError(f"--param rope_fold={params['rope_fold']:g}: 0 (as built) or 1 (designed)")
     if a.prefill and (a.batch_sweep or a.check):
         raise ModelError("--prefill models one prefill step: not with --batch-sweep or --check")
     if a.check and (a.gguf or a.batch_sweep):

@@ -296,7 +296,7 @@ fi
 # bad input: one line naming it, exit 2
 for args in "--shape 9b" "--quant q3" "--gpu v100" "--batch 0" "--batch x" "--context -1" \
             "--param nosuch=1" "--param gemv_eff=x" "--kv f8" "--design nosuch" \
-            "--unfused --design lean" "--l2-bw 0"; do
+            "--unfused --design lean" "--l2-bw 0" "--param rope_fold=0.5"; do
   # shellcheck disable=SC2086 # $args is several words
   rc=0; $M $args >"$w/out" 2>"$w/err" || rc=$?
   word=${args#* }; word=${word%%=*}
