@@ -25,12 +25,13 @@ prompt=$(printf 'And God said, Let there be light' | "$B/tools/sol-tokenize" -m 
 jobs=""
 for e in "${models[@]}"; do
   name=${e%%:*}; m=${e#*:}
+  peer_next
   for mode in exact llamacpp; do
-    SOL_CPU_ATTN=$mode "$B/tools/sol-generate" -m "$m" --prompt-tokens "$prompt" -n $N --temp 0 \
+    SOL_CPU_ISA=$pisa SOL_CPU_ATTN=$mode "$B/tools/sol-generate" -m "$m" --prompt-tokens "$prompt" -n $N --temp 0 \
       --tokens --threads 2 --logits "$work/$name.$mode.json" >"$work/$name.$mode.ids" 2>"$work/$name.err" ||
       { cat "$work/$name.err"; exit 1; }
   done
-  jobs+="{\"model\":\"$m\",\"tokens\":[$prompt],\"n\":$N,\"out\":\"$work/$name.ref.ids\",\"logits\":\"$work/$name.ref.json\"},"
+  jobs+="{\"cpu\":\"$pb\",\"model\":\"$m\",\"tokens\":[$prompt],\"n\":$N,\"out\":\"$work/$name.ref.ids\",\"logits\":\"$work/$name.ref.json\"},"
 done
 peer_run_jobs "$jobs"
 

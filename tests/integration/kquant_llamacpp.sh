@@ -46,11 +46,12 @@ for spec in "${archs[@]}"; do
     [ $sh = 1 ] && "$B/tools/sol-quantize" "$base.gguf" "$base-$name-sol.gguf" --type "$name" --quiet 2>/dev/null
     for by in "${bys[@]}"; do
       m=$base-$name-$by; files+=("$m")
+      peer_next
       for mode in exact llamacpp; do
-        SOL_CPU_ATTN=$mode "$B/tools/sol-generate" -m "$m.gguf" --prompt-tokens "$P" -n $N --temp 0 \
+        SOL_CPU_ISA=$pisa SOL_CPU_ATTN=$mode "$B/tools/sol-generate" -m "$m.gguf" --prompt-tokens "$P" -n $N --temp 0 \
           --tokens --threads 2 --logits "$m.$mode.json" >"$m.$mode.ids" 2>"$m.err" || { cat "$m.err"; exit 1; }
       done
-      jobs+="{\"model\":\"$m.gguf\",\"tokens\":[$P],\"n\":$N,\"out\":\"$m.ref.ids\",\"logits\":\"$m.ref.json\"},"
+      jobs+="{\"cpu\":\"$pb\",\"model\":\"$m.gguf\",\"tokens\":[$P],\"n\":$N,\"out\":\"$m.ref.ids\",\"logits\":\"$m.ref.json\"},"
     done
   done
  done

@@ -58,8 +58,8 @@ shapes=(
   "mixtral-4x2:--dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 256 --experts 4 --experts-used 2 --vocab 601 --ctx 256 --seed 7"
   "oss-8x2:--arch gpt-oss --dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 256 --experts 8 --experts-used 2 --sliding-window 16 --yarn 4,64 --vocab 601 --ctx 256 --seed 5"
 )
-tp2() { # model out-prefix: exact mode, two ranks
-  "$B/tools/sol-generate" -m "$1" --prompt-tokens "$P" -n $N --temp 0 --tokens --threads 2 \
+tp2() { # model out-prefix: exact mode, two ranks, on the ISA of the model's other runs
+  SOL_CPU_ISA=$(cat "${2%.tp2}.isa") "$B/tools/sol-generate" -m "$1" --prompt-tokens "$P" -n $N --temp 0 --tokens --threads 2 \
     --logits "$2.json" --tensor-parallel-size 2 >"$2.ids" 2>"$2.err" || { cat "$2.err"; exit 1; }
 }
 jobs=""; files=()
@@ -77,6 +77,7 @@ for s in "${shapes[@]}"; do
   files+=("$work/$name-q4_k_m-lc" "$work/$name-q4_k_m-sol" "$work/$name-mxfp4_moe-lc" "$work/$name-mxfp4_moe-sol")
 done
 for m in "${files[@]}"; do
+  peer_next
   sol_both_modes "$m.gguf" "$m"
   jobs+=$(peer_job "$m.gguf" "$m")
 done
@@ -104,9 +105,11 @@ done
 lx=$(dirname "$lq")/llamacpp_experts
 for s in "${shapes[@]}"; do
   m=$work/${s%%:*}-q8_0
-  SOL_CPU_ATTN=llamacpp "$B/tools/sol-generate" -m "$m.gguf" --prompt-tokens "$P" -n 1 --temp 0 \
-    --tokens --threads 2 --log-experts "$m.experts" >/dev/null 2>"$m.err" || { cat "$m.err"; exit 1; }
-  "$lx" "$m.gguf" "$P" 2>"$m.lx.err" | sort -k1,1n -k2,2n >"$m.ref.experts" || { tail -3 "$m.lx.err"; exit 1; }
+  peer_next
+  SOL_CPU_ISA=$pisa SOL_CPU_ATTN=llamacpp "$B/tools/sol-generate" -m "$m.gguf" --prompt-tokens "$P" \
+    -n 1 --temp 0 --tokens --threads 2 --log-experts "$m.experts" >/dev/null 2>"$m.err" ||
+    { cat "$m.err"; exit 1; }
+  SOL_PEER_BINS=$(peer_bins "$pb") "$lx" "$m.gguf" "$P" 2>"$m.lx.err" | sort -k1,1n -k2,2n >"$m.ref.experts" || { tail -3 "$m.lx.err"; exit 1; }
   # the (layer, position) pairs llama.cpp computed: in its last layer the last token only
   awk 'NR == FNR {want[$1 " " $2] = 1; next} ($1 " " $2) in want' "$m.ref.experts" "$m.experts" |
     sort -k1,1n -k2,2n >"$m.sol.experts"

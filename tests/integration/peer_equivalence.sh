@@ -58,12 +58,13 @@ for s in "${shapes[@]}"; do
     m=$work/$name-$t.gguf
     # shellcheck disable=SC2086
     "$B/tools/sol-mkmodel" -o "$m" --seed 7 $flags --type "$t" >/dev/null 2>&1
+    peer_next
     for mode in exact llamacpp; do
-      SOL_CPU_ATTN=$mode "$B/tools/sol-generate" -m "$m" --prompt-tokens "$PROMPT" -n $N --temp 0 \
+      SOL_CPU_ISA=$pisa SOL_CPU_ATTN=$mode "$B/tools/sol-generate" -m "$m" --prompt-tokens "$PROMPT" -n $N --temp 0 \
         --tokens --threads 2 --logits "$work/$name-$t.$mode.json" >"$work/$name-$t.$mode.ids" \
         2>"$work/$name-$t.err" || { cat "$work/$name-$t.err"; exit 1; }
     done
-    jobs+="{\"model\":\"$m\",\"tokens\":[$PROMPT],\"n\":$N,\"out\":\"$work/$name-$t.ref.ids\",\"logits\":\"$work/$name-$t.ref.json\"},"
+    jobs+="{\"cpu\":\"$pb\",\"model\":\"$m\",\"tokens\":[$PROMPT],\"n\":$N,\"out\":\"$work/$name-$t.ref.ids\",\"logits\":\"$work/$name-$t.ref.json\"},"
   done
 done
 peer_run_jobs "$jobs"

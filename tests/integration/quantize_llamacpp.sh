@@ -20,9 +20,10 @@ for v in "${variants[@]}"; do
   # shellcheck disable=SC2086
   "$B/tools/sol-quantize" "$work/src.gguf" "$work/$name.gguf" $flags --quiet 2>"$work/$name.qlog" \
     || { cat "$work/$name.qlog"; exit 1; }
-  "$B/tools/sol-generate" -m "$work/$name.gguf" --prompt-tokens $P -n $N --temp 0 --tokens \
+  peer_next
+  SOL_CPU_ISA=$pisa "$B/tools/sol-generate" -m "$work/$name.gguf" --prompt-tokens $P -n $N --temp 0 --tokens \
     --threads 2 --logits "$work/$name.sol.json" >"$work/$name.sol" 2>/dev/null
-  jobs+="{\"model\":\"$work/$name.gguf\",\"tokens\":[$P],\"n\":$N,\"out\":\"$work/$name.ref\",\"logits\":\"$work/$name.ref.json\"},"
+  jobs+="{\"cpu\":\"$pb\",\"model\":\"$work/$name.gguf\",\"tokens\":[$P],\"n\":$N,\"out\":\"$work/$name.ref\",\"logits\":\"$work/$name.ref.json\"},"
 done
 peer_run_jobs "$jobs"
 fail=0

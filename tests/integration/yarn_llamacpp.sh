@@ -29,6 +29,7 @@ for s in "${shapes[@]}"; do
     "$B/tools/sol-mkmodel" -o "$m.gguf" $flags --type "$t" >/dev/null 2>&1
     # shellcheck disable=SC2086
     "$B/tools/sol-mkmodel" -o "$m-plain.gguf" ${flags% --yarn *} --type "$t" >/dev/null 2>&1
+    peer_next
     sol_both_modes "$m.gguf" "$m"
     sol_both_modes "$m-plain.gguf" "$m-plain"
     jobs+=$(peer_job "$m.gguf" "$m")

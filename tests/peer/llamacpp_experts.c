@@ -55,8 +55,10 @@ int main(int argc, char **argv) {
         if (*s == ',') s++;
     }
     llama_backend_init();
-    /* the CPU variants the node binding picks among (the best this CPU runs) */
-    ggml_backend_load_all_from_path(PEER_BINS);
+    /* the CPU variants the node binding picks among (the best this CPU runs), or the folder of
+     * the one the tests pin (SOL_PEER_BINS: tests/peer/compare.sh, peer_bins) */
+    const char *bins = getenv("SOL_PEER_BINS");
+    ggml_backend_load_all_from_path(bins && *bins ? bins : PEER_BINS);
     struct llama_model_params mp = llama_model_default_params();
     struct llama_model *model = llama_model_load_from_file(argv[1], mp);
     if (!model) return fprintf(stderr, "llamacpp_experts: cannot load %s\n", argv[1]), 1;

@@ -243,6 +243,9 @@ typedef struct sol_backend_ops {
 struct sol_backend {
     const sol_backend_ops *ops;
     sol_err err; /* message of the last failed op */
+    /* The llama.cpp x86 build whose float order the host-side steps around this backend follow
+     * (the MoE router's softmax): SOL_GGML_AVX2 or SOL_GGML_AVX512 (ggml_float.h); 0 = AVX-512. */
+    int ggml_lanes;
 };
 
 /* ---- the registry (registry.c): which backends this build holds, and the one constructor ----

@@ -150,8 +150,8 @@ static int moe_feed_forward(model_rank *m, int l, const model_batch *b) {
                                   (float *[]){s->r_logits}, 1, n)) ||
         (rc = sol_download(be, s->h_logits, s->r_logits, (size_t)n * ne * sizeof(float))))
         return rc;
-    (oai ? moe_route_topk_softmax : moe_route)(s->h_logits, n, ne, k, hp->expert_w_scale, s->h_w,
-                                               s->h_pos);
+    (oai ? moe_route_topk_softmax : moe_route)(s->h_logits, n, ne, k, hp->expert_w_scale,
+                                               be->ggml_lanes, s->h_w, s->h_pos);
     if (m->expert_log) log_experts(m, l, b);
     moe_group(s->h_pos, n, k, ne, s->h_rows, s->h_count);
     moe_ffn x = {L->e_gate, L->e_up, L->e_down, L->eb_gate, L->eb_up, L->eb_down, oai};

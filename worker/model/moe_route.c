@@ -14,20 +14,20 @@
 /* F16's smallest normal: llama.cpp's floor for the renormalizing sum. */
 static const float k_min_sum = 6.103515625e-5f;
 
-/* ggml's soft_max of a row as llama.cpp's CPU build (AVX-512) runs it for the router: the max
- * subtracted; each run of 16 through its vectorized expf, summed in _mm512_reduce_add_ps's order
- * into a double; the rest through libm's expf, each added to the double; the row scaled by the
- * sum's inverse. */
-static void softmax(const float *lg, int n, float *p) {
+/* ggml's soft_max of a row as llama.cpp's CPU build runs it for the router (lanes: the build's
+ * register width, ggml_float.h): the max subtracted; each run of `lanes` through its vectorized
+ * expf, summed in its register order into a double; the rest through libm's expf, each added to
+ * the double; the row scaled by the sum's inverse. */
+static void softmax(const float *lg, int n, int lanes, float *p) {
     float mx = lg[0];
     for (int e = 1; e < n; e++)
         if (lg[e] > mx) mx = lg[e];
     double sum = 0.0;
     int e = 0;
-    for (; e + 16 <= n; e += 16) {
-        for (int i = 0; i < 16; i++)
-            p[e + i] = sol_ggml_expf(lg[e + i] - mx);
-        sum += (double)sol_ggml_reduce16(p + e);
+    for (; e + lanes <= n; e += lanes) {
+        for (int i = 0; i < lanes; i++)
+            p[e + i] = sol_ggml_expf(lg[e + i] - mx, lanes);
+        sum += (double)sol_ggml_hsum(p + e, lanes);
     }
     for (; e < n; e++) {
         p[e] = expf(lg[e] - mx);
@@ -59,9 +59,10 @@ static void scale_w(float *w, int k, float scale) {
         w[j] *= scale;
 }
 
-static void route_one(const float *lg, int n_expert, int k, float scale, float *w, int32_t *sel) {
+static void route_one(const float *lg, int n_expert, int k, float scale, int lanes, float *w,
+                      int32_t *sel) {
     float p[MOE_MAX_EXPERTS];
-    softmax(lg, n_expert, p);
+    softmax(lg, n_expert, lanes, p);
     top_k(p, n_expert, k, w, sel);
     double sd = 0.0; /* ggml_sum_rows adds in double */
     for (int j = 0; j < k; j++)
@@ -73,20 +74,22 @@ static void route_one(const float *lg, int n_expert, int k, float scale, float *
     scale_w(w, k, scale);
 }
 
-void moe_route(const float *logits, int n, int n_expert, int k, float scale, float *w,
+void moe_route(const float *logits, int n, int n_expert, int k, float scale, int lanes, float *w,
                int32_t *sel) {
+    lanes = lanes ? lanes : SOL_GGML_AVX512;
     for (int t = 0; t < n; t++)
-        route_one(logits + (size_t)t * n_expert, n_expert, k, scale, w + (size_t)t * k,
+        route_one(logits + (size_t)t * n_expert, n_expert, k, scale, lanes, w + (size_t)t * k,
                   sel + (size_t)t * k);
 }
 
-void moe_route_topk_softmax(const float *logits, int n, int n_expert, int k, float scale, float *w,
-                            int32_t *sel) {
+void moe_route_topk_softmax(const float *logits, int n, int n_expert, int k, float scale, int lanes,
+                            float *w, int32_t *sel) {
+    lanes = lanes ? lanes : SOL_GGML_AVX512;
     for (int t = 0; t < n; t++) {
         float lk[MOE_MAX_EXPERTS];
         float *wt = w + (size_t)t * k;
         top_k(logits + (size_t)t * n_expert, n_expert, k, lk, sel + (size_t)t * k);
-        softmax(lk, k, wt);
+        softmax(lk, k, lanes, wt);
         scale_w(wt, k, scale);
     }
 }

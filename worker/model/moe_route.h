@@ -12,14 +12,17 @@ enum { MOE_MAX_EXPERTS = 512 }; /* expert_count bound (Qwen3-235B and gpt-oss-12
 /* Token t's k experts (sel[t*k + j], highest probability first; a tie goes to the lower index)
  * and weights (w[t*k + j]) from its logits (n x n_expert): softmax over every expert, top-k, the
  * k probabilities renormalized to sum 1 (the sum clamped below at F16's smallest normal, as
- * llama.cpp does), then times scale unless scale is 0 or 1. */
-void moe_route(const float *logits, int n, int n_expert, int k, float scale, float *w,
+ * llama.cpp does), then times scale unless scale is 0 or 1. The float order is llama.cpp's x86
+ * build of register width `lanes` (SOL_GGML_AVX2 or SOL_GGML_AVX512, ggml_float.h; 0 = AVX-512),
+ * a backend's ggml_lanes. */
+void moe_route(const float *logits, int n, int n_expert, int k, float scale, int lanes, float *w,
                int32_t *sel);
 
 /* gpt-oss's gating (llama.cpp's SOFTMAX_WEIGHT): the k highest logits (ties to the lower
- * index), weighed by a softmax over just those k, not renormalized, times scale unless 0 or 1. */
-void moe_route_topk_softmax(const float *logits, int n, int n_expert, int k, float scale, float *w,
-                            int32_t *sel);
+ * index), weighed by a softmax over just those k, not renormalized, times scale unless 0 or 1;
+ * lanes as for moe_route. */
+void moe_route_topk_softmax(const float *logits, int n, int n_expert, int k, float scale, int lanes,
+                            float *w, int32_t *sel);
 
 /* Groups the n*k choices by expert, in expert order and token order within one: rows[i] (i in
  * 0..n*k) is the token of the i-th grouped row; sel is rewritten in place to where choice

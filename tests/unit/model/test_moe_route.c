@@ -18,15 +18,15 @@ static void test_top_k_weights(void **state) {
     const float lg[4] = {0.5f, 2.0f, -1.0f, 1.0f};
     float w[2];
     int32_t sel[2];
-    moe_route(lg, 1, 4, 2, 0.0f, w, sel);
+    moe_route(lg, 1, 4, 2, 0.0f, 0, w, sel);
     assert_int_equal(sel[0], 1);
     assert_int_equal(sel[1], 3);
     double e = exp(-1.0); /* e^(1 - 2) */
     assert_true(fabs(w[0] - 1.0 / (1.0 + e)) < 1e-6);
     assert_true(fabs(w[1] - e / (1.0 + e)) < 1e-6);
-    moe_route(lg, 1, 4, 2, 2.5f, w, sel); /* expert_weights_scale multiplies after */
+    moe_route(lg, 1, 4, 2, 2.5f, 0, w, sel); /* expert_weights_scale multiplies after */
     assert_true(fabs(w[0] - 2.5 / (1.0 + e)) < 1e-6);
-    moe_route(lg, 1, 4, 2, 1.0f, w, sel); /* 1: as none */
+    moe_route(lg, 1, 4, 2, 1.0f, 0, w, sel); /* 1: as none */
     assert_true(fabs(w[0] + w[1] - 1.0) < 1e-6);
 }
 
@@ -37,14 +37,14 @@ static void test_ties_and_all(void **state) {
     const float lg[3] = {1.0f, 1.0f, 1.0f};
     float w[3];
     int32_t sel[3];
-    moe_route(lg, 1, 3, 3, 0.0f, w, sel);
+    moe_route(lg, 1, 3, 3, 0.0f, 0, w, sel);
     for (int j = 0; j < 3; j++) {
         assert_int_equal(sel[j], j);
         assert_true(fabs(w[j] - 1.0 / 3.0) < 1e-6);
     }
     /* logits that underflow every probability but the top one's still give weights summing 1 */
     const float far[3] = {0.0f, -200.0f, -300.0f};
-    moe_route(far, 1, 3, 2, 0.0f, w, sel);
+    moe_route(far, 1, 3, 2, 0.0f, 0, w, sel);
     assert_int_equal(sel[0], 0);
     assert_true(fabs(w[0] - 1.0f) < 1e-6 && w[1] == 0.0f);
 }
@@ -58,7 +58,7 @@ static void test_topk_softmax(void **state) {
     const float lg[8] = {0.5f, 2.0f, -1.0f, 1.0f, /* token 2: */ 3.0f, 3.0f, -2.0f, 0.0f};
     float w[4];
     int32_t sel[4];
-    moe_route_topk_softmax(lg, 2, 4, 2, 0.0f, w, sel);
+    moe_route_topk_softmax(lg, 2, 4, 2, 0.0f, 0, w, sel);
     assert_int_equal(sel[0], 1);
     assert_int_equal(sel[1], 3);
     double e = exp(-1.0);
@@ -67,7 +67,7 @@ static void test_topk_softmax(void **state) {
     assert_int_equal(sel[2], 0); /* a tie: the lower index first */
     assert_int_equal(sel[3], 1);
     assert_true(fabs(w[2] - 0.5) < 1e-7 && fabs(w[3] - 0.5) < 1e-7);
-    moe_route_topk_softmax(lg, 1, 4, 3, 2.0f, w, sel); /* k = 3, scale 2: sums to 2 */
+    moe_route_topk_softmax(lg, 1, 4, 3, 2.0f, 0, w, sel); /* k = 3, scale 2: sums to 2 */
     assert_int_equal(sel[2], 0);
     assert_true(fabs(w[0] + w[1] + w[2] - 2.0) < 1e-6);
 }

@@ -208,6 +208,7 @@ typedef struct {
     int64_t n;
     act_kind kind;
     float alpha, limit; /* ACT_SWIGLU_OAI */
+    int lanes;          /* ACT_SILU_LLAMACPP: the llama.cpp build's expf (cpu_backend.lc_lanes) */
 } act_job;
 
 /* gpt-oss's gate as llama.cpp's CPU build computes it (libm's expf: the same in both modes). */
@@ -231,7 +232,7 @@ static void act_task(void *ctx, int task, int n_tasks) {
         break;
     case ACT_SILU_LLAMACPP: /* llama.cpp's SiLU: its vectorized expf (sol_ggml_expf) */
         for (int64_t i = lo; i < hi; i++)
-            o[i] = g[i] / (1.0f + sol_ggml_expf(-g[i])) * u[i];
+            o[i] = g[i] / (1.0f + sol_ggml_expf(-g[i], j->lanes)) * u[i];
         break;
     case ACT_GELU:
         for (int64_t i = lo; i < hi; i++)
@@ -253,7 +254,7 @@ static void act_task(void *ctx, int task, int n_tasks) {
 static int run_act(sol_backend *be, const float *gate, const float *up, float *out, int64_t n,
                    act_kind kind) {
     cpu_backend *cb = (cpu_backend *)be;
-    act_job j = {gate, up, out, n, kind, 0.0f, 0.0f};
+    act_job j = {gate, up, out, n, kind, 0.0f, 0.0f, cb->lc_lanes};
     int tasks = n >= 16384 ? cb->n_threads : 1;
     sol_threadpool_run(cb->tp, act_task, &j, tasks);
     return 0;
@@ -274,7 +275,7 @@ static int cpu_gelu_mul(sol_backend *be, const float *gate, const float *up, flo
 static int cpu_swiglu_oai(sol_backend *be, const float *gate, const float *up, float *out,
                           int64_t n_elems, float alpha, float limit) {
     cpu_backend *cb = (cpu_backend *)be;
-    act_job j = {gate, up, out, n_elems, ACT_SWIGLU_OAI, alpha, limit};
+    act_job j = {gate, up, out, n_elems, ACT_SWIGLU_OAI, alpha, limit, cb->lc_lanes};
     sol_threadpool_run(cb->tp, act_task, &j, n_elems >= 16384 ? cb->n_threads : 1);
     return 0;
 }
@@ -480,6 +481,8 @@ sol_backend *sol_backend_cpu_create(const char *variant, const sol_backend_opts 
     cb->n_threads = n_threads;
     cb->isa = isa;
     cb->attn_llamacpp = llamacpp;
+    cb->lc_lanes = isa >= SOL_ISA_AVX512 ? SOL_GGML_AVX512 : SOL_GGML_AVX2;
+    cb->base.ggml_lanes = cb->lc_lanes;
     cb->attn = isa == SOL_ISA_AVX512 ? &cpu_attn_avx512
                : isa == SOL_ISA_AVX2 ? &cpu_attn_avx2
                                      : &cpu_attn_scalar;

@@ -154,29 +154,18 @@ static int attn_lo(int n_ctx, int window) {
 }
 
 /* llama.cpp-compatible attention (SOL_CPU_ATTN=llamacpp): llama.cpp's non-flash CPU path, float
- * for float. K.Q and P.V are its F16 dot products (the query and the normalized probabilities
- * rounded to F16, four 16-lane fused accumulators over steps of 64, reduced as GCC reduces a
- * 512-bit register, leftovers in double); the softmax sums its vectorized expf in chunks of 16
+ * for float, in the register width of the llama.cpp build reproduced (L lanes: 16 or 8, the
+ * backend's lc_lanes). K.Q and P.V are its F16 matmuls (the query and the normalized
+ * probabilities rounded to F16): in a batch of two tokens or more through tinyBLAS where it takes
+ * the shape (one L-lane fused accumulator over the dot, reduced as its hsum), else through
+ * ggml_vec_dot_f16 (four L-lane fused accumulators over steps of 4L, reduced as its
+ * GGML_F32_VEC_REDUCE, leftovers in double); the softmax sums its vectorized expf in chunks of L
  * positions from position 0, each chunk reduced in float and added in double. Masked positions
  * (before a sliding window, past the context) contribute exact zeros, as in llama.cpp's padded
  * cache. Sol's default keeps F32 throughout (closer to exact); this mode reproduces llama.cpp so
  * the two can be compared id for id (tests/integration/peer_equivalence.sh). */
-static float lc_dot_f16(const float *x, const float *y, int n) {
-    float sum[4][16] = {{0}};
-    int np = n & ~63;
-    for (int i = 0; i < np; i += 64)
-        for (int j = 0; j < 4; j++)
-            for (int l = 0; l < 16; l++)
-                sum[j][l] = fmaf(x[i + 16 * j + l], y[i + 16 * j + l], sum[j][l]);
-    for (int l = 0; l < 16; l++) {
-        sum[0][l] += sum[2][l];
-        sum[1][l] += sum[3][l];
-        sum[0][l] += sum[1][l];
-    }
-    double s = sol_ggml_reduce16(sum[0]);
-    for (int i = np; i < n; i++)
-        s += (double)(x[i] * y[i]);
-    return (float)s;
+static float lc_dot_f16(const float *x, const float *y, int n, int L, int tiny) {
+    return sol_ggml_dot(x, y, n, L, tiny, 1);
 }
 
 static float lc_load(const unsigned char *row, int i, int f16) {
@@ -190,7 +179,10 @@ static void attend_one_llamacpp(const attn_job *j, int t, int h, const unsigned 
     const float *q0 = j->q + ((size_t)t * j->heads + h) * hd;
     const int32_t *table = j->seq[t].block_table;
     int n_ctx = j->seq[t].n_ctx, lo = attn_lo(n_ctx, j->window);
-    int n16 = (n_ctx + 15) & ~15, n64 = (n_ctx + 63) & ~63;
+    int L = j->cb->lc_lanes, nl = (n_ctx + L - 1) / L * L, n64 = (n_ctx + 63) & ~63;
+    /* tinyBLAS (llamafile_sgemm) serves a batch when K is a multiple of L and M of 4: K.Q has
+     * K = head size over M = the padded cache, P.V K = the padded cache over M = head size */
+    int tiny_kq = j->n >= 2 && hd % L == 0, tiny_pv = j->n >= 2 && hd % 4 == 0;
     float q[ATTN_MAX_HEAD_DIM], k[ATTN_MAX_HEAD_DIM];
     float *o = j->out + ((size_t)t * j->heads + h) * hd;
     float *sc = malloc(sizeof(float) * (size_t)n64 * 2), *pr = sc + n64;
@@ -209,21 +201,21 @@ static void attend_one_llamacpp(const attn_job *j, int t, int h, const unsigned 
             kp + ((size_t)table[p / bs] * (size_t)bs + (size_t)(p % bs)) * slot_bytes;
         for (int i = 0; i < hd; i++)
             k[i] = lc_load(kr, i, f16);
-        sc[p] = lc_dot_f16(k, q, hd) * j->scale;
+        sc[p] = lc_dot_f16(k, q, hd, L, tiny_kq) * j->scale;
         m = fmaxf(m, sc[p]);
     }
     if (j->sinks) m = fmaxf(m, j->sinks[h]); /* ggml's soft_max with sinks */
-    double sum = 0.0; /* ggml_vec_soft_max_f32: chunks of 16 in float, added in double */
-    for (int c = 0; c < n16; c += 16) {
+    double sum = 0.0; /* ggml_vec_soft_max_f32: chunks of L in float, added in double */
+    for (int c = 0; c < nl; c += L) {
         float e[16];
-        for (int l = 0; l < 16; l++)
-            e[l] = pr[c + l] = sol_ggml_expf(sc[c + l] - m);
-        sum += (double)sol_ggml_reduce16(e);
+        for (int l = 0; l < L; l++)
+            e[l] = pr[c + l] = sol_ggml_expf(sc[c + l] - m, L);
+        sum += (double)sol_ggml_hsum(e, L);
     }
     if (j->sinks) sum += (double)expf(j->sinks[h] - m);
     float inv = (float)(1.0 / sum);
     for (int p = 0; p < n64; p++)
-        pr[p] = p < n16 ? sol_f16_to_f32(sol_f32_to_f16(pr[p] * inv)) : 0.0f;
+        pr[p] = p < nl ? sol_f16_to_f32(sol_f32_to_f16(pr[p] * inv)) : 0.0f;
     float *vcol = sc; /* reuse: one V column over the positions */
     for (int d = 0; d < hd; d++) {
         for (int p = 0; p < n64; p++) {
@@ -232,7 +224,7 @@ static void attend_one_llamacpp(const attn_job *j, int t, int h, const unsigned 
             vcol[p] = lc_load(
                 vp + ((size_t)table[p / bs] * (size_t)bs + (size_t)(p % bs)) * slot_bytes, d, f16);
         }
-        o[d] = lc_dot_f16(vcol, pr, n64);
+        o[d] = lc_dot_f16(vcol, pr, n64, L, tiny_pv);
     }
     free(sc);
 }

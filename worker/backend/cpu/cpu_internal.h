@@ -31,6 +31,7 @@ typedef struct cpu_mm_args {
     const int16_t *ks; /* n x K/16 */
     float *y;          /* n x M */
     int n;
+    int lanes; /* the llama.cpp-compatible kernels: the build's register width (lc_lanes) */
 } cpu_mm_args;
 
 typedef enum { CPU_ACT_FLOAT = 0, CPU_ACT_Q8_0, CPU_ACT_Q8_K } cpu_act_kind;
@@ -102,19 +103,19 @@ static inline void cpu_q4k_scales(const uint8_t *scales, uint8_t sc[8], uint8_t 
         }                                                                                          \
     } while (0)
 
-/* llama.cpp's F32 x F32 walk: every output one DOT(w row, x row, K, tiny), tiny when llama.cpp
- * takes tinyBLAS (a prompt of 2 tokens or more, K a multiple of 16, not an expert's matrix: its
- * MUL_MAT_ID never does), else its ggml_vec_dot_f32 order. */
+/* llama.cpp's F32 x F32 walk: every output one DOT(w row, x row, K, tiny, lanes), tiny when
+ * llama.cpp takes tinyBLAS (a prompt of 2 tokens or more, K a multiple of its register's lanes,
+ * not an expert's matrix: its MUL_MAT_ID never does), else its ggml_vec_dot_f32 order. */
 #define CPU_F32_LC_WALK(DOT)                                                                       \
     do {                                                                                           \
         const sol_weight *w = a->w;                                                                \
         int64_t K = w->cols, M = w->rows;                                                          \
-        int tiny = a->n >= 2 && K % 16 == 0 && !(w->flags & SOL_WEIGHT_EXPERT);                    \
+        int tiny = a->n >= 2 && K % a->lanes == 0 && !(w->flags & SOL_WEIGHT_EXPERT);              \
         for (int64_t r = r0; r < r1; r++)                                                          \
             for (int t = 0; t < a->n; t++)                                                         \
                 a->y[(size_t)t * M + r] =                                                          \
                     DOT((const float *)((const char *)w->data + (size_t)r * w->row_bytes),         \
-                        a->x + (size_t)t * K, K, tiny);                                            \
+                        a->x + (size_t)t * K, K, tiny, a->lanes);                                  \
     } while (0)
 
 /* MXFP4 against Q8_0 activations: each block's integer dot (DOT(qs, x quants, their sum): the
@@ -310,6 +311,9 @@ typedef struct cpu_backend {
     sol_cpu_isa isa;
     const cpu_attn_fns *attn;
     int attn_llamacpp; /* SOL_CPU_ATTN=llamacpp: reproduce llama.cpp's F16 rounding in attention */
+    /* the llama.cpp build that mode reproduces, by register width (SOL_GGML_AVX2 or _AVX512,
+     * ggml_float.h): its AVX-512 builds on the avx512 ISA, else its AVX2 builds */
+    int lc_lanes;
     /* matmul scratch, grown on first use or by reserve() */
     unsigned char *xq_buf;
     size_t xq_cap;

@@ -164,14 +164,6 @@ static void mm_kquant(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scrat
  *   holds bytes 4L..4L+3 of every 32-byte chunk), each fused into its float lane with d * dx,
  *   the lanes summed pairwise at the end; Q4_K's mins in four more lanes, Q5_K's in one float. */
 
-/* ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)): ggml's hsum_float_8. */
-static float lc_hsum8(const float a[8]) {
-    float r[4];
-    for (int i = 0; i < 4; i++)
-        r[i] = a[i + 4] + a[i];
-    return (r[0] + r[2]) + (r[1] + r[3]);
-}
-
 /* Lane sums of one Q4_K/Q5_K super-block, per 64-element chunk j: lane[j][L] covers elements
  * 64j + 4L..4L+3 (low nibbles, scale 2j) and 64j + 32 + 4L..4L+3 (high nibbles, scale 2j + 1). */
 static void lc_q45_lanes(const uint8_t *qs, const uint8_t *qh, const uint8_t sc[8], const int8_t *q,
@@ -289,7 +281,7 @@ static float lc_kq_dot(const sol_weight *w, const uint8_t *row, const int8_t *q,
     }
     if (w->type == SOL_DT_Q4_K && w->rows % 8 == 0) return a.dot - a.min;
     if (w->type == SOL_DT_Q4_K) a.summs = (a.mins[0] + a.mins[2]) + (a.mins[1] + a.mins[3]);
-    return lc_hsum8(a.lane) + a.summs;
+    return sol_ggml_hsum(a.lane, SOL_GGML_AVX2) + a.summs; /* hsum_float_8 */
 }
 
 static void mm_kquant_llamacpp(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
@@ -306,31 +298,13 @@ static void mm_kquant_llamacpp(const cpu_mm_args *a, int64_t r0, int64_t r1, flo
                           a->kd + (size_t)t * nb, a->ks + (size_t)t * (K / 16), t < n_gemm);
 }
 
-/* llama.cpp's F32 x F32 dot in its AVX-512 build, lane by lane (fmaf: each lane's FMA). A prompt
- * (n >= 2, K a multiple of 16; not an expert's matrix) goes through tinyBLAS: one 16-lane
- * accumulator over K, reduced as _mm512_reduce_add_ps; a decode token through ggml_vec_dot_f32:
- * four such accumulators over 64-element steps, added pairwise (0 + 2, 1 + 3, then the two),
- * reduced, then the leftovers one FMA each. */
-static float lc_f32_dot(const float *w, const float *x, int64_t K, int tiny) {
-    float acc[4][16] = {{0}};
-    if (tiny) {
-        for (int64_t k = 0; k < K; k++)
-            acc[0][k & 15] = fmaf(w[k], x[k], acc[0][k & 15]);
-        return sol_ggml_reduce16(acc[0]);
-    }
-    int64_t np = K & ~(int64_t)63;
-    for (int64_t i = 0; i < np; i += 64)
-        for (int j = 0; j < 4; j++)
-            for (int l = 0; l < 16; l++)
-                acc[j][l] = fmaf(w[i + 16 * j + l], x[i + 16 * j + l], acc[j][l]);
-    for (int l = 0; l < 16; l++) {
-        acc[0][l] += acc[2][l], acc[1][l] += acc[3][l];
-        acc[0][l] += acc[1][l];
-    }
-    float sum = sol_ggml_reduce16(acc[0]);
-    for (int64_t k = np; k < K; k++)
-        sum = fmaf(w[k], x[k], sum);
-    return sum;
+/* llama.cpp's F32 x F32 dot, lane by lane (fmaf: each lane's FMA), in its build's register of L
+ * lanes (16: AVX-512, 8: AVX2). A prompt (n >= 2, K a multiple of L; not an expert's matrix) goes
+ * through tinyBLAS: one L-lane accumulator over K, reduced as its hsum; a decode token through
+ * ggml_vec_dot_f32: four such accumulators over steps of 4L, added pairwise (0 + 2, 1 + 3, then
+ * the two), reduced as GGML_F32_VEC_REDUCE, then the leftovers one FMA each. */
+static float lc_f32_dot(const float *w, const float *x, int64_t K, int tiny, int L) {
+    return sol_ggml_dot(w, x, K, L, tiny, 0);
 }
 
 static void mm_f32_llamacpp(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scratch) {
