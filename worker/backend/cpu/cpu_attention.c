@@ -207,7 +207,7 @@ static void attend_one_llamacpp(const attn_job *j, int t, int h, const unsigned 
     if (j->sinks) m = fmaxf(m, j->sinks[h]); /* ggml's soft_max with sinks */
     double sum = 0.0; /* ggml_vec_soft_max_f32: chunks of L in float, added in double */
     for (int c = 0; c < nl; c += L) {
-        float e[16];
+        float e[16] = {0}; /* lanes past L are never read, but gcc -O3 cannot tell */
         for (int l = 0; l < L; l++)
             e[l] = pr[c + l] = sol_ggml_expf(sc[c + l] - m, L);
         sum += (double)sol_ggml_hsum(e, L);
