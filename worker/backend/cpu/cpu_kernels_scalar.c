@@ -158,8 +158,9 @@ static void mm_kquant(const cpu_mm_args *a, int64_t r0, int64_t r1, float *scrat
  * ggml-cpu's arch/x86 quants.c and repack.cpp), so its outputs can be reproduced bit for bit:
  * - Q4_K with rows % 8 == 0 is repacked by llama.cpp into 8-row groups: per super-block one
  *   integer dot and one integer min sum, each fused into its own float accumulator with
- *   d * dx, the two subtracted at the end (its AVX-512 GEMM, which takes a batch's first
- *   n - n % 4 tokens, fuses per 64-element chunk instead: this mode is not batch invariant);
+ *   d * dx, the two subtracted at the end (its GEMM, AVX2 and AVX-512 builds alike, which
+ *   takes a batch's first n - n % 4 tokens, fuses per 64-element chunk instead: this mode is
+ *   not batch invariant);
  * - otherwise (Q4_K, Q5_K, Q6_K) its AVX2 vec_dot: eight int32 lanes per super-block (lane L
  *   holds bytes 4L..4L+3 of every 32-byte chunk), each fused into its float lane with d * dx,
  *   the lanes summed pairwise at the end; Q4_K's mins in four more lanes, Q5_K's in one float. */
