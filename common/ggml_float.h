@@ -10,8 +10,8 @@
 
 /* Which of llama.cpp's x86 CPU builds a float order follows, by its register width in floats:
  * its loader takes the best build the host runs - the AVX-512 ones (skylakex, icelake, zen4, ...)
- * sum 16 lanes, the AVX2 ones (haswell, alderlake) 8, and their vectorized expf differ too.
- * docs/backend.md, "The llama.cpp-compatible mode". */
+ * sum 16 lanes, the AVX2 ones (haswell, alderlake) 8, and their vectorized expfs differ too
+ * (docs/backend.md, "Which llama.cpp build: the register width"). */
 enum { SOL_GGML_AVX2 = 8, SOL_GGML_AVX512 = 16 };
 
 static inline float sol_ggml_bits_f32(uint32_t u) {
