@@ -65,7 +65,7 @@ for r in $(seq 1 "$reps"); do
       -n "$ngen" --temp 0 --tokens --threads "$threads" --no-mmap >/dev/null 2>"$work/sol-$t-$r"
     sed -nE 's/^prompt: .* ([0-9.]+) tok\/s$/\1/p' "$work/sol-$t-$r" >>"$work/sol-pp-$t"
     sed -nE 's/^generation: .* ([0-9.]+) tok\/s$/\1/p' "$work/sol-$t-$r" >>"$work/sol-tg-$t"
-    echo "[{\"model\":\"$PWD/$m\",\"tokens\":[$prompt],\"n\":$ngen,\"out\":\"$work/ids\",\"timing\":\"$work/lc.json\",\"mmap\":false,\"threads\":$threads}]" >"$work/job.json"
+    echo "[{\"model\":\"$(realpath "$m")\",\"tokens\":[$prompt],\"n\":$ngen,\"out\":\"$work/ids\",\"timing\":\"$work/lc.json\",\"mmap\":false,\"threads\":$threads}]" >"$work/job.json"
     node "$peer/llamacpp_ref.mjs" "$work/job.json"
     node -e 'const j=require(process.argv[1]); console.log((j.prompt_tokens/(j.prompt_ms/1000)).toFixed(2), (j.gen_tokens/(j.gen_ms/1000)).toFixed(2))' "$work/lc.json" >"$work/lc-$t-$r"
     cut -d' ' -f1 "$work/lc-$t-$r" >>"$work/lc-pp-$t"; cut -d' ' -f2 "$work/lc-$t-$r" >>"$work/lc-tg-$t"
@@ -87,3 +87,7 @@ for t in $types; do
     gbs = stg * tmib * 1048576 / 1e9;
     printf "| %s | %d | %.1f | %.2f | %.2f | %.2fx | %.1f | %.1f | %.2fx | %.1f (%.0f%%) | %d |\n", t, mib, tmib, stg, ltg, stg / ltg, spp, lpp, spp / lpp, gbs, 100 * gbs / bw, rss }'
 done
+# which of its x86 builds llama.cpp's loader took here (sapphirerapids' AMX tiles, an AVX-512 or an
+# AVX2 build): part of the comparison (docs/backend.md, "Which llama.cpp build")
+echo
+echo "llama.cpp CPU build: $(node -e 'console.log(require(process.argv[1]).cpu_build)' "$work/lc.json"); Sol: ${SOL_CPU_ISA:-the best ISA this CPU runs}"

@@ -5,7 +5,8 @@
 // ("cpu": "haswell" names the llama.cpp CPU build a job is for: SOL_PEER_CPU below)
 // For each job: greedy-decodes n tokens after the given ids (used verbatim, EOS does not stop it),
 // writes the ids one per line to `out`, and the last prompt position's logits (JSON array) to
-// `logits` when given; "timing": "t.json" records prompt and decode times, "mmap": false reads the
+// `logits` when given; "timing": "t.json" records prompt and decode times and the CPU build
+// llama.cpp ran (cpu_build), "mmap": false reads the
 // weights into memory, "threads": N (default 2), "stepwise": true feeds the prompt one token per
 // evaluation (llama.cpp's decode kernels only: its batched prompt kernels round differently for
 // some weight types, see docs/benchmarks.md). Or {"model": "v.gguf", "tokenize": ["text", ...], "out": "ids.txt"}:
@@ -90,7 +91,8 @@ async function greedy(model, job) {
     writeFileSync(job.out, ids.join("\n") + "\n");
     if (job.timing)
         writeFileSync(job.timing, JSON.stringify({prompt_tokens: job.tokens.length,
-            prompt_ms: t1 - t0, gen_tokens: ids.length - 1, gen_ms: t2 - t1}) + "\n");
+            prompt_ms: t1 - t0, gen_tokens: ids.length - 1, gen_ms: t2 - t1, cpu_build: took})
+            + "\n");
     await ctx.dispose();
 }
 
