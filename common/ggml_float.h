@@ -6,25 +6,14 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
+
+#include "half.h"
 
 /* Which of llama.cpp's x86 CPU builds a float order follows, by its register width in floats:
  * its loader takes the best build the host runs - the AVX-512 ones (skylakex, icelake, zen4, ...)
  * sum 16 lanes, the AVX2 ones (haswell, alderlake) 8, and their vectorized expfs differ too
  * (docs/backend.md, "Which llama.cpp build: the register width"). */
 enum { SOL_GGML_AVX2 = 8, SOL_GGML_AVX512 = 16 };
-
-static inline float sol_ggml_bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static inline uint32_t sol_ggml_f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
 
 /* ggml_v_expf, one lane: 2^n times a polynomial in the reduced argument b. The AVX-512 build
  * adds the 1 inside the polynomial and scales by n (vscalefps); the AVX2 build keeps j without
@@ -42,11 +31,11 @@ static inline float sol_ggml_expf(float x, int lanes) {
         return ldexpf(fmaf(p, u, fmaf(0x1.ffffecp-1f, b, 1.0f)), (int)n);
     }
     float j = fmaf(p, u, 0x1.ffffecp-1f * b);
-    uint32_t e = sol_ggml_f32_bits(z) << 23;
-    float k = sol_ggml_bits_f32(e + 0x3f800000u);
+    uint32_t e = sol_f32_bits(z) << 23;
+    float k = sol_bits_f32(e + 0x3f800000u);
     if (!(fabsf(n) > 126.0f)) return fmaf(k, j, k);
     uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
-    float s1 = sol_ggml_bits_f32(g + 0x7f000000u), s2 = sol_ggml_bits_f32(e - g);
+    float s1 = sol_bits_f32(g + 0x7f000000u), s2 = sol_bits_f32(e - g);
     if (fabsf(n) > 192.0f) return s1 * s1;
     return fmaf(s2, j, s2) * s1;
 }

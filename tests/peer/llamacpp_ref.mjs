@@ -11,8 +11,8 @@
 // evaluation (llama.cpp's decode kernels only: its batched prompt kernels round differently for
 // some weight types, see docs/benchmarks.md). Or {"model": "v.gguf", "tokenize": ["text", ...], "out": "ids.txt"}:
 // writes each text's ids (no BOS, special tokens not parsed) as one comma-separated line.
-import {existsSync, readFileSync, readdirSync, renameSync, rmSync, unlinkSync, writeFileSync}
-    from "node:fs";
+import {existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, unlinkSync,
+    writeFileSync} from "node:fs";
 import {execFileSync} from "node:child_process";
 import {dirname, join} from "node:path";
 import {fileURLToPath, pathToFileURL} from "node:url";
@@ -35,7 +35,7 @@ function pinned(v) {
     }
     const tmp = join(here, ".pin", `${v}.${process.pid}`);
     rmSync(tmp, {recursive: true, force: true});
-    execFileSync("mkdir", ["-p", tmp]);
+    mkdirSync(tmp, {recursive: true});
     execFileSync("cp", ["-al", join(here, "node_modules"), tmp]);
     for (const f of readdirSync(join(tmp, "node_modules", bins)))
         if (/^libggml-cpu-.*\.so$/.test(f) && f !== `libggml-cpu-${v}.so`)

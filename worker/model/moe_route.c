@@ -19,6 +19,7 @@ static const float k_min_sum = 6.103515625e-5f;
  * expf, summed in its register order into a double; the rest through libm's expf, each added to
  * the double; the row scaled by the sum's inverse. */
 static void softmax(const float *lg, int n, int lanes, float *p) {
+    lanes = lanes ? lanes : SOL_GGML_AVX512; /* sol_backend.ggml_lanes: 0 = AVX-512 */
     float mx = lg[0];
     for (int e = 1; e < n; e++)
         if (lg[e] > mx) mx = lg[e];
@@ -76,7 +77,6 @@ static void route_one(const float *lg, int n_expert, int k, float scale, int lan
 
 void moe_route(const float *logits, int n, int n_expert, int k, float scale, int lanes, float *w,
                int32_t *sel) {
-    lanes = lanes ? lanes : SOL_GGML_AVX512;
     for (int t = 0; t < n; t++)
         route_one(logits + (size_t)t * n_expert, n_expert, k, scale, lanes, w + (size_t)t * k,
                   sel + (size_t)t * k);
@@ -84,7 +84,6 @@ void moe_route(const float *logits, int n, int n_expert, int k, float scale, int
 
 void moe_route_topk_softmax(const float *logits, int n, int n_expert, int k, float scale, int lanes,
                             float *w, int32_t *sel) {
-    lanes = lanes ? lanes : SOL_GGML_AVX512;
     for (int t = 0; t < n; t++) {
         float lk[MOE_MAX_EXPERTS];
         float *wt = w + (size_t)t * k;

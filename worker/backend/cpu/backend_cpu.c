@@ -208,7 +208,7 @@ typedef struct {
     int64_t n;
     act_kind kind;
     float alpha, limit; /* ACT_SWIGLU_OAI */
-    int lanes;          /* ACT_SILU_LLAMACPP: the llama.cpp build's expf (cpu_backend.lc_lanes) */
+    int lanes;          /* ACT_SILU_LLAMACPP: the llama.cpp build's expf (sol_backend.ggml_lanes) */
 } act_job;
 
 /* gpt-oss's gate as llama.cpp's CPU build computes it (libm's expf: the same in both modes). */
@@ -254,7 +254,7 @@ static void act_task(void *ctx, int task, int n_tasks) {
 static int run_act(sol_backend *be, const float *gate, const float *up, float *out, int64_t n,
                    act_kind kind) {
     cpu_backend *cb = (cpu_backend *)be;
-    act_job j = {gate, up, out, n, kind, 0.0f, 0.0f, cb->lc_lanes};
+    act_job j = {gate, up, out, n, kind, 0.0f, 0.0f, cb->base.ggml_lanes};
     int tasks = n >= 16384 ? cb->n_threads : 1;
     sol_threadpool_run(cb->tp, act_task, &j, tasks);
     return 0;
@@ -275,7 +275,7 @@ static int cpu_gelu_mul(sol_backend *be, const float *gate, const float *up, flo
 static int cpu_swiglu_oai(sol_backend *be, const float *gate, const float *up, float *out,
                           int64_t n_elems, float alpha, float limit) {
     cpu_backend *cb = (cpu_backend *)be;
-    act_job j = {gate, up, out, n_elems, ACT_SWIGLU_OAI, alpha, limit, cb->lc_lanes};
+    act_job j = {gate, up, out, n_elems, ACT_SWIGLU_OAI, alpha, limit, 0};
     sol_threadpool_run(cb->tp, act_task, &j, n_elems >= 16384 ? cb->n_threads : 1);
     return 0;
 }
@@ -481,8 +481,9 @@ sol_backend *sol_backend_cpu_create(const char *variant, const sol_backend_opts 
     cb->n_threads = n_threads;
     cb->isa = isa;
     cb->attn_llamacpp = llamacpp;
-    cb->lc_lanes = isa >= SOL_ISA_AVX512 ? SOL_GGML_AVX512 : SOL_GGML_AVX2;
-    cb->base.ggml_lanes = cb->lc_lanes;
+    /* the llama.cpp build the llamacpp mode (and the MoE router) reproduce: its AVX-512 builds on
+     * the avx512 ISA, else its AVX2 builds (ggml_float.h) */
+    cb->base.ggml_lanes = isa >= SOL_ISA_AVX512 ? SOL_GGML_AVX512 : SOL_GGML_AVX2;
     cb->attn = isa == SOL_ISA_AVX512 ? &cpu_attn_avx512
                : isa == SOL_ISA_AVX2 ? &cpu_attn_avx2
                                      : &cpu_attn_scalar;

@@ -155,7 +155,7 @@ static int attn_lo(int n_ctx, int window) {
 
 /* llama.cpp-compatible attention (SOL_CPU_ATTN=llamacpp): llama.cpp's non-flash CPU path, float
  * for float, in the register width of the llama.cpp build reproduced (L lanes: 16 or 8, the
- * backend's lc_lanes). K.Q and P.V are its F16 matmuls (the query and the normalized
+ * backend's ggml_lanes). K.Q and P.V are its F16 matmuls (the query and the normalized
  * probabilities rounded to F16): in a batch of two tokens or more through tinyBLAS where it takes
  * the shape (one L-lane fused accumulator over the dot, reduced as its hsum), else through
  * ggml_vec_dot_f16 (four L-lane fused accumulators over steps of 4L, reduced as its
@@ -164,10 +164,6 @@ static int attn_lo(int n_ctx, int window) {
  * (before a sliding window, past the context) contribute exact zeros, as in llama.cpp's padded
  * cache. Sol's default keeps F32 throughout (closer to exact); this mode reproduces llama.cpp so
  * the two can be compared id for id (tests/integration/peer_equivalence.sh). */
-static float lc_dot_f16(const float *x, const float *y, int n, int L, int tiny) {
-    return sol_ggml_dot(x, y, n, L, tiny, 1);
-}
-
 static float lc_load(const unsigned char *row, int i, int f16) {
     if (!f16) return ((const float *)row)[i];
     return sol_f16_to_f32(((const uint16_t *)row)[i]);
@@ -179,7 +175,7 @@ static void attend_one_llamacpp(const attn_job *j, int t, int h, const unsigned 
     const float *q0 = j->q + ((size_t)t * j->heads + h) * hd;
     const int32_t *table = j->seq[t].block_table;
     int n_ctx = j->seq[t].n_ctx, lo = attn_lo(n_ctx, j->window);
-    int L = j->cb->lc_lanes, nl = (n_ctx + L - 1) / L * L, n64 = (n_ctx + 63) & ~63;
+    int L = j->cb->base.ggml_lanes, nl = (n_ctx + L - 1) / L * L, n64 = (n_ctx + 63) & ~63;
     /* tinyBLAS (llamafile_sgemm) serves a batch when K is a multiple of L and M of 4: K.Q has
      * K = head size over M = the padded cache, P.V K = the padded cache over M = head size */
     int tiny_kq = j->n >= 2 && hd % L == 0, tiny_pv = j->n >= 2 && hd % 4 == 0;
@@ -201,7 +197,7 @@ static void attend_one_llamacpp(const attn_job *j, int t, int h, const unsigned 
             kp + ((size_t)table[p / bs] * (size_t)bs + (size_t)(p % bs)) * slot_bytes;
         for (int i = 0; i < hd; i++)
             k[i] = lc_load(kr, i, f16);
-        sc[p] = lc_dot_f16(k, q, hd, L, tiny_kq) * j->scale;
+        sc[p] = sol_ggml_dot(k, q, hd, L, tiny_kq, 1) * j->scale;
         m = fmaxf(m, sc[p]);
     }
     if (j->sinks) m = fmaxf(m, j->sinks[h]); /* ggml's soft_max with sinks */
@@ -224,7 +220,7 @@ static void attend_one_llamacpp(const attn_job *j, int t, int h, const unsigned 
             vcol[p] = lc_load(
                 vp + ((size_t)table[p / bs] * (size_t)bs + (size_t)(p % bs)) * slot_bytes, d, f16);
         }
-        o[d] = lc_dot_f16(vcol, pr, n64, L, tiny_pv);
+        o[d] = sol_ggml_dot(vcol, pr, n64, L, tiny_pv, 1);
     }
     free(sc);
 }

@@ -31,7 +31,7 @@ typedef struct cpu_mm_args {
     const int16_t *ks; /* n x K/16 */
     float *y;          /* n x M */
     int n;
-    int lanes; /* the llama.cpp-compatible kernels: the build's register width (lc_lanes) */
+    int lanes; /* the llama.cpp-compatible kernels: the build's register width (ggml_lanes) */
 } cpu_mm_args;
 
 typedef enum { CPU_ACT_FLOAT = 0, CPU_ACT_Q8_0, CPU_ACT_Q8_K } cpu_act_kind;
@@ -311,9 +311,6 @@ typedef struct cpu_backend {
     sol_cpu_isa isa;
     const cpu_attn_fns *attn;
     int attn_llamacpp; /* SOL_CPU_ATTN=llamacpp: reproduce llama.cpp's F16 rounding in attention */
-    /* the llama.cpp build that mode reproduces, by register width (SOL_GGML_AVX2 or _AVX512,
-     * ggml_float.h): its AVX-512 builds on the avx512 ISA, else its AVX2 builds */
-    int lc_lanes;
     /* matmul scratch, grown on first use or by reserve() */
     unsigned char *xq_buf;
     size_t xq_cap;

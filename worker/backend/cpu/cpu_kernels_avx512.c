@@ -304,7 +304,7 @@ DEFINE_MM(mm_q4_0, quant_tile, SOL_DT_Q4_0)
 
 /* cpu_kernels_scalar.c's lc_f32_dot (llama.cpp's F32 order) for its AVX-512 builds in 16-lane
  * registers: the same FMAs lane by lane and GCC's _mm512_reduce_add_ps, so the same bits, at SIMD
- * speed. Picked only on the avx512 ISA, whose lc_lanes is 16. */
+ * speed. Picked only on the avx512 ISA, whose ggml_lanes is 16. */
 INL float lc_f32_dot16(const float *w, const float *x, int64_t K, int tiny, int lanes) {
     (void)lanes;
     if (tiny) {

@@ -208,7 +208,7 @@ static mm_job make_job(cpu_backend *cb, const sol_weight *w, const float *x, flo
     if (w->layout == CPU_LAYOUT_Q4_0X8) job.fn8 = cpu_mm_q4x8(cb->isa);
     if (w->layout == CPU_LAYOUT_Q8_0X8) job.fn8 = cpu_mm_q8x8(cb->isa);
     job.m8 = cpu_interleaved_rows(w);
-    job.args = (cpu_mm_args){.w = w, .x = x, .y = y, .n = n, .lanes = cb->lc_lanes};
+    job.args = (cpu_mm_args){.w = w, .x = x, .y = y, .n = n, .lanes = cb->base.ggml_lanes};
     act_layout l = layout_of(n, w->cols);
     job.args.xq = (const int8_t *)cb->xq_buf;
     job.args.xd = (const float *)(cb->xq_buf + l.xd);
