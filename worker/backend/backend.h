@@ -83,6 +83,15 @@ typedef struct sol_kv sol_kv;
 
 typedef struct sol_backend sol_backend;
 
+/* Where qkv_rope_kv's q/k/v rows go after the projection: rope_kv_write's operands. */
+typedef struct sol_qkv_rope {
+    sol_kv *kv;
+    int layer;
+    const int32_t *pos, *slots; /* host: n each */
+    int heads, kv_heads, head_dim;
+    const sol_rope_params *rope;
+} sol_qkv_rope;
+
 /* synchronize's answer for a graph step that ran nothing (a dry step whose launches differed
  * from its cached graph's): run the step again, once; that run is recorded and never answers it. */
 enum { SOL_STEP_RERUN = 1 };
@@ -147,6 +156,13 @@ typedef struct sol_backend_ops {
     int (*rope_kv_write)(sol_backend *be, sol_kv *kv, int layer, float *q, float *k, const float *v,
                          const int32_t *pos, const int32_t *slots, int n, int heads, int kv_heads,
                          int head_dim, const sol_rope_params *p);
+    /* Optional: norm_matmul_many of x with ws = (wq, wk, wv) into ys = (q, k, v) (biases bs as
+     * there), then rope_kv_write of them per r: one dispatch, where a device rotates q and k and
+     * writes k and v to the cache in the projection's store (decode sizes), q, k and v still
+     * written. The same bits as the two ops. NULL: sol_qkv_rope_kv does exactly that. */
+    int (*qkv_rope_kv)(sol_backend *be, const float *x, const float *norm, float eps, float *xn,
+                       const sol_weight *const *ws, const float *const *bs, float *const *ys, int n,
+                       const struct sol_qkv_rope *r);
     /* out = silu(gate) * up elementwise; out may alias gate or up. */
     int (*silu_mul)(sol_backend *be, const float *gate, const float *up, float *out,
                     int64_t n_elems);
@@ -458,6 +474,16 @@ static inline int sol_rope_kv_write(sol_backend *be, sol_kv *kv, int layer, floa
     int rc = sol_rope(be, q, pos, n, heads, head_dim, p);
     if (!rc) rc = sol_rope(be, k, pos, n, kv_heads, head_dim, p);
     return rc ? rc : sol_kv_write(be, kv, layer, k, v, slots, n);
+}
+/* See qkv_rope_kv. */
+static inline int sol_qkv_rope_kv(sol_backend *be, const float *x, const float *norm, float eps,
+                                  float *xn, const sol_weight *const *ws, const float *const *bs,
+                                  float *const *ys, int n, const sol_qkv_rope *r) {
+    if (be->ops->qkv_rope_kv) return be->ops->qkv_rope_kv(be, x, norm, eps, xn, ws, bs, ys, n, r);
+    int rc = sol_norm_matmul_many(be, x, norm, eps, xn, ws, bs, ys, 3, n);
+    return rc ? rc
+              : sol_rope_kv_write(be, r->kv, r->layer, ys[0], ys[1], ys[2], r->pos, r->slots, n,
+                                  r->heads, r->kv_heads, r->head_dim, r->rope);
 }
 static inline int sol_paged_attention(sol_backend *be, sol_kv *kv, int layer, const float *q,
                                       float *out, int n, int heads, int kv_heads, int head_dim,

@@ -16,24 +16,31 @@
  * steps are smaller: max_num_seqs x (1 + speculative k)). */
 enum { MODEL_GRAPH_MAX_TOKENS = 256 };
 
-/* q, k and v of the batch: the attention norm, the projections with the architecture's biases
- * (one dispatch: x normalized and quantized once, biases in the store), then per-head norms. */
-static int qkv(model_rank *m, const layer_weights *L, int n) {
+/* q, k and v of the batch, roped, with k and v in layer l's cache: the attention norm, the
+ * projections with the architecture's biases (one dispatch: x normalized and quantized once,
+ * biases in the store), then rope and the cache write; without per-head norms all of it one
+ * dispatch (qkv_rope_kv: a device ropes and writes the cache in the projections' store), with
+ * them (Qwen3, Gemma-3) the norms come between. */
+static int qkv_rope_kv(model_rank *m, sol_kv *kv, int l, const model_batch *b,
+                       const sol_rope_params *rope) {
     const model_hparams *hp = &m->hp;
     const model_shard *sh = &m->sh;
+    const layer_weights *L = &m->layers[l];
     model_scratch *s = &m->s;
     sol_backend *be = m->be;
-    int rc;
-    if ((rc = sol_norm_matmul_many(be, s->x, L->attn_norm, hp->eps, s->xb,
-                                   (const sol_weight *[]){&L->wq, &L->wk, &L->wv},
-                                   L->bq ? (const float *[]){L->bq, L->bk, L->bv} : NULL,
-                                   (float *[]){s->q, s->k, s->v}, 3, n)))
+    int n = b->n, rc;
+    const sol_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
+    const float *const *bs = L->bq ? (const float *[]){L->bq, L->bk, L->bv} : NULL;
+    float *ys[3] = {s->q, s->k, s->v};
+    sol_qkv_rope r = {kv, l, b->pos, b->slots, sh->heads, sh->kv_heads, hp->head_dim, rope};
+    if (!L->q_norm)
+        return sol_qkv_rope_kv(be, s->x, L->attn_norm, hp->eps, s->xb, ws, bs, ys, n, &r);
+    if ((rc = sol_norm_matmul_many(be, s->x, L->attn_norm, hp->eps, s->xb, ws, bs, ys, 3, n)) ||
+        (rc = sol_rmsnorm(be, s->q, L->q_norm, s->q, n * sh->heads, hp->head_dim, hp->eps)) ||
+        (rc = sol_rmsnorm(be, s->k, L->k_norm, s->k, n * sh->kv_heads, hp->head_dim, hp->eps)))
         return rc;
-    if (L->q_norm &&
-        ((rc = sol_rmsnorm(be, s->q, L->q_norm, s->q, n * sh->heads, hp->head_dim, hp->eps)) ||
-         (rc = sol_rmsnorm(be, s->k, L->k_norm, s->k, n * sh->kv_heads, hp->head_dim, hp->eps))))
-        return rc;
-    return 0;
+    return sol_rope_kv_write(be, kv, l, s->q, s->k, s->v, b->pos, b->slots, n, sh->heads,
+                             sh->kv_heads, hp->head_dim, rope);
 }
 
 /* A sharded rank's partial sums of attn_output / ffn_down become the whole on every rank. */
@@ -77,10 +84,7 @@ static int attention(model_rank *m, sol_kv *kv, int l, const model_batch *b) {
     sol_backend *be = m->be;
     int n = b->n, rc, slides = m->swa && m->swa[l];
     const sol_rope_params *rope = slides ? &hp->rope_swa : &hp->rope;
-    if ((rc = qkv(m, L, n)) ||
-        (rc = sol_rope_kv_write(be, kv, l, s->q, s->k, s->v, b->pos, b->slots, n, sh->heads,
-                                sh->kv_heads, hp->head_dim, rope)))
-        return rc;
+    if ((rc = qkv_rope_kv(m, kv, l, b, rope))) return rc;
     float scale = hp->attn_scale;
     if (hp->arch->flags & ARCH_Q_PRESCALE) {
         int64_t nq = (int64_t)n * sh->heads * hp->head_dim;

@@ -503,6 +503,115 @@ static void test_rope_kv_write(void **state) {
     sol_backend_free(be);
 }
 
+/* The "N rope+KV" count of the backend's stats line: q/k/v projections that roped and wrote the
+ * cache in their store. */
+static unsigned long rope_kv_count(sol_backend *be) {
+    char buf[1024];
+    unsigned long n;
+    assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
+    const char *p = strstr(buf, "attention+quantize, ");
+    if (!p || sscanf(p, "attention+quantize, %lu rope+KV", &n) != 1)
+        fail_msg("unexpected stats line: %s", buf);
+    return n;
+}
+
+/* qkv_rope_kv (the rope and the cache write in the q/k/v GEMVs' store) is norm_matmul_many then
+ * rope_kv_write bit for bit: q, k and v as left in memory and the cache as attention reads it;
+ * Q4_K_M's mix (Q6_K v in the same launch), a v of another activation kind (its own launch),
+ * F16 rows, NORM and NEOX pairs, F16 and F32 caches, biases; 40 tokens take the GEMM and the two
+ * ops (not counted). Weights that are not the heads it is told of are refused by name. */
+static void qkv_rope_case(sol_backend *be, const sol_dtype t[3], int n, int neox, sol_dtype cache) {
+    enum { H = 4, KVH = 2, HD = 64, K = 512, BLOCKS = 12, BS = 4 };
+    const int M[3] = {H * HD, KVH * HD, KVH * HD};
+    const int32_t table[BLOCKS] = {5, 1, 11, 3, 0, 7, 2, 9, 4, 10, 6, 8};
+    void *rows[3];
+    sol_weight w[3];
+    for (int i = 0; i < 3; i++) {
+        rows[i] = make_rows(t[i], M[i], K);
+        w[i] = (sol_weight){t[i], M[i], K, rows[i], sol_dtype_row_bytes(t[i], K), 0, 0};
+        assert_int_equal(sol_weight_prepare(be, &w[i]), 0);
+    }
+    const sol_weight *ws[3] = {&w[0], &w[1], &w[2]};
+    int32_t pos[40], slots[40];
+    sol_attn_seq seqs[40];
+    for (int i = 0; i < n; i++) {
+        pos[i] = 37 * i + (i % 3) * 4000;
+        slots[i] = table[i / BS] * BS + i % BS;
+        seqs[i] = (sol_attn_seq){table, i + 1};
+    }
+    sol_rope_params p = {500000.0f, 8.0f, 1.0f, 4.0f, 8192, neox, 0, 0, 0, 0, 0};
+    float *x = rnd_vec((size_t)n * K), *nw = rnd_vec(K), *b0 = rnd_vec(M[0]), *b2 = rnd_vec(M[2]);
+    float *xd = put(be, x, sizeof(float) * n * K), *nd = put(be, nw, sizeof(float) * K);
+    float *bd[3] = {put(be, b0, sizeof(float) * M[0]), NULL, put(be, b2, sizeof(float) * M[2])};
+    float *xn = put(be, NULL, sizeof(float) * n * K), *y[2][3], *od[2];
+    sol_kv *kv[2];
+    for (int c = 0; c < 2; c++) {
+        for (int i = 0; i < 3; i++)
+            y[c][i] = put(be, NULL, sizeof(float) * n * M[i]);
+        od[c] = put(be, NULL, sizeof(float) * n * M[0]);
+        kv[c] = sol_kv_alloc(be, 2, BLOCKS, BS, KVH, HD, cache);
+        assert_non_null(kv[c]);
+    }
+    const float *const *bs = (const float *const *)bd;
+    sol_qkv_rope r = {kv[1], 1, pos, slots, H, KVH, HD, &p};
+    unsigned long before = rope_kv_count(be);
+    assert_int_equal(sol_norm_matmul_many(be, xd, nd, 1e-5f, xn, ws, bs, y[0], 3, n), 0);
+    assert_int_equal(
+        sol_rope_kv_write(be, kv[0], 1, y[0][0], y[0][1], y[0][2], pos, slots, n, H, KVH, HD, &p),
+        0);
+    assert_non_null(be->ops->qkv_rope_kv);
+    assert_int_equal(sol_qkv_rope_kv(be, xd, nd, 1e-5f, xn, ws, bs, y[1], n, &r), 0);
+    unsigned long fused = rope_kv_count(be) - before;
+    for (int c = 0; c < 2; c++)
+        assert_int_equal(
+            sol_paged_attention(be, kv[c], 1, y[0][0], od[c], n, H, KVH, HD, 0.125f, seqs), 0);
+    const char *names[4] = {"q", "k", "v", "attention over the cache"};
+    for (int i = 0; i < 4; i++) {
+        size_t cnt = (size_t)n * M[i < 3 ? i : 0];
+        float *a = get(be, i < 3 ? y[0][i] : od[0], cnt),
+              *b = get(be, i < 3 ? y[1][i] : od[1], cnt);
+        if (memcmp(a, b, sizeof(float) * cnt))
+            fail_msg("qkv_rope_kv %s/%s/%s n=%d neox=%d %s cache: %s differs from the two ops",
+                     sol_dtype_name(t[0]), sol_dtype_name(t[1]), sol_dtype_name(t[2]), n, neox,
+                     sol_dtype_name(cache), names[i]);
+        free(a), free(b);
+    }
+    print_message("  qkv_rope_kv %s/%s/%s n=%d neox=%d %s cache: the two ops' bits, %lu fused\n",
+                  sol_dtype_name(t[0]), sol_dtype_name(t[1]), sol_dtype_name(t[2]), n, neox,
+                  sol_dtype_name(cache), fused);
+    assert_int_equal(fused, (unsigned long)(n <= 16)); /* 40 tokens: the GEMM, then the ops */
+    r.kv_heads = 1;
+    assert_int_equal(sol_qkv_rope_kv(be, xd, nd, 1e-5f, xn, ws, bs, y[1], n, &r), -EINVAL);
+    assert_non_null(strstr(be->err.msg, "q/k/v weights of 256/128/128 rows for 4 heads and 1 KV"));
+    for (int c = 0; c < 2; c++) {
+        for (int i = 0; i < 3; i++)
+            sol_buf_free(be, y[c][i]);
+        sol_buf_free(be, od[c]);
+        sol_kv_free(be, kv[c]);
+    }
+    for (int i = 0; i < 3; i++) {
+        if (bd[i]) sol_buf_free(be, bd[i]);
+        free(rows[i]);
+    }
+    sol_buf_free(be, xd), sol_buf_free(be, nd), sol_buf_free(be, xn);
+    free(x), free(nw), free(b0), free(b2);
+}
+
+static void test_qkv_rope_kv(void **state) {
+    (void)state;
+    sol_backend *be = open_be(spec(), 0);
+    const sol_dtype km[3] = {SOL_DT_Q4_K, SOL_DT_Q4_K, SOL_DT_Q6_K},
+                    mixed[3] = {SOL_DT_Q4_K, SOL_DT_Q4_K, SOL_DT_Q8_0},
+                    f16[3] = {SOL_DT_F16, SOL_DT_F16, SOL_DT_F16},
+                    q40[3] = {SOL_DT_Q4_0, SOL_DT_Q4_0, SOL_DT_Q4_0};
+    qkv_rope_case(be, km, 1, 1, SOL_DT_F16);
+    qkv_rope_case(be, km, 5, 0, SOL_DT_F32);
+    qkv_rope_case(be, mixed, 3, 1, SOL_DT_F16);
+    qkv_rope_case(be, f16, 2, 0, SOL_DT_F16);
+    qkv_rope_case(be, q40, 40, 1, SOL_DT_F16);
+    sol_backend_free(be);
+}
+
 /* The split combine also writes its output as Q8_0 activations, and the o projection right after
  * it (a Q4_0 matmul_add of that output, 5 tokens: a GEMV) reads them instead of quantizing: the
  * same bits as when any op in between makes it quantize for itself, and counted only then. */
@@ -967,6 +1076,7 @@ int main(void) {
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_pdl_switch),
         cmocka_unit_test(test_rope_kv_write),
+        cmocka_unit_test(test_qkv_rope_kv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -369,6 +369,113 @@ static void test_gemv_many(void **state) {
     sol_backend_free(be);
 }
 
+/* gemv_run_epi: the q/k/v projections with rope and the KV write in their store (the pairs'
+ * rows summed in one block, NEOX's interleaved) against gemv_run_many then rope_kv, bit for bit:
+ * q, k and v as left in memory and both pools whole (rows of other slots untouched), for every
+ * GEMV kernel (float, 128-bit F16, Q8_0-activation and K-quant ones; Q4_K_M's Q6_K v in the
+ * K-quant launch), rows that share a warp (K = 256: 1 to 8 lanes a row) and rows of a whole warp
+ * (K = 2048), NORM and NEOX pairs, F16 and F32 pools, 1, 3 and 16 tokens, a bias on q and v. An
+ * epilogue beside add, or roped rows that are not whole heads, are refused. */
+static void test_gemv_rope_kv(void **state) {
+    (void)state;
+    sol_backend *be = cpu();
+    enum { H = 4, KVH = 2, HD = 64, SLOTS = 24 };
+    struct qkv_case {
+        sol_dtype q, k, v;
+        int K;
+    } cases[] = {
+        {SOL_DT_F32, SOL_DT_F32, SOL_DT_F32, 256},
+        {SOL_DT_F16, SOL_DT_F16, SOL_DT_F16, 256},
+        {SOL_DT_Q8_0, SOL_DT_Q8_0, SOL_DT_Q8_0, 256},
+        {SOL_DT_Q4_0, SOL_DT_Q4_0, SOL_DT_Q4_0, 256},
+        {SOL_DT_Q4_K, SOL_DT_Q4_K, SOL_DT_Q6_K, 256},
+        {SOL_DT_Q5_K, SOL_DT_Q5_K, SOL_DT_Q5_K, 256},
+        {SOL_DT_Q8_0, SOL_DT_Q8_0, SOL_DT_Q8_0, 2048},
+        {SOL_DT_Q4_K, SOL_DT_Q4_K, SOL_DT_Q6_K, 2048},
+    };
+    const int rows[3] = {H * HD, KVH * HD, KVH * HD};
+    const int32_t pos_slots[2 * 16] = {0, 1, 2,  3, 4, 9000, 6, 7, 8, 9, 10, 11, 12, 13, 14, 4095,
+                                       5, 0, 23, 7, 1, 2,    3, 4, 6, 8, 9,  10, 11, 12, 13, 14};
+    int ci = 0;
+    for (const qkv_case &c : cases) {
+        const sol_dtype types[3] = {c.q, c.k, c.v};
+        std::vector<weight_pair> w;
+        std::vector<std::vector<unsigned char>> dev(3);
+        sol_cuda_wt wt[3];
+        std::vector<float> bias[3], x(16 * c.K);
+        fill(x.data(), 16 * c.K, 7);
+        for (int i = 0; i < 3; i++) {
+            w.push_back(make_weight(be, types[i], rows[i], c.K));
+            bias[i].resize(rows[i]);
+            fill(bias[i].data(), rows[i], 3 + i);
+        }
+        for (int i = 0; i < 3; i++)
+            wt[i] = device_view(w[i], dev[i]);
+        const float *bs[3] = {bias[0].data(), nullptr, bias[2].data()};
+        std::vector<unsigned char> scratch(sol_emu_gemv_scratch_bytes(16, c.K));
+        int act = sol_emu_gemv_act(wt[0].type);
+        for (int n : {1, 3, 16}) {
+            int neox = (ci + n) & 1, f16 = n != 3;
+            sol_cuda_rope_args a = {500000.0f, 8.0f, 1.0f, 4.0f, 1.0f, 8192,
+                                    neox,      0.0f, 0.0f, 0.0f, 1.0f};
+            assert_int_equal(sol_emu_gemv_quantize(act, x.data(), n, c.K, scratch.data(), nullptr),
+                             0);
+            std::vector<float> want[3], got[3];
+            size_t pool = (size_t)SLOTS * KVH * HD * (f16 ? 2 : 4);
+            std::vector<unsigned char> pw[2], pg[2];
+            for (int j = 0; j < 2; j++) {
+                pw[j].resize(pool);
+                for (size_t b = 0; b < pool; b++)
+                    pw[j][b] = (unsigned char)(b * 7 + j);
+                pg[j] = pw[j];
+            }
+            float *yw[3], *yg[3];
+            for (int i = 0; i < 3; i++) {
+                want[i].assign((size_t)n * rows[i], 0.0f);
+                got[i].assign((size_t)n * rows[i], NAN);
+                yw[i] = want[i].data(), yg[i] = got[i].data();
+            }
+            assert_int_equal(
+                sol_emu_gemv_run_many(wt, yw, bs, 3, x.data(), n, scratch.data(), 0, nullptr), 0);
+            /* rope_kv reads pos_slots as n positions then n slots */
+            std::vector<int32_t> ps(pos_slots, pos_slots + n);
+            ps.insert(ps.end(), pos_slots + 16, pos_slots + 16 + n);
+            sol_emu_rope_kv(yw[0], yw[1], yw[2], ps.data(), n, H, KVH, HD, a, pw[0].data(),
+                            pw[1].data(), f16, nullptr);
+            sol_cuda_rope_epi e = {ps.data(), pg[0].data(), pg[1].data(), HD, f16, a};
+            const int roles[3] = {SOL_CUDA_EPI_ROPE, SOL_CUDA_EPI_ROPE_KV, SOL_CUDA_EPI_KV};
+            assert_int_equal(sol_emu_gemv_run_epi(wt, yg, bs, roles, 3, x.data(), n, scratch.data(),
+                                                  0, &e, nullptr),
+                             0);
+            for (int i = 0; i < 3; i++)
+                if (memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)))
+                    fail_msg("gemv_run_epi %s K=%d n=%d neox=%d: %s differs from the GEMV then "
+                             "rope_kv",
+                             sol_dtype_name(types[i]), c.K, n, neox, "q\0k\0v" + 2 * i);
+            for (int j = 0; j < 2; j++)
+                if (pg[j] != pw[j])
+                    fail_msg("gemv_run_epi %s K=%d n=%d f16=%d: the %s pool differs",
+                             sol_dtype_name(types[j + 1]), c.K, n, f16, j ? "V" : "K");
+            if (n == 3 && ci == 0) {
+                const int bad[3] = {SOL_CUDA_EPI_ROPE, SOL_CUDA_EPI_ROPE_KV, 7};
+                assert_int_equal(sol_emu_gemv_run_epi(wt, yg, bs, roles, 3, x.data(), n,
+                                                      scratch.data(), 1, &e, nullptr),
+                                 -EINVAL); /* add beside an epilogue */
+                assert_int_equal(sol_emu_gemv_run_epi(wt, yg, bs, bad, 3, x.data(), n,
+                                                      scratch.data(), 0, &e, nullptr),
+                                 -EINVAL);
+                sol_cuda_rope_epi odd = e;
+                odd.head_dim = 96; /* 256 q rows are not whole heads of 96 */
+                assert_int_equal(sol_emu_gemv_run_epi(wt, yg, bs, roles, 3, x.data(), n,
+                                                      scratch.data(), 0, &odd, nullptr),
+                                 -EINVAL);
+            }
+        }
+        ci++;
+    }
+    sol_backend_free(be);
+}
+
 /* The quantize launches that make their own input (k_gemv.cu): k_rmsnorm_quantize against
  * k_rmsnorm then k_quantize_*, and the gated-product quantize against silu_mul/gelu_mul then
  * k_quantize_*: the same quantized activations and normalized rows, bit for bit, for both
@@ -1004,6 +1111,7 @@ int main(void) {
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_gemv),
         cmocka_unit_test(test_gemv_many),
+        cmocka_unit_test(test_gemv_rope_kv),
         cmocka_unit_test(test_fused_quantize),
         cmocka_unit_test(test_mma_gemm),
         cmocka_unit_test(test_mmq_gemm),

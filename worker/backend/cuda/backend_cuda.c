@@ -536,7 +536,8 @@ static int have_q8(const cuda_backend *b, const gemv_in *in, int act, int n, int
 #define SOL_CUDA_GEMV_RUN 8
 
 static int matmul_gemv(cuda_backend *b, const sol_weight *const *ws, const float *const *bs,
-                       float *const *ys, int count, const gemv_in *in, int n, int add) {
+                       float *const *ys, int count, const gemv_in *in, int n, int add,
+                       const int *roles, const sol_cuda_rope_epi *epi) {
     int K = (int)ws[0]->cols;
     int rc = cbe_grow(b, &b->qscratch, SOL_CUDA_FN(gemv_scratch_bytes)(SOL_CUDA_GEMV_MAX_TOKENS, K),
                       "matmul");
@@ -555,16 +556,19 @@ static int matmul_gemv(cuda_backend *b, const sol_weight *const *ws, const float
             sol_cuda_wt wts[SOL_CUDA_GEMV_RUN];
             float *out[SOL_CUDA_GEMV_RUN];
             const float *bias[SOL_CUDA_GEMV_RUN];
+            int role[SOL_CUDA_GEMV_RUN];
             for (j = i; j < count && j - i < SOL_CUDA_GEMV_RUN &&
                         SOL_CUDA_FN(gemv_act)((int)ws[j]->type) == act;
                  j++) {
                 wts[j - i] = wt_of(ws[j]);
                 out[j - i] = ys[j] + (size_t)t0 * ws[j]->rows;
                 bias[j - i] = bs ? bs[j] : NULL;
+                role[j - i] = roles ? roles[j] : SOL_CUDA_EPI_NONE;
             }
             if (!rc)
-                rc = SOL_CUDA_FN(gemv_run_many)(wts, out, bias, j - i, src + (size_t)t0 * K, cnt,
-                                                b->qscratch.p, add, b->stream);
+                rc = SOL_CUDA_FN(gemv_run_epi)(wts, out, bias, roles ? role : NULL, j - i,
+                                               src + (size_t)t0 * K, cnt, b->qscratch.p, add, epi,
+                                               b->stream);
             if (rc)
                 return cbe_fail(b, rc, "matmul",
                                 "%s weights of %d columns, %d tokens: refused (the GEMV kernels "
@@ -590,7 +594,7 @@ static int cuda_matmul(sol_backend *be, const sol_weight *w, const float *x, flo
         (rc = cbe_need_dev(b, y, sizeof(float) * (size_t)n * (size_t)w->rows, "matmul", "y")))
         return rc;
     if (use_gemm(b, w, n)) return matmul_gemm(b, w, x, y, n, 0);
-    return matmul_gemv(b, &w, NULL, &y, 1, &(gemv_in){.x = x}, n, 0);
+    return matmul_gemv(b, &w, NULL, &y, 1, &(gemv_in){.x = x}, n, 0, NULL, NULL);
 }
 
 /* y += x W^T: the GEMV adds in its epilogue (one launch fewer per block output); the GEMM
@@ -604,7 +608,8 @@ static int cuda_matmul_add(sol_backend *be, const sol_weight *w, const float *x,
     if ((rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n * (size_t)w->cols, "matmul_add", "x")) ||
         (rc = cbe_need_dev(b, y, sizeof(float) * ny, "matmul_add", "y")))
         return rc;
-    if (!use_gemm(b, w, n)) return matmul_gemv(b, &w, NULL, &y, 1, &(gemv_in){.x = x}, n, 1);
+    if (!use_gemm(b, w, n))
+        return matmul_gemv(b, &w, NULL, &y, 1, &(gemv_in){.x = x}, n, 1, NULL, NULL);
     return matmul_gemm(b, w, x, y, n, 1);
 }
 
@@ -636,7 +641,32 @@ static int cuda_matmul_many(sol_backend *be, const sol_weight *const *ws, float 
     for (int i = 0; i < count && !rc; i++)
         rc = cbe_need_dev(b, ys[i], sizeof(float) * (size_t)n * (size_t)ws[i]->rows, "matmul_many",
                           "y");
-    return rc ? rc : matmul_gemv(b, ws, NULL, ys, count, &(gemv_in){.x = x}, n, 0);
+    return rc ? rc : matmul_gemv(b, ws, NULL, ys, count, &(gemv_in){.x = x}, n, 0, NULL, NULL);
+}
+
+/* norm_matmul_many's operands (backend.h) checked for op; *gemv: every weight takes the GEMV. */
+static int norm_many_check(cuda_backend *b, const char *op, const float *x, const float *norm,
+                           float *xn, const sol_weight *const *ws, const float *const *bs,
+                           float *const *ys, int count, int n, int *gemv) {
+    if (count < 1 || !ws || !ys) return cbe_fail(b, -EINVAL, op, "need weights, got %d", count);
+    if (n <= 0) return cbe_fail(b, -EINVAL, op, "need n >= 1 tokens, got n=%d", n);
+    int rc = 0;
+    size_t xb = sizeof(float) * (size_t)n * (size_t)ws[0]->cols;
+    *gemv = 1;
+    for (int i = 0; i < count && !rc; i++) {
+        if ((rc = check_weight(b, ws[i], op))) return rc;
+        if (ws[i]->cols != ws[0]->cols)
+            return cbe_fail(b, -EINVAL, op, "weight %d has %lld columns, weight 0 has %lld", i,
+                            (long long)ws[i]->cols, (long long)ws[0]->cols);
+        *gemv = *gemv && !use_gemm(b, ws[i], n);
+        rc = cbe_need_dev(b, ys[i], sizeof(float) * (size_t)n * (size_t)ws[i]->rows, op, "y");
+        if (!rc && bs && bs[i])
+            rc = cbe_need_dev(b, bs[i], sizeof(float) * (size_t)ws[i]->rows, op, "a bias");
+    }
+    if (!rc) rc = cbe_need_dev(b, x, xb, op, "x");
+    if (!rc && norm) rc = cbe_need_dev(b, xn, xb, op, "xn");
+    if (!rc && norm) rc = cbe_need_dev(b, norm, xb / (size_t)n, op, "the norm's weights");
+    return rc;
 }
 
 /* ys[i] = rmsnorm(x) ws[i]^T + bs[i]: on the GEMV path the norm and the quantization are one
@@ -647,33 +677,51 @@ static int cuda_norm_matmul_many(sol_backend *be, const float *x, const float *n
                                  float *const *ys, int count, int n) {
     cuda_backend *b = cbe_bind(be);
     const char *op = "norm_matmul_many";
-    if (count < 1 || !ws || !ys) return cbe_fail(b, -EINVAL, op, "need weights, got %d", count);
-    if (n <= 0) return cbe_fail(b, -EINVAL, op, "need n >= 1 tokens, got n=%d", n);
-    int gemv = 1, rc = 0;
-    size_t xb = sizeof(float) * (size_t)n * (size_t)ws[0]->cols;
-    for (int i = 0; i < count && !rc; i++) {
-        if ((rc = check_weight(b, ws[i], op))) return rc;
-        if (ws[i]->cols != ws[0]->cols)
-            return cbe_fail(b, -EINVAL, op, "weight %d has %lld columns, weight 0 has %lld", i,
-                            (long long)ws[i]->cols, (long long)ws[0]->cols);
-        gemv = gemv && !use_gemm(b, ws[i], n);
-        rc = cbe_need_dev(b, ys[i], sizeof(float) * (size_t)n * (size_t)ws[i]->rows, op, "y");
-        if (!rc && bs && bs[i])
-            rc = cbe_need_dev(b, bs[i], sizeof(float) * (size_t)ws[i]->rows, op, "a bias");
-    }
-    if (!rc) rc = cbe_need_dev(b, x, xb, op, "x");
-    if (!rc && norm) rc = cbe_need_dev(b, xn, xb, op, "xn");
-    if (!rc && norm) rc = cbe_need_dev(b, norm, xb / (size_t)n, op, "the norm's weights");
+    int gemv, rc = norm_many_check(b, op, x, norm, xn, ws, bs, ys, count, n, &gemv);
     if (rc) return rc;
     if (gemv) {
         gemv_in in = {.x = x, .norm = norm, .eps = eps, .xn = xn};
-        return matmul_gemv(b, ws, bs, ys, count, &in, n, 0);
+        return matmul_gemv(b, ws, bs, ys, count, &in, n, 0, NULL, NULL);
     }
     if (norm) SOL_CUDA_FN(rmsnorm)(x, norm, xn, n, (int)ws[0]->cols, eps, b->stream);
     if ((rc = cuda_matmul_many(be, ws, ys, count, norm ? xn : x, n))) return rc;
     for (int i = 0; i < count && bs; i++)
         if (bs[i]) SOL_CUDA_FN(add_rows)(ys[i], bs[i], n, (int)ws[i]->rows, b->stream);
     return cbe_after(b, op);
+}
+
+/* norm_matmul_many of q/k/v, then rope_kv_write (backend.h): on the GEMV path (one token group)
+ * the rope and the cache write happen in the projections' store (gemv_run_epi: one launch
+ * fewer per layer), else the two ops. */
+static int cuda_qkv_rope_kv(sol_backend *be, const float *x, const float *norm, float eps,
+                            float *xn, const sol_weight *const *ws, const float *const *bs,
+                            float *const *ys, int n, const sol_qkv_rope *r) {
+    cuda_backend *b = cbe_bind(be);
+    const char *op = "qkv_rope_kv";
+    sol_cuda_rope_epi e;
+    int gemv, rc = norm_many_check(b, op, x, norm, xn, ws, bs, ys, 3, n, &gemv);
+    if (rc) return rc;
+    /* the projections' rows must be the heads rope_kv_write is told of */
+    int hd = r->head_dim;
+    if (ws[0]->rows != (int64_t)r->heads * hd || ws[1]->rows != (int64_t)r->kv_heads * hd ||
+        ws[2]->rows != ws[1]->rows)
+        return cbe_fail(b, -EINVAL, op,
+                        "q/k/v weights of %lld/%lld/%lld rows for %d heads and %d KV heads of %d",
+                        (long long)ws[0]->rows, (long long)ws[1]->rows, (long long)ws[2]->rows,
+                        r->heads, r->kv_heads, hd);
+    if (!gemv || n > SOL_CUDA_GEMV_MAX_TOKENS) {
+        rc = cuda_norm_matmul_many(be, x, norm, eps, xn, ws, bs, ys, 3, n);
+        return rc ? rc
+                  : cbe_rope_kv_write(be, r->kv, r->layer, ys[0], ys[1], ys[2], r->pos, r->slots, n,
+                                      r->heads, r->kv_heads, hd, r->rope);
+    }
+    if ((rc = cbe_rope_kv_prepare(b, op, r->kv, r->layer, ys[0], ys[1], ys[2], r->pos, r->slots, n,
+                                  r->heads, r->kv_heads, hd, r->rope, &e)))
+        return rc;
+    static const int roles[3] = {SOL_CUDA_EPI_ROPE, SOL_CUDA_EPI_ROPE_KV, SOL_CUDA_EPI_KV};
+    gemv_in in = {.x = x, .norm = norm, .eps = eps, .xn = xn};
+    b->fused_rope++;
+    return matmul_gemv(b, ws, bs, ys, 3, &in, n, 0, roles, &e);
 }
 
 /* y += (act(gate) * up) W^T: on the GEMV path of a quantized weight the product is made where it
@@ -691,7 +739,7 @@ static int cuda_glu_matmul_add(sol_backend *be, const sol_weight *w, const float
         return rc;
     if (!use_gemm(b, w, n) && SOL_CUDA_FN(gemv_act)((int)w->type) != SOL_CUDA_ACT_FLOAT) {
         gemv_in in = {.x = gate, .up = up, .glu = 1, .gelu = gelu};
-        return matmul_gemv(b, &w, NULL, &y, 1, &in, n, 1);
+        return matmul_gemv(b, &w, NULL, &y, 1, &in, n, 1, NULL, NULL);
     }
     if ((rc = cbe_need_dev(b, glu, xb, op, "glu"))) return rc;
     if (gelu)
@@ -977,14 +1025,16 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
              "graph step: dry %.1f, record %.1f, update+launch %.1f, instantiate+launch %.1f; "
              "tensor cores: %lu GEMMs, %lu prefill attention calls, %lu int8 GEMMs; fused "
              "prologues: %lu "
-             "norm+quantize, %lu glu+quantize, %lu attention+quantize; programmatic dependent "
+             "norm+quantize, %lu glu+quantize, %lu attention+quantize, %lu rope+KV; programmatic "
+             "dependent "
              "launch %s",
              b->graphs_on ? "on" : "off (--enforce-eager)", b->steps, b->replayed_dry, b->updated,
              b->instantiated, b->flushed, b->stage_copies, made, aborted, b->dry_steps, b->reruns,
              mean_us(b->dry_ns, b->dry_steps), mean_us(b->record_ns, whole),
              mean_us(b->update_ns, b->updated), mean_us(b->instantiate_ns, b->instantiated),
              b->mma_gemms, b->flash_calls, b->mmq_gemms, b->fused_normq, b->fused_glu,
-             b->fused_attq, b->stream->pdl ? "on" : "off (SOL_CUDA_PDL=0 or before sm_90)");
+             b->fused_attq, b->fused_rope,
+             b->stream->pdl ? "on" : "off (SOL_CUDA_PDL=0 or before sm_90)");
     return 0;
 }
 
@@ -1040,6 +1090,7 @@ static const sol_backend_ops cuda_ops = {
     .rmsnorm = cuda_rmsnorm,
     .rope = cuda_rope,
     .rope_kv_write = cbe_rope_kv_write,
+    .qkv_rope_kv = cuda_qkv_rope_kv,
     .silu_mul = cuda_silu_mul,
     .gelu_mul = cuda_gelu_mul,
     .swiglu_oai = cuda_swiglu_oai,

@@ -104,6 +104,7 @@ typedef struct cuda_backend {
     int gemm_int8; /* SOL_CUDA_GEMM=int8: quantized batches on int8 tensor cores (k_mmq.cu) */
     unsigned long fused_normq, fused_glu; /* quantize launches that made their input: norm, glu */
     unsigned long fused_attq; /* GEMVs that read the attention combine's Q8_0 (no quantize) */
+    unsigned long fused_rope; /* q/k/v GEMVs that roped and wrote the cache in their store */
     /* Q8_0 activations of x (n rows of k) that an op left in qscratch (the attention combine's
      * epilogue): made by the op that just ran; prev, by the op before this one. Only the very
      * next op may use them (cbe_bind moves made to prev), so nothing written in between can
@@ -147,6 +148,7 @@ static inline int cbe_graph_step(const cuda_backend *b) {
 #define cbe_kv_write SOL_CUDA_FN(be_kv_write)
 #define cbe_rope_kv_write SOL_CUDA_FN(be_rope_kv_write)
 #define cbe_rope_args SOL_CUDA_FN(be_rope_args)
+#define cbe_rope_kv_prepare SOL_CUDA_FN(be_rope_kv_prepare)
 #define cbe_kv_copy_blocks SOL_CUDA_FN(be_kv_copy_blocks)
 #define cbe_kv_host_io SOL_CUDA_FN(be_kv_host_io)
 #define cbe_kv_host_bytes SOL_CUDA_FN(be_kv_host_bytes)
@@ -177,6 +179,10 @@ sol_kv *cbe_kv_alloc(sol_backend *be, int n_layers, int num_blocks, int block_si
 /* rope's checks and the kernels' arguments from its parameters (backend_cuda.c). */
 int cbe_rope_args(cuda_backend *b, const char *op, int heads, int head_dim,
                   const sol_rope_params *p, sol_cuda_rope_args *a);
+int cbe_rope_kv_prepare(cuda_backend *b, const char *op, sol_kv *kv, int layer, const float *q,
+                        const float *k, const float *v, const int32_t *pos, const int32_t *slots,
+                        int n, int heads, int kv_heads, int head_dim, const sol_rope_params *p,
+                        sol_cuda_rope_epi *e);
 int cbe_rope_kv_write(sol_backend *be, sol_kv *kv, int layer, float *q, float *k, const float *v,
                       const int32_t *pos, const int32_t *slots, int n, int heads, int kv_heads,
                       int head_dim, const sol_rope_params *p);

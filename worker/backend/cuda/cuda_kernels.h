@@ -108,6 +108,28 @@ int SOL_CUDA_FN(gemv_run)(sol_cuda_wt w, const float *x, float *y, int n, const 
 int SOL_CUDA_FN(gemv_run_many)(const sol_cuda_wt *ws, float *const *ys, const float *const *bs,
                                int count, const float *x, int n, const void *scratch, int add,
                                void *stream);
+/* gemv_run_many with an epilogue per matrix (roles[i]): the q/k/v projection's rope and KV
+ * write. SOL_CUDA_EPI_ROPE (q) and _ROPE_KV (k): the rows rotated in the store, a pair's two
+ * rows summed in one block and rotated together (rows: a multiple of head_dim); _ROPE_KV and
+ * _KV (v) also stored to k_pool or v_pool's row at each token's slot (rows: the pool's row);
+ * _NONE: as gemv_run_many. The same bits as gemv_run_many, then rope_kv. pos_slots: n
+ * positions, then n slots (device). -EINVAL for add with an epilogue. */
+enum {
+    SOL_CUDA_EPI_NONE = 0,
+    SOL_CUDA_EPI_ROPE = 1,
+    SOL_CUDA_EPI_ROPE_KV = 2,
+    SOL_CUDA_EPI_KV = 3
+};
+typedef struct sol_cuda_rope_epi {
+    const int32_t *pos_slots;
+    void *k_pool, *v_pool;
+    int head_dim, f16;
+    sol_cuda_rope_args p;
+} sol_cuda_rope_epi;
+int SOL_CUDA_FN(gemv_run_epi)(const sol_cuda_wt *ws, float *const *ys, const float *const *bs,
+                              const int *roles, int count, const float *x, int n,
+                              const void *scratch, int add, const sol_cuda_rope_epi *epi,
+                              void *stream);
 int SOL_CUDA_FN(gemv)(sol_cuda_wt w, const float *x, float *y, int n, void *scratch, int add,
                       void *stream);
 

@@ -91,15 +91,14 @@ int cbe_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k, const f
     return cbe_after(b, "kv_write");
 }
 
-/* rope(q), rope(k) and kv_write as one launch (backend.h). Positions and slots go in one staged
- * array: a second cbe_stage() may grow the ring and free the first's copy. */
-int cbe_rope_kv_write(sol_backend *be, sol_kv *kv, int layer, float *q, float *k, const float *v,
-                      const int32_t *pos, const int32_t *slots, int n, int heads, int kv_heads,
-                      int head_dim, const sol_rope_params *p) {
-    cuda_backend *b = cbe_bind(be);
-    const char *op = "rope_kv_write";
-    sol_cuda_rope_args a;
-    int rc = cbe_rope_args(b, op, heads, head_dim, p, &a);
+/* rope_kv_write's operands checked (backend.h) and its positions and slots staged as one array
+ * (a second cbe_stage() may grow the ring and free the first's copy) into e, for the rope_kv
+ * launch or the q/k/v GEMV's epilogue (n <= 0: checked, nothing staged). */
+int cbe_rope_kv_prepare(cuda_backend *b, const char *op, sol_kv *kv, int layer, const float *q,
+                        const float *k, const float *v, const int32_t *pos, const int32_t *slots,
+                        int n, int heads, int kv_heads, int head_dim, const sol_rope_params *p,
+                        sol_cuda_rope_epi *e) {
+    int rc = cbe_rope_args(b, op, heads, head_dim, p, &e->p);
     if (rc) return rc;
     if (!kv || layer < 0 || layer >= kv->n_layers)
         return cbe_fail(b, -EINVAL, op, "layer %d outside [0, %d)", layer, kv ? kv->n_layers : 0);
@@ -110,6 +109,8 @@ int cbe_rope_kv_write(sol_backend *be, sol_kv *kv, int layer, float *q, float *k
     for (int t = 0; t < n; t++)
         if (slots[t] < 0 || slots[t] >= cap)
             return cbe_fail(b, -EINVAL, op, "token %d slot %d outside [0, %lld)", t, slots[t], cap);
+    e->k_pool = kv->pools[2 * layer], e->v_pool = kv->pools[2 * layer + 1];
+    e->head_dim = head_dim, e->f16 = kv->f16, e->pos_slots = NULL;
     if (n <= 0) return 0;
     size_t kv_bytes = sizeof(float) * (size_t)n * kv_heads * head_dim;
     if ((rc = cbe_need_dev(b, q, sizeof(float) * (size_t)n * heads * head_dim, op, "q")) ||
@@ -120,12 +121,23 @@ int cbe_rope_kv_write(sol_backend *be, sol_kv *kv, int layer, float *q, float *k
     if (!pos_slots) return cbe_fail(b, -ENOMEM, op, "out of memory");
     memcpy(pos_slots, pos, sizeof(int32_t) * (size_t)n);
     memcpy(pos_slots + n, slots, sizeof(int32_t) * (size_t)n);
-    const int32_t *ps_d = cbe_stage(b, pos_slots, sizeof(int32_t) * 2 * (size_t)n, &rc);
+    e->pos_slots = cbe_stage(b, pos_slots, sizeof(int32_t) * 2 * (size_t)n, &rc);
     free(pos_slots);
-    if (rc) return rc;
+    return rc;
+}
+
+/* rope(q), rope(k) and kv_write as one launch (backend.h). */
+int cbe_rope_kv_write(sol_backend *be, sol_kv *kv, int layer, float *q, float *k, const float *v,
+                      const int32_t *pos, const int32_t *slots, int n, int heads, int kv_heads,
+                      int head_dim, const sol_rope_params *p) {
+    cuda_backend *b = cbe_bind(be);
+    const char *op = "rope_kv_write";
+    sol_cuda_rope_epi e;
+    int rc = cbe_rope_kv_prepare(b, op, kv, layer, q, k, v, pos, slots, n, heads, kv_heads,
+                                 head_dim, p, &e);
+    if (rc || n <= 0) return rc;
     SOL_CUDA_FN(rope_kv)
-    (q, k, v, ps_d, n, heads, kv_heads, head_dim, a, kv->pools[2 * layer], kv->pools[2 * layer + 1],
-     kv->f16, b->stream);
+    (q, k, v, e.pos_slots, n, heads, kv_heads, head_dim, e.p, e.k_pool, e.v_pool, e.f16, b->stream);
     return cbe_after(b, op);
 }
 

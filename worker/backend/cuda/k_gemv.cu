@@ -18,6 +18,7 @@
 #include "dequant.cuh"
 #include "prologue.cuh"
 #include "q8.cuh"
+#include "rope_kv.cuh"
 
 enum { GEMV_WARPS = 4, QUANT_WARPS = 8 };
 
@@ -95,23 +96,6 @@ static __global__ void k_rmsnorm_quantize(const float *x, const float *w, float 
     }
 }
 
-/* Each token's row sum: the warp's lanes reduced, written by lane 0, or added to what y holds
- * (add: the residual add of matmul_add, the same float sum as a separate add kernel's). */
-template <int NT>
-__device__ __forceinline__ void gemv_store(const float (&acc)[NT], int n, float *y, int rows,
-                                           int row, int lane, int add, const float *bias,
-                                           int span = 32) {
-    SOL_UNROLL
-    for (int t = 0; t < NT; t++) {
-        float s = sol_span_sum(acc[t], span);
-        if (t < n && lane % span == 0 && row < rows) {
-            float *o = y + (size_t)t * rows + row;
-            if (bias) s += bias[row]; /* after the sum: the bits of a separate add */
-            *o = add ? *o + s : s;
-        }
-    }
-}
-
 /* Lanes per row of a GEMV whose lanes take blocks (or loads) of a row: a row of nb < 32 blocks
  * takes the power of two
  * >= nb, so 32 / span rows share a warp instead of leaving lanes idle (K = 512: 2 rows a warp);
@@ -133,10 +117,12 @@ struct gemv_mat {
     sol_cuda_wt w;
     float *y;
     const float *bias; /* NULL, or w.rows floats added to each token's sum */
+    int role;          /* SOL_CUDA_EPI_*: the store's epilogue (gemv_run_epi) */
 };
 struct gemv_set {
     gemv_mat m0, m1, m2;
     unsigned first1, first2;
+    sol_cuda_rope_epi epi; /* zeros unless a matrix has an epilogue */
 };
 
 __device__ __forceinline__ gemv_mat gemv_pick(const gemv_set s, unsigned &bx) {
@@ -153,13 +139,89 @@ __device__ __forceinline__ gemv_mat gemv_pick(const gemv_set s, unsigned &bx) {
     return s.m0;
 }
 
-/* A GEMV kernel's first line: its matrix w, output y, bias and block index bx within w. */
+/* A GEMV kernel's first line: its matrix m_ (weights w, output, bias, epilogue) and block index
+ * bx within w. */
 #define GEMV_PICK(set)                                                                             \
     unsigned bx;                                                                                   \
     const gemv_mat m_ = gemv_pick(set, bx);                                                        \
-    const sol_cuda_wt w = m_.w;                                                                    \
-    float *const y = m_.y;                                                                         \
-    const float *const bias = m_.bias
+    const sol_cuda_wt w = m_.w
+
+static __device__ __forceinline__ bool gemv_roped(const gemv_mat &m) {
+    return m.role == SOL_CUDA_EPI_ROPE || m.role == SOL_CUDA_EPI_ROPE_KV;
+}
+
+/* The row that slot j of a matrix computes (slots: block by block, warp by warp, span lanes
+ * each): j itself, or in a matrix roped with NEOX pairs the two rows of pair j / 2 in turn (i and
+ * i + head_dim / 2 of its head), so both rows of a pair are summed in one block (a block holds an
+ * even number of slots) and its epilogue rotates them together. NORM pairs (2i, 2i + 1) are
+ * neighbours already. A slot past the matrix maps past its rows (rows: heads x head_dim). */
+__device__ __forceinline__ int gemv_row(const gemv_set &s, const gemv_mat &m, unsigned bx, int span,
+                                        int lane) {
+    int j = (int)(bx * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
+    if (!gemv_roped(m) || !s.epi.p.neox) return j;
+    int half = s.epi.head_dim / 2, pr = j >> 1;
+    return pr / half * s.epi.head_dim + pr % half + (j & 1) * half;
+}
+
+/* A roped matrix's store: each slot's sums (bias added, as gemv_store adds it) into shared
+ * memory, then a thread per (pair of the block, token) rotates the pair as k_rope_kv does and
+ * stores both rows, and k's into the K pool at the token's slot: the bits of the plain store
+ * followed by rope_kv. Every thread of the block reaches the barrier (the role is the block's). */
+template <int NT>
+__device__ __forceinline__ void gemv_store_rope(const float (&acc)[NT], int n, const gemv_set &s,
+                                                const gemv_mat &m, unsigned bx, int row, int lane,
+                                                int span) {
+    SOL_SHARED(float, sums, [GEMV_WARPS * 32][NT]);
+    const sol_cuda_rope_epi &e = s.epi;
+    int per = GEMV_WARPS * (32 / span), j = (int)(threadIdx.x >> 5) * (32 / span) + lane / span;
+    SOL_UNROLL
+    for (int t = 0; t < NT; t++) {
+        float v = sol_span_sum(acc[t], span);
+        if (t < n && lane % span == 0) sums[j][t] = m.bias && row < m.w.rows ? v + m.bias[row] : v;
+    }
+    __syncthreads(); /* every slot's sums are in before a pair reads its partner's */
+    int hd = e.head_dim, rows = m.w.rows;
+    for (int id = (int)threadIdx.x; id < per / 2 * n; id += (int)blockDim.x) {
+        int pl = id / n, t = id - pl * n, j0 = (int)bx * per + 2 * pl;
+        int r0 = e.p.neox ? j0 / hd * hd + j0 % hd / 2 : j0, r1 = r0 + (e.p.neox ? hd / 2 : 1);
+        if (r0 >= rows) continue;
+        float c, sn, y0, y1;
+        rope_cs(e.pos_slots[t], e.p.neox ? r0 % hd : r0 % hd / 2, hd, e.p, &c, &sn);
+        rope_apply(sums[2 * pl][t], sums[2 * pl + 1][t], c, sn, &y0, &y1);
+        m.y[(size_t)t * rows + r0] = y0;
+        m.y[(size_t)t * rows + r1] = y1;
+        if (m.role == SOL_CUDA_EPI_ROPE_KV) {
+            size_t at = (size_t)e.pos_slots[n + t] * rows;
+            kv_put((unsigned char *)e.k_pool, e.f16, at + r0, y0);
+            kv_put((unsigned char *)e.k_pool, e.f16, at + r1, y1);
+        }
+    }
+}
+
+/* Each token's row sum: the warp's lanes reduced, written by lane 0, or added to what y holds
+ * (add: the residual add of matmul_add, the same float sum as a separate add kernel's), and v's
+ * also into the V pool (SOL_CUDA_EPI_KV); a roped matrix's through gemv_store_rope. */
+template <int NT>
+__device__ __forceinline__ void gemv_store(const float (&acc)[NT], int n, const gemv_set &s,
+                                           const gemv_mat &m, unsigned bx, int row, int lane,
+                                           int add, int span) {
+    if (gemv_roped(m)) {
+        gemv_store_rope<NT>(acc, n, s, m, bx, row, lane, span);
+        return;
+    }
+    SOL_UNROLL
+    for (int t = 0; t < NT; t++) {
+        float v = sol_span_sum(acc[t], span);
+        if (t < n && lane % span == 0 && row < m.w.rows) {
+            float *o = m.y + (size_t)t * m.w.rows + row;
+            if (m.bias) v += m.bias[row]; /* after the sum: the bits of a separate add */
+            *o = add ? *o + v : v;
+            if (m.role == SOL_CUDA_EPI_KV)
+                kv_put((unsigned char *)s.epi.v_pool, s.epi.f16,
+                       (size_t)s.epi.pos_slots[n + t] * m.w.rows + row, v);
+        }
+    }
+}
 
 /* F32 weights, and F16/BF16 rows the 128-bit kernel cannot take: an element per lane per step,
  * each a 32-bit load (a half through the aligned word that holds it). */
@@ -169,7 +231,7 @@ static __global__ void GEMV_BOUNDS k_gemv_float(gemv_set set, const float *x, in
     GEMV_PICK(set);
     /* rows of fewer than 32 elements share a warp: span lanes a row (gemv_q_span) */
     int K = w.cols, span = gemv_q_span(K), lane = threadIdx.x & 31;
-    int row = (int)(bx * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
+    int row = gemv_row(set, m_, bx, span, lane);
     const unsigned char *wr = (const unsigned char *)w.data + (size_t)row * w.row_bytes;
     float acc[NT] = {};
     for (int k = lane % span; k < K && row < w.rows; k += span) {
@@ -180,7 +242,7 @@ static __global__ void GEMV_BOUNDS k_gemv_float(gemv_set set, const float *x, in
         for (int t = 0; t < NT; t++)
             if (t < n) acc[t] = fmaf(wv, x[(size_t)t * K + k], acc[t]);
     }
-    gemv_store(acc, n, y, w.rows, row, lane, add, bias, span);
+    gemv_store(acc, n, set, m_, bx, row, lane, add, span);
 }
 
 /* F16/BF16 rows with 128-bit loads: lane l takes elements 8(l + 32i) .. +7 of the row and of
@@ -192,7 +254,7 @@ static __global__ void GEMV_BOUNDS k_gemv_h16(gemv_set set, const float *x, int 
     GEMV_PICK(set);
     /* rows of fewer than 256 elements share a warp: span lanes a row (gemv_q_span) */
     int K = w.cols, span = gemv_q_span(K / 8), lane = threadIdx.x & 31;
-    int row = (int)(bx * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
+    int row = gemv_row(set, m_, bx, span, lane);
     const unsigned char *wr = (const unsigned char *)w.data + (size_t)row * w.row_bytes;
     float acc[NT] = {};
     for (int g = lane % span; g < K / 8 && row < w.rows; g += span) {
@@ -220,7 +282,7 @@ static __global__ void GEMV_BOUNDS k_gemv_h16(gemv_set set, const float *x, int 
             acc[t] = a;
         }
     }
-    gemv_store(acc, n, y, w.rows, row, lane, add, bias, span);
+    gemv_store(acc, n, set, m_, bx, row, lane, add, span);
 }
 
 /* Q4_0/Q5_0/Q5_1/Q8_0: a lane per block, every 32nd; the integer dot against the token's Q8_0
@@ -233,7 +295,7 @@ static __global__ void GEMV_BOUNDS k_gemv_q(gemv_set set, const int8_t *xq, cons
     GEMV_PICK(set);
     /* rows of fewer than 32 blocks share a warp: span lanes a row (gemv_q_span) */
     int nb = w.cols / 32, span = gemv_q_span(nb), lane = threadIdx.x & 31;
-    int row = (int)(bx * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
+    int row = gemv_row(set, m_, bx, span, lane);
     int off = w.type == SOL_CUDA_Q4_0 ? 8 : w.type == SOL_CUDA_Q5_0 ? 16 : 0;
     float acc[NT] = {};
     for (int b = lane % span; b < nb && row < w.rows; b += span) {
@@ -257,7 +319,7 @@ static __global__ void GEMV_BOUNDS k_gemv_q(gemv_set set, const int8_t *xq, cons
             if (w.type == SOL_CUDA_Q5_1) acc[t] += q.m * dx * (float)sx;
         }
     }
-    gemv_store(acc, n, y, w.rows, row, lane, add, bias, span);
+    gemv_store(acc, n, set, m_, bx, row, lane, add, span);
 }
 
 /* Q4_K/Q5_K: a lane per (super-block, pair of 32-element sub-blocks), so a row of K = 2048
@@ -266,13 +328,14 @@ static __global__ void GEMV_BOUNDS k_gemv_q(gemv_set set, const int8_t *xq, cons
  * four and its four 16-sums one 64-bit load. The integers are kq_dot.h's, split per pair and
  * added back per super-block across four lanes; then the CPU's one float term per super-block. */
 template <int NT>
-__device__ __forceinline__ void gemv_kq45(const sol_cuda_wt w, float *const y,
-                                          const float *const bias, unsigned bx, const int8_t *kq,
-                                          const float *kd, const int16_t *ks, int n, int add) {
+__device__ __forceinline__ void gemv_kq45(const gemv_set &set, const gemv_mat &m_, unsigned bx,
+                                          const int8_t *kq, const float *kd, const int16_t *ks,
+                                          int n, int add) {
+    const sol_cuda_wt w = m_.w;
     /* rows of fewer than 8 super-blocks share a warp: span lanes a row (gemv_q_span) */
     int nb = w.cols / 256, q5 = w.type == SOL_CUDA_Q5_K, span = gemv_q_span(nb * 4);
     int lane = threadIdx.x & 31, l = lane % span;
-    int row = (int)(bx * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
+    int row = gemv_row(set, m_, bx, span, lane);
     size_t bb = q5 ? 176 : 144;
     const unsigned char *wr = (const unsigned char *)w.data + (size_t)row * w.row_bytes;
     float acc[NT] = {};
@@ -336,7 +399,7 @@ __device__ __forceinline__ void gemv_kq45(const sol_cuda_wt w, float *const y,
             if (on && c == 0) acc[t] += kd[tb] * (d * (float)is - dmin * (float)ms);
         }
     }
-    gemv_store(acc, n, y, w.rows, row, lane, add, bias, span);
+    gemv_store(acc, n, set, m_, bx, row, lane, add, span);
 }
 
 /* Q6_K: a lane per (super-block, 32-element group g = 4h + part): its 32 low-nibble bytes and 32
@@ -345,12 +408,13 @@ __device__ __forceinline__ void gemv_kq45(const sol_cuda_wt w, float *const y,
  * sc * (dot - 32 * bsum), kq_dot.h's integers; eight lanes add them per super-block, then the
  * CPU's float term d * isum. */
 template <int NT>
-__device__ __forceinline__ void gemv_kq6(const sol_cuda_wt w, float *const y,
-                                         const float *const bias, unsigned bx, const int8_t *kq,
-                                         const float *kd, const int16_t *ks, int n, int add) {
+__device__ __forceinline__ void gemv_kq6(const gemv_set &set, const gemv_mat &m_, unsigned bx,
+                                         const int8_t *kq, const float *kd, const int16_t *ks,
+                                         int n, int add) {
+    const sol_cuda_wt w = m_.w;
     /* rows of fewer than 4 super-blocks share a warp: span lanes a row (gemv_q_span) */
     int nb = w.cols / 256, span = gemv_q_span(nb * 8), lane = threadIdx.x & 31, l = lane % span;
-    int row = (int)(bx * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
+    int row = gemv_row(set, m_, bx, span, lane);
     float acc[NT] = {};
     for (int base = 0; base < nb * 8; base += span) {
         int it = base + l, on = it < nb * 8 && row < w.rows, b = it / 8, g = it % 8, h = g / 4,
@@ -383,7 +447,7 @@ __device__ __forceinline__ void gemv_kq6(const sol_cuda_wt w, float *const y,
             if (on && g == 0) acc[t] += kd[tb] * (d * (float)is); /* the CPU's, dmin = 0 */
         }
     }
-    gemv_store(acc, n, y, w.rows, row, lane, add, bias, span);
+    gemv_store(acc, n, set, m_, bx, row, lane, add, span);
 }
 
 /* Quantized activations in the scratch, each part 16-byte aligned: n x K quants, a float scale
@@ -414,9 +478,9 @@ static __global__ void GEMV_BOUNDS k_gemv_kq(gemv_set set, const int8_t *kq, con
     sol_grid_dependency();
     GEMV_PICK(set);
     if (w.type == SOL_CUDA_Q6_K)
-        gemv_kq6<NT>(w, y, bias, bx, kq, kd, ks, n, add);
+        gemv_kq6<NT>(set, m_, bx, kq, kd, ks, n, add);
     else
-        gemv_kq45<NT>(w, y, bias, bx, kq, kd, ks, n, add);
+        gemv_kq45<NT>(set, m_, bx, kq, kd, ks, n, add);
 }
 
 extern "C" size_t SOL_CUDA_FN(gemv_scratch_bytes)(int n, int K) {
@@ -544,21 +608,40 @@ static int gemv_check(const sol_cuda_wt &w, int K, int n) {
     return 0;
 }
 
-extern "C" int SOL_CUDA_FN(gemv_run_many)(const sol_cuda_wt *ws, float *const *ys,
-                                          const float *const *bs, int count, const float *x, int n,
-                                          const void *scratch, int add, void *stream) {
+/* An epilogue's operands: roped rows a whole number of heads of an even head_dim, a pool for
+ * each KV store, and no residual add beside it. */
+static int epi_check(const sol_cuda_wt &w, int role, const sol_cuda_rope_epi *e, int add) {
+    if (role == SOL_CUDA_EPI_NONE) return 0;
+    if (role < SOL_CUDA_EPI_NONE || role > SOL_CUDA_EPI_KV || !e || add) return -EINVAL;
+    bool roped = role != SOL_CUDA_EPI_KV;
+    if (roped && (e->head_dim < 2 || e->head_dim % 2 || w.rows % e->head_dim)) return -EINVAL;
+    if (!e->pos_slots || (role == SOL_CUDA_EPI_ROPE_KV && !e->k_pool) ||
+        (role == SOL_CUDA_EPI_KV && !e->v_pool))
+        return -EINVAL;
+    return 0;
+}
+
+extern "C" int SOL_CUDA_FN(gemv_run_epi)(const sol_cuda_wt *ws, float *const *ys,
+                                         const float *const *bs, const int *roles, int count,
+                                         const float *x, int n, const void *scratch, int add,
+                                         const sol_cuda_rope_epi *epi, void *stream) {
     for (int i = 0; i < count; i++) {
         int rc = gemv_check(ws[i], ws[0].cols, n);
+        if (!rc && roles) rc = epi_check(ws[i], roles[i], epi, add);
         if (rc) return rc;
     }
     for (int i = 0; i < count;) {
         gemv_set s;
         memset(&s, 0, sizeof s); /* every byte defined: the graph signature compares them */
+        if (roles) s.epi = *epi;
         gemv_mat *slot[3] = {&s.m0, &s.m1, &s.m2};
         unsigned *first[3] = {nullptr, &s.first1, &s.first2}, blocks = 0;
         int kernel = gemv_kernel(ws[i], x), k = 0;
         for (; k < 3 && i + k < count && gemv_kernel(ws[i + k], x) == kernel; k++) {
-            *slot[k] = gemv_mat{ws[i + k], ys[i + k], bs ? bs[i + k] : nullptr};
+            slot[k]->w = ws[i + k]; /* field by field: a struct copy may carry padding bytes */
+            slot[k]->y = ys[i + k];
+            slot[k]->bias = bs ? bs[i + k] : nullptr;
+            slot[k]->role = roles ? roles[i + k] : SOL_CUDA_EPI_NONE;
             if (first[k]) *first[k] = blocks;
             blocks += gemv_blocks(ws[i + k], kernel);
         }
@@ -568,6 +651,13 @@ extern "C" int SOL_CUDA_FN(gemv_run_many)(const sol_cuda_wt *ws, float *const *y
         i += k;
     }
     return 0;
+}
+
+extern "C" int SOL_CUDA_FN(gemv_run_many)(const sol_cuda_wt *ws, float *const *ys,
+                                          const float *const *bs, int count, const float *x, int n,
+                                          const void *scratch, int add, void *stream) {
+    return SOL_CUDA_FN(gemv_run_epi)(ws, ys, bs, nullptr, count, x, n, scratch, add, nullptr,
+                                     stream);
 }
 
 extern "C" int SOL_CUDA_FN(gemv_run)(sol_cuda_wt w, const float *x, float *y, int n,
