@@ -120,7 +120,7 @@ static int step(model *m, model_kv *kv, int seqs, int t_per_seq, int p0, int bs,
         }
         rows[s] = s * t_per_seq + t_per_seq - 1;
     }
-    model_batch b = {n, tok, pos, slot, attn, seqs, rows, NULL, 0, NULL};
+    model_batch b = {n, tok, pos, slot, attn, seqs, rows, NULL, 0, NULL, NULL};
     int rc = model_forward(m, kv, &b, logits, err);
     free(buf), free(attn);
     return rc;

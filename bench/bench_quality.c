@@ -39,7 +39,7 @@ static int score(model *m, model_kv *kv, const int32_t *tokens, int n, float *lo
         pos[i] = rows[i] = table[i] = i;
     for (int i = 0; i < n; i++)
         attn[i] = (sol_attn_seq){table, i + 1};
-    model_batch b = {n, tokens, pos, pos, attn, n, rows, NULL, 0, NULL};
+    model_batch b = {n, tokens, pos, pos, attn, n, rows, NULL, 0, NULL, NULL};
     sol_err e = {0};
     int rc = model_forward(m, kv, &b, logits, &e);
     if (rc) fprintf(stderr, "bench_quality: %s\n", e.msg);

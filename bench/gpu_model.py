@@ -21,12 +21,13 @@ PARAMS with its source or assumption, settable with --param NAME=VALUE.
 Four launch structures (--design; all in the one table STEP). The default (and --check's) is
 whichever predicts best: the design with the largest smallest margin over issue 30's targets
 (8b, h200, batch 1, context 512, the parameters in force); with the parameters as given, lean-q.
-  lean-q    lean with the activations quantized ONCE per matrix group, partly built (today's
+  lean-q    lean with the activations quantized ONCE per matrix group: the decode step as built
+            (2026-12-07) for a greedy row of a model without per-head q/k norms (today's
             matmul_gemv: one quantize launch per group sharing an input, then one GEMV launch per
-            group reading the int8 activations (gemv_run_many: q/k/v, gate/up, K-quant types mixed);
-            PDL is built: every kernel opens with the grid-dependency wait and launches with
-            the PDL attribute on sm_90 (sol_cuda_kernel.h; SASS-checked); the multi-block norm
-            and the epilogues are designed, not built).
+            group reading the int8 activations (gemv_run_many: q/k/v, gate/up, K-quant types
+            mixed); rope + the KV write in the q/k/v GEMV's store (qkv_rope_kv); the greedy token
+            on the device (argmax_rows); PDL on sm_90: every kernel opens with the
+            grid-dependency wait (sol_cuda_kernel.h; SASS-checked); the multi-block norm).
             Per layer: rmsnorm+quantize (multi-block, single phase: each block of normq_slice
             elements recomputes its row's sum of squares from L2, then normalises and quantizes
             its slice; x written once as Q8), the q/k/v GEMV (rope + KV write epilogue), attention
@@ -167,7 +168,8 @@ PARAMS = {
                        "unpacking, the offset, scales): 1163 issue slots for 64 IMMA k16 (128 "
                        "clocks) = 0.11"),
     "rope_fold": (1.0, "lean and lean-q: 1 = rope and the KV write in the q/k/v GEMV's epilogue "
-                        "(designed); 0 = their own launch (k_rope_kv), as built today"),
+                        "(built 2026-12-07: qkv_rope_kv, gemv_run_epi; models with q/k norms "
+                        "keep k_rope_kv); 0 = their own launch (k_rope_kv), as before"),
     "mma_tile": (64.0, "weight rows = tokens of an int8 GEMM's tile (MMQ_BM = MMQ_BN = 64 in "
                        "k_mmq.cu): sets how often a matrix (ceil(n / tile)) and x (ceil(M / tile)) "
                        "are re-read; other values are what-ifs. k_mma_gemm's tiles: "
@@ -646,8 +648,9 @@ STEP = [
          "the row for its sum; norm_matmul_many, q/k/v biases in the GEMV store)"),
     dict(fam="q/k/v projection", kernel="gemv_qkv_rope_kv", scope="layer", mode=LQ,
          op="matmul", args=dict(mats=QKV, inp="q", rope_kv=True),
-         today="exists (gemv_run_many: q/k/v in one launch on the shared Q8 x, a Q6_K v "
-         "included: k_gemv_kq); design: rope + KV epilogue (today k_rope_kv, one launch more)"),
+         today="exists (gemv_run_epi: q/k/v in one launch on the shared Q8 x, a Q6_K v "
+         "included: k_gemv_kq; rope and the KV write in the store, a pair's rows in one block: "
+         "qkv_rope_kv; with q/k norms (Qwen3) k_rope_kv, one launch more)"),
     dict(fam="rope + KV write", kernel="rope_kv_write tc", scope="layer", mode=LQ, op="rope_kv",
          args=dict(unfold=True), today="design (tensor-core path only)"),
     dict(fam="attention", kernel="paged_attention", scope="layer", mode=LQ, op="attention",
@@ -680,11 +683,13 @@ STEP = [
          today="exists (k_gemv_* on Q8 x, residual add in the store: matmul_add)"),
     dict(fam="norm+quantize", kernel="rmsnorm_quantize(final)", scope="end", mode=LQ,
          op="normq", args=dict(quant_for=("output",), norm=True, rows="logits"),
-         today="partly (k_rmsnorm + k_quantize_*)"),
+         today="exists (k_rmsnorm_quantize: the head's norm_matmul_many; a decode step's rows "
+         "read in place, no gather)"),
     dict(fam="output head", kernel="gemv_head", scope="end", mode=LQ, op="matmul",
          args=dict(mats=("output",), inp="q", rows="logits"), today="exists (k_gemv_* on Q8 x)"),
     dict(fam="sampler", kernel="sample_argmax_topk", scope="end", mode=LQ, op="sampler",
-         today="design (today the host samples downloaded logits)"),
+         today="exists for greedy rows (k_argmax: argmax_rows, 8 bytes a row to the host: "
+         "model_batch.argmax_ids); sampling at a temperature downloads the logits"),
     dict(fam="host (per step)", kernel="graph launch + I/O", scope="end", mode=LQ, op="host",
          today="exists (graphs replayed: keyed by token count, a dry step compares "
          "every launch with the record)"),
@@ -1472,7 +1477,7 @@ def describe(m, sh):
     what = (f"prefill of {m.prefill} tokens x {m.batch} sequence(s)" if m.prefill else
             f"decode, batch {m.batch}, context {m.context}")
     struct_ = {"unfused": "unfused (today's launch structure, before issue 30)",
-               "lean-q": "lean-q (lean, x quantized once per group: partly built)",
+               "lean-q": "lean-q (lean, x quantized once per group: as built)",
                "fused": "fused (issue 30's design, not built)",
                "lean": "lean (GEMV prologues: designed, not built)"}[m.design]
     launch = (f"eager, {m.launch_us:.1f} us per launch" if not m.graph else
@@ -1788,7 +1793,7 @@ def parse(argv):
     ap.add_argument("--prefill", type=positive_int("--prefill", 1, 1 << 20), metavar="T",
                     help="model a prefill of T tokens (per sequence) instead of a decode step")
     ap.add_argument("--design", default=None,
-                    help="lean-q (x quantized once per group, partly built), lean (GEMV "
+                    help="lean-q (x quantized once per group: as built), lean (GEMV "
                          "prologues, designed), fused (issue 30's design), unfused (today's "
                          "launch structure); default: the one that predicts best at 8b/h200/"
                          "batch 1/context 512")
@@ -1840,7 +1845,8 @@ def parse(argv):
         if params[k] <= 0:
             raise ModelError(f"--param {k} must be > 0")
     if params["rope_fold"] not in (0.0, 1.0):
-        raise ModelError(f"--param rope_fold={params['rope_fold']:g}: 0 (as built) or 1 (designed)")
+        raise ModelError(f"--param rope_fold={params['rope_fold']:g}: 1 (as built: the q/k/v "
+                         "GEMV's epilogue) or 0 (a k_rope_kv launch per layer)")
     if a.prefill and (a.batch_sweep or a.check):
         raise ModelError("--prefill models one prefill step: not with --batch-sweep or --check")
     if a.check and (a.gguf or a.batch_sweep):
@@ -1934,7 +1940,7 @@ def check(a, params):
     ok = True
     what = {"unfused": "unfused (today)", "fused": "fused (issue 30's design)",
             "lean": "lean (GEMV prologues; designed, not built)",
-            "lean-q": "lean-q (x quantized once per group; partly built)"}[a.design]
+            "lean-q": "lean-q (x quantized once per group; as built)"}[a.design]
     print("issue 30 target: batch-1 decode, 8b shape (Llama-3-8B), H200, context "
           f"{a.context}, {what} — model predictions, not measurements")
     table = design_table(params, a.context, a.kv, a.eager, a.copy_bw, a.l2_bw)

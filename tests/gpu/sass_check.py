@@ -50,6 +50,7 @@ RULES = [
     (r"k_rope", True, False, 64),  # k_rope and k_rope_kv
     (r"k_embed", True, False, 64),
     (r"k_kv_write", True, False, 64),
+    (r"k_argmax", True, False, 32),  # the greedy token of every decode step
     (r"k_silu_mul|k_gelu_mul|k_add|k_scale", True, False, 32),
     (r"k_mma", False, True, 128),
     (r"k_mmq", False, True, 128),  # int8 MMA (IMMA); 4 blocks an SM (__launch_bounds__)

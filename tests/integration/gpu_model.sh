@@ -110,13 +110,14 @@ done
 # split or without; F16 (no quantize): 1 + 32 x 7 + 3. Exactly one quantize launch per matrix group:
 # 4 per layer + the head's, each kernel once per layer, no GEMV prologue, no rope launch
 $M --shape 8b --quant q4_k_m --design lean-q --kernels >"$w/leanq"
-grep -q "lean-q (lean, x quantized once per group: partly built), CUDA graph + PDL, 0.3 us per node" "$w/leanq" ||
+grep -q "lean-q (lean, x quantized once per group: as built), CUDA graph + PDL, 0.3 us per node" "$w/leanq" ||
   fail "lean-q on h200: not PDL at 0.3 us per node"
 grep -Eq '^total +292 ' "$w/leanq" || fail "lean-q 8b: not 292 launches (1 + 32 x 9 + 3)"
 grep -Eq '^attention +32 .*merged by the last split' "$w/leanq" || fail "lean-q: the split is not merged in the attention launch"
 grep -Eq '^total +292 ' <($M --design lean-q --context 64) || fail "lean-q 8b, context 64: not 292 launches"
 grep -Eq '^total +228 ' <($M --design lean-q --quant f16) || fail "lean-q f16: not 228 launches (no quantize)"
-# as built today (rope_fold=0): rope + the KV write are their own launch, once per layer
+# rope_fold=0 (before 2026-12-07, and models with q/k norms): rope + the KV write are their own
+# launch, once per layer
 $M --design lean-q --param rope_fold=0 >"$w/leanq_built"
 grep -Eq '^total +324 ' "$w/leanq_built" || fail "lean-q rope_fold=0: not 292 + 32 launches"
 grep -Eq '^rope \+ KV write +32 ' "$w/leanq_built" || fail "lean-q rope_fold=0: no rope launch per layer"

@@ -18,6 +18,7 @@
 #define SOL_BACKEND_H
 
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -184,6 +185,13 @@ typedef struct sol_backend_ops {
      * sample, gathered before the LM head. rows is host memory and checked. */
     int (*get_rows)(sol_backend *be, const float *src, int64_t width, const int32_t *rows, int n,
                     int64_t src_rows, float *dst);
+
+    /* Optional: ids[i] = the id of row i's largest value and vals[i] that value, for n rows of
+     * width floats (x, ids and vals backend memory): the argmax a greedy sampler takes (ties to
+     * the lowest id, NaN as -inf), so a greedy token needs only these 8 bytes a row off the
+     * device instead of the row. NULL: the model downloads the rows and takes it on the host. */
+    int (*argmax_rows)(sol_backend *be, const float *x, int n, int64_t width, int32_t *ids,
+                       float *vals);
 
     /* Optional (mixtures of experts): out[t] = sum over j < k of w[t*k + j] * src[rows[t*k + j]]
      * for n tokens of `width` floats, summed in j order starting from the j = 0 term (llama.cpp's
@@ -475,6 +483,25 @@ static inline int sol_rope_kv_write(sol_backend *be, sol_kv *kv, int layer, floa
     if (!rc) rc = sol_rope(be, k, pos, n, kv_heads, head_dim, p);
     return rc ? rc : sol_kv_write(be, kv, layer, k, v, slots, n);
 }
+/* argmax_rows' rule on a host row of n floats: the id of the largest value, the first of
+ * equals (the lowest id), NaN never (an all-NaN or all -inf row: id 0, *val -inf). */
+static inline int32_t sol_argmax_f32(const float *row, int64_t n, float *val) {
+    float best = -INFINITY;
+    int32_t id = 0;
+    for (int64_t j = 0; j < n; j++)
+        if (row[j] > best) best = row[j], id = (int32_t)j;
+    *val = best;
+    return id;
+}
+
+/* See argmax_rows; -ENOTSUP without it. */
+static inline int sol_argmax_rows(sol_backend *be, const float *x, int n, int64_t width,
+                                  int32_t *ids, float *vals) {
+    if (!be->ops->argmax_rows)
+        return sol_err_set(&be->err, -ENOTSUP, "backend %s has no argmax_rows", be->ops->name);
+    return be->ops->argmax_rows(be, x, n, width, ids, vals);
+}
+
 /* See qkv_rope_kv. */
 static inline int sol_qkv_rope_kv(sol_backend *be, const float *x, const float *norm, float eps,
                                   float *xn, const sol_weight *const *ws, const float *const *bs,

@@ -454,9 +454,33 @@ static void finish_embedding(engine *e, ereq *r) {
     finish(e, r, ENGINE_FINISH_STOP, NULL);
 }
 
-static void sample_all(engine *e, const sched_batch *b) {
+/* Whether row r's token is the argmax of its raw logits, so the model may hand the id over
+ * instead of the row (model_batch.argmax_ids): greedy, nothing that reads or changes the row
+ * first (logprobs, penalties, logit bias, a grammar, the prompt's logits, a verify step), and a
+ * generating request. */
+static bool plain_greedy(const ereq *r) {
+    const sampler_params *p = &r->sseq.params;
+    return !r->embed && !r->seq.spec_step && !r->prompt_logits && !r->gram && r->n_bias == 0 &&
+           p->temperature == 0.0f && !p->want_logprobs && p->repetition_penalty == 1.0f &&
+           p->frequency_penalty == 0.0f && p->presence_penalty == 0.0f;
+}
+
+/* The step's rows all plain_greedy: the greedy ids are wanted instead of the logits. */
+static bool greedy_step(const sched_batch *b) {
+    for (int32_t i = 0; i < b->n_logits; i++)
+        if (!plain_greedy(req_of(b->logit_seqs[i]))) return false;
+    return b->n_logits > 0;
+}
+
+static void sample_all(engine *e, const sched_batch *b, bool greedy) {
     for (int32_t i = 0; i < b->n_logits; i++) {
         ereq *r = req_of(b->logit_seqs[i]);
+        if (greedy && e->greedy[i] >= 0) { /* the model took the argmax: the sampler's token */
+            sampler_result res;
+            sampler_take(&r->sseq, e->greedy[i], &res);
+            on_token(e, r, &res);
+            continue;
+        }
         if (r->embed) {
             finish_embedding(e, r);
             continue;
@@ -492,6 +516,7 @@ static void update_stats(engine *e, const sched_batch *b, uint64_t t0, uint64_t 
     refresh_counts_locked(e);
     engine_stats *s = &e->stats;
     s->steps++;
+    s->greedy_steps = e->greedy_steps;
     s->generated_tokens += e->step_emitted;
     s->spec = e->spec;
     s->spec_acceptance = spec_stats_acceptance(&e->spec);
@@ -593,9 +618,18 @@ static bool step(engine *e) {
             return true;
         }
     int32_t n_hidden = plan_hidden(e, &b);
-    model_batch mb = {b.n_tokens, b.tokens,      b.pos,        b.slots,
-                      b.attn,     b.n_logits,    b.logit_rows, n_hidden ? e->hidden : NULL,
-                      n_hidden,   e->hidden_rows};
+    bool greedy = greedy_step(&b);
+    model_batch mb = {b.n_tokens,
+                      b.tokens,
+                      b.pos,
+                      b.slots,
+                      b.attn,
+                      b.n_logits,
+                      b.logit_rows,
+                      n_hidden ? e->hidden : NULL,
+                      n_hidden,
+                      e->hidden_rows,
+                      greedy ? e->greedy : NULL};
     uint64_t t_fwd = sol_now_ns();
     if (model_forward(e->m, e->kv_data, &mb, e->logits, &err)) {
         char why[256];
@@ -615,7 +649,8 @@ static bool step(engine *e) {
         return true;
     }
     sched_ns += sol_now_ns() - t1;
-    sample_all(e, &b);
+    e->greedy_steps += greedy;
+    sample_all(e, &b, greedy);
     update_stats(e, &b, t0, sched_ns);
     return true;
 }
@@ -837,6 +872,7 @@ static int start(engine *e, sol_err *err) {
     int32_t rows = espec_max_logit_rows(e);
     e->logits = malloc(sizeof(float) * (size_t)e->n_vocab * (size_t)rows);
     e->row_copy = malloc(sizeof(float) * (size_t)e->n_vocab);
+    e->greedy = malloc(sizeof(int32_t) * (size_t)rows);
     resolve_pooling(e, hp);
     /* last and cls pool one row per sequence; mean every prompt row of a step */
     e->hidden_cap = e->pooling == ENGINE_POOL_MEAN && e->cfg.max_batched_tokens > rows
@@ -846,7 +882,7 @@ static int start(engine *e, sol_err *err) {
     e->hidden_rows = malloc(sizeof(int32_t) * (size_t)e->hidden_cap);
     if (!e->hidden || !e->hidden_rows)
         return sol_err_set(err, -ENOMEM, "out of memory for hidden states");
-    if (!e->row_copy) return sol_err_set(err, -ENOMEM, "out of memory for logits");
+    if (!e->row_copy || !e->greedy) return sol_err_set(err, -ENOMEM, "out of memory for logits");
     if (!e->logits) return sol_err_set(err, -ENOMEM, "out of memory for logits");
     if ((rc = model_reserve(e->m, e->cfg.max_batched_tokens, rows, err))) return rc;
     if ((rc = detect_template(e, err))) return rc;
@@ -911,6 +947,7 @@ void engine_free(engine *e) {
     grammar_vocab_free(e->gvocab);
     espec_free(e);
     free(e->logits);
+    free(e->greedy);
     free(e->row_copy);
     free(e->hidden);
     free(e->hidden_rows);

@@ -169,6 +169,7 @@ typedef struct engine_stats {
     uint64_t quotes_used, quotes_declined;
     double tokens_per_s; /* generated + prefilled tokens per second of step time, last ~1 s */
     uint64_t steps, preemptions;
+    uint64_t greedy_steps; /* steps whose every row was plain greedy: ids came, not logits */
     uint64_t prompt_tokens, generated_tokens;
     uint64_t step_ns, sched_ns; /* totals: the whole step loop, and its scheduling part */
     int32_t max_model_len;

@@ -93,6 +93,8 @@ struct engine {
     int32_t *hidden_rows;   /* hidden_cap: which batch rows those are */
     int32_t hidden_cap;
     float *row_copy; /* one row: a constrained request's first, unconstrained draw */
+    int32_t *greedy; /* rows of logits: each row's greedy token, when the step asked for them */
+    uint64_t greedy_steps; /* steps whose tokens came as ids, not logits (model_batch.argmax_ids) */
     pthread_t thread;
     bool thread_started;
     /* guarded by mu */

@@ -4,6 +4,7 @@
 #include "model_internal.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,6 +263,15 @@ int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, s
     int rc = rank_check_batch(m->r0, b, err);
     if (rc) return rc;
     if ((rc = model_reserve(m, b->n, b->n_logits > 0 ? b->n_logits : 1, err))) return rc;
-    if (m->grp) return tp_forward(m->grp, m->r0, kv, b, logits, err);
-    return rank_forward(m->r0, kv->r[0], b, logits, err);
+    rc = m->grp ? tp_forward(m->grp, m->r0, kv, b, logits, err)
+                : rank_forward(m->r0, kv->r[0], b, logits, err);
+    if (rc || !b->argmax_ids || (!m->grp && rank_device_argmax(m->r0, b))) return rc;
+    /* on the host, by argmax_rows' rule (sol_argmax_f32) */
+    for (int i = 0; i < b->n_logits; i++) {
+        float best;
+        int32_t id =
+            sol_argmax_f32(logits + (size_t)i * m->r0->hp.n_vocab, m->r0->hp.n_vocab, &best);
+        b->argmax_ids[i] = isfinite(best) ? id : -1;
+    }
+    return 0;
 }

@@ -156,6 +156,12 @@ typedef struct model_batch {
     float *hidden;
     int n_hidden;
     const int32_t *hidden_rows;
+    /* Optional host memory for n_logits ids: each row's greedy token (the argmax of its logits,
+     * ties to the lowest id, NaN as -inf), taken on the device where the backend can, so only
+     * the ids leave it. A row whose largest logit is not finite gets -1 and its logits in the
+     * logits rows (the sampler's checks decide); the other rows' logits are not written. NULL:
+     * every row's logits. */
+    int32_t *argmax_ids;
 } model_batch;
 
 /* Writes n_logits x n_vocab floats to `logits` (host memory). Returns 0 or a negative code. */

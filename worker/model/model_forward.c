@@ -205,20 +205,56 @@ static int hidden_states(model_rank *m, const model_batch *b) {
               : sol_rmsnorm(be, s->xb, m->output_norm, s->xb, b->n_hidden, m->hp.dim, m->hp.eps);
 }
 
+int rank_device_argmax(const model_rank *m, const model_batch *b) {
+    return b->argmax_ids && m->sh.n == 1 && m->hp.softcap <= 0.0f && m->be->ops->argmax_rows;
+}
+
+/* The greedy tokens of the sampling rows on the backend: only ids and values are downloaded,
+ * and the logits of a row whose largest value is not finite (-1: the sampler's checks). */
+static int head_argmax(model_rank *m, const model_batch *b, float *logits) {
+    sol_backend *be = m->be;
+    model_scratch *s = &m->s;
+    int n = b->n_logits, rc;
+    size_t v = (size_t)m->sh.vocab;
+    if ((rc =
+             be->ops->argmax_rows(be, s->logits, n, (int64_t)v, s->amax, (float *)(s->amax + n))) ||
+        (rc = sol_synchronize(be)) ||
+        (rc = sol_download(be, s->h_amax, s->amax, 2 * sizeof(int32_t) * (size_t)n)))
+        return rc;
+    for (int i = 0; i < n && !rc; i++) {
+        float val;
+        memcpy(&val, s->h_amax + n + i, sizeof val);
+        b->argmax_ids[i] = isfinite(val) ? s->h_amax[i] : -1;
+        if (b->argmax_ids[i] < 0)
+            rc = sol_download(be, logits + (size_t)i * v, s->logits + (size_t)i * v,
+                              v * sizeof(float));
+    }
+    return rc;
+}
+
 /* This rank's vocabulary columns of the sampling rows, straight into the host rows (the gather
- * of a vocabulary-split head is the download itself). */
+ * of a vocabulary-split head is the download itself), or their greedy tokens (rank_device_argmax).
+ */
 static int head(model_rank *m, const model_batch *b, float *logits) {
     const model_hparams *hp = &m->hp;
     const model_shard *sh = &m->sh;
     model_scratch *s = &m->s;
     sol_backend *be = m->be;
-    /* Gather first: the head is the biggest matmul, and only the rows that sample need it. */
-    int rc;
-    if ((rc = sol_get_rows(be, s->x, hp->dim, b->logit_rows, b->n_logits, b->n, s->xl)) ||
-        (rc = sol_rmsnorm(be, s->xl, m->output_norm, s->xl, b->n_logits, hp->dim, hp->eps)) ||
-        (rc = sol_matmul(be, &m->output, s->xl, s->logits, b->n_logits)) ||
-        (rc = sol_synchronize(be)))
+    /* Gather first: the head is the biggest matmul, and only the rows that sample need it; a
+     * decode step samples every row in order, read where they are. The final norm and the head
+     * are one dispatch (a device normalizes and quantizes in one launch; xn: xb2, free here). */
+    int rc, in_place = b->n_logits == b->n;
+    for (int i = 0; in_place && i < b->n; i++)
+        in_place = b->logit_rows[i] == i;
+    if (!in_place &&
+        (rc = sol_get_rows(be, s->x, hp->dim, b->logit_rows, b->n_logits, b->n, s->xl)))
         return rc;
+    if ((rc = sol_norm_matmul_many(be, in_place ? s->x : s->xl, m->output_norm, hp->eps, s->xb2,
+                                   (const sol_weight *[]){&m->output}, NULL, (float *[]){s->logits},
+                                   1, b->n_logits)))
+        return rc;
+    if (rank_device_argmax(m, b)) return head_argmax(m, b, logits);
+    if ((rc = sol_synchronize(be))) return rc;
     size_t v = (size_t)sh->vocab;
     if (sh->n == 1) {
         rc = sol_download(be, logits, s->logits, (size_t)b->n_logits * v * sizeof(float));

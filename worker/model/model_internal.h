@@ -42,6 +42,8 @@ typedef struct model_scratch {
                                 token's k choices landed among them */
     int32_t *h_count;        /* host: tokens per expert this step */
     float *logits;           /* n_logits x vocab (this rank's slice), on the backend */
+    int32_t *amax;           /* on the backend: n_logits argmax ids, then their values' bits */
+    int32_t *h_amax;         /* host: the same, downloaded */
 } model_scratch;
 
 /* This rank's part of the model (Megatron-style). With n = 1 it is the whole model. q/k/v and
@@ -104,6 +106,9 @@ int rank_reserve(model_rank *m, int max_tokens, int max_logits, sol_err *err);
  * n_vocab, host). */
 int rank_check_batch(const model_rank *m, const model_batch *b, sol_err *err);
 int rank_forward(model_rank *m, sol_kv *kv, const model_batch *b, float *logits, sol_err *err);
+/* Whether rank_forward fills b->argmax_ids itself (on the backend: one rank holds the whole
+ * vocabulary and no softcap follows the head); else model_forward takes them from the logits. */
+int rank_device_argmax(const model_rank *m, const model_batch *b);
 
 /* model_tp.c: ranks 1..n-1 of a group (each its own backend and thread), stepped with rank 0. */
 model_group *tp_group_new(const char *path, int gguf_flags, const model_tp_config *tp,

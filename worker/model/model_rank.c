@@ -363,6 +363,10 @@ static void scratch_free(model_rank *m) {
         if (*bufs[i]) sol_buf_free(m->be, *bufs[i]);
         *bufs[i] = NULL;
     }
+    if (s->amax) sol_buf_free(m->be, s->amax);
+    s->amax = NULL;
+    free(s->h_amax);
+    s->h_amax = NULL;
     free(s->h_logits);
     free(s->h_w);
     free(s->h_rows);
@@ -420,8 +424,10 @@ int rank_reserve(model_rank *m, int max_tokens, int max_logits, sol_err *err) {
     s->hb2 = sol_buf_alloc(be, n * ffn * f);
     s->xl = sol_buf_alloc(be, (size_t)max_logits * hp->dim * f);
     s->logits = sol_buf_alloc(be, (size_t)max_logits * sh->vocab * f);
+    s->amax = sol_buf_alloc(be, 2 * sizeof(int32_t) * (size_t)max_logits);
+    s->h_amax = malloc(2 * sizeof(int32_t) * (size_t)max_logits);
     if (!s->x || !s->xb || !s->xb2 || !s->q || !s->att || !s->k || !s->v || !s->hb || !s->hb2 ||
-        !s->xl || !s->logits || moe_scratch(m, n)) {
+        !s->xl || !s->logits || !s->amax || !s->h_amax || moe_scratch(m, n)) {
         scratch_free(m);
         return sol_err_set(err, -ENOMEM,
                            "out of %s memory for activations of %d tokens (%.1f MiB): lower "

@@ -595,6 +595,13 @@ int32_t sampler_sample(sampler *s, sampler_seq *seq, float *logits, const int32_
     return tok;
 }
 
+void sampler_take(sampler_seq *seq, int32_t token, sampler_result *out) {
+    out->token = token;
+    out->logprob = 0.0f;
+    out->n_top = 0;
+    seq->pos++;
+}
+
 /* The allowed ids in increasing order, a 64-bit word at a time (a grammar state's allowed set is
  * often a few tokens: the loops cost a word test per 64 ids, not a bit test per id). The bits of
  * ids >= n are never set (the mask has n bits). */

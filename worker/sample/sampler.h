@@ -73,6 +73,12 @@ int32_t sampler_n_vocab(const sampler *s);
 int32_t sampler_sample(sampler *s, sampler_seq *seq, float *logits, const int32_t *history,
                        int32_t n_history, sampler_result *out, sol_err *err);
 
+/* A greedy draw made elsewhere: `token` is the argmax of the row's logits (ties to the lowest
+ * id), taken where no penalty, logprob or truncation applies (temperature 0, penalties off, no
+ * logprobs) - e.g. on the device, so the row never came to the host. What sampler_sample
+ * returns for that row: the token, logprob 0, no alternatives; consumes one draw as it does. */
+void sampler_take(sampler_seq *seq, int32_t token, sampler_result *out);
+
 /* Right after sampler_sample drew a token the caller cannot use (a grammar refused it): draw
  * again with the sequence's stream from the same distribution restricted to the tokens set in
  * allowed (n_vocab bits, bit i of word i / 64) - exactly what masking the other logits to -inf

@@ -98,7 +98,7 @@ static int run_batch(dmodel *d, drafter_req *reqs, const int *cnt, int n, sol_er
         d->lrows[nl++] = rows - 1;
     }
     if (rc) return rc;
-    model_batch b = {rows, d->tok, d->pos, d->slots, d->attn, nl, d->lrows, NULL, 0, NULL};
+    model_batch b = {rows, d->tok, d->pos, d->slots, d->attn, nl, d->lrows, NULL, 0, NULL, NULL};
     if ((rc = model_forward(d->m, d->kv, &b, d->logits, err))) return rc;
     for (int i = 0, r = 0; !rc && i < n; i++) {
         if (!cnt[i]) continue;

@@ -566,6 +566,56 @@ static void test_moe_combine(void **state) {
     for_each_target(moe_combine);
 }
 
+/* argmax_rows: each row's largest value and its id as the greedy sampler takes it (ties to the
+ * lowest id, NaN never wins), bit for bit against sol_argmax_f32's scan: a tie between the first
+ * and the last id (different blocks of the device's reduction: the first wins), NaN everywhere
+ * but one id, a row all -inf (id 0, -inf), +inf (its id), -0 before +0 (equal: the first),
+ * widths of one value, one 4096-value chunk and several (the device merges them: 4097, 128256).
+ * Random rows (fill) tie nowhere, so the ids check the reduction itself. */
+static void argmax_rows(const char *spec) {
+    sol_backend *be = backend_for(spec, 1);
+    const int64_t widths[] = {1, 7, 4096, 4097, 128256};
+    enum { N = 6 };
+    for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++) {
+        int64_t w = widths[wi];
+        float *x = malloc(sizeof(float) * (size_t)(N * w));
+        fill(x, (int)(N * w));
+        float *r = x + w; /* row 1: a tie between the last and the first id, the first wins */
+        r[w - 1] = 50.0f, r[0] = 50.0f;
+        r = x + 2 * w; /* row 2: NaN everywhere but one id */
+        for (int64_t j = 0; j < w; j++)
+            r[j] = NAN;
+        r[w / 2] = -3.0f;
+        r = x + 3 * w; /* row 3: all -inf */
+        for (int64_t j = 0; j < w; j++)
+            r[j] = -INFINITY;
+        r = x + 4 * w; /* row 4: +inf */
+        r[w - 1] = INFINITY;
+        r = x + 5 * w; /* row 5: -0 before +0 at the top: the first */
+        for (int64_t j = 0; j < w; j++)
+            r[j] = -1.0f;
+        r[w > 3 ? 3 : 0] = -0.0f, r[w - 1] = 0.0f;
+        int32_t ids[N];
+        float vals[N];
+        assert_int_equal(sol_argmax_rows(be, x, N, w, ids, vals), 0);
+        for (int i = 0; i < N; i++) {
+            float want_v;
+            int32_t want = sol_argmax_f32(x + (size_t)i * w, w, &want_v);
+            if (ids[i] != want || memcmp(&vals[i], &want_v, sizeof want_v))
+                fail_msg("%s argmax_rows width %lld row %d: id %d value %g, want %d %g", spec,
+                         (long long)w, i, ids[i], vals[i], want, want_v);
+        }
+        free(x);
+    }
+    assert_int_equal(sol_argmax_rows(be, NULL, 1, 0, NULL, NULL), -EINVAL);
+    sol_backend_free(be);
+}
+
+static void test_argmax_rows(void **state) {
+    (void)state;
+    for_each_target(argmax_rows);
+}
+
 static double ref_inv_freq(const sol_rope_params *p, int i, int hd) {
     double f = 1.0 / pow(p->freq_base, 2.0 * i / hd);
     if (p->ext_factor != 0) { /* YaRN: the ramp between interpolated and original */
@@ -1062,6 +1112,7 @@ int main(void) {
         cmocka_unit_test(test_rmsnorm_silu_add),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_moe_combine),
+        cmocka_unit_test(test_argmax_rows),
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_paged_attention),
         cmocka_unit_test(test_sinks_llamacpp),

@@ -19,6 +19,7 @@ extern "C" {
 /* backend.h is C11; its layout checks use C's spelling of static_assert. */
 #define _Static_assert static_assert
 #include "backend.h"
+#include "rope_freq.h"
 #undef _Static_assert
 }
 
@@ -118,17 +119,9 @@ static void test_rope(void **state) {
         fill(want, N * H * HD, 11);
         fill(got, N * H * HD, 11);
         assert_int_equal(sol_rope(be, want, pos, N, H, HD, &p), 0);
-        sol_cuda_rope_args a = {p.freq_base,
-                                p.scaling_factor,
-                                p.low_freq_factor,
-                                p.high_freq_factor,
-                                p.freq_scale,
-                                p.orig_ctx,
-                                p.neox,
-                                p.ext_factor,
-                                p.yarn_low,
-                                p.yarn_high,
-                                p.mscale > 0.0f ? p.mscale : 1.0f};
+        double freqs[HD / 2]; /* the backend stages rope_freq.h's table with the positions */
+        sol_rope_inv_freqs(&p, HD, freqs);
+        sol_cuda_rope_args a = {freqs, p.mscale > 0.0f ? p.mscale : 1.0f, p.neox};
         sol_emu_rope(got, pos, N, H, HD, a, nullptr);
         assert_memory_equal(got, want, sizeof want);
     }
@@ -416,8 +409,10 @@ static void test_gemv_rope_kv(void **state) {
         int act = sol_emu_gemv_act(wt[0].type);
         for (int n : {1, 3, 16}) {
             int neox = (ci + n) & 1, f16 = n != 3;
-            sol_cuda_rope_args a = {500000.0f, 8.0f, 1.0f, 4.0f, 1.0f, 8192,
-                                    neox,      0.0f, 0.0f, 0.0f, 1.0f};
+            sol_rope_params rp = {500000.0f, 8.0f, 1.0f, 4.0f, 8192, neox, 1.0f, 0, 0, 0, 0};
+            double freqs[HD / 2];
+            sol_rope_inv_freqs(&rp, HD, freqs);
+            sol_cuda_rope_args a = {freqs, 1.0f, neox};
             assert_int_equal(sol_emu_gemv_quantize(act, x.data(), n, c.K, scratch.data(), nullptr),
                              0);
             std::vector<float> want[3], got[3];
@@ -474,6 +469,44 @@ static void test_gemv_rope_kv(void **state) {
         ci++;
     }
     sol_backend_free(be);
+}
+
+/* k_argmax: each row's greedy token (largest value, lowest id of equals, NaN never) against
+ * sol_argmax_f32's scan, bit for bit: one chunk and several (the last block of a row merges
+ * the partials), the maximum placed in each chunk in turn and tied across chunks, twice through
+ * the same workspace (the counters are left at zero for the next launch). */
+static void test_argmax(void **state) {
+    (void)state;
+    enum { N = 3 };
+    for (long long w : {4096LL, 9000LL, 128256LL}) {
+        int chunks = sol_emu_argmax_chunks(w);
+        std::vector<float> x((size_t)(N * w)), ws_v((size_t)(N * chunks));
+        std::vector<int> ws_id((size_t)(N * chunks)), cnt(N, 0);
+        for (size_t i = 0; i < x.size(); i++) /* distinct values: one maximum a row */
+            x[i] = (float)((i * 2654435761u) % 1000003u) / 1000003.0f;
+        /* planted at block threads 200 and 100, not in the first warp: row 0's maximum in the
+         * last chunk, row 1 a tie in every chunk (the first wins) */
+        for (int c = 0; c < chunks; c++) {
+            x[(size_t)(c * 4096 + 200) % (size_t)w] = 100.0f + (float)c;
+            x[(size_t)w + (size_t)(c * 4096 + 100) % (size_t)w] = 100.0f;
+        }
+        x[2 * (size_t)w + (size_t)w - 1] = NAN; /* row 2: NaN at the end, never the max */
+        for (int pass = 0; pass < 2; pass++) {
+            int32_t ids[N];
+            float vals[N];
+            sol_emu_argmax_rows(x.data(), N, w, ws_v.data(), ws_id.data(), cnt.data(), ids, vals,
+                                nullptr);
+            for (int i = 0; i < N; i++) {
+                float want_v;
+                int32_t want = sol_argmax_f32(x.data() + (size_t)i * w, w, &want_v);
+                if (ids[i] != want || vals[i] != want_v)
+                    fail_msg("argmax width %lld row %d pass %d: %d (%g), want %d (%g)", w, i, pass,
+                             ids[i], vals[i], want, want_v);
+            }
+            for (int i = 0; i < N; i++)
+                assert_int_equal(cnt[i], 0);
+        }
+    }
 }
 
 /* The quantize launches that make their own input (k_gemv.cu): k_rmsnorm_quantize against
@@ -1112,6 +1145,7 @@ int main(void) {
         cmocka_unit_test(test_gemv),
         cmocka_unit_test(test_gemv_many),
         cmocka_unit_test(test_gemv_rope_kv),
+        cmocka_unit_test(test_argmax),
         cmocka_unit_test(test_fused_quantize),
         cmocka_unit_test(test_mma_gemm),
         cmocka_unit_test(test_mmq_gemm),

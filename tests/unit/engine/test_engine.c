@@ -196,6 +196,46 @@ static void test_batch_invariance(void **state) {
     same_outputs(alone, chunked, 32);
 }
 
+/* Greedy rows with nothing between the logits and the argmax take the model's argmax (ids, not
+ * logits: model_batch.argmax_ids); asking for logprobs makes the same requests sample from the
+ * downloaded rows. The tokens are the same either way, and only the first run counts greedy
+ * steps; one sampling request in the batch keeps every step on logits. */
+static void test_greedy_ids(void **state) {
+    (void)state;
+    enum { N = 8 };
+    static spec s[N];
+    static out ids[N], rows[N], mixed[N];
+    make_specs(s, N, 3);
+    for (int i = 0; i < N; i++)
+        s[i].sp.temperature = 0.0f;
+    engine_stats st;
+    engine *eng = make_engine(512, 8, 64, false);
+    run_batched(eng, s, N, ids, 0);
+    engine_get_stats(eng, &st);
+    engine_free(eng);
+    assert_true(st.greedy_steps > 0);
+    uint64_t on_ids = st.greedy_steps;
+    for (int i = 0; i < N; i++)
+        s[i].sp.want_logprobs = true;
+    eng = make_engine(512, 8, 64, false);
+    run_batched(eng, s, N, rows, 0);
+    engine_get_stats(eng, &st);
+    engine_free(eng);
+    assert_int_equal(st.greedy_steps, 0);
+    same_outputs(ids, rows, N);
+    for (int i = 0; i < N; i++)
+        s[i].sp.want_logprobs = false;
+    s[N - 1].sp.repetition_penalty = 1.3f; /* a penalty reads the row first: not plain */
+    eng = make_engine(512, 8, 64, false);
+    run_batched(eng, s, N, mixed, 0);
+    engine_get_stats(eng, &st);
+    engine_free(eng);
+    print_message("  greedy steps: %llu all plain, %llu with logprobs, %llu with one penalty\n",
+                  (unsigned long long)on_ids, 0ull, (unsigned long long)st.greedy_steps);
+    assert_true(st.greedy_steps < on_ids); /* only once the penalized request has finished */
+    same_outputs(ids, mixed, N - 1);
+}
+
 static void test_preemption_is_exact(void **state) {
     (void)state;
     static spec s[NREQ];
@@ -791,7 +831,7 @@ static void emb_reference(const spec *s, engine_pooling p, float *out) {
         pos[t] = rows[t] = t, attn[t] = (sol_attn_seq){table, t + 1};
     float *h = malloc(sizeof(float) * (size_t)dim * (size_t)n);
     float *logits = malloc(sizeof(float) * (size_t)model_get_hparams(W.f.m)->n_vocab);
-    model_batch b = {n, s->prompt, pos, pos, attn, 1, &last, h, n, rows};
+    model_batch b = {n, s->prompt, pos, pos, attn, 1, &last, h, n, rows, NULL};
     assert_int_equal(model_forward(W.f.m, kv, &b, logits, &e), 0);
     double ss = 0;
     for (int32_t d = 0; d < dim; d++) {
@@ -877,6 +917,7 @@ int main(void) {
         cmocka_unit_test(test_quoted_reply),
         cmocka_unit_test(test_quoted_ids_checked),
         cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_greedy_ids),
         cmocka_unit_test(test_preemption_is_exact),
         cmocka_unit_test(test_embedding_pooling),
     };

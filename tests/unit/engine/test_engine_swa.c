@@ -66,7 +66,7 @@ static void reference(const int32_t *prompt, int n_prompt, int32_t *out) {
             attn[t] = (sol_attn_seq){table, done + t + 1};
         }
         int32_t last = n - 1;
-        model_batch b = {n, toks + done, pos, pos, attn, 1, &last, NULL, 0, NULL};
+        model_batch b = {n, toks + done, pos, pos, attn, 1, &last, NULL, 0, NULL, NULL};
         assert_int_equal(model_forward(F.m, kv, &b, logits, &e), 0);
         done = len;
         out[step] = toks[len++] = argmax(logits, hp->n_vocab);

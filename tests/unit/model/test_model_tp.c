@@ -109,14 +109,14 @@ static int greedy_timed(model *m, int32_t *ids, float *logits, uint64_t *last_ms
     for (int t = 0; t < PROMPT; t++)
         tok[t] = (t * 37 + 11) % nv, pos[t] = slots[t] = t, at[t] = (sol_attn_seq){table, t + 1};
     int32_t last = PROMPT - 1;
-    model_batch b = {PROMPT, tok, pos, slots, at, 1, &last, NULL, 0, NULL};
+    model_batch b = {PROMPT, tok, pos, slots, at, 1, &last, NULL, 0, NULL, NULL};
     uint64_t t0 = sol_now_ms();
     int rc = model_forward(m, kv, &b, logits, e);
     for (int s = 0; s < STEPS && !rc; s++) {
         int32_t id = argmax(logits + (size_t)s * nv, nv), p = PROMPT + s, zero = 0;
         ids[s] = id;
         sol_attn_seq a = {table, p + 1};
-        model_batch d = {1, &id, &p, &p, &a, 1, &zero, NULL, 0, NULL};
+        model_batch d = {1, &id, &p, &p, &a, 1, &zero, NULL, 0, NULL, NULL};
         t0 = sol_now_ms();
         rc = model_forward(m, kv, &d, logits + (size_t)(s + 1) * nv, e);
     }

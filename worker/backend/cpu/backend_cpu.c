@@ -12,6 +12,7 @@
 #include "backend_cpu.h"
 #include "cpu_internal.h"
 #include "log.h"
+#include "rope_freq.h"
 
 static void cpu_free(sol_backend *be) {
     cpu_backend *cb = (cpu_backend *)be;
@@ -91,32 +92,6 @@ static int cpu_rmsnorm(sol_backend *be, const float *x, const float *w, float *o
     return 0;
 }
 
-/* YaRN's mix for pair i (backend.h): ramp_i x ext_factor. */
-static double yarn_mix(const sol_rope_params *p, int i) {
-    double y = (i - (double)p->yarn_low) / fmax(0.001, (double)p->yarn_high - p->yarn_low);
-    return (1.0 - fmin(1.0, fmax(0.0, y))) * p->ext_factor;
-}
-
-/* theta_i of pair i, with Llama-3 frequency scaling (smooth between the two wavelengths) or
- * YaRN's mix of the interpolated and the original frequency. */
-static double rope_inv_freq(const sol_rope_params *p, int i, int head_dim) {
-    double f = pow((double)p->freq_base, -2.0 * i / head_dim);
-    if (p->ext_factor != 0.0f) {
-        double mix = yarn_mix(p, i);
-        return f * p->freq_scale * (1.0 - mix) + f * mix;
-    }
-    if (p->freq_scale > 0.0f) f *= p->freq_scale;
-    if (p->scaling_factor <= 0.0f || p->orig_ctx <= 0) return f;
-    double wavelen = 2.0 * M_PI / f;
-    double low_wl = p->orig_ctx / (double)p->low_freq_factor;
-    double high_wl = p->orig_ctx / (double)p->high_freq_factor;
-    if (wavelen < high_wl) return f;
-    if (wavelen > low_wl) return f / p->scaling_factor;
-    double smooth = (p->orig_ctx / wavelen - p->low_freq_factor) /
-                    ((double)p->high_freq_factor - p->low_freq_factor);
-    return (1.0 - smooth) * f / p->scaling_factor + smooth * f;
-}
-
 /* ggml's rope_yarn angle in float (SOL_CPU_ATTN=llamacpp): the interpolated angle, or with
  * YaRN its mix with the original one by the ramp of pair i. */
 static float lc_yarn_theta(const sol_rope_params *p, int i, float interp, float extrap) {
@@ -139,10 +114,9 @@ static int cpu_rope(sol_backend *be, float *x, const int32_t *pos, int n, int he
                            "cpu rope: llama-3 scaling needs high_freq_factor > low_freq_factor, "
                            "got %g and %g",
                            p->high_freq_factor, p->low_freq_factor);
-    double inv_freq[512];
+    double inv_freq[SOL_ROPE_MAX_PAIRS];
     float cs[512], sn[512];
-    for (int i = 0; i < head_dim / 2; i++)
-        inv_freq[i] = rope_inv_freq(p, i, head_dim);
+    sol_rope_inv_freqs(p, head_dim, inv_freq);
     /* llama.cpp (SOL_CPU_ATTN=llamacpp, without llama-3 bands): the angle of pair i is built by
      * i float multiplications by base^(-2/d), then cosf/sinf; Sol's default is in double. */
     int lc = ((cpu_backend *)be)->attn_llamacpp && !(p->scaling_factor > 0 && p->orig_ctx > 0);
@@ -335,6 +309,16 @@ static int cpu_get_rows(sol_backend *be, const float *src, int64_t width, const 
     return 0;
 }
 
+static int cpu_argmax_rows(sol_backend *be, const float *x, int n, int64_t width, int32_t *ids,
+                           float *vals) {
+    if (width <= 0 || width > INT32_MAX || n < 0)
+        return sol_err_set(&be->err, -EINVAL, "cpu argmax_rows: width %lld and n %d",
+                           (long long)width, n);
+    for (int i = 0; i < n; i++)
+        ids[i] = sol_argmax_f32(x + (size_t)i * width, width, &vals[i]);
+    return 0;
+}
+
 static int cpu_moe_combine(sol_backend *be, const float *src, int64_t width, const int32_t *rows,
                            const float *w, int n, int k, int64_t src_rows, float *out) {
     if (width <= 0 || n < 0 || k < 1)
@@ -394,6 +378,7 @@ static const sol_backend_ops cpu_ops = {
     .add = cpu_add,
     .embed = cpu_embed,
     .get_rows = cpu_get_rows,
+    .argmax_rows = cpu_argmax_rows,
     .moe_combine = cpu_moe_combine,
     .kv_alloc = cpu_kv_alloc,
     .kv_free = cpu_kv_free,

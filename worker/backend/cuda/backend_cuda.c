@@ -15,6 +15,7 @@
 
 #include "backend_cuda_internal.h"
 #include "clock.h"
+#include "rope_freq.h"
 
 /* ---- errors and pointer checks ---- */
 
@@ -776,29 +777,43 @@ static int cuda_rmsnorm(sol_backend *be, const float *x, const float *w, float *
     return cbe_after(b, "rmsnorm");
 }
 
-/* rope's parameters checked (op names the caller) and turned into the kernels' arguments. */
+/* rope's parameters checked (op names the caller). */
 int cbe_rope_args(cuda_backend *b, const char *op, int heads, int head_dim,
-                  const sol_rope_params *p, sol_cuda_rope_args *a) {
-    if (heads <= 0 || head_dim <= 0 || head_dim % 2 || head_dim > 1024 || !p || p->freq_base <= 0)
+                  const sol_rope_params *p) {
+    if (heads <= 0 || head_dim <= 0 || head_dim % 2 || head_dim > 2 * SOL_ROPE_MAX_PAIRS || !p ||
+        p->freq_base <= 0)
         return cbe_fail(b, -EINVAL, op,
-                        "expected heads > 0, even head_dim <= 1024 and freq_base > 0, got heads=%d "
+                        "expected heads > 0, even head_dim <= %d and freq_base > 0, got heads=%d "
                         "head_dim=%d",
-                        heads, head_dim);
+                        2 * SOL_ROPE_MAX_PAIRS, heads, head_dim);
     if (p->scaling_factor > 0 && p->orig_ctx > 0 && p->high_freq_factor <= p->low_freq_factor)
         return cbe_fail(b, -EINVAL, op,
                         "llama-3 scaling needs high_freq_factor > low_freq_factor, got %g and %g",
                         p->high_freq_factor, p->low_freq_factor);
-    *a = (sol_cuda_rope_args){p->freq_base,
-                              p->scaling_factor,
-                              p->low_freq_factor,
-                              p->high_freq_factor,
-                              p->freq_scale,
-                              p->orig_ctx,
-                              p->neox,
-                              p->ext_factor,
-                              p->yarn_low,
-                              p->yarn_high,
-                              p->mscale > 0.0f ? p->mscale : 1.0f};
+    return 0;
+}
+
+/* The kernels' rope arguments for checked parameters: the head's frequencies (rope_freq.h, the
+ * CPU backend's own), then n positions and, with slots, n slots, staged as one array (a second
+ * cbe_stage() may grow the ring and free the first's copy); *pos_d: the staged positions. */
+int cbe_rope_stage(cuda_backend *b, const char *op, const sol_rope_params *p, int head_dim,
+                   const int32_t *pos, const int32_t *slots, int n, sol_cuda_rope_args *a,
+                   const int32_t **pos_d) {
+    size_t fb = sizeof(double) * (size_t)(head_dim / 2);
+    size_t bytes = fb + sizeof(int32_t) * (size_t)n * (slots ? 2 : 1);
+    if (bytes > b->rope_blob_cap) {
+        unsigned char *nb = realloc(b->rope_blob, bytes);
+        if (!nb) return cbe_fail(b, -ENOMEM, op, "out of host memory");
+        b->rope_blob = nb, b->rope_blob_cap = bytes;
+    }
+    sol_rope_inv_freqs(p, head_dim, (double *)b->rope_blob);
+    memcpy(b->rope_blob + fb, pos, sizeof(int32_t) * (size_t)n);
+    if (slots) memcpy(b->rope_blob + fb + sizeof(int32_t) * (size_t)n, slots, sizeof(int32_t) * n);
+    int rc;
+    const unsigned char *d = cbe_stage(b, b->rope_blob, bytes, &rc);
+    if (rc) return rc;
+    *a = (sol_cuda_rope_args){(const double *)d, p->mscale > 0.0f ? p->mscale : 1.0f, p->neox};
+    *pos_d = (const int32_t *)(d + fb);
     return 0;
 }
 
@@ -806,12 +821,12 @@ static int cuda_rope(sol_backend *be, float *x, const int32_t *pos, int n, int h
                      const sol_rope_params *p) {
     cuda_backend *b = cbe_bind(be);
     sol_cuda_rope_args a;
-    int rc = cbe_rope_args(b, "rope", heads, head_dim, p, &a);
+    const int32_t *pos_d;
+    int rc = cbe_rope_args(b, "rope", heads, head_dim, p);
     if (rc || n <= 0) return rc;
-    if ((rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n * heads * head_dim, "rope", "x")))
+    if ((rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n * heads * head_dim, "rope", "x")) ||
+        (rc = cbe_rope_stage(b, "rope", p, head_dim, pos, NULL, n, &a, &pos_d)))
         return rc;
-    const int32_t *pos_d = cbe_stage(b, pos, sizeof(int32_t) * (size_t)n, &rc);
-    if (rc) return rc;
     SOL_CUDA_FN(rope)(x, pos_d, n, heads, head_dim, a, b->stream);
     return cbe_after(b, "rope");
 }
@@ -942,6 +957,37 @@ static int cuda_get_rows(sol_backend *be, const float *src, int64_t width, const
     return rc ? cbe_fail(b, rc, "get_rows", "device copy failed") : cbe_after(b, "get_rows");
 }
 
+/* The greedy token of each row on the device (k_argmax.cu): a chunk a block, the row's partials
+ * merged by its last block, in a workspace sized for the rows and the width (grown once: a growth
+ * inside a captured step cuts the capture short) whose counters are zeroed when it is new. */
+static int cuda_argmax_rows(sol_backend *be, const float *x, int n, int64_t width, int32_t *ids,
+                            float *vals) {
+    cuda_backend *b = cbe_bind(be);
+    const char *op = "argmax_rows";
+    if (width <= 0 || width > INT32_MAX || n < 0)
+        return cbe_fail(b, -EINVAL, op, "width %lld and n %d", (long long)width, n);
+    if (n == 0) return 0;
+    int rc, chunks = SOL_CUDA_FN(argmax_chunks)(width);
+    if ((rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n * (size_t)width, op, "x")) ||
+        (rc = cbe_need_dev(b, ids, sizeof(int32_t) * (size_t)n, op, "ids")) ||
+        (rc = cbe_need_dev(b, vals, sizeof(float) * (size_t)n, op, "vals")))
+        return rc;
+    /* [a counter per row, for amax_rows rows][partials]: the counters keep their place while n
+     * fits, so a launch finds them at zero where the last one left them */
+    size_t part = (size_t)n * (size_t)chunks, had = b->amax_ws.bytes;
+    int rows = n > b->amax_rows ? (n > 64 ? n : 64) : b->amax_rows;
+    size_t need = sizeof(int) * (size_t)rows + part * (sizeof(float) + sizeof(int));
+    if (rows != b->amax_rows) had = 0; /* the counters move: zero them again */
+    if ((rc = cbe_grow(b, &b->amax_ws, need, op))) return rc;
+    b->amax_rows = rows;
+    int *cnt = b->amax_ws.p, *ws_id = cnt + rows;
+    float *ws_v = (float *)(ws_id + part);
+    if (b->amax_ws.bytes != had && SOL_CUDA_FN(dev_memset)(b->dev, cnt, 0, sizeof(int) * rows))
+        return cbe_fail(b, -EIO, op, "could not zero the row counters");
+    SOL_CUDA_FN(argmax_rows)(x, n, (long long)width, ws_v, ws_id, cnt, ids, vals, b->stream);
+    return cbe_after(b, op);
+}
+
 /* ---- the rest ---- */
 
 /* Tensor parallelism: the rank's sum over its group, on the stream. The first call of a group
@@ -1062,7 +1108,7 @@ static void cuda_free(sol_backend *be) {
         cbe_kv_free(be, b->kvs);
     for (int i = 0; i < b->n_ups; i++)
         SOL_CUDA_FN(dev_free)(b->dev, b->ups[i].dev);
-    dev_buf *bufs[] = {&b->qscratch, &b->xh, &b->xq, &b->att_ws, &b->gemm_y};
+    dev_buf *bufs[] = {&b->qscratch, &b->xh, &b->xq, &b->att_ws, &b->gemm_y, &b->amax_ws};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         SOL_CUDA_FN(dev_free)(b->dev, bufs[i]->p);
     SOL_CUDA_FN(dev_free)(b->dev, b->stage_d);
@@ -1070,6 +1116,7 @@ static void cuda_free(sol_backend *be) {
     SOL_CUDA_FN(dev_close)(b->dev);
     free(b->ups);
     free(b->tables);
+    free(b->rope_blob);
     free(b);
 }
 
@@ -1098,6 +1145,7 @@ static const sol_backend_ops cuda_ops = {
     .add = cuda_add,
     .embed = cuda_embed,
     .get_rows = cuda_get_rows,
+    .argmax_rows = cuda_argmax_rows,
     .moe_combine = cuda_moe_combine,
     .kv_alloc = cbe_kv_alloc,
     .kv_free = cbe_kv_free,

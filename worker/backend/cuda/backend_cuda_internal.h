@@ -67,6 +67,8 @@ typedef struct cuda_backend {
     dev_buf xq;           /* the int8 GEMM's Q8_0 x (a whole prompt's) */
     dev_buf gemm_y;       /* matmul_add through the GEMM: the product before its add */
     dev_buf att_ws;       /* split attention's partial states */
+    dev_buf amax_ws;      /* argmax_rows' counters (amax_rows of them, left zeroed), partials */
+    int amax_rows;
     /* Staging: host index arrays go up through one pinned buffer, each array once per step
      * (a copy whose bytes equal a recent one is reused: positions serve every layer's rope). */
     unsigned char *stage_h, *stage_d;
@@ -81,6 +83,10 @@ typedef struct cuda_backend {
     int n_recent, next_recent;
     int32_t *tables; /* host scratch: attention block tables as one n x stride array */
     size_t tables_cap;
+    /* host scratch: rope's frequencies, positions (and slots) as one staged array; its address
+     * stays while it is large enough, so every layer's identical copy is staged once */
+    unsigned char *rope_blob;
+    size_t rope_blob_cap;
     upload *ups;
     int n_ups, cap_ups;
     sol_kv *kvs;
@@ -148,6 +154,7 @@ static inline int cbe_graph_step(const cuda_backend *b) {
 #define cbe_kv_write SOL_CUDA_FN(be_kv_write)
 #define cbe_rope_kv_write SOL_CUDA_FN(be_rope_kv_write)
 #define cbe_rope_args SOL_CUDA_FN(be_rope_args)
+#define cbe_rope_stage SOL_CUDA_FN(be_rope_stage)
 #define cbe_rope_kv_prepare SOL_CUDA_FN(be_rope_kv_prepare)
 #define cbe_kv_copy_blocks SOL_CUDA_FN(be_kv_copy_blocks)
 #define cbe_kv_host_io SOL_CUDA_FN(be_kv_host_io)
@@ -178,7 +185,10 @@ sol_kv *cbe_kv_alloc(sol_backend *be, int n_layers, int num_blocks, int block_si
                      int head_dim, sol_dtype dtype);
 /* rope's checks and the kernels' arguments from its parameters (backend_cuda.c). */
 int cbe_rope_args(cuda_backend *b, const char *op, int heads, int head_dim,
-                  const sol_rope_params *p, sol_cuda_rope_args *a);
+                  const sol_rope_params *p);
+int cbe_rope_stage(cuda_backend *b, const char *op, const sol_rope_params *p, int head_dim,
+                   const int32_t *pos, const int32_t *slots, int n, sol_cuda_rope_args *a,
+                   const int32_t **pos_d);
 int cbe_rope_kv_prepare(cuda_backend *b, const char *op, sol_kv *kv, int layer, const float *q,
                         const float *k, const float *v, const int32_t *pos, const int32_t *slots,
                         int n, int heads, int kv_heads, int head_dim, const sol_rope_params *p,

@@ -37,12 +37,13 @@ void SOL_CUDA_FN(rmsnorm)(const float *x, const float *w, float *out, int n, int
                           void *stream);
 
 /* k_rope.cu: in place on x (n x heads x head_dim), token t at pos[t]; NORM pairs (2i, 2i+1) or
- * NEOX pairs (i, i + d/2); angles pos * base^(-2i/d) * freq_scale, with llama-3 bands when
- * scaling_factor > 0 and orig_ctx > 0 (the CPU backend's rules, in double). */
+ * NEOX pairs (i, i + d/2); pair i's angle pos * inv_freq[i] in double (the frequencies are
+ * rope_freq.h's, computed on the host as the CPU backend computes them and staged with the
+ * positions), its cosine and sine scaled by mscale (YaRN; 1 = none). */
 typedef struct sol_cuda_rope_args {
-    float freq_base, scaling_factor, low_freq_factor, high_freq_factor, freq_scale;
-    int32_t orig_ctx, neox;
-    float ext_factor, yarn_low, yarn_high, mscale; /* YaRN (backend.h, sol_rope_params) */
+    const double *inv_freq; /* head_dim / 2 frequencies, device memory */
+    float mscale;
+    int32_t neox;
 } sol_cuda_rope_args;
 void SOL_CUDA_FN(rope)(float *x, const int32_t *pos, int n, int heads, int head_dim,
                        sol_cuda_rope_args p, void *stream);
@@ -52,6 +53,13 @@ void SOL_CUDA_FN(rope)(float *x, const int32_t *pos, int n, int heads, int head_
 void SOL_CUDA_FN(rope_kv)(float *q, float *k, const float *v, const int32_t *pos_slots, int n,
                           int heads, int kv_heads, int head_dim, sol_cuda_rope_args p, void *k_pool,
                           void *v_pool, int f16, void *stream);
+
+/* k_argmax.cu: ids[i], vals[i] = the id of row i's largest value (ties to the lowest id, NaN as
+ * -inf) and that value, for n rows of width floats. ws_v, ws_id: n x argmax_chunks(width)
+ * partials; cnt: n ints, zero before the first launch and left zero by each. */
+int SOL_CUDA_FN(argmax_chunks)(long long width);
+void SOL_CUDA_FN(argmax_rows)(const float *x, int n, long long width, float *ws_v, int *ws_id,
+                              int *cnt, int32_t *ids, float *vals, void *stream);
 
 /* Weight types by their ggml ids (sol_dtype). */
 enum {

@@ -91,14 +91,14 @@ int cbe_kv_write(sol_backend *be, sol_kv *kv, int layer, const float *k, const f
     return cbe_after(b, "kv_write");
 }
 
-/* rope_kv_write's operands checked (backend.h) and its positions and slots staged as one array
- * (a second cbe_stage() may grow the ring and free the first's copy) into e, for the rope_kv
- * launch or the q/k/v GEMV's epilogue (n <= 0: checked, nothing staged). */
+/* rope_kv_write's operands checked (backend.h), and its frequencies, positions and slots
+ * staged (cbe_rope_stage) into e, for the rope_kv launch or the q/k/v GEMV's epilogue (n <= 0:
+ * checked, nothing staged). */
 int cbe_rope_kv_prepare(cuda_backend *b, const char *op, sol_kv *kv, int layer, const float *q,
                         const float *k, const float *v, const int32_t *pos, const int32_t *slots,
                         int n, int heads, int kv_heads, int head_dim, const sol_rope_params *p,
                         sol_cuda_rope_epi *e) {
-    int rc = cbe_rope_args(b, op, heads, head_dim, p, &e->p);
+    int rc = cbe_rope_args(b, op, heads, head_dim, p);
     if (rc) return rc;
     if (!kv || layer < 0 || layer >= kv->n_layers)
         return cbe_fail(b, -EINVAL, op, "layer %d outside [0, %d)", layer, kv ? kv->n_layers : 0);
@@ -117,13 +117,7 @@ int cbe_rope_kv_prepare(cuda_backend *b, const char *op, sol_kv *kv, int layer, 
         (rc = cbe_need_dev(b, k, kv_bytes, op, "k")) ||
         (rc = cbe_need_dev(b, v, kv_bytes, op, "v")))
         return rc;
-    int32_t *pos_slots = malloc(sizeof(int32_t) * 2 * (size_t)n);
-    if (!pos_slots) return cbe_fail(b, -ENOMEM, op, "out of memory");
-    memcpy(pos_slots, pos, sizeof(int32_t) * (size_t)n);
-    memcpy(pos_slots + n, slots, sizeof(int32_t) * (size_t)n);
-    e->pos_slots = cbe_stage(b, pos_slots, sizeof(int32_t) * 2 * (size_t)n, &rc);
-    free(pos_slots);
-    return rc;
+    return cbe_rope_stage(b, op, p, head_dim, pos, slots, n, &e->p, &e->pos_slots);
 }
 
 /* rope(q), rope(k) and kv_write as one launch (backend.h). */

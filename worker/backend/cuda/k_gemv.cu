@@ -186,7 +186,7 @@ __device__ __forceinline__ void gemv_store_rope(const float (&acc)[NT], int n, c
         int r0 = e.p.neox ? j0 / hd * hd + j0 % hd / 2 : j0, r1 = r0 + (e.p.neox ? hd / 2 : 1);
         if (r0 >= rows) continue;
         float c, sn, y0, y1;
-        rope_cs(e.pos_slots[t], e.p.neox ? r0 % hd : r0 % hd / 2, hd, e.p, &c, &sn);
+        rope_cs(e.pos_slots[t], e.p.neox ? r0 % hd : r0 % hd / 2, e.p, &c, &sn);
         rope_apply(sums[2 * pl][t], sums[2 * pl + 1][t], c, sn, &y0, &y1);
         m.y[(size_t)t * rows + r0] = y0;
         m.y[(size_t)t * rows + r1] = y1;

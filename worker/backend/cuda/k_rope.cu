@@ -1,8 +1,8 @@
 /* k_rope: rotary position embedding in place, one thread per (token, head, pair). Angles in
- * double with the CPU backend's rules (llama-3 bands, linear scaling), so both backends agree to
- * float rounding. The sine and cosine are rope_sincos's, not the CUDA library's: its double cos
- * and sin carry a large-argument path (Payne-Hanek) with a table in local memory, which the SASS
- * check forbids in a decode kernel even where it never runs. */
+ * double from the CPU backend's own frequencies (rope_freq.h: llama-3 bands, linear scaling,
+ * YaRN), so both backends agree to float rounding. The sine and cosine are rope_sincos's, not the
+ * CUDA library's: its double cos and sin carry a large-argument path (Payne-Hanek) with a table in
+ * local memory, which the SASS check forbids in a decode kernel even where it never runs. */
 #include "cuda_kernels.h"
 #include "rope_kv.cuh"
 #include "sol_cuda_kernel.h"

@@ -1,30 +1,12 @@
 /* rope_kv: rotary position embedding of one pair and the K/V element store, shared by k_rope.cu
  * (the rope and rope_kv launches) and the q/k/v GEMV's epilogue (k_gemv.cu): one source, so the
- * fused epilogue has the separate launches' bits. */
+ * fused epilogue has the separate launches' bits. The frequencies come as a table (rope_freq.h,
+ * made on the host): no pow() on the device, so an angle is one multiply and the series below. */
 #ifndef SOL_CUDA_ROPE_KV_CUH
 #define SOL_CUDA_ROPE_KV_CUH
 
 #include "cuda_kernels.h"
 #include "half_bits.cuh"
-
-static __device__ inline double rope_inv_freq(const sol_cuda_rope_args &p, int i, int head_dim) {
-    double f = pow((double)p.freq_base, -2.0 * i / head_dim);
-    if (p.ext_factor != 0.0f) { /* YaRN: the CPU backend's mix, in double */
-        double y = (i - (double)p.yarn_low) / fmax(0.001, (double)p.yarn_high - p.yarn_low);
-        double mix = (1.0 - fmin(1.0, fmax(0.0, y))) * p.ext_factor;
-        return f * p.freq_scale * (1.0 - mix) + f * mix;
-    }
-    if (p.freq_scale > 0.0f) f *= p.freq_scale;
-    if (p.scaling_factor <= 0.0f || p.orig_ctx <= 0) return f;
-    const double two_pi = 6.283185307179586476925;
-    double wavelen = two_pi / f, low_wl = p.orig_ctx / (double)p.low_freq_factor,
-           high_wl = p.orig_ctx / (double)p.high_freq_factor;
-    if (wavelen < high_wl) return f;
-    if (wavelen > low_wl) return f / p.scaling_factor;
-    double smooth = (p.orig_ctx / wavelen - p.low_freq_factor) /
-                    ((double)p.high_freq_factor - p.low_freq_factor);
-    return (1.0 - smooth) * f / p.scaling_factor + smooth * f;
-}
 
 /* sin and cos of a in double: a reduced by pi/2 (k = nearest integer of a 2/pi) with pi/2 in
  * three parts of which the first two have 33 significant bits, so k times them is exact for
@@ -61,9 +43,9 @@ static __device__ inline void rope_offsets(const sol_cuda_rope_args &p, int i, i
 }
 
 /* The cosine and sine that rotate pair i of a head at position pos (YaRN's magnitude scale in). */
-static __device__ inline void rope_cs(int32_t pos, int i, int head_dim, const sol_cuda_rope_args &p,
-                                      float *c, float *s) {
-    double a = pos * rope_inv_freq(p, i, head_dim), sd, cd;
+static __device__ inline void rope_cs(int32_t pos, int i, const sol_cuda_rope_args &p, float *c,
+                                      float *s) {
+    double a = pos * p.inv_freq[i], sd, cd;
     rope_sincos(a, &sd, &cd);
     /* YaRN's magnitude scale as the CPU applies it: one float multiply (1: exact) */
     *c = __fmul_rn((float)cd, p.mscale), *s = __fmul_rn((float)sd, p.mscale);
@@ -82,7 +64,7 @@ static __device__ inline void rope_apply(float x0, float x1, float c, float s, f
 static __device__ inline void rope_pair(float *v, int32_t pos, int i, int head_dim,
                                         const sol_cuda_rope_args &p, int *o0, int *o1) {
     float c, s, y0, y1;
-    rope_cs(pos, i, head_dim, p, &c, &s);
+    rope_cs(pos, i, p, &c, &s);
     rope_offsets(p, i, head_dim, o0, o1);
     rope_apply(v[*o0], v[*o1], c, s, &y0, &y1);
     v[*o0] = y0, v[*o1] = y1;
