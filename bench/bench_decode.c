@@ -27,6 +27,7 @@
 typedef struct opts {
     const char *model, *backend;
     int batches[16], n_batches, ctx, steps, prefill, batch_invariant, enforce_eager, tp, threads;
+    int greedy;   /* decode rows take their greedy token on the backend (model_batch.argmax_ids) */
     double membw; /* GB/s, 0 = not given */
     int measure_mib;
 } opts;
@@ -42,11 +43,14 @@ static void usage(FILE *f) {
             "usage: bench_decode -m MODEL.gguf [--backend SPEC] [--batch 1,8,64] [--ctx N]\n"
             "                    [--steps N] [--prefill N] [--membw GB/s | --measure-membw MiB]\n"
             "                    [--batch-invariant] [--tensor-parallel-size N] [--threads N]\n"
+            "                    [--greedy]\n"
             "Decode tok/s at each batch size (sequences of --ctx tokens, 4 warm-up steps, then\n"
             "--steps timed steps) and prefill tok/s of one --prefill-token prompt (after one\n"
             "untimed run), through model_forward.\n"
             "--tensor-parallel-size N shards the model over N ranks (cpu: --threads divided\n"
             "between them) and reports the all-reduce's share of the time.\n"
+            "--greedy: each decode row's greedy token is taken on the backend and only the ids\n"
+            "come back (as the engine asks for plain greedy requests); default: the logits.\n"
             "defaults: --backend cpu --batch 1,8,64 --ctx 128 --steps 32 --prefill 512\n");
 }
 
@@ -86,6 +90,7 @@ static int parse(int argc, char **argv, opts *o) {
         {"--measure-membw", 0, SOL_ARG_INT, &o->measure_mib, 1, 1048576, 0, NULL, NULL, NULL},
         {"--batch-invariant", 0, SOL_ARG_SWITCH, &o->batch_invariant, 0, 0, 0, NULL, NULL, NULL},
         {"--enforce-eager", 0, SOL_ARG_SWITCH, &o->enforce_eager, 0, 0, 0, NULL, NULL, NULL},
+        {"--greedy", 0, SOL_ARG_SWITCH, &o->greedy, 0, 0, 0, NULL, NULL, NULL},
         {"--help", 'h', SOL_ARG_SWITCH, &help, 0, 0, 0, NULL, NULL, NULL},
         {"--tensor-parallel-size", 0, SOL_ARG_INT, &o->tp, 1, 8, 0, NULL, NULL, NULL},
         {"--threads", 0, SOL_ARG_INT, &o->threads, 0, 1024, 0, NULL, NULL, NULL},
@@ -104,7 +109,7 @@ static int parse(int argc, char **argv, opts *o) {
 /* Runs n tokens: token t of sequence s (t_per_seq tokens each, starting at position p0) reads
  * blocks s * bps ... of its sequence. Logits for the last token of each sequence. */
 static int step(model *m, model_kv *kv, int seqs, int t_per_seq, int p0, int bs, int bps,
-                int32_t *tables, float *logits, sol_err *err) {
+                int32_t *tables, float *logits, int32_t *ids, sol_err *err) {
     int n = seqs * t_per_seq;
     int32_t *buf = malloc(sizeof(int32_t) * (size_t)n * 3 + sizeof(int32_t) * (size_t)seqs);
     sol_attn_seq *attn = malloc(sizeof *attn * (size_t)n);
@@ -120,7 +125,7 @@ static int step(model *m, model_kv *kv, int seqs, int t_per_seq, int p0, int bs,
         }
         rows[s] = s * t_per_seq + t_per_seq - 1;
     }
-    model_batch b = {n, tok, pos, slot, attn, seqs, rows, NULL, 0, NULL, NULL};
+    model_batch b = {n, tok, pos, slot, attn, seqs, rows, NULL, 0, NULL, ids};
     int rc = model_forward(m, kv, &b, logits, err);
     free(buf), free(attn);
     return rc;
@@ -188,7 +193,8 @@ static int run(const opts *o) {
     model_kv *kv = model_kv_new(m, blocks, bs, SOL_DT_F16, &err);
     int32_t *tables = malloc(sizeof(int32_t) * (size_t)blocks);
     float *logits = malloc(sizeof(float) * (size_t)hp->n_vocab * (size_t)maxb);
-    if (!kv || !tables || !logits) {
+    int32_t *ids = o->greedy ? malloc(sizeof(int32_t) * (size_t)maxb) : NULL;
+    if (!kv || !tables || !logits || (o->greedy && !ids)) {
         fprintf(stderr, "bench_decode: %s\n", kv ? "out of memory" : err.msg);
         rc = 1;
         goto out;
@@ -197,17 +203,17 @@ static int run(const opts *o) {
         tables[i] = i;
     for (int i = 0; i < o->n_batches && !rc; i++) {
         int B = o->batches[i];
-        if ((rc = step(m, kv, B, o->ctx, 0, bs, bps, tables, logits, &err))) break;
+        if ((rc = step(m, kv, B, o->ctx, 0, bs, bps, tables, logits, NULL, &err))) break;
         for (int s = 0; s < WARM && !rc; s++)
-            rc = step(m, kv, B, 1, o->ctx + s, bs, bps, tables, logits, &err);
+            rc = step(m, kv, B, 1, o->ctx + s, bs, bps, tables, logits, ids, &err);
         double t0 = now_s();
         uint64_t c0, ns0, c1, ns1;
         model_tp_time(m, &c0, &ns0);
         for (int s = 0; s < o->steps && !rc; s++)
-            rc = step(m, kv, B, 1, o->ctx + WARM + s, bs, bps, tables, logits, &err);
+            rc = step(m, kv, B, 1, o->ctx + WARM + s, bs, bps, tables, logits, ids, &err);
         double dt = now_s() - t0, tps = (double)B * o->steps / dt;
-        printf("decode batch %3d, context %d: %9.1f tok/s (%.2f ms per step)", B, o->ctx, tps,
-               dt * 1e3 / o->steps);
+        printf("decode batch %3d, context %d%s: %9.1f tok/s (%.2f ms per step)", B, o->ctx,
+               o->greedy ? ", greedy ids" : "", tps, dt * 1e3 / o->steps);
         if (membw > 0)
             printf(", %5.1f%% of the %.0f GB/s weight roofline",
                    100.0 * (wbytes / (membw * 1e9)) / (dt / o->steps), membw);
@@ -216,12 +222,13 @@ static int run(const opts *o) {
         printf("\n");
         fflush(stdout);
     }
-    if (!rc && o->prefill > 0) rc = step(m, kv, 1, o->prefill, 0, bs, pbps, tables, logits, &err);
+    if (!rc && o->prefill > 0)
+        rc = step(m, kv, 1, o->prefill, 0, bs, pbps, tables, logits, NULL, &err);
     if (!rc && o->prefill > 0) {
         uint64_t c0, ns0, c1, ns1;
         model_tp_time(m, &c0, &ns0);
         double t0 = now_s();
-        rc = step(m, kv, 1, o->prefill, 0, bs, pbps, tables, logits, &err);
+        rc = step(m, kv, 1, o->prefill, 0, bs, pbps, tables, logits, NULL, &err);
         double dt = now_s() - t0;
         model_tp_time(m, &c1, &ns1);
         printf("prefill %d tokens: %.1f tok/s (%.1f ms)", o->prefill, o->prefill / dt, dt * 1e3);
@@ -232,7 +239,7 @@ static int run(const opts *o) {
     if (!rc && sol_backend_stats(be, stats, sizeof stats) == 0) printf("%s\n", stats);
     if (rc) fprintf(stderr, "bench_decode: %s\n", err.msg);
 out:
-    free(tables), free(logits);
+    free(tables), free(logits), free(ids);
     model_kv_free(m, kv);
     model_free(m);
     sol_backend_free(be);

@@ -237,6 +237,11 @@ bench() { # NAME MODEL [flags]: one bench_decode run, its result lines into the 
 for m in 1b-q4_0 1b-f16 1b-q4_k_m 8b-q4_0 8b-f16 8b-q4_k_m; do
   bench "bench_$m" "$m" --batch $BATCHES --prefill $PREFILL
 done
+# the greedy token on the device (--greedy: 8 bytes a row come back, not the logits), as the
+# engine runs plain greedy requests and as gpu_model.py's lean-q charges it
+for m in 8b-q4_0 8b-q4_k_m; do
+  bench "bench_${m}_greedy" "$m" --greedy --batch 1 --prefill 0
+done
 bench bench_1b-q4_0_eager 1b-q4_0 --enforce-eager --batch $BATCHES --prefill 0
 SOL_CUDA_PDL=0 bench bench_1b-q4_0_nopdl 1b-q4_0 --batch 1,8 --prefill 0 # what PDL saves
 # the int8 GEMMs (SOL_CUDA_GEMM=int8) against the F16 tiles above: prefill and batch 64, 8B shapes
@@ -257,6 +262,8 @@ gpu_model_lines() {
         python3 -c 'import json,sys; d=json.load(sys.stdin); print("model %s %s: %.1f tok/s predicted at batch 1 (%.0f%% of the copy roofline, %d launches)" % (sys.argv[1], d["design"], d["tok_s"], 100 * d["roof_copy"], d["nodes"]))' "$m" || return 1
     done
     grep -m1 -E '^decode batch +1,' "$W/logs/bench_$m.log" 2>/dev/null | sed "s/^/measured $m: /"
+    grep -m1 -E '^decode batch +1,' "$W/logs/bench_${m}_greedy.log" 2>/dev/null |
+      sed "s/^/measured $m: /"
   done
 }
 export -f gpu_model_lines; export MODEL_PY CTX M W bw
