@@ -22,7 +22,8 @@ Four launch structures (--design; all in the one table STEP). The default (and -
 whichever predicts best: the design with the largest smallest margin over issue 30's targets
 (8b, h200, batch 1, context 512, the parameters in force); with the parameters as given, lean-q.
   lean-q    lean with the activations quantized ONCE per matrix group: the decode step as built
-            (2026-12-07) for a greedy row of a model without per-head q/k norms (today's
+            (2026-12-07) below 16 tokens for greedy rows of a model without per-head q/k norms
+            (past 16 it charges the designed MMQ; --param built_tc=1: today's batch kernels) (today's
             matmul_gemv: one quantize launch per group sharing an input, then one GEMV launch per
             group reading the int8 activations (gemv_run_many: q/k/v, gate/up, K-quant types
             mixed); rope + the KV write in the q/k/v GEMV's store (qkv_rope_kv); the greedy token
@@ -149,6 +150,9 @@ PARAMS = {
     # stage, the load phase included (its unpacking of quants, scales and addresses). Counted
     # 2026-12-06 with nvdisasm on the build's module; to be measured (SOL_CUDA_GEMM=f16 runs the
     # F16 tiles instead, for the comparison).
+    "built_tc": (0.0, "lean-q only: 1 = batches of more than 16 tokens on today's batch kernels "
+                       "(k_mma_gemm's F16 tiles, or k_mmq.cu with gemm_int8=1) instead of the "
+                       "designed MMQ at tc_eff: lean-q as built at every batch"),
     "gemm_int8": (0.0, "1: today's batches of quantized weights on the int8 kernels (k_mmq.cu, "
                         "SOL_CUDA_GEMM=int8) instead of the F16 tiles (k_mma_gemm, the backend's "
                         "default while this model predicts them faster)"),
@@ -800,6 +804,8 @@ class Model:
         self.fused = design != "unfused"  # lean keeps every fusion of the fused design
         self.lean = design in LEAN  # lean's epilogues, splits and PDL (lean and lean-q)
         self.leanq = design == "lean-q"  # x quantized once per group, no GEMV prologue
+        # batches past the GEMV on the designed MMQ (tc_eff), or on today's kernels (built_tc)
+        self.designed_tc = self.fused and not (self.leanq and self.p["built_tc"])
         self.eager = eager
         self.l2_bw = (l2_gbs or self.g["l2_gbs"]) * 1e9
         self.kv_eb = 2 if kv == "f16" else 4
@@ -878,7 +884,7 @@ class Model:
         The fused designs switch at the crossover; the code today (unfused) above 16 tokens."""
         quant = any(m["type"] not in FLOAT_TYPES for m in mats)
         f32 = all(m["type"] == "F32" for m in mats)
-        if self.fused:
+        if self.designed_tc:
             if n >= self.p["crossover"] and not f32:
                 return "mmq" if quant else "tc16"
             return "gemv"
@@ -1054,7 +1060,7 @@ class Model:
             pro_s, l2 = self.prologue(pro, blocks, n, K, quant, fm)
             return [self.part(W * groups + x_in + out, flops, peak, p["gemv_eff"], blocks,
                               launches=groups, what="gemv", pro_s=pro_s, l2_bytes=l2)]
-        if self.fused:  # path mmq or tc16: the designs' tensor-core path
+        if self.designed_tc:  # path mmq or tc16: the designs' tensor-core path
             # split-K / stream-K tiles (as llama.cpp's MMQ) assumed to fill the SMs: no wave loss
             peak = (g["int8_tops"] if path == "mmq" else g["fp16_tflops"]) * 1e12 * p["tc_eff"]
             x16 = x_in if path == "mmq" else n * K * 2
@@ -1847,6 +1853,12 @@ def parse(argv):
     if params["rope_fold"] not in (0.0, 1.0):
         raise ModelError(f"--param rope_fold={params['rope_fold']:g}: 1 (as built: the q/k/v "
                          "GEMV's epilogue) or 0 (a k_rope_kv launch per layer)")
+    if params["built_tc"] not in (0.0, 1.0):
+        raise ModelError(f"--param built_tc={params['built_tc']:g}: 0 (lean-q's designed MMQ "
+                         "past 16 tokens) or 1 (today's batch kernels)")
+    if params["built_tc"] and (a.design or "lean-q") != "lean-q":
+        raise ModelError("--param built_tc applies to --design lean-q only (the other designs "
+                         "keep their own batch path)")
     if a.prefill and (a.batch_sweep or a.check):
         raise ModelError("--prefill models one prefill step: not with --batch-sweep or --check")
     if a.check and (a.gguf or a.batch_sweep):

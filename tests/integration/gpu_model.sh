@@ -171,6 +171,17 @@ grep -q '^gemv_qkv_norm_rope_kv .*design' <($M --design lean --kernels) || fail 
 $M --batch-sweep >"$w/sweep"
 [ "$(grep -Ec '^ +(1|8|16|32|64) +[0-9.]+ ' "$w/sweep")" = 5 ] || fail "--batch-sweep rows"
 grep -q "batch 64 / batch 1 throughput: [0-9.]*x" "$w/sweep" || fail "--batch-sweep ratio"
+# lean-q with today's batch kernels past 16 tokens (built_tc=1): the same batch-1 step, the built
+# k_mma_gemm path at 32 and 64 (more launches: k_to_half per matrix), a lower batch-64 ratio
+$M --batch-sweep --param built_tc=1 >"$w/sweep_built"
+grep -Eq '^ +1 +1\.335 ' "$w/sweep_built" || fail "built_tc=1: not lean-q's batch-1 step"
+grep -Eq '^ +64 .* mmaq$' "$w/sweep_built" || fail "built_tc=1: batch 64 not on k_mma_gemm (mmaq)"
+r_design=$(sed -n 's/^batch 64 \/ batch 1 throughput: \([0-9.]*\)x.*/\1/p' "$w/sweep")
+r_built=$(sed -n 's/^batch 64 \/ batch 1 throughput: \([0-9.]*\)x.*/\1/p' "$w/sweep_built")
+awk -v d="$r_design" -v b="$r_built" 'BEGIN { exit !(b + 0 > 0 && b + 0 < d + 0) }' ||
+  fail "built_tc=1: batch-64 ratio $r_built not below the designed $r_design"
+! $M --param built_tc=1 --design lean >/dev/null 2>&1 || fail "built_tc=1 accepted with --design lean"
+! $M --param built_tc=0.5 >/dev/null 2>&1 || fail "built_tc=0.5 accepted"
 $M --prefill 2048 >"$w/prefill"
 grep -q "% of the 1979 TFLOP/s int8 tensor peak" "$w/prefill" || fail "--prefill"
 # issue 30's prefill goal (>= 50% of the tensor-core peak at 2,048 tokens, 8B) for the kernels
