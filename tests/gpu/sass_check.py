@@ -47,7 +47,7 @@ RULES = [
     (r"k_quantize", True, False, 64),
     (r"k_paged_attention", True, False, 128),
     (r"k_rmsnorm", True, False, 64),
-    (r"k_rope", True, False, 64),  # k_rope and k_rope_kv
+    (r"k_rope|k_qk_norm_rope", True, False, 64),  # k_rope, k_rope_kv, k_qk_norm_rope_kv
     (r"k_embed", True, False, 64),
     (r"k_kv_write", True, False, 64),
     (r"k_argmax", True, False, 32),  # the greedy token of every decode step

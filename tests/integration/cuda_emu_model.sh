@@ -10,7 +10,8 @@
 # the kernels ran; the quantized models'
 # decode steps ran the fused norm+quantize and gated-product quantize launches, and the Q4_0 one's
 # o projections read the attention combine's Q8_0 output (graph steps split at the cap); the
-# llama ones' decode steps roped and wrote the cache in the q/k/v projections' store. The
+# llama ones' decode steps roped and wrote the cache in the q/k/v projections' store, the qwen3
+# ones normed, roped and wrote it in one launch after them. The
 # emulation runs a fiber per GPU thread: small models only.
 # SOL_TEST_CUDA_SPEC=cuda runs the same comparisons on a GPU (tests/gpu/run.sh). CUDA graphs and
 # bench_decode: cuda_emu_graphs.sh.
@@ -45,18 +46,22 @@ for m in f32 q8 q4k q40; do
   # the quantized models decode with the fused prologues (norm+quantize for q/k/v and gate/up,
   # the gated product quantized where the down projection reads it); the F32 one cannot. Every
   # llama model (f32, q8) ropes and writes the cache in the q/k/v projections' store (rope+KV) on
-  # its decode steps; the qwen3 ones' per-head q/k norms come between, so they never do
-  fz=$(sed -n 's/.*fused prologues: \([0-9]*\) norm+quantize, \([0-9]*\) glu+quantize, \([0-9]*\) attention+quantize, \([0-9]*\) rope+KV.*/\1 \2 \3 \4/p' "$work/err")
-  read -r normq gluq attq ropekv <<<"${fz:-0 0 0 0}"
+  # its decode steps; the qwen3 ones' per-head q/k norms come between, so they norm, rope and
+  # write the cache in one launch after the projections (q/k norm+rope+KV), every step
+  fz=$(sed -n 's/.*fused prologues: \([0-9]*\) norm+quantize, \([0-9]*\) glu+quantize, \([0-9]*\) attention+quantize, \([0-9]*\) rope+KV, \([0-9]*\) q\/k norm+rope+KV.*/\1 \2 \3 \4 \5/p' "$work/err")
+  read -r normq gluq attq ropekv qknorm <<<"${fz:-0 0 0 0 0}"
   fused_ok=0
   if [ "$m" = f32 ]; then [ "$normq$gluq$attq" = 000 ] && fused_ok=1
   else [ "$normq" -gt 0 ] && [ "$gluq" -gt 0 ] && fused_ok=1; fi
   # only o weights that take Q8_0 activations (q4_0, q8_0) at a head_dim that is a multiple of
   # 32 (not the tiny q8 model's 16)
   if [ "$m" = q40 ] && [ "$attq" -eq 0 ]; then fused_ok=0; fi
-  case $m in f32 | q8) [ "$ropekv" -gt 0 ] || fused_ok=0 ;; *) [ "$ropekv" -eq 0 ] || fused_ok=0 ;; esac
+  case $m in
+    f32 | q8) [ "$ropekv" -gt 0 ] && [ "$qknorm" -eq 0 ] || fused_ok=0 ;;
+    *) [ "$ropekv" -eq 0 ] && [ "$qknorm" -gt 0 ] || fused_ok=0 ;;
+  esac
   if [ "$fused_ok" = 1 ]; then
-    echo "ok   $m: $normq norm+quantize, $gluq glu+quantize, $attq attention+quantize and $ropekv rope+KV launches"
+    echo "ok   $m: $normq norm+quantize, $gluq glu+quantize, $attq attention+quantize, $ropekv rope+KV and $qknorm q/k norm+rope+KV launches"
   else
     echo "FAIL $m: fused prologues '$fz' ($(grep -o 'fused prologues.*' "$work/err"))"; fail=1
   fi

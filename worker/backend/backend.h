@@ -84,13 +84,16 @@ typedef struct sol_kv sol_kv;
 
 typedef struct sol_backend sol_backend;
 
-/* Where qkv_rope_kv's q/k/v rows go after the projection: rope_kv_write's operands. */
+/* Where qkv_rope_kv's q/k/v rows go after the projection: rope_kv_write's operands, and the
+ * per-head RMSNorm of q and k that comes first in some architectures (Qwen3, Gemma-3). */
 typedef struct sol_qkv_rope {
     sol_kv *kv;
     int layer;
     const int32_t *pos, *slots; /* host: n each */
     int heads, kv_heads, head_dim;
     const sol_rope_params *rope;
+    const float *q_norm, *k_norm; /* NULL: none; else head_dim weights each (both or neither) */
+    float eps;
 } sol_qkv_rope;
 
 /* synchronize's answer for a graph step that ran nothing (a dry step whose launches differed
@@ -158,9 +161,11 @@ typedef struct sol_backend_ops {
                          const int32_t *pos, const int32_t *slots, int n, int heads, int kv_heads,
                          int head_dim, const sol_rope_params *p);
     /* Optional: norm_matmul_many of x with ws = (wq, wk, wv) into ys = (q, k, v) (biases bs as
-     * there), then rope_kv_write of them per r: one dispatch, where a device rotates q and k and
-     * writes k and v to the cache in the projection's store (decode sizes), q, k and v still
-     * written. The same bits as the two ops. NULL: sol_qkv_rope_kv does exactly that. */
+     * there), with r->q_norm the RMSNorm of each head of q and of k (r->eps) in place, then
+     * rope_kv_write of them per r: one dispatch, where a device rotates q and k and writes k
+     * and v to the cache in the projection's store (decode sizes, no per-head norm) or in one
+     * launch after it, q, k and v still written. The same bits as those ops. NULL:
+     * sol_qkv_rope_kv does exactly that. */
     int (*qkv_rope_kv)(sol_backend *be, const float *x, const float *norm, float eps, float *xn,
                        const sol_weight *const *ws, const float *const *bs, float *const *ys, int n,
                        const struct sol_qkv_rope *r);
@@ -508,6 +513,11 @@ static inline int sol_qkv_rope_kv(sol_backend *be, const float *x, const float *
                                   float *const *ys, int n, const sol_qkv_rope *r) {
     if (be->ops->qkv_rope_kv) return be->ops->qkv_rope_kv(be, x, norm, eps, xn, ws, bs, ys, n, r);
     int rc = sol_norm_matmul_many(be, x, norm, eps, xn, ws, bs, ys, 3, n);
+    if (!rc && r->q_norm &&
+        ((rc = be->ops->rmsnorm(be, ys[0], r->q_norm, ys[0], n * r->heads, r->head_dim, r->eps)) ||
+         (rc =
+              be->ops->rmsnorm(be, ys[1], r->k_norm, ys[1], n * r->kv_heads, r->head_dim, r->eps))))
+        return rc;
     return rc ? rc
               : sol_rope_kv_write(be, r->kv, r->layer, ys[0], ys[1], ys[2], r->pos, r->slots, n,
                                   r->heads, r->kv_heads, r->head_dim, r->rope);

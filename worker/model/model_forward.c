@@ -17,30 +17,22 @@
 enum { MODEL_GRAPH_MAX_TOKENS = 256 };
 
 /* q, k and v of the batch, roped, with k and v in layer l's cache: the attention norm, the
- * projections with the architecture's biases (one dispatch: x normalized and quantized once,
- * biases in the store), then rope and the cache write; without per-head norms all of it one
- * dispatch (qkv_rope_kv: a device ropes and writes the cache in the projections' store), with
- * them (Qwen3, Gemma-3) the norms come between. */
+ * projections with the architecture's biases (x normalized and quantized once, biases in the
+ * store), the per-head q/k norms where the architecture has them (Qwen3, Gemma-3), rope and the
+ * cache write, as one dispatch (qkv_rope_kv: a device ropes and writes the cache in the
+ * projections' store, or with the norms in one launch after them). */
 static int qkv_rope_kv(model_rank *m, sol_kv *kv, int l, const model_batch *b,
                        const sol_rope_params *rope) {
     const model_hparams *hp = &m->hp;
     const model_shard *sh = &m->sh;
     const layer_weights *L = &m->layers[l];
     model_scratch *s = &m->s;
-    sol_backend *be = m->be;
-    int n = b->n, rc;
     const sol_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
     const float *const *bs = L->bq ? (const float *[]){L->bq, L->bk, L->bv} : NULL;
     float *ys[3] = {s->q, s->k, s->v};
-    sol_qkv_rope r = {kv, l, b->pos, b->slots, sh->heads, sh->kv_heads, hp->head_dim, rope};
-    if (!L->q_norm)
-        return sol_qkv_rope_kv(be, s->x, L->attn_norm, hp->eps, s->xb, ws, bs, ys, n, &r);
-    if ((rc = sol_norm_matmul_many(be, s->x, L->attn_norm, hp->eps, s->xb, ws, bs, ys, 3, n)) ||
-        (rc = sol_rmsnorm(be, s->q, L->q_norm, s->q, n * sh->heads, hp->head_dim, hp->eps)) ||
-        (rc = sol_rmsnorm(be, s->k, L->k_norm, s->k, n * sh->kv_heads, hp->head_dim, hp->eps)))
-        return rc;
-    return sol_rope_kv_write(be, kv, l, s->q, s->k, s->v, b->pos, b->slots, n, sh->heads,
-                             sh->kv_heads, hp->head_dim, rope);
+    sol_qkv_rope r = {kv,           l,    b->pos,    b->slots,  sh->heads, sh->kv_heads,
+                      hp->head_dim, rope, L->q_norm, L->k_norm, hp->eps};
+    return sol_qkv_rope_kv(m->be, s->x, L->attn_norm, hp->eps, s->xb, ws, bs, ys, b->n, &r);
 }
 
 /* A sharded rank's partial sums of attn_output / ffn_down become the whole on every rank. */

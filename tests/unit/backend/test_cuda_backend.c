@@ -503,15 +503,17 @@ static void test_rope_kv_write(void **state) {
     sol_backend_free(be);
 }
 
-/* The "N rope+KV" count of the backend's stats line: q/k/v projections that roped and wrote the
- * cache in their store. */
-static unsigned long rope_kv_count(sol_backend *be) {
+/* The "N rope+KV, M q/k norm+rope+KV" counts of the backend's stats line: q/k/v projections
+ * that roped and wrote the cache in their store, and per-head norms + rope + the cache write
+ * launched as one (qn: NULL when not wanted). */
+static unsigned long rope_kv_count(sol_backend *be, unsigned long *qn) {
     char buf[1024];
-    unsigned long n;
+    unsigned long n, q;
     assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
     const char *p = strstr(buf, "attention+quantize, ");
-    if (!p || sscanf(p, "attention+quantize, %lu rope+KV", &n) != 1)
+    if (!p || sscanf(p, "attention+quantize, %lu rope+KV, %lu q/k norm+rope+KV", &n, &q) != 2)
         fail_msg("unexpected stats line: %s", buf);
+    if (qn) *qn = q;
     return n;
 }
 
@@ -519,8 +521,12 @@ static unsigned long rope_kv_count(sol_backend *be) {
  * rope_kv_write bit for bit: q, k and v as left in memory and the cache as attention reads it;
  * Q4_K_M's mix (Q6_K v in the same launch), a v of another activation kind (its own launch),
  * F16 rows, NORM and NEOX pairs, F16 and F32 caches, biases; 40 tokens take the GEMM and the two
- * ops (not counted). Weights that are not the heads it is told of are refused by name. */
-static void qkv_rope_case(sol_backend *be, const sol_dtype t[3], int n, int neox, sol_dtype cache) {
+ * ops (not counted). With per-head q/k norms (norms: Qwen3's) against norm_matmul_many, two
+ * rmsnorms and rope_kv_write, the norms, rope and cache in one launch at any size (counted as
+ * such). Weights that are not the heads it is told of, or a norm for q alone, are refused by
+ * name. */
+static void qkv_rope_case(sol_backend *be, const sol_dtype t[3], int n, int neox, sol_dtype cache,
+                          int norms) {
     enum { H = 4, KVH = 2, HD = 64, K = 512, BLOCKS = 12, BS = 4 };
     const int M[3] = {H * HD, KVH * HD, KVH * HD};
     const int32_t table[BLOCKS] = {5, 1, 11, 3, 0, 7, 2, 9, 4, 10, 6, 8};
@@ -553,15 +559,21 @@ static void qkv_rope_case(sol_backend *be, const sol_dtype t[3], int n, int neox
         assert_non_null(kv[c]);
     }
     const float *const *bs = (const float *const *)bd;
-    sol_qkv_rope r = {kv[1], 1, pos, slots, H, KVH, HD, &p};
-    unsigned long before = rope_kv_count(be);
+    float *qk = rnd_vec(2 * HD), *qkd = put(be, qk, sizeof(float) * 2 * HD);
+    sol_qkv_rope r = {
+        kv[1], 1, pos, slots, H, KVH, HD, &p, norms ? qkd : NULL, norms ? qkd + HD : NULL, 1e-6f};
+    unsigned long qn0, qn1, before = rope_kv_count(be, &qn0);
     assert_int_equal(sol_norm_matmul_many(be, xd, nd, 1e-5f, xn, ws, bs, y[0], 3, n), 0);
+    if (norms) {
+        assert_int_equal(sol_rmsnorm(be, y[0][0], qkd, y[0][0], n * H, HD, 1e-6f), 0);
+        assert_int_equal(sol_rmsnorm(be, y[0][1], qkd + HD, y[0][1], n * KVH, HD, 1e-6f), 0);
+    }
     assert_int_equal(
         sol_rope_kv_write(be, kv[0], 1, y[0][0], y[0][1], y[0][2], pos, slots, n, H, KVH, HD, &p),
         0);
     assert_non_null(be->ops->qkv_rope_kv);
     assert_int_equal(sol_qkv_rope_kv(be, xd, nd, 1e-5f, xn, ws, bs, y[1], n, &r), 0);
-    unsigned long fused = rope_kv_count(be) - before;
+    unsigned long fused = rope_kv_count(be, &qn1) - before;
     for (int c = 0; c < 2; c++)
         assert_int_equal(
             sol_paged_attention(be, kv[c], 1, y[0][0], od[c], n, H, KVH, HD, 0.125f, seqs), 0);
@@ -571,15 +583,23 @@ static void qkv_rope_case(sol_backend *be, const sol_dtype t[3], int n, int neox
         float *a = get(be, i < 3 ? y[0][i] : od[0], cnt),
               *b = get(be, i < 3 ? y[1][i] : od[1], cnt);
         if (memcmp(a, b, sizeof(float) * cnt))
-            fail_msg("qkv_rope_kv %s/%s/%s n=%d neox=%d %s cache: %s differs from the two ops",
+            fail_msg("qkv_rope_kv %s/%s/%s n=%d neox=%d %s cache%s: %s differs from the ops",
                      sol_dtype_name(t[0]), sol_dtype_name(t[1]), sol_dtype_name(t[2]), n, neox,
-                     sol_dtype_name(cache), names[i]);
+                     sol_dtype_name(cache), norms ? ", q/k norms" : "", names[i]);
         free(a), free(b);
     }
-    print_message("  qkv_rope_kv %s/%s/%s n=%d neox=%d %s cache: the two ops' bits, %lu fused\n",
-                  sol_dtype_name(t[0]), sol_dtype_name(t[1]), sol_dtype_name(t[2]), n, neox,
-                  sol_dtype_name(cache), fused);
-    assert_int_equal(fused, (unsigned long)(n <= 16)); /* 40 tokens: the GEMM, then the ops */
+    print_message(
+        "  qkv_rope_kv %s/%s/%s n=%d neox=%d %s cache%s: the ops' bits, %lu + %lu fused\n",
+        sol_dtype_name(t[0]), sol_dtype_name(t[1]), sol_dtype_name(t[2]), n, neox,
+        sol_dtype_name(cache), norms ? ", q/k norms" : "", fused, qn1 - qn0);
+    /* 40 tokens: the GEMM, then the ops; q/k norms: one launch after the projections */
+    assert_int_equal(fused, (unsigned long)(n <= 16 && !norms));
+    assert_int_equal(qn1 - qn0, (unsigned long)(norms != 0));
+    if (norms) {
+        r.k_norm = NULL;
+        assert_int_equal(sol_qkv_rope_kv(be, xd, nd, 1e-5f, xn, ws, bs, y[1], n, &r), -EINVAL);
+        assert_non_null(strstr(be->err.msg, "a per-head norm for q only"));
+    }
     r.kv_heads = 1;
     assert_int_equal(sol_qkv_rope_kv(be, xd, nd, 1e-5f, xn, ws, bs, y[1], n, &r), -EINVAL);
     assert_non_null(strstr(be->err.msg, "q/k/v weights of 256/128/128 rows for 4 heads and 1 KV"));
@@ -593,8 +613,8 @@ static void qkv_rope_case(sol_backend *be, const sol_dtype t[3], int n, int neox
         if (bd[i]) sol_buf_free(be, bd[i]);
         free(rows[i]);
     }
-    sol_buf_free(be, xd), sol_buf_free(be, nd), sol_buf_free(be, xn);
-    free(x), free(nw), free(b0), free(b2);
+    sol_buf_free(be, xd), sol_buf_free(be, nd), sol_buf_free(be, xn), sol_buf_free(be, qkd);
+    free(x), free(nw), free(b0), free(b2), free(qk);
 }
 
 static void test_qkv_rope_kv(void **state) {
@@ -604,11 +624,14 @@ static void test_qkv_rope_kv(void **state) {
                     mixed[3] = {SOL_DT_Q4_K, SOL_DT_Q4_K, SOL_DT_Q8_0},
                     f16[3] = {SOL_DT_F16, SOL_DT_F16, SOL_DT_F16},
                     q40[3] = {SOL_DT_Q4_0, SOL_DT_Q4_0, SOL_DT_Q4_0};
-    qkv_rope_case(be, km, 1, 1, SOL_DT_F16);
-    qkv_rope_case(be, km, 5, 0, SOL_DT_F32);
-    qkv_rope_case(be, mixed, 3, 1, SOL_DT_F16);
-    qkv_rope_case(be, f16, 2, 0, SOL_DT_F16);
-    qkv_rope_case(be, q40, 40, 1, SOL_DT_F16);
+    qkv_rope_case(be, km, 1, 1, SOL_DT_F16, 0);
+    qkv_rope_case(be, km, 5, 0, SOL_DT_F32, 0);
+    qkv_rope_case(be, mixed, 3, 1, SOL_DT_F16, 0);
+    qkv_rope_case(be, f16, 2, 0, SOL_DT_F16, 0);
+    qkv_rope_case(be, q40, 40, 1, SOL_DT_F16, 0);
+    qkv_rope_case(be, km, 1, 1, SOL_DT_F16, 1); /* Qwen3's per-head norms */
+    qkv_rope_case(be, km, 5, 0, SOL_DT_F32, 1);
+    qkv_rope_case(be, q40, 40, 1, SOL_DT_F16, 1);
     sol_backend_free(be);
 }
 

@@ -471,6 +471,46 @@ static void test_gemv_rope_kv(void **state) {
     sol_backend_free(be);
 }
 
+/* k_qk_norm_rope_kv: per-head RMSNorm of q and k, rope and the K/V write in one launch against
+ * k_rmsnorm twice then k_rope_kv, bit for bit: q, k and both pools whole, NORM and NEOX pairs,
+ * F16 and F32 pools, 1 and 3 tokens, head_dim 64 and 128. */
+static void test_qk_norm_rope(void **state) {
+    (void)state;
+    enum { H = 4, KVH = 2, SLOTS = 8, N = 3 };
+    const int32_t ps[2 * N] = {0, 4095, 17, 5, 0, 7};
+    for (int hd : {64, 128})
+        for (int neox = 0; neox < 2; neox++)
+            for (int n : {1, 3}) {
+                int f16 = neox ^ (n == 1), row = KVH * hd;
+                std::vector<float> q(N * H * hd), k(N * row), v(N * row), w(2 * hd);
+                fill(q.data(), (int)q.size(), 1), fill(k.data(), (int)k.size(), 2);
+                fill(v.data(), (int)v.size(), 3), fill(w.data(), (int)w.size(), 4);
+                std::vector<float> q2 = q, k2 = k;
+                size_t pool = (size_t)SLOTS * row * (f16 ? 2 : 4);
+                std::vector<unsigned char> kp(pool, 7), vp(pool, 9), kp2 = kp, vp2 = vp;
+                sol_rope_params rp = {10000.0f, 0, 0, 0, 0, neox, 0, 0, 0, 0, 0};
+                std::vector<double> freqs((size_t)hd / 2);
+                sol_rope_inv_freqs(&rp, hd, freqs.data());
+                sol_cuda_rope_args a = {freqs.data(), 1.0f, neox};
+                std::vector<int32_t> pos_slots(ps, ps + n);
+                pos_slots.insert(pos_slots.end(), ps + N, ps + N + n);
+                sol_emu_rmsnorm(q.data(), w.data(), q.data(), n * H, hd, 1e-6f, nullptr);
+                sol_emu_rmsnorm(k.data(), w.data() + hd, k.data(), n * KVH, hd, 1e-6f, nullptr);
+                sol_emu_rope_kv(q.data(), k.data(), v.data(), pos_slots.data(), n, H, KVH, hd, a,
+                                kp.data(), vp.data(), f16, nullptr);
+                sol_emu_qk_norm_rope_kv(q2.data(), k2.data(), v.data(), pos_slots.data(), n, H, KVH,
+                                        hd, a, w.data(), w.data() + hd, 1e-6f, kp2.data(),
+                                        vp2.data(), f16, nullptr);
+                if (q != q2 || k != k2 || kp != kp2 || vp != vp2)
+                    fail_msg("qk_norm_rope_kv hd %d neox %d n %d f16 %d: %s differs", hd, neox, n,
+                             f16,
+                             q != q2     ? "q"
+                             : k != k2   ? "k"
+                             : kp != kp2 ? "K pool"
+                                         : "V pool");
+            }
+}
+
 /* k_argmax: each row's greedy token (largest value, lowest id of equals, NaN never) against
  * sol_argmax_f32's scan, bit for bit: one chunk and several (the last block of a row merges
  * the partials), the maximum placed in each chunk in turn and tied across chunks, twice through
@@ -1146,6 +1186,7 @@ int main(void) {
         cmocka_unit_test(test_gemv_many),
         cmocka_unit_test(test_gemv_rope_kv),
         cmocka_unit_test(test_argmax),
+        cmocka_unit_test(test_qk_norm_rope),
         cmocka_unit_test(test_fused_quantize),
         cmocka_unit_test(test_mma_gemm),
         cmocka_unit_test(test_mmq_gemm),

@@ -17,6 +17,9 @@
 #include "clock.h"
 #include "rope_freq.h"
 
+/* The kernels' bound on a head's pairs (shared memory) is the host rule's. */
+_Static_assert(SOL_CUDA_ROPE_MAX_PAIRS == SOL_ROPE_MAX_PAIRS, "one bound for rope's pairs");
+
 /* ---- errors and pointer checks ---- */
 
 int cbe_fail(cuda_backend *b, int rc, const char *op, const char *fmt, ...) {
@@ -710,6 +713,21 @@ static int cuda_qkv_rope_kv(sol_backend *be, const float *x, const float *norm, 
                         "q/k/v weights of %lld/%lld/%lld rows for %d heads and %d KV heads of %d",
                         (long long)ws[0]->rows, (long long)ws[1]->rows, (long long)ws[2]->rows,
                         r->heads, r->kv_heads, hd);
+    if (!r->q_norm != !r->k_norm)
+        return cbe_fail(b, -EINVAL, op, "a per-head norm for %s only", r->q_norm ? "q" : "k");
+    if (r->q_norm) { /* the projections, then the norms, rope and the cache in one launch */
+        if ((rc = cuda_norm_matmul_many(be, x, norm, eps, xn, ws, bs, ys, 3, n)) ||
+            (rc = cbe_rope_kv_prepare(b, op, r->kv, r->layer, ys[0], ys[1], ys[2], r->pos, r->slots,
+                                      n, r->heads, r->kv_heads, hd, r->rope, &e)) ||
+            (rc = cbe_need_dev(b, r->q_norm, sizeof(float) * (size_t)hd, op, "q_norm")) ||
+            (rc = cbe_need_dev(b, r->k_norm, sizeof(float) * (size_t)hd, op, "k_norm")))
+            return rc;
+        SOL_CUDA_FN(qk_norm_rope_kv)
+        (ys[0], ys[1], ys[2], e.pos_slots, n, r->heads, r->kv_heads, hd, e.p, r->q_norm, r->k_norm,
+         r->eps, e.k_pool, e.v_pool, e.f16, b->stream);
+        b->fused_qk_norm++;
+        return cbe_after(b, op);
+    }
     if (!gemv || n > SOL_CUDA_GEMV_MAX_TOKENS) {
         rc = cuda_norm_matmul_many(be, x, norm, eps, xn, ws, bs, ys, 3, n);
         return rc ? rc
@@ -1071,15 +1089,14 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
              "graph step: dry %.1f, record %.1f, update+launch %.1f, instantiate+launch %.1f; "
              "tensor cores: %lu GEMMs, %lu prefill attention calls, %lu int8 GEMMs; fused "
              "prologues: %lu "
-             "norm+quantize, %lu glu+quantize, %lu attention+quantize, %lu rope+KV; programmatic "
-             "dependent "
-             "launch %s",
+             "norm+quantize, %lu glu+quantize, %lu attention+quantize, %lu rope+KV, %lu q/k "
+             "norm+rope+KV; programmatic dependent launch %s",
              b->graphs_on ? "on" : "off (--enforce-eager)", b->steps, b->replayed_dry, b->updated,
              b->instantiated, b->flushed, b->stage_copies, made, aborted, b->dry_steps, b->reruns,
              mean_us(b->dry_ns, b->dry_steps), mean_us(b->record_ns, whole),
              mean_us(b->update_ns, b->updated), mean_us(b->instantiate_ns, b->instantiated),
              b->mma_gemms, b->flash_calls, b->mmq_gemms, b->fused_normq, b->fused_glu,
-             b->fused_attq, b->fused_rope,
+             b->fused_attq, b->fused_rope, b->fused_qk_norm,
              b->stream->pdl ? "on" : "off (SOL_CUDA_PDL=0 or before sm_90)");
     return 0;
 }

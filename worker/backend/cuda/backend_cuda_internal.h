@@ -109,8 +109,9 @@ typedef struct cuda_backend {
     unsigned long mmq_gemms;              /* of the GEMMs, those on int8 tensor cores (k_mmq.cu) */
     int gemm_int8; /* SOL_CUDA_GEMM=int8: quantized batches on int8 tensor cores (k_mmq.cu) */
     unsigned long fused_normq, fused_glu; /* quantize launches that made their input: norm, glu */
-    unsigned long fused_attq; /* GEMVs that read the attention combine's Q8_0 (no quantize) */
-    unsigned long fused_rope; /* q/k/v GEMVs that roped and wrote the cache in their store */
+    unsigned long fused_attq;    /* GEMVs that read the attention combine's Q8_0 (no quantize) */
+    unsigned long fused_rope;    /* q/k/v GEMVs that roped and wrote the cache in their store */
+    unsigned long fused_qk_norm; /* q/k norms, rope and the cache write as one launch */
     /* Q8_0 activations of x (n rows of k) that an op left in qscratch (the attention combine's
      * epilogue): made by the op that just ran; prev, by the op before this one. Only the very
      * next op may use them (cbe_bind moves made to prev), so nothing written in between can

@@ -61,6 +61,15 @@ int SOL_CUDA_FN(argmax_chunks)(long long width);
 void SOL_CUDA_FN(argmax_rows)(const float *x, int n, long long width, float *ws_v, int *ws_id,
                               int *cnt, int32_t *ids, float *vals, void *stream);
 
+/* Per-head RMSNorm of q and of k (q_norm, k_norm: head_dim weights each, eps), then rope_kv,
+ * in one launch: the same bits as rmsnorm(q), rmsnorm(k), rope_kv. head_dim <= 2 x
+ * SOL_CUDA_ROPE_MAX_PAIRS. */
+#define SOL_CUDA_ROPE_MAX_PAIRS 512
+void SOL_CUDA_FN(qk_norm_rope_kv)(float *q, float *k, const float *v, const int32_t *pos_slots,
+                                  int n, int heads, int kv_heads, int head_dim,
+                                  sol_cuda_rope_args p, const float *q_norm, const float *k_norm,
+                                  float eps, void *k_pool, void *v_pool, int f16, void *stream);
+
 /* Weight types by their ggml ids (sol_dtype). */
 enum {
     SOL_CUDA_F32 = 0,

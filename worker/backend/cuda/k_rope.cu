@@ -4,6 +4,7 @@
  * CUDA library's: its double cos and sin carry a large-argument path (Payne-Hanek) with a table in
  * local memory, which the SASS check forbids in a decode kernel even where it never runs. */
 #include "cuda_kernels.h"
+#include "prologue.cuh"
 #include "rope_kv.cuh"
 #include "sol_cuda_kernel.h"
 
@@ -47,6 +48,57 @@ static __global__ void k_rope_kv(float *q, float *k, const float *v, const int32
             kv_put(v_pool, f16, dst + e, v[(size_t)t * row + e]);
         }
     }
+}
+
+/* Per-head RMSNorm of q and k (Qwen3, Gemma-3), then rope(q), rope(k) and the K/V write, one
+ * launch where there were three (two k_rmsnorm, k_rope_kv): a block of NORM_THREADS per (token,
+ * head of q or of k), so each head's sum of squares is k_rmsnorm's block sum in its order (the
+ * same scale), normalized as it does into shared memory, then a thread per pair rotates it as
+ * k_rope_kv does and stores both values (k's into the K pool too); a k head's block also stores
+ * that head's v row. The same bits as rmsnorm, rmsnorm, rope_kv. pos_slots: as k_rope_kv's. */
+enum { QKN_THREADS = 256, QKN_MAX_HD = 2 * SOL_CUDA_ROPE_MAX_PAIRS };
+static __global__ void k_qk_norm_rope_kv(float *q, float *k, const float *v,
+                                         const int32_t *pos_slots, int n, int heads, int kv_heads,
+                                         int head_dim, sol_cuda_rope_args p, const float *q_norm,
+                                         const float *k_norm, float eps, unsigned char *k_pool,
+                                         unsigned char *v_pool, int f16) {
+    sol_grid_dependency();
+    SOL_SHARED(float, scratch, [32]);
+    SOL_SHARED(float, nv, [QKN_MAX_HD]);
+    int t = (int)blockIdx.x / (heads + kv_heads), h = (int)blockIdx.x % (heads + kv_heads);
+    bool is_k = h >= heads;
+    int kh = h - heads, row = kv_heads * head_dim;
+    float *x =
+        is_k ? k + (size_t)t * row + (size_t)kh * head_dim : q + ((size_t)t * heads + h) * head_dim;
+    const float *w = is_k ? k_norm : q_norm;
+    float scale = sol_rmsnorm_scale(x, head_dim, eps, scratch);
+    for (int i = (int)threadIdx.x; i < head_dim; i += (int)blockDim.x)
+        nv[i] = x[i] * scale * w[i];
+    __syncthreads(); /* the head is normalized whole before a pair reads its partner */
+    size_t dst = (size_t)pos_slots[n + t] * row + (size_t)(is_k ? kh : 0) * head_dim;
+    for (int i = (int)threadIdx.x; i < head_dim / 2; i += (int)blockDim.x) {
+        int o0, o1;
+        float c, sn, y0, y1;
+        rope_cs(pos_slots[t], i, p, &c, &sn);
+        rope_offsets(p, i, head_dim, &o0, &o1);
+        rope_apply(nv[o0], nv[o1], c, sn, &y0, &y1);
+        x[o0] = y0, x[o1] = y1;
+        if (is_k) kv_put(k_pool, f16, dst + o0, y0), kv_put(k_pool, f16, dst + o1, y1);
+    }
+    if (is_k)
+        for (int i = (int)threadIdx.x; i < head_dim; i += (int)blockDim.x)
+            kv_put(v_pool, f16, dst + i, v[(size_t)t * row + (size_t)kh * head_dim + i]);
+}
+
+extern "C" void SOL_CUDA_FN(qk_norm_rope_kv)(float *q, float *k, const float *v,
+                                             const int32_t *pos_slots, int n, int heads,
+                                             int kv_heads, int head_dim, sol_cuda_rope_args p,
+                                             const float *q_norm, const float *k_norm, float eps,
+                                             void *k_pool, void *v_pool, int f16, void *stream) {
+    if (n > 0)
+        SOL_LAUNCH(k_qk_norm_rope_kv, dim3((unsigned)(n * (heads + kv_heads))), dim3(QKN_THREADS),
+                   0, stream, q, k, v, pos_slots, n, heads, kv_heads, head_dim, p, q_norm, k_norm,
+                   eps, (unsigned char *)k_pool, (unsigned char *)v_pool, f16);
 }
 
 extern "C" void SOL_CUDA_FN(rope)(float *x, const int32_t *pos, int n, int heads, int head_dim,
