@@ -1091,13 +1091,19 @@ class Model:
         parts = []
         peak16 = g["fp16_tflops"] * 1e12
         l2cap = g["l2_mb"] * 1e6
+        prev = None
         for m in mats:
             Mi, Wi = m["rows"], m["bytes"]
             flops = 2.0 * n * Mi * K
             y = n * Mi * 4 + (2 * n * Mi * 4 if a.get("residual") else 0)
-            if path == "tc16" or not self.int8_built(m["type"]):
+            # x converted once per run of one input kind (matmul_many: q/k/v, gate/up share it)
+            kind = (("q8", act_format(m["type"])) if self.int8_built(m["type"]) and path != "tc16"
+                    else ("half", m["type"] == "BF16"))
+            convert, prev = kind != prev, kind
+            if (path == "tc16" or not self.int8_built(m["type"])) and convert:
                 parts.append(self.part(n * K * 4 + n * K * 2, blocks=math.ceil(n * K / 256),
-                                       what="to_half", today="exists (k_to_half, per matrix)"))
+                                       what="to_half", today="exists (k_to_half, once per run "
+                                       "of one half kind in a matmul_many)"))
             if path == "tc16":
                 parts.append(self.part(Wi + n * K * 2 + y, flops, peak16 * p["tc_eff"],
                                        p["gemv_eff"], what="cuBLASLt",
@@ -1105,7 +1111,7 @@ class Model:
                                              "in place)"))
                 continue
             if self.int8_built(m["type"]):
-                parts.extend(self.built_mmq(m, n, K, y, flops))
+                parts.extend(self.built_mmq(m, n, K, y, flops, convert))
                 continue
             bt = mma_tile_of(n)
             tn, tm = math.ceil(n / bt), math.ceil(Mi / bt)
@@ -1123,7 +1129,7 @@ class Model:
                                          f"{eff:.2f} of the F16 peak by its SASS)"))
         return parts
 
-    def built_mmq(self, m, n, K, y, flops):
+    def built_mmq(self, m, n, K, y, flops, convert=True):
         """Today's int8 GEMM of one matrix (matmul_mmq): x quantized to Q8_0 (gemv_quantize: f32
         read, 34 bytes per 32 written), then k_mmq_gemm: a block of 128 threads per 64 weight rows
         x 64 tokens, two 32-blocks a stage (register-staged double buffer, one barrier a stage),
@@ -1147,8 +1153,10 @@ class Model:
         l2 = Wi * tn + xq * tm + y
         kern = ("k_mmq_kq<q6k>" if m["type"] == "Q6_K" else "k_mmq_kq<kq45>" if act == "q8_k"
                 else "k_mmq_gemm")
-        return [self.part(n * K * 4 + xq, blocks=math.ceil(n * K / 32 / 8), what="quantize",
-                          today="exists (gemv_quantize, per matrix)"),
+        quant = [self.part(n * K * 4 + xq, blocks=math.ceil(n * K / 32 / 8), what="quantize",
+                           today="exists (gemv_quantize, once per run of one activation kind "
+                                 "in a matmul_many)")] if convert else []
+        return quant + [
                 self.part(w_hbm + xq + y, flops, peak, p["gemv_eff"], blocks, what="mmqb",
                           l2_bytes=l2, l2_floor_s=l2 / self.l2_bw,
                           today=f"exists (gemv_quantize + {kern}: 64x64 tiles, int8 "

@@ -86,14 +86,15 @@ for m in q8 q4k q40; do
     # ... and it ran on the tensor-core kernels (k_mma.cu or k_mmq.cu, k_flash.cu), not a
     # fallback; the tiny preset's head_dim 16 is not one k_flash.cu takes (64, 128): its
     # attention stays on k_attention.cu, qwen3's 64 goes to the tensor cores.
-    tc=$(sed -n 's/.*tensor cores: \([0-9]*\) GEMMs, \([0-9]*\) prefill attention calls, \([0-9]*\) int8 GEMMs.*/\1 \2 \3/p' "$work/err")
-    read -r gemms flash int8 <<<"${tc:-0 0 0}"
+    # q/k/v (and gate/up) read one conversion of x: 3 shared of 5 GEMMs a layer
+    tc=$(sed -n 's/.*tensor cores: \([0-9]*\) GEMMs, \([0-9]*\) prefill attention calls, \([0-9]*\) int8 GEMMs, \([0-9]*\) on a shared x.*/\1 \2 \3 \4/p' "$work/err")
+    read -r gemms flash int8 shared <<<"${tc:-0 0 0 0}"
     flash_ok=$([ "$flash" -gt 0 ] && echo 1 || echo 0)
     [ "$m" = q8 ] && flash_ok=$([ "$flash" = 0 ] && echo 1 || echo 0)
     # int8: every GEMM on int8 tensor cores (the head is a GEMV of the last position); f16: none
     want8=0; [ "$gemm" = int8 ] && want8=$gemms
-    if [ "$gemms" -gt 0 ] && [ "$flash_ok" = 1 ] && [ "$int8" = "$want8" ]; then
-      echo "ok   $m ($gemm): the prompt ran $gemms tensor-core GEMMs ($int8 int8) and $flash prefill attention calls"
+    if [ "$gemms" -gt 0 ] && [ "$flash_ok" = 1 ] && [ "$int8" = "$want8" ] && [ "$shared" -gt 0 ]; then
+      echo "ok   $m ($gemm): the prompt ran $gemms tensor-core GEMMs ($int8 int8, $shared on a shared x) and $flash prefill attention calls"
     else
       echo "FAIL $m ($gemm): tensor-core launches: '${tc}' ($(grep 'tensor cores' "$work/err"))"; fail=1
     fi

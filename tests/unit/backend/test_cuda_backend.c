@@ -293,6 +293,77 @@ static void test_fused_prologues(void **state) {
     sol_backend_free(be);
 }
 
+/* The "N on a shared x" count of the stats line: batch GEMMs that read the x converted for the
+ * previous weight of the same matmul_many. */
+static unsigned long shared_x_count(sol_backend *be) {
+    char buf[1024];
+    unsigned long n;
+    assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
+    const char *p = strstr(buf, "int8 GEMMs, ");
+    if (!p || sscanf(p, "int8 GEMMs, %lu on a shared x", &n) != 1)
+        fail_msg("unexpected stats line: %s", buf);
+    return n;
+}
+
+/* A batch matmul_many converts x once for each run of weights of one input kind (F16 half for
+ * F16 and quantized weights, BF16 half for BF16 ones; under SOL_CUDA_GEMM=int8 Q8_0 or Q8_K
+ * activations by the weight's type): the bits of one matmul per weight, 40 tokens, for lists
+ * whose kinds run on and change (F16, BF16, F16: no sharing; Q4_0/Q8_0 then Q4_K under int8),
+ * and the shared conversions counted. */
+static void test_gemm_shared_x(void **state) {
+    (void)state;
+    enum { N = 40, K = 512, M = 48 };
+    struct {
+        int int8;
+        sol_dtype t[3];
+        unsigned long shared;
+    } lists[] = {
+        {0, {SOL_DT_Q4_K, SOL_DT_Q4_K, SOL_DT_Q6_K}, 2},
+        {0, {SOL_DT_F16, SOL_DT_BF16, SOL_DT_F16}, 0},
+        {0, {SOL_DT_Q8_0, SOL_DT_F16, SOL_DT_BF16}, 1},
+        {1, {SOL_DT_Q4_0, SOL_DT_Q8_0, SOL_DT_Q4_K}, 1},
+        {1, {SOL_DT_Q4_K, SOL_DT_Q6_K, SOL_DT_F16}, 1},
+    };
+    float *x = rnd_vec((size_t)N * K);
+    for (size_t l = 0; l < sizeof lists / sizeof *lists; l++) {
+        if (lists[l].int8) setenv("SOL_CUDA_GEMM", "int8", 1); /* read when a backend opens */
+        sol_backend *be = open_be(spec(), 0);
+        unsetenv("SOL_CUDA_GEMM");
+        void *rows[3];
+        sol_weight w[3];
+        float *ya[3], *yb[3], *xd = put(be, x, sizeof(float) * N * K);
+        for (int i = 0; i < 3; i++) {
+            sol_dtype t = lists[l].t[i];
+            rows[i] = make_rows(t, M, K);
+            w[i] = (sol_weight){t, M, K, rows[i], sol_dtype_row_bytes(t, K), 0, 0};
+            assert_int_equal(sol_weight_prepare(be, &w[i]), 0);
+            ya[i] = put(be, NULL, sizeof(float) * N * M),
+            yb[i] = put(be, NULL, sizeof(float) * N * M);
+        }
+        const sol_weight *ws[3] = {&w[0], &w[1], &w[2]};
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(sol_matmul(be, &w[i], xd, ya[i], N), 0);
+        unsigned long before = shared_x_count(be);
+        assert_int_equal(sol_matmul_many(be, ws, yb, 3, xd, N), 0);
+        unsigned long shared = shared_x_count(be) - before;
+        for (int i = 0; i < 3; i++) {
+            float *a = get(be, ya[i], (size_t)N * M), *b = get(be, yb[i], (size_t)N * M);
+            if (memcmp(a, b, sizeof(float) * N * M))
+                fail_msg("matmul_many list %zu weight %d (%s%s): not one matmul's bits", l, i,
+                         sol_dtype_name(lists[l].t[i]), lists[l].int8 ? ", int8" : "");
+            free(a), free(b);
+            sol_buf_free(be, ya[i]), sol_buf_free(be, yb[i]);
+            free(rows[i]);
+        }
+        print_message("  list %zu%s: %lu of 2 GEMMs on a shared x\n", l,
+                      lists[l].int8 ? " (int8)" : "", shared);
+        assert_int_equal(shared, lists[l].shared);
+        sol_buf_free(be, xd);
+        sol_backend_free(be);
+    }
+    free(x);
+}
+
 /* rmsnorm, the activations, add, scale, rope and embed/get_rows against the CPU backend. */
 static void test_elementwise(void **state) {
     (void)state;
@@ -1090,6 +1161,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_fused_prologues),
+        cmocka_unit_test(test_gemm_shared_x),
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_long_context_attention),

@@ -440,11 +440,12 @@ static int gemm(cuda_backend *b, int bf16, const void *w, const void *x, float *
 /* The int8 GEMM (k_mmq.cu) for the weights it takes (mmq_act): x quantized once as the GEMV's
  * (xq, n x K, grown on first use), exact integer dots per block, the add in its store. */
 static int matmul_mmq(cuda_backend *b, const sol_weight *w, const float *x, float *y, int n,
-                      int add) {
+                      int add, int reuse) {
     int M = (int)w->rows, K = (int)w->cols, rc, act = SOL_CUDA_FN(mmq_act)((int)w->type);
-    if ((rc = cbe_grow(b, &b->xq, SOL_CUDA_FN(gemv_scratch_bytes)(n, K), "matmul"))) return rc;
+    if (!reuse && (rc = cbe_grow(b, &b->xq, SOL_CUDA_FN(gemv_scratch_bytes)(n, K), "matmul")))
+        return rc;
     b->mma_gemms++, b->mmq_gemms++;
-    if ((rc = SOL_CUDA_FN(gemv_quantize)(act, x, n, K, b->xq.p, b->stream)) ||
+    if ((!reuse && (rc = SOL_CUDA_FN(gemv_quantize)(act, x, n, K, b->xq.p, b->stream))) ||
         (rc = SOL_CUDA_FN(mmq_gemm)(wt_of(w), b->xq.p, y, n, M, add, b->stream)))
         return cbe_fail(b, rc, "matmul",
                         "%s weights of %d columns: refused by the int8 tensor-core GEMM (the "
@@ -459,15 +460,24 @@ static int matmul_mmq(cuda_backend *b, const sol_weight *w, const float *x, floa
  * weight's type: it takes one input type; an add goes through the gemm_y scratch and the add
  * kernel), quantized ones on Sol's F16 tensor-core kernel (k_mma.cu), which dequantizes tiles in
  * shared memory and adds in its store: no F16 copy of a matrix is written. */
+/* What x becomes for weight w's GEMM: Q8 activations of a kind (int8 path, 10 + mmq_act), or
+ * half of a kind (BF16 for BF16 weights, else F16): weights of one input kind in a row of
+ * matmul_many read one conversion of x. */
+static int gemm_input(const cuda_backend *b, const sol_weight *w) {
+    int act = SOL_CUDA_FN(mmq_act)((int)w->type);
+    if (b->gemm_int8 && act != SOL_CUDA_ACT_FLOAT) return 10 + act;
+    return w->type == SOL_DT_BF16;
+}
+
+/* reuse: x was converted for this input kind by the previous call of the same matmul_many. */
 static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, float *y, int n,
-                       int add) {
+                       int add, int reuse) {
     int M = (int)w->rows, K = (int)w->cols, rc;
-    if (b->gemm_int8 && SOL_CUDA_FN(mmq_act)((int)w->type) != SOL_CUDA_ACT_FLOAT)
-        return matmul_mmq(b, w, x, y, n, add);
-    if ((rc = cbe_grow(b, &b->xh, (size_t)n * (size_t)K * 2, "matmul"))) return rc;
+    if (gemm_input(b, w) >= 10) return matmul_mmq(b, w, x, y, n, add, reuse);
+    if (!reuse && (rc = cbe_grow(b, &b->xh, (size_t)n * (size_t)K * 2, "matmul"))) return rc;
     int half = w->type == SOL_DT_F16 || w->type == SOL_DT_BF16;
     int bf16 = w->type == SOL_DT_BF16;
-    SOL_CUDA_FN(to_half)(x, b->xh.p, (int64_t)n * K, bf16, b->stream);
+    if (!reuse) SOL_CUDA_FN(to_half)(x, b->xh.p, (int64_t)n * K, bf16, b->stream);
     if (!half) {
         b->mma_gemms++;
         if ((rc = SOL_CUDA_FN(mma_gemm)(wt_of(w), b->xh.p, y, n, M, add, b->stream)))
@@ -597,7 +607,7 @@ static int cuda_matmul(sol_backend *be, const sol_weight *w, const float *x, flo
     if ((rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n * (size_t)w->cols, "matmul", "x")) ||
         (rc = cbe_need_dev(b, y, sizeof(float) * (size_t)n * (size_t)w->rows, "matmul", "y")))
         return rc;
-    if (use_gemm(b, w, n)) return matmul_gemm(b, w, x, y, n, 0);
+    if (use_gemm(b, w, n)) return matmul_gemm(b, w, x, y, n, 0, 0);
     return matmul_gemv(b, &w, NULL, &y, 1, &(gemv_in){.x = x}, n, 0, NULL, NULL);
 }
 
@@ -614,7 +624,7 @@ static int cuda_matmul_add(sol_backend *be, const sol_weight *w, const float *x,
         return rc;
     if (!use_gemm(b, w, n))
         return matmul_gemv(b, &w, NULL, &y, 1, &(gemv_in){.x = x}, n, 1, NULL, NULL);
-    return matmul_gemm(b, w, x, y, n, 1);
+    return matmul_gemm(b, w, x, y, n, 1, 0);
 }
 
 static int cuda_matmul_many(sol_backend *be, const sol_weight *const *ws, float *const *ys,
@@ -634,8 +644,21 @@ static int cuda_matmul_many(sol_backend *be, const sol_weight *const *ws, float 
     for (int i = 0; i < count; i++)
         gemv = gemv && !use_gemm(b, ws[i], n);
     if (!gemv || n <= 0) {
+        /* x converted once for each run of weights of one input kind (as the GEMV path
+         * quantizes it once per kind): q/k/v and gate/up share it */
         for (int i = 0; i < count; i++) {
-            int rc = cuda_matmul(be, ws[i], x, ys[i], n);
+            int rc, reuse = i > 0 && use_gemm(b, ws[i - 1], n) && use_gemm(b, ws[i], n) &&
+                            gemm_input(b, ws[i - 1]) == gemm_input(b, ws[i]);
+            if (!use_gemm(b, ws[i], n)) {
+                rc = cuda_matmul(be, ws[i], x, ys[i], n);
+            } else if (!(rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n * (size_t)ws[i]->cols,
+                                           "matmul_many", "x")) &&
+                       !(rc =
+                             cbe_need_dev(b, ys[i], sizeof(float) * (size_t)n * (size_t)ws[i]->rows,
+                                          "matmul_many", "y"))) {
+                b->gemm_x_reused += reuse;
+                rc = matmul_gemm(b, ws[i], x, ys[i], n, 0, reuse);
+            }
             if (rc) return rc;
         }
         return 0;
@@ -1087,7 +1110,8 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
              "instantiated), %lu cut short by an allocation; %lu staged copies; %lu NCCL "
              "communicators made, %lu aborted; %lu dry steps, %lu run again recorded; host us per "
              "graph step: dry %.1f, record %.1f, update+launch %.1f, instantiate+launch %.1f; "
-             "tensor cores: %lu GEMMs, %lu prefill attention calls, %lu int8 GEMMs; fused "
+             "tensor cores: %lu GEMMs, %lu prefill attention calls, %lu int8 GEMMs, %lu on a "
+             "shared x; fused "
              "prologues: %lu "
              "norm+quantize, %lu glu+quantize, %lu attention+quantize, %lu rope+KV, %lu q/k "
              "norm+rope+KV; programmatic dependent launch %s",
@@ -1095,8 +1119,8 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
              b->instantiated, b->flushed, b->stage_copies, made, aborted, b->dry_steps, b->reruns,
              mean_us(b->dry_ns, b->dry_steps), mean_us(b->record_ns, whole),
              mean_us(b->update_ns, b->updated), mean_us(b->instantiate_ns, b->instantiated),
-             b->mma_gemms, b->flash_calls, b->mmq_gemms, b->fused_normq, b->fused_glu,
-             b->fused_attq, b->fused_rope, b->fused_qk_norm,
+             b->mma_gemms, b->flash_calls, b->mmq_gemms, b->gemm_x_reused, b->fused_normq,
+             b->fused_glu, b->fused_attq, b->fused_rope, b->fused_qk_norm,
              b->stream->pdl ? "on" : "off (SOL_CUDA_PDL=0 or before sm_90)");
     return 0;
 }

@@ -112,6 +112,7 @@ typedef struct cuda_backend {
     unsigned long fused_attq;    /* GEMVs that read the attention combine's Q8_0 (no quantize) */
     unsigned long fused_rope;    /* q/k/v GEMVs that roped and wrote the cache in their store */
     unsigned long fused_qk_norm; /* q/k norms, rope and the cache write as one launch */
+    unsigned long gemm_x_reused; /* batch GEMMs that read the previous one's converted x */
     /* Q8_0 activations of x (n rows of k) that an op left in qscratch (the attention combine's
      * epilogue): made by the op that just ran; prev, by the op before this one. Only the very
      * next op may use them (cbe_bind moves made to prev), so nothing written in between can
