@@ -989,6 +989,8 @@ class Model:
             return []
         if names == ("attn_output",) and self.attq_folded(lw):
             return []  # the attention's merge wrote them (op_attention)
+        if self.gemm_folds(n, names, lw):
+            return []  # made where the batch GEMM's x is converted (built_gemm)
         if fm:
             out = sum(n * K * ACT_BYTES[f] for f in fm)
         elif self.tc_path(n, [m0]) == "tc16":
@@ -1011,6 +1013,18 @@ class Model:
             rr_s = max(1.0, blocks / sms) * per_block  # one block per SM at a time, or all SMs
         return [self.part(byt, blocks=blocks, what=f"{per_row} blocks/row", rr_s=rr_s,
                           l2_bytes=l2)]
+
+    def gemm_folds(self, n, names, lw):
+        """lean-q with today's batch kernels (built_tc) past 16 tokens: a group's norm, gated
+        product or quantize happens where its GEMM converts x (k_to_half_norm, k_to_half_glu,
+        the glu quantize, or k_to_half / gemv_quantize themselves), no launch of its own; on the
+        int8 path the RMSNorm keeps its launch (rmsnorm, then the quantize)."""
+        if not (self.leanq and self.p["built_tc"]) or names[0] == "output":
+            return False
+        path = self.tc_path(n, [lw[x] for x in names])
+        if path not in ("mmaq", "mmqb", "tc16"):
+            return False
+        return path != "mmqb" or names in (("ffn_down",), ("attn_output",))
 
     def op_matmul(self, row, lw):
         a = row["args"]
@@ -1092,6 +1106,8 @@ class Model:
         peak16 = g["fp16_tflops"] * 1e12
         l2cap = g["l2_mb"] * 1e6
         prev = None
+        # the down projection's x is act(gate) * up, made where it is converted: both read
+        glu_in = self.leanq and self.p["built_tc"] and a.get("mats") == ("ffn_down",)
         for m in mats:
             Mi, Wi = m["rows"], m["bytes"]
             flops = 2.0 * n * Mi * K
@@ -1101,7 +1117,8 @@ class Model:
                     else ("half", m["type"] == "BF16"))
             convert, prev = kind != prev, kind
             if (path == "tc16" or not self.int8_built(m["type"])) and convert:
-                parts.append(self.part(n * K * 4 + n * K * 2, blocks=math.ceil(n * K / 256),
+                parts.append(self.part(n * K * (8 if glu_in else 4) + n * K * 2,
+                                       blocks=math.ceil(n * K / 256),
                                        what="to_half", today="exists (k_to_half, once per run "
                                        "of one half kind in a matmul_many)"))
             if path == "tc16":
@@ -1111,7 +1128,7 @@ class Model:
                                              "in place)"))
                 continue
             if self.int8_built(m["type"]):
-                parts.extend(self.built_mmq(m, n, K, y, flops, convert))
+                parts.extend(self.built_mmq(m, n, K, y, flops, convert, glu_in))
                 continue
             bt = mma_tile_of(n)
             tn, tm = math.ceil(n / bt), math.ceil(Mi / bt)
@@ -1129,7 +1146,7 @@ class Model:
                                          f"{eff:.2f} of the F16 peak by its SASS)"))
         return parts
 
-    def built_mmq(self, m, n, K, y, flops, convert=True):
+    def built_mmq(self, m, n, K, y, flops, convert=True, glu_in=False):
         """Today's int8 GEMM of one matrix (matmul_mmq): x quantized to Q8_0 (gemv_quantize: f32
         read, 34 bytes per 32 written), then k_mmq_gemm: a block of 128 threads per 64 weight rows
         x 64 tokens, two 32-blocks a stage (register-staged double buffer, one barrier a stage),
@@ -1153,7 +1170,8 @@ class Model:
         l2 = Wi * tn + xq * tm + y
         kern = ("k_mmq_kq<q6k>" if m["type"] == "Q6_K" else "k_mmq_kq<kq45>" if act == "q8_k"
                 else "k_mmq_gemm")
-        quant = [self.part(n * K * 4 + xq, blocks=math.ceil(n * K / 32 / 8), what="quantize",
+        quant = [self.part(n * K * (8 if glu_in else 4) + xq, blocks=math.ceil(n * K / 32 / 8),
+                           what="quantize",
                            today="exists (gemv_quantize, once per run of one activation kind "
                                  "in a matmul_many)")] if convert else []
         return quant + [
@@ -1420,9 +1438,12 @@ class Model:
             res["tc_peak_tflops"] = tc
             res["tc_share"] = res["tflops"] / tc
             res["fp16_share"] = res["tflops"] / self.g["fp16_tflops"]
-            # issue 30's prefill goal, for the kernels built today (the unfused structure's
-            # paths: k_to_half + k_mma_gemm / cuBLASLt, k_flash_attention)
-            built = res if self.design == "unfused" else self.variant("unfused").run()
+            # issue 30's prefill goal, for the code built today: lean-q's launches with today's
+            # batch kernels (built_tc: k_to_half(_norm/_glu) + k_mma_gemm / cuBLASLt or the int8
+            # GEMMs, k_flash_attention); before 2026-12-07 the unfused structure was used here,
+            # which charges passes the code no longer makes
+            asbuilt = self.leanq and self.p["built_tc"]
+            built = res if asbuilt else self.variant("lean-q", built_tc=1.0).run()
             res["built_step_s"] = built["step_s"]
             res["built_mma_l2_bytes"] = built["mma_l2_bytes"]
             res["built_tflops"] = built["tflops"]
@@ -1590,7 +1611,8 @@ def fmt_prefill_goal(m, res):
              f"tensor peak ({100 * res['built_fp16_share']:.1f}% of the {f16:.0f} TFLOP/s F16 "
              f"peak)" if int8 else
              f"{100 * res['built_fp16_share']:.1f}% of the {f16:.0f} TFLOP/s F16 tensor peak")
-    L.append(f"built today ({mm}, {at}; today's launch structure): {res['flops'] / 1e12:.2f} "
+    L.append(f"built today ({mm}, {at}; lean-q's launches, today's batch kernels): "
+             f"{res['flops'] / 1e12:.2f} "
              f"TFLOP in {res['built_step_s'] * 1e3:.3f} ms = {res['built_tflops']:.0f} TFLOP/s "
              f"= {share}: {verdict} {100 * goal:.0f}%")
     if res["built_reaches_goal"]:
@@ -1602,7 +1624,7 @@ def fmt_prefill_goal(m, res):
 
     def share(v, **more):
         keys = ("mmq_eff", "mmqk_eff", "mmq6_eff") if int8 else (key,)  # int8: every GEMM at v
-        r = m.variant("unfused", **{k: v for k in keys}, **more).run()
+        r = m.variant("lean-q", built_tc=1.0, **{k: v for k in keys}, **more).run()
         return r["built_tc_share"] if int8 else r["fp16_share"]
 
     # mma_eff scales k_mma_gemm's counted issue shares (each capped at the peak): at 6 every

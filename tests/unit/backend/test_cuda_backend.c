@@ -206,9 +206,11 @@ static void fused_counts(sol_backend *be, unsigned long *normq, unsigned long *g
  * made by the first quantize launch, a second activation kind requantized from xn, biases in
  * the GEMVs' store) against rmsnorm + matmul_many + add per row, and glu_matmul_add (the gated
  * product made where it is quantized) against silu_mul/gelu_mul + matmul_add. GEMV sizes (1, 5
- * tokens) and the GEMM's (40: the fallback, one broadcast add per bias); float weights take the
- * unfused path inside the op. The fused launches are counted where they must happen. */
-static void fused_case(sol_backend *be, sol_dtype t, int n) {
+ * tokens) and the GEMM's (40: the norm or the gated product made where x is rounded to half,
+ * once per group; one broadcast add per bias; int8: the gated product made where it is quantized,
+ * the norm a launch of its own); F32 weights take the unfused path inside the op. The fused
+ * launches are counted where they must happen. */
+static void fused_case(sol_backend *be, sol_dtype t, int n, int int8) {
     enum { M = 40, M2 = 24, K = 512 };
     void *rows[3] = {make_rows(t, M, K), make_rows(t, M, K), make_rows(SOL_DT_Q8_0, M2, K)};
     sol_weight w[3] = {{t, M, K, rows[0], sol_dtype_row_bytes(t, K), 0, 0},
@@ -266,11 +268,14 @@ static void fused_case(sol_backend *be, sol_dtype t, int n) {
     }
     fused_counts(be, &nq1, &gl1);
     int quant = t != SOL_DT_F32 && t != SOL_DT_F16, gemv = n <= 16;
-    print_message("  fused %s n=%d: %lu norm+quantize, %lu glu+quantize launches\n",
-                  sol_dtype_name(t), n, nq1 - nq0, gl1 - gl0);
-    /* norm+quantize: once per call when weight 0 is quantized (float: plain rmsnorm) */
-    assert_int_equal(nq1 - nq0, (unsigned long)(gemv && quant));
-    assert_int_equal(gl1 - gl0, (unsigned long)(gemv && quant) * 2);
+    print_message("  fused %s n=%d%s: %lu norm+quantize, %lu glu+quantize launches\n",
+                  sol_dtype_name(t), n, int8 ? " (int8)" : "", nq1 - nq0, gl1 - gl0);
+    /* GEMV (<= 16 tokens): the norm and the gated product made by the quantize launch, once per
+     * call when weight 0 is quantized (float: plain rmsnorm); GEMM: made by the half conversion
+     * (F16 and quantized weights; F32 stays on the GEMV kernels, unfused) */
+    unsigned long made = gemv ? (unsigned long)quant : (unsigned long)(t != SOL_DT_F32);
+    assert_int_equal(nq1 - nq0, int8 && !gemv ? 0 : made);
+    assert_int_equal(gl1 - gl0, made * 2);
     for (int i = 0; i < 3; i++) {
         sol_buf_free(be, ya[i]), sol_buf_free(be, yb[i]);
         if (bd[i]) sol_buf_free(be, bd[i]);
@@ -289,7 +294,13 @@ static void test_fused_prologues(void **state) {
     const int ns[] = {1, 5, 40};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
-            fused_case(be, types[i], ns[j]);
+            fused_case(be, types[i], ns[j], 0);
+    sol_backend_free(be);
+    setenv("SOL_CUDA_GEMM", "int8", 1); /* read when a backend opens */
+    be = open_be(spec(), 0);
+    unsetenv("SOL_CUDA_GEMM");
+    for (size_t i = 2; i < sizeof types / sizeof types[0]; i++) /* the quantized ones */
+        fused_case(be, types[i], 40, 1);
     sol_backend_free(be);
 }
 

@@ -710,8 +710,22 @@ static int cuda_norm_matmul_many(sol_backend *be, const float *x, const float *n
         gemv_in in = {.x = x, .norm = norm, .eps = eps, .xn = xn};
         return matmul_gemv(b, ws, bs, ys, count, &in, n, 0, NULL, NULL);
     }
-    if (norm) SOL_CUDA_FN(rmsnorm)(x, norm, xn, n, (int)ws[0]->cols, eps, b->stream);
-    if ((rc = cuda_matmul_many(be, ws, ys, count, norm ? xn : x, n))) return rc;
+    int K = (int)ws[0]->cols, one_half = norm != NULL;
+    for (int i = 0; i < count; i++) /* every weight on the GEMM, reading F16 half */
+        one_half = one_half && use_gemm(b, ws[i], n) && gemm_input(b, ws[i]) == 0;
+    if (one_half) { /* the norm made where x is rounded to half, once for the group */
+        if ((rc = cbe_grow(b, &b->xh, (size_t)n * (size_t)K * 2, op))) return rc;
+        SOL_CUDA_FN(to_half_norm)(x, norm, b->xh.p, n, K, eps, 0, b->stream);
+        b->fused_normq++;
+        for (int i = 0; i < count && !rc; i++) {
+            b->gemm_x_reused += i > 0;
+            rc = matmul_gemm(b, ws[i], x, ys[i], n, 0, 1);
+        }
+        if (rc) return rc;
+    } else {
+        if (norm) SOL_CUDA_FN(rmsnorm)(x, norm, xn, n, K, eps, b->stream);
+        if ((rc = cuda_matmul_many(be, ws, ys, count, norm ? xn : x, n))) return rc;
+    }
     for (int i = 0; i < count && bs; i++)
         if (bs[i]) SOL_CUDA_FN(add_rows)(ys[i], bs[i], n, (int)ws[i]->rows, b->stream);
     return cbe_after(b, op);
@@ -782,6 +796,21 @@ static int cuda_glu_matmul_add(sol_backend *be, const sol_weight *w, const float
     if (!use_gemm(b, w, n) && SOL_CUDA_FN(gemv_act)((int)w->type) != SOL_CUDA_ACT_FLOAT) {
         gemv_in in = {.x = gate, .up = up, .glu = 1, .gelu = gelu};
         return matmul_gemv(b, &w, NULL, &y, 1, &in, n, 1, NULL, NULL);
+    }
+    int K = (int)w->cols, kind = use_gemm(b, w, n) ? gemm_input(b, w) : -1;
+    if (kind == 0) { /* the gated product made where x is rounded to half */
+        if ((rc = cbe_grow(b, &b->xh, (size_t)n * (size_t)K * 2, op))) return rc;
+        SOL_CUDA_FN(to_half_glu)(gate, up, b->xh.p, (int64_t)n * K, gelu, 0, b->stream);
+        b->fused_glu++;
+        return matmul_gemm(b, w, gate, y, n, 1, 1);
+    }
+    if (kind >= 10) { /* ... or where it is quantized for the int8 GEMM */
+        if ((rc = cbe_grow(b, &b->xq, SOL_CUDA_FN(gemv_scratch_bytes)(n, K), op))) return rc;
+        if ((rc = SOL_CUDA_FN(gemv_glu_quantize)(kind - 10, gelu, gate, up, n, K, b->xq.p,
+                                                 b->stream)))
+            return cbe_fail(b, rc, op, "the gated product's quantization was refused");
+        b->fused_glu++;
+        return matmul_gemm(b, w, gate, y, n, 1, 1);
     }
     if ((rc = cbe_need_dev(b, glu, xb, op, "glu"))) return rc;
     if (gelu)

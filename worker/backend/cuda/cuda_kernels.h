@@ -32,7 +32,10 @@ void SOL_CUDA_FN(scale)(const float *x, float s, float *out, int64_t n, void *st
 /* y[t][i] += bias[i] for n rows of len (the same float add as `add`, one launch). */
 void SOL_CUDA_FN(add_rows)(float *y, const float *bias, int n, int len, void *stream);
 
-/* k_norm.cu: out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w for n rows of dim (a block per row). */
+/* k_norm.cu: out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w for n rows of dim (a block per row of
+ * SOL_CUDA_NORM_THREADS: the block sum's order, which every kernel that normalizes a row by
+ * itself keeps, so all give k_rmsnorm's bits). */
+#define SOL_CUDA_NORM_THREADS 256
 void SOL_CUDA_FN(rmsnorm)(const float *x, const float *w, float *out, int n, int dim, float eps,
                           void *stream);
 
@@ -153,6 +156,13 @@ int SOL_CUDA_FN(gemv)(sol_cuda_wt w, const float *x, float *y, int n, void *scra
 /* k_convert.cu: the prefill GEMM's half activations: out = x rounded to F16, or to BF16 when
  * bf16 (n floats). */
 void SOL_CUDA_FN(to_half)(const float *x, void *out, int64_t n, int bf16, void *stream);
+/* The same of rmsnorm(x; w, eps) (n rows of dim, a block per row, k_rmsnorm's sum and steps), or
+ * of act(g) * u (SiLU, or GELU when gelu: silu_mul's and gelu_mul's steps): the bits of rmsnorm,
+ * silu_mul or gelu_mul, then to_half, without the f32 rows in between. */
+void SOL_CUDA_FN(to_half_norm)(const float *x, const float *w, void *out, int n, int dim, float eps,
+                               int bf16, void *stream);
+void SOL_CUDA_FN(to_half_glu)(const float *g, const float *u, void *out, int64_t n, int gelu,
+                              int bf16, void *stream);
 
 /* k_mma.cu: y (ldy floats per token) = (or += when add) the F16 activations xh (n x cols) times
  * W^T on tensor cores, W quantized (not F32/F16/BF16: -ENOTSUP), dequantized tile by tile in

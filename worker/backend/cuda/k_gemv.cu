@@ -69,7 +69,7 @@ static __global__ void k_quantize_q8_k(S src, int n_blocks, int8_t *kq, float *k
  * xn and shared memory, then quantizes it as k_quantize_* does: a Q8_K block by warp 0, or a
  * Q8_0 block a warp. xn must not be x (another block may still be summing the row). act:
  * SOL_CUDA_ACT_Q8_0 or _Q8_K. */
-enum { NORMQ_THREADS = 256, NORMQ_SLICE = 256 };
+enum { NORMQ_THREADS = SOL_CUDA_NORM_THREADS, NORMQ_SLICE = 256 };
 static __global__ void k_rmsnorm_quantize(const float *x, const float *w, float *xn, int dim,
                                           float eps, int act, int8_t *q, float *d, void *s) {
     sol_grid_dependency();

@@ -51,12 +51,12 @@ static __global__ void k_rope_kv(float *q, float *k, const float *v, const int32
 }
 
 /* Per-head RMSNorm of q and k (Qwen3, Gemma-3), then rope(q), rope(k) and the K/V write, one
- * launch where there were three (two k_rmsnorm, k_rope_kv): a block of NORM_THREADS per (token,
- * head of q or of k), so each head's sum of squares is k_rmsnorm's block sum in its order (the
- * same scale), normalized as it does into shared memory, then a thread per pair rotates it as
+ * launch where there were three (two k_rmsnorm, k_rope_kv): a block of SOL_CUDA_NORM_THREADS per
+ * (token, head of q or of k), so each head's sum of squares is k_rmsnorm's block sum in its order
+ * (the same scale), normalized as it does into shared memory, then a thread per pair rotates it as
  * k_rope_kv does and stores both values (k's into the K pool too); a k head's block also stores
  * that head's v row. The same bits as rmsnorm, rmsnorm, rope_kv. pos_slots: as k_rope_kv's. */
-enum { QKN_THREADS = 256, QKN_MAX_HD = 2 * SOL_CUDA_ROPE_MAX_PAIRS };
+enum { QKN_MAX_HD = 2 * SOL_CUDA_ROPE_MAX_PAIRS };
 static __global__ void k_qk_norm_rope_kv(float *q, float *k, const float *v,
                                          const int32_t *pos_slots, int n, int heads, int kv_heads,
                                          int head_dim, sol_cuda_rope_args p, const float *q_norm,
@@ -96,9 +96,10 @@ extern "C" void SOL_CUDA_FN(qk_norm_rope_kv)(float *q, float *k, const float *v,
                                              const float *q_norm, const float *k_norm, float eps,
                                              void *k_pool, void *v_pool, int f16, void *stream) {
     if (n > 0)
-        SOL_LAUNCH(k_qk_norm_rope_kv, dim3((unsigned)(n * (heads + kv_heads))), dim3(QKN_THREADS),
-                   0, stream, q, k, v, pos_slots, n, heads, kv_heads, head_dim, p, q_norm, k_norm,
-                   eps, (unsigned char *)k_pool, (unsigned char *)v_pool, f16);
+        SOL_LAUNCH(k_qk_norm_rope_kv, dim3((unsigned)(n * (heads + kv_heads))),
+                   dim3(SOL_CUDA_NORM_THREADS), 0, stream, q, k, v, pos_slots, n, heads, kv_heads,
+                   head_dim, p, q_norm, k_norm, eps, (unsigned char *)k_pool,
+                   (unsigned char *)v_pool, f16);
 }
 
 extern "C" void SOL_CUDA_FN(rope)(float *x, const int32_t *pos, int n, int heads, int head_dim,
