@@ -308,7 +308,7 @@ static void test_fused_prologues(void **state) {
  * previous weight of the same matmul_many. */
 static unsigned long shared_x_count(sol_backend *be) {
     char buf[1024];
-    unsigned long n;
+    unsigned long n = 0;
     assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
     const char *p = strstr(buf, "int8 GEMMs, ");
     if (!p || sscanf(p, "int8 GEMMs, %lu on a shared x", &n) != 1)
@@ -590,7 +590,7 @@ static void test_rope_kv_write(void **state) {
  * launched as one (qn: NULL when not wanted). */
 static unsigned long rope_kv_count(sol_backend *be, unsigned long *qn) {
     char buf[1024];
-    unsigned long n, q;
+    unsigned long n = 0, q = 0;
     assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
     const char *p = strstr(buf, "attention+quantize, ");
     if (!p || sscanf(p, "attention+quantize, %lu rope+KV, %lu q/k norm+rope+KV", &n, &q) != 2)
