@@ -876,7 +876,13 @@ int cbe_rope_stage(cuda_backend *b, const char *op, const sol_rope_params *p, in
         if (!nb) return cbe_fail(b, -ENOMEM, op, "out of host memory");
         b->rope_blob = nb, b->rope_blob_cap = bytes;
     }
-    sol_rope_inv_freqs(p, head_dim, (double *)b->rope_blob);
+    /* the frequencies only when the parameters change (every layer of a model stages the same
+     * ones: 64 pow() a layer otherwise, on the host's path of every step) */
+    if (b->rope_head_dim != head_dim || memcmp(&b->rope_key, p, sizeof *p)) {
+        sol_rope_inv_freqs(p, head_dim, b->rope_freqs);
+        b->rope_key = *p, b->rope_head_dim = head_dim;
+    }
+    memcpy(b->rope_blob, b->rope_freqs, fb);
     memcpy(b->rope_blob + fb, pos, sizeof(int32_t) * (size_t)n);
     if (slots) memcpy(b->rope_blob + fb + sizeof(int32_t) * (size_t)n, slots, sizeof(int32_t) * n);
     int rc;

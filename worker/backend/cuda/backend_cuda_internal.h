@@ -87,6 +87,10 @@ typedef struct cuda_backend {
      * stays while it is large enough, so every layer's identical copy is staged once */
     unsigned char *rope_blob;
     size_t rope_blob_cap;
+    /* the frequencies of the last parameters staged (rope_key, rope_head_dim: 0 = none yet) */
+    sol_rope_params rope_key;
+    int rope_head_dim;
+    double rope_freqs[SOL_CUDA_ROPE_MAX_PAIRS];
     upload *ups;
     int n_ups, cap_ups;
     sol_kv *kvs;

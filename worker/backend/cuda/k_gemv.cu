@@ -155,12 +155,16 @@ static __device__ __forceinline__ bool gemv_roped(const gemv_mat &m) {
  * i + head_dim / 2 of its head), so both rows of a pair are summed in one block (a block holds an
  * even number of slots) and its epilogue rotates them together. NORM pairs (2i, 2i + 1) are
  * neighbours already. A slot past the matrix maps past its rows (rows: heads x head_dim). */
+__device__ __forceinline__ int gemv_pair_row(const sol_cuda_rope_epi &e, int j) {
+    if (!e.p.neox) return j;
+    int half = e.head_dim / 2, pr = j >> 1;
+    return pr / half * e.head_dim + pr % half + (j & 1) * half;
+}
+
 __device__ __forceinline__ int gemv_row(const gemv_set &s, const gemv_mat &m, unsigned bx, int span,
                                         int lane) {
     int j = (int)(bx * GEMV_WARPS + (threadIdx.x >> 5)) * (32 / span) + lane / span;
-    if (!gemv_roped(m) || !s.epi.p.neox) return j;
-    int half = s.epi.head_dim / 2, pr = j >> 1;
-    return pr / half * s.epi.head_dim + pr % half + (j & 1) * half;
+    return gemv_roped(m) ? gemv_pair_row(s.epi, j) : j;
 }
 
 /* A roped matrix's store: each slot's sums (bias added, as gemv_store adds it) into shared
@@ -183,7 +187,7 @@ __device__ __forceinline__ void gemv_store_rope(const float (&acc)[NT], int n, c
     int hd = e.head_dim, rows = m.w.rows;
     for (int id = (int)threadIdx.x; id < per / 2 * n; id += (int)blockDim.x) {
         int pl = id / n, t = id - pl * n, j0 = (int)bx * per + 2 * pl;
-        int r0 = e.p.neox ? j0 / hd * hd + j0 % hd / 2 : j0, r1 = r0 + (e.p.neox ? hd / 2 : 1);
+        int r0 = gemv_pair_row(e, j0), r1 = gemv_pair_row(e, j0 + 1);
         if (r0 >= rows) continue;
         float c, sn, y0, y1;
         rope_cs(e.pos_slots[t], e.p.neox ? r0 % hd : r0 % hd / 2, e.p, &c, &sn);
