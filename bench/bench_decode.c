@@ -235,7 +235,7 @@ static int run(const opts *o) {
         if (o->tp > 1) printf(", all-reduce %.1f%% of it", 100.0 * (double)(ns1 - ns0) / 1e9 / dt);
         printf("\n");
     }
-    char stats[512];
+    char stats[1024];
     if (!rc && sol_backend_stats(be, stats, sizeof stats) == 0) printf("%s\n", stats);
     if (rc) fprintf(stderr, "bench_decode: %s\n", err.msg);
 out:

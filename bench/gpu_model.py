@@ -235,6 +235,15 @@ PARAMS = {
     "norm_blocks": (1.0, "blocks per token row of rmsnorm(+quantize): 1 = today's k_rmsnorm grid "
                          "(the design does not say); N > 1: each block reduces the whole row "
                          "(re-read from L2, counted as traffic) and normalises 1/N of it"),
+    "norm_tail": (1.0, "lean-q: 1 = as built (next_input, 2026-12-07): a decode step's RMSNorm of "
+                       "x and its quantization for the next group are made by the last block "
+                       "of the GEMV that adds to x (o for gate/up, the previous down for q/k/v "
+                       "and the head; layer 0's q/k/v norm stays a launch), charged serially "
+                       "at one SM's share of the L2 bandwidth (the sum's read, the quantize's "
+                       "re-read, gamma, the activations written; xn for float weights only); "
+                       "and the attention "
+                       "merge writes the o projection's Q8_K as well as Q8_0 (256 / head_dim "
+                       "heads a block); 0 = their own launches, as before"),
     "sampler_chunk": (4096.0, "design: logits per sampler block (partial argmax/top-k per block, "
                               "the last block to finish merges them: one launch)"),
 }
@@ -964,13 +973,38 @@ class Model:
 
     def attq_folded(self, lw):
         """lean-q as built: with a split, the attention's merge also writes its output as the o
-        projection's Q8_0 activations (an epilogue per 32-element block of a head's row), so
-        the o GEMV reads them and no quantize launch runs: o weights that take Q8_0 (Q4_0, Q5_x,
-        Q8_0; not K-quants, whose Q8_K blocks span heads), head_dim a multiple of 32, a GEMV
-        step (at most 16 tokens)."""
+        projection's activations, so the o GEMV reads them and no quantize launch runs: Q8_0
+        (Q4_0, Q5_x, Q8_0 weights: an epilogue per 32-element block of a head's row), or with
+        norm_tail Q8_K (K-quants, named by next_input: the warp merging the last head of a
+        256-element block quantizes it; 256 / head_dim heads a block), head_dim a multiple of
+        32, a GEMV step (at most 16 tokens)."""
         sh = self.sh
+        fm = self.formats(lw, ("attn_output",))
+        k_ok = (self.p["norm_tail"] and 256 % sh["head_dim"] == 0
+                and sh["heads"] * sh["head_dim"] % 256 == 0)
         return (self.leanq and self.n <= 16 and not self.prefill and sh["head_dim"] % 32 == 0
-                and self.splits("lean") > 1 and self.formats(lw, ("attn_output",)) == {"q8_0"})
+                and self.splits("lean") > 1 and (fm == {"q8_0"} or (fm == {"q8_k"} and k_ok)))
+
+    def norm_tail(self, names, lw):
+        """lean-q as built (norm_tail): a decode step's RMSNorm and quantization of x for the q/k/v,
+        gate/up or head group are made in the last block of the GEMV that adds to x
+        (gemv_run_tail, told by next_input), not by a launch: at most 16 tokens; layer 0's q/k/v
+        norm follows the embedding (a launch)."""
+        if not (self.leanq and self.p["norm_tail"] and self.n <= 16 and not self.prefill):
+            return False
+        return not (names == QKV and lw is self.sh["layers"][0])
+
+    def tail_part(self, n, K, fm):
+        """The norm tail's work, serial at the end of its GEMV: one block (one SM) reads the n
+        rows twice (the sum of squares, then the quantize) and gamma, writes the activations (or
+        for float weights xn), at one SM's share of the L2 bandwidth. No launch."""
+        out = sum(n * K * ACT_BYTES[f] for f in fm) if fm else n * K * 4.0
+        byt = 2 * n * K * 4 + K * 4 + out
+        t_us = byt / (self.l2_bw / self.g["sms"]) * 1e6
+        pt = self.part(launches=0, fixed_us=t_us, what="in the last block of the GEMV before")
+        pt["bound"] = "L2 (one block)"
+        pt["tail"] = True
+        return pt
 
     def op_normq(self, row, lw):
         """lean-q: rmsnorm+quantize (norm) or quantize, one launch per matrix group, every
@@ -989,6 +1023,8 @@ class Model:
             return []
         if names == ("attn_output",) and self.attq_folded(lw):
             return []  # the attention's merge wrote them (op_attention)
+        if a["norm"] and self.norm_tail(names, lw):
+            return [self.tail_part(n, K, fm)]
         if self.gemm_folds(n, names, lw):
             return []  # made where the batch GEMM's x is converted (built_gemm)
         if fm:
@@ -1464,10 +1500,11 @@ class Model:
 
     def quant_groups(self):
         """Per step: matmul launches of quantized matrix groups (q/k/v, o, gate/up, down, head:
-        one launch each at batch 1), and the launches that quantize activations for a group
+        one launch each at batch 1), the launches that quantize activations for a group
         (lean-q's normq with a Q8 output, or the split attention whose merge writes the o
-        projection's Q8_0: attq_folded; lean: none, the GEMV prologues do it)"""
-        groups = quants = 0
+        projection's Q8_0 or Q8_K: attq_folded; lean: none, the GEMV prologues do it), and the
+        GEMV norm tails that do it inside another launch (norm_tail)"""
+        groups = quants = tails = 0
         for r in STEP:
             if self.design in r["mode"] and r["op"] == "attention":
                 quants += sum(pt["launches"] for lw in self.sh["layers"] if self.attq_folded(lw)
@@ -1480,12 +1517,14 @@ class Model:
                 names = a["mats"] if r["op"] == "matmul" else a["quant_for"]
                 if not self.formats(lw, names):
                     continue
-                k = sum(pt["launches"] for pt in getattr(self, "op_" + r["op"])(r, lw))
+                parts = getattr(self, "op_" + r["op"])(r, lw)
+                k = sum(pt["launches"] for pt in parts)
                 if r["op"] == "matmul":
                     groups += k
                 else:
                     quants += k
-        return dict(quant_groups=groups, quant_launches=quants)
+                    tails += sum(1 for pt in parts if pt.get("tail"))
+        return dict(quant_groups=groups, quant_launches=quants, quant_tails=tails)
 
     def quantized(self):
         return any(m["type"] not in FLOAT_TYPES for m in self.sh["layers"][0].values())
@@ -1569,8 +1608,9 @@ def fmt_totals(m, res):
                  f"{'Q8' if res['quant_launches'] else 'f32'}): {res['normq_launches']}, "
                  f"{res['normq_s'] * 1e6:.1f} us = {100 * res['normq_s'] / st:.1f}% of the step "
                  f"(row re-reads from L2: {res['normq_rr_s'] * 1e6:.1f} us); "
-                 f"{res['quant_launches']} quantize launches for {res['quant_groups']} quantized "
-                 f"matrix groups; GEMV blocks read x from L2: "
+                 f"{res['quant_launches']} quantize launches and {res['quant_tails']} GEMV norm "
+                 f"tails for {res['quant_groups']} quantized matrix groups; GEMV blocks read x "
+                 f"from L2: "
                  f"{res['gemv_x_l2_bytes'] / 1e6:.1f} MB, overlapped with the weight stream")
     if m.prefill:
         L.append(f"compute: {res['flops'] / 1e12:.2f} TFLOP per step, {res['tflops']:.0f} TFLOP/s "

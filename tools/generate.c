@@ -424,7 +424,7 @@ static int run(const gen_opts *o, int *no_backend, sol_err *err) {
         goto out;
     }
     rc = serve_one(o, m, draft, tok, prompt, n_prompt, ctx, err);
-    char stats[512];
+    char stats[1024];
     if (!rc && sol_backend_stats(be, stats, sizeof stats) == 0) fprintf(stderr, "%s\n", stats);
 out:
     free(prompt);

@@ -60,6 +60,12 @@ for m in f32 q8 q4k q40; do
     f32 | q8) [ "$ropekv" -gt 0 ] && [ "$qknorm" -eq 0 ] || fused_ok=0 ;;
     *) [ "$ropekv" -eq 0 ] && [ "$qknorm" -gt 0 ] || fused_ok=0 ;;
   esac
+  # every model's decode steps normalize x (and quantize it for the next weight) in the last block
+  # of the o and down projections' GEMV, and the next op reads that (next_input's norm tails)
+  tz=$(sed -n 's/.*norm tails: \([0-9]*\) GEMVs normalized and quantized their output, \([0-9]*\) reads.*/\1 \2/p' "$work/err")
+  read -r tails tailr <<<"${tz:-0 0}"
+  echo "     $m: $tails norm tails made, $tailr read"
+  [ "$tails" -gt 0 ] && [ "$tailr" -gt 0 ] || fused_ok=0
   if [ "$fused_ok" = 1 ]; then
     echo "ok   $m: $normq norm+quantize, $gluq glu+quantize, $attq attention+quantize, $ropekv rope+KV and $qknorm q/k norm+rope+KV launches"
   else

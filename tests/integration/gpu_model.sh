@@ -105,20 +105,22 @@ for d in lean lean-q; do
   grep -Eq '^attention +32 .*\[splits 9(\]|, merged by the last split\])$' <($M --design $d --context 4096) || fail "$d context 4096: not 9 splits"
 done
 
-# lean-q: 1 + 32 x 9 + 3 launches (norm+quantize, q/k/v+rope/KV, attention with its split merge,
-# quantize, o, norm+quantize, gate/up, quantize, down; final norm+quantize, head, sampler), with a
-# split or without; F16 (no quantize): 1 + 32 x 7 + 3. Exactly one quantize launch per matrix group:
-# 4 per layer + the head's, each kernel once per layer, no GEMV prologue, no rope launch
-$M --shape 8b --quant q4_k_m --design lean-q --kernels >"$w/leanq"
+# lean-q with norm_tail=0 (before 2026-12-07): 1 + 32 x 9 + 3 launches (norm+quantize,
+# q/k/v+rope/KV, attention with its split merge, quantize, o, norm+quantize, gate/up, quantize,
+# down; final norm+quantize, head, sampler), with a split or without; F16 (no quantize):
+# 1 + 32 x 7 + 3. Exactly one quantize launch per matrix group: 4 per layer + the head's, each
+# kernel once per layer, no GEMV prologue, no rope launch
+T0="--param norm_tail=0"
+$M --shape 8b --quant q4_k_m --design lean-q $T0 --kernels >"$w/leanq"
 grep -q "lean-q (lean, x quantized once per group: as built), CUDA graph + PDL, 0.3 us per node" "$w/leanq" ||
   fail "lean-q on h200: not PDL at 0.3 us per node"
 grep -Eq '^total +292 ' "$w/leanq" || fail "lean-q 8b: not 292 launches (1 + 32 x 9 + 3)"
 grep -Eq '^attention +32 .*merged by the last split' "$w/leanq" || fail "lean-q: the split is not merged in the attention launch"
-grep -Eq '^total +292 ' <($M --design lean-q --context 64) || fail "lean-q 8b, context 64: not 292 launches"
-grep -Eq '^total +228 ' <($M --design lean-q --quant f16) || fail "lean-q f16: not 228 launches (no quantize)"
+grep -Eq '^total +292 ' <($M --design lean-q $T0 --context 64) || fail "lean-q 8b, context 64: not 292 launches"
+grep -Eq '^total +228 ' <($M --design lean-q $T0 --quant f16) || fail "lean-q f16: not 228 launches (no quantize)"
 # rope_fold=0 (before 2026-12-07, and models with q/k norms): rope + the KV write are their own
 # launch, once per layer
-$M --design lean-q --param rope_fold=0 >"$w/leanq_built"
+$M --design lean-q $T0 --param rope_fold=0 >"$w/leanq_built"
 grep -Eq '^total +324 ' "$w/leanq_built" || fail "lean-q rope_fold=0: not 292 + 32 launches"
 grep -Eq '^rope \+ KV write +32 ' "$w/leanq_built" || fail "lean-q rope_fold=0: no rope launch per layer"
 grep -Eq '^norm\+quantize +129 ' "$w/leanq" || fail "lean-q: not 129 norm+quantize launches (32 x 4 + 1)"
@@ -132,13 +134,32 @@ for fam in "rmsnorm" "quantize" "rope + KV write"; do
   ! grep -Eq "^$(sed 's/[+/()]/\\&/g' <<<"$fam") +[0-9]+ " "$w/leanq" || fail "lean-q batch 1: a '$fam' launch"
 done
 ! grep -q "^GEMV prologues" "$w/leanq" || fail "lean-q: a GEMV prologue"
-grep -q "^norm/quantize launches (x written once per group as Q8): 129, .* 129 quantize launches for 129 quantized matrix groups" "$w/leanq" ||
+grep -q "^norm/quantize launches (x written once per group as Q8): 129, .* 129 quantize launches and 0 GEMV norm tails for 129 quantized matrix groups" "$w/leanq" ||
   fail "lean-q: no norm/quantize line"
+# lean-q as built (norm_tail=1, the default): the attention merge writes the o projection's Q8_K
+# (no quantize(attn out) launch for Q4_K_M), the o and down GEMVs normalize and quantize x for
+# the next group in their last block (no norm launch but layer 0's): 1 + 1 + 32 x 6 + 2
+# launches, every group still quantized exactly once (launch or tail), and fewer launches than
+# norm_tail=0 at every batch up to 16; F16: 1 + 1 + 32 x 5 + 2
+$M --shape 8b --quant q4_k_m --design lean-q --kernels >"$w/tail"
+grep -Eq '^total +196 ' "$w/tail" || fail "lean-q norm tails: not 196 launches (1 + 1 + 32 x 6 + 2)"
+grep -Eq '^total +164 ' <($M --design lean-q --quant f16) || fail "lean-q norm tails f16: not 164 launches"
+grep -Eq '^rmsnorm_quantize\(attn\) +norm\+quantize +1 ' "$w/tail" || fail "lean-q norm tails: layer 0's norm not a launch"
+! grep -Eq '^(quantize\(attn out\)|rmsnorm_quantize\(ffn\)|rmsnorm_quantize\(final\)) +norm\+quantize +[1-9]' "$w/tail" ||
+  fail "lean-q norm tails: a norm or attention quantize launch left"
+grep -q "33, .* 65 quantize launches and 64 GEMV norm tails for 129 quantized matrix groups" "$w/tail" ||
+  fail "lean-q norm tails: not 65 quantize launches (32 by the attention) and 64 tails"
+for b in 1 8 16; do
+  [ "$(jget <($M --json --design lean-q --batch $b) 'd["nodes"]')" -lt \
+    "$(jget <($M --json --design lean-q $T0 --batch $b) 'd["nodes"]')" ] || fail "norm tails: no fewer launches at batch $b"
+done
 for q in q4_k_m q4_0 q8_0; do
   for b in 1 8; do
-    $M --json --design lean-q --quant $q --batch $b >"$w/lq.json"
-    [ "$(jget "$w/lq.json" 'd["quant_launches"] == d["quant_groups"] == 129 and d["prologue_s"] == 0')" = True ] ||
-      fail "lean-q $q batch $b: $(jget "$w/lq.json" 'd["quant_launches"]') quantize launches for $(jget "$w/lq.json" 'd["quant_groups"]') groups"
+    for t in 0 1; do
+      $M --json --design lean-q --quant $q --batch $b --param norm_tail=$t >"$w/lq.json"
+      [ "$(jget "$w/lq.json" 'd["quant_launches"] + d["quant_tails"] == d["quant_groups"] == 129 and d["prologue_s"] == 0 and (d["quant_tails"] > 0) == bool('$t')')" = True ] ||
+        fail "lean-q $q batch $b norm_tail $t: $(jget "$w/lq.json" 'd["quant_launches"]') quantize launches and $(jget "$w/lq.json" 'd["quant_tails"]') tails for $(jget "$w/lq.json" 'd["quant_groups"]') groups"
+    done
   done
 done
 [ "$(jget <($M --json --design lean --quant q4_0) 'd["quant_launches"]')" = 0 ] || fail "lean: a quantize launch"
@@ -174,7 +195,8 @@ grep -q "batch 64 / batch 1 throughput: [0-9.]*x" "$w/sweep" || fail "--batch-sw
 # lean-q with today's batch kernels past 16 tokens (built_tc=1): the same batch-1 step, the built
 # k_mma_gemm path at 32 and 64 (more launches: k_to_half per matrix), a lower batch-64 ratio
 $M --batch-sweep --param built_tc=1 >"$w/sweep_built"
-grep -Eq '^ +1 +1\.335 ' "$w/sweep_built" || fail "built_tc=1: not lean-q's batch-1 step"
+[ "$(grep -E '^ +1 +[0-9.]+ ' "$w/sweep_built")" = "$(grep -E '^ +1 +[0-9.]+ ' "$w/sweep")" ] ||
+  fail "built_tc=1: not lean-q's batch-1 step"
 grep -Eq '^ +64 .* mmaq$' "$w/sweep_built" || fail "built_tc=1: batch 64 not on k_mma_gemm (mmaq)"
 r_design=$(sed -n 's/^batch 64 \/ batch 1 throughput: \([0-9.]*\)x.*/\1/p' "$w/sweep")
 r_built=$(sed -n 's/^batch 64 \/ batch 1 throughput: \([0-9.]*\)x.*/\1/p' "$w/sweep_built")

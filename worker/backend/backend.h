@@ -96,6 +96,16 @@ typedef struct sol_qkv_rope {
     float eps;
 } sol_qkv_rope;
 
+/* How the rows the next op writes will be read (next_input): by weight w, through an RMSNorm by
+ * norm (eps; the normalized rows into xn) when norm is set, as norm_matmul_many(rows, norm, eps,
+ * xn, {w, ...}) or matmul(w, rows) will read them. */
+typedef struct sol_next_input {
+    const sol_weight *w;
+    const float *norm; /* NULL: the rows as they are */
+    float eps;
+    float *xn;
+} sol_next_in;
+
 /* synchronize's answer for a graph step that ran nothing (a dry step whose launches differed
  * from its cached graph's): run the step again, once; that run is recorded and never answers it. */
 enum { SOL_STEP_RERUN = 1 };
@@ -197,6 +207,13 @@ typedef struct sol_backend_ops {
      * device instead of the row. NULL: the model downloads the rows and takes it on the host. */
     int (*argmax_rows)(sol_backend *be, const float *x, int n, int64_t width, int32_t *ids,
                        float *vals);
+
+    /* Optional, a hint that never changes a result: the op called next (that one only) writes
+     * rows that will be read as `ni` says, so a backend may prepare that input where the rows are
+     * made (the CUDA backend: the RMSNorm and w's quantized activations in the last block of a
+     * matmul_add's or glu_matmul_add's GEMV, w's activations in the attention's merge), and the
+     * reading op then finds them made. NULL, or a call that does not apply: nothing happens. */
+    int (*next_input)(sol_backend *be, const sol_next_in *ni);
 
     /* Optional (mixtures of experts): out[t] = sum over j < k of w[t*k + j] * src[rows[t*k + j]]
      * for n tokens of `width` floats, summed in j order starting from the j = 0 term (llama.cpp's
@@ -505,6 +522,11 @@ static inline int sol_argmax_rows(sol_backend *be, const float *x, int n, int64_
     if (!be->ops->argmax_rows)
         return sol_err_set(&be->err, -ENOTSUP, "backend %s has no argmax_rows", be->ops->name);
     return be->ops->argmax_rows(be, x, n, width, ids, vals);
+}
+
+/* See next_input: 0 and nothing done without it. */
+static inline int sol_next_input(sol_backend *be, const sol_next_in *ni) {
+    return be->ops->next_input ? be->ops->next_input(be, ni) : 0;
 }
 
 /* See qkv_rope_kv. */

@@ -50,15 +50,34 @@ static int residual(model_rank *m, const float *post_norm, int n) {
     return sol_add(m->be, s->x, s->xb2, s->x, (int64_t)n * hp->dim);
 }
 
+/* How x is read after layer l's attention (ffn 0) or its feed-forward block (ffn 1): the next
+ * RMSNorm and the first weight it feeds, with the xn that op passes (the FFN's gate, the next
+ * layer's q, the head after the last layer; a mixture of experts normalizes on its own: none).
+ * Told to the backend just before the op that adds to x (sol_next_input, a hint: a device may
+ * make that norm and the weight's activations in the same launch). */
+static sol_next_in next_norm(const model_rank *m, int l, int ffn) {
+    const model_hparams *hp = &m->hp;
+    const model_scratch *s = &m->s;
+    if (!ffn)
+        return hp->n_expert
+                   ? (sol_next_in){0}
+                   : (sol_next_in){&m->layers[l].w_gate, m->layers[l].ffn_norm, hp->eps, s->xb};
+    if (l + 1 < hp->n_layers)
+        return (sol_next_in){&m->layers[l + 1].wq, m->layers[l + 1].attn_norm, hp->eps, s->xb};
+    return (sol_next_in){&m->output, m->output_norm, hp->eps, s->xb2};
+}
+
 /* x += W in + bias (n rows): a block's output projection joining the residual stream. With one
  * rank, no bias and no post-norm the add happens in the matmul's epilogue (sol_matmul_add; the
- * same bits), else into xb2 (the bias in the matmul's store), all-reduced across ranks,
- * post-normed, then added. */
+ * same bits; `then`: how x is read next, next_norm), else into xb2 (the bias in the matmul's
+ * store), all-reduced across ranks, post-normed, then added. */
 static int project_residual(model_rank *m, const sol_weight *w, const float *bias, const float *in,
-                            const float *post_norm, int n) {
+                            const float *post_norm, int n, const sol_next_in *then) {
     model_scratch *s = &m->s;
     int rc;
-    if (m->sh.n == 1 && !post_norm && !bias) return sol_matmul_add(m->be, w, in, s->x, s->xb2, n);
+    if (m->sh.n == 1 && !post_norm && !bias)
+        return (rc = sol_next_input(m->be, then)) ? rc
+                                                  : sol_matmul_add(m->be, w, in, s->x, s->xb2, n);
     if ((rc = bias ? sol_norm_matmul_many(m->be, in, NULL, 0.0f, NULL, (const sol_weight *[]){w},
                                           (const float *[]){bias}, (float *[]){s->xb2}, 1, n)
                    : sol_matmul(m->be, w, in, s->xb2, n)) ||
@@ -83,11 +102,14 @@ static int attention(model_rank *m, sol_kv *kv, int l, const model_batch *b) {
         if ((rc = sol_scale(be, s->q, scale, s->q, nq))) return rc;
         scale = 1.0f;
     }
-    if ((rc = sol_paged_attention_sinks(be, kv, l, s->q, s->att, n, sh->heads, sh->kv_heads,
+    /* the output is read by the o projection as it is: a device may quantize it for wo there */
+    if ((rc = sol_next_input(be, &(sol_next_in){.w = &L->wo})) ||
+        (rc = sol_paged_attention_sinks(be, kv, l, s->q, s->att, n, sh->heads, sh->kv_heads,
                                         hp->head_dim, scale, slides ? hp->swa_window : 0, L->sinks,
                                         b->attn)))
         return rc;
-    return project_residual(m, &L->wo, L->bo, s->att, L->attn_post_norm, n);
+    sol_next_in then = next_norm(m, l, 0);
+    return project_residual(m, &L->wo, L->bo, s->att, L->attn_post_norm, n, &then);
 }
 
 /* Gated FFN: x += W_down · (act(W_gate·norm(x)) * W_up·norm(x)), act = SiLU or GELU (Gemma):
@@ -105,12 +127,15 @@ static int feed_forward(model_rank *m, int l, int n) {
                                    (const sol_weight *[]){&L->w_gate, &L->w_up}, NULL,
                                    (float *[]){s->hb, s->hb2}, 2, n)))
         return rc;
+    sol_next_in then = next_norm(m, l, 1);
     if (m->sh.n == 1 && !L->ffn_post_norm)
-        return sol_glu_matmul_add(be, &L->w_down, s->hb, s->hb2, gelu, s->hb, s->x, s->xb2, n);
+        return (rc = sol_next_input(be, &then)) ? rc
+                                                : sol_glu_matmul_add(be, &L->w_down, s->hb, s->hb2,
+                                                                     gelu, s->hb, s->x, s->xb2, n);
     if ((rc = gelu ? sol_gelu_mul(be, s->hb, s->hb2, s->hb, width)
                    : sol_silu_mul(be, s->hb, s->hb2, s->hb, width)))
         return rc;
-    return project_residual(m, &L->w_down, NULL, s->hb, L->ffn_post_norm, n);
+    return project_residual(m, &L->w_down, NULL, s->hb, L->ffn_post_norm, n, &then);
 }
 
 /* Mixture of experts: x += sum over each token's k experts of weight * W_down_e ·

@@ -286,6 +286,104 @@ static void fused_case(sol_backend *be, sol_dtype t, int n, int int8) {
     free(x), free(g), free(u), free(nw), free(b0), free(b2), free(y0);
 }
 
+/* "norm tails: N GEMVs normalized and quantized their output, M reads of it". */
+static void tail_counts(sol_backend *be, unsigned long *made, unsigned long *read) {
+    char buf[1024];
+    assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
+    const char *p = strstr(buf, "norm tails: ");
+    if (!p || sscanf(p, "norm tails: %lu GEMVs normalized and quantized their output, %lu reads",
+                     made, read) != 2)
+        fail_msg("unexpected stats line: %s", buf);
+}
+
+/* next_input's norm tail (the o and down projections): a matmul_add (glu: glu_matmul_add) told
+ * that its output is next read by norm_matmul_many(y, norm, eps, xn, {wn[, a Q8_0 weight]})
+ * makes that norm and wn's activations in its GEMV's last block, and that norm_matmul_many reads
+ * them: the same bits (y, both outputs; xn where float weights read it) as with no hint. The tail
+ * writes xn only for float weights, so a list of two quantized kinds (two: the Q8_0 weight beside
+ * a K-quant) makes its own norm: made, not read. Modes: 0 the hint as used; 1 an op between the
+ * hint and the matmul (the hint is the next op's only: no tail); 2 the reading op with another
+ * eps than the hint's (made, not read). Counted where they happen; 40 tokens (no GEMV group):
+ * none. */
+static void tail_case(sol_backend *be, sol_dtype wt, sol_dtype nt, int n, int glu, int two,
+                      int mode) {
+    enum { D = 512, K = 256, MN = 64, M2 = 32 };
+    void *rows[3] = {make_rows(wt, D, K), make_rows(nt, MN, D), make_rows(SOL_DT_Q8_0, M2, D)};
+    sol_weight w = {wt, D, K, rows[0], sol_dtype_row_bytes(wt, K), 0, 0};
+    sol_weight wn[2] = {{nt, MN, D, rows[1], sol_dtype_row_bytes(nt, D), 0, 0},
+                        {SOL_DT_Q8_0, M2, D, rows[2], sol_dtype_row_bytes(SOL_DT_Q8_0, D), 0, 0}};
+    assert_int_equal(sol_weight_prepare(be, &w), 0);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(sol_weight_prepare(be, &wn[i]), 0);
+    const sol_weight *ws[2] = {&wn[0], &wn[1]};
+    float *x = rnd_vec((size_t)n * K), *u = rnd_vec((size_t)n * K), *y0 = rnd_vec((size_t)n * D);
+    float *g = rnd_vec(D), *xd = put(be, x, sizeof(float) * n * K);
+    float *ud = put(be, u, sizeof(float) * n * K), *gd = put(be, g, sizeof(float) * D);
+    float *tmp = put(be, NULL, sizeof(float) * n * K), *y[2], *xn[2], *z[2][2];
+    unsigned long m0, r0, m1, r1;
+    tail_counts(be, &m0, &r0);
+    for (int pass = 0; pass < 2; pass++) { /* pass 0: no hint, the reference */
+        y[pass] = put(be, y0, sizeof(float) * n * D);
+        xn[pass] = put(be, NULL, sizeof(float) * n * D);
+        for (int i = 0; i < 2; i++)
+            z[pass][i] = put(be, NULL, sizeof(float) * n * ws[i]->rows);
+        if (pass) assert_int_equal(sol_next_input(be, &(sol_next_in){&wn[0], gd, 1e-5f, xn[1]}), 0);
+        if (pass && mode == 1) assert_int_equal(sol_add(be, tmp, tmp, tmp, (int64_t)n * K), 0);
+        assert_int_equal(glu ? sol_glu_matmul_add(be, &w, xd, ud, 0, tmp, y[pass], NULL, n)
+                             : sol_matmul_add(be, &w, xd, y[pass], NULL, n),
+                         0);
+        float eps = mode == 2 ? 1e-6f : 1e-5f;
+        assert_int_equal(
+            sol_norm_matmul_many(be, y[pass], gd, eps, xn[pass], ws, NULL, z[pass], 1 + two, n), 0);
+    }
+    tail_counts(be, &m1, &r1);
+    int flt = nt == SOL_DT_F16 || nt == SOL_DT_F32;
+    int one_kind = !two || nt == SOL_DT_Q4_0 || nt == SOL_DT_Q8_0;
+    int gemv = n <= 16, made = gemv && mode != 1, read = made && mode == 0 && (one_kind || flt);
+    assert_int_equal(m1 - m0, made);
+    assert_int_equal(r1 - r0, read);
+    const float *pairs[4][2] = {
+        {y[0], y[1]}, {xn[0], xn[1]}, {z[0][0], z[1][0]}, {z[0][1], z[1][1]}};
+    const size_t lens[4] = {(size_t)n * D, (size_t)n * D, (size_t)n * MN, (size_t)n * M2};
+    static const char *names[4] = {"y", "xn", "the next weight's output", "the Q8_0 one's"};
+    for (int i = 0; i < 3 + two; i++) {
+        if (i == 1 && (!gemv || !flt)) continue; /* xn: scratch, unless float weights read it */
+        float *a = get(be, pairs[i][0], lens[i]), *b = get(be, pairs[i][1], lens[i]);
+        if (memcmp(a, b, sizeof(float) * lens[i]))
+            fail_msg("norm tail %s -> %s n=%d glu=%d mode %d: %s differs (%g apart)",
+                     sol_dtype_name(wt), sol_dtype_name(nt), n, glu, mode, names[i],
+                     rel_l2(b, a, lens[i]));
+        free(a), free(b);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        sol_buf_free(be, y[pass]), sol_buf_free(be, xn[pass]);
+        sol_buf_free(be, z[pass][0]), sol_buf_free(be, z[pass][1]);
+    }
+    sol_buf_free(be, xd), sol_buf_free(be, ud), sol_buf_free(be, gd), sol_buf_free(be, tmp);
+    for (int i = 0; i < 3; i++)
+        free(rows[i]);
+    free(x), free(u), free(y0), free(g);
+}
+
+static void test_norm_tails(void **state) {
+    (void)state;
+    sol_backend *be = open_be(spec(), 0);
+    /* Q4_K_M's o (Q4_K) -> gate (Q4_K: Q8_K), Q4_0 down -> q (Q4_0: Q8_0), Q6_K down -> the
+     * head (Q6_K: Q8_K), F16 -> F16 (the norm only: xn) */
+    const sol_dtype pairs[][2] = {{SOL_DT_Q4_K, SOL_DT_Q4_K},
+                                  {SOL_DT_Q4_0, SOL_DT_Q4_0},
+                                  {SOL_DT_Q6_K, SOL_DT_Q6_K},
+                                  {SOL_DT_F16, SOL_DT_F16}};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+        for (int n = 1; n <= 5; n += 4)
+            for (int glu = 0; glu < 2; glu++)
+                tail_case(be, pairs[i][0], pairs[i][1], n, glu, glu, 0);
+    tail_case(be, SOL_DT_Q4_K, SOL_DT_Q4_K, 3, 0, 0, 1);
+    tail_case(be, SOL_DT_Q4_K, SOL_DT_Q4_K, 3, 1, 0, 2);
+    tail_case(be, SOL_DT_Q4_0, SOL_DT_Q4_K, 40, 0, 1, 0);
+    sol_backend_free(be);
+}
+
 static void test_fused_prologues(void **state) {
     (void)state;
     sol_backend *be = open_be(spec(), 0);
@@ -717,20 +815,24 @@ static void test_qkv_rope_kv(void **state) {
     sol_backend_free(be);
 }
 
-/* The split combine also writes its output as Q8_0 activations, and the o projection right after
- * it (a Q4_0 matmul_add of that output, 5 tokens: a GEMV) reads them instead of quantizing: the
- * same bits as when any op in between makes it quantize for itself, and counted only then. */
+/* The split merge also writes its output as the o projection's activations, and the o
+ * projection right after it (a matmul_add of that output, 5 tokens: a GEMV) reads them instead of
+ * quantizing: Q8_0 by default (a Q4_0 wo), or the kind next_input names (hint: a Q4_K or Q6_K wo
+ * takes Q8_K, 256 / 32 = 8 heads a block): the same bits as when any op in between makes it
+ * quantize for itself, and counted only then. A K-quant wo without the hint finds Q8_0: not
+ * read. */
 static void attention_then_o(sol_backend *be, sol_kv *kd, const float *qd, float *od,
-                             const sol_attn_seq *seqs) {
-    enum { N = 5, H = 2, HD = 32, M = 48 };
-    void *rows = make_rows(SOL_DT_Q4_0, M, H * HD);
-    sol_weight w = {SOL_DT_Q4_0, M, H * HD, rows, sol_dtype_row_bytes(SOL_DT_Q4_0, H * HD), 0, 0};
+                             const sol_attn_seq *seqs, sol_dtype t, int H, int hint) {
+    enum { N = 5, HD = 32, M = 48 };
+    void *rows = make_rows(t, M, H * HD);
+    sol_weight w = {t, M, H * HD, rows, sol_dtype_row_bytes(t, H * HD), 0, 0};
     assert_int_equal(sol_weight_prepare(be, &w), 0);
     float *r = rnd_vec(N * M), *y[2], *scratch = put(be, r, sizeof(float) * N * M);
     unsigned long nq, gl, att[3];
     for (int pass = 0; pass < 2; pass++) {
         y[pass] = put(be, r, sizeof(float) * N * M);
         fused_counts3(be, &nq, &gl, &att[pass]);
+        if (hint) assert_int_equal(sol_next_input(be, &(sol_next_in){.w = &w}), 0);
         assert_int_equal(sol_paged_attention_swa(be, kd, 0, qd, od, N, H, 1, HD, 0.17f, 0, seqs),
                          0);
         if (pass) /* any op in between: the matmul must quantize od itself */
@@ -738,12 +840,15 @@ static void attention_then_o(sol_backend *be, sol_kv *kd, const float *qd, float
         assert_int_equal(sol_matmul_add(be, &w, od, y[pass], NULL, N), 0);
     }
     fused_counts3(be, &nq, &gl, &att[2]);
-    assert_int_equal(att[1] - att[0], 1); /* the first pass read the combine's Q8_0 */
+    int read = t == SOL_DT_Q4_0 || hint;
+    assert_int_equal(att[1] - att[0], read); /* the first pass read the merge's activations */
     assert_int_equal(att[2] - att[1], 0);
     float *a = get(be, y[0], N * M), *b = get(be, y[1], N * M);
     if (memcmp(a, b, sizeof(float) * N * M))
-        fail_msg("o projection on the combine's Q8_0 differs from its own quantization");
-    print_message("  attention+quantize: o projection of %d tokens, the same bits\n", N);
+        fail_msg("%s o projection on the merge's activations differs from its own quantization",
+                 sol_dtype_name(t));
+    print_message("  attention+quantize: %s o projection of %d tokens%s, the same bits\n",
+                  sol_dtype_name(t), N, read ? " on the merge's activations" : "");
     free(a), free(b), free(r), free(rows);
     sol_buf_free(be, y[0]), sol_buf_free(be, y[1]), sol_buf_free(be, scratch);
 }
@@ -793,7 +898,10 @@ static void test_long_context_attention(void **state) {
         }
         free(batch);
     }
-    attention_then_o(be, kd, qd, od, seqs);
+    attention_then_o(be, kd, qd, od, seqs, SOL_DT_Q4_0, H, 0);
+    attention_then_o(be, kd, qd, od, seqs, SOL_DT_Q4_K, 8, 1);
+    attention_then_o(be, kd, qd, od, seqs, SOL_DT_Q4_K, 8, 0);
+    attention_then_o(be, kd, qd, od, seqs, SOL_DT_Q6_K, 8, 1);
     sol_buf_free(be, kdv), sol_buf_free(be, vdv), sol_buf_free(be, qd), sol_buf_free(be, od);
     free(k), free(v), free(q), free(want);
     sol_kv_free(cpu, kc);
@@ -1173,6 +1281,7 @@ int main(void) {
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_fused_prologues),
         cmocka_unit_test(test_gemm_shared_x),
+        cmocka_unit_test(test_norm_tails),
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_long_context_attention),

@@ -362,6 +362,85 @@ static void test_gemv_many(void **state) {
     sol_backend_free(be);
 }
 
+/* gemv_run_tail: a matmul_add's GEMV whose last block normalizes and quantizes the output for
+ * the next matrix (the o and down projections' norm tails) against gemv_run then
+ * gemv_norm_quantize (rmsnorm for float weights next), bit for bit: y, xn and the activations'
+ * bytes, for every GEMV kernel (float, 128-bit F16, Q8_0-activation, K-quant), every next kind,
+ * rows that end mid-block (544 rows at K = 64: 64 a block) and whole-warp rows (K = 2048), 1, 3
+ * and 16 tokens; the counter back at 0 (a second call, without xn for a quantized kind, gives
+ * the same activations). The activations go to the scratch the GEMV read x from (as the backend
+ * does). xn == y is refused. */
+static void test_gemv_norm_tail(void **state) {
+    (void)state;
+    sol_backend *be = cpu();
+    struct tc {
+        sol_dtype t;
+        int rows, K, act;
+    } cases[] = {
+        {SOL_DT_Q4_0, 544, 64, SOL_CUDA_ACT_Q8_0},   {SOL_DT_Q8_0, 512, 2048, SOL_CUDA_ACT_Q8_K},
+        {SOL_DT_Q4_K, 512, 2048, SOL_CUDA_ACT_Q8_K}, {SOL_DT_Q6_K, 256, 512, SOL_CUDA_ACT_Q8_0},
+        {SOL_DT_F16, 544, 64, SOL_CUDA_ACT_FLOAT},   {SOL_DT_F32, 100, 8, SOL_CUDA_ACT_FLOAT},
+        {SOL_DT_Q4_K, 768, 256, SOL_CUDA_ACT_FLOAT},
+    };
+    for (const tc &c : cases) {
+        weight_pair w = make_weight(be, c.t, c.rows, c.K);
+        std::vector<unsigned char> dev;
+        sol_cuda_wt wt = device_view(w, dev);
+        int xact = sol_emu_gemv_act(wt.type), R = c.rows;
+        size_t sb = sol_emu_gemv_scratch_bytes(16, c.K > R ? c.K : R);
+        std::vector<unsigned char> sa(sb), sf(sb);
+        std::vector<float> x(16 * c.K), y0(16 * R), ya(16 * R), yf(16 * R), g(R), xa(16 * R),
+            xf(16 * R);
+        fill(x.data(), 16 * c.K, 5);
+        fill(y0.data(), 16 * R, 9);
+        fill(g.data(), R, 13);
+        int cnt = 0;
+        for (int n : {1, 3, 16})
+            for (int rep = 0; rep < 2; rep++) {
+                ya = y0, yf = y0;
+                std::fill(sa.begin(), sa.end(), 0xAB), std::fill(sf.begin(), sf.end(), 0xAB);
+                std::fill(xa.begin(), xa.end(), NAN), std::fill(xf.begin(), xf.end(), NAN);
+                assert_int_equal(sol_emu_gemv_quantize(xact, x.data(), n, c.K, sa.data(), nullptr),
+                                 0);
+                assert_int_equal(sol_emu_gemv_quantize(xact, x.data(), n, c.K, sf.data(), nullptr),
+                                 0);
+                assert_int_equal(
+                    sol_emu_gemv_run(wt, x.data(), ya.data(), n, sa.data(), 1, nullptr, nullptr),
+                    0);
+                if (c.act == SOL_CUDA_ACT_FLOAT)
+                    sol_emu_rmsnorm(ya.data(), g.data(), xa.data(), n, R, 1e-5f, nullptr);
+                else
+                    assert_int_equal(sol_emu_gemv_norm_quantize(c.act, ya.data(), g.data(), 1e-5f,
+                                                                xa.data(), n, R, sa.data(),
+                                                                nullptr),
+                                     0);
+                /* the second call of a quantized kind without xn: the same activations */
+                bool no_xn = rep == 1 && c.act != SOL_CUDA_ACT_FLOAT;
+                sol_cuda_norm_tail t = {g.data(), 1e-5f,     no_xn ? nullptr : xf.data(),
+                                        c.act,    sf.data(), &cnt};
+                assert_int_equal(
+                    sol_emu_gemv_run_tail(wt, x.data(), yf.data(), n, sf.data(), 1, &t, nullptr),
+                    0);
+                if (memcmp(ya.data(), yf.data(), sizeof(float) * n * R))
+                    fail_msg("norm tail %s act %d n=%d: y differs", sol_dtype_name(c.t), c.act, n);
+                if (!no_xn && memcmp(xa.data(), xf.data(), sizeof(float) * n * R))
+                    fail_msg("norm tail %s act %d n=%d: xn differs from the norm's",
+                             sol_dtype_name(c.t), c.act, n);
+                /* the next kind's activations: the bytes the norm+quantize launch made */
+                size_t used = c.act == SOL_CUDA_ACT_FLOAT ? 0 : sol_emu_gemv_scratch_bytes(n, R);
+                if (memcmp(sa.data(), sf.data(), used))
+                    fail_msg("norm tail %s act %d n=%d: the activations differ",
+                             sol_dtype_name(c.t), c.act, n);
+                if (cnt) fail_msg("norm tail: the counter was left at %d", cnt);
+            }
+        sol_cuda_norm_tail bad = {g.data(), 1e-5f, yf.data(), c.act, sf.data(), &cnt};
+        assert_int_equal(
+            sol_emu_gemv_run_tail(wt, x.data(), yf.data(), 1, sf.data(), 1, &bad, nullptr),
+            -EINVAL);
+    }
+    sol_backend_free(be);
+}
+
 /* gemv_run_epi: the q/k/v projections with rope and the KV write in their store (the pairs'
  * rows summed in one block, NEOX's interleaved) against gemv_run_many then rope_kv, bit for bit:
  * q, k and v as left in memory and both pools whole (rows of other slots untouched), for every
@@ -822,7 +901,7 @@ static void test_kv_and_attention(void **state) {
                          0);
         sol_emu_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), N, nullptr, 0, N,
                                 HEADS, KVH, HD, 0.125f, window, &flat[0][0], MAXB, n_ctx, 37, 132,
-                                nullptr, nullptr, nullptr, 0, nullptr, nullptr);
+                                nullptr, nullptr, nullptr, 0, 0, nullptr, nullptr, nullptr);
         double e = rel_err(got.data(), want.data(), N * HEADS * HD);
         if (!(e < 1e-5)) fail_msg("attention window %d: %g", window, e);
     }
@@ -837,7 +916,7 @@ static void test_kv_and_attention(void **state) {
         sol_paged_attention(be, kv, 0, q.data(), want.data(), 1, HEADS, KVH, HD, 0.125f, per), 0);
     sol_emu_paged_attention(kp.data(), vp.data(), 1, BS, q.data(), got.data(), 1, nullptr, 0, 1,
                             HEADS, KVH, HD, 0.125f, 0, &flat[0][0], MAXB, n_ctx, 37, 132, nullptr,
-                            nullptr, nullptr, 0, nullptr, nullptr);
+                            nullptr, nullptr, 0, 0, nullptr, nullptr, nullptr);
     assert_true(rel_err(got.data(), want.data(), HEADS * HD) < 1e-5);
     sol_backend_free(be);
 }
@@ -898,12 +977,12 @@ static void attention_sinks_case(sol_backend *be, sol_kv *kv, const att_case &c,
     std::vector<int> cnt(N * c.heads, 0);
     sol_emu_paged_attention(kp.data(), vp.data(), f16, BS, q.data(), got.data(), 0, nullptr, 0, N,
                             c.heads, c.kvh, c.hd, scale, 0, flat.data(), MAXB, n_ctx, max_len, SMS,
-                            ws.data(), cnt.data(), nullptr, 0, sinks.data(), nullptr);
+                            ws.data(), cnt.data(), nullptr, 0, 0, nullptr, sinks.data(), nullptr);
     double e = rel_err(got.data(), want.data(), N * qrow);
     if (!(e < 1e-5)) fail_msg("sinks heads %d/%d hd %d: %g", c.heads, c.kvh, c.hd, e);
     sol_emu_paged_attention(kp.data(), vp.data(), f16, BS, q.data(), got.data(), 0, nullptr, 3, 1,
                             c.heads, c.kvh, c.hd, scale, 0, flat.data(), MAXB, n_ctx, 1, SMS,
-                            ws.data(), cnt.data(), nullptr, 0, sinks.data(), nullptr);
+                            ws.data(), cnt.data(), nullptr, 0, 0, nullptr, sinks.data(), nullptr);
     e = rel_err(&got[3 * qrow], &want[3 * qrow], qrow);
     if (!(e < 1e-5)) fail_msg("sinks heads %d/%d hd %d, one split: %g", c.heads, c.kvh, c.hd, e);
 }
@@ -949,22 +1028,28 @@ static void attention_case(sol_backend *be, const att_case &c, int sms) {
         int splits = sol_emu_attention_splits(max_len, sms, c.heads, c.kvh, c.hd);
         std::vector<float> ws(sol_emu_attention_ws_floats(N, c.heads, c.hd, splits));
         std::vector<int> cnt(N * c.heads, 0); /* the merge's counters: left zero by every call */
-        /* and the combine's Q8_0 epilogue: the bytes gemv_quantize makes of the output */
+        /* and the merge's Q8_0 or Q8_K epilogue: the bytes gemv_quantize makes of the output
+         * (Q8_K: 256 / hd heads a block, whose last merge quantizes it; its counters too) */
         size_t qb = sol_emu_gemv_scratch_bytes(N, qrow);
-        std::vector<unsigned char> q8(qb, 0xAB), q8_want(qb, 0xAB);
-        int quant = sol_emu_paged_attention(kp.data(), vp.data(), f16, BS, q.data(), got.data(), 0,
-                                            nullptr, 0, N, c.heads, c.kvh, c.hd, scale, window,
-                                            flat.data(), MAXB, n_ctx, max_len, sms, ws.data(),
-                                            cnt.data(), q8.data(), N, nullptr, nullptr);
-        assert_int_equal(quant, splits > 1 && c.hd % 32 == 0);
-        if (quant) {
-            assert_int_equal(sol_emu_gemv_quantize(SOL_CUDA_ACT_Q8_0, got.data(), N, qrow,
-                                                   q8_want.data(), nullptr),
-                             0);
+        for (int act : {SOL_CUDA_ACT_Q8_0, SOL_CUDA_ACT_Q8_K}) {
+            std::vector<unsigned char> q8(qb, 0xAB), q8_want(qb, 0xAB);
+            std::vector<int> bcnt(N * c.heads, 0);
+            int quant = sol_emu_paged_attention(
+                kp.data(), vp.data(), f16, BS, q.data(), got.data(), 0, nullptr, 0, N, c.heads,
+                c.kvh, c.hd, scale, window, flat.data(), MAXB, n_ctx, max_len, sms, ws.data(),
+                cnt.data(), q8.data(), N, act, bcnt.data(), nullptr, nullptr);
+            int k = act == SOL_CUDA_ACT_Q8_K;
+            assert_int_equal(quant, splits > 1 && c.hd % 32 == 0 &&
+                                        (!k || (256 % c.hd == 0 && qrow % 256 == 0)));
+            if (!quant) continue;
+            assert_int_equal(
+                sol_emu_gemv_quantize(act, got.data(), N, qrow, q8_want.data(), nullptr), 0);
             if (memcmp(q8.data(), q8_want.data(), qb))
-                fail_msg("heads %d/%d hd %d window %d: the combine's Q8_0 differs from "
+                fail_msg("heads %d/%d hd %d window %d: the merge's %s differs from "
                          "gemv_quantize's",
-                         c.heads, c.kvh, c.hd, window);
+                         c.heads, c.kvh, c.hd, window, k ? "Q8_K" : "Q8_0");
+            for (int x : bcnt)
+                if (x) fail_msg("a Q8_K block counter was left at %d", x);
         }
         double e = rel_err(got.data(), want.data(), N * qrow);
         if (!(e < 1e-5))
@@ -977,8 +1062,8 @@ static void attention_case(sol_backend *be, const att_case &c, int sms) {
             int len = window && n_ctx[t] > window ? window : n_ctx[t];
             sol_emu_paged_attention(kp.data(), vp.data(), f16, BS, q.data(), one.data(), 0, nullptr,
                                     t, 1, c.heads, c.kvh, c.hd, scale, window, flat.data(), MAXB,
-                                    n_ctx, len, sms, ws.data(), cnt.data(), nullptr, 0, nullptr,
-                                    nullptr);
+                                    n_ctx, len, sms, ws.data(), cnt.data(), nullptr, 0, 0, nullptr,
+                                    nullptr, nullptr);
             if (memcmp(&one[t * qrow], &got[t * qrow], sizeof(float) * qrow))
                 fail_msg("heads %d/%d hd %d %s window %d sms %d: token %d (context %d) alone "
                          "differs from its batch row",
@@ -990,7 +1075,8 @@ static void attention_case(sol_backend *be, const att_case &c, int sms) {
         if (c.hd > 128) continue;
         sol_emu_paged_attention(kp.data(), vp.data(), f16, BS, q.data(), one.data(), 2, tiles, 6, 8,
                                 c.heads, c.kvh, c.hd, scale, window, flat.data(), MAXB, n_ctx,
-                                max_len, sms, ws.data(), cnt.data(), nullptr, 0, nullptr, nullptr);
+                                max_len, sms, ws.data(), cnt.data(), nullptr, 0, 0, nullptr,
+                                nullptr, nullptr);
         if (memcmp(&one[6 * qrow], &got[6 * qrow], sizeof(float) * 8 * qrow))
             fail_msg("heads %d/%d hd %d %s window %d sms %d: tiled tokens differ from untiled",
                      c.heads, c.kvh, c.hd, sol_dtype_name(c.dt), window, sms);
@@ -1185,6 +1271,7 @@ int main(void) {
         cmocka_unit_test(test_gemv),
         cmocka_unit_test(test_gemv_many),
         cmocka_unit_test(test_gemv_rope_kv),
+        cmocka_unit_test(test_gemv_norm_tail),
         cmocka_unit_test(test_argmax),
         cmocka_unit_test(test_qk_norm_rope),
         cmocka_unit_test(test_fused_quantize),

@@ -534,11 +534,55 @@ static int gemv_prologue(cuda_backend *b, const gemv_in *in, int first, int act,
                                            K, q, b->stream);
 }
 
-/* Whether qscratch already holds x's Q8_0 for act: the op just before this one (the attention
- * combine) wrote them for these n rows of K (one group: n <= SOL_CUDA_GEMV_MAX_TOKENS). */
-static int have_q8(const cuda_backend *b, const gemv_in *in, int act, int n, int K) {
-    return act == SOL_CUDA_ACT_Q8_0 && !in->norm && !in->glu && in->x == b->q8_prev.x &&
-           n == b->q8_prev.n && K == b->q8_prev.k;
+/* The prefill GEMM for n tokens (tensor cores) or the GEMV kernels. Float weights (test models)
+ * stay on the GEMV kernels, which sum as the CPU does. */
+static int use_gemm(const cuda_backend *b, const sol_weight *w, int n) {
+    return !b->batch_invariant && n >= GEMM_MIN_TOKENS && w->type != SOL_DT_F32;
+}
+
+/* Whether qscratch already holds x's activations for act (and xn its normalized rows): the op
+ * just before this one (the attention merge, or a GEMV's norm tail) made them for these n rows
+ * of K (one group: n <= SOL_CUDA_GEMV_MAX_TOKENS), through the same norm. */
+static int have_q8(const cuda_backend *b, const gemv_in *in, int act, int n, int K, int kinds) {
+    const struct cbe_q8_note *p = &b->q8_prev;
+    return p->x && act == p->act && !in->glu && in->x == p->x && n == p->n && K == p->k &&
+           in->norm == p->norm &&
+           (!in->norm || (in->eps == p->eps && in->xn == p->xn && (kinds == 1 || p->xn_made)));
+}
+
+/* The norm tail matmul_gemv may give a matmul_add (gemv_run_tail): next_input said that y's rows
+ * are next normalized and read by a weight, so the GEMV's last block makes that (act: the
+ * weight's activation kind, into qscratch; the rows into xn) and the reading op skips its norm
+ * launch. 0: not here (another shape, several groups, a hint that does not fit; the reading op
+ * then makes it as ever). */
+static int tail_plan(cuda_backend *b, const sol_weight *w, const float *y, int n,
+                     sol_cuda_norm_tail *t) {
+    const sol_next_in *ni = &b->next_now;
+    if (!ni->w || !ni->norm || !ni->xn || ni->xn == y || n > SOL_CUDA_GEMV_MAX_TOKENS ||
+        ni->w->cols != w->rows || !type_ok(ni->w->type) || use_gemm(b, ni->w, n))
+        return 0;
+    int act = SOL_CUDA_FN(gemv_act)((int)ni->w->type), dim = (int)w->rows;
+    size_t rows = sizeof(float) * (size_t)n * (size_t)dim;
+    if (dim % (act == SOL_CUDA_ACT_Q8_K   ? 256
+               : act == SOL_CUDA_ACT_Q8_0 ? 32
+                                          : 1) ||
+        (b->strict && (!SOL_CUDA_FN(dev_owns)(b->dev, ni->xn, rows) ||
+                       !SOL_CUDA_FN(dev_owns)(b->dev, ni->norm, rows / (size_t)n))))
+        return 0;
+    if (!b->tail_ws.p) { /* the counter, zeroed once: every launch leaves it at 0 */
+        if (cbe_grow(b, &b->tail_ws, 16, "matmul") ||
+            SOL_CUDA_FN(dev_memset)(b->dev, b->tail_ws.p, 0, b->tail_ws.bytes))
+            return 0;
+    }
+    /* xn is written only where float weights read it; a reading group of quantized weights
+     * of two kinds then requantizes xn itself (have_q8) */
+    *t = (sol_cuda_norm_tail){.norm = ni->norm,
+                              .eps = ni->eps,
+                              .xn = act == SOL_CUDA_ACT_FLOAT ? ni->xn : NULL,
+                              .act = act,
+                              .scratch = b->qscratch.p,
+                              .cnt = b->tail_ws.p};
+    return 1;
 }
 
 /* Tokens in groups of SOL_CUDA_GEMV_MAX_TOKENS (a token's sums never depend on its group); per
@@ -552,18 +596,31 @@ static int have_q8(const cuda_backend *b, const gemv_in *in, int act, int n, int
 static int matmul_gemv(cuda_backend *b, const sol_weight *const *ws, const float *const *bs,
                        float *const *ys, int count, const gemv_in *in, int n, int add,
                        const int *roles, const sol_cuda_rope_epi *epi) {
-    int K = (int)ws[0]->cols;
-    int rc = cbe_grow(b, &b->qscratch, SOL_CUDA_FN(gemv_scratch_bytes)(SOL_CUDA_GEMV_MAX_TOKENS, K),
-                      "matmul");
+    int K = (int)ws[0]->cols, Kq = K > ws[0]->rows ? K : (int)ws[0]->rows;
+    /* sized for the norm tail's activations too (a matmul_add's output rows) */
+    int rc =
+        cbe_grow(b, &b->qscratch,
+                 SOL_CUDA_FN(gemv_scratch_bytes)(SOL_CUDA_GEMV_MAX_TOKENS, add ? Kq : K), "matmul");
     if (rc) return rc;
+    sol_cuda_norm_tail tail;
+    int tailed =
+        add && count == 1 && !roles && (!bs || !bs[0]) && tail_plan(b, ws[0], ys[0], n, &tail);
     const float *src = in->norm ? in->xn : in->x; /* what float weights and requantizing read */
+    int kinds = 1;
+    for (int i = 1; i < count; i++)
+        kinds +=
+            SOL_CUDA_FN(gemv_act)((int)ws[i]->type) != SOL_CUDA_FN(gemv_act)((int)ws[i - 1]->type);
     for (int t0 = 0; t0 < n; t0 += SOL_CUDA_GEMV_MAX_TOKENS) {
         int cnt = n - t0 < SOL_CUDA_GEMV_MAX_TOKENS ? n - t0 : SOL_CUDA_GEMV_MAX_TOKENS, have = -1;
         for (int i = 0, j; i < count; i = j) {
             int act = SOL_CUDA_FN(gemv_act)((int)ws[i]->type);
-            if (have == -1 && have_q8(b, in, act, n, K)) /* before this call wrote qscratch */
-                b->fused_attq++;  /* the attention combine quantized x on its way out */
-            else if (act != have) /* again only when the kind changes along the list */
+            if (have == -1 &&
+                have_q8(b, in, act, n, K, kinds)) { /* before this call wrote qscratch */
+                if (in->norm)
+                    b->tail_used++; /* the GEMV before made the norm and x's activations */
+                else
+                    b->fused_attq++; /* the attention merge quantized x on its way out */
+            } else if (act != have)  /* again only when the kind changes along the list */
                 rc = gemv_prologue(b, in, have == -1, act, t0, cnt, K);
             have = act;
             /* the run of weights of this kind: one quantized x, launched together */
@@ -579,7 +636,10 @@ static int matmul_gemv(cuda_backend *b, const sol_weight *const *ws, const float
                 bias[j - i] = bs ? bs[j] : NULL;
                 role[j - i] = roles ? roles[j] : SOL_CUDA_EPI_NONE;
             }
-            if (!rc)
+            if (!rc && tailed)
+                rc = SOL_CUDA_FN(gemv_run_tail)(wts[0], src, out[0], cnt, b->qscratch.p, add, &tail,
+                                                b->stream);
+            else if (!rc)
                 rc = SOL_CUDA_FN(gemv_run_epi)(wts, out, bias, roles ? role : NULL, j - i,
                                                src + (size_t)t0 * K, cnt, b->qscratch.p, add, epi,
                                                b->stream);
@@ -590,13 +650,18 @@ static int matmul_gemv(cuda_backend *b, const sol_weight *const *ws, const float
                                 sol_dtype_name(ws[i]->type), K, cnt, SOL_CUDA_GEMV_MAX_TOKENS);
         }
     }
+    if (tailed) { /* what the reading op will find made (have_q8) */
+        b->fused_tail++;
+        b->q8_made = (struct cbe_q8_note){.x = ys[0],
+                                          .n = n,
+                                          .k = (int)ws[0]->rows,
+                                          .act = tail.act,
+                                          .norm = tail.norm,
+                                          .xn = b->next_now.xn,
+                                          .eps = tail.eps,
+                                          .xn_made = tail.xn != NULL};
+    }
     return cbe_after(b, "matmul");
-}
-
-/* The prefill GEMM for n tokens (tensor cores) or the GEMV kernels. Float weights (test models)
- * stay on the GEMV kernels, which sum as the CPU does. */
-static int use_gemm(const cuda_backend *b, const sol_weight *w, int n) {
-    return !b->batch_invariant && n >= GEMM_MIN_TOKENS && w->type != SOL_DT_F32;
 }
 
 static int cuda_matmul(sol_backend *be, const sol_weight *w, const float *x, float *y, int n) {
@@ -613,8 +678,7 @@ static int cuda_matmul(sol_backend *be, const sol_weight *w, const float *x, flo
 
 /* y += x W^T: the GEMV adds in its epilogue (one launch fewer per block output); the GEMM
  * writes the product to a scratch that the add kernel then adds, as sol_matmul_add would. */
-static int cuda_matmul_add(sol_backend *be, const sol_weight *w, const float *x, float *y, int n) {
-    cuda_backend *b = cbe_bind(be);
+static int matmul_add_in(cuda_backend *b, const sol_weight *w, const float *x, float *y, int n) {
     int rc = check_weight(b, w, "matmul_add");
     if (rc) return rc;
     if (n <= 0) return cbe_fail(b, -EINVAL, "matmul_add", "need n >= 1 tokens, got n=%d", n);
@@ -625,6 +689,10 @@ static int cuda_matmul_add(sol_backend *be, const sol_weight *w, const float *x,
     if (!use_gemm(b, w, n))
         return matmul_gemv(b, &w, NULL, &y, 1, &(gemv_in){.x = x}, n, 1, NULL, NULL);
     return matmul_gemm(b, w, x, y, n, 1, 0);
+}
+
+static int cuda_matmul_add(sol_backend *be, const sol_weight *w, const float *x, float *y, int n) {
+    return matmul_add_in(cbe_bind(be), w, x, y, n);
 }
 
 static int cuda_matmul_many(sol_backend *be, const sol_weight *const *ws, float *const *ys,
@@ -699,10 +767,10 @@ static int norm_many_check(cuda_backend *b, const char *op, const float *x, cons
 /* ys[i] = rmsnorm(x) ws[i]^T + bs[i]: on the GEMV path the norm and the quantization are one
  * launch per token group and the biases are added in the GEMVs' store; on the GEMM path (or with
  * float weights first) the norm writes xn and each bias is one broadcast add. */
-static int cuda_norm_matmul_many(sol_backend *be, const float *x, const float *norm, float eps,
-                                 float *xn, const sol_weight *const *ws, const float *const *bs,
-                                 float *const *ys, int count, int n) {
-    cuda_backend *b = cbe_bind(be);
+static int norm_matmul_many_in(cuda_backend *b, const float *x, const float *norm, float eps,
+                               float *xn, const sol_weight *const *ws, const float *const *bs,
+                               float *const *ys, int count, int n) {
+    sol_backend *be = &b->base;
     const char *op = "norm_matmul_many";
     int gemv, rc = norm_many_check(b, op, x, norm, xn, ws, bs, ys, count, n, &gemv);
     if (rc) return rc;
@@ -731,6 +799,12 @@ static int cuda_norm_matmul_many(sol_backend *be, const float *x, const float *n
     return cbe_after(b, op);
 }
 
+static int cuda_norm_matmul_many(sol_backend *be, const float *x, const float *norm, float eps,
+                                 float *xn, const sol_weight *const *ws, const float *const *bs,
+                                 float *const *ys, int count, int n) {
+    return norm_matmul_many_in(cbe_bind(be), x, norm, eps, xn, ws, bs, ys, count, n);
+}
+
 /* norm_matmul_many of q/k/v, then rope_kv_write (backend.h): on the GEMV path (one token group)
  * the rope and the cache write happen in the projections' store (gemv_run_epi: one launch
  * fewer per layer), else the two ops. */
@@ -753,7 +827,7 @@ static int cuda_qkv_rope_kv(sol_backend *be, const float *x, const float *norm, 
     if (!r->q_norm != !r->k_norm)
         return cbe_fail(b, -EINVAL, op, "a per-head norm for %s only", r->q_norm ? "q" : "k");
     if (r->q_norm) { /* the projections, then the norms, rope and the cache in one launch */
-        if ((rc = cuda_norm_matmul_many(be, x, norm, eps, xn, ws, bs, ys, 3, n)) ||
+        if ((rc = norm_matmul_many_in(b, x, norm, eps, xn, ws, bs, ys, 3, n)) ||
             (rc = cbe_rope_kv_prepare(b, op, r->kv, r->layer, ys[0], ys[1], ys[2], r->pos, r->slots,
                                       n, r->heads, r->kv_heads, hd, r->rope, &e)) ||
             (rc = cbe_need_dev(b, r->q_norm, sizeof(float) * (size_t)hd, op, "q_norm")) ||
@@ -766,7 +840,7 @@ static int cuda_qkv_rope_kv(sol_backend *be, const float *x, const float *norm, 
         return cbe_after(b, op);
     }
     if (!gemv || n > SOL_CUDA_GEMV_MAX_TOKENS) {
-        rc = cuda_norm_matmul_many(be, x, norm, eps, xn, ws, bs, ys, 3, n);
+        rc = norm_matmul_many_in(b, x, norm, eps, xn, ws, bs, ys, 3, n);
         return rc ? rc
                   : cbe_rope_kv_write(be, r->kv, r->layer, ys[0], ys[1], ys[2], r->pos, r->slots, n,
                                       r->heads, r->kv_heads, hd, r->rope);
@@ -817,7 +891,15 @@ static int cuda_glu_matmul_add(sol_backend *be, const sol_weight *w, const float
         SOL_CUDA_FN(gelu_mul)(gate, up, glu, (int64_t)n * w->cols, b->stream);
     else
         SOL_CUDA_FN(silu_mul)(gate, up, glu, (int64_t)n * w->cols, b->stream);
-    return cuda_matmul_add(be, w, glu, y, n);
+    return matmul_add_in(b, w, glu, y, n);
+}
+
+/* next_input (backend.h): kept for the op after this one only. No cbe_bind: this call is no op
+ * of the stream's, so the notes of what the op before it made stay for the op after it. */
+static int cuda_next_input(sol_backend *be, const sol_next_in *ni) {
+    cuda_backend *b = cb(be);
+    b->next_set = ni ? *ni : (sol_next_in){0};
+    return 0;
 }
 
 static int cuda_reserve(sol_backend *be, int max_tokens, int64_t max_dim) {
@@ -1149,14 +1231,15 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
              "shared x; fused "
              "prologues: %lu "
              "norm+quantize, %lu glu+quantize, %lu attention+quantize, %lu rope+KV, %lu q/k "
-             "norm+rope+KV; programmatic dependent launch %s",
+             "norm+rope+KV; norm tails: %lu GEMVs normalized and quantized their output, %lu "
+             "reads of it; programmatic dependent launch %s",
              b->graphs_on ? "on" : "off (--enforce-eager)", b->steps, b->replayed_dry, b->updated,
              b->instantiated, b->flushed, b->stage_copies, made, aborted, b->dry_steps, b->reruns,
              mean_us(b->dry_ns, b->dry_steps), mean_us(b->record_ns, whole),
              mean_us(b->update_ns, b->updated), mean_us(b->instantiate_ns, b->instantiated),
              b->mma_gemms, b->flash_calls, b->mmq_gemms, b->gemm_x_reused, b->fused_normq,
-             b->fused_glu, b->fused_attq, b->fused_rope, b->fused_qk_norm,
-             b->stream->pdl ? "on" : "off (SOL_CUDA_PDL=0 or before sm_90)");
+             b->fused_glu, b->fused_attq, b->fused_rope, b->fused_qk_norm, b->fused_tail,
+             b->tail_used, b->stream->pdl ? "on" : "off (SOL_CUDA_PDL=0 or before sm_90)");
     return 0;
 }
 
@@ -1184,7 +1267,8 @@ static void cuda_free(sol_backend *be) {
         cbe_kv_free(be, b->kvs);
     for (int i = 0; i < b->n_ups; i++)
         SOL_CUDA_FN(dev_free)(b->dev, b->ups[i].dev);
-    dev_buf *bufs[] = {&b->qscratch, &b->xh, &b->xq, &b->att_ws, &b->gemm_y, &b->amax_ws};
+    dev_buf *bufs[] = {&b->qscratch, &b->xh,      &b->xq,     &b->att_ws,
+                       &b->gemm_y,   &b->amax_ws, &b->tail_ws};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         SOL_CUDA_FN(dev_free)(b->dev, bufs[i]->p);
     SOL_CUDA_FN(dev_free)(b->dev, b->stage_d);
@@ -1222,6 +1306,7 @@ static const sol_backend_ops cuda_ops = {
     .embed = cuda_embed,
     .get_rows = cuda_get_rows,
     .argmax_rows = cuda_argmax_rows,
+    .next_input = cuda_next_input,
     .moe_combine = cuda_moe_combine,
     .kv_alloc = cbe_kv_alloc,
     .kv_free = cbe_kv_free,

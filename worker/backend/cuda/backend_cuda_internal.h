@@ -68,6 +68,7 @@ typedef struct cuda_backend {
     dev_buf gemm_y;       /* matmul_add through the GEMM: the product before its add */
     dev_buf att_ws;       /* split attention's partial states */
     dev_buf amax_ws;      /* argmax_rows' counters (amax_rows of them, left zeroed), partials */
+    dev_buf tail_ws;      /* the GEMV norm tail's counter (gemv_run_tail: left zeroed) */
     int amax_rows;
     /* Staging: host index arrays go up through one pinned buffer, each array once per step
      * (a copy whose bytes equal a recent one is reused: positions serve every layer's rope). */
@@ -117,14 +118,23 @@ typedef struct cuda_backend {
     unsigned long fused_rope;    /* q/k/v GEMVs that roped and wrote the cache in their store */
     unsigned long fused_qk_norm; /* q/k norms, rope and the cache write as one launch */
     unsigned long gemm_x_reused; /* batch GEMMs that read the previous one's converted x */
-    /* Q8_0 activations of x (n rows of k) that an op left in qscratch (the attention combine's
-     * epilogue): made by the op that just ran; prev, by the op before this one. Only the very
+    unsigned long fused_tail;    /* GEMVs that normalized and quantized their output (norm tail) */
+    unsigned long tail_used;     /* GEMV groups that read a norm tail's activations */
+    /* Activations of x (n rows of k) for kind act that an op left in qscratch: the attention
+     * merge's (norm NULL), or a GEMV's norm tail's (x normalized by norm, eps into xn, which it
+     * wrote too): made by the op that just ran; prev, by the op before this one. Only the very
      * next op may use them (cbe_bind moves made to prev), so nothing written in between can
      * leave them stale. */
     struct cbe_q8_note {
         const float *x;
-        int n, k;
+        int n, k, act;
+        const float *norm, *xn;
+        float eps;
+        int xn_made; /* the tail wrote xn too (float weights, or a second kind requantizes it) */
     } q8_made, q8_prev;
+    /* next_input's hint: set by that op, handed by cbe_bind to the op after it (next_now) and
+     * to no other */
+    sol_next_in next_set, next_now;
 } cuda_backend;
 
 static inline cuda_backend *cb(sol_backend *be) {
@@ -139,6 +149,8 @@ static inline cuda_backend *cbe_bind(sol_backend *be) {
     SOL_CUDA_FN(dev_bind)(b->dev);
     b->q8_prev = b->q8_made;
     b->q8_made = (struct cbe_q8_note){0};
+    b->next_now = b->next_set;
+    b->next_set = (sol_next_in){0};
     return b;
 }
 

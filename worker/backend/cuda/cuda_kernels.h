@@ -150,6 +150,23 @@ int SOL_CUDA_FN(gemv_run_epi)(const sol_cuda_wt *ws, float *const *ys, const flo
                               const int *roles, int count, const float *x, int n,
                               const void *scratch, int add, const sol_cuda_rope_epi *epi,
                               void *stream);
+/* gemv_run of one matrix (y: n x w.rows), then the RMSNorm of y's rows by norm (eps) into xn and
+ * their quantization for act into scratch (ACT_FLOAT: xn only), in the launch's last block (the
+ * one whose rows complete y, counted at cnt: a zeroed int, left zeroed): the bits of gemv_run,
+ * then gemv_norm_quantize (rmsnorm for ACT_FLOAT), one launch fewer. scratch may be the one x
+ * was read from (every block has read it when the last one starts). xn may be NULL for a
+ * quantized act (the rows are then not written). -EINVAL: xn == y, rows not a multiple of act's
+ * block. */
+typedef struct sol_cuda_norm_tail {
+    const float *norm;
+    float eps;
+    float *xn;
+    int act;
+    void *scratch;
+    int *cnt;
+} sol_cuda_norm_tail;
+int SOL_CUDA_FN(gemv_run_tail)(sol_cuda_wt w, const float *x, float *y, int n, const void *scratch,
+                               int add, const sol_cuda_norm_tail *tail, void *stream);
 int SOL_CUDA_FN(gemv)(sol_cuda_wt w, const float *x, float *y, int n, void *scratch, int add,
                       void *stream);
 
@@ -214,16 +231,19 @@ void SOL_CUDA_FN(kv_copy_blocks)(void *const *pools, int count_pools, size_t blo
 int SOL_CUDA_FN(attention_splits)(int len, int sms, int heads, int kv_heads, int head_dim);
 size_t SOL_CUDA_FN(attention_ws_floats)(int n, int heads, int head_dim, int splits);
 /* q8 (NULL: none): a gemv_scratch_bytes(q8_n, heads * head_dim) scratch; when the call splits
- * and head_dim is a multiple of 32, the merge also quantizes rows
- * [t_base, t_base + n) of out to Q8_0 into it, as gemv_quantize(SOL_CUDA_ACT_Q8_0) would, and
- * the call returns 1 (else 0, and the scratch is untouched). sinks (NULL: none): one logit per
- * query head that joins each softmax with no value (gpt-oss). */
+ * and head_dim is a multiple of 32, the merge also quantizes rows [t_base, t_base + n) of out
+ * for q8_act into it, as gemv_quantize would: SOL_CUDA_ACT_Q8_0, or SOL_CUDA_ACT_Q8_K when 256
+ * is a whole number of heads (head_dim 32..256) and q8_cnt holds a zeroed int per Q8_K block of
+ * the n rows (left zeroed: the warp that merges a block's last head quantizes it); the call then
+ * returns 1 (else 0, and the scratch is untouched). sinks (NULL: none): one logit per query head
+ * that joins each softmax with no value (gpt-oss). */
 int SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_pool, int f16, int block_size,
                                  const float *q, float *out, int n_tiles, const int32_t *tiles,
                                  int t_base, int n, int heads, int kv_heads, int head_dim,
                                  float scale, int window, const int32_t *tables, int table_stride,
                                  const int32_t *n_ctx, int max_len, int sms, float *ws, int *cnt,
-                                 void *q8, int q8_n, const float *sinks, void *stream);
+                                 void *q8, int q8_n, int q8_act, int *q8_cnt, const float *sinks,
+                                 void *stream);
 
 /* k_flash.cu: prefill attention on tensor cores over an F16 cache, as paged_attention computes
  * it (same arguments) but with q and the softmax weights rounded to F16 (~1e-3 relative): a block

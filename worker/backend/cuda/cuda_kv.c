@@ -267,7 +267,8 @@ static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float 
          * ints) after the states, zeroed when the buffer is new and left zeroed by every launch */
         size_t floats =
             SOL_CUDA_FN(attention_ws_floats)(group, heads, head_dim, SOL_CUDA_ATT_MAX_SPLITS);
-        size_t cnt_bytes = sizeof(int) * (size_t)group * heads, had = b->att_ws.bytes;
+        /* and the Q8_K merge's block counters (fewer than group x heads) */
+        size_t cnt_bytes = 2 * sizeof(int) * (size_t)group * heads, had = b->att_ws.bytes;
         if ((rc = cbe_grow(b, &b->att_ws, floats * sizeof(float) + cnt_bytes, "paged_attention")))
             return rc;
         ws = b->att_ws.p;
@@ -276,9 +277,14 @@ static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float 
             SOL_CUDA_FN(dev_memset)(b->dev, counters, 0, b->att_ws.bytes - floats * sizeof(float)))
             return cbe_fail(b, -EIO, "paged_attention", "could not zero the split counters");
     }
-    /* A decode-sized step's output also leaves as the o projection's Q8_0 activations (the
-     * combine's epilogue), so that GEMV needs no quantize launch: qscratch sized as it sizes it */
-    int K = heads * head_dim, quant = splits > 1 && n <= SOL_CUDA_GEMV_MAX_TOKENS && K % 32 == 0;
+    /* A decode-sized step's output also leaves as the o projection's activations (the merge's
+     * epilogue), so that GEMV needs no quantize launch: Q8_0, or the kind of the weight that
+     * next_input named (Q8_K for K-quants); qscratch sized as the GEMV sizes it */
+    const sol_next_in *ni = &b->next_now;
+    int K = heads * head_dim, act = SOL_CUDA_ACT_Q8_0;
+    if (ni->w && !ni->norm && ni->w->cols == K) act = SOL_CUDA_FN(gemv_act)((int)ni->w->type);
+    int quant =
+        splits > 1 && n <= SOL_CUDA_GEMV_MAX_TOKENS && K % 32 == 0 && act != SOL_CUDA_ACT_FLOAT;
     size_t qb = SOL_CUDA_FN(gemv_scratch_bytes)(SOL_CUDA_GEMV_MAX_TOKENS, K);
     if (quant && (rc = cbe_grow(b, &b->qscratch, qb, "paged_attention"))) return rc;
     const int32_t *ctx = tables + (size_t)n * stride;
@@ -289,11 +295,11 @@ static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float 
         quant &= SOL_CUDA_FN(paged_attention)(
             kv->pools[2 * layer], kv->pools[2 * layer + 1], kv->f16, kv->block_size, q, out,
             tj - ti, tiles_d + ti, t0, cnt, heads, kv->kv_heads, head_dim, scale, window, tables,
-            stride, ctx, max_len, sms, ws, counters, quant ? b->qscratch.p : NULL, n, sinks,
-            b->stream);
+            stride, ctx, max_len, sms, ws, counters, quant ? b->qscratch.p : NULL, n, act,
+            counters ? counters + (size_t)group * heads : NULL, sinks, b->stream);
         ti = tj;
     }
-    if (quant) b->q8_made = (struct cbe_q8_note){out, n, K};
+    if (quant) b->q8_made = (struct cbe_q8_note){.x = out, .n = n, .k = K, .act = act};
     return cbe_after(b, "paged_attention");
 }
 

@@ -211,18 +211,44 @@ __device__ __forceinline__ bool att_warp_any(bool v) {
  * lane re-reads the counter and fences: the acquire side) and sets the counter back to 0 for the
  * next launch. No block barrier and no second launch: the combine that used to follow the split
  * kernel is this. */
+/* The last lane of `need` to count itself at cnt (each lane fences its writes first) tells its
+ * warp, which then owns what they wrote: true on every lane of that warp, and the counter is set
+ * back to 0 for the next launch once every lane of it has read the count (the shuffle meets
+ * them all). */
+__device__ __forceinline__ bool att_last_of(int *cnt, int need, int lane) {
+    __threadfence();
+    bool last = atomicAdd(cnt, 1) == need - 1;
+    if (!att_warp_any(last)) return false;
+    int seen = atomicAdd(cnt, 0);
+    __threadfence(); /* the acquire side: the others' writes are visible */
+    if (__shfl_sync(0xffffffffu, seen, 0) == need && lane == 0) atomicExch(cnt, 0);
+    return true;
+}
+
+/* Q8_K activations for the o projection (K-quant weights): a 256-element block spans 256 /
+ * head_dim heads (Llama's 128: two), so the warp that merges the last of them quantizes the
+ * block (bcnt: a zeroed int per block of the call's rows, left zeroed), as k_quantize_q8_k would:
+ * its lanes read the block's outputs through L2 (other warps wrote them) 8 each. */
+__device__ __forceinline__ void att_q8k_end(int *bcnt, int head_dim, const float *o, size_t qrow,
+                                            int lane, int8_t *kq, float *kd, int16_t *ks) {
+    int blk = (int)(qrow / 256);
+    if (!att_last_of(bcnt + blk, 32 * (256 / head_dim), lane)) return;
+    const float *b = o - qrow % 256;
+    float xb[8];
+    for (int j = 0; j < 8; j++)
+        xb[j] = __ldcg(b + lane * 8 + j);
+    q8_k_block(xb, blk, lane, kq, kd, ks);
+}
+
+/* bcnt NULL: xq/xd/xs take Q8_0 blocks in the merge; else Q8_K blocks (att_q8k_end). */
 __device__ __forceinline__ void att_split_end(int *cnt, int splits, const float *pair_ws,
                                               int head_dim, float *o, size_t qrow, int lane,
-                                              int8_t *xq, float *xd, int32_t *xs,
+                                              int8_t *xq, float *xd, void *xs, int *bcnt,
                                               const float *sink) {
-    __threadfence();
-    bool last = atomicAdd(cnt, 1) == 32 * splits - 1;
-    if (!att_warp_any(last)) return;
-    int seen = atomicAdd(cnt, 0);
-    __threadfence();
-    att_merge(pair_ws, splits, head_dim, o, qrow, lane, xq, xd, xs, sink);
-    /* every lane has read the counter (the shuffle meets them all) before it is reset */
-    if (__shfl_sync(0xffffffffu, seen, 0) == 32 * splits && lane == 0) atomicExch(cnt, 0);
+    if (!att_last_of(cnt, 32 * splits, lane)) return;
+    att_merge(pair_ws, splits, head_dim, o, qrow, lane, bcnt ? nullptr : xq, xd, (int32_t *)xs,
+              sink);
+    if (bcnt && xq) att_q8k_end(bcnt, head_dim, o, qrow, lane, xq, xd, (int16_t *)xs);
 }
 
 /* A block per (unit, KV head, slice of hs query heads[, split]); unit = a tile of up to
@@ -241,7 +267,7 @@ k_paged_attention(const unsigned char *k_pool, const unsigned char *v_pool, int 
                   const float *q, float *out, const int32_t *tiles, int t_base, int heads,
                   int kv_heads, int head_dim, int hs, int slices, float scale, int window,
                   const int32_t *tables, int table_stride, const int32_t *n_ctx, float *ws,
-                  int split_target, int *counters, int8_t *xq, float *xd, int32_t *xs,
+                  int split_target, int *counters, int8_t *xq, float *xd, void *xs, int *bcnt,
                   const float *sinks) {
     sol_grid_dependency();
     constexpr int R = att_rows(F16, E), V = NQ * R;
@@ -406,7 +432,7 @@ k_paged_attention(const unsigned char *k_pool, const unsigned char *v_pool, int 
             att_split_end(counters + pair, att_splits(ctx - lo, split_target),
                           ws + pair * gridDim.y * (size_t)(head_dim + 2), head_dim,
                           out + ((size_t)t * heads + h) * head_dim, pair * head_dim, lane, xq, xd,
-                          xs, sinks ? sinks + h : nullptr);
+                          xs, bcnt, sinks ? sinks + h : nullptr);
         }
     }
 }
@@ -453,7 +479,8 @@ struct att_launch_args {
     int *cnt;
     int8_t *xq;
     float *xd;
-    int32_t *xs;
+    void *xs;
+    int *bcnt;
     const float *sinks;
 };
 
@@ -463,7 +490,7 @@ static void att_launch(const att_launch_args &a, dim3 grid, void *stream) {
     SOL_LAUNCH(k_paged_attention_T, grid, dim3(32 * ATT_WARPS), 0, stream, a.kp, a.vp, a.block_size,
                a.q, a.out, a.tiles, a.t_base, a.heads, a.kv_heads, a.head_dim, a.hs, a.slices,
                a.scale, a.window, a.tables, a.table_stride, a.n_ctx, a.ws, a.split_target, a.cnt,
-               a.xq, a.xd, a.xs, a.sinks);
+               a.xq, a.xd, a.xs, a.bcnt, a.sinks);
 #undef k_paged_attention_T
 }
 
@@ -484,8 +511,8 @@ extern "C" int SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_po
                                             int kv_heads, int head_dim, float scale, int window,
                                             const int32_t *tables, int table_stride,
                                             const int32_t *n_ctx, int max_len, int sms, float *ws,
-                                            int *cnt, void *q8, int q8_n, const float *sinks,
-                                            void *stream) {
+                                            int *cnt, void *q8, int q8_n, int q8_act, int *q8_cnt,
+                                            const float *sinks, void *stream) {
     if (n <= 0 || (tiles && n_tiles <= 0)) return 0;
     int esz = f16 ? 2 : 4, E = att_elems(head_dim), group = heads / kv_heads;
     int target = att_split_target(sms, heads, kv_heads, head_dim);
@@ -508,17 +535,26 @@ extern "C" int SOL_CUDA_FN(paged_attention)(const void *k_pool, const void *v_po
     float *w = splits > 1 ? ws : nullptr;
     int8_t *xq = nullptr;
     float *xd = nullptr;
-    int32_t *xs = nullptr;
-    bool quant = w && q8 && head_dim % 32 == 0 && t_base + n <= q8_n;
+    void *xs = nullptr;
+    int *bcnt = nullptr;
+    /* Q8_K: blocks of 256 elements made of whole heads (head_dim 32..256, a power of two) */
+    bool q8k = q8_act == SOL_CUDA_ACT_Q8_K;
+    bool quant = w && q8 && head_dim % 32 == 0 && t_base + n <= q8_n &&
+                 (q8_act == SOL_CUDA_ACT_Q8_0 ||
+                  (q8k && q8_cnt && 256 % head_dim == 0 && heads * head_dim % 256 == 0));
     if (quant) { /* the blocks of rows [t_base, t_base + n) of the q8_n rows' scratch */
-        qx s = split_scratch(q8, q8_n, heads * head_dim, 32);
+        int be = q8k ? 256 : 32;
+        qx s = split_scratch(q8, q8_n, heads * head_dim, be);
         size_t first = (size_t)t_base * heads * head_dim;
-        xq = s.q + first, xd = s.d + first / 32, xs = (int32_t *)s.s + first / 32;
+        xq = s.q + first, xd = s.d + first / be;
+        xs = q8k ? (void *)((int16_t *)s.s + first / be * 16)
+                 : (void *)((int32_t *)s.s + first / be);
+        bcnt = q8k ? q8_cnt : nullptr;
     }
-    att_launch_args a = {kp,     vp,           block_size, q,  out,    tl,    t_base,
-                         heads,  kv_heads,     head_dim,   hs, slices, scale, window,
-                         tables, table_stride, n_ctx,      w,  target, cnt,   xq,
-                         xd,     xs,           sinks};
+    att_launch_args a = {kp,     vp,           block_size, q,    out,    tl,    t_base,
+                         heads,  kv_heads,     head_dim,   hs,   slices, scale, window,
+                         tables, table_stride, n_ctx,      w,    target, cnt,   xq,
+                         xd,     xs,           bcnt,       sinks};
     dim3 grid((unsigned)((tiled ? n_tiles : n) * kv_heads * slices), (unsigned)splits);
     int nq = tq * hs;
     if (!wide) {

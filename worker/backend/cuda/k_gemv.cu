@@ -119,10 +119,23 @@ struct gemv_mat {
     const float *bias; /* NULL, or w.rows floats added to each token's sum */
     int role;          /* SOL_CUDA_EPI_*: the store's epilogue (gemv_run_epi) */
 };
+/* gemv_run_tail's norm tail (cnt NULL: none): the normalized rows, their quantization's blocks
+ * (split_scratch of n x m0's rows), the counter. */
+struct gemv_tail_args {
+    const float *norm;
+    float *xn;
+    int8_t *q;
+    float *d;
+    void *s;
+    int *cnt;
+    float eps;
+    int act;
+};
 struct gemv_set {
     gemv_mat m0, m1, m2;
     unsigned first1, first2;
     sol_cuda_rope_epi epi; /* zeros unless a matrix has an epilogue */
+    gemv_tail_args tail;   /* zeros unless the launch has a norm tail (one matrix) */
 };
 
 __device__ __forceinline__ gemv_mat gemv_pick(const gemv_set s, unsigned &bx) {
@@ -227,6 +240,72 @@ __device__ __forceinline__ void gemv_store(const float (&acc)[NT], int n, const 
     }
 }
 
+/* Row t of y (dim floats) normalized and quantized by the whole block, as k_rmsnorm_quantize's
+ * blocks do it: the scale in its 256-thread sum order (sol_rmsnorm_scale_as: two sums a thread
+ * of the GEMV's 128), the same products into xn, a Q8_K block (or a Q8_0 block) a warp; float
+ * weights (ACT_FLOAT) take xn only, k_rmsnorm's bits; xn NULL: not written (quantized weights
+ * of one kind never read it). y is read through L2: other blocks wrote it in this launch. */
+__device__ __forceinline__ void gemv_tail_row(const gemv_tail_args &a, const float *y, int t,
+                                              int dim, float *scratch) {
+    float scale = sol_rmsnorm_scale_as<SOL_CUDA_NORM_THREADS / (32 * GEMV_WARPS), true>(
+        y, dim, a.eps, scratch);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float *xn = a.xn ? a.xn + (size_t)t * dim : nullptr;
+    if (a.act == SOL_CUDA_ACT_Q8_K) {
+        for (int c = warp; c < dim / 256; c += GEMV_WARPS) {
+            float xb[8];
+            SOL_UNROLL
+            for (int j = 0; j < 8; j++) {
+                int i = c * 256 + lane * 8 + j;
+                xb[j] = __ldcg(y + i) * scale * a.norm[i];
+                if (xn) xn[i] = xb[j];
+            }
+            q8_k_block(xb, t * (dim / 256) + c, lane, a.q, a.d, (int16_t *)a.s);
+        }
+    } else if (a.act == SOL_CUDA_ACT_Q8_0) {
+        for (int b = warp; b < dim / 32; b += GEMV_WARPS) {
+            int i = b * 32 + lane;
+            float v = __ldcg(y + i) * scale * a.norm[i];
+            if (xn) xn[i] = v;
+            q8_0_block(v, t * (dim / 32) + b, lane, a.q, a.d, (int32_t *)a.s);
+        }
+    } else {
+        for (int i = (int)threadIdx.x; i < dim; i += (int)blockDim.x)
+            xn[i] = __ldcg(y + i) * scale * a.norm[i];
+    }
+}
+
+/* The end of every GEMV kernel: with a norm tail, each warp notes the rows it stored, thread 0
+ * adds its block's to the counter, and the block whose rows complete the matrix (the last to
+ * finish: every other block has stored and fenced) normalizes and quantizes all n rows, then
+ * sets the counter back to 0 for the next launch. Counting rows, not blocks, makes the counter
+ * follow what was written (a block past the matrix's end adds what it stored). Every thread of
+ * the block reaches the barriers (the tail is the launch's). */
+__device__ __forceinline__ void gemv_tail(const gemv_set &s, int span, int n) {
+    const gemv_tail_args &a = s.tail;
+    if (!a.cnt) return;
+    SOL_SHARED(int, stored, [GEMV_WARPS]);
+    SOL_SHARED(int, last, [1]);
+    SOL_SHARED(float, scratch, [32]);
+    int warp = threadIdx.x >> 5, per = 32 / span, rows = s.m0.w.rows;
+    int first = ((int)blockIdx.x * GEMV_WARPS + warp) * per, left = rows - first;
+    __threadfence(); /* this thread's stores are visible before its block is counted */
+    if ((threadIdx.x & 31) == 0) stored[warp] = left < 0 ? 0 : left < per ? left : per;
+    __syncthreads(); /* every warp has stored and noted its rows before thread 0 counts them */
+    if (threadIdx.x == 0) {
+        int mine = 0;
+        for (int w = 0; w < GEMV_WARPS; w++)
+            mine += stored[w];
+        last[0] = atomicAdd(a.cnt, mine) + mine == rows;
+    }
+    __syncthreads(); /* the verdict is in before any thread reads it */
+    if (last[0] != 1) return;
+    __threadfence(); /* the acquire side: every other block's rows are visible */
+    for (int t = 0; t < n; t++)
+        gemv_tail_row(a, s.m0.y + (size_t)t * rows, t, rows, scratch);
+    if (threadIdx.x == 0) atomicExch(a.cnt, 0);
+}
+
 /* F32 weights, and F16/BF16 rows the 128-bit kernel cannot take: an element per lane per step,
  * each a 32-bit load (a half through the aligned word that holds it). */
 template <int NT>
@@ -247,6 +326,7 @@ static __global__ void GEMV_BOUNDS k_gemv_float(gemv_set set, const float *x, in
             if (t < n) acc[t] = fmaf(wv, x[(size_t)t * K + k], acc[t]);
     }
     gemv_store(acc, n, set, m_, bx, row, lane, add, span);
+    gemv_tail(set, span, n);
 }
 
 /* F16/BF16 rows with 128-bit loads: lane l takes elements 8(l + 32i) .. +7 of the row and of
@@ -287,6 +367,7 @@ static __global__ void GEMV_BOUNDS k_gemv_h16(gemv_set set, const float *x, int 
         }
     }
     gemv_store(acc, n, set, m_, bx, row, lane, add, span);
+    gemv_tail(set, span, n);
 }
 
 /* Q4_0/Q5_0/Q5_1/Q8_0: a lane per block, every 32nd; the integer dot against the token's Q8_0
@@ -324,6 +405,7 @@ static __global__ void GEMV_BOUNDS k_gemv_q(gemv_set set, const int8_t *xq, cons
         }
     }
     gemv_store(acc, n, set, m_, bx, row, lane, add, span);
+    gemv_tail(set, span, n);
 }
 
 /* Q4_K/Q5_K: a lane per (super-block, pair of 32-element sub-blocks), so a row of K = 2048
@@ -404,6 +486,7 @@ __device__ __forceinline__ void gemv_kq45(const gemv_set &set, const gemv_mat &m
         }
     }
     gemv_store(acc, n, set, m_, bx, row, lane, add, span);
+    gemv_tail(set, span, n);
 }
 
 /* Q6_K: a lane per (super-block, 32-element group g = 4h + part): its 32 low-nibble bytes and 32
@@ -452,6 +535,7 @@ __device__ __forceinline__ void gemv_kq6(const gemv_set &set, const gemv_mat &m_
         }
     }
     gemv_store(acc, n, set, m_, bx, row, lane, add, span);
+    gemv_tail(set, span, n);
 }
 
 /* Quantized activations in the scratch, each part 16-byte aligned: n x K quants, a float scale
@@ -654,6 +738,35 @@ extern "C" int SOL_CUDA_FN(gemv_run_epi)(const sol_cuda_wt *ws, float *const *ys
         gemv_launch_n(s, blocks, kernel, x, n, scratch, add, stream);
         i += k;
     }
+    return 0;
+}
+
+extern "C" int SOL_CUDA_FN(gemv_run_tail)(sol_cuda_wt w, const float *x, float *y, int n,
+                                          const void *scratch, int add, const sol_cuda_norm_tail *t,
+                                          void *stream) {
+    int rc = gemv_check(w, w.cols, n);
+    if (rc) return rc;
+    int dim = (int)w.rows, blk = t ? (t->act == SOL_CUDA_ACT_Q8_K   ? 256
+                                      : t->act == SOL_CUDA_ACT_Q8_0 ? 32
+                                                                    : 1)
+                                   : 0;
+    if (!t || !t->norm || (!t->xn && blk == 1) || !t->cnt || !y || t->xn == y || dim % blk ||
+        (blk > 1 && !t->scratch))
+        return -EINVAL;
+    gemv_set s;
+    memset(&s, 0, sizeof s); /* every byte defined: the graph signature compares them */
+    int kernel = gemv_kernel(w, x);
+    unsigned blocks = gemv_blocks(w, kernel);
+    s.m0.w = w;
+    s.m0.y = y;
+    s.first1 = s.first2 = blocks;
+    gemv_tail_args &a = s.tail;
+    a.norm = t->norm, a.xn = t->xn, a.cnt = t->cnt, a.eps = t->eps, a.act = t->act;
+    if (blk > 1) {
+        qx q = split_scratch(t->scratch, n, dim, blk);
+        a.q = q.q, a.d = q.d, a.s = q.s;
+    }
+    gemv_launch_n(s, blocks, kernel, x, n, scratch, add, stream);
     return 0;
 }
 

@@ -26,15 +26,31 @@ __device__ __forceinline__ float sol_swiglu_oai1(float g, float u, float alpha, 
     return glu * (y + 1.0f);
 }
 
-/* The RMSNorm scale 1 / sqrt(mean(x^2) + eps) of row xr, summed by the whole block in a fixed
- * order (a row's result never depends on the batch, nor on which block of a multi-block launch
- * asks). scratch: 32 shared floats. */
+/* The RMSNorm scale 1 / sqrt(mean(x^2) + eps) of row xr as a block of R x blockDim.x threads
+ * sums it (sol_block_sum_as: thread i takes elements i, i + R blockDim.x, ...), in a fixed order
+ * (a row's result never depends on the batch, nor on which block of a multi-block launch asks).
+ * CG: the row is read through L2 (__ldcg: other blocks of this launch wrote it). scratch: 32
+ * shared floats. */
+template <int R, bool CG>
+__device__ __forceinline__ float sol_rmsnorm_scale_as(const float *xr, int dim, float eps,
+                                                      float *scratch) {
+    float ss[R];
+    int stride = R * (int)blockDim.x;
+    SOL_UNROLL
+    for (int r = 0; r < R; r++) {
+        ss[r] = 0.0f;
+        for (int i = (int)threadIdx.x + r * (int)blockDim.x; i < dim; i += stride) {
+            float v = CG ? __ldcg(xr + i) : xr[i];
+            ss[r] += v * v;
+        }
+    }
+    return 1.0f / sqrtf(sol_block_sum_as<R>(ss, scratch) / (float)dim + eps);
+}
+
+/* The scale summed by the block as it is (SOL_CUDA_NORM_THREADS threads in every row kernel). */
 __device__ __forceinline__ float sol_rmsnorm_scale(const float *xr, int dim, float eps,
                                                    float *scratch) {
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x)
-        ss += xr[i] * xr[i];
-    return 1.0f / sqrtf(sol_block_sum(ss, scratch) / (float)dim + eps);
+    return sol_rmsnorm_scale_as<1, false>(xr, dim, eps, scratch);
 }
 
 /* Row blockIdx.x of x (rows of dim) normalized by the whole block into the same row of out:

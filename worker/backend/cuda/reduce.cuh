@@ -24,23 +24,36 @@ __device__ __forceinline__ float sol_span_sum(float v, int span) {
     return v;
 }
 
-/* Sum over a block of blockDim.x threads (a multiple of 32, at most 1024): warp sums, then the
- * first warp sums those. Every thread gets the total. `scratch` holds 32 floats of shared
- * memory; it may be reused after the call returns (the last barrier: no Sol kernel sums twice
- * today, so test_cuda_emu's two-sum kernel is what needs it, under the emulation's schedule
- * that lets one warp run ahead into its next sum). */
-__device__ __forceinline__ float sol_block_sum(float v, float *scratch) {
+/* Sum over a block of R x blockDim.x threads as such a block sums it, each thread holding the
+ * values of R of them (v[r]: thread threadIdx.x + r blockDim.x; R x blockDim.x a multiple of 32,
+ * at most 1024): warp sums, then the first warp sums those, so a block of 128 threads gives the
+ * bits of a 256-thread block (k_gemv.cu's norm tail against k_rmsnorm_quantize). Every thread
+ * gets the total. `scratch` holds 32 floats of shared memory; it may be reused after the call
+ * returns (the last barrier: no Sol kernel sums twice today, so test_cuda_emu's two-sum kernel
+ * is what needs it, under the emulation's schedule that lets one warp run ahead into its next
+ * sum). */
+template <int R>
+__device__ __forceinline__ float sol_block_sum_as(const float (&v)[R], float *scratch) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
-    v = sol_warp_sum(v);
-    if (lane == 0) scratch[warp] = v;
+    SOL_UNROLL
+    for (int r = 0; r < R; r++) {
+        float s = sol_warp_sum(v[r]);
+        if (lane == 0) scratch[r * n_warps + warp] = s;
+    }
     __syncthreads();
-    float t = lane < n_warps ? scratch[lane] : 0.0f;
+    float t = lane < R * n_warps ? scratch[lane] : 0.0f;
     if (warp == 0) t = sol_warp_sum(t);
     if (threadIdx.x == 0) scratch[0] = t;
     __syncthreads();
     t = scratch[0];
     __syncthreads(); /* scratch is free again only when every thread has read the total */
     return t;
+}
+
+/* Sum over a block of blockDim.x threads (sol_block_sum_as with one value a thread). */
+__device__ __forceinline__ float sol_block_sum(float v, float *scratch) {
+    float one[1] = {v};
+    return sol_block_sum_as<1>(one, scratch);
 }
 
 #endif
