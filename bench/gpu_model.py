@@ -235,15 +235,17 @@ PARAMS = {
     "norm_blocks": (1.0, "blocks per token row of rmsnorm(+quantize): 1 = today's k_rmsnorm grid "
                          "(the design does not say); N > 1: each block reduces the whole row "
                          "(re-read from L2, counted as traffic) and normalises 1/N of it"),
-    "norm_tail": (1.0, "lean-q: 1 = as built (next_input, 2026-12-07): a decode step's RMSNorm of "
-                       "x and its quantization for the next group are made by the last block "
-                       "of the GEMV that adds to x (o for gate/up, the previous down for q/k/v "
-                       "and the head; layer 0's q/k/v norm stays a launch), charged serially "
-                       "at one SM's share of the L2 bandwidth (the sum's read, the quantize's "
-                       "re-read, gamma, the activations written; xn for float weights only); "
-                       "and the attention "
-                       "merge writes the o projection's Q8_K as well as Q8_0 (256 / head_dim "
-                       "heads a block); 0 = their own launches, as before"),
+    "next_input": (1.0, "lean-q: 1 = as built (next_input, 2026-12-07): in a decode step (at most "
+                        "16 tokens) the RMSNorm of x and its quantization for the next group "
+                        "are made by the last block of the GEMV that adds to x (o for gate/up, "
+                        "the previous down for q/k/v and the head; layer 0's q/k/v norm stays a "
+                        "launch), charged serially at one SM's share of the L2 bandwidth (the "
+                        "sum's read, the quantize's re-read, gamma, the activations; xn for "
+                        "float weights only); the attention merge writes the o projection's "
+                        "Q8_K as well as Q8_0 (256 / head_dim heads a block); the gate/up GEMV "
+                        "quantizes act(gate) * up for the down projection, each block of rows "
+                        "by the warp that completes it (the last one's work charged at the "
+                        "kernel's end); 0 = their own launches, as before"),
     "sampler_chunk": (4096.0, "design: logits per sampler block (partial argmax/top-k per block, "
                               "the last block to finish merges them: one launch)"),
 }
@@ -975,24 +977,46 @@ class Model:
         """lean-q as built: with a split, the attention's merge also writes its output as the o
         projection's activations, so the o GEMV reads them and no quantize launch runs: Q8_0
         (Q4_0, Q5_x, Q8_0 weights: an epilogue per 32-element block of a head's row), or with
-        norm_tail Q8_K (K-quants, named by next_input: the warp merging the last head of a
+        next_input Q8_K (K-quants, named by next_input: the warp merging the last head of a
         256-element block quantizes it; 256 / head_dim heads a block), head_dim a multiple of
         32, a GEMV step (at most 16 tokens)."""
         sh = self.sh
         fm = self.formats(lw, ("attn_output",))
-        k_ok = (self.p["norm_tail"] and 256 % sh["head_dim"] == 0
+        k_ok = (self.p["next_input"] and 256 % sh["head_dim"] == 0
                 and sh["heads"] * sh["head_dim"] % 256 == 0)
         return (self.leanq and self.n <= 16 and not self.prefill and sh["head_dim"] % 32 == 0
                 and self.splits("lean") > 1 and (fm == {"q8_0"} or (fm == {"q8_k"} and k_ok)))
 
     def norm_tail(self, names, lw):
-        """lean-q as built (norm_tail): a decode step's RMSNorm and quantization of x for the q/k/v,
+        """lean-q as built (next_input): a decode step's RMSNorm and quantization of x for the q/k/v,
         gate/up or head group are made in the last block of the GEMV that adds to x
         (gemv_run_tail, told by next_input), not by a launch: at most 16 tokens; layer 0's q/k/v
         norm follows the embedding (a launch)."""
-        if not (self.leanq and self.p["norm_tail"] and self.n <= 16 and not self.prefill):
+        if not (self.leanq and self.p["next_input"] and self.n <= 16 and not self.prefill):
             return False
         return not (names == QKV and lw is self.sh["layers"][0])
+
+    def glu_folded(self, lw):
+        """lean-q as built (next_input): a decode step's gate/up GEMV quantizes act(gate) * up
+        for the down projection (gemv_run_glu), no quantize launch: a quantized down, the FFN
+        width a multiple of its activation block."""
+        fm = self.formats(lw, ("ffn_down",))
+        blk = 256 if fm == {"q8_k"} else 32 if fm == {"q8_0"} else 0
+        return bool(self.leanq and self.p["next_input"] and self.n <= 16 and not self.prefill
+                    and blk and lw["ffn_down"]["cols"] % blk == 0)
+
+    def glu_part(self, n, K, fm):
+        """The gated product's blocks made by the gate/up GEMV: every block's warp re-reads its
+        gate and up rows from L2 and writes the activations, spread over the launch, but the
+        last block's (one warp, at the end) is serial: charged at one SM's L2 share. No launch."""
+        blk = 256 if fm == {"q8_k"} else 32
+        byt = n * blk * (8 + ACT_BYTES[next(iter(fm))])
+        t_us = byt / (self.l2_bw / self.g["sms"]) * 1e6
+        pt = self.part(launches=0, fixed_us=t_us, what="by the gate/up GEMV's warps",
+                       l2_bytes=n * K * 8.0)
+        pt["bound"] = "L2 (one warp)"
+        pt["tail"] = True
+        return pt
 
     def tail_part(self, n, K, fm):
         """The norm tail's work, serial at the end of its GEMV: one block (one SM) reads the n
@@ -1025,6 +1049,8 @@ class Model:
             return []  # the attention's merge wrote them (op_attention)
         if a["norm"] and self.norm_tail(names, lw):
             return [self.tail_part(n, K, fm)]
+        if names == ("ffn_down",) and self.glu_folded(lw):
+            return [self.glu_part(n, K, fm)]
         if self.gemm_folds(n, names, lw):
             return []  # made where the batch GEMM's x is converted (built_gemm)
         if fm:
@@ -1503,7 +1529,7 @@ class Model:
         one launch each at batch 1), the launches that quantize activations for a group
         (lean-q's normq with a Q8 output, or the split attention whose merge writes the o
         projection's Q8_0 or Q8_K: attq_folded; lean: none, the GEMV prologues do it), and the
-        GEMV norm tails that do it inside another launch (norm_tail)"""
+        GEMV tails that do it inside another launch (next_input: norms, gated products)"""
         groups = quants = tails = 0
         for r in STEP:
             if self.design in r["mode"] and r["op"] == "attention":
@@ -1608,7 +1634,7 @@ def fmt_totals(m, res):
                  f"{'Q8' if res['quant_launches'] else 'f32'}): {res['normq_launches']}, "
                  f"{res['normq_s'] * 1e6:.1f} us = {100 * res['normq_s'] / st:.1f}% of the step "
                  f"(row re-reads from L2: {res['normq_rr_s'] * 1e6:.1f} us); "
-                 f"{res['quant_launches']} quantize launches and {res['quant_tails']} GEMV norm "
+                 f"{res['quant_launches']} quantize launches and {res['quant_tails']} GEMV "
                  f"tails for {res['quant_groups']} quantized matrix groups; GEMV blocks read x "
                  f"from L2: "
                  f"{res['gemv_x_l2_bytes'] / 1e6:.1f} MB, overlapped with the weight stream")

@@ -44,15 +44,20 @@ for m in f32 q8 q4k q40; do
     echo "ok   $line"
   fi
   # the quantized models decode with the fused prologues (norm+quantize for q/k/v and gate/up,
-  # the gated product quantized where the down projection reads it); the F32 one cannot. Every
+  # the gated product quantized where the down projection reads it, or by the gate/up GEMV:
+  # counted below); the F32 one cannot. Every
   # llama model (f32, q8) ropes and writes the cache in the q/k/v projections' store (rope+KV) on
   # its decode steps; the qwen3 ones' per-head q/k norms come between, so they norm, rope and
   # write the cache in one launch after the projections (q/k norm+rope+KV), every step
   fz=$(sed -n 's/.*fused prologues: \([0-9]*\) norm+quantize, \([0-9]*\) glu+quantize, \([0-9]*\) attention+quantize, \([0-9]*\) rope+KV, \([0-9]*\) q\/k norm+rope+KV.*/\1 \2 \3 \4 \5/p' "$work/err")
   read -r normq gluq attq ropekv qknorm <<<"${fz:-0 0 0 0 0}"
+  # and the quantized models' gate/up GEMVs make the down projection's activations of the gated
+  # product (the F32 model's down reads floats: none)
+  gz=$(sed -n 's/.*gated-product blocks: \([0-9]*\) gate\/up GEMVs made them, \([0-9]*\) reads.*/\1 \2/p' "$work/err")
+  read -r glum glur <<<"${gz:-0 0}"
   fused_ok=0
   if [ "$m" = f32 ]; then [ "$normq$gluq$attq" = 000 ] && fused_ok=1
-  else [ "$normq" -gt 0 ] && [ "$gluq" -gt 0 ] && fused_ok=1; fi
+  else [ "$normq" -gt 0 ] && [ "$((gluq + glum))" -gt 0 ] && fused_ok=1; fi
   # only o weights that take Q8_0 activations (q4_0, q8_0) at a head_dim that is a multiple of
   # 32 (not the tiny q8 model's 16)
   if [ "$m" = q40 ] && [ "$attq" -eq 0 ]; then fused_ok=0; fi
@@ -64,8 +69,10 @@ for m in f32 q8 q4k q40; do
   # of the o and down projections' GEMV, and the next op reads that (next_input's norm tails)
   tz=$(sed -n 's/.*norm tails: \([0-9]*\) GEMVs normalized and quantized their output, \([0-9]*\) reads.*/\1 \2/p' "$work/err")
   read -r tails tailr <<<"${tz:-0 0}"
-  echo "     $m: $tails norm tails made, $tailr read"
+  echo "     $m: $tails norm tails made, $tailr read; $glum gated-product activations made, $glur read"
   [ "$tails" -gt 0 ] && [ "$tailr" -gt 0 ] || fused_ok=0
+  if [ "$m" = f32 ]; then [ "$glum$glur" = 00 ] || fused_ok=0
+  else [ "$glum" -gt 0 ] && [ "$glur" -gt 0 ] || fused_ok=0; fi
   if [ "$fused_ok" = 1 ]; then
     echo "ok   $m: $normq norm+quantize, $gluq glu+quantize, $attq attention+quantize, $ropekv rope+KV and $qknorm q/k norm+rope+KV launches"
   else

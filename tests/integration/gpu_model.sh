@@ -105,12 +105,12 @@ for d in lean lean-q; do
   grep -Eq '^attention +32 .*\[splits 9(\]|, merged by the last split\])$' <($M --design $d --context 4096) || fail "$d context 4096: not 9 splits"
 done
 
-# lean-q with norm_tail=0 (before 2026-12-07): 1 + 32 x 9 + 3 launches (norm+quantize,
+# lean-q with next_input=0 (before 2026-12-07): 1 + 32 x 9 + 3 launches (norm+quantize,
 # q/k/v+rope/KV, attention with its split merge, quantize, o, norm+quantize, gate/up, quantize,
 # down; final norm+quantize, head, sampler), with a split or without; F16 (no quantize):
 # 1 + 32 x 7 + 3. Exactly one quantize launch per matrix group: 4 per layer + the head's, each
 # kernel once per layer, no GEMV prologue, no rope launch
-T0="--param norm_tail=0"
+T0="--param next_input=0"
 $M --shape 8b --quant q4_k_m --design lean-q $T0 --kernels >"$w/leanq"
 grep -q "lean-q (lean, x quantized once per group: as built), CUDA graph + PDL, 0.3 us per node" "$w/leanq" ||
   fail "lean-q on h200: not PDL at 0.3 us per node"
@@ -134,21 +134,22 @@ for fam in "rmsnorm" "quantize" "rope + KV write"; do
   ! grep -Eq "^$(sed 's/[+/()]/\\&/g' <<<"$fam") +[0-9]+ " "$w/leanq" || fail "lean-q batch 1: a '$fam' launch"
 done
 ! grep -q "^GEMV prologues" "$w/leanq" || fail "lean-q: a GEMV prologue"
-grep -q "^norm/quantize launches (x written once per group as Q8): 129, .* 129 quantize launches and 0 GEMV norm tails for 129 quantized matrix groups" "$w/leanq" ||
+grep -q "^norm/quantize launches (x written once per group as Q8): 129, .* 129 quantize launches and 0 GEMV tails for 129 quantized matrix groups" "$w/leanq" ||
   fail "lean-q: no norm/quantize line"
-# lean-q as built (norm_tail=1, the default): the attention merge writes the o projection's Q8_K
+# lean-q as built (next_input=1, the default): the attention merge writes the o projection's Q8_K
 # (no quantize(attn out) launch for Q4_K_M), the o and down GEMVs normalize and quantize x for
-# the next group in their last block (no norm launch but layer 0's): 1 + 1 + 32 x 6 + 2
-# launches, every group still quantized exactly once (launch or tail), and fewer launches than
-# norm_tail=0 at every batch up to 16; F16: 1 + 1 + 32 x 5 + 2
+# the next group in their last block (no norm launch but layer 0's), the gate/up GEMV quantizes
+# the gated product for the down (no quantize(silu) launch): 1 + 1 + 32 x 5 + 2 launches, every
+# group still quantized exactly once (by a launch or a tail), and fewer launches than
+# next_input=0 at every batch up to 16; F16 (no quantize): 1 + 1 + 32 x 5 + 2 too
 $M --shape 8b --quant q4_k_m --design lean-q --kernels >"$w/tail"
-grep -Eq '^total +196 ' "$w/tail" || fail "lean-q norm tails: not 196 launches (1 + 1 + 32 x 6 + 2)"
-grep -Eq '^total +164 ' <($M --design lean-q --quant f16) || fail "lean-q norm tails f16: not 164 launches"
-grep -Eq '^rmsnorm_quantize\(attn\) +norm\+quantize +1 ' "$w/tail" || fail "lean-q norm tails: layer 0's norm not a launch"
-! grep -Eq '^(quantize\(attn out\)|rmsnorm_quantize\(ffn\)|rmsnorm_quantize\(final\)) +norm\+quantize +[1-9]' "$w/tail" ||
-  fail "lean-q norm tails: a norm or attention quantize launch left"
-grep -q "33, .* 65 quantize launches and 64 GEMV norm tails for 129 quantized matrix groups" "$w/tail" ||
-  fail "lean-q norm tails: not 65 quantize launches (32 by the attention) and 64 tails"
+grep -Eq '^total +164 ' "$w/tail" || fail "lean-q next_input: not 164 launches (1 + 1 + 32 x 5 + 2)"
+grep -Eq '^total +164 ' <($M --design lean-q --quant f16) || fail "lean-q next_input f16: not 164 launches"
+grep -Eq '^rmsnorm_quantize\(attn\) +norm\+quantize +1 ' "$w/tail" || fail "lean-q next_input: layer 0's norm not a launch"
+! grep -Eq '^(quantize\(attn out\)|rmsnorm_quantize\(ffn\)|quantize\(silu\)|rmsnorm_quantize\(final\)) +norm\+quantize +[1-9]' "$w/tail" ||
+  fail "lean-q next_input: a norm or quantize launch left"
+grep -q "1, .* 33 quantize launches and 96 GEMV tails for 129 quantized matrix groups" "$w/tail" ||
+  fail "lean-q next_input: not 33 quantize launches (32 by the attention) and 96 tails (norms and gated products)"
 for b in 1 8 16; do
   [ "$(jget <($M --json --design lean-q --batch $b) 'd["nodes"]')" -lt \
     "$(jget <($M --json --design lean-q $T0 --batch $b) 'd["nodes"]')" ] || fail "norm tails: no fewer launches at batch $b"
@@ -156,15 +157,15 @@ done
 for q in q4_k_m q4_0 q8_0; do
   for b in 1 8; do
     for t in 0 1; do
-      $M --json --design lean-q --quant $q --batch $b --param norm_tail=$t >"$w/lq.json"
+      $M --json --design lean-q --quant $q --batch $b --param next_input=$t >"$w/lq.json"
       [ "$(jget "$w/lq.json" 'd["quant_launches"] + d["quant_tails"] == d["quant_groups"] == 129 and d["prologue_s"] == 0 and (d["quant_tails"] > 0) == bool('$t')')" = True ] ||
-        fail "lean-q $q batch $b norm_tail $t: $(jget "$w/lq.json" 'd["quant_launches"]') quantize launches and $(jget "$w/lq.json" 'd["quant_tails"]') tails for $(jget "$w/lq.json" 'd["quant_groups"]') groups"
+        fail "lean-q $q batch $b next_input $t: $(jget "$w/lq.json" 'd["quant_launches"]') quantize launches and $(jget "$w/lq.json" 'd["quant_tails"]') tails for $(jget "$w/lq.json" 'd["quant_groups"]') groups"
     done
   done
 done
 [ "$(jget <($M --json --design lean --quant q4_0) 'd["quant_launches"]')" = 0 ] || fail "lean: a quantize launch"
 # lean-q's check: fails with norm/quantize blocks over whole rows, passes with every cost met
-rc=0; $M --check --design lean-q --param normq_slice=4096 >"$w/slow" || rc=$?
+rc=0; $M --check --design lean-q $T0 --param normq_slice=4096 >"$w/slow" || rc=$?
 [ "$rc" = 1 ] || fail "--check (lean-q) with one norm block per row: exit $rc"
 rc=0; $M --check --design lean-q --param gemv_eff=0.97 --param launch_pdl_us=0.1 >"$w/fast" || rc=$?
 [ "$rc" = 0 ] || { cat "$w/fast"; fail "--check (lean-q) with every cost met: exit $rc"; }

@@ -98,12 +98,14 @@ typedef struct sol_qkv_rope {
 
 /* How the rows the next op writes will be read (next_input): by weight w, through an RMSNorm by
  * norm (eps; the normalized rows into xn) when norm is set, as norm_matmul_many(rows, norm, eps,
- * xn, {w, ...}) or matmul(w, rows) will read them. */
+ * xn, {w, ...}) or matmul(w, rows) will read them; or (glu) its first two outputs as the gated
+ * product act(y0) * y1, as glu_matmul_add(w, y0, y1, ...) will read them. */
 typedef struct sol_next_input {
     const sol_weight *w;
     const float *norm; /* NULL: the rows as they are */
     float eps;
     float *xn;
+    int glu; /* 0: none; 1: SiLU(y0) * y1; 2: GELU(y0) * y1 (with norm NULL) */
 } sol_next_in;
 
 /* synchronize's answer for a graph step that ran nothing (a dry step whose launches differed
@@ -211,8 +213,9 @@ typedef struct sol_backend_ops {
     /* Optional, a hint that never changes a result: the op called next (that one only) writes
      * rows that will be read as `ni` says, so a backend may prepare that input where the rows are
      * made (the CUDA backend: the RMSNorm and w's quantized activations in the last block of a
-     * matmul_add's or glu_matmul_add's GEMV, w's activations in the attention's merge), and the
-     * reading op then finds them made. NULL, or a call that does not apply: nothing happens. */
+     * matmul_add's or glu_matmul_add's GEMV, w's activations in the attention's merge, the
+     * gated product's in the gate/up GEMV), and the reading op then finds them made. NULL, or a
+     * call that does not apply: nothing happens. */
     int (*next_input)(sol_backend *be, const sol_next_in *ni);
 
     /* Optional (mixtures of experts): out[t] = sum over j < k of w[t*k + j] * src[rows[t*k + j]]

@@ -58,13 +58,13 @@ static int residual(model_rank *m, const float *post_norm, int n) {
 static sol_next_in next_norm(const model_rank *m, int l, int ffn) {
     const model_hparams *hp = &m->hp;
     const model_scratch *s = &m->s;
+    if (!ffn && hp->n_expert) return (sol_next_in){0};
+    const layer_weights *L = ffn && l + 1 < hp->n_layers ? &m->layers[l + 1] : &m->layers[l];
     if (!ffn)
-        return hp->n_expert
-                   ? (sol_next_in){0}
-                   : (sol_next_in){&m->layers[l].w_gate, m->layers[l].ffn_norm, hp->eps, s->xb};
+        return (sol_next_in){.w = &L->w_gate, .norm = L->ffn_norm, .eps = hp->eps, .xn = s->xb};
     if (l + 1 < hp->n_layers)
-        return (sol_next_in){&m->layers[l + 1].wq, m->layers[l + 1].attn_norm, hp->eps, s->xb};
-    return (sol_next_in){&m->output, m->output_norm, hp->eps, s->xb2};
+        return (sol_next_in){.w = &L->wq, .norm = L->attn_norm, .eps = hp->eps, .xn = s->xb};
+    return (sol_next_in){.w = &m->output, .norm = m->output_norm, .eps = hp->eps, .xn = s->xb2};
 }
 
 /* x += W in + bias (n rows): a block's output projection joining the residual stream. With one
@@ -123,12 +123,16 @@ static int feed_forward(model_rank *m, int l, int n) {
     sol_backend *be = m->be;
     int64_t width = (int64_t)n * m->sh.ffn;
     int gelu = (hp->arch->flags & ARCH_GELU) != 0, rc;
-    if ((rc = sol_norm_matmul_many(be, s->x, L->ffn_norm, hp->eps, s->xb,
+    /* with one rank and no post-norm the down projection reads act(gate) * up (glu_matmul_add):
+     * a device may quantize that product where gate and up are made */
+    int glu = m->sh.n == 1 && !L->ffn_post_norm;
+    if ((glu && (rc = sol_next_input(be, &(sol_next_in){.w = &L->w_down, .glu = 1 + gelu}))) ||
+        (rc = sol_norm_matmul_many(be, s->x, L->ffn_norm, hp->eps, s->xb,
                                    (const sol_weight *[]){&L->w_gate, &L->w_up}, NULL,
                                    (float *[]){s->hb, s->hb2}, 2, n)))
         return rc;
     sol_next_in then = next_norm(m, l, 1);
-    if (m->sh.n == 1 && !L->ffn_post_norm)
+    if (glu)
         return (rc = sol_next_input(be, &then)) ? rc
                                                 : sol_glu_matmul_add(be, &L->w_down, s->hb, s->hb2,
                                                                      gelu, s->hb, s->x, s->xb2, n);

@@ -327,7 +327,11 @@ static void tail_case(sol_backend *be, sol_dtype wt, sol_dtype nt, int n, int gl
         xn[pass] = put(be, NULL, sizeof(float) * n * D);
         for (int i = 0; i < 2; i++)
             z[pass][i] = put(be, NULL, sizeof(float) * n * ws[i]->rows);
-        if (pass) assert_int_equal(sol_next_input(be, &(sol_next_in){&wn[0], gd, 1e-5f, xn[1]}), 0);
+        if (pass)
+            assert_int_equal(
+                sol_next_input(be,
+                               &(sol_next_in){.w = &wn[0], .norm = gd, .eps = 1e-5f, .xn = xn[1]}),
+                0);
         if (pass && mode == 1) assert_int_equal(sol_add(be, tmp, tmp, tmp, (int64_t)n * K), 0);
         assert_int_equal(glu ? sol_glu_matmul_add(be, &w, xd, ud, 0, tmp, y[pass], NULL, n)
                              : sol_matmul_add(be, &w, xd, y[pass], NULL, n),
@@ -363,6 +367,93 @@ static void tail_case(sol_backend *be, sol_dtype wt, sol_dtype nt, int n, int gl
     for (int i = 0; i < 3; i++)
         free(rows[i]);
     free(x), free(u), free(y0), free(g);
+}
+
+/* "gated-product blocks: N gate/up GEMVs made them, M reads". */
+static void glu_end_counts(sol_backend *be, unsigned long *made, unsigned long *read) {
+    char buf[1024];
+    assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
+    const char *p = strstr(buf, "gated-product blocks: ");
+    if (!p ||
+        sscanf(p, "gated-product blocks: %lu gate/up GEMVs made them, %lu reads", made, read) != 2)
+        fail_msg("unexpected stats line: %s", buf);
+}
+
+/* next_input's glu hint: the gate/up norm_matmul_many told that its outputs are next read as
+ * act(gate) * up by the down weight makes those activations in its GEMV (the warp completing
+ * each block of rows), and the glu_matmul_add right after reads them: the same bits (gate, up,
+ * the down's sum added to y) as with no hint, SiLU and GELU; made and read counted where they
+ * happen: not for a float down weight, nor at 40 tokens. Modes: 1 an op between the two; 2 the
+ * hint names the other activation (SiLU for GELU): made, not read, the bits stay. */
+static void glu_end_case(sol_backend *be, sol_dtype gt, sol_dtype dt, int n, int gelu, int mode) {
+    enum { D = 256, F = 512 };
+    void *rows[3] = {make_rows(gt, F, D), make_rows(gt, F, D), make_rows(dt, D, F)};
+    sol_weight wg = {gt, F, D, rows[0], sol_dtype_row_bytes(gt, D), 0, 0};
+    sol_weight wu = {gt, F, D, rows[1], sol_dtype_row_bytes(gt, D), 0, 0};
+    sol_weight wd = {dt, D, F, rows[2], sol_dtype_row_bytes(dt, F), 0, 0};
+    assert_int_equal(sol_weight_prepare(be, &wg), 0);
+    assert_int_equal(sol_weight_prepare(be, &wu), 0);
+    assert_int_equal(sol_weight_prepare(be, &wd), 0);
+    const sol_weight *ws[2] = {&wg, &wu};
+    float *x = rnd_vec((size_t)n * D), *g = rnd_vec(D), *y0 = rnd_vec((size_t)n * D);
+    float *xd = put(be, x, sizeof(float) * n * D), *gd = put(be, g, sizeof(float) * D);
+    float *xn = put(be, NULL, sizeof(float) * n * D), *tmp = put(be, NULL, sizeof(float) * n * F);
+    float *gate[2], *up[2], *y[2];
+    unsigned long m0, r0, m1, r1;
+    glu_end_counts(be, &m0, &r0);
+    for (int pass = 0; pass < 2; pass++) { /* pass 0: no hint, the reference */
+        gate[pass] = put(be, NULL, sizeof(float) * n * F);
+        up[pass] = put(be, NULL, sizeof(float) * n * F);
+        y[pass] = put(be, y0, sizeof(float) * n * D);
+        if (pass)
+            assert_int_equal(
+                sol_next_input(be,
+                               &(sol_next_in){.w = &wd, .glu = mode == 2 ? 2 - gelu : 1 + gelu}),
+                0);
+        assert_int_equal(sol_norm_matmul_many(be, xd, gd, 1e-5f, xn, ws, NULL,
+                                              (float *[]){gate[pass], up[pass]}, 2, n),
+                         0);
+        if (pass && mode == 1) assert_int_equal(sol_add(be, xn, xn, xn, (int64_t)n * D), 0);
+        assert_int_equal(
+            sol_glu_matmul_add(be, &wd, gate[pass], up[pass], gelu, tmp, y[pass], NULL, n), 0);
+    }
+    glu_end_counts(be, &m1, &r1);
+    int made = n <= 16 && dt != SOL_DT_F16 && dt != SOL_DT_F32, read = made && !mode;
+    assert_int_equal(m1 - m0, made);
+    assert_int_equal(r1 - r0, read);
+    const float *pairs[3][2] = {{gate[0], gate[1]}, {up[0], up[1]}, {y[0], y[1]}};
+    const size_t lens[3] = {(size_t)n * F, (size_t)n * F, (size_t)n * D};
+    for (int i = 0; i < 3; i++) {
+        float *a = get(be, pairs[i][0], lens[i]), *b = get(be, pairs[i][1], lens[i]);
+        if (memcmp(a, b, sizeof(float) * lens[i]))
+            fail_msg("glu end %s -> %s n=%d gelu=%d: %s differs (%g apart)", sol_dtype_name(gt),
+                     sol_dtype_name(dt), n, gelu,
+                     i == 2 ? "y"
+                     : i    ? "up"
+                            : "gate",
+                     rel_l2(b, a, lens[i]));
+        free(a), free(b);
+    }
+    for (int pass = 0; pass < 2; pass++)
+        sol_buf_free(be, gate[pass]), sol_buf_free(be, up[pass]), sol_buf_free(be, y[pass]);
+    sol_buf_free(be, xd), sol_buf_free(be, gd), sol_buf_free(be, xn), sol_buf_free(be, tmp);
+    for (int i = 0; i < 3; i++)
+        free(rows[i]);
+    free(x), free(g), free(y0);
+}
+
+static void test_glu_ends(void **state) {
+    (void)state;
+    sol_backend *be = open_be(spec(), 0);
+    for (int gelu = 0; gelu < 2; gelu++) {
+        glu_end_case(be, SOL_DT_Q4_K, SOL_DT_Q6_K, 1, gelu, 0); /* Q4_K_M: Q8_K */
+        glu_end_case(be, SOL_DT_Q4_0, SOL_DT_Q4_0, 5, gelu, 0); /* Q8_0 */
+    }
+    glu_end_case(be, SOL_DT_Q4_K, SOL_DT_Q4_K, 3, 0, 1);
+    glu_end_case(be, SOL_DT_Q4_K, SOL_DT_Q4_K, 3, 1, 2);
+    glu_end_case(be, SOL_DT_Q4_K, SOL_DT_F16, 3, 0, 0);
+    glu_end_case(be, SOL_DT_Q4_K, SOL_DT_Q4_K, 40, 0, 0);
+    sol_backend_free(be);
 }
 
 static void test_norm_tails(void **state) {
@@ -1282,6 +1373,7 @@ int main(void) {
         cmocka_unit_test(test_fused_prologues),
         cmocka_unit_test(test_gemm_shared_x),
         cmocka_unit_test(test_norm_tails),
+        cmocka_unit_test(test_glu_ends),
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_long_context_attention),

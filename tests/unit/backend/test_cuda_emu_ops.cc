@@ -441,6 +441,88 @@ static void test_gemv_norm_tail(void **state) {
     sol_backend_free(be);
 }
 
+/* gemv_run_glu: gate and up in one launch whose warps that complete a block of rows quantize
+ * act(gate) * up there (the down projection's activations) against gemv_run_many then
+ * gemv_glu_quantize, bit for bit: both outputs and the activations' bytes, for Q8_K (Q4_K gate
+ * and up, and Q4_K beside Q6_K: 4 and 8 lanes a super-block, other warps a chunk) and Q8_0
+ * (Q4_0, and F16 rows of the 128-bit kernel), rows a whole warp's and rows sharing a warp, SiLU
+ * and GELU, 1, 3 and 16 tokens, biases; the counters back at 0. Refused: a float act, rows not a
+ * multiple of its block, matrices of two kernels. */
+static void test_gemv_glu_end(void **state) {
+    (void)state;
+    sol_backend *be = cpu();
+    struct gc {
+        sol_dtype g, u;
+        int rows, K, act;
+    } cases[] = {
+        {SOL_DT_Q4_K, SOL_DT_Q4_K, 512, 2048, SOL_CUDA_ACT_Q8_K},
+        {SOL_DT_Q4_K, SOL_DT_Q6_K, 256, 512, SOL_CUDA_ACT_Q8_K},
+        {SOL_DT_Q4_0, SOL_DT_Q4_0, 96, 256, SOL_CUDA_ACT_Q8_0},
+        {SOL_DT_F16, SOL_DT_F16, 64, 2048, SOL_CUDA_ACT_Q8_0},
+    };
+    for (const gc &c : cases) {
+        weight_pair wg = make_weight(be, c.g, c.rows, c.K), wu = make_weight(be, c.u, c.rows, c.K);
+        std::vector<unsigned char> dg, du;
+        sol_cuda_wt wt[2] = {device_view(wg, dg), device_view(wu, du)};
+        int xact = sol_emu_gemv_act(wt[0].type), R = c.rows;
+        std::vector<unsigned char> sx(sol_emu_gemv_scratch_bytes(16, c.K));
+        size_t qb = sol_emu_gemv_scratch_bytes(16, R);
+        std::vector<unsigned char> qa(qb), qf(qb);
+        std::vector<float> x(16 * c.K), ga(16 * R), ua(16 * R), gf(16 * R), uf(16 * R), b0(R),
+            b1(R);
+        fill(x.data(), 16 * c.K, 7);
+        fill(b0.data(), R, 3), fill(b1.data(), R, 5);
+        const float *bs[2] = {b0.data(), b1.data()};
+        std::vector<int> cnt(R / 32, 0);
+        for (int n : {1, 3, 16})
+            for (int gelu : {0, 1}) {
+                std::fill(qa.begin(), qa.end(), 0xAB), std::fill(qf.begin(), qf.end(), 0xAB);
+                float *ya[2] = {ga.data(), ua.data()}, *yf[2] = {gf.data(), uf.data()};
+                assert_int_equal(sol_emu_gemv_quantize(xact, x.data(), n, c.K, sx.data(), nullptr),
+                                 0);
+                assert_int_equal(
+                    sol_emu_gemv_run_many(wt, ya, bs, 2, x.data(), n, sx.data(), 0, nullptr), 0);
+                assert_int_equal(sol_emu_gemv_glu_quantize(c.act, gelu, ga.data(), ua.data(), n, R,
+                                                           qa.data(), nullptr),
+                                 0);
+                sol_cuda_glu_tail t = {c.act, gelu, qf.data(), cnt.data()};
+                assert_int_equal(
+                    sol_emu_gemv_run_glu(wt, yf, bs, x.data(), n, sx.data(), &t, nullptr), 0);
+                if (memcmp(ga.data(), gf.data(), sizeof(float) * n * R) ||
+                    memcmp(ua.data(), uf.data(), sizeof(float) * n * R))
+                    fail_msg("glu end %s/%s n=%d: gate or up differs", sol_dtype_name(c.g),
+                             sol_dtype_name(c.u), n);
+                if (memcmp(qa.data(), qf.data(), sol_emu_gemv_scratch_bytes(n, R)))
+                    fail_msg("glu end %s/%s act %d n=%d gelu %d: the activations differ from "
+                             "gemv_glu_quantize's",
+                             sol_dtype_name(c.g), sol_dtype_name(c.u), c.act, n, gelu);
+                for (int v : cnt)
+                    if (v) fail_msg("glu end: a counter was left at %d", v);
+            }
+        float *yf[2] = {gf.data(), uf.data()};
+        sol_cuda_glu_tail flt = {SOL_CUDA_ACT_FLOAT, 0, qf.data(), cnt.data()};
+        assert_int_equal(sol_emu_gemv_run_glu(wt, yf, bs, x.data(), 1, sx.data(), &flt, nullptr),
+                         -EINVAL);
+    }
+    /* rows not a multiple of Q8_K's 256, and a Q4_0 gate beside a Q4_K up (two kernels) */
+    weight_pair a = make_weight(be, SOL_DT_Q4_K, 288, 256),
+                b = make_weight(be, SOL_DT_Q4_0, 256, 256),
+                k = make_weight(be, SOL_DT_Q4_K, 256, 256);
+    std::vector<unsigned char> da, db, dk;
+    sol_cuda_wt two[2] = {device_view(a, da), device_view(a, da)};
+    sol_cuda_wt mix[2] = {device_view(b, db), device_view(k, dk)};
+    std::vector<float> x(256), y0(288), y1(288);
+    std::vector<unsigned char> sx(sol_emu_gemv_scratch_bytes(16, 288)), q(sx.size());
+    std::vector<int> cnt(16, 0);
+    float *ys[2] = {y0.data(), y1.data()};
+    sol_cuda_glu_tail t = {SOL_CUDA_ACT_Q8_K, 0, q.data(), cnt.data()};
+    assert_int_equal(sol_emu_gemv_run_glu(two, ys, nullptr, x.data(), 1, sx.data(), &t, nullptr),
+                     -EINVAL);
+    assert_int_equal(sol_emu_gemv_run_glu(mix, ys, nullptr, x.data(), 1, sx.data(), &t, nullptr),
+                     -EINVAL);
+    sol_backend_free(be);
+}
+
 /* gemv_run_epi: the q/k/v projections with rope and the KV write in their store (the pairs'
  * rows summed in one block, NEOX's interleaved) against gemv_run_many then rope_kv, bit for bit:
  * q, k and v as left in memory and both pools whole (rows of other slots untouched), for every
@@ -1272,6 +1354,7 @@ int main(void) {
         cmocka_unit_test(test_gemv_many),
         cmocka_unit_test(test_gemv_rope_kv),
         cmocka_unit_test(test_gemv_norm_tail),
+        cmocka_unit_test(test_gemv_glu_end),
         cmocka_unit_test(test_argmax),
         cmocka_unit_test(test_qk_norm_rope),
         cmocka_unit_test(test_fused_quantize),

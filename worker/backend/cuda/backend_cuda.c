@@ -540,14 +540,44 @@ static int use_gemm(const cuda_backend *b, const sol_weight *w, int n) {
     return !b->batch_invariant && n >= GEMM_MIN_TOKENS && w->type != SOL_DT_F32;
 }
 
-/* Whether qscratch already holds x's activations for act (and xn its normalized rows): the op
- * just before this one (the attention merge, or a GEMV's norm tail) made them for these n rows
- * of K (one group: n <= SOL_CUDA_GEMV_MAX_TOKENS), through the same norm. */
+/* Whether the op just before this one (the attention merge, a GEMV's norm tail, the gate/up
+ * GEMV's gated product) made x's activations for act (and xn its normalized rows) for these n
+ * rows of K (one group: n <= SOL_CUDA_GEMV_MAX_TOKENS), from the same input: the same norm, or
+ * the same gate, up and activation. */
 static int have_q8(const cuda_backend *b, const gemv_in *in, int act, int n, int K, int kinds) {
     const struct cbe_q8_note *p = &b->q8_prev;
-    return p->x && act == p->act && !in->glu && in->x == p->x && n == p->n && K == p->k &&
-           in->norm == p->norm &&
+    if (!p->x || act != p->act || in->x != p->x || n != p->n || K != p->k) return 0;
+    if (in->glu) return p->glu == 1 + in->gelu && p->up == in->up;
+    return !p->glu && in->norm == p->norm &&
            (!in->norm || (in->eps == p->eps && in->xn == p->xn && (kinds == 1 || p->xn_made)));
+}
+
+/* The gated product's activations the gate/up GEMV may make (gemv_run_glu): next_input said
+ * that ys[0] and ys[1] are next read as act(gate) * up by w (glu_matmul_add), so the warp that
+ * completes each block of rows quantizes it into qscratch2 (the GEMV reads x from qscratch) and
+ * the down projection skips its quantize launch. 0: not here (as tail_plan). */
+static int glu_plan(cuda_backend *b, const sol_weight *const *ws, int count, int n,
+                    sol_cuda_glu_tail *t) {
+    const sol_next_in *ni = &b->next_now;
+    if (!ni->glu || ni->norm || !ni->w || count != 2 || n > SOL_CUDA_GEMV_MAX_TOKENS ||
+        ws[0]->rows != ws[1]->rows || ni->w->cols != ws[0]->rows || !type_ok(ni->w->type) ||
+        use_gemm(b, ni->w, n))
+        return 0;
+    int act = SOL_CUDA_FN(gemv_act)((int)ni->w->type), rows = (int)ws[0]->rows;
+    int blk = act == SOL_CUDA_ACT_Q8_K ? 256 : act == SOL_CUDA_ACT_Q8_0 ? 32 : 0;
+    if (!blk || rows % blk) return 0;
+    size_t had = b->glu_cnt.bytes, cnt = sizeof(int) * (size_t)(rows / 32);
+    if (cbe_grow(b, &b->qscratch2, SOL_CUDA_FN(gemv_scratch_bytes)(SOL_CUDA_GEMV_MAX_TOKENS, rows),
+                 "matmul") ||
+        cbe_grow(b, &b->glu_cnt, cnt, "matmul"))
+        return 0;
+    /* the counters, zeroed when new: every launch leaves them at 0 */
+    if (b->glu_cnt.bytes != had &&
+        SOL_CUDA_FN(dev_memset)(b->dev, b->glu_cnt.p, 0, b->glu_cnt.bytes))
+        return 0;
+    *t = (sol_cuda_glu_tail){
+        .act = act, .gelu = ni->glu == 2, .scratch = b->qscratch2.p, .cnt = b->glu_cnt.p};
+    return 1;
 }
 
 /* The norm tail matmul_gemv may give a matmul_add (gemv_run_tail): next_input said that y's rows
@@ -558,7 +588,7 @@ static int have_q8(const cuda_backend *b, const gemv_in *in, int act, int n, int
 static int tail_plan(cuda_backend *b, const sol_weight *w, const float *y, int n,
                      sol_cuda_norm_tail *t) {
     const sol_next_in *ni = &b->next_now;
-    if (!ni->w || !ni->norm || !ni->xn || ni->xn == y || n > SOL_CUDA_GEMV_MAX_TOKENS ||
+    if (!ni->w || !ni->norm || ni->glu || !ni->xn || ni->xn == y || n > SOL_CUDA_GEMV_MAX_TOKENS ||
         ni->w->cols != w->rows || !type_ok(ni->w->type) || use_gemm(b, ni->w, n))
         return 0;
     int act = SOL_CUDA_FN(gemv_act)((int)ni->w->type), dim = (int)w->rows;
@@ -603,8 +633,10 @@ static int matmul_gemv(cuda_backend *b, const sol_weight *const *ws, const float
                  SOL_CUDA_FN(gemv_scratch_bytes)(SOL_CUDA_GEMV_MAX_TOKENS, add ? Kq : K), "matmul");
     if (rc) return rc;
     sol_cuda_norm_tail tail;
+    sol_cuda_glu_tail gt;
     int tailed =
         add && count == 1 && !roles && (!bs || !bs[0]) && tail_plan(b, ws[0], ys[0], n, &tail);
+    int glued = !add && !roles && glu_plan(b, ws, count, n, &gt);
     const float *src = in->norm ? in->xn : in->x; /* what float weights and requantizing read */
     int kinds = 1;
     for (int i = 1; i < count; i++)
@@ -614,9 +646,12 @@ static int matmul_gemv(cuda_backend *b, const sol_weight *const *ws, const float
         int cnt = n - t0 < SOL_CUDA_GEMV_MAX_TOKENS ? n - t0 : SOL_CUDA_GEMV_MAX_TOKENS, have = -1;
         for (int i = 0, j; i < count; i = j) {
             int act = SOL_CUDA_FN(gemv_act)((int)ws[i]->type);
-            if (have == -1 &&
-                have_q8(b, in, act, n, K, kinds)) { /* before this call wrote qscratch */
-                if (in->norm)
+            void *qs = b->qscratch.p; /* where this run's activations are */
+            if (have == -1 && have_q8(b, in, act, n, K, kinds)) { /* the op before made them */
+                qs = b->q8_prev.scratch;
+                if (in->glu)
+                    b->glu_end_used++; /* the gate/up GEMV made the gated product's */
+                else if (in->norm)
                     b->tail_used++; /* the GEMV before made the norm and x's activations */
                 else
                     b->fused_attq++; /* the attention merge quantized x on its way out */
@@ -636,13 +671,15 @@ static int matmul_gemv(cuda_backend *b, const sol_weight *const *ws, const float
                 bias[j - i] = bs ? bs[j] : NULL;
                 role[j - i] = roles ? roles[j] : SOL_CUDA_EPI_NONE;
             }
+            glued &= j - i == 2; /* gate and up in one run, else no gated product is made */
             if (!rc && tailed)
-                rc = SOL_CUDA_FN(gemv_run_tail)(wts[0], src, out[0], cnt, b->qscratch.p, add, &tail,
-                                                b->stream);
+                rc =
+                    SOL_CUDA_FN(gemv_run_tail)(wts[0], src, out[0], cnt, qs, add, &tail, b->stream);
+            else if (!rc && glued)
+                rc = SOL_CUDA_FN(gemv_run_glu)(wts, out, bias, src, cnt, qs, &gt, b->stream);
             else if (!rc)
                 rc = SOL_CUDA_FN(gemv_run_epi)(wts, out, bias, roles ? role : NULL, j - i,
-                                               src + (size_t)t0 * K, cnt, b->qscratch.p, add, epi,
-                                               b->stream);
+                                               src + (size_t)t0 * K, cnt, qs, add, epi, b->stream);
             if (rc)
                 return cbe_fail(b, rc, "matmul",
                                 "%s weights of %d columns, %d tokens: refused (the GEMV kernels "
@@ -659,7 +696,18 @@ static int matmul_gemv(cuda_backend *b, const sol_weight *const *ws, const float
                                           .norm = tail.norm,
                                           .xn = b->next_now.xn,
                                           .eps = tail.eps,
-                                          .xn_made = tail.xn != NULL};
+                                          .xn_made = tail.xn != NULL,
+                                          .scratch = tail.scratch};
+    }
+    if (glued) {
+        b->fused_glu_end++;
+        b->q8_made = (struct cbe_q8_note){.x = ys[0],
+                                          .up = ys[1],
+                                          .n = n,
+                                          .k = (int)ws[0]->rows,
+                                          .act = gt.act,
+                                          .glu = 1 + gt.gelu,
+                                          .scratch = gt.scratch};
     }
     return cbe_after(b, "matmul");
 }
@@ -1232,14 +1280,16 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
              "prologues: %lu "
              "norm+quantize, %lu glu+quantize, %lu attention+quantize, %lu rope+KV, %lu q/k "
              "norm+rope+KV; norm tails: %lu GEMVs normalized and quantized their output, %lu "
-             "reads of it; programmatic dependent launch %s",
+             "reads of it; gated-product blocks: %lu gate/up GEMVs made them, %lu reads; "
+             "programmatic dependent launch %s",
              b->graphs_on ? "on" : "off (--enforce-eager)", b->steps, b->replayed_dry, b->updated,
              b->instantiated, b->flushed, b->stage_copies, made, aborted, b->dry_steps, b->reruns,
              mean_us(b->dry_ns, b->dry_steps), mean_us(b->record_ns, whole),
              mean_us(b->update_ns, b->updated), mean_us(b->instantiate_ns, b->instantiated),
              b->mma_gemms, b->flash_calls, b->mmq_gemms, b->gemm_x_reused, b->fused_normq,
              b->fused_glu, b->fused_attq, b->fused_rope, b->fused_qk_norm, b->fused_tail,
-             b->tail_used, b->stream->pdl ? "on" : "off (SOL_CUDA_PDL=0 or before sm_90)");
+             b->tail_used, b->fused_glu_end, b->glu_end_used,
+             b->stream->pdl ? "on" : "off (SOL_CUDA_PDL=0 or before sm_90)");
     return 0;
 }
 
@@ -1267,8 +1317,8 @@ static void cuda_free(sol_backend *be) {
         cbe_kv_free(be, b->kvs);
     for (int i = 0; i < b->n_ups; i++)
         SOL_CUDA_FN(dev_free)(b->dev, b->ups[i].dev);
-    dev_buf *bufs[] = {&b->qscratch, &b->xh,      &b->xq,     &b->att_ws,
-                       &b->gemm_y,   &b->amax_ws, &b->tail_ws};
+    dev_buf *bufs[] = {&b->qscratch, &b->xh,      &b->xq,        &b->att_ws, &b->gemm_y,
+                       &b->amax_ws,  &b->tail_ws, &b->qscratch2, &b->glu_cnt};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         SOL_CUDA_FN(dev_free)(b->dev, bufs[i]->p);
     SOL_CUDA_FN(dev_free)(b->dev, b->stage_d);

@@ -69,6 +69,8 @@ typedef struct cuda_backend {
     dev_buf att_ws;       /* split attention's partial states */
     dev_buf amax_ws;      /* argmax_rows' counters (amax_rows of them, left zeroed), partials */
     dev_buf tail_ws;      /* the GEMV norm tail's counter (gemv_run_tail: left zeroed) */
+    dev_buf qscratch2;    /* the gated product's activations made by the gate/up GEMV */
+    dev_buf glu_cnt;      /* gemv_run_glu's counters, a zeroed int per block of a row */
     int amax_rows;
     /* Staging: host index arrays go up through one pinned buffer, each array once per step
      * (a copy whose bytes equal a recent one is reused: positions serve every layer's rope). */
@@ -120,17 +122,20 @@ typedef struct cuda_backend {
     unsigned long gemm_x_reused; /* batch GEMMs that read the previous one's converted x */
     unsigned long fused_tail;    /* GEMVs that normalized and quantized their output (norm tail) */
     unsigned long tail_used;     /* GEMV groups that read a norm tail's activations */
-    /* Activations of x (n rows of k) for kind act that an op left in qscratch: the attention
-     * merge's (norm NULL), or a GEMV's norm tail's (x normalized by norm, eps into xn, which it
-     * wrote too): made by the op that just ran; prev, by the op before this one. Only the very
-     * next op may use them (cbe_bind moves made to prev), so nothing written in between can
-     * leave them stale. */
+    unsigned long fused_glu_end; /* gate/up GEMVs that made the gated product's activations */
+    unsigned long glu_end_used;  /* down GEMVs that read them */
+    /* Activations of x (n rows of k) for kind act that an op left in `scratch`: the attention
+     * merge's (norm NULL), a GEMV's norm tail's (x normalized by norm, eps into xn), or the
+     * gate/up GEMV's of the gated product (glu: 1 SiLU, 2 GELU; x the gate, up): made by the
+     * op that just ran; prev, by the op before this one. Only the very next op may use them
+     * (cbe_bind moves made to prev), so nothing written in between can leave them stale. */
     struct cbe_q8_note {
-        const float *x;
-        int n, k, act;
+        const float *x, *up;
+        int n, k, act, glu;
         const float *norm, *xn;
         float eps;
         int xn_made; /* the tail wrote xn too (float weights, or a second kind requantizes it) */
+        void *scratch;
     } q8_made, q8_prev;
     /* next_input's hint: set by that op, handed by cbe_bind to the op after it (next_now) and
      * to no other */

@@ -167,6 +167,21 @@ typedef struct sol_cuda_norm_tail {
 } sol_cuda_norm_tail;
 int SOL_CUDA_FN(gemv_run_tail)(sol_cuda_wt w, const float *x, float *y, int n, const void *scratch,
                                int add, const sol_cuda_norm_tail *tail, void *stream);
+/* gemv_run_many of gate (ws[0]) and up (ws[1]: the same kernel, the same rows) in one launch,
+ * y_i = x W_i^T (+ bs[i]), that also makes the down projection's activations: act(gate) * up
+ * (SiLU, or GELU when gelu) quantized for act into scratch (gemv_scratch_bytes(n, rows); not
+ * the scratch x is read from), each block of act by the warp that completes its rows (cnt: a
+ * zeroed int per block of a token's row, left zeroed): the bits of gemv_run_many, then
+ * gemv_glu_quantize, one launch fewer. -EINVAL: act FLOAT, rows not a multiple of act's block,
+ * matrices of two kernels or two row counts. */
+typedef struct sol_cuda_glu_tail {
+    int act, gelu;
+    void *scratch;
+    int *cnt;
+} sol_cuda_glu_tail;
+int SOL_CUDA_FN(gemv_run_glu)(const sol_cuda_wt *ws, float *const *ys, const float *const *bs,
+                              const float *x, int n, const void *scratch,
+                              const sol_cuda_glu_tail *tail, void *stream);
 int SOL_CUDA_FN(gemv)(sol_cuda_wt w, const float *x, float *y, int n, void *scratch, int add,
                       void *stream);
 

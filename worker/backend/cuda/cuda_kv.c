@@ -299,7 +299,9 @@ static int attend(cuda_backend *b, sol_kv *kv, int layer, const float *q, float 
             counters ? counters + (size_t)group * heads : NULL, sinks, b->stream);
         ti = tj;
     }
-    if (quant) b->q8_made = (struct cbe_q8_note){.x = out, .n = n, .k = K, .act = act};
+    if (quant)
+        b->q8_made =
+            (struct cbe_q8_note){.x = out, .n = n, .k = K, .act = act, .scratch = b->qscratch.p};
     return cbe_after(b, "paged_attention");
 }
 

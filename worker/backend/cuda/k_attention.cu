@@ -197,34 +197,6 @@ __device__ __forceinline__ void att_merge(const float *base, int splits, int hea
     }
 }
 
-/* True on every lane when it is true on one (a butterfly of shuffles: no block barrier). */
-__device__ __forceinline__ bool att_warp_any(bool v) {
-    int x = v;
-    for (int o = 16; o > 0; o >>= 1)
-        x |= __shfl_xor_sync(0xffffffffu, x, o);
-    return x != 0;
-}
-
-/* The split's end for the (token, head) pair whose state this warp has just written at `slot`:
- * each lane makes its writes visible (fence), then counts itself at the pair's counter; the lane
- * that brings it to 32 x splits is the last writer of all, and its warp merges the pair (every
- * lane re-reads the counter and fences: the acquire side) and sets the counter back to 0 for the
- * next launch. No block barrier and no second launch: the combine that used to follow the split
- * kernel is this. */
-/* The last lane of `need` to count itself at cnt (each lane fences its writes first) tells its
- * warp, which then owns what they wrote: true on every lane of that warp, and the counter is set
- * back to 0 for the next launch once every lane of it has read the count (the shuffle meets
- * them all). */
-__device__ __forceinline__ bool att_last_of(int *cnt, int need, int lane) {
-    __threadfence();
-    bool last = atomicAdd(cnt, 1) == need - 1;
-    if (!att_warp_any(last)) return false;
-    int seen = atomicAdd(cnt, 0);
-    __threadfence(); /* the acquire side: the others' writes are visible */
-    if (__shfl_sync(0xffffffffu, seen, 0) == need && lane == 0) atomicExch(cnt, 0);
-    return true;
-}
-
 /* Q8_K activations for the o projection (K-quant weights): a 256-element block spans 256 /
  * head_dim heads (Llama's 128: two), so the warp that merges the last of them quantizes the
  * block (bcnt: a zeroed int per block of the call's rows, left zeroed), as k_quantize_q8_k would:
@@ -232,7 +204,7 @@ __device__ __forceinline__ bool att_last_of(int *cnt, int need, int lane) {
 __device__ __forceinline__ void att_q8k_end(int *bcnt, int head_dim, const float *o, size_t qrow,
                                             int lane, int8_t *kq, float *kd, int16_t *ks) {
     int blk = (int)(qrow / 256);
-    if (!att_last_of(bcnt + blk, 32 * (256 / head_dim), lane)) return;
+    if (!sol_last_of(bcnt + blk, 32 * (256 / head_dim), lane)) return;
     const float *b = o - qrow % 256;
     float xb[8];
     for (int j = 0; j < 8; j++)
@@ -245,7 +217,7 @@ __device__ __forceinline__ void att_split_end(int *cnt, int splits, const float 
                                               int head_dim, float *o, size_t qrow, int lane,
                                               int8_t *xq, float *xd, void *xs, int *bcnt,
                                               const float *sink) {
-    if (!att_last_of(cnt, 32 * splits, lane)) return;
+    if (!sol_last_of(cnt, 32 * splits, lane)) return;
     att_merge(pair_ws, splits, head_dim, o, qrow, lane, bcnt ? nullptr : xq, xd, (int32_t *)xs,
               sink);
     if (bcnt && xq) att_q8k_end(bcnt, head_dim, o, qrow, lane, xq, xd, (int16_t *)xs);

@@ -131,11 +131,22 @@ struct gemv_tail_args {
     float eps;
     int act;
 };
+/* gemv_run_glu's gated-product blocks (cnt NULL: none): act's blocks of act(m0) * m1 into q/d/s
+ * (split_scratch of n x the rows), a counter per chunk (act's block) of rows, `need` counts a
+ * chunk's warps make (every lane of every warp of gate and up that holds its rows). */
+struct gemv_glu_args {
+    int8_t *q;
+    float *d;
+    void *s;
+    int *cnt;
+    int need, chunk, gelu;
+};
 struct gemv_set {
     gemv_mat m0, m1, m2;
     unsigned first1, first2;
     sol_cuda_rope_epi epi; /* zeros unless a matrix has an epilogue */
     gemv_tail_args tail;   /* zeros unless the launch has a norm tail (one matrix) */
+    gemv_glu_args glu;     /* zeros unless the launch makes the gated product's blocks */
 };
 
 __device__ __forceinline__ gemv_mat gemv_pick(const gemv_set s, unsigned &bx) {
@@ -275,6 +286,39 @@ __device__ __forceinline__ void gemv_tail_row(const gemv_tail_args &a, const flo
     }
 }
 
+/* gemv_run_glu: each warp that stored rows of gate (m0) or up (m1) counts its lanes at its
+ * chunk's counter (its rows lie in one chunk: a power of two of them, at most 32, and the chunk a
+ * multiple), and the warp that completes a chunk (every gate and up row of it stored) quantizes
+ * act(gate) * up there for the n tokens, as k_quantize_q8_k / _q8_0 reading src_glu do
+ * (gemv_glu_quantize's bits): the down projection's activations with no launch of their own. */
+__device__ __forceinline__ void gemv_glu_end(const gemv_set &s, int span, int n) {
+    const gemv_glu_args &a = s.glu;
+    unsigned bx;
+    const gemv_mat m = gemv_pick(s, bx);
+    int lane = threadIdx.x & 31, rows = (int)m.w.rows;
+    int first = ((int)bx * GEMV_WARPS + (int)(threadIdx.x >> 5)) * (32 / span);
+    if (first >= rows) return; /* a warp past the matrix stored nothing (uniform) */
+    int c = first / a.chunk;
+    if (!sol_last_of(a.cnt + c, a.need, lane)) return;
+    for (int t = 0; t < n; t++) {
+        const float *g = s.m0.y + (size_t)t * rows, *u = s.m1.y + (size_t)t * rows;
+        if (a.chunk == 256) {
+            float xb[8];
+            for (int j = 0; j < 8; j++) {
+                int i = c * 256 + lane * 8 + j;
+                xb[j] = a.gelu ? sol_gelu_mul1(__ldcg(g + i), __ldcg(u + i))
+                               : sol_silu_mul1(__ldcg(g + i), __ldcg(u + i));
+            }
+            q8_k_block(xb, t * (rows / 256) + c, lane, a.q, a.d, (int16_t *)a.s);
+        } else {
+            int i = c * 32 + lane;
+            float v = a.gelu ? sol_gelu_mul1(__ldcg(g + i), __ldcg(u + i))
+                             : sol_silu_mul1(__ldcg(g + i), __ldcg(u + i));
+            q8_0_block(v, t * (rows / 32) + c, lane, a.q, a.d, (int32_t *)a.s);
+        }
+    }
+}
+
 /* The end of every GEMV kernel: with a norm tail, each warp notes the rows it stored, thread 0
  * adds its block's to the counter, and the block whose rows complete the matrix (the last to
  * finish: every other block has stored and fenced) normalizes and quantizes all n rows, then
@@ -282,6 +326,7 @@ __device__ __forceinline__ void gemv_tail_row(const gemv_tail_args &a, const flo
  * follow what was written (a block past the matrix's end adds what it stored). Every thread of
  * the block reaches the barriers (the tail is the launch's). */
 __device__ __forceinline__ void gemv_tail(const gemv_set &s, int span, int n) {
+    if (s.glu.cnt) gemv_glu_end(s, span, n);
     const gemv_tail_args &a = s.tail;
     if (!a.cnt) return;
     SOL_SHARED(int, stored, [GEMV_WARPS]);
@@ -767,6 +812,41 @@ extern "C" int SOL_CUDA_FN(gemv_run_tail)(sol_cuda_wt w, const float *x, float *
         a.q = q.q, a.d = q.d, a.s = q.s;
     }
     gemv_launch_n(s, blocks, kernel, x, n, scratch, add, stream);
+    return 0;
+}
+
+extern "C" int SOL_CUDA_FN(gemv_run_glu)(const sol_cuda_wt *ws, float *const *ys,
+                                         const float *const *bs, const float *x, int n,
+                                         const void *scratch, const sol_cuda_glu_tail *t,
+                                         void *stream) {
+    int chunk = t ? (t->act == SOL_CUDA_ACT_Q8_K ? 256 : t->act == SOL_CUDA_ACT_Q8_0 ? 32 : 0) : 0;
+    int kernel = gemv_kernel(ws[0], x), rows = (int)ws[0].rows;
+    for (int i = 0; i < 2; i++) {
+        int rc = gemv_check(ws[i], ws[0].cols, n);
+        if (rc) return rc;
+    }
+    if (!chunk || !t->scratch || !t->cnt || gemv_kernel(ws[1], x) != kernel || ws[1].rows != rows ||
+        rows % chunk)
+        return -EINVAL;
+    gemv_set s;
+    memset(&s, 0, sizeof s); /* every byte defined: the graph signature compares them */
+    gemv_mat *slot[2] = {&s.m0, &s.m1};
+    unsigned blocks = 0;
+    int need = 0;
+    for (int i = 0; i < 2; i++) {
+        slot[i]->w = ws[i];
+        slot[i]->y = ys[i];
+        slot[i]->bias = bs ? bs[i] : nullptr;
+        if (i == 1) s.first1 = blocks;
+        blocks += gemv_blocks(ws[i], kernel);
+        need += 32 * (chunk / (32 / gemv_lanes(ws[i], kernel))); /* lanes of the chunk's warps */
+    }
+    s.first2 = blocks;
+    qx q = split_scratch(t->scratch, n, rows, chunk);
+    gemv_glu_args &a = s.glu;
+    a.q = q.q, a.d = q.d, a.s = q.s, a.cnt = t->cnt, a.need = need, a.chunk = chunk;
+    a.gelu = t->gelu;
+    gemv_launch_n(s, blocks, kernel, x, n, scratch, 0, stream);
     return 0;
 }
 

@@ -24,6 +24,30 @@ __device__ __forceinline__ float sol_span_sum(float v, int span) {
     return v;
 }
 
+/* True on every lane when it is true on one (a butterfly of shuffles: no block barrier). */
+__device__ __forceinline__ bool sol_warp_any(bool v) {
+    int x = v;
+    for (int o = 16; o > 0; o >>= 1)
+        x |= __shfl_xor_sync(0xffffffffu, x, o);
+    return x != 0;
+}
+
+/* A completion counter without a block barrier: every lane of the warp fences its writes and
+ * counts itself at cnt; the lane that brings it to `need` makes its warp the last writer of all,
+ * which then owns what they wrote: true on every lane of that warp (after the acquire fence),
+ * and the counter is set back to 0 for the next launch once every lane of it has read the count
+ * (the shuffle meets them all). The attention's split merge, its Q8_K blocks and the GEMV's
+ * gated-product blocks count this way. */
+__device__ __forceinline__ bool sol_last_of(int *cnt, int need, int lane) {
+    __threadfence();
+    bool last = atomicAdd(cnt, 1) == need - 1;
+    if (!sol_warp_any(last)) return false;
+    int seen = atomicAdd(cnt, 0);
+    __threadfence(); /* the acquire side: the others' writes are visible */
+    if (__shfl_sync(0xffffffffu, seen, 0) == need && lane == 0) atomicExch(cnt, 0);
+    return true;
+}
+
 /* Sum over a block of R x blockDim.x threads as such a block sums it, each thread holding the
  * values of R of them (v[r]: thread threadIdx.x + r blockDim.x; R x blockDim.x a multiple of 32,
  * at most 1024): warp sums, then the first warp sums those, so a block of 128 threads gives the
