@@ -235,8 +235,11 @@ PARAMS = {
     "norm_blocks": (1.0, "blocks per token row of rmsnorm(+quantize): 1 = today's k_rmsnorm grid "
                          "(the design does not say); N > 1: each block reduces the whole row "
                          "(re-read from L2, counted as traffic) and normalises 1/N of it"),
+    "tail_tokens": (1.0, "lean-q with next_input: tokens up to which a matmul_add takes the norm "
+                         "tail (SOL_CUDA_NORM_TAIL_MAX_TOKENS, cuda_kernels.h): the tail is one "
+                         "block's work, so at 2 tokens the launch it replaces is faster"),
     "next_input": (1.0, "lean-q: 1 = as built (next_input, 2026-12-07): in a decode step (at most "
-                        "16 tokens) the RMSNorm of x and its quantization for the next group "
+                        "tail_tokens tokens) the RMSNorm of x and its quantization for the next group "
                         "are made by the last block of the GEMV that adds to x (o for gate/up, "
                         "the previous down for q/k/v and the head; layer 0's q/k/v norm stays a "
                         "launch), charged serially at one SM's share of the L2 bandwidth (the "
@@ -245,7 +248,7 @@ PARAMS = {
                         "Q8_K as well as Q8_0 (256 / head_dim heads a block); the gate/up GEMV "
                         "quantizes act(gate) * up for the down projection, each block of rows "
                         "by the warp that completes it (the last one's work charged at the "
-                        "kernel's end); 0 = their own launches, as before"),
+                        "kernel's end; at most 16 tokens); 0 = their own launches, as before"),
     "sampler_chunk": (4096.0, "design: logits per sampler block (partial argmax/top-k per block, "
                               "the last block to finish merges them: one launch)"),
 }
@@ -990,9 +993,10 @@ class Model:
     def norm_tail(self, names, lw):
         """lean-q as built (next_input): a decode step's RMSNorm and quantization of x for the q/k/v,
         gate/up or head group are made in the last block of the GEMV that adds to x
-        (gemv_run_tail, told by next_input), not by a launch: at most 16 tokens; layer 0's q/k/v
-        norm follows the embedding (a launch)."""
-        if not (self.leanq and self.p["next_input"] and self.n <= 16 and not self.prefill):
+        (gemv_run_tail, told by next_input), not by a launch: at most tail_tokens tokens; layer
+        0's q/k/v norm follows the embedding (a launch)."""
+        if not (self.leanq and self.p["next_input"] and self.n <= self.p["tail_tokens"]
+                and not self.prefill):
             return False
         return not (names == QKV and lw is self.sh["layers"][0])
 

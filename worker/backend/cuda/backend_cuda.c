@@ -588,8 +588,9 @@ static int glu_plan(cuda_backend *b, const sol_weight *const *ws, int count, int
 static int tail_plan(cuda_backend *b, const sol_weight *w, const float *y, int n,
                      sol_cuda_norm_tail *t) {
     const sol_next_in *ni = &b->next_now;
-    if (!ni->w || !ni->norm || ni->glu || !ni->xn || ni->xn == y || n > SOL_CUDA_GEMV_MAX_TOKENS ||
-        ni->w->cols != w->rows || !type_ok(ni->w->type) || use_gemm(b, ni->w, n))
+    if (!ni->w || !ni->norm || ni->glu || !ni->xn || ni->xn == y ||
+        n > SOL_CUDA_NORM_TAIL_MAX_TOKENS || ni->w->cols != w->rows || !type_ok(ni->w->type) ||
+        use_gemm(b, ni->w, n))
         return 0;
     int act = SOL_CUDA_FN(gemv_act)((int)ni->w->type), dim = (int)w->rows;
     size_t rows = sizeof(float) * (size_t)n * (size_t)dim;

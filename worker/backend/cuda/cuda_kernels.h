@@ -157,6 +157,10 @@ int SOL_CUDA_FN(gemv_run_epi)(const sol_cuda_wt *ws, float *const *ys, const flo
  * was read from (every block has read it when the last one starts). xn may be NULL for a
  * quantized act (the rows are then not written). -EINVAL: xn == y, rows not a multiple of act's
  * block. */
+/* The backend gives a matmul_add its norm tail up to this many tokens: the tail is one block's
+ * work, so its time grows with the rows where the launch it replaces spreads them over blocks
+ * (bench/gpu_model.py's `tail_tokens`: at 2 tokens the launch is already faster). */
+#define SOL_CUDA_NORM_TAIL_MAX_TOKENS 1
 typedef struct sol_cuda_norm_tail {
     const float *norm;
     float eps;
