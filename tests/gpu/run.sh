@@ -242,6 +242,12 @@ done
 for m in 8b-q4_0 8b-q4_k_m; do
   bench "bench_${m}_greedy" "$m" --greedy --batch 1 --prefill 0
 done
+# the same without next_input's fusions (SOL_CUDA_NEXT_INPUT=0: the norms and quantizes as their
+# own launches, 292 a step where the fused step has 164): what they save, beside the model's
+# prediction of both (gpu_model.py --param next_input=0)
+for m in 8b-q4_0 8b-q4_k_m; do
+  SOL_CUDA_NEXT_INPUT=0 bench "bench_${m}_greedy_nonext" "$m" --greedy --batch 1 --prefill 0
+done
 bench bench_1b-q4_0_eager 1b-q4_0 --enforce-eager --batch $BATCHES --prefill 0
 SOL_CUDA_PDL=0 bench bench_1b-q4_0_nopdl 1b-q4_0 --batch 1,8 --prefill 0 # what PDL saves
 # the int8 GEMMs (SOL_CUDA_GEMM=int8) against the F16 tiles above: prefill and batch 64, 8B shapes
@@ -256,14 +262,16 @@ MODEL_PY=$HERE/gpu_model.py; [ -f "$MODEL_PY" ] || MODEL_PY=$HERE/../../bench/gp
 gpu_model_lines() {
   for m in 8b-q4_0 8b-f16 8b-q4_k_m; do
     [ -f "$M/$m.gguf" ] || continue
-    for d in unfused default; do
+    for d in unfused default nonext; do
       python3 "$MODEL_PY" --gguf "$M/$m.gguf" ${bw:+--copy-bw "$bw"} --batch 1 --context $CTX \
-        $([ $d = unfused ] && echo --unfused) --json |
-        python3 -c 'import json,sys; d=json.load(sys.stdin); print("model %s %s: %.1f tok/s predicted at batch 1 (%.0f%% of the copy roofline, %d launches)" % (sys.argv[1], d["design"], d["tok_s"], 100 * d["roof_copy"], d["nodes"]))' "$m" || return 1
+        $([ $d = unfused ] && echo --unfused) $([ $d = nonext ] && echo --param next_input=0) --json |
+        python3 -c 'import json,sys; d=json.load(sys.stdin); print("model %s %s%s: %.1f tok/s predicted at batch 1 (%.0f%% of the copy roofline, %d launches)" % (sys.argv[1], d["design"], sys.argv[2], d["tok_s"], 100 * d["roof_copy"], d["nodes"]))' "$m" "$([ $d = nonext ] && echo ' next_input=0')" || return 1
     done
     grep -m1 -E '^decode batch +1,' "$W/logs/bench_$m.log" 2>/dev/null | sed "s/^/measured $m: /"
     grep -m1 -E '^decode batch +1,' "$W/logs/bench_${m}_greedy.log" 2>/dev/null |
       sed "s/^/measured $m: /"
+    grep -m1 -E '^decode batch +1,' "$W/logs/bench_${m}_greedy_nonext.log" 2>/dev/null |
+      sed "s/^/measured $m (SOL_CUDA_NEXT_INPUT=0): /"
   done
 }
 export -f gpu_model_lines; export MODEL_PY CTX M W bw

@@ -1369,6 +1369,46 @@ static void test_pdl_switch(void **state) {
     expect_env_refused("SOL_CUDA_PDL", "yes", "SOL_CUDA_PDL=yes: expected 0 or 1");
 }
 
+/* SOL_CUDA_NEXT_INPUT=0 ignores next_input's hints (the structure before them, for a GPU lease
+ * to time both): a hinted matmul_add makes no norm tail, said in the stats line; "on" when
+ * unset or 1; another value refused by name. */
+static void test_next_input_switch(void **state) {
+    (void)state;
+    if (strncmp(spec(), "cuda-emu", 8) != 0) skip();
+    for (int off = 0; off < 2; off++) {
+        if (off)
+            setenv("SOL_CUDA_NEXT_INPUT", "0", 1);
+        else
+            unsetenv("SOL_CUDA_NEXT_INPUT");
+        sol_backend *be = open_be("cuda-emu", 0);
+        char buf[2048];
+        assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
+        assert_non_null(
+            strstr(buf, off ? "next_input off (SOL_CUDA_NEXT_INPUT=0)" : "next_input on"));
+        enum { D = 256, K = 256 };
+        void *rows[2] = {make_rows(SOL_DT_Q4_0, D, K), make_rows(SOL_DT_Q4_0, 32, D)};
+        sol_weight w = {SOL_DT_Q4_0, D, K, rows[0], sol_dtype_row_bytes(SOL_DT_Q4_0, K), 0, 0};
+        sol_weight wn = {SOL_DT_Q4_0, 32, D, rows[1], sol_dtype_row_bytes(SOL_DT_Q4_0, D), 0, 0};
+        assert_int_equal(sol_weight_prepare(be, &w), 0);
+        assert_int_equal(sol_weight_prepare(be, &wn), 0);
+        float *x = rnd_vec(K), *g = rnd_vec(D);
+        float *xd = put(be, x, sizeof(float) * K), *gd = put(be, g, sizeof(float) * D);
+        float *y = put(be, NULL, sizeof(float) * D), *xn = put(be, NULL, sizeof(float) * D);
+        unsigned long m0, r0, m1, r1;
+        tail_counts(be, &m0, &r0);
+        assert_int_equal(
+            sol_next_input(be, &(sol_next_in){.w = &wn, .norm = gd, .eps = 1e-5f, .xn = xn}), 0);
+        assert_int_equal(sol_matmul_add(be, &w, xd, y, NULL, 1), 0);
+        tail_counts(be, &m1, &r1);
+        assert_int_equal(m1 - m0, !off); /* the hinted matmul_add made its tail, or not */
+        sol_buf_free(be, xd), sol_buf_free(be, gd), sol_buf_free(be, y), sol_buf_free(be, xn);
+        free(rows[0]), free(rows[1]), free(x), free(g);
+        sol_backend_free(be);
+    }
+    unsetenv("SOL_CUDA_NEXT_INPUT");
+    expect_env_refused("SOL_CUDA_NEXT_INPUT", "yes", "SOL_CUDA_NEXT_INPUT=yes: expected 0 or 1");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul),
@@ -1376,6 +1416,7 @@ int main(void) {
         cmocka_unit_test(test_gemm_shared_x),
         cmocka_unit_test(test_norm_tails),
         cmocka_unit_test(test_glu_ends),
+        cmocka_unit_test(test_next_input_switch),
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_long_context_attention),

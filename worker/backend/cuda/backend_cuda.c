@@ -947,7 +947,7 @@ static int cuda_glu_matmul_add(sol_backend *be, const sol_weight *w, const float
  * of the stream's, so the notes of what the op before it made stay for the op after it. */
 static int cuda_next_input(sol_backend *be, const sol_next_in *ni) {
     cuda_backend *b = cb(be);
-    b->next_set = ni ? *ni : (sol_next_in){0};
+    b->next_set = ni && !b->next_off ? *ni : (sol_next_in){0};
     return 0;
 }
 
@@ -1282,7 +1282,7 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
              "norm+quantize, %lu glu+quantize, %lu attention+quantize, %lu rope+KV, %lu q/k "
              "norm+rope+KV; norm tails: %lu GEMVs normalized and quantized their output, %lu "
              "reads of it; gated-product blocks: %lu gate/up GEMVs made them, %lu reads; "
-             "programmatic dependent launch %s",
+             "next_input %s; programmatic dependent launch %s",
              b->graphs_on ? "on" : "off (--enforce-eager)", b->steps, b->replayed_dry, b->updated,
              b->instantiated, b->flushed, b->stage_copies, made, aborted, b->dry_steps, b->reruns,
              mean_us(b->dry_ns, b->dry_steps), mean_us(b->record_ns, whole),
@@ -1290,6 +1290,7 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
              b->mma_gemms, b->flash_calls, b->mmq_gemms, b->gemm_x_reused, b->fused_normq,
              b->fused_glu, b->fused_attq, b->fused_rope, b->fused_qk_norm, b->fused_tail,
              b->tail_used, b->fused_glu_end, b->glu_end_used,
+             b->next_off ? "off (SOL_CUDA_NEXT_INPUT=0)" : "on",
              b->stream->pdl ? "on" : "off (SOL_CUDA_PDL=0 or before sm_90)");
     return 0;
 }
@@ -1387,6 +1388,13 @@ static sol_backend *open_backend(int index, size_t mem_bytes, int strict, const 
         return NULL;
     }
     int pdl_off = pdl && strcmp(pdl, "0") == 0;
+    /* SOL_CUDA_NEXT_INPUT=0 ignores next_input's hints (every norm and quantize its own launch,
+     * as before 2026-12-07): the two structures side by side on a GPU lease */
+    const char *nin = getenv("SOL_CUDA_NEXT_INPUT");
+    if (nin && *nin && strcmp(nin, "0") != 0 && strcmp(nin, "1") != 0) {
+        sol_err_set(err, -EINVAL, BE ": SOL_CUDA_NEXT_INPUT=%s: expected 0 or 1", nin);
+        return NULL;
+    }
     /* SOL_CUDA_GEMM=int8 sends quantized batches through the int8 kernels (k_mmq.cu) instead of
      * the F16 tiles (k_mma.cu, f16, the default while the performance model predicts them
      * faster): the two paths side by side on a GPU lease */
@@ -1415,6 +1423,7 @@ static sol_backend *open_backend(int index, size_t mem_bytes, int strict, const 
     b->sync_each = s && strcmp(s, "1") == 0;
     b->graphs_on = !(o && o->enforce_eager) && !b->sync_each; /* a capture cannot wait */
     if (pdl_off) b->stream->pdl = 0;
+    b->next_off = nin && strcmp(nin, "0") == 0;
     b->gemm_int8 = gemm && strcmp(gemm, "int8") == 0;
     b->stage_unsent = SIZE_MAX;
     if (stage_grow(b, 64 * 1024)) { /* now, not inside the first captured step */

@@ -140,6 +140,7 @@ typedef struct cuda_backend {
     /* next_input's hint: set by that op, handed by cbe_bind to the op after it (next_now) and
      * to no other */
     sol_next_in next_set, next_now;
+    int next_off; /* SOL_CUDA_NEXT_INPUT=0: hints ignored */
 } cuda_backend;
 
 static inline cuda_backend *cb(sol_backend *be) {
