@@ -607,7 +607,7 @@ static void test_gemv_rope_kv(void **state) {
                 if (memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)))
                     fail_msg("gemv_run_epi %s K=%d n=%d neox=%d: %s differs from the GEMV then "
                              "rope_kv",
-                             sol_dtype_name(types[i]), c.K, n, neox, "q\0k\0v" + 2 * i);
+                             sol_dtype_name(types[i]), c.K, n, neox, &"q\0k\0v"[2 * i]);
             for (int j = 0; j < 2; j++)
                 if (pg[j] != pw[j])
                     fail_msg("gemv_run_epi %s K=%d n=%d f16=%d: the %s pool differs",
