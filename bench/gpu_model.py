@@ -36,7 +36,11 @@ whichever predicts best: the design with the largest smallest margin over issue 
             the gate/up GEMV (SiLU*mul), quantize, the down GEMV (+residual): 9 launches, 10 with
             a split; float weights take no quantize (the norm writes f32). The GEMV blocks read
             the Q8 x from L2, along with the weights (overlapped: charged only where L2
-            bandwidth, not HBM, would bound the kernel). PDL on sm_90 as lean.
+            bandwidth, not HBM, would bound the kernel). PDL on sm_90 as lean. That is
+            --param next_input=0; as built since 2026-12-07 (next_input, the default) the
+            attention merge writes o's Q8_K too, the gate/up GEMV quantizes the gated product, and
+            at one token the o and down GEMVs' last block norms and quantizes x for the next
+            group: 5 launches per layer (164 a step at 8b), each tail charged serially on one SM.
   lean      (designed, not built; x normalised/quantized in every GEMV block) 5 launches
             per layer, 6 with a split: the q/k/v GEMV computes RMSNorm and the Q8 quantization of x
             in its prologue (every block re-reads x from L2) and rope + the KV write in its
