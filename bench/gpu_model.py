@@ -1178,6 +1178,29 @@ class Model:
         prev = None
         # the down projection's x is act(gate) * up, made where it is converted: both read
         glu_in = self.leanq and self.p["built_tc"] and a.get("mats") == ("ffn_down",)
+        group = []  # k_mma_gemm matrices of one launch, not yet charged
+
+        def flush():
+            """One k_mma_gemm launch of the group: its tiles' padded FLOPs at their types'
+            shares of the F16 peak, scaled by the launch's wave term; HBM: each matrix once
+            (or per token tile past L2), x once, y; the L2 floor as before."""
+            if not group:
+                return
+            blocks = sum(q["blocks"] for q in group)
+            wave = min(1.0, blocks / (p["waves"] * g["sms"]))
+            flops = sum(q["flops"] for q in group)
+            t_cmp = sum(q["busy"] for q in group) / (peak16 * wave)
+            l2 = sum(q["l2"] for q in group)
+            effs = "/".join(f"{q['eff']:.2f}" for q in group)
+            parts.append(self.part(sum(q["hbm"] for q in group) + n * K * 2, flops,
+                                   flops / t_cmp, p["gemv_eff"], blocks, what="mmaq",
+                                   l2_bytes=l2, l2_floor_s=l2 / self.l2_bw,
+                                   today=f"exists (k_to_half + k_mma_gemm: {mma_tile_of(n)}-side "
+                                         f"tiles dequantized to F16 in shared memory, mma.sync, "
+                                         f"{effs} of the F16 peak by its SASS; q/k/v and gate/up "
+                                         f"one launch: mma_gemm_many)"))
+            group.clear()
+
         for m in mats:
             Mi, Wi = m["rows"], m["bytes"]
             flops = 2.0 * n * Mi * K
@@ -1191,6 +1214,8 @@ class Model:
                                        blocks=math.ceil(n * K / 256),
                                        what="to_half", today="exists (k_to_half, once per run "
                                        "of one half kind in a matmul_many)"))
+            if path == "tc16" or self.int8_built(m["type"]):
+                flush()
             if path == "tc16":
                 parts.append(self.part(Wi + n * K * 2 + y, flops, peak16 * p["tc_eff"],
                                        p["gemv_eff"], what="cuBLASLt",
@@ -1202,18 +1227,19 @@ class Model:
                 continue
             bt = mma_tile_of(n)
             tn, tm = math.ceil(n / bt), math.ceil(Mi / bt)
-            blocks = tn * tm
-            wave = min(1.0, blocks / (p["waves"] * g["sms"]))
-            padded = 2.0 * (tn * bt) * (tm * bt) * K
             eff = mma_share(m["type"], n, p["mma_eff"])
-            peak = peak16 * eff * wave * flops / padded
             w_hbm = Wi if Wi <= l2cap else Wi * tn
-            l2 = Wi * tn + n * K * 2 * tm + y
-            parts.append(self.part(w_hbm + n * K * 2 + y, flops, peak, p["gemv_eff"], blocks,
-                                   what="mmaq", l2_bytes=l2, l2_floor_s=l2 / self.l2_bw,
-                                   today=f"exists (k_to_half + k_mma_gemm: {bt}x{bt} tiles "
-                                         f"dequantized to F16 in shared memory, mma.sync, "
-                                         f"{eff:.2f} of the F16 peak by its SASS)"))
+            g_ = dict(flops=flops, blocks=tn * tm, busy=2.0 * (tn * bt) * (tm * bt) * K / eff,
+                      hbm=w_hbm + y, l2=Wi * tn + n * K * 2 * tm + y, eff=eff)
+            # a run of up to three (q/k/v, gate/up) is one launch (mma_gemm_many) up to 64
+            # tokens: its tiles share the wave; built_tc only (the unfused structure launches
+            # one per matrix), and past 64 tokens one per matrix (the 128-row tile takes no set)
+            if group and len(group) < 3 and self.leanq and p["built_tc"] and n <= MMA_SMALL:
+                group.append(g_)
+            else:
+                flush()
+                group.append(g_)
+        flush()
         return parts
 
     def built_mmq(self, m, n, K, y, flops, convert=True, glu_in=False):

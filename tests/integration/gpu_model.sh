@@ -199,6 +199,10 @@ $M --batch-sweep --param built_tc=1 >"$w/sweep_built"
 [ "$(grep -E '^ +1 +[0-9.]+ ' "$w/sweep_built")" = "$(grep -E '^ +1 +[0-9.]+ ' "$w/sweep")" ] ||
   fail "built_tc=1: not lean-q's batch-1 step"
 grep -Eq '^ +64 .* mmaq$' "$w/sweep_built" || fail "built_tc=1: batch 64 not on k_mma_gemm (mmaq)"
+# q/k/v and gate/up are one k_mma_gemm launch each (mma_gemm_many) after their one conversion
+$M --design lean-q --param built_tc=1 --batch 64 >"$w/b64"
+grep -Eq '^q/k/v projection +64 ' "$w/b64" || fail "built_tc=1 batch 64: q/k/v not 2 launches a layer"
+grep -Eq '^gate/up projection +64 ' "$w/b64" || fail "built_tc=1 batch 64: gate/up not 2 launches a layer"
 r_design=$(sed -n 's/^batch 64 \/ batch 1 throughput: \([0-9.]*\)x.*/\1/p' "$w/sweep")
 r_built=$(sed -n 's/^batch 64 \/ batch 1 throughput: \([0-9.]*\)x.*/\1/p' "$w/sweep_built")
 awk -v d="$r_design" -v b="$r_built" 'BEGIN { exit !(b + 0 > 0 && b + 0 < d + 0) }' ||

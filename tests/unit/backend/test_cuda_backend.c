@@ -507,24 +507,36 @@ static unsigned long shared_x_count(sol_backend *be) {
     return n;
 }
 
+/* "tensor-core GEMM launches: N" (k_mma_gemm launches) from the stats line. */
+static unsigned long mma_launch_count(sol_backend *be) {
+    char buf[1024];
+    unsigned long n;
+    assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
+    const char *p = strstr(buf, "tensor-core GEMM launches: ");
+    if (!p || sscanf(p, "tensor-core GEMM launches: %lu", &n) != 1)
+        fail_msg("unexpected stats line: %s", buf);
+    return n;
+}
+
 /* A batch matmul_many converts x once for each run of weights of one input kind (F16 half for
  * F16 and quantized weights, BF16 half for BF16 ones; under SOL_CUDA_GEMM=int8 Q8_0 or Q8_K
- * activations by the weight's type): the bits of one matmul per weight, 40 tokens, for lists
+ * activations by the weight's type), and a run of quantized weights on the F16 tiles is one
+ * k_mma_gemm launch (mma_gemm_many): the bits of one matmul per weight, 40 tokens, for lists
  * whose kinds run on and change (F16, BF16, F16: no sharing; Q4_0/Q8_0 then Q4_K under int8),
- * and the shared conversions counted. */
+ * the shared conversions and the launches counted. */
 static void test_gemm_shared_x(void **state) {
     (void)state;
     enum { N = 40, K = 512, M = 48 };
     struct {
         int int8;
         sol_dtype t[3];
-        unsigned long shared;
+        unsigned long shared, mma_launches;
     } lists[] = {
-        {0, {SOL_DT_Q4_K, SOL_DT_Q4_K, SOL_DT_Q6_K}, 2},
-        {0, {SOL_DT_F16, SOL_DT_BF16, SOL_DT_F16}, 0},
-        {0, {SOL_DT_Q8_0, SOL_DT_F16, SOL_DT_BF16}, 1},
-        {1, {SOL_DT_Q4_0, SOL_DT_Q8_0, SOL_DT_Q4_K}, 1},
-        {1, {SOL_DT_Q4_K, SOL_DT_Q6_K, SOL_DT_F16}, 1},
+        {0, {SOL_DT_Q4_K, SOL_DT_Q4_K, SOL_DT_Q6_K}, 2, 1}, /* one k_mma_gemm launch of three */
+        {0, {SOL_DT_F16, SOL_DT_BF16, SOL_DT_F16}, 0, 0},
+        {0, {SOL_DT_Q8_0, SOL_DT_F16, SOL_DT_BF16}, 1, 1},
+        {1, {SOL_DT_Q4_0, SOL_DT_Q8_0, SOL_DT_Q4_K}, 1, 0},
+        {1, {SOL_DT_Q4_K, SOL_DT_Q6_K, SOL_DT_F16}, 1, 0},
     };
     float *x = rnd_vec((size_t)N * K);
     for (size_t l = 0; l < sizeof lists / sizeof *lists; l++) {
@@ -545,9 +557,9 @@ static void test_gemm_shared_x(void **state) {
         const sol_weight *ws[3] = {&w[0], &w[1], &w[2]};
         for (int i = 0; i < 3; i++)
             assert_int_equal(sol_matmul(be, &w[i], xd, ya[i], N), 0);
-        unsigned long before = shared_x_count(be);
+        unsigned long before = shared_x_count(be), l0 = mma_launch_count(be);
         assert_int_equal(sol_matmul_many(be, ws, yb, 3, xd, N), 0);
-        unsigned long shared = shared_x_count(be) - before;
+        unsigned long shared = shared_x_count(be) - before, launches = mma_launch_count(be) - l0;
         for (int i = 0; i < 3; i++) {
             float *a = get(be, ya[i], (size_t)N * M), *b = get(be, yb[i], (size_t)N * M);
             if (memcmp(a, b, sizeof(float) * N * M))
@@ -560,6 +572,7 @@ static void test_gemm_shared_x(void **state) {
         print_message("  list %zu%s: %lu of 2 GEMMs on a shared x\n", l,
                       lists[l].int8 ? " (int8)" : "", shared);
         assert_int_equal(shared, lists[l].shared);
+        assert_int_equal(launches, lists[l].mma_launches);
         sol_buf_free(be, xd);
         sol_backend_free(be);
     }

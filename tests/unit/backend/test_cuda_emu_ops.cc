@@ -762,6 +762,65 @@ static void fused_quantize(int K) {
                      -EINVAL);
 }
 
+/* mma_gemm_many: up to three quantized matrices that read one F16 x in one k_mma_gemm launch
+ * (the blocks pick their matrix by index, as the GEMV set does): each matrix's y bit for bit
+ * one mma_gemm's, for Q4_K beside Q6_K beside Q4_0 (each tile dequantizes its own type), row
+ * counts that end mid-tile, add = 1, its own ldy each, in one launch at 17 tokens and one a
+ * matrix at 70 (the 128-row tile takes no set); a fourth matrix, or two K, refused. */
+static void test_mma_gemm_many(void **state) {
+    (void)state;
+    sol_backend *be = cpu();
+    enum { K = 512, NMAX = 70 };
+    const sol_dtype types[3] = {SOL_DT_Q4_K, SOL_DT_Q6_K, SOL_DT_Q4_0};
+    const int rows[3] = {100, 40, 70}, ldy[3] = {103, 40, 75};
+    std::vector<uint16_t> xh(NMAX * K);
+    std::vector<float> x(NMAX * K);
+    fill(x.data(), NMAX * K, 13);
+    for (int i = 0; i < NMAX * K; i++)
+        xh[i] = sol_f32_to_f16(x[i]);
+    std::vector<weight_pair> w;
+    std::vector<std::vector<unsigned char>> dev(3);
+    sol_cuda_wt wt[3];
+    for (int i = 0; i < 3; i++)
+        w.push_back(make_weight(be, types[i], rows[i], K));
+    for (int i = 0; i < 3; i++)
+        wt[i] = device_view(w[i], dev[i]);
+    for (int count = 1; count <= 3; count++)
+        for (int n : {17, 70})
+            for (int add = 0; add < 2; add++) {
+                std::vector<std::vector<float>> ya(3), yb(3);
+                float *ys[3];
+                for (int i = 0; i < count; i++) {
+                    ya[i].resize((size_t)NMAX * ldy[i]);
+                    fill(ya[i].data(), NMAX * ldy[i], 3 + i);
+                    yb[i] = ya[i];
+                    ys[i] = yb[i].data();
+                    assert_int_equal(
+                        sol_emu_mma_gemm(wt[i], xh.data(), ya[i].data(), n, ldy[i], add, nullptr),
+                        0);
+                }
+                /* one launch up to 64 tokens, one a matrix past them (the 128-row tile) */
+                assert_int_equal(
+                    sol_emu_mma_gemm_many(wt, ys, ldy, count, xh.data(), n, add, nullptr),
+                    n <= 64 ? 1 : count);
+                for (int i = 0; i < count; i++)
+                    if (ya[i] != yb[i])
+                        fail_msg("mma_gemm_many: matrix %d (%s) of %d, n=%d add=%d differs from "
+                                 "its own launch",
+                                 i, sol_dtype_name(types[i]), count, n, add);
+            }
+    sol_cuda_wt four[4] = {wt[0], wt[1], wt[2], wt[0]};
+    std::vector<float> y0(NMAX * 103), y1(NMAX * 103), y2(NMAX * 103), y3(NMAX * 103);
+    float *ys4[4] = {y0.data(), y1.data(), y2.data(), y3.data()};
+    const int ld4[4] = {103, 103, 103, 103};
+    assert_int_equal(sol_emu_mma_gemm_many(four, ys4, ld4, 4, xh.data(), 17, 0, nullptr), -EINVAL);
+    weight_pair other = make_weight(be, SOL_DT_Q4_K, 40, 256);
+    std::vector<unsigned char> od;
+    sol_cuda_wt two[2] = {wt[0], device_view(other, od)};
+    assert_int_equal(sol_emu_mma_gemm_many(two, ys4, ld4, 2, xh.data(), 17, 0, nullptr), -EINVAL);
+    sol_backend_free(be);
+}
+
 /* The int8 batch GEMM (k_mmq.cu, mma.sync m16n8k32 emulated from the PTX ISA's fragment
  * formulas) for the types it takes (mmq_act: Q8_0, Q4_0, Q5_x and MXFP4 against Q8_0; Q4_K and
  * Q5_K against Q8_K): x quantized once by gemv_quantize (70 tokens: more than a GEMV group),
@@ -1359,6 +1418,7 @@ int main(void) {
         cmocka_unit_test(test_qk_norm_rope),
         cmocka_unit_test(test_fused_quantize),
         cmocka_unit_test(test_mma_gemm),
+        cmocka_unit_test(test_mma_gemm_many),
         cmocka_unit_test(test_mmq_gemm),
         cmocka_unit_test(test_flash_attention),
         cmocka_unit_test(test_kv_and_attention),

@@ -479,7 +479,7 @@ static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, flo
     int bf16 = w->type == SOL_DT_BF16;
     if (!reuse) SOL_CUDA_FN(to_half)(x, b->xh.p, (int64_t)n * K, bf16, b->stream);
     if (!half) {
-        b->mma_gemms++;
+        b->mma_gemms++, b->mma_launches++;
         if ((rc = SOL_CUDA_FN(mma_gemm)(wt_of(w), b->xh.p, y, n, M, add, b->stream)))
             return cbe_fail(b, rc, "matmul",
                             "%s weights of %d columns: refused by the tensor-core "
@@ -496,6 +496,39 @@ static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, flo
     if ((rc = gemm(b, bf16, w->data, b->xh.p, out, M, n, K, M, why, sizeof why)))
         return cbe_fail(b, rc, "matmul", "%s", why);
     if (add) SOL_CUDA_FN(add)(y, out, y, (int64_t)n * M, b->stream);
+    return cbe_after(b, "matmul");
+}
+
+/* The prefill GEMM for n tokens (tensor cores) or the GEMV kernels. Float weights (test models)
+ * stay on the GEMV kernels, which sum as the CPU does. */
+static int use_gemm(const cuda_backend *b, const sol_weight *w, int n) {
+    return !b->batch_invariant && n >= GEMM_MIN_TOKENS && w->type != SOL_DT_F32;
+}
+
+/* The run of weights from ws[0] on that k_mma_gemm takes in one launch (matmul_many's q/k/v,
+ * gate/up): up to three quantized weights of one K on the F16 half x; 0 or 1: no run. */
+static int mma_run(const cuda_backend *b, const sol_weight *const *ws, int count, int n) {
+    int k = 0;
+    while (k < count && k < 3 && use_gemm(b, ws[k], n) && gemm_input(b, ws[k]) == 0 &&
+           ws[k]->type != SOL_DT_F16 && ws[k]->type != SOL_DT_BF16 && ws[k]->cols == ws[0]->cols)
+        k++;
+    return k;
+}
+
+/* A run's k weights on the half x already in xh (mma_run): one k_mma_gemm launch, each tile's
+ * bits those of one launch per weight. */
+static int mma_many(cuda_backend *b, const sol_weight *const *ws, float *const *ys, int k, int n) {
+    sol_cuda_wt wt[3];
+    int ldy[3];
+    for (int i = 0; i < k; i++)
+        wt[i] = wt_of(ws[i]), ldy[i] = (int)ws[i]->rows;
+    b->mma_gemms += (unsigned long)k;
+    int rc = SOL_CUDA_FN(mma_gemm_many)(wt, ys, ldy, k, b->xh.p, n, 0, b->stream);
+    if (rc > 0) b->mma_launches += (unsigned long)rc, rc = 0;
+    if (rc)
+        return cbe_fail(b, rc, "matmul",
+                        "%d weights of %lld columns (%s first): refused by the tensor-core GEMM", k,
+                        (long long)ws[0]->cols, sol_dtype_name(ws[0]->type));
     return cbe_after(b, "matmul");
 }
 
@@ -532,12 +565,6 @@ static int gemv_prologue(cuda_backend *b, const gemv_in *in, int first, int act,
     b->fused_normq++;
     return SOL_CUDA_FN(gemv_norm_quantize)(act, in->x + off, in->norm, in->eps, in->xn + off, cnt,
                                            K, q, b->stream);
-}
-
-/* The prefill GEMM for n tokens (tensor cores) or the GEMV kernels. Float weights (test models)
- * stay on the GEMV kernels, which sum as the CPU does. */
-static int use_gemm(const cuda_backend *b, const sol_weight *w, int n) {
-    return !b->batch_invariant && n >= GEMM_MIN_TOKENS && w->type != SOL_DT_F32;
 }
 
 /* Whether the op just before this one (the attention merge, a GEMV's norm tail, the gate/up
@@ -763,18 +790,26 @@ static int cuda_matmul_many(sol_backend *be, const sol_weight *const *ws, float 
     if (!gemv || n <= 0) {
         /* x converted once for each run of weights of one input kind (as the GEMV path
          * quantizes it once per kind): q/k/v and gate/up share it */
-        for (int i = 0; i < count; i++) {
+        for (int i = 0, k; i < count; i += k) {
             int rc, reuse = i > 0 && use_gemm(b, ws[i - 1], n) && use_gemm(b, ws[i], n) &&
                             gemm_input(b, ws[i - 1]) == gemm_input(b, ws[i]);
+            k = use_gemm(b, ws[i], n) ? mma_run(b, ws + i, count - i, n) : 0;
+            k = k > 1 ? k : 1; /* a run of quantized weights: one conversion, one launch */
             if (!use_gemm(b, ws[i], n)) {
                 rc = cuda_matmul(be, ws[i], x, ys[i], n);
             } else if (!(rc = cbe_need_dev(b, x, sizeof(float) * (size_t)n * (size_t)ws[i]->cols,
-                                           "matmul_many", "x")) &&
-                       !(rc =
-                             cbe_need_dev(b, ys[i], sizeof(float) * (size_t)n * (size_t)ws[i]->rows,
-                                          "matmul_many", "y"))) {
-                b->gemm_x_reused += reuse;
-                rc = matmul_gemm(b, ws[i], x, ys[i], n, 0, reuse);
+                                           "matmul_many", "x"))) {
+                for (int j = i; j < i + k && !rc; j++)
+                    rc = cbe_need_dev(b, ys[j], sizeof(float) * (size_t)n * (size_t)ws[j]->rows,
+                                      "matmul_many", "y");
+                b->gemm_x_reused += (unsigned long)(reuse + k - 1);
+                if (!rc && k == 1) rc = matmul_gemm(b, ws[i], x, ys[i], n, 0, reuse);
+                if (!rc && k > 1 && !reuse) {
+                    size_t nk = (size_t)n * (size_t)ws[i]->cols;
+                    if (!(rc = cbe_grow(b, &b->xh, nk * 2, "matmul_many")))
+                        SOL_CUDA_FN(to_half)(x, b->xh.p, (int64_t)nk, 0, b->stream);
+                }
+                if (!rc && k > 1) rc = mma_many(b, ws + i, ys + i, k, n);
             }
             if (rc) return rc;
         }
@@ -834,9 +869,12 @@ static int norm_matmul_many_in(cuda_backend *b, const float *x, const float *nor
         if ((rc = cbe_grow(b, &b->xh, (size_t)n * (size_t)K * 2, op))) return rc;
         SOL_CUDA_FN(to_half_norm)(x, norm, b->xh.p, n, K, eps, 0, b->stream);
         b->fused_normq++;
-        for (int i = 0; i < count && !rc; i++) {
-            b->gemm_x_reused += i > 0;
-            rc = matmul_gemm(b, ws[i], x, ys[i], n, 0, 1);
+        for (int i = 0, k; i < count && !rc; i += k) {
+            k = mma_run(b, ws + i, count - i, n);
+            k = k > 1 ? k : 1; /* a run of quantized weights: one launch */
+            b->gemm_x_reused += (unsigned long)(i > 0 ? k : k - 1);
+            rc = k > 1 ? mma_many(b, ws + i, ys + i, k, n)
+                       : matmul_gemm(b, ws[i], x, ys[i], n, 0, 1);
         }
         if (rc) return rc;
     } else {
@@ -1282,7 +1320,7 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
              "norm+quantize, %lu glu+quantize, %lu attention+quantize, %lu rope+KV, %lu q/k "
              "norm+rope+KV; norm tails: %lu GEMVs normalized and quantized their output, %lu "
              "reads of it; gated-product blocks: %lu gate/up GEMVs made them, %lu reads; "
-             "next_input %s; programmatic dependent launch %s",
+             "next_input %s; tensor-core GEMM launches: %lu; programmatic dependent launch %s",
              b->graphs_on ? "on" : "off (--enforce-eager)", b->steps, b->replayed_dry, b->updated,
              b->instantiated, b->flushed, b->stage_copies, made, aborted, b->dry_steps, b->reruns,
              mean_us(b->dry_ns, b->dry_steps), mean_us(b->record_ns, whole),
@@ -1290,7 +1328,7 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
              b->mma_gemms, b->flash_calls, b->mmq_gemms, b->gemm_x_reused, b->fused_normq,
              b->fused_glu, b->fused_attq, b->fused_rope, b->fused_qk_norm, b->fused_tail,
              b->tail_used, b->fused_glu_end, b->glu_end_used,
-             b->next_off ? "off (SOL_CUDA_NEXT_INPUT=0)" : "on",
+             b->next_off ? "off (SOL_CUDA_NEXT_INPUT=0)" : "on", b->mma_launches,
              b->stream->pdl ? "on" : "off (SOL_CUDA_PDL=0 or before sm_90)");
     return 0;
 }

@@ -114,6 +114,7 @@ typedef struct cuda_backend {
     unsigned long stage_copies;           /* host-to-device copies of staged index arrays */
     unsigned long mma_gemms, flash_calls; /* tensor-core launches: batch GEMMs, prefill attention */
     unsigned long mmq_gemms;              /* of the GEMMs, those on int8 tensor cores (k_mmq.cu) */
+    unsigned long mma_launches; /* k_mma_gemm launches (a run of q/k/v or gate/up is one) */
     int gemm_int8; /* SOL_CUDA_GEMM=int8: quantized batches on int8 tensor cores (k_mmq.cu) */
     unsigned long fused_normq, fused_glu; /* quantize launches that made their input: norm, glu */
     unsigned long fused_attq;    /* GEMVs that read the attention combine's Q8_0 (no quantize) */

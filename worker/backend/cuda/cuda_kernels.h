@@ -205,6 +205,11 @@ void SOL_CUDA_FN(to_half_glu)(const float *g, const float *u, void *out, int64_t
  * shared memory; -EINVAL for a layout weight_prepare did not make or cols not a multiple of 32. */
 int SOL_CUDA_FN(mma_gemm)(sol_cuda_wt w, const void *xh, float *y, int n, int ldy, int add,
                           void *stream);
+/* mma_gemm of count (1..3) quantized matrices of one K that read the same xh (q/k/v, gate/up):
+ * one launch up to 64 tokens, one per matrix past them; ys[i] with ldy[i] floats a token; the
+ * bits of one mma_gemm per matrix. Returns the launches made (1..count) or -errno. */
+int SOL_CUDA_FN(mma_gemm_many)(const sol_cuda_wt *ws, float *const *ys, const int *ldy, int count,
+                               const void *xh, int n, int add, void *stream);
 
 /* k_mmq.cu: y (ldy floats per token) = (or += when add) x W^T on int8 tensor cores, x given as
  * gemv_quantize's activations of kind mmq_act(W's type) for n x cols in scratch

@@ -16,6 +16,7 @@
  * fall on 32 different banks. bench/gemm_issue.py counts the stage loop's instructions per HMMA
  * from the SASS (docs/backend.md, "Matmul"). */
 #include <errno.h>
+#include <string.h>
 
 #include "dequant.cuh"
 #include "mma.cuh"
@@ -114,14 +115,50 @@ static __device__ __forceinline__ void mma_store(float *y, int ldy, int M, int n
     }
 }
 
+/* Up to three matrices that read the same F16 x, in one launch (matmul_many's q/k/v and
+ * gate/up): blocks [0, first1) along x compute m0's row tiles, [first1, first2) m1's, the rest
+ * m2's, so a small matrix's tiles share the wave with the others' instead of leaving most SMs
+ * idle in a launch of their own (k and v: 16 tiles each at 8B). The pick depends on blockIdx
+ * only (uniform over the block) and is made with compares, never by indexing the parameter. */
+struct mma_mat {
+    sol_cuda_wt w;
+    float *y;
+    int ldy;
+};
+struct mma_set {
+    mma_mat m0, m1, m2;
+    unsigned first1, first2;
+};
+
+__device__ __forceinline__ mma_mat mma_pick(const mma_set &s, unsigned &bx) {
+    unsigned b = blockIdx.x;
+    if (b >= s.first2) {
+        bx = b - s.first2;
+        return s.m2;
+    }
+    if (b >= s.first1) {
+        bx = b - s.first1;
+        return s.m1;
+    }
+    bx = b;
+    return s.m0;
+}
+
 /* B x B tiles, 2 B threads: warps B / 32 (rows) x 2 (tokens), each 32 x B / 2. */
 template <int B>
 static __global__ void __launch_bounds__(2 * B, MMA_BLOCKS_SM(B))
-    k_mma_gemm(sol_cuda_wt w, const uint16_t *xh, float *y, int M, int n, int K, int ldy, int add) {
+    k_mma_gemm(mma_set set, const uint16_t *xh, int n, int K, int add) {
     sol_grid_dependency();
     SOL_SHARED(mma_tiles<B>, st, [2]);
+    /* the 128-row tile holds 128 registers a thread on sm_90 with none to spare: its launches
+     * take one matrix (mma_gemm_many), read from the parameters as before */
+    unsigned bx = blockIdx.x;
+    const mma_mat mm = B > MMA_SMALL ? set.m0 : mma_pick(set, bx);
+    const sol_cuda_wt &w = mm.w;
+    float *y = mm.y;
+    int M = (int)w.rows, ldy = mm.ldy;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int m0 = blockIdx.x * B, t0 = blockIdx.y * B;
+    int m0 = (int)bx * B, t0 = blockIdx.y * B;
     int wm = (warp % (B / 32)) * 32, wn = (warp / (B / 32)) * (B / 2);
     float acc[2][B / 16][4];
     SOL_UNROLL
@@ -157,27 +194,72 @@ static __global__ void __launch_bounds__(2 * B, MMA_BLOCKS_SM(B))
     }
 }
 
+/* The tile side for n tokens: 128 x 128 past 64 tokens, where each dequantized weight feeds
+ * twice the MMAs (the kernel's issue slots go mostly to the dequantization); up to 64, 64 x 64
+ * wastes less and makes twice the blocks of a decode batch's small grid. */
+static int mma_side(int n) {
+    return n > MMA_SMALL ? 2 * MMA_SMALL : MMA_SMALL;
+}
+
+static int mma_check(const sol_cuda_wt &w, int K, int n, int ldy) {
+    if (!sol_cuda_type_known(w.type) || w.type == SOL_CUDA_F32 || w.type == SOL_CUDA_F16 ||
+        w.type == SOL_CUDA_BF16)
+        return -ENOTSUP;
+    if (w.split != sol_cuda_wants_split(w.type) || w.cols % MMA_BK || w.cols != K || n < 1 ||
+        ldy < w.rows)
+        return -EINVAL;
+    return 0;
+}
+
+/* ys[i] (ldy[i] floats a token) (+)= the F16 activations xh (n x K) times W_i^T for count (1..3)
+ * quantized matrices of K columns: one launch up to 64 tokens (a decode batch's small grids
+ * share the wave), one a matrix past them (the 128-row tile has no registers for the pick, and
+ * a prompt's token tiles fill the GPU anyway). Returns the launches made, or -errno. */
+extern "C" int SOL_CUDA_FN(mma_gemm_many)(const sol_cuda_wt *ws, float *const *ys, const int *ldy,
+                                          int count, const void *xh, int n, int add, void *stream) {
+    if (count < 1 || count > 3) return -EINVAL;
+    for (int i = 0; i < count; i++) {
+        int rc = mma_check(ws[i], (int)ws[0].cols, n, ldy[i]);
+        if (rc) return rc;
+    }
+    int side = mma_side(n);
+    if (side > MMA_SMALL && count > 1) {
+        for (int i = 0; i < count; i++) {
+            int rc = SOL_CUDA_FN(mma_gemm_many)(ws + i, ys + i, ldy + i, 1, xh, n, add, stream);
+            if (rc < 0) return rc;
+        }
+        return count;
+    }
+    mma_set s;
+    memset(&s, 0, sizeof s); /* every byte defined: the graph signature compares them */
+    mma_mat *slot[3] = {&s.m0, &s.m1, &s.m2};
+    unsigned *first[3] = {nullptr, &s.first1, &s.first2}, blocks = 0;
+    for (int i = 0; i < count; i++) {
+        slot[i]->w = ws[i]; /* field by field: a struct copy may carry padding bytes */
+        slot[i]->y = ys[i];
+        slot[i]->ldy = ldy[i];
+        if (first[i]) *first[i] = blocks;
+        blocks += (unsigned)((ws[i].rows + side - 1) / side);
+    }
+    if (count < 2) s.first1 = blocks; /* no block reaches an empty slot */
+    if (count < 3) s.first2 = blocks;
+    dim3 grid(blocks, (unsigned)((n + side - 1) / side));
+    const uint16_t *x = (const uint16_t *)xh;
+    int K = (int)ws[0].cols;
+    if (side > MMA_SMALL) {
+        enum { B = 2 * MMA_SMALL };
+        SOL_LAUNCH(k_mma_gemm<B>, grid, dim3(2 * B), 0, stream, s, x, n, K, add);
+    } else {
+        enum { B = MMA_SMALL };
+        SOL_LAUNCH(k_mma_gemm<B>, grid, dim3(2 * B), 0, stream, s, x, n, K, add);
+    }
+    return 1;
+}
+
 /* y (ldy floats a token) (+)= the F16 activations xh (n x K) times W^T, W quantized (any known
  * type but the float ones, in the layout weight_prepare made); K a multiple of 32. */
 extern "C" int SOL_CUDA_FN(mma_gemm)(sol_cuda_wt w, const void *xh, float *y, int n, int ldy,
                                      int add, void *stream) {
-    if (!sol_cuda_type_known(w.type) || w.type == SOL_CUDA_F32 || w.type == SOL_CUDA_F16 ||
-        w.type == SOL_CUDA_BF16)
-        return -ENOTSUP;
-    if (w.split != sol_cuda_wants_split(w.type) || w.cols % MMA_BK || n < 1 || ldy < w.rows)
-        return -EINVAL;
-    /* 128 x 128 past 64 tokens: each dequantized weight feeds twice the MMAs (the kernel's issue
-     * slots go mostly to the dequantization); up to 64, 64 x 64 wastes less and makes twice the
-     * blocks of a decode batch's small grid. */
-    if (n > MMA_SMALL) {
-        enum { B = 2 * MMA_SMALL };
-        SOL_LAUNCH(k_mma_gemm<B>,
-                   dim3((unsigned)((w.rows + B - 1) / B), (unsigned)((n + B - 1) / B)), dim3(2 * B),
-                   0, stream, w, (const uint16_t *)xh, y, (int)w.rows, n, (int)w.cols, ldy, add);
-    } else {
-        enum { B = MMA_SMALL };
-        SOL_LAUNCH(k_mma_gemm<B>, dim3((unsigned)((w.rows + B - 1) / B), 1u), dim3(2 * B), 0,
-                   stream, w, (const uint16_t *)xh, y, (int)w.rows, n, (int)w.cols, ldy, add);
-    }
-    return 0;
+    int rc = SOL_CUDA_FN(mma_gemm_many)(&w, &y, &ldy, 1, xh, n, add, stream);
+    return rc < 0 ? rc : 0;
 }
