@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "dequant.cuh"
+#include "pick.cuh"
 #include "prologue.cuh"
 #include "q8.cuh"
 #include "rope_kv.cuh"
@@ -149,25 +150,11 @@ struct gemv_set {
     gemv_glu_args glu;     /* zeros unless the launch makes the gated product's blocks */
 };
 
-__device__ __forceinline__ gemv_mat gemv_pick(const gemv_set s, unsigned &bx) {
-    unsigned b = blockIdx.x;
-    if (b >= s.first2) {
-        bx = b - s.first2;
-        return s.m2;
-    }
-    if (b >= s.first1) {
-        bx = b - s.first1;
-        return s.m1;
-    }
-    bx = b;
-    return s.m0;
-}
-
 /* A GEMV kernel's first line: its matrix m_ (weights w, output, bias, epilogue) and block index
  * bx within w. */
 #define GEMV_PICK(set)                                                                             \
     unsigned bx;                                                                                   \
-    const gemv_mat m_ = gemv_pick(set, bx);                                                        \
+    const gemv_mat m_ = sol_pick3(set, bx);                                                        \
     const sol_cuda_wt w = m_.w
 
 static __device__ __forceinline__ bool gemv_roped(const gemv_mat &m) {
@@ -294,7 +281,7 @@ __device__ __forceinline__ void gemv_tail_row(const gemv_tail_args &a, const flo
 __device__ __forceinline__ void gemv_glu_end(const gemv_set &s, int span, int n) {
     const gemv_glu_args &a = s.glu;
     unsigned bx;
-    const gemv_mat m = gemv_pick(s, bx);
+    const gemv_mat m = sol_pick3(s, bx);
     int lane = threadIdx.x & 31, rows = (int)m.w.rows;
     int first = ((int)bx * GEMV_WARPS + (int)(threadIdx.x >> 5)) * (32 / span);
     if (first >= rows) return; /* a warp past the matrix stored nothing (uniform) */

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "dequant.cuh"
+#include "pick.cuh"
 #include "mma.cuh"
 
 enum {
@@ -130,20 +131,6 @@ struct mma_set {
     unsigned first1, first2;
 };
 
-__device__ __forceinline__ mma_mat mma_pick(const mma_set &s, unsigned &bx) {
-    unsigned b = blockIdx.x;
-    if (b >= s.first2) {
-        bx = b - s.first2;
-        return s.m2;
-    }
-    if (b >= s.first1) {
-        bx = b - s.first1;
-        return s.m1;
-    }
-    bx = b;
-    return s.m0;
-}
-
 /* B x B tiles, 2 B threads: warps B / 32 (rows) x 2 (tokens), each 32 x B / 2. */
 template <int B>
 static __global__ void __launch_bounds__(2 * B, MMA_BLOCKS_SM(B))
@@ -153,7 +140,7 @@ static __global__ void __launch_bounds__(2 * B, MMA_BLOCKS_SM(B))
     /* the 128-row tile holds 128 registers a thread on sm_90 with none to spare: its launches
      * take one matrix (mma_gemm_many), read from the parameters as before */
     unsigned bx = blockIdx.x;
-    const mma_mat mm = B > MMA_SMALL ? set.m0 : mma_pick(set, bx);
+    const mma_mat mm = B > MMA_SMALL ? set.m0 : sol_pick3(set, bx);
     const sol_cuda_wt &w = mm.w;
     float *y = mm.y;
     int M = (int)w.rows, ldy = mm.ldy;
