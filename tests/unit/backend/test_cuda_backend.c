@@ -510,7 +510,7 @@ static unsigned long shared_x_count(sol_backend *be) {
 /* "tensor-core GEMM launches: N" (k_mma_gemm launches) from the stats line. */
 static unsigned long mma_launch_count(sol_backend *be) {
     char buf[1024];
-    unsigned long n;
+    unsigned long n = 0;
     assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
     const char *p = strstr(buf, "tensor-core GEMM launches: ");
     if (!p || sscanf(p, "tensor-core GEMM launches: %lu", &n) != 1)
