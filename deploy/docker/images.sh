@@ -77,7 +77,7 @@ cuda_context() { # the bundle and the CUDA runtime libraries, copied into a temp
   mkdir -p "$ctx/cuda"
   cp -a "$bundle" "$ctx/bundle"
   for l in libcudart.so.13 libcublasLt.so.13 libcublas.so.13 libnccl.so.2; do
-    f=$(find -L "$cuda/lib64" "$cuda/lib" -maxdepth 1 -name "$l" 2>/dev/null | head -1)
+    f=$(find -L "$cuda/lib64" "$cuda/lib" -maxdepth 1 -name "$l" 2>/dev/null | sed -n 1p)
     [ -n "$f" ] || { echo "images.sh: $l not found under $cuda" >&2; exit 2; }
     cp -L "$f" "$ctx/cuda/$l"
   done

@@ -78,7 +78,7 @@ waves() {
     grep -q "^wave $wave:" "$T_DIR/chaos.log" ||
       fail "$KIND: wave $wave ended before any chaos act (too short to test anything): $(tr '\n' ';' <"$T_DIR/chaos.log")"
   done
-  fo=$(curl -s "$BASE/metrics" | sed -n "s/^sol_failovers_total{pool=\"$POOL\"} //p" | head -1)
+  fo=$(curl -s "$BASE/metrics" | sed -n "s/^sol_failovers_total{pool=\"$POOL\"} //p" | sed -n 1p)
   summary="$WAVES waves x $N streams identical to the undisturbed run through $acts acts ($(grep -c kill "$T_DIR/chaos.log") kills, $(grep -c freeze "$T_DIR/chaos.log") freezes; ${fo:-0} failovers; seed $SEED)"
 }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }

@@ -39,7 +39,7 @@ wait_inflight w1 kill "$N"
 kill -9 "${W_PID[w1]}"
 check_streams kill
 grep -q "fails over" "$T_DIR/router.log" || fail "no failover happened (w1 held no stream?)"
-n_fo=$(curl -s "$BASE/metrics" | sed -n 's/^sol_failovers_total{pool="precise"} //p' | head -1)
+n_fo=$(curl -s "$BASE/metrics" | sed -n 's/^sol_failovers_total{pool="precise"} //p' | sed -n 1p)
 [ "${n_fo:-0}" -ge 1 ] || fail "sol_failovers_total does not count the failovers: '$n_fo'"
 ok "kill -9 mid-stream: $N streams complete, text identical to the undisturbed run ($n_fo failovers counted)"
 
@@ -64,7 +64,7 @@ grep -q "migrates (its worker is draining" "$T_DIR/router.log" || fail "the drai
 ok "SIGTERM drain: every stream moved and completed with its undisturbed text"
 
 # --- client disconnect cancels on the worker -----------------------------------------------------
-count_499() { curl -s "$BASE/metrics" | sed -n 's/^sol_requests_total{pool="fast",status="499"} //p' | head -1; }
+count_499() { curl -s "$BASE/metrics" | sed -n 's/^sol_requests_total{pool="fast",status="499"} //p' | sed -n 1p; }
 before_499=$(count_499); before_499=${before_499:-0}
 curl -sN "$BASE/v1/completions" -d '{"model":"fast","prompt":"endless","max_tokens":100000,"stream":true}' >/dev/null &
 cpid=$!

@@ -34,7 +34,7 @@ ok "greedy completions with speculative decoding equal those without"
 
 # The worker's speculative counters reach the router's /metrics with its next heartbeat (200 ms).
 metric() { # metric NAME WORKER: the sample's value, "" when absent
-    echo "$scrape" | sed -n "s/^$1{pool=\"[a-z]*\",worker=\"$2\"} //p" | head -1
+    echo "$scrape" | sed -n "s/^$1{pool=\"[a-z]*\",worker=\"$2\"} //p" | sed -n 1p
 }
 steps=""
 for _ in $(seq 100); do

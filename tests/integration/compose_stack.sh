@@ -81,7 +81,7 @@ before=$(refused)
 rogue "$T_DIR/stranger.key"
 for _ in $(seq 100); do [ "$(refused)" -gt "$before" ] && break; sleep 0.2; done
 [ "$(refused)" -gt "$before" ] || fail "the router logged no refusal of the unknown key"
-fields pool | grep -q '^rogue ' && fail "a worker with an unknown key registered"
+grep -q '^rogue ' <<<"$(fields pool)" && fail "a worker with an unknown key registered"
 docker rm -f "$P-rogue" >/dev/null
 ok "a worker container with an unknown CURVE key: refused, never registered"
 
