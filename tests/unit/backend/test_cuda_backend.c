@@ -495,27 +495,27 @@ static void test_fused_prologues(void **state) {
     sol_backend_free(be);
 }
 
-/* The "N on a shared x" count of the stats line: batch GEMMs that read the x converted for the
- * previous weight of the same matmul_many. */
-static unsigned long shared_x_count(sol_backend *be) {
+/* The count that follows `key` in the backend's stats line. */
+static unsigned long stat_after(sol_backend *be, const char *key) {
     char buf[1024];
-    unsigned long n = 0;
     assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
-    const char *p = strstr(buf, "int8 GEMMs, ");
-    if (!p || sscanf(p, "int8 GEMMs, %lu on a shared x", &n) != 1)
-        fail_msg("unexpected stats line: %s", buf);
+    const char *p = strstr(buf, key);
+    char *end = NULL;
+    unsigned long n = p ? strtoul(p + strlen(key), &end, 10) : 0;
+    if (!p || end == p + strlen(key))
+        fail_msg("no count after '%s' in the stats line: %s", key, buf);
     return n;
 }
 
-/* "tensor-core GEMM launches: N" (k_mma_gemm launches) from the stats line. */
+/* The "N on a shared x" count: batch GEMMs that read the x converted for the previous weight of
+ * the same matmul_many. */
+static unsigned long shared_x_count(sol_backend *be) {
+    return stat_after(be, "int8 GEMMs, ");
+}
+
+/* "tensor-core GEMM launches: N" (k_mma_gemm launches). */
 static unsigned long mma_launch_count(sol_backend *be) {
-    char buf[1024];
-    unsigned long n = 0;
-    assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
-    const char *p = strstr(buf, "tensor-core GEMM launches: ");
-    if (!p || sscanf(p, "tensor-core GEMM launches: %lu", &n) != 1)
-        fail_msg("unexpected stats line: %s", buf);
-    return n;
+    return stat_after(be, "tensor-core GEMM launches: ");
 }
 
 /* A batch matmul_many converts x once for each run of weights of one input kind (F16 half for
