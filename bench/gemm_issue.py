@@ -5,7 +5,7 @@
 
 For each kernel family and weight type, compiles its source (worker/backend/cuda/k_mma.cu) for
 sm_ARCH with the weight type fixed at the kernel's entry (a copy of the file,
-`w.type = SOL_CUDA_<T>;` after sol_grid_dependency(), so the other types' code drops out),
+its weight view copied and `w.type = SOL_CUDA_<T>;` set (ANCHOR), so the other types' code drops out),
 disassembles it with cuobjdump (scripts/cuda-tools; its branches carry absolute targets) and
 finds the kernel's main loop: the largest backward branch whose body holds tensor-core MMAs (an
 inner loop in it would be counted its family's trip count times). Static counts: the few
@@ -38,6 +38,8 @@ FAMILIES = {
     "k_mma": ("k_mma.cu", [("k_mma_gemmILi64E", "64x64"), ("k_mma_gemmILi128E", "128x128")],
               ["Q4_0", "Q5_0", "Q5_1", "Q8_0", "MXFP4", "Q4_K", "Q5_K", "Q6_K"], 1),
 }
+# the kernel's line that names its weight view: a copy with the type fixed replaces it
+ANCHOR = "const sol_cuda_wt &w = mm.w;"
 CLOCKS = {"HMMA.16816": 4, "IMMA.16832": 4, "IMMA.16816": 2}
 LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)(.*?);")
 
@@ -106,10 +108,9 @@ def count(ins, trip):
 
 def listing_for(src, ty, arch, cuobjdump, tmp):
     text = open(os.path.join(CUDA, src)).read()
-    fixed = text.replace("    sol_grid_dependency();\n",
-                         f"    sol_grid_dependency();\n    w.type = SOL_CUDA_{ty};\n")
+    fixed = text.replace(ANCHOR, f"sol_cuda_wt w = mm.w;\n    w.type = SOL_CUDA_{ty};")
     if fixed == text:
-        raise RuntimeError(f"{src}: no sol_grid_dependency() line to fix the type after")
+        raise RuntimeError(f"{src}: no line `{ANCHOR}` to fix the type at")
     path = os.path.join(tmp, "fixed.cu")
     open(path, "w").write(fixed)
     inc = [f"-I{os.path.join(ROOT, d)}" for d in ("worker/backend/cuda", "worker/backend",

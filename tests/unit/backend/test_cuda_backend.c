@@ -518,6 +518,11 @@ static unsigned long mma_launch_count(sol_backend *be) {
     return stat_after(be, "tensor-core GEMM launches: ");
 }
 
+/* Of those, the launches with split-K. */
+static unsigned long mma_split_count(sol_backend *be) {
+    return stat_after(be, "(split-K: ");
+}
+
 /* A batch matmul_many converts x once for each run of weights of one input kind (F16 half for
  * F16 and quantized weights, BF16 half for BF16 ones; under SOL_CUDA_GEMM=int8 Q8_0 or Q8_K
  * activations by the weight's type), and a run of quantized weights on the F16 tiles is one
@@ -537,7 +542,7 @@ static void test_gemm_shared_x(void **state) {
         {0, {SOL_DT_Q8_0, SOL_DT_F16, SOL_DT_BF16}, 1, 1},
         {1, {SOL_DT_Q4_0, SOL_DT_Q8_0, SOL_DT_Q4_K}, 1, 0},
         {1, {SOL_DT_Q4_K, SOL_DT_Q6_K, SOL_DT_F16}, 1, 0},
-    };
+    }; /* K = 512 on 132 emulated SMs: every k_mma_gemm launch splits K in 2 (mma_splits) */
     float *x = rnd_vec((size_t)N * K);
     for (size_t l = 0; l < sizeof lists / sizeof *lists; l++) {
         if (lists[l].int8) setenv("SOL_CUDA_GEMM", "int8", 1); /* read when a backend opens */
@@ -558,8 +563,10 @@ static void test_gemm_shared_x(void **state) {
         for (int i = 0; i < 3; i++)
             assert_int_equal(sol_matmul(be, &w[i], xd, ya[i], N), 0);
         unsigned long before = shared_x_count(be), l0 = mma_launch_count(be);
+        unsigned long s0 = mma_split_count(be);
         assert_int_equal(sol_matmul_many(be, ws, yb, 3, xd, N), 0);
         unsigned long shared = shared_x_count(be) - before, launches = mma_launch_count(be) - l0;
+        assert_int_equal(mma_split_count(be) - s0, launches);
         for (int i = 0; i < 3; i++) {
             float *a = get(be, ya[i], (size_t)N * M), *b = get(be, yb[i], (size_t)N * M);
             if (memcmp(a, b, sizeof(float) * N * M))
@@ -1382,6 +1389,15 @@ static void test_pdl_switch(void **state) {
     expect_env_refused("SOL_CUDA_PDL", "yes", "SOL_CUDA_PDL=yes: expected 0 or 1");
 }
 
+/* The emulated backend opened with a 0/1 switch set to 0 (off) or unset (the default). */
+static sol_backend *open_switched(const char *var, int off) {
+    if (off)
+        setenv(var, "0", 1);
+    else
+        unsetenv(var);
+    return open_be("cuda-emu", 0);
+}
+
 /* SOL_CUDA_NEXT_INPUT=0 ignores next_input's hints (the structure before them, for a GPU lease
  * to time both): a hinted matmul_add makes no norm tail, said in the stats line; "on" when
  * unset or 1; another value refused by name. */
@@ -1389,11 +1405,7 @@ static void test_next_input_switch(void **state) {
     (void)state;
     if (strncmp(spec(), "cuda-emu", 8) != 0) skip();
     for (int off = 0; off < 2; off++) {
-        if (off)
-            setenv("SOL_CUDA_NEXT_INPUT", "0", 1);
-        else
-            unsetenv("SOL_CUDA_NEXT_INPUT");
-        sol_backend *be = open_be("cuda-emu", 0);
+        sol_backend *be = open_switched("SOL_CUDA_NEXT_INPUT", off);
         char buf[2048];
         assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
         assert_non_null(
@@ -1422,6 +1434,64 @@ static void test_next_input_switch(void **state) {
     expect_env_refused("SOL_CUDA_NEXT_INPUT", "yes", "SOL_CUDA_NEXT_INPUT=yes: expected 0 or 1");
 }
 
+/* Split-K through the backend (k_mma.cu's mma_splits: a 48-row matrix of K = 1024 at 40 tokens
+ * is one tile on 132 SMs, so 4 splits): matmul and matmul_add with and without
+ * SOL_CUDA_SPLIT_K=0, the split launches counted (a switch that does nothing fails), the two
+ * within 1e-5 relative (another f32 sum order, nothing more), the same bits on every call (the
+ * emulation draws another block order each launch, so another split completes each tile);
+ * "yes" refused by name. */
+static void test_split_k(void **state) {
+    (void)state;
+    if (strncmp(spec(), "cuda-emu", 8) != 0) skip();
+    enum { N = 40, K = 1024, M = 48 };
+    void *rows = make_rows(SOL_DT_Q4_K, M, K);
+    float *x = rnd_vec((size_t)N * K), *base = rnd_vec((size_t)N * M), *out[2][2];
+    for (int off = 0; off < 2; off++) {
+        sol_backend *be = open_switched("SOL_CUDA_SPLIT_K", off);
+        char buf[2048];
+        assert_int_equal(sol_backend_stats(be, buf, sizeof buf), 0);
+        assert_non_null(strstr(buf, off ? "off (SOL_CUDA_SPLIT_K=0)" : "split-K: 0, on"));
+        sol_weight w = {SOL_DT_Q4_K, M, K, rows, sol_dtype_row_bytes(SOL_DT_Q4_K, K), 0, 0};
+        assert_int_equal(sol_weight_prepare(be, &w), 0);
+        float *xd = put(be, x, sizeof(float) * N * K);
+        for (int add = 0; add < 2; add++) {
+            float *y = put(be, base, sizeof(float) * N * M), *first = NULL;
+            for (int call = 0; call < 3; call++) {
+                unsigned long s0 = mma_split_count(be);
+                if (add) assert_int_equal(sol_upload(be, y, base, sizeof(float) * N * M), 0);
+                assert_int_equal(
+                    add ? sol_matmul_add(be, &w, xd, y, NULL, N) : sol_matmul(be, &w, xd, y, N), 0);
+                assert_int_equal(mma_split_count(be) - s0, !off);
+                float *got = get(be, y, (size_t)N * M);
+                if (first && memcmp(first, got, sizeof(float) * N * M))
+                    fail_msg("split-K %s add=%d: call %d's bits differ from call 0's",
+                             off ? "off" : "on", add, call);
+                if (first)
+                    free(got);
+                else
+                    first = got;
+            }
+            out[off][add] = first;
+            sol_buf_free(be, y);
+        }
+        sol_buf_free(be, xd);
+        sol_backend_free(be);
+    }
+    unsetenv("SOL_CUDA_SPLIT_K");
+    for (int add = 0; add < 2; add++) {
+        double e = 0, n2 = 0;
+        for (int i = 0; i < N * M; i++) {
+            double d = (double)out[0][add][i] - out[1][add][i];
+            e += d * d, n2 += (double)out[1][add][i] * out[1][add][i];
+        }
+        if (!(sqrt(e / n2) < 1e-5))
+            fail_msg("split-K add=%d: %g relative from the unsplit GEMM", add, sqrt(e / n2));
+        free(out[0][add]), free(out[1][add]);
+    }
+    free(rows), free(x), free(base);
+    expect_env_refused("SOL_CUDA_SPLIT_K", "yes", "SOL_CUDA_SPLIT_K=yes: expected 0 or 1");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul),
@@ -1430,6 +1500,7 @@ int main(void) {
         cmocka_unit_test(test_norm_tails),
         cmocka_unit_test(test_glu_ends),
         cmocka_unit_test(test_next_input_switch),
+        cmocka_unit_test(test_split_k),
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_long_context_attention),

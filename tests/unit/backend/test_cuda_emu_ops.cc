@@ -762,6 +762,28 @@ static void fused_quantize(int K) {
                      -EINVAL);
 }
 
+/* The grouped GEMM tests' three matrices: Q4_K beside Q6_K beside Q4_0 (each tile dequantizes its
+ * own type), row counts that end mid-tile, an ldy of their own; x for nmax tokens in F16. */
+struct mma_trio {
+    static constexpr int K = 512;
+    static constexpr sol_dtype types[3] = {SOL_DT_Q4_K, SOL_DT_Q6_K, SOL_DT_Q4_0};
+    static constexpr int rows[3] = {100, 40, 70}, ldy[3] = {103, 40, 75};
+    std::vector<uint16_t> xh;
+    std::vector<weight_pair> w;
+    std::vector<std::vector<unsigned char>> dev{3};
+    sol_cuda_wt wt[3];
+    mma_trio(sol_backend *be, int nmax, int salt) : xh((size_t)nmax * K) {
+        std::vector<float> x((size_t)nmax * K);
+        fill(x.data(), nmax * K, salt);
+        for (int i = 0; i < nmax * K; i++)
+            xh[i] = sol_f32_to_f16(x[i]);
+        for (int i = 0; i < 3; i++)
+            w.push_back(make_weight(be, types[i], rows[i], K));
+        for (int i = 0; i < 3; i++)
+            wt[i] = device_view(w[i], dev[i]);
+    }
+};
+
 /* mma_gemm_many: up to three quantized matrices that read one F16 x in one k_mma_gemm launch
  * (the blocks pick their matrix by index, as the GEMV set does): each matrix's y bit for bit
  * one mma_gemm's, for Q4_K beside Q6_K beside Q4_0 (each tile dequantizes its own type), row
@@ -770,21 +792,12 @@ static void fused_quantize(int K) {
 static void test_mma_gemm_many(void **state) {
     (void)state;
     sol_backend *be = cpu();
-    enum { K = 512, NMAX = 70 };
-    const sol_dtype types[3] = {SOL_DT_Q4_K, SOL_DT_Q6_K, SOL_DT_Q4_0};
-    const int rows[3] = {100, 40, 70}, ldy[3] = {103, 40, 75};
-    std::vector<uint16_t> xh(NMAX * K);
-    std::vector<float> x(NMAX * K);
-    fill(x.data(), NMAX * K, 13);
-    for (int i = 0; i < NMAX * K; i++)
-        xh[i] = sol_f32_to_f16(x[i]);
-    std::vector<weight_pair> w;
-    std::vector<std::vector<unsigned char>> dev(3);
-    sol_cuda_wt wt[3];
-    for (int i = 0; i < 3; i++)
-        w.push_back(make_weight(be, types[i], rows[i], K));
-    for (int i = 0; i < 3; i++)
-        wt[i] = device_view(w[i], dev[i]);
+    enum { K = mma_trio::K, NMAX = 70 };
+    mma_trio m(be, NMAX, 13);
+    const sol_dtype *types = mma_trio::types;
+    const int *ldy = mma_trio::ldy;
+    std::vector<uint16_t> &xh = m.xh;
+    sol_cuda_wt *wt = m.wt;
     for (int count = 1; count <= 3; count++)
         for (int n : {17, 70})
             for (int add = 0; add < 2; add++) {
@@ -801,7 +814,7 @@ static void test_mma_gemm_many(void **state) {
                 }
                 /* one launch up to 64 tokens, one a matrix past them (the 128-row tile) */
                 assert_int_equal(
-                    sol_emu_mma_gemm_many(wt, ys, ldy, count, xh.data(), n, add, nullptr),
+                    sol_emu_mma_gemm_many(wt, ys, ldy, count, xh.data(), n, add, nullptr, nullptr),
                     n <= 64 ? 1 : count);
                 for (int i = 0; i < count; i++)
                     if (ya[i] != yb[i])
@@ -813,11 +826,118 @@ static void test_mma_gemm_many(void **state) {
     std::vector<float> y0(NMAX * 103), y1(NMAX * 103), y2(NMAX * 103), y3(NMAX * 103);
     float *ys4[4] = {y0.data(), y1.data(), y2.data(), y3.data()};
     const int ld4[4] = {103, 103, 103, 103};
-    assert_int_equal(sol_emu_mma_gemm_many(four, ys4, ld4, 4, xh.data(), 17, 0, nullptr), -EINVAL);
+    assert_int_equal(sol_emu_mma_gemm_many(four, ys4, ld4, 4, xh.data(), 17, 0, nullptr, nullptr),
+                     -EINVAL);
     weight_pair other = make_weight(be, SOL_DT_Q4_K, 40, 256);
     std::vector<unsigned char> od;
     sol_cuda_wt two[2] = {wt[0], device_view(other, od)};
-    assert_int_equal(sol_emu_mma_gemm_many(two, ys4, ld4, 2, xh.data(), 17, 0, nullptr), -EINVAL);
+    assert_int_equal(sol_emu_mma_gemm_many(two, ys4, ld4, 2, xh.data(), 17, 0, nullptr, nullptr),
+                     -EINVAL);
+    sol_backend_free(be);
+}
+
+/* Split-K (mma_gemm_many with a split): each tile's K cut into s runs of stages whose partial
+ * tiles the block completing the tile sums in split order. Against that definition, bit for bit:
+ * split j's partial is mma_gemm over x with the columns outside its run zeroed (zero products
+ * add exact zeros to the f32 sums: the runs are whole 32-column stages), y the f32 sum p_0 + p_1
+ * + ... in that order (+ y with add) — for Q4_K, Q6_K and Q4_0 matrices in one launch (rows ending
+ * mid-tile, gaps in ldy untouched), 17 and 64 tokens, s = 2, 3, 4, 6 and 16 of 16 stages; a
+ * second call gives the same bits (the emulation draws another block order, so another block
+ * completes each tile) and the counters are left zeroed. mma_splits on the 8B shapes at 132 SMs,
+ * and the counts the kernel refuses: an empty split, too many, past 64 tokens, no workspace. */
+static void test_mma_split(void **state) {
+    (void)state;
+    sol_backend *be = cpu();
+    enum { K = mma_trio::K, NMAX = 64, SMS = 132 };
+    mma_trio m(be, NMAX, 29);
+    const sol_dtype *types = mma_trio::types;
+    const int *rows = mma_trio::rows, *ldy = mma_trio::ldy;
+    const std::vector<uint16_t> &xh = m.xh;
+    sol_cuda_wt *wt = m.wt;
+    std::vector<float> part(sol_emu_mma_split_floats(SMS));
+    std::vector<int> cnt((size_t)sol_emu_mma_split_counters(SMS), 0), zero = cnt;
+    for (int s : {2, 3, 4, 6, 16}) {
+        int per = (K / 32 + s - 1) / s * 32;
+        for (int n : {17, 64})
+            for (int add = 0; add < 2; add++) {
+                std::vector<std::vector<float>> want(3), got(3), sum(3);
+                float *ys[3];
+                for (int i = 0; i < 3; i++) {
+                    want[i].resize((size_t)NMAX * ldy[i]);
+                    fill(want[i].data(), NMAX * ldy[i], 5 + i);
+                    got[i] = want[i];
+                    ys[i] = got[i].data();
+                    sum[i].assign((size_t)NMAX * ldy[i], 0.0f);
+                }
+                for (int j = 0; j < s; j++) {
+                    std::vector<uint16_t> xm(xh);
+                    for (int t = 0; t < NMAX; t++)
+                        for (int k = 0; k < K; k++)
+                            if (k < j * per || k >= (j + 1) * per) xm[t * K + k] = 0;
+                    for (int i = 0; i < 3; i++) {
+                        std::vector<float> p((size_t)NMAX * ldy[i], 0.0f);
+                        assert_int_equal(
+                            sol_emu_mma_gemm(wt[i], xm.data(), p.data(), n, ldy[i], 0, nullptr), 0);
+                        for (int t = 0; t < n; t++)
+                            for (int r = 0; r < rows[i]; r++) {
+                                float &a = sum[i][(size_t)t * ldy[i] + r];
+                                a = j ? a + p[(size_t)t * ldy[i] + r] : p[(size_t)t * ldy[i] + r];
+                            }
+                    }
+                }
+                for (int i = 0; i < 3; i++)
+                    for (int t = 0; t < n; t++)
+                        for (int r = 0; r < rows[i]; r++) {
+                            float &v = want[i][(size_t)t * ldy[i] + r];
+                            v = add ? v + sum[i][(size_t)t * ldy[i] + r]
+                                    : sum[i][(size_t)t * ldy[i] + r];
+                        }
+                sol_cuda_mma_split sp = {s, part.data(), cnt.data()};
+                for (int again = 0; again < 2; again++) {
+                    std::vector<std::vector<float>> before = got;
+                    assert_int_equal(
+                        sol_emu_mma_gemm_many(wt, ys, ldy, 3, xh.data(), n, add, &sp, nullptr), 1);
+                    for (int i = 0; i < 3; i++)
+                        if (memcmp(got[i].data(), want[i].data(), sizeof(float) * got[i].size()))
+                            fail_msg("split-K s=%d n=%d add=%d call %d: matrix %d (%s) is not the "
+                                     "partials summed in split order",
+                                     s, n, add, again, i, sol_dtype_name(types[i]));
+                    if (cnt != zero) fail_msg("split-K s=%d n=%d: counters left set", s, n);
+                    got = before; /* the same y again: add reads it */
+                }
+            }
+    }
+    /* the counts mma_splits picks for the 8B shapes: 2 blocks an SM, >= 8 stages a split */
+    auto shape = [](int r, int c) {
+        sol_cuda_wt v = {};
+        v.type = SOL_CUDA_Q4_K, v.rows = r, v.cols = c;
+        return v;
+    };
+    const sol_cuda_wt down = shape(4096, 14336),
+                      qkv[3] = {shape(4096, 4096), shape(1024, 4096), shape(1024, 4096)};
+    const sol_cuda_wt gu[2] = {shape(14336, 4096), shape(14336, 4096)};
+    assert_int_equal(sol_emu_mma_splits(&down, 1, 64, SMS), 5); /* 64 tiles: 320 blocks */
+    assert_int_equal(sol_emu_mma_splits(qkv, 3, 64, SMS), 3);   /* 96 tiles: 288 */
+    assert_int_equal(sol_emu_mma_splits(qkv, 3, 17, SMS), 3);   /* a token tile as at 64 */
+    assert_int_equal(sol_emu_mma_splits(gu, 2, 64, SMS), 1);    /* 448 tiles: enough */
+    assert_int_equal(sol_emu_mma_splits(&down, 1, 65, SMS), 1); /* the 128-row tile: never */
+    assert_int_equal(sol_emu_mma_splits(wt, 1, 64, SMS), 2);    /* 16 stages: 2 of 8 */
+    const sol_cuda_wt small = shape(100, 256);
+    assert_int_equal(sol_emu_mma_splits(&small, 1, 64, SMS), 1); /* 8 stages: too few */
+    /* refused: an empty split (5 of 16 stages: 4, 4, 4, 4, 0), 17, past 64 tokens, no buffers */
+    std::vector<float> y1((size_t)NMAX * ldy[0]);
+    float *ys1[1] = {y1.data()};
+    const sol_cuda_mma_split bad[] = {{5, part.data(), cnt.data()},
+                                      {17, part.data(), cnt.data()},
+                                      {0, part.data(), cnt.data()},
+                                      {2, nullptr, cnt.data()},
+                                      {2, part.data(), nullptr}};
+    for (const sol_cuda_mma_split &b : bad)
+        assert_int_equal(sol_emu_mma_gemm_many(wt, ys1, ldy, 1, xh.data(), 17, 0, &b, nullptr),
+                         -EINVAL);
+    const sol_cuda_mma_split two = {2, part.data(), cnt.data()};
+    assert_int_equal(sol_emu_mma_gemm_many(wt, ys1, ldy, 1, xh.data(), 65, 0, &two, nullptr),
+                     -EINVAL);
     sol_backend_free(be);
 }
 
@@ -1419,6 +1539,7 @@ int main(void) {
         cmocka_unit_test(test_fused_quantize),
         cmocka_unit_test(test_mma_gemm),
         cmocka_unit_test(test_mma_gemm_many),
+        cmocka_unit_test(test_mma_split),
         cmocka_unit_test(test_mmq_gemm),
         cmocka_unit_test(test_flash_attention),
         cmocka_unit_test(test_kv_and_attention),

@@ -469,6 +469,9 @@ static int gemm_input(const cuda_backend *b, const sol_weight *w) {
     return w->type == SOL_DT_BF16;
 }
 
+static int mma_many(cuda_backend *b, const sol_weight *const *ws, float *const *ys, int k, int n,
+                    int add);
+
 /* reuse: x was converted for this input kind by the previous call of the same matmul_many. */
 static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, float *y, int n,
                        int add, int reuse) {
@@ -478,16 +481,7 @@ static int matmul_gemm(cuda_backend *b, const sol_weight *w, const float *x, flo
     int half = w->type == SOL_DT_F16 || w->type == SOL_DT_BF16;
     int bf16 = w->type == SOL_DT_BF16;
     if (!reuse) SOL_CUDA_FN(to_half)(x, b->xh.p, (int64_t)n * K, bf16, b->stream);
-    if (!half) {
-        b->mma_gemms++, b->mma_launches++;
-        if ((rc = SOL_CUDA_FN(mma_gemm)(wt_of(w), b->xh.p, y, n, M, add, b->stream)))
-            return cbe_fail(b, rc, "matmul",
-                            "%s weights of %d columns: refused by the tensor-core "
-                            "GEMM (a quantized type in the uploaded layout, columns a multiple "
-                            "of 32)",
-                            sol_dtype_name(w->type), K);
-        return cbe_after(b, "matmul");
-    }
+    if (!half) return mma_many(b, &w, &y, 1, n, add);
     float *out = y;
     if (add && (rc = cbe_grow(b, &b->gemm_y, sizeof(float) * (size_t)n * (size_t)M, "matmul")))
         return rc;
@@ -515,20 +509,53 @@ static int mma_run(const cuda_backend *b, const sol_weight *const *ws, int count
     return k;
 }
 
-/* A run's k weights on the half x already in xh (mma_run): one k_mma_gemm launch, each tile's
- * bits those of one launch per weight. */
-static int mma_many(cuda_backend *b, const sol_weight *const *ws, float *const *ys, int k, int n) {
+/* Split-K for a k_mma_gemm launch (mma_splits: from the shapes and the SM count). The
+ * SOL_CUDA_SPLIT_K=0 keeps every launch whole. The
+ * workspace is sized once for the device's bound, not for the launch (a growth inside a captured
+ * step cuts its capture short), and its counters are zeroed when new: every launch leaves them
+ * zeroed. */
+static int mma_split_of(cuda_backend *b, const sol_cuda_wt *wt, int k, int n,
+                        sol_cuda_mma_split *sp) {
+    int sms = SOL_CUDA_FN(dev_sm_count)(b->dev), rc;
+    *sp = (sol_cuda_mma_split){.splits = b->split_off ? 1 : SOL_CUDA_FN(mma_splits)(wt, k, n, sms)};
+    if (sp->splits < 2) return 0;
+    size_t had = b->mma_cnt.bytes;
+    if ((rc = cbe_grow(b, &b->mma_part, sizeof(float) * SOL_CUDA_FN(mma_split_floats)(sms),
+                       "matmul")) ||
+        (rc = cbe_grow(b, &b->mma_cnt, sizeof(int) * (size_t)SOL_CUDA_FN(mma_split_counters)(sms),
+                       "matmul")))
+        return rc;
+    if (b->mma_cnt.bytes != had &&
+        (rc = SOL_CUDA_FN(dev_memset)(b->dev, b->mma_cnt.p, 0, b->mma_cnt.bytes)))
+        return cbe_fail(b, rc, "matmul", "could not zero the split-K counters");
+    sp->part = b->mma_part.p, sp->cnt = b->mma_cnt.p;
+    return 0;
+}
+
+/* A run's k weights on the half x already in xh (mma_run; one weight from matmul_gemm, where
+ * add may be set): one k_mma_gemm launch, each tile's bits those of one launch per weight with
+ * the run's split-K. */
+static int mma_many(cuda_backend *b, const sol_weight *const *ws, float *const *ys, int k, int n,
+                    int add) {
     sol_cuda_wt wt[3];
-    int ldy[3];
+    sol_cuda_mma_split sp;
+    int ldy[3], rc;
     for (int i = 0; i < k; i++)
         wt[i] = wt_of(ws[i]), ldy[i] = (int)ws[i]->rows;
+    if ((rc = mma_split_of(b, wt, k, n, &sp))) return rc;
     b->mma_gemms += (unsigned long)k;
-    int rc = SOL_CUDA_FN(mma_gemm_many)(wt, ys, ldy, k, b->xh.p, n, 0, b->stream);
-    if (rc > 0) b->mma_launches += (unsigned long)rc, rc = 0;
+    rc = SOL_CUDA_FN(mma_gemm_many)(wt, ys, ldy, k, b->xh.p, n, add, &sp, b->stream);
+    if (rc > 0) {
+        b->mma_launches += (unsigned long)rc;
+        if (sp.splits > 1) b->mma_split += (unsigned long)rc;
+        rc = 0;
+    }
     if (rc)
         return cbe_fail(b, rc, "matmul",
-                        "%d weights of %lld columns (%s first): refused by the tensor-core GEMM", k,
-                        (long long)ws[0]->cols, sol_dtype_name(ws[0]->type));
+                        "%d weight(s) of %lld columns (%s first): refused by the tensor-core "
+                        "GEMM (a quantized type in the uploaded layout, columns a multiple of "
+                        "32)",
+                        k, (long long)ws[0]->cols, sol_dtype_name(ws[0]->type));
     return cbe_after(b, "matmul");
 }
 
@@ -809,7 +836,7 @@ static int cuda_matmul_many(sol_backend *be, const sol_weight *const *ws, float 
                     if (!(rc = cbe_grow(b, &b->xh, nk * 2, "matmul_many")))
                         SOL_CUDA_FN(to_half)(x, b->xh.p, (int64_t)nk, 0, b->stream);
                 }
-                if (!rc && k > 1) rc = mma_many(b, ws + i, ys + i, k, n);
+                if (!rc && k > 1) rc = mma_many(b, ws + i, ys + i, k, n, 0);
             }
             if (rc) return rc;
         }
@@ -873,7 +900,7 @@ static int norm_matmul_many_in(cuda_backend *b, const float *x, const float *nor
             k = mma_run(b, ws + i, count - i, n);
             k = k > 1 ? k : 1; /* a run of quantized weights: one launch */
             b->gemm_x_reused += (unsigned long)(i > 0 ? k : k - 1);
-            rc = k > 1 ? mma_many(b, ws + i, ys + i, k, n)
+            rc = k > 1 ? mma_many(b, ws + i, ys + i, k, n, 0)
                        : matmul_gemm(b, ws[i], x, ys[i], n, 0, 1);
         }
         if (rc) return rc;
@@ -1320,7 +1347,8 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
              "norm+quantize, %lu glu+quantize, %lu attention+quantize, %lu rope+KV, %lu q/k "
              "norm+rope+KV; norm tails: %lu GEMVs normalized and quantized their output, %lu "
              "reads of it; gated-product blocks: %lu gate/up GEMVs made them, %lu reads; "
-             "next_input %s; tensor-core GEMM launches: %lu; programmatic dependent launch %s",
+             "next_input %s; tensor-core GEMM launches: %lu (split-K: %lu, %s); programmatic "
+             "dependent launch %s",
              b->graphs_on ? "on" : "off (--enforce-eager)", b->steps, b->replayed_dry, b->updated,
              b->instantiated, b->flushed, b->stage_copies, made, aborted, b->dry_steps, b->reruns,
              mean_us(b->dry_ns, b->dry_steps), mean_us(b->record_ns, whole),
@@ -1328,7 +1356,8 @@ static int cuda_stats(sol_backend *be, char *buf, size_t cap) {
              b->mma_gemms, b->flash_calls, b->mmq_gemms, b->gemm_x_reused, b->fused_normq,
              b->fused_glu, b->fused_attq, b->fused_rope, b->fused_qk_norm, b->fused_tail,
              b->tail_used, b->fused_glu_end, b->glu_end_used,
-             b->next_off ? "off (SOL_CUDA_NEXT_INPUT=0)" : "on", b->mma_launches,
+             b->next_off ? "off (SOL_CUDA_NEXT_INPUT=0)" : "on", b->mma_launches, b->mma_split,
+             b->split_off ? "off (SOL_CUDA_SPLIT_K=0)" : "on",
              b->stream->pdl ? "on" : "off (SOL_CUDA_PDL=0 or before sm_90)");
     return 0;
 }
@@ -1357,8 +1386,9 @@ static void cuda_free(sol_backend *be) {
         cbe_kv_free(be, b->kvs);
     for (int i = 0; i < b->n_ups; i++)
         SOL_CUDA_FN(dev_free)(b->dev, b->ups[i].dev);
-    dev_buf *bufs[] = {&b->qscratch, &b->xh,      &b->xq,        &b->att_ws, &b->gemm_y,
-                       &b->amax_ws,  &b->tail_ws, &b->qscratch2, &b->glu_cnt};
+    dev_buf *bufs[] = {&b->qscratch, &b->xh,       &b->xq,      &b->att_ws,
+                       &b->gemm_y,   &b->amax_ws,  &b->tail_ws, &b->qscratch2,
+                       &b->glu_cnt,  &b->mma_part, &b->mma_cnt};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
         SOL_CUDA_FN(dev_free)(b->dev, bufs[i]->p);
     SOL_CUDA_FN(dev_free)(b->dev, b->stage_d);
@@ -1433,6 +1463,13 @@ static sol_backend *open_backend(int index, size_t mem_bytes, int strict, const 
         sol_err_set(err, -EINVAL, BE ": SOL_CUDA_NEXT_INPUT=%s: expected 0 or 1", nin);
         return NULL;
     }
+    /* SOL_CUDA_SPLIT_K=0 launches every batch GEMM unsplit (k_mma.cu's split-K off): the
+     * decode batches' small grids both ways on a GPU lease */
+    const char *splitk = getenv("SOL_CUDA_SPLIT_K");
+    if (splitk && *splitk && strcmp(splitk, "0") != 0 && strcmp(splitk, "1") != 0) {
+        sol_err_set(err, -EINVAL, BE ": SOL_CUDA_SPLIT_K=%s: expected 0 or 1", splitk);
+        return NULL;
+    }
     /* SOL_CUDA_GEMM=int8 sends quantized batches through the int8 kernels (k_mmq.cu) instead of
      * the F16 tiles (k_mma.cu, f16, the default while the performance model predicts them
      * faster): the two paths side by side on a GPU lease */
@@ -1462,6 +1499,7 @@ static sol_backend *open_backend(int index, size_t mem_bytes, int strict, const 
     b->graphs_on = !(o && o->enforce_eager) && !b->sync_each; /* a capture cannot wait */
     if (pdl_off) b->stream->pdl = 0;
     b->next_off = nin && strcmp(nin, "0") == 0;
+    b->split_off = splitk && strcmp(splitk, "0") == 0;
     b->gemm_int8 = gemm && strcmp(gemm, "int8") == 0;
     b->stage_unsent = SIZE_MAX;
     if (stage_grow(b, 64 * 1024)) { /* now, not inside the first captured step */

@@ -71,6 +71,8 @@ typedef struct cuda_backend {
     dev_buf tail_ws;      /* the GEMV norm tail's counter (gemv_run_tail: left zeroed) */
     dev_buf qscratch2;    /* the gated product's activations made by the gate/up GEMV */
     dev_buf glu_cnt;      /* gemv_run_glu's counters, a zeroed int per block of a row */
+    dev_buf mma_part;     /* split-K's partial tiles (k_mma.cu), sized once for the device */
+    dev_buf mma_cnt;      /* split-K's tile counters, zeroed once and left zeroed */
     int amax_rows;
     /* Staging: host index arrays go up through one pinned buffer, each array once per step
      * (a copy whose bytes equal a recent one is reused: positions serve every layer's rope). */
@@ -115,6 +117,7 @@ typedef struct cuda_backend {
     unsigned long mma_gemms, flash_calls; /* tensor-core launches: batch GEMMs, prefill attention */
     unsigned long mmq_gemms;              /* of the GEMMs, those on int8 tensor cores (k_mmq.cu) */
     unsigned long mma_launches; /* k_mma_gemm launches (a run of q/k/v or gate/up is one) */
+    unsigned long mma_split;    /* of those, launches with split-K (mma_splits > 1) */
     int gemm_int8; /* SOL_CUDA_GEMM=int8: quantized batches on int8 tensor cores (k_mmq.cu) */
     unsigned long fused_normq, fused_glu; /* quantize launches that made their input: norm, glu */
     unsigned long fused_attq;    /* GEMVs that read the attention combine's Q8_0 (no quantize) */
@@ -141,7 +144,8 @@ typedef struct cuda_backend {
     /* next_input's hint: set by that op, handed by cbe_bind to the op after it (next_now) and
      * to no other */
     sol_next_in next_set, next_now;
-    int next_off; /* SOL_CUDA_NEXT_INPUT=0: hints ignored */
+    int next_off;  /* SOL_CUDA_NEXT_INPUT=0: hints ignored */
+    int split_off; /* SOL_CUDA_SPLIT_K=0: batch GEMMs unsplit */
 } cuda_backend;
 
 static inline cuda_backend *cb(sol_backend *be) {

@@ -205,11 +205,28 @@ void SOL_CUDA_FN(to_half_glu)(const float *g, const float *u, void *out, int64_t
  * shared memory; -EINVAL for a layout weight_prepare did not make or cols not a multiple of 32. */
 int SOL_CUDA_FN(mma_gemm)(sol_cuda_wt w, const void *xh, float *y, int n, int ldy, int add,
                           void *stream);
+/* Split-K for decode batches (up to 64 tokens): each tile's K cut into `splits` runs of stages
+ * whose partial tiles the last block to finish sums in split order (deterministic: the bits
+ * depend on the split count, not on timing). part: mma_split_floats(sms) floats; cnt:
+ * mma_split_counters(sms) ints, zeroed before the first call and left zeroed by every launch. */
+#define SOL_CUDA_MMA_MAX_SPLITS 16
+typedef struct sol_cuda_mma_split {
+    int splits;
+    float *part;
+    int *cnt;
+} sol_cuda_mma_split;
+/* The split count for a launch of these count matrices at n tokens on sms SMs (1: none). */
+int SOL_CUDA_FN(mma_splits)(const sol_cuda_wt *ws, int count, int n, int sms);
+size_t SOL_CUDA_FN(mma_split_floats)(int sms);
+int SOL_CUDA_FN(mma_split_counters)(int sms);
 /* mma_gemm of count (1..3) quantized matrices of one K that read the same xh (q/k/v, gate/up):
  * one launch up to 64 tokens, one per matrix past them; ys[i] with ldy[i] floats a token; the
- * bits of one mma_gemm per matrix. Returns the launches made (1..count) or -errno. */
+ * bits of one mma_gemm per matrix with the same split (sp; NULL: none; -EINVAL for a count
+ * mma_splits could not give: past 64 tokens, an empty split, no workspace). Returns the
+ * launches made (1..count) or -errno. */
 int SOL_CUDA_FN(mma_gemm_many)(const sol_cuda_wt *ws, float *const *ys, const int *ldy, int count,
-                               const void *xh, int n, int add, void *stream);
+                               const void *xh, int n, int add, const sol_cuda_mma_split *sp,
+                               void *stream);
 
 /* k_mmq.cu: y (ldy floats per token) = (or += when add) x W^T on int8 tensor cores, x given as
  * gemv_quantize's activations of kind mmq_act(W's type) for n x cols in scratch

@@ -14,18 +14,30 @@
  *  - then the registers go to the other of two shared buffers: one __syncthreads a stage.
  * Shared rows are padded to 40 halves (20 words): the fragment loads of a warp (rows g, words t)
  * fall on 32 different banks. bench/gemm_issue.py counts the stage loop's instructions per HMMA
- * from the SASS (docs/backend.md, "Matmul"). */
+ * from the SASS (docs/backend.md, "Matmul").
+ *
+ * Up to 64 tokens a launch whose tiles make fewer than two blocks an SM splits each tile's K
+ * (mma_splits: a decode batch's o and down projections, 64 row tiles at 8B, run 5 splits of
+ * 90 stages): the splits' partial tiles go to a workspace and the block completing a tile sums
+ * them in split order, so the result is deterministic (mma_split_end). */
 #include <errno.h>
 #include <string.h>
 
 #include "dequant.cuh"
-#include "pick.cuh"
 #include "mma.cuh"
+#include "pick.cuh"
+#include "reduce.cuh"
 
 enum {
     MMA_SMALL = 64, /* the tile's side B up to this many tokens; twice past it (mma_gemm) */
     MMA_BK = 32,    /* columns per stage: one block of every quantized type's 32-element runs */
     MMA_LD = MMA_BK + 8, /* shared row stride in halves (bank-conflict-free fragment loads) */
+    /* split-K (n <= MMA_SMALL only): blocks per SM a launch is split to fill, the fewest
+     * stages a split runs (its partial tile's 16 KiB written and read back stay below the
+     * weights and x it streams), and the most splits */
+    MMA_SPLIT_WAVES = 2,
+    MMA_SPLIT_MIN_STAGES = 8,
+    MMA_MAX_SPLITS = SOL_CUDA_MMA_MAX_SPLITS,
 };
 
 /* Blocks an SM holds (__launch_bounds__): 128 registers a thread for the 128 x 128 tile on sm_90
@@ -128,8 +140,53 @@ struct mma_mat {
 };
 struct mma_set {
     mma_mat m0, m1, m2;
-    unsigned first1, first2;
+    unsigned first1, first2; /* in blocks: a matrix's row tiles x splits */
+    int splits;              /* blocks each tile's K is cut into (1: none; the 64-row tile only) */
+    float *part;             /* splits > 1: a B x B partial tile per block */
+    int *cnt;                /* splits > 1: a zeroed int per (row tile, token tile), left zeroed */
 };
+
+/* Split-K's end (the 64-row tile's small grids: a decode batch's o and down projections are 64
+ * row tiles on 132 SMs): every block of a tile stores its partial sums (element e of thread tid
+ * at e x 2B + tid: coalesced) and counts itself at the tile's counter once it fenced them
+ * (sol_last_of: every lane); the warp that completes the count flags its block (last,
+ * zeroed before the main loop), which after a barrier sums the splits' partials in split order,
+ * 0 first, whichever block finished last: the bits depend on the split count only, never on the
+ * blocks' timing. True in that block, with the sums in acc. */
+template <int B, int NJ = B / 16>
+static __device__ __forceinline__ bool mma_split_end(const mma_set &set, float acc[2][NJ][4],
+                                                     int split, int *last) {
+    enum { E = 2 * NJ * 4, T = 2 * B };
+    int tid = threadIdx.x;
+    size_t tile = (size_t)blockIdx.y * gridDim.x + blockIdx.x;
+    float *mine = set.part + tile * (size_t)(E * T);
+    SOL_UNROLL
+    for (int i = 0; i < 2; i++)
+        SOL_UNROLL
+    for (int j = 0; j < NJ; j++)
+        SOL_UNROLL
+    for (int e = 0; e < 4; e++)
+        mine[((i * NJ + j) * 4 + e) * T + tid] = acc[i][j][e];
+    int *c = set.cnt + blockIdx.y * (gridDim.x / set.splits) + blockIdx.x / set.splits;
+    if (sol_last_of(c, set.splits * T, tid % 32) && tid % 32 == 0) last[0] = 1;
+    __syncthreads(); /* the flag is in before any thread of the block reads it */
+    if (!last[0]) return false;
+    __threadfence(); /* every thread's acquire side: the other warps' partials are visible */
+    const float *first = mine - (size_t)split * (E * T);
+    SOL_UNROLL
+    for (int i = 0; i < 2; i++)
+        SOL_UNROLL
+    for (int j = 0; j < NJ; j++)
+        SOL_UNROLL
+    for (int e = 0; e < 4; e++) {
+        const float *p = first + ((i * NJ + j) * 4 + e) * T + tid;
+        float v = __ldcg(p);
+        SOL_NO_UNROLL /* a runtime count: one load a split, no copies of the body */
+            for (int s = 1; s < set.splits; s++) v += __ldcg(p + (size_t)s * (E * T));
+        acc[i][j][e] = v;
+    }
+    return true;
+}
 
 /* B x B tiles, 2 B threads: warps B / 32 (rows) x 2 (tokens), each 32 x B / 2. */
 template <int B>
@@ -145,7 +202,11 @@ static __global__ void __launch_bounds__(2 * B, MMA_BLOCKS_SM(B))
     float *y = mm.y;
     int M = (int)w.rows, ldy = mm.ldy;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int m0 = (int)bx * B, t0 = blockIdx.y * B;
+    /* split-K: the block's tile and its run of stages (the 128-row tile never splits) */
+    const int splits = B > MMA_SMALL ? 1 : set.splits;
+    int split = (int)(bx % (unsigned)splits), per = (K / MMA_BK + splits - 1) / splits;
+    int kb = split * per * MMA_BK, ke = K < kb + per * MMA_BK ? K : kb + per * MMA_BK;
+    int m0 = (int)(bx / (unsigned)splits) * B, t0 = blockIdx.y * B;
     int wm = (warp % (B / 32)) * 32, wn = (warp / (B / 32)) * (B / 2);
     float acc[2][B / 16][4];
     SOL_UNROLL
@@ -155,12 +216,14 @@ static __global__ void __launch_bounds__(2 * B, MMA_BLOCKS_SM(B))
         SOL_UNROLL
     for (int e = 0; e < 4; e++)
         acc[i][j][e] = 0.0f;
+    SOL_SHARED(int, split_last, [1]);
+    if (threadIdx.x == 0) split_last[0] = 0; /* before the loop's barriers: mma_split_end */
     mma_regs r;
-    mma_load(w, xh, r, m0, t0, 0, M, n, K);
+    mma_load(w, xh, r, m0, t0, kb, M, n, K);
     mma_store_tiles(r, st[0]);
     __syncthreads(); /* stage 0 is whole */
-    for (int k0 = 0, b = 0; k0 < K; k0 += MMA_BK, b ^= 1) {
-        bool more = k0 + MMA_BK < K;
+    for (int k0 = kb, b = 0; k0 < ke; k0 += MMA_BK, b ^= 1) {
+        bool more = k0 + MMA_BK < ke;
         if (more) mma_load(w, xh, r, m0, t0, k0 + MMA_BK, M, n, K); /* in flight over the MMAs */
         mma_tile(st[b], acc, wm, wn);
         if (more) mma_store_tiles(r, st[b ^ 1]);
@@ -168,6 +231,7 @@ static __global__ void __launch_bounds__(2 * B, MMA_BLOCKS_SM(B))
          * overwrites it */
         __syncthreads();
     }
+    if (splits > 1 && !mma_split_end<B>(set, acc, split, split_last)) return;
     int g = lane / 4, t = lane % 4;
     SOL_UNROLL
     for (int i = 0; i < 2; i++)
@@ -198,21 +262,61 @@ static int mma_check(const sol_cuda_wt &w, int K, int n, int ldy) {
     return 0;
 }
 
+/* Split-K's count for a launch of these matrices at n tokens: none past 64 tokens (the 128-row
+ * tile has no registers for it, and a prompt's token tiles fill the GPU) or when the launch's
+ * tiles already make MMA_SPLIT_WAVES blocks an SM; else enough to reach that, each split at
+ * least MMA_SPLIT_MIN_STAGES stages and none empty. From the shapes and the SM count only: a
+ * token's sums depend on them, never on timing. */
+extern "C" int SOL_CUDA_FN(mma_splits)(const sol_cuda_wt *ws, int count, int n, int sms) {
+    if (n > MMA_SMALL || count < 1) return 1;
+    long long tiles = 0, target = (long long)MMA_SPLIT_WAVES * (sms > 0 ? sms : 1);
+    for (int i = 0; i < count; i++)
+        tiles += (ws[i].rows + MMA_SMALL - 1) / MMA_SMALL;
+    int stages = (int)(ws[0].cols / MMA_BK);
+    if (tiles >= target || stages < 2 * MMA_SPLIT_MIN_STAGES) return 1;
+    long long s = (target + tiles - 1) / tiles;
+    if (s > stages / MMA_SPLIT_MIN_STAGES) s = stages / MMA_SPLIT_MIN_STAGES;
+    if (s > MMA_MAX_SPLITS) s = MMA_MAX_SPLITS;
+    int per = (stages + (int)s - 1) / (int)s;
+    return (stages + per - 1) / per; /* the splits of `per` stages that cover K: none empty */
+}
+
+/* The partial tiles and counters any mma_splits choice for this SM count needs: fewer than
+ * 2 x MMA_SPLIT_WAVES x sms blocks split (tiles < the target, splits < target / tiles + 1). */
+extern "C" size_t SOL_CUDA_FN(mma_split_floats)(int sms) {
+    return (size_t)2 * MMA_SPLIT_WAVES * (size_t)(sms > 0 ? sms : 1) * MMA_SMALL * MMA_SMALL;
+}
+extern "C" int SOL_CUDA_FN(mma_split_counters)(int sms) {
+    return MMA_SPLIT_WAVES * (sms > 0 ? sms : 1);
+}
+
+/* A split count the kernel can take for K columns at n tokens: 1, or 2..MMA_MAX_SPLITS up to
+ * 64 tokens with no split empty, a workspace and counters. */
+static int split_ok(const sol_cuda_mma_split *sp, int K, int n) {
+    if (!sp || sp->splits == 1) return 1;
+    int stages = K / MMA_BK, s = sp->splits, per = s > 0 ? (stages + s - 1) / s : 0;
+    return s > 1 && s <= MMA_MAX_SPLITS && n <= MMA_SMALL && (s - 1) * per < stages && sp->part &&
+           sp->cnt;
+}
+
 /* ys[i] (ldy[i] floats a token) (+)= the F16 activations xh (n x K) times W_i^T for count (1..3)
  * quantized matrices of K columns: one launch up to 64 tokens (a decode batch's small grids
  * share the wave), one a matrix past them (the 128-row tile has no registers for the pick, and
- * a prompt's token tiles fill the GPU anyway). Returns the launches made, or -errno. */
+ * a prompt's token tiles fill the GPU anyway); sp (NULL: none) splits each tile's K. Returns the
+ * launches made, or -errno. */
 extern "C" int SOL_CUDA_FN(mma_gemm_many)(const sol_cuda_wt *ws, float *const *ys, const int *ldy,
-                                          int count, const void *xh, int n, int add, void *stream) {
+                                          int count, const void *xh, int n, int add,
+                                          const sol_cuda_mma_split *sp, void *stream) {
     if (count < 1 || count > 3) return -EINVAL;
     for (int i = 0; i < count; i++) {
         int rc = mma_check(ws[i], (int)ws[0].cols, n, ldy[i]);
         if (rc) return rc;
     }
-    int side = mma_side(n);
+    if (!split_ok(sp, (int)ws[0].cols, n)) return -EINVAL;
+    int side = mma_side(n), splits = sp ? sp->splits : 1;
     if (side > MMA_SMALL && count > 1) {
         for (int i = 0; i < count; i++) {
-            int rc = SOL_CUDA_FN(mma_gemm_many)(ws + i, ys + i, ldy + i, 1, xh, n, add, stream);
+            int rc = SOL_CUDA_FN(mma_gemm_many)(ws + i, ys + i, ldy + i, 1, xh, n, add, sp, stream);
             if (rc < 0) return rc;
         }
         return count;
@@ -226,10 +330,13 @@ extern "C" int SOL_CUDA_FN(mma_gemm_many)(const sol_cuda_wt *ws, float *const *y
         slot[i]->y = ys[i];
         slot[i]->ldy = ldy[i];
         if (first[i]) *first[i] = blocks;
-        blocks += (unsigned)((ws[i].rows + side - 1) / side);
+        blocks += (unsigned)((ws[i].rows + side - 1) / side) * (unsigned)splits;
     }
     if (count < 2) s.first1 = blocks; /* no block reaches an empty slot */
     if (count < 3) s.first2 = blocks;
+    s.splits = splits;
+    s.part = splits > 1 ? sp->part : nullptr;
+    s.cnt = splits > 1 ? sp->cnt : nullptr;
     dim3 grid(blocks, (unsigned)((n + side - 1) / side));
     const uint16_t *x = (const uint16_t *)xh;
     int K = (int)ws[0].cols;
@@ -244,9 +351,9 @@ extern "C" int SOL_CUDA_FN(mma_gemm_many)(const sol_cuda_wt *ws, float *const *y
 }
 
 /* y (ldy floats a token) (+)= the F16 activations xh (n x K) times W^T, W quantized (any known
- * type but the float ones, in the layout weight_prepare made); K a multiple of 32. */
+ * type but the float ones, in the layout weight_prepare made); K a multiple of 32; no split. */
 extern "C" int SOL_CUDA_FN(mma_gemm)(sol_cuda_wt w, const void *xh, float *y, int n, int ldy,
                                      int add, void *stream) {
-    int rc = SOL_CUDA_FN(mma_gemm_many)(&w, &y, &ldy, 1, xh, n, add, stream);
+    int rc = SOL_CUDA_FN(mma_gemm_many)(&w, &y, &ldy, 1, xh, n, add, nullptr, stream);
     return rc < 0 ? rc : 0;
 }
