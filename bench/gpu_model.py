@@ -242,6 +242,12 @@ PARAMS = {
     "tail_tokens": (1.0, "lean-q with next_input: tokens up to which a matmul_add takes the norm "
                          "tail (SOL_CUDA_NORM_TAIL_MAX_TOKENS, cuda_kernels.h): the tail is one "
                          "block's work, so at 2 tokens the launch it replaces is faster"),
+    "split_k": (1.0, "built_tc: 1 = as built (2026-12-07): a k_mma_gemm launch of up to 64 tokens "
+                     "whose tiles make fewer than 2 blocks an SM splits K (mma_splits, k_mma.cu: "
+                     "enough splits for 2 x SMs blocks, each >= 8 stages of 32 columns); every "
+                     "split block writes its 64 x 64 f32 partial tile, the last of a tile reads "
+                     "them all back (L2 traffic) and sums them, a serial tail at one SM's share "
+                     "of the L2 bandwidth; 0 = none (SOL_CUDA_SPLIT_K=0)"),
     "next_input": (1.0, "lean-q: 1 = as built (next_input, 2026-12-07): in a decode step (at most "
                         "tail_tokens tokens) the RMSNorm of x and its quantization for the next group "
                         "are made by the last block of the GEMV that adds to x (o for gate/up, "
@@ -781,7 +787,7 @@ STEP = [
 
 
 # k_mma_gemm's stage loop per weight type, counted from its sm_90 SASS by bench/gemm_issue.py
-# (2026-12-06, CUDA 13; the loop from its back edge's target, cuobjdump): (instructions, HMMA
+# (2026-12-07 with split-K's run of stages, CUDA 13; the loop from its back edge's target, cuobjdump): (instructions, HMMA
 # m16n8k16) a warp issues per 32 columns, for the
 # 64-token tile (n <= 64) and the 128-token tile. An SM sub-partition issues one instruction a
 # clock and an HMMA takes 4 clocks at the dense F16 peak: the share is 4 x HMMA / instructions.
@@ -789,10 +795,10 @@ STEP = [
 # fragment loads) the loop was 597-795 instructions per 16 HMMA: 0.08-0.11, not the 0.35 then
 # assumed.
 MMA_ISSUE = {
-    "Q4_0": ((159, 16), (179, 32)), "Q5_0": ((231, 16), (252, 32)),
-    "Q5_1": ((213, 16), (235, 32)), "Q8_0": ((134, 16), (155, 32)),
-    "MXFP4": ((192, 16), (215, 32)), "Q4_K": ((191, 16), (213, 32)),
-    "Q5_K": ((205, 16), (227, 32)), "Q6_K": ((205, 16), (225, 32)),
+    "Q4_0": ((141, 16), (161, 32)), "Q5_0": ((235, 16), (253, 32)),
+    "Q5_1": ((208, 16), (236, 32)), "Q8_0": ((135, 16), (155, 32)),
+    "MXFP4": ((194, 16), (212, 32)), "Q4_K": ((169, 16), (194, 32)),
+    "Q5_K": ((184, 16), (209, 32)), "Q6_K": ((185, 16), (205, 32)),
 }
 MMA_SMALL = 64  # k_mma.cu: 64 x 64 tiles (4 warps) up to 64 tokens, 128 x 128 (8 warps) past it
 
@@ -800,6 +806,20 @@ MMA_SMALL = 64  # k_mma.cu: 64 x 64 tiles (4 warps) up to 64 tokens, 128 x 128 (
 def mma_tile_of(n):
     """k_mma_gemm's square tile (weight rows = tokens) at n tokens."""
     return MMA_SMALL if n <= MMA_SMALL else 2 * MMA_SMALL
+
+
+MMA_SPLIT_WAVES, MMA_SPLIT_MIN_STAGES, MMA_MAX_SPLITS = 2, 8, 16  # k_mma.cu's split-K
+
+
+def mma_splits(tiles, K, n, sms):
+    """k_mma.cu's mma_splits: the split count of a launch of `tiles` row tiles (all its
+    matrices) of K columns at n tokens on sms SMs."""
+    target, stages = MMA_SPLIT_WAVES * sms, K // 32
+    if n > MMA_SMALL or tiles >= target or stages < 2 * MMA_SPLIT_MIN_STAGES:
+        return 1
+    s = min(math.ceil(target / tiles), stages // MMA_SPLIT_MIN_STAGES, MMA_MAX_SPLITS)
+    per = math.ceil(stages / s)
+    return math.ceil(stages / per)
 
 
 def mma_share(tname, n, scale):
@@ -1187,14 +1207,24 @@ class Model:
             if not group:
                 return
             blocks = sum(q["blocks"] for q in group)
+            s = (mma_splits(sum(q["tm"] for q in group), K, n, g["sms"])
+                 if self.leanq and p["built_tc"] and p["split_k"] else 1)
+            blocks *= s
             wave = min(1.0, blocks / (p["waves"] * g["sms"]))
             flops = sum(q["flops"] for q in group)
             t_cmp = sum(q["busy"] for q in group) / (peak16 * wave)
             l2 = sum(q["l2"] for q in group)
+            tail_us, split = 0.0, ""
+            if s > 1:
+                # every block's partial tile written, the last block of a tile reads all s
+                tile_b = mma_tile_of(n) ** 2 * 4
+                l2 += 2 * blocks * tile_b
+                tail_us = s * tile_b / (self.l2_bw / g["sms"]) * 1e6
+                split = f", split-K {s}"
             effs = "/".join(f"{q['eff']:.2f}" for q in group)
             parts.append(self.part(sum(q["hbm"] for q in group) + n * K * 2, flops,
-                                   flops / t_cmp, p["gemv_eff"], blocks, what="mmaq",
-                                   l2_bytes=l2, l2_floor_s=l2 / self.l2_bw,
+                                   flops / t_cmp, p["gemv_eff"], blocks, what="mmaq" + split,
+                                   l2_bytes=l2, l2_floor_s=l2 / self.l2_bw, fixed_us=tail_us,
                                    today=f"exists (k_to_half + k_mma_gemm: {mma_tile_of(n)}-side "
                                          f"tiles dequantized to F16 in shared memory, mma.sync, "
                                          f"{effs} of the F16 peak by its SASS; q/k/v and gate/up "
@@ -1229,7 +1259,7 @@ class Model:
             tn, tm = math.ceil(n / bt), math.ceil(Mi / bt)
             eff = mma_share(m["type"], n, p["mma_eff"])
             w_hbm = Wi if Wi <= l2cap else Wi * tn
-            g_ = dict(flops=flops, blocks=tn * tm, busy=2.0 * (tn * bt) * (tm * bt) * K / eff,
+            g_ = dict(flops=flops, blocks=tn * tm, tm=tm, busy=2.0 * (tn * bt) * (tm * bt) * K / eff,
                       hbm=w_hbm + y, l2=Wi * tn + n * K * 2 * tm + y, eff=eff)
             # a run of up to three (q/k/v, gate/up) is one launch (mma_gemm_many) up to 64
             # tokens: its tiles share the wave; built_tc only (the unfused structure launches

@@ -105,6 +105,13 @@ template <class T> inline T atomicMax(T *p, T v) {
     return old;
 }
 
+/* The float with these bits. */
+inline float __uint_as_float(unsigned u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 /* The four signed byte products of a and b added to c (sm_61+). */
 /* Byte i of the result is byte (s >> 4i) & 7 of y:x (the selectors' sign-replicate bit unused). */
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {

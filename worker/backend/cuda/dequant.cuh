@@ -120,18 +120,17 @@ __device__ __forceinline__ int kq_scale_byte(uint32_t s0, uint32_t s1, uint32_t 
     return (int)((w >> (8 * (i & 3))) & 0xFF);
 }
 
-/* Sub-block j's 6-bit scale and min (kq_dot.h's sol_kq_scale_min, on the words). */
+/* Sub-block j's 6-bit scale and min (kq_dot.h's sol_kq_scale_min, on the words), without a
+ * branch: bytes j % 4 of s0 and of s1 (byte j itself when j >= 4) and byte j % 4 of s1 or s2
+ * (byte j + 4), both cases made and one selected, so the tile loader's loop stays one path. */
 __device__ __forceinline__ void kq_scale_min_w(int j, uint32_t s0, uint32_t s1, uint32_t s2,
                                                int *sc, int *m) {
-    if (j < 4) {
-        *sc = kq_scale_byte(s0, s1, s2, j) & 63;
-        *m = kq_scale_byte(s0, s1, s2, j + 4) & 63;
-    } else {
-        int a = kq_scale_byte(s0, s1, s2, j + 4), lo = kq_scale_byte(s0, s1, s2, j - 4),
-            hi = kq_scale_byte(s0, s1, s2, j);
-        *sc = (a & 0xF) | ((lo >> 6) << 4);
-        *m = (a >> 4) | ((hi >> 6) << 4);
-    }
+    unsigned sh = 8u * (unsigned)(j & 3);
+    int a = (int)((s0 >> sh) & 0xFF), c = (int)((s1 >> sh) & 0xFF);
+    int b = (int)(((j < 4 ? s1 : s2) >> sh) & 0xFF); /* byte j + 4 */
+    int lo = j < 4;
+    *sc = lo ? a & 63 : (b & 0xF) | ((a >> 6) << 4);
+    *m = lo ? b & 63 : (b >> 4) | ((c >> 6) << 4);
 }
 
 /* The 5-bit quant j of a Q5_0/Q5_1 block (qh: its 32 high bits, qs: 16 bytes of nibbles). */
@@ -214,6 +213,15 @@ __device__ __forceinline__ unsigned sol_byte(const uint32_t *v, int i) {
     return (v[i / 4] >> (8 * (i % 4))) & 0xFF;
 }
 
+/* Byte i of the words v as a float less off (an integer, 0 <= off < 2^22), exactly: 2^23 + the
+ * byte is the float whose bits are 0x4B0000 and the byte (one byte permute), and taking 2^23 + off
+ * from it is exact. Two full-rate instructions where a shift, a mask and a conversion took three
+ * (the GEMM tile loader's count, bench/gemm_issue.py). */
+__device__ __forceinline__ float sol_byte_f(const uint32_t *v, int i, float off) {
+    return __uint_as_float(__byte_perm(v[i / 4], 0x4B000000u, 0x7540u | (unsigned)(i % 4))) -
+           (8388608.0f + off);
+}
+
 /* The nibbles of the words q (the high ones when hi), one to a byte: four elements a word for one
  * shift and one mask, where a per-element choice cost three instructions (k_mma.cu's count). */
 __device__ __forceinline__ void sol_nibbles(const uint32_t q[4], int hi, uint32_t out[4]) {
@@ -228,10 +236,11 @@ __device__ __forceinline__ void sol_nibbles(const uint32_t q[4], int hi, uint32_
  * read once: the GEMM's tile loader (k_mma.cu). Float types are not read here. Where a product
  * is exact in float (a 4- to 6-bit quant times a scale of at most 17 significant bits) the
  * product and the add that follows are one fmaf: the same bits as the two rounded steps. */
-__device__ __forceinline__ void sol_dequant16(const sol_cuda_wt &w, int r, int k, float out[16]) {
+__device__ __forceinline__ void sol_dequant16(const sol_cuda_wt &w, int r, int col, float out[16]) {
     const unsigned char *row = (const unsigned char *)w.data + (size_t)r * w.row_bytes;
+    unsigned k = (unsigned)col; /* unsigned: its divisions by 32 and 256 are shifts */
     size_t blk = (size_t)r * (size_t)(w.cols / sol_cuda_block_elems(w.type)) +
-                 (size_t)(k / sol_cuda_block_elems(w.type));
+                 (size_t)(k / (unsigned)sol_cuda_block_elems(w.type));
     uint32_t q[4], h[4];
     switch (w.type) {
     case SOL_CUDA_Q8_0: {
@@ -248,7 +257,7 @@ __device__ __forceinline__ void sol_dequant16(const sol_cuda_wt &w, int r, int k
         sol_nibbles(q, k % 32 >= 16, h);
         SOL_UNROLL
         for (int i = 0; i < 16; i++)
-            out[i] = d * (float)((int)sol_byte(h, i) - 8);
+            out[i] = d * sol_byte_f(h, i, 8.0f);
         return;
     }
     case SOL_CUDA_MXFP4: { /* Q4_0's nibble order; the values from the table, times the scale */
@@ -289,7 +298,7 @@ __device__ __forceinline__ void sol_dequant16(const sol_cuda_wt &w, int r, int k
     }
     case SOL_CUDA_Q4_K:
     case SOL_CUDA_Q5_K: {
-        int q5 = w.type == SOL_CUDA_Q5_K, kk = k % 256, j = kk / 32, l0 = kk % 32, sc, mn;
+        int q5 = w.type == SOL_CUDA_Q5_K, kk = (int)(k % 256), j = kk / 32, l0 = kk % 32, sc, mn;
         const unsigned char *b = row + (size_t)(k / 256) * (q5 ? 176 : 144);
         kq_scale_min_w(j, sol_ld32(b + 4), sol_ld32(b + 8), sol_ld32(b + 12), &sc, &mn);
         uint32_t dm = sol_ld32(b);
@@ -306,13 +315,13 @@ __device__ __forceinline__ void sol_dequant16(const sol_cuda_wt &w, int r, int k
         }
         SOL_UNROLL
         for (int i = 0; i < 16; i++)
-            out[i] = fmaf(d1, (float)sol_byte(v, i), -m1);
+            out[i] = fmaf(d1, sol_byte_f(v, i, 0.0f), -m1);
         return;
     }
     default: { /* Q6_K: ql 128, qh 64, scales 16 (kq6_elem's layout) */
         const unsigned char *b = sol_split_quants(w, blk);
         float d = sol_split_scale(w, blk);
-        int kk = k % 256, hh = kk / 128, part = kk % 128 / 32, l0 = kk % 32;
+        int kk = (int)(k % 256), hh = kk / 128, part = kk % 128 / 32, l0 = kk % 32;
         sol_ld128(q, b + 64 * hh + (part % 2 ? 32 : 0) + l0);
         sol_ld128(h, b + 128 + 32 * hh + l0);
         float ds = d * (float)(int8_t)sol_ldb(b + 192 + 8 * hh + l0 / 16 + 2 * part); /* exact */
@@ -323,7 +332,7 @@ __device__ __forceinline__ void sol_dequant16(const sol_cuda_wt &w, int r, int k
             v[i] |= ((h[i] >> (2 * part)) & 0x03030303u) << 4;
         SOL_UNROLL
         for (int i = 0; i < 16; i++)
-            out[i] = ds * (float)((int)sol_byte(v, i) - 32);
+            out[i] = ds * sol_byte_f(v, i, 32.0f);
         return;
     }
     }
