@@ -35,7 +35,9 @@ CUDA = os.path.join(ROOT, "worker", "backend", "cuda")
 # tell apart yet; gpu_model.py's mmq*_eff were counted by hand (2026-12-06, before common/half.h's
 # one-instruction conversions).
 FAMILIES = {
-    "k_mma": ("k_mma.cu", [("k_mma_gemmILi64E", "64x64"), ("k_mma_gemmILi128E", "128x128")],
+    "k_mma": ("k_mma.cu", [("k_mma_gemmILi64ELi64E", "64x64/64"), ("k_mma_gemmILi64ELi32E",
+                                                                 "64x64/32"),
+                           ("k_mma_gemmILi128ELi32E", "128x128")],
               ["Q4_0", "Q5_0", "Q5_1", "Q8_0", "MXFP4", "Q4_K", "Q5_K", "Q6_K"], 1),
 }
 # the kernel's line that names its weight view: a copy with the type fixed replaces it

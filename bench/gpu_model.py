@@ -787,18 +787,24 @@ STEP = [
 
 
 # k_mma_gemm's stage loop per weight type, counted from its sm_90 SASS by bench/gemm_issue.py
-# (2026-12-07 with split-K's run of stages, CUDA 13; the loop from its back edge's target, cuobjdump): (instructions, HMMA
-# m16n8k16) a warp issues per 32 columns, for the
-# 64-token tile (n <= 64) and the 128-token tile. An SM sub-partition issues one instruction a
-# clock and an HMMA takes 4 clocks at the dense F16 peak: the share is 4 x HMMA / instructions.
-# Before 2026-12-06 (64 x 64 tiles, F16 rounding by bit manipulation, no double buffer, 32-bit
-# fragment loads) the loop was 597-795 instructions per 16 HMMA: 0.08-0.11, not the 0.35 then
-# assumed.
+# (2026-12-07, CUDA 13; the loop from its back edge's target, cuobjdump): (instructions, HMMA
+# m16n8k16) a warp issues per stage, for the 64-token tile with 64-column stages (n <= 64, K a
+# multiple of 64: each thread dequantizes a whole 32-block, its scales decoded once), with
+# 32-column stages (K not a multiple of 64), and the 128-token tile (32-column stages). An SM
+# sub-partition issues one instruction a clock and an HMMA takes 4 clocks at the dense F16 peak:
+# the share is 4 x HMMA / instructions. Before 2026-12-06 (64 x 64 tiles, F16 rounding by bit
+# manipulation, no double buffer, 32-bit fragment loads) the loop was 597-795 instructions per 16
+# HMMA: 0.08-0.11, not the 0.35 then assumed; before 2026-12-07's byte permutes and whole-block
+# stages the 64-token tile was 134-231 per 16 (Q4_K 191: 0.34).
 MMA_ISSUE = {
-    "Q4_0": ((141, 16), (161, 32)), "Q5_0": ((235, 16), (253, 32)),
-    "Q5_1": ((208, 16), (236, 32)), "Q8_0": ((135, 16), (155, 32)),
-    "MXFP4": ((194, 16), (212, 32)), "Q4_K": ((169, 16), (194, 32)),
-    "Q5_K": ((184, 16), (209, 32)), "Q6_K": ((185, 16), (205, 32)),
+    "Q4_0": ((231, 32), (141, 16), (161, 32)),
+    "Q5_0": ((388, 32), (235, 16), (253, 32)),
+    "Q5_1": ((337, 32), (208, 16), (236, 32)),
+    "Q8_0": ((228, 32), (135, 16), (155, 32)),
+    "MXFP4": ((351, 32), (194, 16), (212, 32)),
+    "Q4_K": ((259, 32), (165, 16), (185, 32)),
+    "Q5_K": ((285, 32), (182, 16), (202, 32)),
+    "Q6_K": ((295, 32), (187, 16), (207, 32)),
 }
 MMA_SMALL = 64  # k_mma.cu: 64 x 64 tiles (4 warps) up to 64 tokens, 128 x 128 (8 warps) past it
 
@@ -808,25 +814,31 @@ def mma_tile_of(n):
     return MMA_SMALL if n <= MMA_SMALL else 2 * MMA_SMALL
 
 
-MMA_SPLIT_WAVES, MMA_SPLIT_MIN_STAGES, MMA_MAX_SPLITS = 2, 8, 16  # k_mma.cu's split-K
+MMA_SPLIT_WAVES, MMA_SPLIT_MIN_COLS, MMA_MAX_SPLITS = 2, 256, 16  # k_mma.cu's split-K
 
 
 def mma_splits(tiles, K, n, sms):
     """k_mma.cu's mma_splits: the split count of a launch of `tiles` row tiles (all its
-    matrices) of K columns at n tokens on sms SMs."""
-    target, stages = MMA_SPLIT_WAVES * sms, K // 32
-    if n > MMA_SMALL or tiles >= target or stages < 2 * MMA_SPLIT_MIN_STAGES:
+    matrices) of K columns at n tokens on sms SMs (stages of mma_bk's 64 or 32 columns)."""
+    bk = 64 if n <= MMA_SMALL and K % 64 == 0 else 32
+    target, stages, least = MMA_SPLIT_WAVES * sms, K // bk, MMA_SPLIT_MIN_COLS // bk
+    if n > MMA_SMALL or tiles >= target or stages < 2 * least:
         return 1
-    s = min(math.ceil(target / tiles), stages // MMA_SPLIT_MIN_STAGES, MMA_MAX_SPLITS)
+    s = min(math.ceil(target / tiles), stages // least, MMA_MAX_SPLITS)
     per = math.ceil(stages / s)
     return math.ceil(stages / per)
 
 
-def mma_share(tname, n, scale):
-    """k_mma_gemm's share of the F16 peak for a weight type at n tokens (MMA_ISSUE; a type
-    not counted takes the slowest count)."""
-    wide = n > MMA_SMALL
-    ins, h = MMA_ISSUE.get(tname, max(MMA_ISSUE.values(), key=lambda c: c[1][0] / c[1][1]))[wide]
+def mma_config(n, K):
+    """MMA_ISSUE's column for n tokens and K columns (k_mma.cu's mma_side and mma_bk)."""
+    return 2 if n > MMA_SMALL else 0 if K % 64 == 0 else 1
+
+
+def mma_share(tname, n, scale, K=4096):
+    """k_mma_gemm's share of the F16 peak for a weight type at n tokens and K columns
+    (MMA_ISSUE; a type not counted takes the slowest count)."""
+    c = mma_config(n, K)
+    ins, h = MMA_ISSUE.get(tname, max(MMA_ISSUE.values(), key=lambda v: v[c][0] / v[c][1]))[c]
     return min(1.0, scale * 4.0 * h / ins)
 
 
@@ -1257,7 +1269,7 @@ class Model:
                 continue
             bt = mma_tile_of(n)
             tn, tm = math.ceil(n / bt), math.ceil(Mi / bt)
-            eff = mma_share(m["type"], n, p["mma_eff"])
+            eff = mma_share(m["type"], n, p["mma_eff"], K)
             w_hbm = Wi if Wi <= l2cap else Wi * tn
             g_ = dict(flops=flops, blocks=tn * tm, tm=tm, busy=2.0 * (tn * bt) * (tm * bt) * K / eff,
                       hbm=w_hbm + y, l2=Wi * tn + n * K * 2 * tm + y, eff=eff)

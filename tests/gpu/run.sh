@@ -250,6 +250,9 @@ for m in 8b-q4_0 8b-q4_k_m; do
 done
 bench bench_1b-q4_0_eager 1b-q4_0 --enforce-eager --batch $BATCHES --prefill 0
 SOL_CUDA_PDL=0 bench bench_1b-q4_0_nopdl 1b-q4_0 --batch 1,8 --prefill 0 # what PDL saves
+# split-K off (SOL_CUDA_SPLIT_K=0): the batch-64 step of the 8B Q4_K_M file with every GEMM whole,
+# beside the run above (gpu_model.py --param split_k=0 predicts it)
+SOL_CUDA_SPLIT_K=0 bench bench_8b-q4_k_m_nosplit 8b-q4_k_m --batch 64 --prefill 0
 # the int8 GEMMs (SOL_CUDA_GEMM=int8) against the F16 tiles above: prefill and batch 64, 8B shapes
 for m in 8b-q4_0 8b-q4_k_m; do
   SOL_CUDA_GEMM=int8 bench "bench_${m}_int8" "$m" --batch 64 --prefill $PREFILL
@@ -273,6 +276,17 @@ gpu_model_lines() {
     grep -m1 -E '^decode batch +1,' "$W/logs/bench_${m}_greedy_nonext.log" 2>/dev/null |
       sed "s/^/measured $m (SOL_CUDA_NEXT_INPUT=0): /"
   done
+  # batch 64 on the F16 tiles with and without split-K (SOL_CUDA_SPLIT_K=0), predicted and run
+  local q=8b-q4_k_m
+  [ -f "$M/$q.gguf" ] || return 0
+  for sk in 1 0; do
+    python3 "$MODEL_PY" --gguf "$M/$q.gguf" ${bw:+--copy-bw "$bw"} --batch 64 --context $CTX \
+      --param built_tc=1 --param split_k=$sk --json |
+      python3 -c 'import json,sys; d=json.load(sys.stdin); print("model %s batch 64 split_k=%s: %.1f tok/s predicted (%d launches)" % (sys.argv[1], sys.argv[2], d["tok_s"], d["nodes"]))' "$q" "$sk" || return 1
+  done
+  grep -m1 -E '^decode batch +64,' "$W/logs/bench_$q.log" 2>/dev/null | sed "s/^/measured $q: /"
+  grep -m1 -E '^decode batch +64,' "$W/logs/bench_${q}_nosplit.log" 2>/dev/null |
+    sed "s/^/measured $q (SOL_CUDA_SPLIT_K=0): /"
 }
 export -f gpu_model_lines; export MODEL_PY CTX M W bw
 step gpu_model 60 bash -c gpu_model_lines && sed 's/^/     /' "$W/logs/gpu_model.log" | tee -a "$S"

@@ -62,7 +62,7 @@ echo "ok   with every barrier, the tests pass"
 # The kernel tests that a file's barriers should fail, tried alone first (test_cuda_emu_ops runs
 # its tests in order, up to 80 s under the emulation before the later ones); when they pass the
 # whole sequence still runs, so a table entry can only save time, never pass a barrier.
-declare -A first=([k_mmq.cu]=test_mmq_gemm [k_mma.cu]=test_mma_gemm [k_gemv.cu]='test_gemv_*' [k_argmax.cu]=test_argmax
+declare -A first=([k_mmq.cu]=test_mmq_gemm [k_mma.cu]='test_mma_*' [k_gemv.cu]='test_gemv_*' [k_argmax.cu]=test_argmax
                   [k_rope.cu]=test_qk_norm_rope
                   [k_flash.cu]=test_flash_attention [k_attention.cu]='test_*attention*')
 fail=0

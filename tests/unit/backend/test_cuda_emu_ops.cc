@@ -765,14 +765,14 @@ static void fused_quantize(int K) {
 /* The grouped GEMM tests' three matrices: Q4_K beside Q6_K beside Q4_0 (each tile dequantizes its
  * own type), row counts that end mid-tile, an ldy of their own; x for nmax tokens in F16. */
 struct mma_trio {
-    static constexpr int K = 512;
+    const int K;
     static constexpr sol_dtype types[3] = {SOL_DT_Q4_K, SOL_DT_Q6_K, SOL_DT_Q4_0};
     static constexpr int rows[3] = {100, 40, 70}, ldy[3] = {103, 40, 75};
     std::vector<uint16_t> xh;
     std::vector<weight_pair> w;
     std::vector<std::vector<unsigned char>> dev{3};
     sol_cuda_wt wt[3];
-    mma_trio(sol_backend *be, int nmax, int salt) : xh((size_t)nmax * K) {
+    mma_trio(sol_backend *be, int nmax, int salt, int k) : K(k), xh((size_t)nmax * k) {
         std::vector<float> x((size_t)nmax * K);
         fill(x.data(), nmax * K, salt);
         for (int i = 0; i < nmax * K; i++)
@@ -792,8 +792,8 @@ struct mma_trio {
 static void test_mma_gemm_many(void **state) {
     (void)state;
     sol_backend *be = cpu();
-    enum { K = mma_trio::K, NMAX = 70 };
-    mma_trio m(be, NMAX, 13);
+    enum { K = 512, NMAX = 70 };
+    mma_trio m(be, NMAX, 13, K);
     const sol_dtype *types = mma_trio::types;
     const int *ldy = mma_trio::ldy;
     std::vector<uint16_t> &xh = m.xh;
@@ -839,59 +839,62 @@ static void test_mma_gemm_many(void **state) {
 /* Split-K (mma_gemm_many with a split): each tile's K cut into s runs of stages whose partial
  * tiles the block completing the tile sums in split order. Against that definition, bit for bit:
  * split j's partial is mma_gemm over x with the columns outside its run zeroed (zero products
- * add exact zeros to the f32 sums: the runs are whole 32-column stages), y the f32 sum p_0 + p_1
- * + ... in that order (+ y with add) — for Q4_K, Q6_K and Q4_0 matrices in one launch (rows ending
- * mid-tile, gaps in ldy untouched), 17 and 64 tokens, s = 2, 3, 4, 6 and 16 of 16 stages; a
+ * add exact zeros to the f32 sums: the runs are whole stages, mma_split_cols), y the f32 sum p_0 +
+ * p_1 + ... in that order (+ y with add) — for Q4_K, Q6_K and Q4_0 matrices in one launch (rows
+ * ending mid-tile, gaps in ldy untouched), 17 and 64 tokens, s = 2, 3 and 8 of K = 512's 8 stages
+ * of 64 columns; a
  * second call gives the same bits (the emulation draws another block order, so another block
  * completes each tile) and the counters are left zeroed. mma_splits on the 8B shapes at 132 SMs,
  * and the counts the kernel refuses: an empty split, too many, past 64 tokens, no workspace. */
 static void test_mma_split(void **state) {
     (void)state;
     sol_backend *be = cpu();
-    enum { K = mma_trio::K, NMAX = 64, SMS = 132 };
-    mma_trio m(be, NMAX, 29);
+    enum { K = 512, NMAX = 64, SMS = 132 };
+    mma_trio m(be, NMAX, 29, K);
     const sol_dtype *types = mma_trio::types;
     const int *rows = mma_trio::rows, *ldy = mma_trio::ldy;
     const std::vector<uint16_t> &xh = m.xh;
     sol_cuda_wt *wt = m.wt;
     std::vector<float> part(sol_emu_mma_split_floats(SMS));
     std::vector<int> cnt((size_t)sol_emu_mma_split_counters(SMS), 0), zero = cnt;
-    for (int s : {2, 3, 4, 6, 16}) {
-        int per = (K / 32 + s - 1) / s * 32;
-        for (int n : {17, 64})
+    for (int s : {2, 3, 8})
+        for (int n : {17, 64}) {
+            /* the partials summed in split order, for both values of add */
+            std::vector<std::vector<float>> sum(3);
+            for (int i = 0; i < 3; i++)
+                sum[i].assign((size_t)NMAX * ldy[i], 0.0f);
+            int per = sol_emu_mma_split_cols(n, K, s);
+            for (int j = 0; j < s; j++) {
+                std::vector<uint16_t> xm(xh);
+                for (int t = 0; t < NMAX; t++)
+                    for (int k = 0; k < K; k++)
+                        if (k < j * per || k >= (j + 1) * per) xm[t * K + k] = 0;
+                for (int i = 0; i < 3; i++) {
+                    std::vector<float> p((size_t)NMAX * ldy[i], 0.0f);
+                    assert_int_equal(
+                        sol_emu_mma_gemm(wt[i], xm.data(), p.data(), n, ldy[i], 0, nullptr), 0);
+                    for (int t = 0; t < n; t++)
+                        for (int r = 0; r < rows[i]; r++) {
+                            float &v = sum[i][(size_t)t * ldy[i] + r];
+                            v = j ? v + p[(size_t)t * ldy[i] + r] : p[(size_t)t * ldy[i] + r];
+                        }
+                }
+            }
             for (int add = 0; add < 2; add++) {
-                std::vector<std::vector<float>> want(3), got(3), sum(3);
+                std::vector<std::vector<float>> want(3), got(3);
                 float *ys[3];
                 for (int i = 0; i < 3; i++) {
                     want[i].resize((size_t)NMAX * ldy[i]);
                     fill(want[i].data(), NMAX * ldy[i], 5 + i);
                     got[i] = want[i];
                     ys[i] = got[i].data();
-                    sum[i].assign((size_t)NMAX * ldy[i], 0.0f);
-                }
-                for (int j = 0; j < s; j++) {
-                    std::vector<uint16_t> xm(xh);
-                    for (int t = 0; t < NMAX; t++)
-                        for (int k = 0; k < K; k++)
-                            if (k < j * per || k >= (j + 1) * per) xm[t * K + k] = 0;
-                    for (int i = 0; i < 3; i++) {
-                        std::vector<float> p((size_t)NMAX * ldy[i], 0.0f);
-                        assert_int_equal(
-                            sol_emu_mma_gemm(wt[i], xm.data(), p.data(), n, ldy[i], 0, nullptr), 0);
-                        for (int t = 0; t < n; t++)
-                            for (int r = 0; r < rows[i]; r++) {
-                                float &a = sum[i][(size_t)t * ldy[i] + r];
-                                a = j ? a + p[(size_t)t * ldy[i] + r] : p[(size_t)t * ldy[i] + r];
-                            }
-                    }
-                }
-                for (int i = 0; i < 3; i++)
                     for (int t = 0; t < n; t++)
                         for (int r = 0; r < rows[i]; r++) {
                             float &v = want[i][(size_t)t * ldy[i] + r];
                             v = add ? v + sum[i][(size_t)t * ldy[i] + r]
                                     : sum[i][(size_t)t * ldy[i] + r];
                         }
+                }
                 sol_cuda_mma_split sp = {s, part.data(), cnt.data()};
                 for (int again = 0; again < 2; again++) {
                     std::vector<std::vector<float>> before = got;
@@ -906,7 +909,7 @@ static void test_mma_split(void **state) {
                     got = before; /* the same y again: add reads it */
                 }
             }
-    }
+        }
     /* the counts mma_splits picks for the 8B shapes: 2 blocks an SM, >= 8 stages a split */
     auto shape = [](int r, int c) {
         sol_cuda_wt v = {};
@@ -921,10 +924,12 @@ static void test_mma_split(void **state) {
     assert_int_equal(sol_emu_mma_splits(qkv, 3, 17, SMS), 3);   /* a token tile as at 64 */
     assert_int_equal(sol_emu_mma_splits(gu, 2, 64, SMS), 1);    /* 448 tiles: enough */
     assert_int_equal(sol_emu_mma_splits(&down, 1, 65, SMS), 1); /* the 128-row tile: never */
-    assert_int_equal(sol_emu_mma_splits(wt, 1, 64, SMS), 2);    /* 16 stages: 2 of 8 */
+    assert_int_equal(sol_emu_mma_splits(wt, 1, 64, SMS), 2);    /* 8 stages: 2 of 4 */
     const sol_cuda_wt small = shape(100, 256);
-    assert_int_equal(sol_emu_mma_splits(&small, 1, 64, SMS), 1); /* 8 stages: too few */
-    /* refused: an empty split (5 of 16 stages: 4, 4, 4, 4, 0), 17, past 64 tokens, no buffers */
+    assert_int_equal(sol_emu_mma_splits(&small, 1, 64, SMS), 1); /* 4 stages: too few */
+    assert_int_equal(sol_emu_mma_split_cols(64, 1024, 3), 384);  /* 6 stages of 64 columns */
+    assert_int_equal(sol_emu_mma_split_cols(64, 1056, 3), 352);  /* K % 64: 11 stages of 32 */
+    /* refused: an empty split (5 of 8 stages: 2, 2, 2, 2, 0), 17, past 64 tokens, no buffers */
     std::vector<float> y1((size_t)NMAX * ldy[0]);
     float *ys1[1] = {y1.data()};
     const sol_cuda_mma_split bad[] = {{5, part.data(), cnt.data()},
@@ -1033,13 +1038,11 @@ static void test_mmq_gemm(void **state) {
 /* The batch GEMM on tensor cores (k_mma.cu, mma.sync emulated from the PTX ISA's fragment
  * formulas): against the same sums in double over the weights rounded to F16 (the rows the CPU's
  * embed dequantizes, exact) and x rounded to F16. Products of halves are exact; the kernel sums
- * 512 of them in f32 (k order within 16, tiles in order): ~512 * 2^-24 of the terms' magnitude,
- * under 1e-5 relative. M = 100 and n = 70 leave partial tiles on both axes; ldy = M + 3 leaves a
- * gap the kernel must not write. */
-static void test_mma_gemm(void **state) {
-    (void)state;
-    sol_backend *be = cpu();
-    enum { M = 100, K = 512, LDY = M + 3, NMAX = 70 };
+ * K of them in f32 (k order within 16, tiles in order): ~K * 2^-24 of the terms' magnitude, under
+ * 1e-5 relative. M = 100 and n = 70 leave partial tiles on both axes; ldy = M + 3 leaves a gap the
+ * kernel must not write. K = 512 (64-column stages up to 64 tokens) and 544 (32-column ones: the
+ * 32-element block types only). */
+static void test_mma_gemm_k(sol_backend *be, int M, int K, int LDY, int NMAX) {
     std::vector<float> x(NMAX * K), xr(NMAX * K), wr(M * K);
     fill(x.data(), NMAX * K, 9);
     for (int i = 0; i < NMAX * K; i++)
@@ -1051,6 +1054,7 @@ static void test_mma_gemm(void **state) {
     for (int r = 0; r < M; r++)
         ids[r] = r;
     for (sol_dtype t : kTypes) {
+        if (K % (int)sol_dtype_block_elems(t)) continue; /* K-quants: 256-element blocks */
         weight_pair w = make_weight(be, t, M, K);
         std::vector<unsigned char> dev;
         sol_cuda_wt wt = device_view(w, dev);
@@ -1114,6 +1118,14 @@ static void test_mma_gemm(void **state) {
         wt.split = !wt.split; /* the other layout is refused, never misread */
         assert_int_equal(sol_emu_mma_gemm(wt, xh.data(), got.data(), 17, LDY, 0, nullptr), -EINVAL);
     }
+}
+
+static void test_mma_gemm(void **state) {
+    (void)state;
+    sol_backend *be = cpu();
+    enum { M = 100, LDY = M + 3, NMAX = 70 };
+    for (int K : {512, 544}) /* 64-column stages up to 64 tokens; K % 64 != 0: 32 (mma_bk) */
+        test_mma_gemm_k(be, M, K, LDY, NMAX);
     sol_backend_free(be);
 }
 

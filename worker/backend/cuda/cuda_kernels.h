@@ -218,6 +218,8 @@ typedef struct sol_cuda_mma_split {
 /* The split count for a launch of these count matrices at n tokens on sms SMs (1: none). */
 int SOL_CUDA_FN(mma_splits)(const sol_cuda_wt *ws, int count, int n, int sms);
 size_t SOL_CUDA_FN(mma_split_floats)(int sms);
+/* The columns each of `splits` splits runs at n tokens (whole stages; the last may run fewer). */
+int SOL_CUDA_FN(mma_split_cols)(int n, int K, int splits);
 int SOL_CUDA_FN(mma_split_counters)(int sms);
 /* mma_gemm of count (1..3) quantized matrices of one K that read the same xh (q/k/v, gate/up):
  * one launch up to 64 tokens, one per matrix past them; ys[i] with ldy[i] floats a token; the

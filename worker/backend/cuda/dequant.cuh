@@ -230,6 +230,62 @@ __device__ __forceinline__ void sol_nibbles(const uint32_t q[4], int hi, uint32_
         out[i] = (hi ? q[i] >> 4 : q[i]) & 0x0F0F0F0Fu;
 }
 
+/* N (16 or 32) elements of a Q4_K (q5 = 0) or Q5_K super-block at b from element kk (N | kk;
+ * one sub-block's scale and min, decoded once): sol_dequant16/32's K-quant runs. */
+template <int N>
+__device__ __forceinline__ void kq45_run(const unsigned char *b, int q5, int kk, float *out) {
+    int j = kk / 32, l0 = kk % 32, sc, mn;
+    kq_scale_min_w(j, sol_ld32(b + 4), sol_ld32(b + 8), sol_ld32(b + 12), &sc, &mn);
+    uint32_t dm = sol_ld32(b);
+    float d1 = sol_f16_to_f32((uint16_t)dm) * (float)sc;
+    float m1 = sol_f16_to_f32((uint16_t)(dm >> 16)) * (float)mn;
+    uint32_t q[N / 4], v[N / 4];
+    SOL_UNROLL
+    for (int i = 0; i < N / 16; i++) {
+        sol_ld128(q + 4 * i, b + (q5 ? 48 : 16) + 32 * (j / 2) + l0 + 16 * i);
+        sol_nibbles(q + 4 * i, j % 2, v + 4 * i);
+    }
+    if (q5) {
+        uint32_t h[N / 4];
+        SOL_UNROLL
+        for (int i = 0; i < N / 16; i++)
+            sol_ld128(h + 4 * i, b + 16 + l0 + 16 * i);
+        SOL_UNROLL
+        for (int i = 0; i < N / 4; i++) /* bit j of each byte to bit 4 of the same byte */
+            v[i] |= ((h[i] >> j) & 0x01010101u) << 4;
+    }
+    SOL_UNROLL
+    for (int i = 0; i < N; i++)
+        out[i] = fmaf(d1, sol_byte_f(v, i, 0.0f), -m1);
+}
+
+/* N (16 or 32) elements of a Q6_K block's split quants b (ql 128, qh 64, scales 16: kq6_elem's
+ * layout) with scale d, from element kk (N | kk): a scale per 16 elements, exact products. */
+template <int N>
+__device__ __forceinline__ void kq6_run(const unsigned char *b, float d, int kk, float *out) {
+    int hh = kk / 128, part = kk % 128 / 32, l0 = kk % 32;
+    uint32_t q[N / 4], h[N / 4], v[N / 4];
+    SOL_UNROLL
+    for (int i = 0; i < N / 16; i++) {
+        sol_ld128(q + 4 * i, b + 64 * hh + (part % 2 ? 32 : 0) + l0 + 16 * i);
+        sol_ld128(h + 4 * i, b + 128 + 32 * hh + l0 + 16 * i);
+    }
+    int at = 192 + 8 * hh + 2 * part + l0 / 16; /* both of a 32-run's scales in one word */
+    uint32_t sw = sol_ld32(b + (at & ~3)) >> (8 * (at & 3));
+    float ds[N / 16];
+    SOL_UNROLL
+    for (int i = 0; i < N / 16; i++)
+        ds[i] = d * (float)(int8_t)((sw >> (8 * i)) & 0xFF);
+    SOL_UNROLL
+    for (int i = 0; i < N / 4; i++) { /* bits 2 part, +1 of each byte to bits 4, 5 */
+        v[i] = (part >= 2 ? q[i] >> 4 : q[i]) & 0x0F0F0F0Fu;
+        v[i] |= ((h[i] >> (2 * part)) & 0x03030303u) << 4;
+    }
+    SOL_UNROLL
+    for (int i = 0; i < N; i++)
+        out[i] = ds[i / 16] * sol_byte_f(v, i, 32.0f);
+}
+
 /* Elements k..k+15 of row r of a quantized w (k a multiple of 16), as sol_dequant_elem gives
  * them, bit for bit, but from aligned 128-bit loads of the run's quants (32-bit where a block's
  * bytes are only 4-aligned: Q5_0's 20-byte parts, Q5_1's 24-byte blocks) and each block's scales
@@ -298,43 +354,61 @@ __device__ __forceinline__ void sol_dequant16(const sol_cuda_wt &w, int r, int c
     }
     case SOL_CUDA_Q4_K:
     case SOL_CUDA_Q5_K: {
-        int q5 = w.type == SOL_CUDA_Q5_K, kk = (int)(k % 256), j = kk / 32, l0 = kk % 32, sc, mn;
-        const unsigned char *b = row + (size_t)(k / 256) * (q5 ? 176 : 144);
-        kq_scale_min_w(j, sol_ld32(b + 4), sol_ld32(b + 8), sol_ld32(b + 12), &sc, &mn);
-        uint32_t dm = sol_ld32(b);
-        float d1 = sol_f16_to_f32((uint16_t)dm) * (float)sc;
-        float m1 = sol_f16_to_f32((uint16_t)(dm >> 16)) * (float)mn;
-        sol_ld128(q, b + (q5 ? 48 : 16) + 32 * (j / 2) + l0);
-        uint32_t v[4];
-        sol_nibbles(q, j % 2, v);
-        if (q5) {
-            sol_ld128(h, b + 16 + l0);
-            SOL_UNROLL
-            for (int i = 0; i < 4; i++) /* bit j of each byte to bit 4 of the same byte */
-                v[i] |= ((h[i] >> j) & 0x01010101u) << 4;
-        }
-        SOL_UNROLL
-        for (int i = 0; i < 16; i++)
-            out[i] = fmaf(d1, sol_byte_f(v, i, 0.0f), -m1);
+        int q5 = w.type == SOL_CUDA_Q5_K;
+        kq45_run<16>(row + (size_t)(k / 256) * (q5 ? 176 : 144), q5, (int)(k % 256), out);
         return;
     }
-    default: { /* Q6_K: ql 128, qh 64, scales 16 (kq6_elem's layout) */
-        const unsigned char *b = sol_split_quants(w, blk);
+    default: /* Q6_K */
+        kq6_run<16>(sol_split_quants(w, blk), sol_split_scale(w, blk), (int)(k % 256), out);
+    }
+}
+
+/* Elements k..k+31 of row r of a quantized w (k a multiple of 32: one block of the 32-element
+ * types, one sub-block of the K-quants), sol_dequant16's bits for both halves, with the block's
+ * scales loaded and decoded once (the compiler does not merge two sol_dequant16 calls' loads):
+ * the GEMM tile loader's 64-column stages (k_mma.cu). The types without a case here take two
+ * sol_dequant16 calls. */
+__device__ __forceinline__ void sol_dequant32(const sol_cuda_wt &w, int r, int col, float out[32]) {
+    const unsigned char *row = (const unsigned char *)w.data + (size_t)r * w.row_bytes;
+    unsigned k = (unsigned)col;
+    size_t blk = (size_t)r * (size_t)(w.cols / sol_cuda_block_elems(w.type)) +
+                 (size_t)(k / (unsigned)sol_cuda_block_elems(w.type));
+    uint32_t q[8], v[8];
+    switch (w.type) {
+    case SOL_CUDA_Q8_0: { /* signed bytes: b ^ 0x80 is b + 128 */
         float d = sol_split_scale(w, blk);
-        int kk = (int)(k % 256), hh = kk / 128, part = kk % 128 / 32, l0 = kk % 32;
-        sol_ld128(q, b + 64 * hh + (part % 2 ? 32 : 0) + l0);
-        sol_ld128(h, b + 128 + 32 * hh + l0);
-        float ds = d * (float)(int8_t)sol_ldb(b + 192 + 8 * hh + l0 / 16 + 2 * part); /* exact */
-        uint32_t v[4];
-        sol_nibbles(q, part >= 2, v);
+        sol_ld128(q, sol_split_quants(w, blk));
+        sol_ld128(q + 4, sol_split_quants(w, blk) + 16);
         SOL_UNROLL
-        for (int i = 0; i < 4; i++) /* bits 2 part, +1 of each byte to bits 4, 5 */
-            v[i] |= ((h[i] >> (2 * part)) & 0x03030303u) << 4;
+        for (int i = 0; i < 8; i++)
+            v[i] = q[i] ^ 0x80808080u;
         SOL_UNROLL
-        for (int i = 0; i < 16; i++)
-            out[i] = ds * sol_byte_f(v, i, 32.0f);
+        for (int i = 0; i < 32; i++)
+            out[i] = d * sol_byte_f(v, i, 128.0f);
         return;
     }
+    case SOL_CUDA_Q4_0: { /* elements 0..15: the low nibbles of the 16 bytes, 16..31: the high */
+        float d = sol_split_scale(w, blk);
+        sol_ld128(q, sol_split_quants(w, blk));
+        sol_nibbles(q, 0, v);
+        sol_nibbles(q, 1, v + 4);
+        SOL_UNROLL
+        for (int i = 0; i < 32; i++)
+            out[i] = d * sol_byte_f(v, i, 8.0f);
+        return;
+    }
+    case SOL_CUDA_Q4_K:
+    case SOL_CUDA_Q5_K: {
+        int q5 = w.type == SOL_CUDA_Q5_K;
+        kq45_run<32>(row + (size_t)(k / 256) * (q5 ? 176 : 144), q5, (int)(k % 256), out);
+        return;
+    }
+    case SOL_CUDA_Q6_K:
+        kq6_run<32>(sol_split_quants(w, blk), sol_split_scale(w, blk), (int)(k % 256), out);
+        return;
+    default:
+        sol_dequant16(w, r, col, out);
+        sol_dequant16(w, r, col + 16, out + 16);
     }
 }
 

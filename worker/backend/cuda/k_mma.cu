@@ -31,76 +31,92 @@
 enum {
     MMA_SMALL = 64, /* the tile's side B up to this many tokens; twice past it (mma_gemm) */
     MMA_BK = 32,    /* columns per stage: one block of every quantized type's 32-element runs */
-    MMA_LD = MMA_BK + 8, /* shared row stride in halves (bank-conflict-free fragment loads) */
     /* split-K (n <= MMA_SMALL only): blocks per SM a launch is split to fill, the fewest
-     * stages a split runs (its partial tile's 16 KiB written and read back stay below the
+     * columns a split runs (its partial tile's 16 KiB written and read back stay below the
      * weights and x it streams), and the most splits */
     MMA_SPLIT_WAVES = 2,
-    MMA_SPLIT_MIN_STAGES = 8,
+    MMA_SPLIT_MIN_COLS = 256,
     MMA_MAX_SPLITS = SOL_CUDA_MMA_MAX_SPLITS,
 };
 
 /* Blocks an SM holds (__launch_bounds__): 128 registers a thread for the 128 x 128 tile on sm_90
- * (two blocks, no spill), up to 255 on sm_80, where 128 spill 48 bytes (cuda_spills). */
+ * (two blocks, no spill), up to 255 on sm_80, where 128 spill 48 bytes (cuda_spills); the 64 x 64
+ * tile of 64-column stages holds twice the staged elements: three blocks (170 registers). */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-#define MMA_BLOCKS_SM(B) ((B) > MMA_SMALL ? 1 : 4)
+#define MMA_BLOCKS_SM(B, BK) ((B) > MMA_SMALL ? 1 : (BK) > MMA_BK ? 3 : 4)
 #else
-#define MMA_BLOCKS_SM(B) ((B) > MMA_SMALL ? 2 : 4)
+#define MMA_BLOCKS_SM(B, BK) ((B) > MMA_SMALL ? 2 : (BK) > MMA_BK ? 3 : 4)
 #endif
 
-/* One stage of a B x B tile in shared memory. */
-template <int B> struct alignas(16) mma_tiles { /* ldmatrix: 16-byte rows */
-    uint16_t w[B * MMA_LD];
-    uint16_t x[B * MMA_LD];
+/* The stage width for n tokens and K columns: 64 columns for the 64-token tile where K allows,
+ * so each thread dequantizes a whole 32-block of one row (a K-quant sub-block: its scale and min
+ * decoded once for 32 elements, not twice for 16 each); 32 otherwise (the 128-row tile has no
+ * registers for twice the staged elements). */
+static __host__ __device__ int mma_bk(int n, int K) {
+    return n <= MMA_SMALL && K % (2 * MMA_BK) == 0 ? 2 * MMA_BK : MMA_BK;
+}
+
+/* One stage of a B x B tile of BK columns in shared memory; rows padded by 8 halves (BK / 2 + 4
+ * words: the 8 rows of a fragment load fall on 8 different groups of 4 banks). */
+template <int B, int BK> struct alignas(16) mma_tiles { /* ldmatrix: 16-byte rows */
+    enum { LD = BK + 8 };
+    uint16_t w[B * LD];
+    uint16_t x[B * LD];
 };
 
 /* A thread's share of a stage (2 threads a row, of weights and of tokens alike), in registers
  * between its loads and its shared stores: weight row tid / 2 and token tid / 2, columns
- * (tid % 2) * 16 .. + 16, as 8 words of F16 pairs each. */
-struct mma_regs {
-    uint32_t w[8], x[8];
-};
+ * (tid % 2) * BK / 2 .. + BK / 2, as BK / 4 words of F16 pairs each. */
+template <int BK> struct mma_regs { uint32_t w[BK / 4], x[BK / 4]; };
 
+template <int BK>
 static __device__ __forceinline__ void mma_load(const sol_cuda_wt &w, const uint16_t *xh,
-                                                mma_regs &r, int m0, int t0, int k0, int M, int n,
-                                                int K) {
+                                                mma_regs<BK> &r, int m0, int t0, int k0, int M,
+                                                int n, int K) {
     /* Rows past M and tokens past n load the last row's or token's values instead of zeros: an
      * MMA output (row, token) reads only that row and that token, and those outputs are never
      * stored; no zeroing, no branch (a tenth of the loop's instructions). */
+    enum { E = BK / 2 }; /* elements a thread stages: 16, or a whole 32-block at BK = 64 */
     int row = m0 + (int)threadIdx.x / 2, tok = t0 + (int)threadIdx.x / 2;
-    int c = (threadIdx.x % 2) * 16;
+    int c = (threadIdx.x % 2) * E;
     row = row < M ? row : M - 1;
     tok = tok < n ? tok : n - 1;
-    float f[16];
-    sol_dequant16(w, row, k0 + c, f);
+    float f[32];
+    if (E == 32)
+        sol_dequant32(w, row, k0 + c, f); /* a whole block: its scales decoded once */
+    else
+        sol_dequant16(w, row, k0 + c, f);
     SOL_UNROLL
-    for (int j = 0; j < 8; j++)
+    for (int j = 0; j < E / 2; j++)
         r.w[j] = sol_f16x2(f[2 * j], f[2 * j + 1]);
     const uint16_t *src = xh + (size_t)tok * K + k0 + c;
-    sol_ld128(r.x, src);
-    sol_ld128(r.x + 4, src + 8);
+    SOL_UNROLL
+    for (int h = 0; h < E; h += 8)
+        sol_ld128(r.x + h / 2, src + h);
 }
 
-template <int B>
-static __device__ __forceinline__ void mma_store_tiles(const mma_regs &r, mma_tiles<B> &s) {
-    int at = (int)threadIdx.x / 2 * MMA_LD + (threadIdx.x % 2) * 16;
+template <int B, int BK>
+static __device__ __forceinline__ void mma_store_tiles(const mma_regs<BK> &r, mma_tiles<B, BK> &s) {
+    enum { LD = mma_tiles<B, BK>::LD };
+    int at = (int)threadIdx.x / 2 * LD + (threadIdx.x % 2) * (BK / 2);
     uint32_t *wd = (uint32_t *)(s.w + at), *xd = (uint32_t *)(s.x + at);
     SOL_UNROLL
-    for (int j = 0; j < 8; j++)
+    for (int j = 0; j < BK / 4; j++)
         wd[j] = r.w[j], xd[j] = r.x[j];
 }
 
-/* Warp w's 32 x NJ * 8 part over the MMA_BK columns in shared memory, its fragments loaded by
+/* Warp w's 32 x NJ * 8 part over the BK columns in shared memory, its fragments loaded by
  * ldmatrix.x4 (mma.cuh): per 16 columns one for each 16 weight rows (matrices: rows 0-7 and 8-15
  * at columns 0-7, then at 8-15: a[0..3]) and one for each 16 tokens (tokens 0-7 at columns 0-7
  * and 8-15, then tokens 8-15: b[j] and b[j + 1]). */
-template <int B, int NJ = B / 16>
-static __device__ __forceinline__ void mma_tile(const mma_tiles<B> &s, float acc[2][NJ][4], int wm,
-                                                int wn) {
+template <int B, int BK, int NJ = B / 16>
+static __device__ __forceinline__ void mma_tile(const mma_tiles<B, BK> &s, float acc[2][NJ][4],
+                                                int wm, int wn) {
+    enum { MMA_LD = mma_tiles<B, BK>::LD };
     int lane = threadIdx.x % 32, r16 = lane % 16, hi = lane / 16;
     int bt = lane % 8 + 8 * (lane / 16), bk = 8 * ((lane / 8) % 2);
     SOL_UNROLL
-    for (int kk = 0; kk < MMA_BK; kk += 16) {
+    for (int kk = 0; kk < BK; kk += 16) {
         uint32_t a[2][4], b[NJ][2];
         SOL_UNROLL
         for (int i = 0; i < 2; i++)
@@ -188,12 +204,14 @@ static __device__ __forceinline__ bool mma_split_end(const mma_set &set, float a
     return true;
 }
 
-/* B x B tiles, 2 B threads: warps B / 32 (rows) x 2 (tokens), each 32 x B / 2. */
-template <int B>
-static __global__ void __launch_bounds__(2 * B, MMA_BLOCKS_SM(B))
+/* B x B tiles, 2 B threads: warps B / 32 (rows) x 2 (tokens), each 32 x B / 2; stages of BK
+ * columns (mma_bk). */
+template <int B, int BK>
+static __global__ void __launch_bounds__(2 * B, MMA_BLOCKS_SM(B, BK))
     k_mma_gemm(mma_set set, const uint16_t *xh, int n, int K, int add) {
     sol_grid_dependency();
-    SOL_SHARED(mma_tiles<B>, st, [2]);
+    typedef mma_tiles<B, BK> tiles;
+    SOL_SHARED(tiles, st, [2]);
     /* the 128-row tile holds 128 registers a thread on sm_90 with none to spare: its launches
      * take one matrix (mma_gemm_many), read from the parameters as before */
     unsigned bx = blockIdx.x;
@@ -204,8 +222,8 @@ static __global__ void __launch_bounds__(2 * B, MMA_BLOCKS_SM(B))
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     /* split-K: the block's tile and its run of stages (the 128-row tile never splits) */
     const int splits = B > MMA_SMALL ? 1 : set.splits;
-    int split = (int)(bx % (unsigned)splits), per = (K / MMA_BK + splits - 1) / splits;
-    int kb = split * per * MMA_BK, ke = K < kb + per * MMA_BK ? K : kb + per * MMA_BK;
+    int split = (int)(bx % (unsigned)splits), per = (K / BK + splits - 1) / splits;
+    int kb = split * per * BK, ke = K < kb + per * BK ? K : kb + per * BK;
     int m0 = (int)(bx / (unsigned)splits) * B, t0 = blockIdx.y * B;
     int wm = (warp % (B / 32)) * 32, wn = (warp / (B / 32)) * (B / 2);
     float acc[2][B / 16][4];
@@ -218,13 +236,13 @@ static __global__ void __launch_bounds__(2 * B, MMA_BLOCKS_SM(B))
         acc[i][j][e] = 0.0f;
     SOL_SHARED(int, split_last, [1]);
     if (threadIdx.x == 0) split_last[0] = 0; /* before the loop's barriers: mma_split_end */
-    mma_regs r;
+    mma_regs<BK> r;
     mma_load(w, xh, r, m0, t0, kb, M, n, K);
     mma_store_tiles(r, st[0]);
     __syncthreads(); /* stage 0 is whole */
-    for (int k0 = kb, b = 0; k0 < ke; k0 += MMA_BK, b ^= 1) {
-        bool more = k0 + MMA_BK < ke;
-        if (more) mma_load(w, xh, r, m0, t0, k0 + MMA_BK, M, n, K); /* in flight over the MMAs */
+    for (int k0 = kb, b = 0; k0 < ke; k0 += BK, b ^= 1) {
+        bool more = k0 + BK < ke;
+        if (more) mma_load(w, xh, r, m0, t0, k0 + BK, M, n, K); /* in flight over the MMAs */
         mma_tile(st[b], acc, wm, wn);
         if (more) mma_store_tiles(r, st[b ^ 1]);
         /* the next stage is whole, and every warp is done with this one before the stage after
@@ -272,10 +290,10 @@ extern "C" int SOL_CUDA_FN(mma_splits)(const sol_cuda_wt *ws, int count, int n, 
     long long tiles = 0, target = (long long)MMA_SPLIT_WAVES * (sms > 0 ? sms : 1);
     for (int i = 0; i < count; i++)
         tiles += (ws[i].rows + MMA_SMALL - 1) / MMA_SMALL;
-    int stages = (int)(ws[0].cols / MMA_BK);
-    if (tiles >= target || stages < 2 * MMA_SPLIT_MIN_STAGES) return 1;
+    int bk = mma_bk(n, ws[0].cols), stages = ws[0].cols / bk, least = MMA_SPLIT_MIN_COLS / bk;
+    if (tiles >= target || stages < 2 * least) return 1;
     long long s = (target + tiles - 1) / tiles;
-    if (s > stages / MMA_SPLIT_MIN_STAGES) s = stages / MMA_SPLIT_MIN_STAGES;
+    if (s > stages / least) s = stages / least;
     if (s > MMA_MAX_SPLITS) s = MMA_MAX_SPLITS;
     int per = (stages + (int)s - 1) / (int)s;
     return (stages + per - 1) / per; /* the splits of `per` stages that cover K: none empty */
@@ -290,11 +308,18 @@ extern "C" int SOL_CUDA_FN(mma_split_counters)(int sms) {
     return MMA_SPLIT_WAVES * (sms > 0 ? sms : 1);
 }
 
+/* Columns each split runs at n tokens (mma_bk's stages, whole; the last split may run fewer). */
+extern "C" int SOL_CUDA_FN(mma_split_cols)(int n, int K, int splits) {
+    int bk = mma_bk(n, K), stages = K / bk;
+    return splits > 0 ? (stages + splits - 1) / splits * bk : 0;
+}
+
 /* A split count the kernel can take for K columns at n tokens: 1, or 2..MMA_MAX_SPLITS up to
  * 64 tokens with no split empty, a workspace and counters. */
 static int split_ok(const sol_cuda_mma_split *sp, int K, int n) {
     if (!sp || sp->splits == 1) return 1;
-    int stages = K / MMA_BK, s = sp->splits, per = s > 0 ? (stages + s - 1) / s : 0;
+    int bk = mma_bk(n, K), stages = K / bk, s = sp->splits;
+    int per = s > 0 ? (stages + s - 1) / s : 0;
     return s > 1 && s <= MMA_MAX_SPLITS && n <= MMA_SMALL && (s - 1) * per < stages && sp->part &&
            sp->cnt;
 }
@@ -342,10 +367,13 @@ extern "C" int SOL_CUDA_FN(mma_gemm_many)(const sol_cuda_wt *ws, float *const *y
     int K = (int)ws[0].cols;
     if (side > MMA_SMALL) {
         enum { B = 2 * MMA_SMALL };
-        SOL_LAUNCH(k_mma_gemm<B>, grid, dim3(2 * B), 0, stream, s, x, n, K, add);
+        SOL_LAUNCH((k_mma_gemm<B, MMA_BK>), grid, dim3(2 * B), 0, stream, s, x, n, K, add);
+    } else if (mma_bk(n, K) > MMA_BK) {
+        enum { B = MMA_SMALL };
+        SOL_LAUNCH((k_mma_gemm<B, 2 * MMA_BK>), grid, dim3(2 * B), 0, stream, s, x, n, K, add);
     } else {
         enum { B = MMA_SMALL };
-        SOL_LAUNCH(k_mma_gemm<B>, grid, dim3(2 * B), 0, stream, s, x, n, K, add);
+        SOL_LAUNCH((k_mma_gemm<B, MMA_BK>), grid, dim3(2 * B), 0, stream, s, x, n, K, add);
     }
     return 1;
 }
