@@ -14,9 +14,13 @@ branches inside a loop are counted on both sides.
 An SM sub-partition issues one warp instruction a clock; at the dense peak an m16n8k16 F16 HMMA
 and an m16n8k32 s8 IMMA each take 4 clocks, an m16n8k16 s8 IMMA 2. So clocks / instructions is
 the share of the peak an issue-bound warp reaches (of the F16 peak for k_mma_gemm, of the int8
-peak for k_mmq's kernels): the figures gpu_model.py's MMA_ISSUE and mmq*_eff hold. Exit 2 when
-nvcc or cuobjdump is missing."""
+peak for k_mmq's kernels): the figures gpu_model.py's MMA_ISSUE and mmq*_eff hold.
+
+  --check [--model FILE]: compare the k_mma counts with MMA_ISSUE in bench/gpu_model.py (or FILE)
+  and exit 1 naming each that differs, so the model's figures stay the kernel's
+  (tests/integration/gemm_issue.sh). Exit 2 when nvcc or cuobjdump is missing."""
 import argparse
+import importlib.util
 import os
 import re
 import shutil
@@ -130,6 +134,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--arch", type=int, default=90)
     ap.add_argument("--kernels", default="k_mma")
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--model", default=os.path.join(ROOT, "bench", "gpu_model.py"))
     o = ap.parse_args()
     unknown = [f for f in o.kernels.split(",") if f not in FAMILIES]
     if unknown:
@@ -142,6 +148,7 @@ def main():
         return 2
     print(f"main loop per iteration, sm_{o.arch}: instructions, MMAs, MMA clocks at the peak, "
           f"clocks / instructions")
+    counted = {}
     with tempfile.TemporaryDirectory() as tmp:
         for fam in o.kernels.split(","):
             src, kerns, types, trip = FAMILIES[fam]
@@ -156,7 +163,27 @@ def main():
                     except RuntimeError:
                         continue  # this type never reaches the kernel's MMAs (another kernel's)
                     print(f"{label:12} {ty:6} {n:6d} instr {k:4d} MMA {c:5d} clocks  {c / n:5.2f}")
-    return 0
+                    counted[(ty, label)] = (n, k)
+    return check(counted, o.model) if o.check else 0
+
+
+def check(counted, model):
+    """1 when a count differs from the model's MMA_ISSUE (its columns: FAMILIES' k_mma labels)."""
+    spec = importlib.util.spec_from_file_location("gpu_model_checked", model)
+    gm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gm)
+    labels = [label for _, label in FAMILIES["k_mma"][1]]
+    bad = 0
+    for ty in FAMILIES["k_mma"][2]:
+        for col, label in enumerate(labels):
+            want = tuple(gm.MMA_ISSUE.get(ty, ((None, None),) * len(labels))[col])
+            got = counted.get((ty, label))
+            if got != want:
+                print(f"gemm_issue: {ty} {label}: the SASS counts {got}, {model}'s MMA_ISSUE "
+                      f"says {want}", file=sys.stderr)
+                bad = 1
+    print("check: " + ("MMA_ISSUE differs from the SASS" if bad else "MMA_ISSUE is the SASS's"))
+    return bad
 
 
 if __name__ == "__main__":
