@@ -845,7 +845,8 @@ static void test_mma_gemm_many(void **state) {
  * of 64 columns; a
  * second call gives the same bits (the emulation draws another block order, so another block
  * completes each tile) and the counters are left zeroed. mma_splits on the 8B shapes at 132 SMs,
- * and the counts the kernel refuses: an empty split, too many, past 64 tokens, no workspace. */
+ * and the splits the kernel refuses: an empty split, too many, past 64 tokens, no workspace, or
+ * one short of the launch's tiles. */
 static void test_mma_split(void **state) {
     (void)state;
     sol_backend *be = cpu();
@@ -895,7 +896,7 @@ static void test_mma_split(void **state) {
                                     : sum[i][(size_t)t * ldy[i] + r];
                         }
                 }
-                sol_cuda_mma_split sp = {s, part.data(), cnt.data()};
+                sol_cuda_mma_split sp = {s, part.data(), cnt.data(), part.size(), (int)cnt.size()};
                 for (int again = 0; again < 2; again++) {
                     std::vector<std::vector<float>> before = got;
                     assert_int_equal(
@@ -932,15 +933,21 @@ static void test_mma_split(void **state) {
     /* refused: an empty split (5 of 8 stages: 2, 2, 2, 2, 0), 17, past 64 tokens, no buffers */
     std::vector<float> y1((size_t)NMAX * ldy[0]);
     float *ys1[1] = {y1.data()};
-    const sol_cuda_mma_split bad[] = {{5, part.data(), cnt.data()},
-                                      {17, part.data(), cnt.data()},
-                                      {0, part.data(), cnt.data()},
-                                      {2, nullptr, cnt.data()},
-                                      {2, part.data(), nullptr}};
+    /* ... and a workspace or counters short of the launch's tiles (wt[0]: 2 row tiles, so 2
+     * splits need 2 x 2 partial tiles of 64 x 64 floats and 2 counters: exactly that passes) */
+    const size_t all = part.size(), need = 2 * 2 * 64 * 64;
+    const int nc = (int)cnt.size();
+    const sol_cuda_mma_split bad[] = {
+        {5, part.data(), cnt.data(), all, nc}, {17, part.data(), cnt.data(), all, nc},
+        {0, part.data(), cnt.data(), all, nc}, {2, nullptr, cnt.data(), all, nc},
+        {2, part.data(), nullptr, all, nc},    {2, part.data(), cnt.data(), need - 1, nc},
+        {2, part.data(), cnt.data(), all, 1}};
     for (const sol_cuda_mma_split &b : bad)
         assert_int_equal(sol_emu_mma_gemm_many(wt, ys1, ldy, 1, xh.data(), 17, 0, &b, nullptr),
                          -EINVAL);
-    const sol_cuda_mma_split two = {2, part.data(), cnt.data()};
+    const sol_cuda_mma_split exact = {2, part.data(), cnt.data(), need, 2};
+    assert_int_equal(sol_emu_mma_gemm_many(wt, ys1, ldy, 1, xh.data(), 17, 0, &exact, nullptr), 1);
+    const sol_cuda_mma_split two = {2, part.data(), cnt.data(), all, nc};
     assert_int_equal(sol_emu_mma_gemm_many(wt, ys1, ldy, 1, xh.data(), 65, 0, &two, nullptr),
                      -EINVAL);
     sol_backend_free(be);

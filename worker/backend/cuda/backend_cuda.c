@@ -509,11 +509,10 @@ static int mma_run(const cuda_backend *b, const sol_weight *const *ws, int count
     return k;
 }
 
-/* Split-K for a k_mma_gemm launch (mma_splits: from the shapes and the SM count). The
- * SOL_CUDA_SPLIT_K=0 keeps every launch whole. The
- * workspace is sized once for the device's bound, not for the launch (a growth inside a captured
- * step cuts its capture short), and its counters are zeroed when new: every launch leaves them
- * zeroed. */
+/* Split-K for a k_mma_gemm launch (mma_splits: from the shapes and the SM count; none under
+ * SOL_CUDA_SPLIT_K=0). The workspace is sized once for the device's bound, not for the launch (a
+ * growth inside a captured step cuts its capture short), and its counters are zeroed when new:
+ * every launch leaves them zeroed. */
 static int mma_split_of(cuda_backend *b, const sol_cuda_wt *wt, int k, int n,
                         sol_cuda_mma_split *sp) {
     int sms = SOL_CUDA_FN(dev_sm_count)(b->dev), rc;
@@ -529,6 +528,8 @@ static int mma_split_of(cuda_backend *b, const sol_cuda_wt *wt, int k, int n,
         (rc = SOL_CUDA_FN(dev_memset)(b->dev, b->mma_cnt.p, 0, b->mma_cnt.bytes)))
         return cbe_fail(b, rc, "matmul", "could not zero the split-K counters");
     sp->part = b->mma_part.p, sp->cnt = b->mma_cnt.p;
+    sp->floats = b->mma_part.bytes / sizeof(float);
+    sp->counters = (int)(b->mma_cnt.bytes / sizeof(int));
     return 0;
 }
 

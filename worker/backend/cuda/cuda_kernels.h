@@ -207,13 +207,16 @@ int SOL_CUDA_FN(mma_gemm)(sol_cuda_wt w, const void *xh, float *y, int n, int ld
                           void *stream);
 /* Split-K for decode batches (up to 64 tokens): each tile's K cut into `splits` runs of stages
  * whose partial tiles the last block to finish sums in split order (deterministic: the bits
- * depend on the split count, not on timing). part: mma_split_floats(sms) floats; cnt:
- * mma_split_counters(sms) ints, zeroed before the first call and left zeroed by every launch. */
+ * depend on the split count, not on timing). part: `floats` floats (mma_split_floats(sms) hold
+ * any split mma_splits picks); cnt: `counters` ints (mma_split_counters(sms)), zeroed before the
+ * first call and left zeroed by every launch. A launch whose tiles need more is refused. */
 #define SOL_CUDA_MMA_MAX_SPLITS 16
 typedef struct sol_cuda_mma_split {
     int splits;
     float *part;
     int *cnt;
+    size_t floats;
+    int counters;
 } sol_cuda_mma_split;
 /* The split count for a launch of these count matrices at n tokens on sms SMs (1: none). */
 int SOL_CUDA_FN(mma_splits)(const sol_cuda_wt *ws, int count, int n, int sms);

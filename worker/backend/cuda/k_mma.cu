@@ -4,21 +4,23 @@
  *
  * A block owns B weight rows x B tokens: 64 x 64 (4 warps) up to 64 tokens, so a decode batch
  * still fills the SMs, and 128 x 128 (8 warps) past them, where each dequantized weight feeds
- * twice the MMAs and x is read from L2 half as often. Per MMA_BK = 32 columns (a stage)
- *  - each thread dequantizes half a 32-block of one weight row (sol_dequant16: two 128-bit loads
- *    and the block's scales once), rounds it to F16 with cvt.rn.f16x2 (sol_f16x2, 8 instructions
- *    for 16 elements) and loads 16 of the tokens' F16 activations (two 128-bit loads): the next
+ * twice the MMAs and x is read from L2 half as often. Per stage of BK columns (mma_bk: 64 on
+ * the 64-token tile where K allows, else 32)
+ *  - each thread dequantizes BK / 2 elements of one weight row (sol_dequant32, a whole block with
+ *    its scales decoded once; sol_dequant16 at BK = 32), rounds them to F16 with cvt.rn.f16x2
+ *    (sol_f16x2) and loads as many of the tokens' F16 activations (128-bit loads): the next
  *    stage's, into registers, while the warps multiply the current stage from shared memory;
  *  - each warp multiplies its 32 x B / 2 part: 2 x B / 16 mma.m16n8k16 per 16 columns, sums in
  *    f32 registers;
  *  - then the registers go to the other of two shared buffers: one __syncthreads a stage.
- * Shared rows are padded to 40 halves (20 words): the fragment loads of a warp (rows g, words t)
- * fall on 32 different banks. bench/gemm_issue.py counts the stage loop's instructions per HMMA
- * from the SASS (docs/backend.md, "Matmul").
+ * Shared rows are padded by 8 halves (BK / 2 + 4 words): the fragment loads of a warp fall on 32
+ * different banks. bench/gemm_issue.py counts the stage loop's instructions per HMMA from the
+ * SASS (docs/backend.md, "Matmul"; gpu_model.py's MMA_ISSUE, checked equal by
+ * integration/gemm_issue).
  *
  * Up to 64 tokens a launch whose tiles make fewer than two blocks an SM splits each tile's K
- * (mma_splits: a decode batch's o and down projections, 64 row tiles at 8B, run 5 splits of
- * 90 stages): the splits' partial tiles go to a workspace and the block completing a tile sums
+ * (mma_splits: at 8B a decode batch's down projection, 64 row tiles over 224 stages, runs 5
+ * splits of 45): the splits' partial tiles go to a workspace and the block completing a tile sums
  * them in split order, so the result is deterministic (mma_split_end). */
 #include <errno.h>
 #include <string.h>
@@ -30,7 +32,7 @@
 
 enum {
     MMA_SMALL = 64, /* the tile's side B up to this many tokens; twice past it (mma_gemm) */
-    MMA_BK = 32,    /* columns per stage: one block of every quantized type's 32-element runs */
+    MMA_BK = 32,    /* the narrow stage (mma_bk: it or twice it): a block of every 32-element run */
     /* split-K (n <= MMA_SMALL only): blocks per SM a launch is split to fill, the fewest
      * columns a split runs (its partial tile's 16 KiB written and read back stay below the
      * weights and x it streams), and the most splits */
@@ -314,14 +316,18 @@ extern "C" int SOL_CUDA_FN(mma_split_cols)(int n, int K, int splits) {
     return splits > 0 ? (stages + splits - 1) / splits * bk : 0;
 }
 
-/* A split count the kernel can take for K columns at n tokens: 1, or 2..MMA_MAX_SPLITS up to
- * 64 tokens with no split empty, a workspace and counters. */
-static int split_ok(const sol_cuda_mma_split *sp, int K, int n) {
+/* A split the kernel can take for these matrices at n tokens: 1, or 2..MMA_MAX_SPLITS up to 64
+ * tokens with no split empty, and a workspace and counters as large as the launch's tiles need. */
+static int split_ok(const sol_cuda_mma_split *sp, const sol_cuda_wt *ws, int count, int n) {
     if (!sp || sp->splits == 1) return 1;
-    int bk = mma_bk(n, K), stages = K / bk, s = sp->splits;
+    int K = ws[0].cols, bk = mma_bk(n, K), stages = K / bk, s = sp->splits;
     int per = s > 0 ? (stages + s - 1) / s : 0;
+    long long tiles = 0;
+    for (int i = 0; i < count; i++)
+        tiles += (ws[i].rows + MMA_SMALL - 1) / MMA_SMALL;
     return s > 1 && s <= MMA_MAX_SPLITS && n <= MMA_SMALL && (s - 1) * per < stages && sp->part &&
-           sp->cnt;
+           sp->cnt && tiles * s * MMA_SMALL * MMA_SMALL <= (long long)sp->floats &&
+           tiles <= sp->counters;
 }
 
 /* ys[i] (ldy[i] floats a token) (+)= the F16 activations xh (n x K) times W_i^T for count (1..3)
@@ -337,7 +343,7 @@ extern "C" int SOL_CUDA_FN(mma_gemm_many)(const sol_cuda_wt *ws, float *const *y
         int rc = mma_check(ws[i], (int)ws[0].cols, n, ldy[i]);
         if (rc) return rc;
     }
-    if (!split_ok(sp, (int)ws[0].cols, n)) return -EINVAL;
+    if (!split_ok(sp, ws, count, n)) return -EINVAL;
     int side = mma_side(n), splits = sp ? sp->splits : 1;
     if (side > MMA_SMALL && count > 1) {
         for (int i = 0; i < count; i++) {
