@@ -199,8 +199,11 @@ static __device__ __forceinline__ bool mma_split_end(const mma_set &set, float a
     for (int e = 0; e < 4; e++) {
         const float *p = first + ((i * NJ + j) * 4 + e) * T + tid;
         float v = __ldcg(p);
-        SOL_NO_UNROLL /* a runtime count: one load a split, no copies of the body */
-            for (int s = 1; s < set.splits; s++) v += __ldcg(p + (size_t)s * (E * T));
+        /* a runtime count: one load a split, no copies of the body */
+        SOL_NO_UNROLL
+        for (int s = 1; s < set.splits; s++) {
+            v += __ldcg(p + (size_t)s * (E * T));
+        }
         acc[i][j][e] = v;
     }
     return true;
