@@ -285,6 +285,14 @@ static int mma_check(const sol_cuda_wt &w, int K, int n, int ldy) {
     return 0;
 }
 
+/* The 64-row tiles of a launch's matrices: split-K's blocks are these times the split count. */
+static long long split_tiles(const sol_cuda_wt *ws, int count) {
+    long long tiles = 0;
+    for (int i = 0; i < count; i++)
+        tiles += (ws[i].rows + MMA_SMALL - 1) / MMA_SMALL;
+    return tiles;
+}
+
 /* Split-K's count for a launch of these matrices at n tokens: none past 64 tokens (the 128-row
  * tile has no registers for it, and a prompt's token tiles fill the GPU) or when the launch's
  * tiles already make MMA_SPLIT_WAVES blocks an SM; else enough to reach that, each split at
@@ -292,9 +300,8 @@ static int mma_check(const sol_cuda_wt &w, int K, int n, int ldy) {
  * token's sums depend on them, never on timing. */
 extern "C" int SOL_CUDA_FN(mma_splits)(const sol_cuda_wt *ws, int count, int n, int sms) {
     if (n > MMA_SMALL || count < 1) return 1;
-    long long tiles = 0, target = (long long)MMA_SPLIT_WAVES * (sms > 0 ? sms : 1);
-    for (int i = 0; i < count; i++)
-        tiles += (ws[i].rows + MMA_SMALL - 1) / MMA_SMALL;
+    long long tiles = split_tiles(ws, count),
+              target = (long long)MMA_SPLIT_WAVES * (sms > 0 ? sms : 1);
     int bk = mma_bk(n, ws[0].cols), stages = ws[0].cols / bk, least = MMA_SPLIT_MIN_COLS / bk;
     if (tiles >= target || stages < 2 * least) return 1;
     long long s = (target + tiles - 1) / tiles;
@@ -325,9 +332,7 @@ static int split_ok(const sol_cuda_mma_split *sp, const sol_cuda_wt *ws, int cou
     if (!sp || sp->splits == 1) return 1;
     int K = ws[0].cols, bk = mma_bk(n, K), stages = K / bk, s = sp->splits;
     int per = s > 0 ? (stages + s - 1) / s : 0;
-    long long tiles = 0;
-    for (int i = 0; i < count; i++)
-        tiles += (ws[i].rows + MMA_SMALL - 1) / MMA_SMALL;
+    long long tiles = split_tiles(ws, count);
     return s > 1 && s <= MMA_MAX_SPLITS && n <= MMA_SMALL && (s - 1) * per < stages && sp->part &&
            sp->cnt && tiles * s * MMA_SMALL * MMA_SMALL <= (long long)sp->floats &&
            tiles <= sp->counters;
